@@ -1,0 +1,144 @@
+"""The ``specbench`` command line.
+
+Importing this module must stay cheap: no Textual, httpx, torch or triton here. Each command imports what it
+needs when it runs, so ``specbench --help`` answers at once over a slow SSH link.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from specbench_tui import __version__
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_INVALID = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="specbench",
+        description="Sweep speculative-decoding configurations of LLM servers (SGLang, or the built-in "
+                    "simulator) and measure throughput, latency and draft acceptance, live in the terminal.",
+        epilog="Start with: specbench run sweeps/demo.toml   (runs against the built-in SGLang simulator)",
+    )
+    parser.add_argument("--version", action="version", version=f"specbench {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    validate = commands.add_parser(
+        "validate", help="check a sweep file and print the expanded plan with exact argv",
+        description="Check a sweep file and print every configuration with its id, GPUs and exact server "
+                    "argv; skipped points show their reason. Exit 0 when valid, 2 with the errors otherwise. "
+                    "Nothing is launched or written.")
+    validate.add_argument("sweep", help="a sweep file, or the name of a shipped one (e.g. demo)")
+    validate.add_argument("--json", action="store_true", help="print the plan as JSON")
+
+    run = commands.add_parser(
+        "run", help="run a sweep (TUI on a terminal, plain lines otherwise)",
+        description="Run a sweep: launch each configuration's server, run the workloads, record every "
+                    "measurement in a run directory as it happens.")
+    run.add_argument("sweep", nargs="?", help="a sweep file, or the name of a shipped one (e.g. demo)")
+    run.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run directory")
+    run.add_argument("--retry-crashed", action="store_true",
+                     help="with --resume, run crashed and failed configurations again")
+    run.add_argument("--headless", action="store_true",
+                     help="no TUI: print a line per event and a summary (automatic without a TTY)")
+    run.add_argument("--runs-dir", metavar="DIR", help="where the run directory goes (default: sweep.runs_dir)")
+    run.add_argument("--no-mouse", action="store_true", help="do not capture the mouse (TUI)")
+    run.add_argument("--theme", help="theme name (TUI; see themes/)")
+
+    report = commands.add_parser("report", help="write the tables of a run directory",
+                                 description="Turn a run directory into tables: speedups, acceptance, "
+                                             "crashes with their signatures, best configuration per workload.")
+    report.add_argument("run_dir", help="a run directory")
+    report.add_argument("--format", choices=("txt", "md", "csv", "json", "latex"), default="txt")
+    report.add_argument("--output", "-o", help="write to this file instead of standard output")
+
+    compare = commands.add_parser("compare", help="compare two run directories",
+                                  description="Per configuration (matched by id) and workload, what changed "
+                                              "between two runs.")
+    compare.add_argument("run_a")
+    compare.add_argument("run_b")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_OK
+    try:
+        if args.command == "validate":
+            return _validate(args)
+        if args.command == "run":
+            return _run(args)
+        if args.command == "report":
+            from specbench_tui.report.cli import report_command
+
+            return report_command(args)
+        if args.command == "compare":
+            from specbench_tui.report.cli import compare_command
+
+            return compare_command(args)
+    except KeyboardInterrupt:
+        return 130
+    parser.error(f"unknown command {args.command}")
+    return EXIT_INVALID
+
+
+def load_plan_or_report(sweep_argument: str):  # noqa: ANN201 - returns Plan | None, kept lazy
+    """Load and expand a sweep, printing the errors to stderr; None when invalid."""
+    from specbench_tui.core.errors import SweepError
+    from specbench_tui.core.plan import build_plan
+    from specbench_tui.core.sweep import load_sweep
+    from specbench_tui.paths import resolve_sweep
+
+    path = resolve_sweep(sweep_argument)
+    try:
+        sweep = load_sweep(path, display_path=str(path) if Path(sweep_argument).exists() else str(path))
+        return build_plan(sweep)
+    except SweepError as exc:
+        count = len(exc.issues)
+        print(f"specbench: {path}: {count} problem{'s' if count != 1 else ''}; nothing was launched", file=sys.stderr)
+        for issue in exc.issues:
+            print(f"  {issue}", file=sys.stderr)
+        return None
+
+
+def _validate(args: argparse.Namespace) -> int:
+    plan = load_plan_or_report(args.sweep)
+    if plan is None:
+        return EXIT_INVALID
+    if args.json:
+        import json
+
+        print(json.dumps(plan.to_json(), indent=2))
+        return EXIT_OK
+    from specbench_tui.core.planview import format_plan
+
+    print(format_plan(plan, launcher_argv=_launcher_prefix(plan)))
+    return EXIT_OK
+
+
+def _launcher_prefix(plan) -> list[str]:  # noqa: ANN001
+    from specbench_tui.core.launch import launcher_prefix
+
+    return launcher_prefix(plan.sweep.engine, sys.executable)
+
+
+def _run(args: argparse.Namespace) -> int:
+    if not args.sweep and not args.resume:
+        print("specbench run: give a sweep file (e.g. sweeps/demo.toml) or --resume RUN_DIR", file=sys.stderr)
+        return EXIT_INVALID
+    headless = args.headless or not (sys.stdout.isatty() and sys.stdin.isatty()) or os.environ.get("TERM") == "dumb"
+    if headless:
+        from specbench_tui.engine.headless import run_headless
+
+        return run_headless(args)
+    from specbench_tui.tui.main import run_tui
+
+    return run_tui(args)

@@ -1,0 +1,202 @@
+"""The event stream: typed, frozen, JSON-round-trippable facts the engine publishes.
+
+Readers (the TUI, the headless printer, ``events.jsonl``) subscribe to one stream; replaying the persisted
+events rebuilds the state of a run (see :mod:`specbench_tui.core.state`). Events are past-tense facts.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+from typing import Any, ClassVar
+
+
+class ConfigState(str, Enum):
+    """Where a configuration is in its life."""
+
+    PENDING = "pending"
+    LAUNCHING = "launching"
+    READY = "ready"
+    RUNNING = "running"
+    DONE = "done"
+    CRASHED = "crashed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+    @property
+    def final(self) -> bool:
+        return self in (ConfigState.DONE, ConfigState.CRASHED, ConfigState.FAILED, ConfigState.SKIPPED)
+
+    @property
+    def active(self) -> bool:
+        return self in (ConfigState.LAUNCHING, ConfigState.READY, ConfigState.RUNNING)
+
+
+@dataclass(frozen=True)
+class Event:
+    """Base of every event; ``ts`` is wall-clock seconds since the epoch."""
+
+    ts: float = field(default_factory=time.time, kw_only=True)
+    persist: ClassVar[bool] = True
+    """Whether the event goes to ``events.jsonl`` (log lines and GPU samples do not)."""
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        for key, value in data.items():
+            if isinstance(value, Enum):
+                data[key] = value.value
+        return {"type": type(self).__name__, **data}
+
+
+@dataclass(frozen=True)
+class SweepStarted(Event):
+    sweep: str
+    run_dir: str
+    total_configs: int
+    resumed: bool = False
+
+
+@dataclass(frozen=True)
+class ConfigStateChanged(Event):
+    config_id: str
+    name: str
+    state: ConfigState
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ServerLaunching(Event):
+    config_id: str
+    name: str
+    argv: tuple[str, ...]
+    gpus: tuple[int, ...]
+    port: int
+    pid: int
+    log_path: str
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class ServerReady(Event):
+    config_id: str
+    startup_s: float
+    context_length: int | None = None
+
+
+@dataclass(frozen=True)
+class LogLine(Event):
+    config_id: str
+    line: str
+    level: str = "info"
+    """info, warning, error or fatal (from the crash signatures)."""
+    persist: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class CrashDetected(Event):
+    config_id: str
+    signature: str
+    line: str
+    excerpt: tuple[str, ...]
+    log_line_number: int | None = None
+
+
+@dataclass(frozen=True)
+class WorkloadStarted(Event):
+    config_id: str
+    workload: str
+
+
+@dataclass(frozen=True)
+class MeasurementRecorded(Event):
+    config_id: str
+    record: dict[str, Any]
+    """The :class:`~specbench_tui.core.records.Measurement` as stored in ``results.jsonl``."""
+
+
+@dataclass(frozen=True)
+class WorkloadNotRun(Event):
+    """A workload skipped because its server is gone; never a measurement."""
+
+    config_id: str
+    workload: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ServerStopped(Event):
+    config_id: str
+    exit_code: int | None
+    teardown_s: float
+    leftover_pids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ConfigFinished(Event):
+    config_id: str
+    name: str
+    state: ConfigState
+    reason: str | None = None
+    signature: str | None = None
+    server_log_accept_length: float | None = None
+    gpu_summary: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class QueuePaused(Event):
+    pass
+
+
+@dataclass(frozen=True)
+class QueueResumed(Event):
+    pass
+
+
+@dataclass(frozen=True)
+class Notice(Event):
+    """Something the user should read: a clamped prompt, a missing baseline, a pre-flight failure."""
+
+    level: str
+    text: str
+    config_id: str | None = None
+
+
+@dataclass(frozen=True)
+class GpuSampled(Event):
+    samples: tuple[dict[str, Any], ...]
+    persist: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class SweepFinished(Event):
+    state: str
+    """completed, aborted or failed."""
+    reason: str | None = None
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.__name__: cls
+    for cls in (SweepStarted, ConfigStateChanged, ServerLaunching, ServerReady, LogLine, CrashDetected,
+                WorkloadStarted, MeasurementRecorded, WorkloadNotRun, ServerStopped, ConfigFinished,
+                QueuePaused, QueueResumed, Notice, GpuSampled, SweepFinished)
+}
+
+
+def event_from_json(data: dict[str, Any]) -> Event:
+    """Rebuild an event from its JSON form; raises ValueError for unknown or malformed data."""
+    kind = data.get("type")
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ValueError(f"unknown event type {kind!r}")
+    names = {f.name for f in fields(cls)}
+    kwargs = {k: v for k, v in data.items() if k in names}
+    if "state" in kwargs and cls in (ConfigStateChanged, ConfigFinished):
+        kwargs["state"] = ConfigState(kwargs["state"])
+    for key in ("argv", "gpus", "excerpt", "samples", "leftover_pids"):
+        if key in kwargs and isinstance(kwargs[key], list):
+            kwargs[key] = tuple(kwargs[key])
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None

@@ -1,0 +1,66 @@
+"""Result records: one :class:`Measurement` per measured request, keyed for resume."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+MeasurementKey = tuple[str, str, str, int]
+"""(config id, workload, item, repeat): present in the store means done."""
+
+STATUS_OK = "ok"
+STATUS_ZERO_OUTPUT = "zero_output"
+STATUS_ERROR = "error"
+STATUSES = (STATUS_OK, STATUS_ZERO_OUTPUT, STATUS_ERROR)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measured request (or one agentic conversation) against one configuration."""
+
+    config_id: str
+    config: str
+    workload: str
+    item: str
+    repeat: int
+    status: str
+    """ok, zero_output (kept out of every average) or error (with ``error`` saying why)."""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    decode_tps: float | None = None
+    """Completion tokens after the first ÷ time after the first token."""
+    itl_mean_s: float | None = None
+    itl_p50_s: float | None = None
+    itl_p95_s: float | None = None
+    accept_length: float | None = None
+    """Server's ``spec_accept_length`` for this request (completion tokens ÷ verify steps)."""
+    verify_ct: int | None = None
+    accept_rate: float | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    http_status: int | None = None
+    requested_prompt_tokens: int | None = None
+    clamped: bool = False
+    """The requested prompt size could not fit the context and was reduced."""
+    turns: int | None = None
+    output_sha: str | None = None
+    """Hash of the generated text, for the losslessness check."""
+    started_at: float | None = None
+
+    @property
+    def key(self) -> MeasurementKey:
+        return (self.config_id, self.workload, self.item, self.repeat)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Measurement:
+        names = {f.name for f in fields(cls)}
+        missing = {"config_id", "config", "workload", "item", "repeat", "status"} - data.keys()
+        if missing:
+            raise ValueError(f"missing fields {sorted(missing)}")
+        return cls(**{k: v for k, v in data.items() if k in names})
