@@ -1,0 +1,659 @@
+"""Results you can act on: per configuration × workload figures, speedups, acceptance, losslessness, the best.
+
+Pure functions over what a run directory holds (no I/O, no Textual), shared by ``specbench report``,
+``specbench compare`` and the TUI's results table.
+
+API
+---
+``analyse(plan_json, measurements, events=()) -> RunAnalysis``
+
+- ``plan_json``: the run's ``plan.json`` as a dict (``Plan.to_json()``); ``{}`` when it is missing, in which
+  case configurations are taken from the measurements and events (no TP, budget or baseline, so no speedups).
+- ``measurements``: :class:`~specbench_tui.core.records.Measurement` objects (``RunDir.read_measurements()``).
+- ``events``: :class:`~specbench_tui.core.events.Event` objects (``RunDir.read_events()``), for final states,
+  crash signatures and excerpts, skip reasons, workloads not run, the server-log acceptance and notices.
+
+``RunAnalysis`` holds, all in plan order:
+
+- ``configs``: one :class:`ConfigSummary` per configuration (state, reason, crash signature and excerpt,
+  server-log acceptance, workloads not run, TP, draft budget, matched baseline, whether it speculates);
+- ``workloads``: one :class:`WorkloadInfo` per workload (kind, temperature, repeats);
+- ``rows``: one :class:`CellRow` per configuration × workload, including configurations that crashed or
+  were skipped (their figures are ``None``), with ``decode_tps``, ``ttft_s`` and ``speedup`` as
+  :class:`Spread` (median with the min..max of the per-repeat values), acceptance weighted by verify steps,
+  counts of ok / zero-output / error measurements, a :class:`LosslessCheck` and ``flags``;
+- ``best``: :class:`Best` per workload over all TPs (``tp=None``) and per workload and TP;
+- ``notes``: things the reader must know (plan notes, warnings published during the run, missing baselines).
+
+Lookups: ``RunAnalysis.row(config_id, workload)``, ``RunAnalysis.config(config_id)``,
+``RunAnalysis.rows_for(workload)``, ``RunAnalysis.problems()`` (crashed, failed and skipped configurations).
+
+Rules, and why:
+
+- zero-output and error measurements are counted but never averaged: an empty response is not fast;
+- decode tok/s and TTFT are the median over every ok measurement of the cell; their spread is the min..max of
+  the per-repeat medians, so one noisy repeat shows as a wide range instead of moving the centre;
+- acceptance = sum(accept_length × verify_ct) / sum(verify_ct) (each request weighted by its verify steps, as
+  SGLang PR #34743 does), the plain mean when no request carries ``verify_ct``; the server's own log figure
+  (over the workload's decode log lines, ``WorkloadFinished.server_log``, else the whole server lifetime from
+  ``ConfigFinished``) is kept beside it, never mixed in;
+- a speculative configuration whose acceptance is below :data:`IDLE_ACCEPTANCE` is flagged: speculation is
+  running but accepting nothing, so it costs and cannot win;
+- speedup = cell median ÷ matched baseline median at the same workload; its spread is the min..max of the
+  ratios of per-repeat medians (over the items both have). A missing baseline is said, never guessed;
+- losslessness (greedy workloads only): each speculative output hash is compared with the baseline's for the
+  same workload, item and repeat (any baseline repeat of the item when that one is missing); a mismatch
+  flags the cell and bars it from "best": fast but wrong must not win;
+- best = highest median decode tok/s among cells whose configuration did not crash, fail or get skipped, with
+  no zero-output measurement and no lossless mismatch; faster cells that were barred are listed with why.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from specbench_tui.core.events import (
+    ConfigFinished,
+    ConfigStateChanged,
+    CrashDetected,
+    Event,
+    Notice,
+    WorkloadNotRun,
+)
+from specbench_tui.core.records import STATUS_ERROR, STATUS_OK, STATUS_ZERO_OUTPUT, Measurement
+
+IDLE_ACCEPTANCE = 1.05
+"""Below this mean acceptance length a speculative configuration is flagged as doing nothing."""
+
+NON_SPECULATIVE_ALGORITHMS = frozenset({"autoregressive", "ar", "none", "baseline", "custom", "unknown"})
+"""Algorithm names that mean "no speculation" when the argv has no ``--speculative-algorithm`` either."""
+
+BUDGET_PARAMS = ("budget", "draft_budget", "num_draft_tokens", "draft_tokens")
+"""Matrix parameters read as the draft budget, in this order."""
+
+BUDGET_FLAGS = ("--speculative-ddtree-budget", "--speculative-num-draft-tokens")
+"""Server flags read as the draft budget when no matrix parameter names it."""
+
+FAILED_STATES = frozenset({"crashed", "failed", "skipped"})
+
+# Flags a row can carry (stable strings: the CSV, JSON and TUI show them).
+FLAG_ZERO_OUTPUT = "zero_output"
+FLAG_ERRORS = "errors"
+FLAG_IDLE = "speculation_idle"
+FLAG_MISMATCH = "lossless_mismatch"
+FLAG_CLAMPED = "clamped"
+FLAG_NO_BASELINE = "no_baseline"
+
+LOSSLESS_PASS = "pass"
+LOSSLESS_MISMATCH = "mismatch"
+LOSSLESS_NOT_CHECKED = "not checked"
+LOSSLESS_NA = "n/a"
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A median with the range of the per-repeat values behind it."""
+
+    median: float
+    low: float
+    high: float
+    repeats: int
+    """How many per-repeat values the range spans (1: no spread to speak of)."""
+
+    def overlaps(self, other: Spread) -> bool:
+        """Whether the two ranges share any value (a difference inside the noise)."""
+        return self.low <= other.high and other.low <= self.high
+
+
+@dataclass(frozen=True)
+class WorkloadInfo:
+    """A workload of the plan, with what the analysis needs to know about it."""
+
+    name: str
+    kind: str
+    temperature: float | None
+    """Sampling temperature (0: greedy, so outputs can be compared); None when the plan does not say."""
+    repeats: int | None
+
+
+@dataclass(frozen=True)
+class ConfigSummary:
+    """One configuration: what it is and how its run ended."""
+
+    id: str
+    name: str
+    algorithm: str
+    tp: int | None
+    budget: int | None
+    """Draft budget (DDTree budget or number of draft tokens); None for autoregressive servers."""
+    baseline: str | None
+    """Name of the matched baseline configuration as the plan declares it."""
+    is_baseline: bool
+    """Some other configuration names this one as its baseline."""
+    speculative: bool
+    state: str
+    """done, crashed, failed, skipped, a live state (launching, running…) or pending."""
+    reason: str | None = None
+    signature: str | None = None
+    """Crash signature name, e.g. ``cuda_illegal_instruction``."""
+    crash_line: str | None = None
+    excerpt: tuple[str, ...] = ()
+    """Log lines around the crash."""
+    server_log_accept_length: float | None = None
+    gpu_summary: dict[str, Any] | None = None
+    workloads_not_run: tuple[tuple[str, str], ...] = ()
+    """(workload, reason) for workloads never started because the server was gone."""
+    workload_log_accept: tuple[tuple[str, float], ...] = ()
+    """(workload, acceptance from the server's log lines while it ran), where the engine published it."""
+    in_plan: bool = True
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One speculative output that differs from the baseline's under greedy sampling."""
+
+    config: str
+    workload: str
+    item: str
+    repeat: int
+    output_sha: str
+    baseline_sha: str
+
+
+@dataclass(frozen=True)
+class LosslessCheck:
+    """Outcome of comparing a cell's outputs with its baseline's."""
+
+    status: str
+    """pass, mismatch, not checked (with ``note`` saying why) or n/a (not speculative, or the baseline)."""
+    checked: int = 0
+    mismatches: tuple[Mismatch, ...] = ()
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class CellRow:
+    """One configuration × workload: the figures a decision rests on."""
+
+    config_id: str
+    config: str
+    workload: str
+    algorithm: str
+    tp: int | None
+    budget: int | None
+    state: str
+    n_ok: int
+    n_zero_output: int
+    n_error: int
+    n_clamped: int
+    decode_tps: Spread | None
+    ttft_s: Spread | None
+    accept_length: float | None
+    accept_method: str | None
+    """verify-weighted, mean (no verify counts) or None."""
+    server_log_accept_length: float | None
+    """The server's own acceptance from its decode log lines: over this workload when the engine published
+    it (``WorkloadFinished.server_log``), else over the server's whole life (``ConfigFinished``)."""
+    server_log_scope: str | None
+    """workload, lifetime or None."""
+    speedup: Spread | None
+    speedup_note: str | None
+    """Why there is no speedup (no baseline…), or "baseline" for the baseline itself."""
+    lossless: LosslessCheck
+    flags: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+    """Distinct error texts of the cell's failed requests (first few)."""
+
+    @property
+    def measured(self) -> bool:
+        return self.n_ok + self.n_zero_output + self.n_error > 0
+
+
+@dataclass(frozen=True)
+class Barred:
+    """A faster cell that cannot be the best, and why."""
+
+    config: str
+    decode_tps: float | None
+    why: str
+
+
+@dataclass(frozen=True)
+class Best:
+    """The fastest eligible configuration for a workload (and a TP, unless ``tp`` is None)."""
+
+    workload: str
+    tp: int | None
+    config_id: str
+    config: str
+    decode_tps: Spread
+    speedup: Spread | None
+    runner_up: str | None = None
+    runner_up_tps: Spread | None = None
+    close_call: bool = False
+    """The runner-up's repeat range overlaps the winner's: the ranking is within the noise."""
+    barred: tuple[Barred, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunAnalysis:
+    """Everything a report or the results table shows about one run."""
+
+    sweep: str
+    configs: tuple[ConfigSummary, ...]
+    workloads: tuple[WorkloadInfo, ...]
+    rows: tuple[CellRow, ...]
+    best: tuple[Best, ...]
+    notes: tuple[str, ...] = ()
+    _rows_by_key: dict[tuple[str, str], CellRow] = field(default_factory=dict, repr=False, compare=False)
+    _configs_by_id: dict[str, ConfigSummary] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._rows_by_key.update({(r.config_id, r.workload): r for r in self.rows})
+        self._configs_by_id.update({c.id: c for c in self.configs})
+
+    def row(self, config_id: str, workload: str) -> CellRow | None:
+        return self._rows_by_key.get((config_id, workload))
+
+    def config(self, config_id: str) -> ConfigSummary | None:
+        return self._configs_by_id.get(config_id)
+
+    def rows_for(self, workload: str) -> list[CellRow]:
+        return [r for r in self.rows if r.workload == workload]
+
+    def problems(self) -> list[ConfigSummary]:
+        """Crashed, failed and skipped configurations, in plan order."""
+        return [c for c in self.configs if c.state in FAILED_STATES]
+
+    def best_for(self, workload: str, tp: int | None = None) -> Best | None:
+        return next((b for b in self.best if b.workload == workload and b.tp == tp), None)
+
+
+# ------------------------------------------------------------------------------------------------ analyse
+
+
+def analyse(plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurement],
+            events: Iterable[Event] = ()) -> RunAnalysis:
+    """Aggregate one run; see the module docstring for the rules."""
+    plan_json = plan_json or {}
+    measurements = list(measurements)
+    events = list(events)
+    notes: list[str] = [str(n) for n in plan_json.get("notes", []) if n]
+    if not plan_json.get("configs"):
+        notes.append("plan.json is missing or empty: configurations are taken from the results and events, "
+                     "without TP, draft budget or baseline, so no speedups")
+
+    configs = _configs(plan_json, measurements, events, notes)
+    workloads = _workloads(plan_json, measurements)
+    by_cell: dict[tuple[str, str], list[Measurement]] = defaultdict(list)
+    for m in measurements:
+        by_cell[(m.config_id, m.workload)].append(m)
+    by_name = {c.name: c for c in configs}
+
+    rows: list[CellRow] = []
+    for config in configs:
+        baseline = by_name.get(config.baseline) if config.baseline else None
+        for workload in workloads:
+            rows.append(_row(config, workload, by_cell.get((config.id, workload.name), []), baseline,
+                             by_cell.get((baseline.id, workload.name), []) if baseline else []))
+
+    missing = sorted({c.baseline for c in configs if c.baseline and c.baseline not in by_name})
+    for name in missing:
+        note = f"baseline '{name}' is not in this run: configurations matched to it have no speedup"
+        if not any(name in n for n in notes):
+            notes.append(note)
+    notes += _notices(events, {c.id: c.name for c in configs})
+    return RunAnalysis(sweep=str(plan_json.get("sweep") or "?"), configs=tuple(configs),
+                       workloads=tuple(workloads), rows=tuple(rows), best=tuple(_best(rows, configs, workloads)),
+                       notes=tuple(dict.fromkeys(notes)))
+
+
+def _notices(events: list[Event], names: dict[str, str]) -> list[str]:
+    """Warnings and errors published during the run, one line per distinct text with the configurations."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for event in events:
+        if isinstance(event, Notice) and event.level in ("warning", "error"):
+            where = grouped.setdefault((event.level, event.text), [])
+            if event.config_id and names.get(event.config_id, event.config_id) not in where:
+                where.append(names.get(event.config_id, event.config_id))
+    out = []
+    for (level, text), where in grouped.items():
+        shown = ", ".join(where[:3]) + (f" and {len(where) - 3} more" if len(where) > 3 else "")
+        out.append(f"{level}: {text}" + (f" ({shown})" if where else ""))
+    return out
+
+
+def _configs(plan_json: Mapping[str, Any], measurements: list[Measurement], events: list[Event],
+             notes: list[str]) -> list[ConfigSummary]:
+    finished: dict[str, ConfigFinished] = {}
+    live_state: dict[str, str] = {}
+    crashes: dict[str, CrashDetected] = {}
+    not_run: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    event_names: dict[str, str] = {}
+    log_accept: dict[str, dict[str, float]] = defaultdict(dict)
+    for event in events:
+        if isinstance(event, ConfigFinished):
+            finished[event.config_id] = event
+            event_names.setdefault(event.config_id, event.name)
+        elif isinstance(event, ConfigStateChanged):
+            live_state[event.config_id] = event.state.value
+            event_names.setdefault(event.config_id, event.name)
+        elif isinstance(event, CrashDetected):
+            crashes[event.config_id] = event
+        elif isinstance(event, WorkloadNotRun):
+            not_run[event.config_id].append((event.workload, event.reason))
+        elif type(event).__name__ == "WorkloadFinished":  # the engine's per-workload server-log summary
+            log = getattr(event, "server_log", None)
+            value = log.get("accept_length") if isinstance(log, dict) else None
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                log_accept[event.config_id][getattr(event, "workload", "")] = float(value)
+
+    planned: list[dict[str, Any]] = [c for c in plan_json.get("configs", []) if isinstance(c, dict) and "id" in c]
+    baseline_names = {c.get("baseline") for c in planned if c.get("baseline")}
+    measured = {m.config_id for m in measurements}
+    out: list[ConfigSummary] = []
+    for raw in planned:
+        out.append(_summary(raw, raw["name"] in baseline_names, finished.get(raw["id"]),
+                            live_state.get(raw["id"]), crashes.get(raw["id"]), not_run.get(raw["id"], []),
+                            raw["id"] in measured, log_accept.get(raw["id"], {})))
+    known = {c.id for c in out}
+    strays = dict.fromkeys(m.config_id for m in measurements if m.config_id not in known)
+    strays.update(dict.fromkeys(i for i in event_names if i not in known))
+    stray_names = {m.config_id: m.config for m in measurements}
+    stray_names.update(event_names)
+    if strays and planned:
+        notes.append(f"{len(strays)} configuration(s) in the results are not in plan.json: "
+                     + ", ".join(stray_names[i] for i in strays))
+    for config_id in strays:
+        raw = {"id": config_id, "name": stray_names[config_id], "algorithm": "unknown", "tp": None,
+               "params": {}, "argv": [], "baseline": None}
+        summary = _summary(raw, False, finished.get(config_id), live_state.get(config_id), crashes.get(config_id),
+                           not_run.get(config_id, []), config_id in measured, log_accept.get(config_id, {}))
+        out.append(_replace(summary, in_plan=False))
+    return out
+
+
+def _replace(summary: ConfigSummary, **changes: Any) -> ConfigSummary:
+    return ConfigSummary(**{**summary.__dict__, **changes})
+
+
+def _summary(raw: dict[str, Any], is_baseline: bool, finished: ConfigFinished | None, live: str | None,
+             crash: CrashDetected | None, not_run: list[tuple[str, str]], measured: bool,
+             log_accept: Mapping[str, float]) -> ConfigSummary:
+    argv = [str(a) for a in raw.get("argv") or []]
+    algorithm = str(raw.get("algorithm") or "unknown")
+    speculative = "--speculative-algorithm" in argv or algorithm.lower() not in NON_SPECULATIVE_ALGORITHMS
+    state, reason, signature = "pending", raw.get("skip_reason"), None
+    if reason:
+        state = "skipped"
+    if finished is not None:
+        state, reason, signature = finished.state.value, finished.reason or reason, finished.signature
+    elif live is not None and not reason:
+        state = live
+    elif measured and not reason:
+        state = "incomplete"
+    if crash is not None and state in ("crashed", "failed"):
+        signature = signature or crash.signature
+    show_crash = crash is not None and state in ("crashed", "failed")
+    tp = raw.get("tp")
+    return ConfigSummary(
+        id=str(raw["id"]), name=str(raw["name"]), algorithm=algorithm,
+        tp=int(tp) if isinstance(tp, int) else None, budget=_budget(raw.get("params") or {}, argv),
+        baseline=raw.get("baseline"), is_baseline=is_baseline, speculative=speculative, state=state,
+        reason=reason, signature=signature,
+        crash_line=crash.line if show_crash and crash else None,
+        excerpt=tuple(crash.excerpt) if show_crash and crash else (),
+        server_log_accept_length=finished.server_log_accept_length if finished else None,
+        gpu_summary=finished.gpu_summary if finished else None,
+        workloads_not_run=tuple(not_run), workload_log_accept=tuple(log_accept.items()),
+    )
+
+
+def _budget(params: Mapping[str, Any], argv: Sequence[str]) -> int | None:
+    for key in BUDGET_PARAMS:
+        value = params.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    for flag in BUDGET_FLAGS:
+        if flag in argv:
+            index = argv.index(flag)
+            if index + 1 < len(argv) and argv[index + 1].isdigit():
+                return int(argv[index + 1])
+    return None
+
+
+def _workloads(plan_json: Mapping[str, Any], measurements: list[Measurement]) -> list[WorkloadInfo]:
+    out: list[WorkloadInfo] = []
+    for raw in plan_json.get("workloads", []):
+        if not isinstance(raw, dict) or "name" not in raw:
+            continue
+        temperature = raw.get("temperature")
+        repeats = raw.get("repeats")
+        out.append(WorkloadInfo(name=str(raw["name"]), kind=str(raw.get("kind") or "?"),
+                                temperature=float(temperature) if isinstance(temperature, (int, float)) else None,
+                                repeats=repeats if isinstance(repeats, int) else None))
+    known = {w.name for w in out}
+    for name in dict.fromkeys(m.workload for m in measurements):
+        if name not in known:
+            out.append(WorkloadInfo(name=name, kind="?", temperature=None, repeats=None))
+            known.add(name)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ one cell
+
+
+def _per_repeat_medians(ok: list[Measurement], attr: str) -> dict[int, float]:
+    by_repeat: dict[int, list[float]] = defaultdict(list)
+    for m in ok:
+        value = getattr(m, attr)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            by_repeat[m.repeat].append(float(value))
+    return {r: statistics.median(v) for r, v in sorted(by_repeat.items())}
+
+
+def spread_of(ok: list[Measurement], attr: str) -> Spread | None:
+    """Median of ``attr`` over the measurements, with the min..max of the per-repeat medians."""
+    values = [float(getattr(m, attr)) for m in ok
+              if isinstance(getattr(m, attr), (int, float)) and math.isfinite(getattr(m, attr))]
+    if not values:
+        return None
+    per_repeat = _per_repeat_medians(ok, attr)
+    return Spread(statistics.median(values), min(per_repeat.values()), max(per_repeat.values()), len(per_repeat))
+
+
+def acceptance(ok: list[Measurement]) -> tuple[float | None, str | None]:
+    """Mean acceptance length weighted by verify steps, else the plain mean; with the method used."""
+    weighted = [(m.accept_length, m.verify_ct) for m in ok
+                if m.accept_length is not None and m.verify_ct is not None and m.verify_ct > 0]
+    if weighted:
+        total = sum(v for _, v in weighted)
+        return sum(a * v for a, v in weighted) / total, "verify-weighted"
+    plain = [m.accept_length for m in ok if m.accept_length is not None]
+    if plain:
+        return statistics.fmean(plain), "mean"
+    return None, None
+
+
+def _speedup(ok: list[Measurement], base_ok: list[Measurement]) -> Spread | None:
+    mine = spread_of(ok, "decode_tps")
+    theirs = spread_of(base_ok, "decode_tps")
+    if mine is None or theirs is None or theirs.median <= 0:
+        return None
+    central = mine.median / theirs.median
+    ratios: list[float] = []
+    for repeat in sorted({m.repeat for m in ok} & {m.repeat for m in base_ok}):
+        a = {m.item: m.decode_tps for m in ok if m.repeat == repeat and m.decode_tps is not None}
+        b = {m.item: m.decode_tps for m in base_ok if m.repeat == repeat and m.decode_tps is not None}
+        common = sorted(a.keys() & b.keys())
+        if common:
+            denominator = statistics.median(b[i] for i in common)
+            if denominator > 0:
+                ratios.append(statistics.median(a[i] for i in common) / denominator)
+    if not ratios:
+        return Spread(central, central, central, 0)
+    return Spread(central, min(min(ratios), central), max(max(ratios), central), len(ratios))
+
+
+def _lossless(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement],
+              baseline: ConfigSummary | None, base_cell: list[Measurement]) -> LosslessCheck:
+    if config.is_baseline or not config.speculative:
+        return LosslessCheck(LOSSLESS_NA)
+    hashed = [m for m in cell if m.status == STATUS_OK and m.output_sha]
+    if not cell:
+        return LosslessCheck(LOSSLESS_NOT_CHECKED, note="no measurements")
+    if workload.temperature is None:
+        return LosslessCheck(LOSSLESS_NOT_CHECKED, note="sampling temperature unknown")
+    if workload.temperature != 0:
+        return LosslessCheck(LOSSLESS_NOT_CHECKED, note=f"sampling at temperature {workload.temperature:g}")
+    if baseline is None:
+        return LosslessCheck(LOSSLESS_NOT_CHECKED, note="no baseline")
+    if not hashed:
+        return LosslessCheck(LOSSLESS_NOT_CHECKED, note="no output hashes recorded")
+    exact = {(m.item, m.repeat): m.output_sha for m in base_cell if m.status == STATUS_OK and m.output_sha}
+    any_repeat: dict[str, str] = {}
+    for (item, _), sha in sorted(exact.items()):
+        any_repeat.setdefault(item, sha)
+    checked = 0
+    mismatches: list[Mismatch] = []
+    for m in sorted(hashed, key=lambda m: (m.item, m.repeat)):
+        reference = exact.get((m.item, m.repeat)) or any_repeat.get(m.item)
+        if reference is None:
+            continue
+        checked += 1
+        if reference != m.output_sha:
+            mismatches.append(Mismatch(config.name, workload.name, m.item, m.repeat, str(m.output_sha), reference))
+    if checked == 0:
+        return LosslessCheck(LOSSLESS_NOT_CHECKED, note=f"baseline '{baseline.name}' has no outputs to compare")
+    return LosslessCheck(LOSSLESS_MISMATCH if mismatches else LOSSLESS_PASS, checked, tuple(mismatches))
+
+
+def _row(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement],
+         baseline: ConfigSummary | None, base_cell: list[Measurement]) -> CellRow:
+    ok = [m for m in cell if m.status == STATUS_OK]
+    n_zero = sum(1 for m in cell if m.status == STATUS_ZERO_OUTPUT)
+    n_error = sum(1 for m in cell if m.status == STATUS_ERROR or m.status not in (STATUS_OK, STATUS_ZERO_OUTPUT))
+    accept, method = acceptance(ok)
+    speedup: Spread | None = None
+    note: str | None = None
+    if not ok:
+        pass
+    elif config.is_baseline:
+        tps = spread_of(ok, "decode_tps")
+        speedup = Spread(1.0, 1.0, 1.0, tps.repeats) if tps else None
+        note = "baseline"
+    elif config.baseline is None:
+        note = "no baseline declared"
+    elif baseline is None:
+        note = f"no baseline: '{config.baseline}' is not in this run"
+    else:
+        base_ok = [m for m in base_cell if m.status == STATUS_OK]
+        speedup = _speedup(ok, base_ok)
+        if speedup is None:
+            note = (f"no baseline: '{baseline.name}' {baseline.state}, no measurements of {workload.name}"
+                    if baseline.state in FAILED_STATES else
+                    f"no baseline: '{baseline.name}' has no ok measurements of {workload.name}")
+    lossless = _lossless(config, workload, cell, baseline, base_cell)
+    flags: list[str] = []
+    if n_zero:
+        flags.append(FLAG_ZERO_OUTPUT)
+    if n_error:
+        flags.append(FLAG_ERRORS)
+    if config.speculative and not config.is_baseline:
+        per_workload_log = dict(config.workload_log_accept).get(workload.name)
+        shown = accept if accept is not None else (per_workload_log if ok else None)
+        if shown is not None and shown < IDLE_ACCEPTANCE:
+            flags.append(FLAG_IDLE)
+    if lossless.status == LOSSLESS_MISMATCH:
+        flags.append(FLAG_MISMATCH)
+    n_clamped = sum(1 for m in cell if m.clamped)
+    per_workload = dict(config.workload_log_accept).get(workload.name)
+    log_value = per_workload if per_workload is not None else config.server_log_accept_length
+    log_scope = None if log_value is None else ("workload" if per_workload is not None else "lifetime")
+    if n_clamped:
+        flags.append(FLAG_CLAMPED)
+    if ok and speedup is None and not config.is_baseline:
+        flags.append(FLAG_NO_BASELINE)
+    errors = tuple(dict.fromkeys(str(m.error) for m in cell if m.status == STATUS_ERROR and m.error))[:3]
+    return CellRow(
+        config_id=config.id, config=config.name, workload=workload.name, algorithm=config.algorithm, tp=config.tp,
+        budget=config.budget, state=config.state, n_ok=len(ok), n_zero_output=n_zero, n_error=n_error,
+        n_clamped=n_clamped, decode_tps=spread_of(ok, "decode_tps"), ttft_s=spread_of(ok, "ttft_s"),
+        accept_length=accept, accept_method=method, server_log_accept_length=log_value, server_log_scope=log_scope,
+        speedup=speedup, speedup_note=note, lossless=lossless, flags=tuple(flags), errors=errors,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ best
+
+
+def _why_barred(row: CellRow) -> str | None:
+    if row.state in FAILED_STATES:
+        return row.state
+    if row.n_zero_output:
+        return f"{row.n_zero_output} zero-output"
+    if row.lossless.status == LOSSLESS_MISMATCH:
+        return f"lossless mismatch ({len(row.lossless.mismatches)}/{row.lossless.checked})"
+    return None
+
+
+def _best(rows: list[CellRow], configs: list[ConfigSummary], workloads: list[WorkloadInfo]) -> list[Best]:
+    out: list[Best] = []
+    tps_values = sorted({c.tp for c in configs if c.tp is not None})
+    for workload in workloads:
+        measured = [r for r in rows if r.workload == workload.name and r.decode_tps is not None]
+        groups: list[tuple[int | None, list[CellRow]]] = [(None, measured)]
+        if len(tps_values) > 1:
+            groups += [(tp, [r for r in measured if r.tp == tp]) for tp in tps_values]
+        for tp, group in groups:
+            ranked = sorted(group, key=lambda r: (-r.decode_tps.median, r.config))  # type: ignore[union-attr]
+            eligible = [r for r in ranked if _why_barred(r) is None]
+            if not eligible:
+                continue
+            winner = eligible[0]
+            assert winner.decode_tps is not None
+            barred = tuple(Barred(r.config, r.decode_tps.median if r.decode_tps else None, _why_barred(r) or "")
+                           for r in ranked if _why_barred(r) and r.decode_tps
+                           and r.decode_tps.median > winner.decode_tps.median)
+            runner = eligible[1] if len(eligible) > 1 else None
+            out.append(Best(
+                workload=workload.name, tp=tp, config_id=winner.config_id, config=winner.config,
+                decode_tps=winner.decode_tps, speedup=winner.speedup,
+                runner_up=runner.config if runner else None,
+                runner_up_tps=runner.decode_tps if runner else None,
+                close_call=bool(runner and runner.decode_tps and runner.decode_tps.overlaps(winner.decode_tps)
+                                and winner.decode_tps.repeats > 1),
+                barred=barred,
+            ))
+    return out
+
+
+def geometric_mean(values: Sequence[float]) -> float | None:
+    """Geometric mean of positive values (None when empty): the fair average of ratios."""
+    positive = [v for v in values if v > 0]
+    if not positive or len(positive) != len(values):
+        return None
+    return math.exp(sum(math.log(v) for v in positive) / len(positive))
+
+
+def to_json(analysis: RunAnalysis, digits: int = 4) -> dict[str, Any]:
+    """The analysis as plain JSON data (floats rounded to ``digits`` decimals so output is stable)."""
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, float):
+            return round(value, digits) if math.isfinite(value) else None
+        if isinstance(value, dict):
+            return {str(k): clean(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v) for v in value]
+        if hasattr(value, "__dataclass_fields__"):
+            return {name: clean(getattr(value, name)) for name in value.__dataclass_fields__
+                    if not name.startswith("_")}
+        return value
+
+    return clean(analysis)  # type: ignore[no-any-return]

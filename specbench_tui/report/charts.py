@@ -1,0 +1,169 @@
+"""Text charts: a metric against draft budget, one line per TP, as plain ASCII lines.
+
+Pure rendering (no Textual, no colour), so ``specbench report --format txt`` and a TUI view (a ``Static``
+holding ``"\\n".join(lines)`` as ``Text``) draw the same thing. Two layers:
+
+- :func:`budget_series` picks the points out of a :class:`~specbench_tui.core.analysis.RunAnalysis`:
+  ``metric`` is ``"speedup"``, ``"decode_tps"`` or ``"accept_length"``, for one ``algorithm``, either for one
+  ``workload`` or (``workload=None``) the geometric mean over workloads, a point being shown only where every
+  workload has a value (a configuration that crashed part-way would otherwise look better or worse than it is);
+- :func:`render_chart` draws any series into ``width`` × ``height`` characters and returns the lines.
+
+Budgets are placed evenly (8, 12, 16, 32, 64 are categories, not a linear scale); a missing point
+(crashed, skipped) breaks the line and is named in the legend.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from specbench_tui.core.analysis import FAILED_STATES, RunAnalysis, geometric_mean
+
+MARKERS = "o+x*#@%&"
+"""One marker per series, in order; line segments between points are drawn with '.'."""
+
+METRICS = {"speedup": "speedup over baseline (x)", "decode_tps": "decode tok/s", "accept_length": "acceptance length"}
+
+
+@dataclass(frozen=True)
+class ChartSeries:
+    """One line: ``points`` are (x, y) with y None where there is no value."""
+
+    label: str
+    points: tuple[tuple[float, float | None], ...]
+
+
+def budgeted_algorithms(analysis: RunAnalysis, min_budgets: int = 2) -> list[str]:
+    """Algorithms with at least ``min_budgets`` distinct draft budgets in the plan, in plan order."""
+    budgets: dict[str, set[int]] = {}
+    for config in analysis.configs:
+        if config.budget is not None:
+            budgets.setdefault(config.algorithm, set()).add(config.budget)
+    return [a for a, b in budgets.items() if len(b) >= min_budgets]
+
+
+def _value(row_metric: str, analysis: RunAnalysis, config_id: str, workload: str) -> float | None:
+    row = analysis.row(config_id, workload)
+    if row is None or row.state in FAILED_STATES:
+        return None  # a configuration that crashed part-way has figures, but not ones to draw a trend from
+    if row_metric == "speedup":
+        return row.speedup.median if row.speedup else None
+    if row_metric == "decode_tps":
+        return row.decode_tps.median if row.decode_tps else None
+    return row.accept_length
+
+
+def budget_series(analysis: RunAnalysis, metric: str, algorithm: str,
+                  workload: str | None = None) -> list[ChartSeries]:
+    """``metric`` against draft budget for ``algorithm``, one series per TP (see the module docstring)."""
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r} (one of {', '.join(METRICS)})")
+    workloads = [workload] if workload else [w.name for w in analysis.workloads]
+    by_tp: dict[int | None, dict[int, float | None]] = {}
+    for config in analysis.configs:
+        if config.algorithm != algorithm or config.budget is None:
+            continue
+        values = [_value(metric, analysis, config.id, w) for w in workloads]
+        if any(v is None for v in values) or not values:
+            point = None
+        elif len(values) == 1:
+            point = values[0]
+        elif metric == "accept_length":
+            point = statistics.fmean(v for v in values if v is not None)
+        else:
+            point = geometric_mean([v for v in values if v is not None])
+        by_tp.setdefault(config.tp, {})[config.budget] = point
+    return [ChartSeries(f"TP{tp}" if tp is not None else "TP?", tuple(sorted(points.items())))
+            for tp, points in sorted(by_tp.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))]
+
+
+def _fmt_tick(value: float) -> str:
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def render_chart(series: Sequence[ChartSeries], width: int = 72, height: int = 12, title: str = "",
+                 x_label: str = "draft budget") -> list[str]:
+    """Draw ``series`` as ASCII into at most ``width`` columns and ``height`` plot rows; return the lines."""
+    xs = sorted({x for s in series for x, _ in s.points})
+    ys = [y for s in series for _, y in s.points if y is not None and math.isfinite(y)]
+    lines = [title] if title else []
+    if not xs or not ys:
+        return [*lines, "(no data to chart)"]
+    height = max(height, 3)
+    low, high = min(ys), max(ys)
+    if math.isclose(low, high):
+        low, high = low - 0.5 if low >= 0.5 else 0.0, high + 0.5
+    pad = (high - low) * 0.05
+    low, high = low - pad, high + pad
+    gutter = max(len(_fmt_tick(v)) for v in (low, high, (low + high) / 2)) + 1
+    plot_width = max(width - gutter - 2, len(xs) * 4)
+    step = (plot_width - 1) / max(len(xs) - 1, 1)
+    column = {x: round(i * step) if len(xs) > 1 else plot_width // 2 for i, x in enumerate(xs)}
+
+    def row_of(y: float) -> int:
+        return round((high - y) / (high - low) * (height - 1))
+
+    grid = [[" "] * plot_width for _ in range(height)]
+    for index, s in enumerate(series):
+        marker = MARKERS[index % len(MARKERS)]
+        known = [(column[x], row_of(y)) for x, y in s.points if y is not None and math.isfinite(y)]
+        previous: tuple[float, float | None] | None = None
+        for x, y in s.points:  # segments only between neighbouring budgets that both have a value
+            if previous is not None and y is not None and previous[1] is not None:
+                c0, r0, c1, r1 = column[previous[0]], row_of(previous[1]), column[x], row_of(y)
+                for c in range(c0 + 1, c1):
+                    r = round(r0 + (r1 - r0) * (c - c0) / (c1 - c0))
+                    if grid[r][c] == " ":
+                        grid[r][c] = "."
+            previous = (x, y)
+        for c, r in known:
+            grid[r][c] = marker if grid[r][c] in " ." else "&"
+    ticks = {0: high, (height - 1) // 2: (high + low) / 2, height - 1: low}
+    for r in range(height):
+        label = _fmt_tick(ticks[r]) if r in ticks else ""
+        lines.append(f"{label.rjust(gutter - 1)} |{''.join(grid[r])}".rstrip())
+    axis = [" "] * plot_width
+    labels = [" "] * (plot_width + 8)
+    for x, c in column.items():
+        axis[c] = "+"
+        text = f"{x:g}"
+        start = max(0, min(c - len(text) // 2, len(labels) - len(text)))
+        labels[start:start + len(text)] = list(text)
+    lines.append(" " * gutter + "+" + "".join(axis).replace(" ", "-"))
+    label_line = (" " * (gutter + 1) + "".join(labels)).rstrip()
+    if len(label_line) + 3 + len(x_label) <= width:
+        label_line += f"   {x_label}"
+    lines.append(label_line)
+    legend = []
+    for index, s in enumerate(series):
+        missing = [f"{x:g}" for x, y in s.points if y is None]
+        legend.append(f"{MARKERS[index % len(MARKERS)]} {s.label}" + (f" (no value at {', '.join(missing)})"
+                                                                      if missing else ""))
+    overlap = any("&" in row for row in grid)
+    lines.append(" " * gutter + "  ".join(legend) + ("   & several series" if overlap else ""))
+    return lines
+
+
+def budget_charts(analysis: RunAnalysis, width: int = 72, height: int = 10, workload: str | None = None) -> list[str]:
+    """Speedup (tok/s when there is no baseline) and acceptance against budget for every budgeted algorithm."""
+    out: list[str] = []
+    scope = f"workload {workload}" if workload else "geometric mean over workloads"
+    for algorithm in budgeted_algorithms(analysis):
+        speed = budget_series(analysis, "speedup", algorithm, workload)
+        metric = "speedup"
+        if not any(y is not None for s in speed for _, y in s.points):
+            speed, metric = budget_series(analysis, "decode_tps", algorithm, workload), "decode_tps"
+        out += render_chart(speed, width, height, f"{algorithm}: {METRICS[metric]} vs draft budget ({scope})")
+        out.append("")
+        accept_scope = f"workload {workload}" if workload else "mean over workloads"
+        out += render_chart(budget_series(analysis, "accept_length", algorithm, workload), width, height,
+                            f"{algorithm}: {METRICS['accept_length']} vs draft budget ({accept_scope})")
+        out.append("")
+    return out[:-1] if out else ["(no algorithm with several draft budgets to chart)"]

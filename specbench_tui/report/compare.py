@@ -1,0 +1,167 @@
+"""Two runs side by side: per configuration (matched by id) and workload, what changed and whether it matters.
+
+Configurations are matched by id (a hash of what the server is given), so a renamed configuration still
+matches and one whose argv changed does not; those are listed apart, with a same-name hint. A change is
+*significant* when it is at least :data:`SIGNIFICANT_CHANGE` and, where both sides had several repeats, their
+per-repeat ranges do not overlap: a difference inside the noise is not news.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from specbench_tui.core.analysis import CellRow, ConfigSummary, Spread
+from specbench_tui.report.load import LoadedRun
+from specbench_tui.report.tables import Table, env_facts, fmt_seconds, render_text_table
+
+SIGNIFICANT_CHANGE = 0.05
+"""Relative change below which nothing is called significant."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One metric before (a) and after (b)."""
+
+    a: float | None
+    b: float | None
+    relative: float | None
+    """(b - a) / a, None when either side is missing."""
+    significant: bool
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    config_id: str
+    config: str
+    workload: str
+    decode_tps: Change
+    ttft_s: Change
+    accept_length: Change
+
+
+@dataclass(frozen=True)
+class Comparison:
+    run_a: str
+    run_b: str
+    sweep_a: str
+    sweep_b: str
+    rows: tuple[CompareRow, ...]
+    state_changes: tuple[tuple[str, str, str], ...]
+    """(config, state in a, state in b) where they differ."""
+    only_a: tuple[ConfigSummary, ...]
+    only_b: tuple[ConfigSummary, ...]
+    renamed_or_changed: tuple[str, ...] = ()
+    """Names present in both runs under different ids (argv or environment changed)."""
+    env_changes: tuple[str, ...] = ()
+    workloads_only: tuple[str, ...] = field(default=())
+
+
+def _change(a: Spread | None, b: Spread | None, threshold: float) -> Change:
+    if a is None or b is None:
+        return Change(a.median if a else None, b.median if b else None, None, False)
+    relative = (b.median - a.median) / a.median if a.median else None
+    noisy = a.repeats > 1 and b.repeats > 1 and a.overlaps(b)
+    return Change(a.median, b.median, relative, relative is not None and abs(relative) >= threshold and not noisy)
+
+
+def _accept_change(a: CellRow, b: CellRow, threshold: float) -> Change:
+    if a.accept_length is None or b.accept_length is None:
+        return Change(a.accept_length, b.accept_length, None, False)
+    relative = (b.accept_length - a.accept_length) / a.accept_length if a.accept_length else None
+    return Change(a.accept_length, b.accept_length, relative, relative is not None and abs(relative) >= threshold)
+
+
+def _env_changes(env_a: dict[str, Any] | None, env_b: dict[str, Any] | None) -> list[str]:
+    """What differs between the two environments, as ``key old -> new``."""
+    if bool(env_a) != bool(env_b):
+        return [f"env.json missing in {'A' if not env_a else 'B'}"]
+    facts_a, facts_b = env_facts(env_a), env_facts(env_b)
+    return [f"{key} {facts_a.get(key, '(none)')} -> {facts_b.get(key, '(none)')}"
+            for key in dict.fromkeys([*facts_a, *facts_b]) if facts_a.get(key) != facts_b.get(key)]
+
+
+def compare_runs(a: LoadedRun, b: LoadedRun, threshold: float = SIGNIFICANT_CHANGE) -> Comparison:
+    """Match configurations by id and workloads by name; compare tok/s, TTFT and acceptance."""
+    ids_b = {c.id for c in b.analysis.configs}
+    ids_a = {c.id for c in a.analysis.configs}
+    rows: list[CompareRow] = []
+    states: list[tuple[str, str, str]] = []
+    workloads_b = {w.name for w in b.analysis.workloads}
+    for config in a.analysis.configs:
+        other = b.analysis.config(config.id)
+        if other is None:
+            continue
+        if config.state != other.state:
+            states.append((other.name, config.state, other.state))
+        for workload in a.analysis.workloads:
+            if workload.name not in workloads_b:
+                continue
+            row_a, row_b = a.analysis.row(config.id, workload.name), b.analysis.row(config.id, workload.name)
+            if row_a is None or row_b is None or not (row_a.measured or row_b.measured):
+                continue
+            rows.append(CompareRow(config.id, other.name, workload.name,
+                                   _change(row_a.decode_tps, row_b.decode_tps, threshold),
+                                   _change(row_a.ttft_s, row_b.ttft_s, threshold),
+                                   _accept_change(row_a, row_b, threshold)))
+    only_a = tuple(c for c in a.analysis.configs if c.id not in ids_b)
+    only_b = tuple(c for c in b.analysis.configs if c.id not in ids_a)
+    names_b = {c.name for c in only_b}
+    workload_names_a = {w.name for w in a.analysis.workloads}
+    return Comparison(
+        run_a=a.name, run_b=b.name, sweep_a=a.analysis.sweep, sweep_b=b.analysis.sweep, rows=tuple(rows),
+        state_changes=tuple(states), only_a=only_a, only_b=only_b,
+        renamed_or_changed=tuple(c.name for c in only_a if c.name in names_b),
+        env_changes=tuple(_env_changes(a.env, b.env)),
+        workloads_only=tuple([f"{w} (only in A)" for w in workload_names_a - workloads_b]
+                             + [f"{w} (only in B)" for w in workloads_b - workload_names_a]),
+    )
+
+
+def _pct(change: Change) -> str:
+    if change.relative is None:
+        return "-"
+    return f"{change.relative * 100:+.1f}%" + (" *" if change.significant else "  ")
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def render_compare(comparison: Comparison) -> str:
+    """The comparison as plain text: summary, changes table, state changes, configurations on one side."""
+    c = comparison
+    faster = sum(1 for r in c.rows if r.decode_tps.significant and (r.decode_tps.relative or 0) > 0)
+    slower = sum(1 for r in c.rows if r.decode_tps.significant and (r.decode_tps.relative or 0) < 0)
+    out = [f"specbench compare: A = {c.run_a} ({c.sweep_a})  ->  B = {c.run_b} ({c.sweep_b})",
+           f"{len({r.config_id for r in c.rows})} configurations matched by id, {len(c.only_a)} only in A, "
+           f"{len(c.only_b)} only in B; decode tok/s significantly faster in {faster} and slower in {slower} "
+           f"of {len(c.rows)} configuration x workload cells"]
+    if c.env_changes:
+        out.append("environment: " + "; ".join(c.env_changes))
+    out.append("")
+    table = Table("Changes per configuration and workload (B vs A)",
+                  ["config", "workload", "tok/s A", "tok/s B", "change", "TTFT A", "TTFT B", "change",
+                   "accept A", "accept B", "change"], align="llrrrrrrrrr")
+    for r in c.rows:
+        table.rows.append([
+            r.config, r.workload, _num(r.decode_tps.a), _num(r.decode_tps.b), _pct(r.decode_tps),
+            fmt_seconds(r.ttft_s.a), fmt_seconds(r.ttft_s.b), _pct(r.ttft_s),
+            _num(r.accept_length.a, 2), _num(r.accept_length.b, 2), _pct(r.accept_length),
+        ])
+    table.notes.append(f"* significant: |change| >= {SIGNIFICANT_CHANGE * 100:.0f}% and the per-repeat ranges "
+                       "do not overlap (tok/s: higher is better; TTFT: lower is better)")
+    out += render_text_table(table)
+    if c.state_changes:
+        out += ["", "State changes"]
+        out += [f"  {name}: {sa} -> {sb}" for name, sa, sb in c.state_changes]
+    for title, configs in (("Only in A", c.only_a), ("Only in B", c.only_b)):
+        if configs:
+            out += ["", title]
+            out += [f"  {cfg.name} [{cfg.id}] {cfg.state}" for cfg in configs]
+    if c.renamed_or_changed:
+        out += ["", "Same name, different id (argv or environment changed, so not compared): "
+                + ", ".join(c.renamed_or_changed)]
+    if c.workloads_only:
+        out += ["", "Workloads not in both runs: " + ", ".join(sorted(c.workloads_only))]
+    return "\n".join(line.rstrip() for line in out) + "\n"

@@ -1,0 +1,296 @@
+"""The report in each output format: txt (with charts), md, csv, json and latex.
+
+Every renderer takes a :class:`~specbench_tui.report.load.LoadedRun` and returns the whole document as one
+string ending in a newline. Output is deterministic (plan order, rounded numbers, the run directory's name
+rather than its absolute path), which is what lets golden files pin it down.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from specbench_tui.core.analysis import CellRow, ConfigSummary, RunAnalysis, Spread, to_json
+from specbench_tui.engine.store import safe_filename
+from specbench_tui.report.charts import budget_charts
+from specbench_tui.report.load import LoadedRun
+from specbench_tui.report.tables import (
+    LEGEND,
+    best_marks,
+    best_table,
+    clean_text,
+    env_line,
+    lossless_table,
+    problems_table,
+    render_markdown_table,
+    render_text_table,
+    results_table,
+    summary_line,
+)
+
+FORMATS = ("txt", "md", "csv", "json", "latex")
+JSON_SCHEMA = "specbench-report/1"
+FENCE = "`" * 3
+EXCERPT_LINES = 12
+"""Log lines of a crash shown in a report (the last ones: the error is at the end); the log has the rest."""
+
+
+def _excerpt_heading(run: LoadedRun, config: ConfigSummary) -> str:
+    """``last 12 of 19 log lines (full log: logs/x.log)`` or ``log excerpt``."""
+    log = Path("logs") / f"{safe_filename(config.name)}.log"
+    where = f" (full log: {log})" if (run.path / log).is_file() else ""
+    if len(config.excerpt) > EXCERPT_LINES:
+        return f"last {EXCERPT_LINES} of {len(config.excerpt)} excerpt lines{where}"
+    return f"log excerpt{where}"
+
+
+# ---------------------------------------------------------------------------------------------- txt
+
+
+def render_txt(run: LoadedRun, chart_width: int = 72, chart_height: int = 10) -> str:
+    """Plain text for a terminal or a file: decision first, then the details, charts and notes."""
+    analysis = run.analysis
+    out = [f"specbench report: {analysis.sweep} (run {run.name})", summary_line(analysis)]
+    env = env_line(run.env)
+    if env:
+        out.append(f"env: {env}")
+    out.append("")
+    out += render_text_table(best_table(analysis))
+    for workload in analysis.workloads:
+        out.append("")
+        out += render_text_table(results_table(analysis, workload))
+    out += ["", *_wrap(LEGEND, 110), ""]
+    out += render_text_table(problems_table(analysis))
+    for config in analysis.problems():
+        if config.excerpt:
+            out += ["", f"{config.name}: {config.signature or config.state}, {_excerpt_heading(run, config)}:"]
+            shown = config.excerpt[-EXCERPT_LINES:]
+            if config.crash_line and config.crash_line not in shown:
+                out.append(f"  crash line: {clean_text(config.crash_line)}")
+            out += [f"  | {clean_text(line)}" for line in shown]
+    out.append("")
+    out += render_text_table(lossless_table(analysis))
+    out += ["", "Charts", "------", *budget_charts(analysis, chart_width, chart_height)]
+    out += _notes_txt(run)
+    return "\n".join(line.rstrip() for line in out) + "\n"
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    lines: list[str] = []
+    current = ""
+    for word in text.split(" "):
+        if current and len(current) + 1 + len(word) > width:
+            lines.append(current)
+            current = word
+        else:
+            current = f"{current} {word}" if current else word
+    return [*lines, current] if current else lines
+
+
+def _notes_txt(run: LoadedRun) -> list[str]:
+    notes = [clean_text(n) for n in (*run.analysis.notes, *(f"read: {w}" for w in run.warnings))]
+    return ["", "Notes", "-----", *(f"- {n}" for n in notes)] if notes else []
+
+
+# ---------------------------------------------------------------------------------------------- markdown
+
+
+def render_md(run: LoadedRun) -> str:
+    """GitHub-flavoured Markdown: the same tables as txt, without charts."""
+    analysis = run.analysis
+    out = [f"# specbench report: {analysis.sweep}", "", f"Run `{run.name}`: {summary_line(analysis)}.", ""]
+    env = env_line(run.env)
+    if env:
+        out += [f"Environment: {env}", ""]
+    out += render_markdown_table(best_table(analysis), 2)
+    for workload in analysis.workloads:
+        out += render_markdown_table(results_table(analysis, workload), 2)
+    out += [LEGEND, ""]
+    out += render_markdown_table(problems_table(analysis), 2)
+    for config in analysis.problems():
+        if config.excerpt:
+            out += [f"`{config.name}` ({config.signature or config.state}), {_excerpt_heading(run, config)}:", "",
+                    FENCE, *(clean_text(line).replace(FENCE, "'''") for line in config.excerpt[-EXCERPT_LINES:]),
+                    FENCE, ""]
+    out += render_markdown_table(lossless_table(analysis), 2)
+    notes = [clean_text(n) for n in (*analysis.notes, *(f"read: {w}" for w in run.warnings))]
+    if notes:
+        out += ["## Notes", "", *(f"- {n}" for n in notes), ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+# ---------------------------------------------------------------------------------------------- csv
+
+CSV_COLUMNS = (
+    "sweep", "run", "config_id", "config", "algorithm", "tp", "budget", "baseline", "workload", "state",
+    "n_ok", "n_zero_output", "n_error", "n_clamped",
+    "decode_tps_median", "decode_tps_min", "decode_tps_max",
+    "speedup", "speedup_min", "speedup_max", "speedup_note",
+    "ttft_s_median", "ttft_s_min", "ttft_s_max", "repeats",
+    "accept_length", "accept_method", "server_log_accept_length", "server_log_scope",
+    "lossless", "lossless_checked", "lossless_mismatches",
+    "best_for_workload", "best_at_tp", "flags", "signature", "reason",
+)
+"""One row per configuration × workload; ``_min``/``_max`` are the range of per-repeat values."""
+
+
+def _num(value: float | int | None, digits: int = 4) -> str:
+    if value is None:
+        return ""
+    return str(value) if isinstance(value, int) else f"{value:.{digits}f}"
+
+
+def _spread_cells(spread: Spread | None, digits: int = 4) -> list[str]:
+    if spread is None:
+        return ["", "", ""]
+    return [_num(spread.median, digits), _num(spread.low, digits), _num(spread.high, digits)]
+
+
+def csv_rows(run: LoadedRun) -> list[dict[str, str]]:
+    analysis = run.analysis
+    marks = best_marks(analysis)
+    out = []
+    for row in analysis.rows:
+        config = analysis.config(row.config_id)
+        mark = marks.get((row.config_id, row.workload), "")
+        best_tp = mark == "*" or any(b.config_id == row.config_id and b.workload == row.workload and b.tp is not None
+                                     for b in analysis.best)
+        cells = [
+            analysis.sweep, run.name, row.config_id, row.config, row.algorithm, _num(row.tp), _num(row.budget),
+            (config.baseline or "") if config else "", row.workload, row.state,
+            str(row.n_ok), str(row.n_zero_output), str(row.n_error), str(row.n_clamped),
+            *_spread_cells(row.decode_tps, 3), *_spread_cells(row.speedup, 4), row.speedup_note or "",
+            *_spread_cells(row.ttft_s, 4), _num(row.decode_tps.repeats if row.decode_tps else None),
+            _num(row.accept_length, 4), row.accept_method or "", _num(row.server_log_accept_length, 4),
+            row.server_log_scope or "",
+            row.lossless.status, str(row.lossless.checked), str(len(row.lossless.mismatches)),
+            "yes" if mark == "**" else "", "yes" if best_tp else "", " ".join(row.flags),
+            (config.signature or "") if config else "", clean_text(config.reason or "") if config else "",
+        ]
+        out.append(dict(zip(CSV_COLUMNS, cells)))
+    return out
+
+
+def render_csv(run: LoadedRun) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(csv_rows(run))
+    return buffer.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------- json
+
+
+def render_json(run: LoadedRun) -> str:
+    """The whole analysis, for scripts: ``{"schema", "run", "env", "warnings", "analysis"}``."""
+    data = {"schema": JSON_SCHEMA, "run": run.name, "env": run.env, "warnings": list(run.warnings),
+            "analysis": to_json(run.analysis)}
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------- latex
+
+_LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_LATEX_RE = re.compile("|".join(re.escape(k) for k in _LATEX_SPECIALS))
+
+
+def latex_escape(text: str) -> str:
+    """Escape the ten characters LaTeX treats specially, so any name or reason pastes safely."""
+    return _LATEX_RE.sub(lambda m: _LATEX_SPECIALS[m.group(0)], text)
+
+
+def _label(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower() or "run"
+
+
+def _latex_matrix(analysis: RunAnalysis, caption: str, label: str, cell: Callable[[CellRow], str]) -> list[str]:
+    workloads = analysis.workloads
+    marks = best_marks(analysis)
+    out = [r"\begin{table}[t]", r"\centering", r"\small",
+           r"\begin{tabular}{l r " + "r" * len(workloads) + "}", r"\toprule",
+           "Configuration & TP & " + " & ".join(latex_escape(w.name) for w in workloads) + r" \\", r"\midrule"]
+    for config in analysis.configs:
+        if config.state == "skipped":
+            continue
+        cells = []
+        for workload in workloads:
+            row = analysis.row(config.id, workload.name)
+            text = cell(row) if row else "--"
+            if row and marks.get((row.config_id, row.workload)) and text[:1].isdigit():
+                text = r"\textbf{" + text + "}"
+            cells.append(text)
+        out.append(f"{latex_escape(config.name)} & {config.tp if config.tp is not None else '--'} & "
+                   + " & ".join(cells) + r" \\")
+    out += [r"\bottomrule", r"\end{tabular}", r"\caption{" + caption + "}", r"\label{" + label + "}",
+            r"\end{table}", ""]
+    return out
+
+
+def _latex_speedup(row: CellRow) -> str:
+    if row.state in ("crashed", "failed") and row.n_ok == 0:
+        return r"\textit{" + row.state + "}"
+    if row.speedup is None:
+        return "n/b" if row.n_ok else "--"
+    text = f"{row.speedup.median:.2f}" + r"$\times$"
+    if row.speedup.repeats > 1 and row.speedup_note != "baseline":
+        text += r"\,{\scriptsize[" + f"{row.speedup.low:.2f}, {row.speedup.high:.2f}" + "]}"
+    if "zero_output" in row.flags or "lossless_mismatch" in row.flags:
+        text += r"$^{\dagger}$"
+    return text
+
+
+def _latex_accept(row: CellRow) -> str:
+    if row.state in ("crashed", "failed") and row.n_ok == 0:
+        return r"\textit{" + row.state + "}"
+    if row.accept_length is None:
+        return "--"
+    log = f" ({row.server_log_accept_length:.2f})" if row.server_log_accept_length is not None else ""
+    return f"{row.accept_length:.2f}{log}"
+
+
+def render_latex(run: LoadedRun) -> str:
+    """booktabs tables ready to paste (needs ``\\usepackage{booktabs}``): speedup, acceptance, failures."""
+    analysis = run.analysis
+    name = latex_escape(analysis.sweep)
+    label = _label(analysis.sweep)
+    out = [f"% specbench report: {analysis.sweep} (run {run.name}); needs \\usepackage{{booktabs}}", ""]
+    out += _latex_matrix(
+        analysis,
+        f"Decode speedup over the autoregressive baseline at the same TP ({name}): median over requests, "
+        r"[range over repeats]. Bold: best per workload and TP. $^{\dagger}$: zero-output or non-lossless "
+        "outputs, not eligible. n/b: no baseline.",
+        f"tab:{label}-speedup", _latex_speedup)
+    out += _latex_matrix(
+        analysis,
+        f"Mean acceptance length weighted by verify steps ({name}); in parentheses the server's own log figure.",
+        f"tab:{label}-acceptance", _latex_accept)
+    problems = analysis.problems()
+    if problems:
+        out += [r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{l l l p{0.45\linewidth}}",
+                r"\toprule", r"Configuration & State & Signature & Reason \\", r"\midrule"]
+        for config in problems:
+            cells = (config.name, config.state, config.signature or "--", config.reason or "--")
+            out.append(" & ".join(latex_escape(clean_text(v)) for v in cells) + r" \\")
+        out += [r"\bottomrule", r"\end{tabular}", r"\caption{Configurations that crashed, failed or were "
+                f"skipped ({name}).}}", r"\label{tab:" + label + "-failures}", r"\end{table}", ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+RENDERERS: dict[str, Callable[[LoadedRun], str]] = {
+    "txt": render_txt, "md": render_md, "csv": render_csv, "json": render_json, "latex": render_latex,
+}
+
+
+def render(run: LoadedRun, fmt: str) -> str:
+    """The report in ``fmt`` (one of :data:`FORMATS`)."""
+    try:
+        renderer = RENDERERS[fmt]
+    except KeyError:
+        raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})") from None
+    return renderer(run)

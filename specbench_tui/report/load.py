@@ -1,0 +1,82 @@
+"""Read a run directory for a report: whatever is readable, with a warning for whatever is not.
+
+A run directory in progress, cut by a crash, or copied without some files is still worth a report, so only a
+path that is not a run directory at all is an error (:class:`NotARunDir`); torn lines, a missing
+``plan.json`` or ``env.json`` become warnings that the report prints.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specbench_tui.core.analysis import RunAnalysis, analyse
+from specbench_tui.engine.store import ReadReport, RunDir
+
+RUN_DIR_MARKERS = ("sweep.toml", "plan.json", "results.jsonl", "events.jsonl")
+"""Files of which at least one must exist for a directory to be taken as a run directory."""
+
+
+class NotARunDir(Exception):
+    """The path is not a run directory; the message says what is there instead."""
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """A run directory read and analysed."""
+
+    path: Path
+    analysis: RunAnalysis
+    env: dict[str, Any] | None
+    warnings: tuple[str, ...] = field(default=())
+    """What could not be read (torn lines, missing files), to be shown with the report."""
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def _read_json(path: Path, warnings: list[str], required_for: str | None) -> dict[str, Any] | None:
+    if not path.exists():
+        if required_for:
+            warnings.append(f"{path.name} is missing: {required_for}")
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, json.JSONDecodeError) as exc:
+        warnings.append(f"{path.name} is unreadable ({exc.__class__.__name__}: {exc}); ignored")
+        return None
+    if not isinstance(data, dict):
+        warnings.append(f"{path.name} is not a JSON object; ignored")
+        return None
+    return data
+
+
+def load_run(path: str | Path) -> LoadedRun:
+    """Read and analyse the run directory at ``path``; raise :class:`NotARunDir` when it is not one."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise NotARunDir(f"{path}: no such directory")
+    if not path.is_dir():
+        raise NotARunDir(f"{path}: is a file, not a run directory")
+    if not any((path / marker).exists() for marker in RUN_DIR_MARKERS):
+        raise NotARunDir(f"{path}: not a run directory (none of {', '.join(RUN_DIR_MARKERS)} is there)")
+    warnings: list[str] = []
+    plan = _read_json(path / "plan.json", warnings,
+                      "configurations are taken from results and events, without TP, budget or baseline")
+    env = _read_json(path / "env.json", warnings, None)
+    run = RunDir(path)
+    report = ReadReport()
+    try:
+        measurements = run.read_measurements(report)
+        events = run.read_events(report)
+    except OSError as exc:
+        raise NotARunDir(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not (path / "results.jsonl").exists():
+        warnings.append("results.jsonl is missing: no measurements")
+    if not (path / "events.jsonl").exists():
+        warnings.append("events.jsonl is missing: states, crash signatures and skip reasons are unknown")
+    warnings.extend(report.skipped)
+    return LoadedRun(path=path, analysis=analyse(plan, measurements, events), env=env, warnings=tuple(warnings))

@@ -1,0 +1,327 @@
+"""Format-neutral tables of a run's analysis, and the number formats every output shares.
+
+Each builder returns a :class:`Table` (title, headers, string cells, alignment); the text and Markdown
+renderers lay it out, so the same figures appear the same way in every format.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from specbench_tui.core.analysis import (
+    FLAG_CLAMPED,
+    FLAG_ERRORS,
+    FLAG_IDLE,
+    FLAG_MISMATCH,
+    FLAG_NO_BASELINE,
+    FLAG_ZERO_OUTPUT,
+    LOSSLESS_MISMATCH,
+    LOSSLESS_PASS,
+    CellRow,
+    RunAnalysis,
+    Spread,
+    WorkloadInfo,
+)
+
+DASH = "-"
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+FLAG_TEXT = {
+    FLAG_ZERO_OUTPUT: "ZERO-OUTPUT",
+    FLAG_ERRORS: "errors",
+    FLAG_IDLE: "SPEC-IDLE",
+    FLAG_MISMATCH: "MISMATCH",
+    FLAG_CLAMPED: "clamped",
+    FLAG_NO_BASELINE: "no-baseline",
+}
+"""How each row flag reads in a table (upper case: the row's figures must not be trusted as they stand)."""
+
+LEGEND = (
+    "tok/s: median decode tok/s [min-max of per-repeat medians]; speedup: over the matched baseline at the "
+    "same workload [range of per-repeat ratios]; accept: mean acceptance length weighted by verify steps "
+    "(~: plain mean, no verify counts); log: the server's own figure from its decode log lines during the "
+    "workload (L: over the server's whole life); n: ok/zero/error; "
+    "**: best for the workload, *: best at its TP; SPEC-IDLE: acceptance < 1.05, speculation doing nothing; "
+    "ZERO-OUTPUT and MISMATCH rows cannot be best."
+)
+
+
+@dataclass
+class Table:
+    """A titled grid of strings; ``align`` holds one of "l" or "r" per column."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    align: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.align = (self.align or "").ljust(len(self.headers), "l")
+
+
+# ---------------------------------------------------------------------------------------------- numbers
+
+
+def clean_text(text: str, limit: int = 400) -> str:
+    """Untrusted text (log lines, reasons, error texts) made safe to print: no ANSI escapes or control
+    characters, line breaks and tabs as spaces, at most ``limit`` characters."""
+    text = _CONTROL.sub("", _ANSI.sub("", text.replace("\n", " ").replace("\r", " ").replace("\t", " ")))
+    return text if len(text) <= limit else text[: limit - 1] + "~"
+
+
+def fmt_num(value: float | None, digits: int = 1) -> str:
+    return DASH if value is None else f"{value:.{digits}f}"
+
+
+def fmt_range(spread: Spread | None, digits: int = 1, suffix: str = "") -> str:
+    """``121.9 [118.2-125.0]``; the range is left out when there was a single repeat."""
+    if spread is None:
+        return DASH
+    text = f"{spread.median:.{digits}f}{suffix}"
+    if spread.repeats > 1:
+        text += f" [{spread.low:.{digits}f}-{spread.high:.{digits}f}]"
+    return text
+
+
+def fmt_speedup(row: CellRow) -> str:
+    if row.speedup is None:
+        return "no baseline" if row.speedup_note and row.speedup_note.startswith("no baseline") else DASH
+    if row.speedup_note == "baseline":
+        return "1.00x (base)"
+    return fmt_range(row.speedup, 2, "x")
+
+
+def fmt_seconds(value: float | None) -> str:
+    """TTFT: milliseconds below a second, seconds above."""
+    if value is None:
+        return DASH
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def fmt_accept(row: CellRow) -> str:
+    if row.accept_length is None:
+        return DASH
+    return f"{row.accept_length:.2f}" + ("~" if row.accept_method == "mean" else "")
+
+
+def fmt_log_accept(row: CellRow) -> str:
+    text = fmt_num(row.server_log_accept_length, 2)
+    return text + " L" if row.server_log_scope == "lifetime" else text
+
+
+def fmt_counts(row: CellRow) -> str:
+    return f"{row.n_ok}/{row.n_zero_output}/{row.n_error}"
+
+
+def fmt_flags(row: CellRow) -> str:
+    return " ".join(FLAG_TEXT.get(f, f) for f in row.flags)
+
+
+def fmt_tp(tp: int | None) -> str:
+    return DASH if tp is None else str(tp)
+
+
+def describe_workload(workload: WorkloadInfo) -> str:
+    parts = [workload.kind]
+    if workload.temperature is not None:
+        parts.append("greedy" if workload.temperature == 0 else f"temperature {workload.temperature:g}")
+    if workload.repeats:
+        parts.append(f"{workload.repeats} repeat{'s' if workload.repeats != 1 else ''}")
+    return ", ".join(parts)
+
+
+def best_marks(analysis: RunAnalysis) -> dict[tuple[str, str], str]:
+    """(config id, workload) → ``**`` (best for the workload) or ``*`` (best at its TP)."""
+    marks: dict[tuple[str, str], str] = {}
+    for best in analysis.best:
+        key = (best.config_id, best.workload)
+        if best.tp is None:
+            marks[key] = "**"
+        else:
+            marks.setdefault(key, "*")
+    return marks
+
+
+# ---------------------------------------------------------------------------------------------- tables
+
+
+def results_table(analysis: RunAnalysis, workload: WorkloadInfo) -> Table:
+    """Every configuration that ran (or crashed) on one workload, in plan order."""
+    marks = best_marks(analysis)
+    table = Table(f"Results: {workload.name} ({describe_workload(workload)})",
+                  ["", "config", "TP", "budget", "state", "tok/s", "speedup", "TTFT", "accept", "log", "n",
+                   "lossless", "flags"], align="lllrlrrrrrrll")
+    for row in analysis.rows_for(workload.name):
+        if not row.measured and row.state not in ("crashed", "failed"):
+            continue
+        table.rows.append([
+            marks.get((row.config_id, row.workload), ""), row.config, fmt_tp(row.tp),
+            DASH if row.budget is None else str(row.budget), row.state, fmt_range(row.decode_tps),
+            fmt_speedup(row), fmt_seconds(row.ttft_s.median if row.ttft_s else None), fmt_accept(row),
+            fmt_log_accept(row), fmt_counts(row), fmt_lossless(row), fmt_flags(row),
+        ])
+    return table
+
+
+def fmt_lossless(row: CellRow) -> str:
+    check = row.lossless
+    if check.status == LOSSLESS_PASS:
+        return f"ok {check.checked}/{check.checked}"
+    if check.status == LOSSLESS_MISMATCH:
+        return f"DIFF {len(check.mismatches)}/{check.checked}"
+    return DASH
+
+
+def best_table(analysis: RunAnalysis) -> Table:
+    """The decision: per workload, the fastest configuration that did not crash, empty out or diverge."""
+    table = Table("Best configuration per workload (and per TP)",
+                  ["workload", "TP", "best", "tok/s", "speedup", "runner-up", "note"], align="llllrll")
+    for best in analysis.best:
+        row = analysis.row(best.config_id, best.workload)
+        notes = []
+        if best.close_call:
+            notes.append("within the repeat spread of the runner-up")
+        notes += [f"faster {b.config} barred: {b.why}" for b in best.barred]
+        table.rows.append([
+            best.workload, "all" if best.tp is None else str(best.tp), best.config, fmt_range(best.decode_tps),
+            fmt_speedup(row) if row else DASH,
+            f"{best.runner_up} ({fmt_num(best.runner_up_tps.median if best.runner_up_tps else None)})"
+            if best.runner_up else DASH,
+            "; ".join(notes),
+        ])
+    return table
+
+
+def problems_table(analysis: RunAnalysis) -> Table:
+    """Crashed, failed and skipped configurations with their signature and reason."""
+    table = Table("Crashed, failed and skipped configurations",
+                  ["config", "id", "state", "signature", "reason", "workloads not run"])
+    for config in analysis.problems():
+        table.rows.append([
+            config.name, config.id, config.state, clean_text(config.signature or DASH),
+            clean_text(config.reason or DASH),
+            ", ".join(w for w, _ in config.workloads_not_run) or DASH,
+        ])
+    return table
+
+
+def lossless_table(analysis: RunAnalysis) -> Table:
+    """Every output that differs from the baseline's under greedy sampling."""
+    table = Table("Losslessness: outputs that differ from the baseline (greedy workloads)",
+                  ["config", "workload", "item", "repeat", "output", "baseline output"], align="lllrll")
+    checked = [r for r in analysis.rows if r.lossless.checked]
+    for row in analysis.rows:
+        for m in row.lossless.mismatches:
+            table.rows.append([m.config, m.workload, m.item, str(m.repeat), m.output_sha, m.baseline_sha])
+    total = sum(r.lossless.checked for r in checked)
+    wrong = sum(len(r.lossless.mismatches) for r in checked)
+    if total:
+        table.notes.append(f"{total} outputs of speculative configurations compared with their baseline's; "
+                           f"{wrong} differ.")
+    else:
+        table.notes.append("no outputs were compared (no greedy workload with output hashes and a baseline).")
+    return table
+
+
+def summary_line(analysis: RunAnalysis) -> str:
+    counts: dict[str, int] = {}
+    for config in analysis.configs:
+        counts[config.state] = counts.get(config.state, 0) + 1
+    states = ", ".join(f"{n} {state}" for state, n in counts.items())
+    return f"{len(analysis.configs)} configurations ({states}) x {len(analysis.workloads)} workloads"
+
+
+ENV_PACKAGES = ("sglang", "sgl-kernel", "torch", "triton", "flashinfer-python", "transformers")
+
+
+def env_facts(env: dict[str, Any] | None) -> dict[str, str]:
+    """The facts of ``env.json`` that explain a change in speed: GPUs, driver, CUDA, package versions.
+
+    Reads the fingerprint written by the engine (``gpus.names``, ``gpus.driver_version``,
+    ``server_python.packages``…) and, for hand-made files, flat keys (``driver``, ``cuda``, ``sglang``…).
+    """
+    if not isinstance(env, dict):
+        return {}
+    facts: dict[str, str] = {}
+    gpus = env.get("gpus")
+    if isinstance(gpus, dict):
+        names = gpus.get("names")
+        if isinstance(names, dict) and names:
+            facts["gpus"] = ", ".join(f"{count}x {name}" for name, count in names.items())
+        for key, label in (("driver_version", "driver"), ("cuda_driver_version", "cuda"), ("sm", "sm")):
+            value = gpus.get(key)
+            if value not in (None, "", []):
+                facts[label] = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+    elif isinstance(gpus, list) and gpus:
+        names = [str(g.get("name", "?")) if isinstance(g, dict) else str(g) for g in gpus]
+        facts["gpus"] = ", ".join(f"{names.count(n)}x {n}" for n in dict.fromkeys(names))
+    server = env.get("server_python")
+    packages = server.get("packages") if isinstance(server, dict) else None
+    if isinstance(packages, dict):
+        for name in ENV_PACKAGES:
+            if packages.get(name):
+                facts[name] = str(packages[name])
+        if server.get("torch_cuda"):
+            facts["torch cuda"] = str(server["torch_cuda"])
+    for key in ("driver", "cuda", "compute_capability", *ENV_PACKAGES):
+        value = env.get(key)
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            facts.setdefault(key, str(value))
+    host = env.get("host")
+    if isinstance(host, dict) and host.get("name"):
+        facts["host"] = str(host["name"])
+    return {k: clean_text(v, 120) for k, v in facts.items()}
+
+
+def env_line(env: dict[str, Any] | None) -> str | None:
+    """GPUs, driver and versions from ``env.json`` on one line, whatever of them it has."""
+    facts = env_facts(env)
+    if not facts:
+        return None
+    return " | ".join(v if k == "gpus" else f"{k} {v}" for k, v in facts.items())
+
+
+# ---------------------------------------------------------------------------------------------- layout
+
+
+def render_text_table(table: Table, indent: str = "") -> list[str]:
+    """A table as aligned plain-text lines (title, header, rule, rows, notes)."""
+    lines = [table.title, "-" * len(table.title)]
+    if not table.rows:
+        lines.append(indent + "(none)")
+    else:
+        widths = [max(len(h), *(len(r[i]) for r in table.rows)) for i, h in enumerate(table.headers)]
+
+        def fmt(cells: Sequence[str]) -> str:
+            out = [c.rjust(w) if a == "r" else c.ljust(w) for c, w, a in zip(cells, widths, table.align)]
+            return (indent + "  ".join(out)).rstrip()
+
+        lines.append(fmt(table.headers))
+        lines.append(fmt(["-" * w for w in widths]))
+        lines += [fmt(r) for r in table.rows]
+    lines += [indent + n for n in table.notes]
+    return lines
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*").replace("\n", " ") or " "
+
+
+def render_markdown_table(table: Table, level: int = 3) -> list[str]:
+    """A table in GitHub-flavoured Markdown."""
+    lines = [f"{'#' * level} {table.title}", ""]
+    if not table.rows:
+        lines.append("(none)")
+    else:
+        lines.append("| " + " | ".join(_md_cell(h) for h in table.headers) + " |")
+        lines.append("|" + "|".join("---:" if a == "r" else "---" for a in table.align) + "|")
+        lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in table.rows]
+    if table.notes:
+        lines.append("")
+        lines += table.notes
+    lines.append("")
+    return lines
