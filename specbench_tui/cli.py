@@ -86,6 +86,11 @@ def main(argv: list[str] | None = None) -> int:
             return compare_command(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `specbench validate ... | head`: the reader left; exit quietly like other Unix tools.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
     parser.error(f"unknown command {args.command}")
     return EXIT_INVALID
 

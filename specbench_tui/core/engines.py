@@ -1,8 +1,13 @@
 """What the product knows about each server engine's command line, as pure data.
 
 The I/O side of an engine (readiness, endpoints, shutdown) lives in ``engine.profiles``; this module only
-knows flags: which exist, which are reserved for the launcher, how many GPUs a configuration needs, and
-which values must be positive integers. The orchestrator and the UI never branch on an engine's name.
+knows flags: which exist, what shape each value has (a switch, one value, several; int, float or string;
+the allowed choices), which are reserved for the launcher, how many GPUs a configuration needs, and which
+values must be positive. The orchestrator and the UI never branch on an engine's name.
+
+SGLang's facts are generated from its own parser by ``tools/dump_sglang_flags.py`` into
+``sglang_0_5_23_flags.txt`` (the names) and ``sglang_0_5_23_flag_shapes.tsv`` (the shapes); a test checks
+both against SGLang 0.5.23 whenever its parser is installed.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
+
+from specbench_tui.core.errors import closest
 
 # Flags whose value must be a positive integer, when present.
 _SGLANG_POSITIVE_INT = frozenset(
@@ -26,6 +33,48 @@ _SGLANG_POSITIVE_INT = frozenset(
 
 
 @dataclass(frozen=True)
+class FlagShape:
+    """What one flag's parser accepts, as argparse declares it."""
+
+    arity: str
+    """``0`` (a switch), ``1`` (one value), ``?`` (optional value), ``+`` or ``*`` (several values)."""
+    type: str
+    """``int``, ``float``, ``str``, or ``other`` (a custom converter this module does not imitate)."""
+    choices: tuple[str, ...] = ()
+
+    def problem(self, flag: str, value: object) -> tuple[str, str] | None:
+        """(message, hint) when ``value`` written for ``--flag`` in a sweep would fail to parse, else None."""
+        if value is False:
+            return None
+        if self.arity == "0":
+            if value is True:
+                return None
+            return (f"--{flag} is a switch and takes no value, got {value!r}",
+                    f"write {flag} = true to pass it, or false to leave it out")
+        if value is True:
+            if self.arity in ("?", "*"):
+                return None
+            return (f"--{flag} needs a value, but true would pass it bare", f"write {flag} = <value>")
+        values = value if isinstance(value, tuple) else (value,)
+        if isinstance(value, tuple) and self.arity in ("1", "?"):
+            return (f"--{flag} takes one value, got an array of {len(value)}", "write a single value")
+        for item in values:
+            text = "true" if item is True else "false" if item is False else str(item)
+            if self.type in ("int", "float"):
+                try:
+                    int(text) if self.type == "int" else float(text)
+                except ValueError:
+                    kind = "an integer" if self.type == "int" else "a number"
+                    return (f"--{flag} expects {kind}, got {item!r}", None)
+            if self.choices and text not in self.choices:
+                shown = ", ".join(self.choices[:12]) + (", ..." if len(self.choices) > 12 else "")
+                match = closest(text, self.choices)
+                return (f"--{flag} does not accept {item!r}",
+                        f"did you mean '{match}'?" if match else f"choose one of: {shown}")
+        return None
+
+
+@dataclass(frozen=True)
 class EngineFlags:
     """Command-line facts of one engine profile."""
 
@@ -34,6 +83,14 @@ class EngineFlags:
     """Every long flag (without dashes) the engine's own parser accepts."""
     known_fork_flags: frozenset[str] = frozenset()
     """Flags that exist only in forks; recognised so their values can be checked."""
+    release: str = ""
+    """The release whose parser ``known_flags`` and ``shapes`` come from, e.g. ``0.5.23``."""
+    shapes: Mapping[str, FlagShape] = field(default_factory=dict)
+    """Value shape of each known flag (aliases included)."""
+    known_algorithms: frozenset[str] = frozenset()
+    """Upper-case ``--speculative-algorithm`` values the release ships (others need a fork or a plugin)."""
+    unit_fraction: frozenset[str] = frozenset()
+    """Flags whose value is a fraction in (0, 1]."""
     reserved: Mapping[str, str] = field(default_factory=dict)
     """Flags the launcher sets itself, with the sweep key to use instead."""
     positive_int: frozenset[str] = frozenset()
@@ -71,7 +128,26 @@ def _as_int(value: object) -> int:
 @functools.cache
 def _sglang_flags() -> frozenset[str]:
     text = resources.files("specbench_tui.core").joinpath("sglang_0_5_23_flags.txt").read_text()
-    return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+    flags = {line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")}
+    return frozenset(flags - {"help"})  # argparse's own --help is no server flag
+
+
+@functools.cache
+def _sglang_shapes() -> dict[str, FlagShape]:
+    """``name<TAB>arity<TAB>type<TAB>choices`` lines (choices comma-separated) → shapes."""
+    text = resources.files("specbench_tui.core").joinpath("sglang_0_5_23_flag_shapes.tsv").read_text()
+    shapes: dict[str, FlagShape] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, arity, kind, choices = (line.split("\t") + ["", "", ""])[:4]
+        shapes[name] = FlagShape(arity, kind, tuple(c for c in choices.split(",") if c))
+    return shapes
+
+
+SGLANG_ALGORITHMS = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO",
+                               "FROZEN_KV_MTP", "NONE"})
+"""``--speculative-algorithm`` names SGLang 0.5.23 resolves (``spec_info.py`` plus the NEXTN alias)."""
 
 
 @functools.cache
@@ -81,6 +157,10 @@ def engine_flags(name: str) -> EngineFlags:
         return EngineFlags(
             name="sglang",
             known_flags=_sglang_flags(),
+            release="0.5.23",
+            shapes=_sglang_shapes(),
+            known_algorithms=SGLANG_ALGORITHMS,
+            unit_fraction=frozenset({"mem-fraction-static"}),
             known_fork_flags=frozenset({"speculative-ddtree-budget", "speculative-dflash-enable-ddtree",
                                         "speculative-dflash-tree-verify"}),
             reserved={"port": "engine.port_base", "host": "engine.host", "api-key": "engine.api_key_env"},

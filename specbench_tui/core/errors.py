@@ -20,12 +20,12 @@ class SweepIssue:
     message: str
     """What was wrong and what was expected."""
     hint: str | None = None
-    """A suggested fix, e.g. the closest valid key."""
+    """A suggested fix, e.g. the closest valid key; printed after the message, following a semicolon."""
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
         text = f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
-        return f"{text} ({self.hint})" if self.hint else text
+        return f"{text}; {self.hint}" if self.hint else text
 
 
 class SweepError(Exception):

@@ -1,7 +1,13 @@
 """The plan: a sweep's matrices expanded into named configurations, each with an exact argv and a stable id.
 
-A configuration id is a hash of what the server is actually given (engine, resolved argv, environment), so
-renaming or editing one configuration never changes another's id, and resume can trust it.
+A configuration id is a hash of what the server is actually given (engine, resolved flags, environment), so
+renaming, reordering, adding or removing another configuration never changes an id, and resume can trust it.
+
+Expansion is also the second half of validation: flag names are checked against the engine's parser, values
+against each flag's shape, templates against the matrix, and SGLang's own rules against each point. A rule a
+user broke (DFLASH without a draft model) is an error naming the file, line and key; a matrix point that
+SGLang would reject or silently rewrite (an EAGLE tree it cannot build) is kept in the plan as *skipped*,
+with the reason, because a matrix is expected to contain such points.
 """
 
 from __future__ import annotations
@@ -10,17 +16,20 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from specbench_tui.core.engines import EngineFlags, engine_flags
 from specbench_tui.core.errors import SweepError, SweepIssue, closest
-from specbench_tui.core.sweep import ArgValue, ConfigSpec, Scalar, Sweep, WorkloadSpec
+from specbench_tui.core.sweep import ArgValue, ConfigSpec, Scalar, Sweep, WorkloadSpec, same_value, sort_issues
+from specbench_tui.core.tomlpos import KeyLocator, KeyPath, format_path
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\-]*$")
 _EAGLE_FAMILY = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
 _EAGLE_TRIPLE = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
+_DRAFT_MODEL_FLAGS = ("speculative-draft-model-path", "speculative-draft-model")
 
 
 @dataclass(frozen=True)
@@ -28,7 +37,7 @@ class PlannedConfig:
     """One server configuration of the plan."""
 
     id: str
-    """Stable 12-hex-digit id derived from engine, argv and environment."""
+    """Stable 12-hex-digit id derived from engine, flags and environment."""
     name: str
     algorithm: str
     params: tuple[tuple[str, Scalar], ...]
@@ -36,7 +45,7 @@ class PlannedConfig:
     argv: tuple[str, ...]
     """Server flags exactly as passed (host, port and API key are added at launch)."""
     fork_flags: tuple[str, ...]
-    """Flags (with dashes) that exist only in forks, not in the engine's release parser."""
+    """Flags (with dashes) present in ``argv`` that exist only in forks, not in the engine's release parser."""
     env: tuple[tuple[str, str], ...]
     gpus_needed: int
     tp: int
@@ -45,12 +54,15 @@ class PlannedConfig:
     """Name of the matched baseline configuration (None when this is one, or none is declared)."""
     skip_reason: str | None = None
     source_index: int = 0
+    """Index of the ``[[configs]]`` block this configuration expanded from."""
 
     @property
     def skipped(self) -> bool:
+        """True when the plan keeps this point only to show why it is not run."""
         return self.skip_reason is not None
 
     def param(self, key: str, default: Any = None) -> Any:
+        """The value of matrix parameter ``key`` at this point."""
         return dict(self.params).get(key, default)
 
     def to_json(self) -> dict[str, Any]:
@@ -68,9 +80,10 @@ class Plan:
     configs: tuple[PlannedConfig, ...]
     workloads: tuple[WorkloadSpec, ...]
     notes: tuple[str, ...] = field(default=())
-    """Adjustments worth telling the user (e.g. a flag SGLang will override)."""
+    """Adjustments worth telling the user (e.g. an algorithm only a fork ships)."""
 
     def runnable(self) -> tuple[PlannedConfig, ...]:
+        """The configurations that will be launched."""
         return tuple(c for c in self.configs if not c.skipped)
 
     def by_id(self, config_id: str) -> PlannedConfig:
@@ -93,13 +106,21 @@ class Plan:
         }
 
 
-def substitute(template: str, params: dict[str, Scalar]) -> str:
-    """Replace ``{param}`` placeholders; unknown ones raise KeyError (callers report them)."""
+# ------------------------------------------------------------------------------------------- templates
+
+
+def substitute(template: str, params: Mapping[str, Scalar]) -> str:
+    """Replace ``{param}`` placeholders; unknown ones raise KeyError (callers check first)."""
     return _PLACEHOLDER.sub(lambda m: _scalar_text(params[m.group(1)]), template)
 
 
-def placeholders(template: str) -> set[str]:
-    return set(_PLACEHOLDER.findall(template))
+def placeholders(template: Any) -> set[str]:
+    """The ``{param}`` names used in a string, or in the strings of an array."""
+    if isinstance(template, str):
+        return set(_PLACEHOLDER.findall(template))
+    if isinstance(template, (tuple, list)):
+        return set().union(*(placeholders(v) for v in template)) if template else set()
+    return set()
 
 
 def _scalar_text(value: Scalar) -> str:
@@ -108,7 +129,8 @@ def _scalar_text(value: Scalar) -> str:
     return str(value)
 
 
-def _resolve_value(value: ArgValue, params: dict[str, Scalar]) -> ArgValue:
+def _resolve_value(value: ArgValue, params: Mapping[str, Scalar]) -> ArgValue:
+    """A flag value with placeholders filled; ``"{p}"`` alone takes the parameter's own type."""
     if isinstance(value, tuple):
         return tuple(_resolve_value(v, params) for v in value)  # type: ignore[misc]
     if isinstance(value, str):
@@ -119,7 +141,8 @@ def _resolve_value(value: ArgValue, params: dict[str, Scalar]) -> ArgValue:
     return value
 
 
-def _argv(args: dict[str, ArgValue]) -> list[str]:
+def _argv(args: Mapping[str, ArgValue]) -> list[str]:
+    """``true`` → bare flag, ``false`` → omitted, an array → the flag followed by each value."""
     out: list[str] = []
     for name, value in args.items():
         if value is False:
@@ -134,9 +157,26 @@ def _argv(args: dict[str, ArgValue]) -> list[str]:
     return out
 
 
-def config_id(engine: str, argv: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> str:
-    """Stable id from what the server is given; names, order of other configs and comments do not matter."""
-    blob = json.dumps({"engine": engine, "argv": list(argv), "env": sorted(env)}, separators=(",", ":"))
+def _flag_groups(argv: tuple[str, ...] | list[str]) -> list[list[str]]:
+    """argv cut into ``[flag, value...]`` groups."""
+    groups: list[list[str]] = []
+    for part in argv:
+        if part.startswith("--") or not groups:
+            groups.append([part])
+        else:
+            groups[-1].append(part)
+    return groups
+
+
+def config_id(engine: str, argv: tuple[str, ...] | list[str], env: tuple[tuple[str, str], ...]) -> str:
+    """Stable id from what the server is given.
+
+    Flags are hashed as an unordered set of ``[flag, values...]`` groups and the environment as a sorted set,
+    so names, comments, the order of keys in a table and every other configuration do not matter; a changed
+    flag or value does.
+    """
+    blob = json.dumps({"engine": engine, "argv": sorted(_flag_groups(argv)), "env": sorted(env)},
+                      separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -146,175 +186,344 @@ def _points(spec: ConfigSpec) -> Iterator[dict[str, Scalar]]:
         yield dict(zip(names, values))
 
 
-def build_plan(sweep: Sweep) -> Plan:
-    """Expand every matrix, resolve argv, check flags, ids and names; raise SweepError on problems."""
-    flags = engine_flags(sweep.engine.profile)
-    issues: list[SweepIssue] = []
-    notes: list[str] = []
-    shown = str(sweep.path)
+# ----------------------------------------------------------------------------------------- the builder
 
-    def error(line: int | None, key: str, message: str, hint: str | None = None) -> None:
-        issues.append(SweepIssue(shown, line, key, message, hint))
 
-    server_args = dict(sweep.server_args)
-    _check_flags(flags, server_args, (), shown, None, "server.args", issues)
-    configs: list[PlannedConfig] = []
-    seen_names: dict[str, int] = {}
-    for spec in sweep.configs:
-        where = f"configs[{spec.index}]"
-        params_known = {p for p, _ in spec.matrix}
+class _Planner:
+    """Expands one sweep, collecting located issues."""
+
+    def __init__(self, sweep: Sweep) -> None:
+        self.sweep = sweep
+        self.flags = engine_flags(sweep.engine.profile)
+        self.locator = KeyLocator(sweep.text)
+        self.shown = sweep.shown_path
+        self.issues: list[SweepIssue] = []
+        self.notes: list[str] = []
+        self._reported_duplicates: set[tuple[int, int]] = set()
+
+    def error(self, path: KeyPath, message: str, hint: str | None = None) -> None:
+        self.issues.append(SweepIssue(self.shown, self.locator.line(path) or 1, format_path(path), message, hint))
+
+    def build(self) -> Plan:
+        sweep = self.sweep
+        self._check_flags(dict(sweep.server_args), {}, ("server", "args"))
+        configs: list[PlannedConfig] = []
+        seen_names: dict[str, int] = {}
+        for spec in sweep.configs:
+            configs.extend(self._expand(spec, seen_names))
+        self._check_ids(configs)
+        self._check_baselines(configs)
+        if self.issues:
+            raise SweepError(sort_issues(self.issues))
+        return Plan(sweep=sweep, configs=tuple(configs), workloads=sweep.workloads,
+                    notes=tuple(dict.fromkeys(self.notes)))
+
+    # ----------------------------------------------------------------------------------- one [[configs]]
+
+    def _templates(self, spec: ConfigSpec) -> Iterator[tuple[KeyPath, Any]]:
+        """Every templated value that reaches this configuration, with the key it is written at."""
+        where: KeyPath = ("configs", spec.index)
+        yield (*where, "name"), spec.name
+        for flag, value in self.sweep.server_args:
+            yield ("server", "args", flag), value
+        for flag, value in self.sweep.server_env:
+            yield ("server", "env", flag), value
+        for section, items in (("args", spec.args), ("fork_args", spec.fork_args), ("env", spec.env)):
+            for flag, value in items:
+                yield (*where, section, flag), value
+
+    def _expand(self, spec: ConfigSpec, seen_names: dict[str, int]) -> list[PlannedConfig]:
+        where: KeyPath = ("configs", spec.index)
+        known = {p for p, _ in spec.matrix}
         bad = False
-        for template_key, template in [("name", spec.name), *(
-                (f"args.{k}", v) for k, v in spec.args if isinstance(v, str)), *(
-                (f"fork_args.{k}", v) for k, v in spec.fork_args if isinstance(v, str)), *(
-                (f"env.{k}", v) for k, v in spec.env)]:
-            for missing in sorted(placeholders(template) - params_known):
-                error(spec.line, f"{where}.{template_key}",
-                      f"'{{{missing}}}' refers to a parameter the matrix does not define",
-                      f"did you mean '{{{closest(missing, params_known)}}}'?" if closest(missing, params_known)
-                      else "add it to matrix, e.g. matrix = { " + missing + " = [...] }")
+        for path, template in self._templates(spec):
+            for missing in sorted(placeholders(template) - known):
                 bad = True
-        if not spec.matrix and placeholders(spec.name):
-            bad = True
-        _check_flags(flags, dict(spec.args), dict(spec.fork_args), shown, spec.line, where, issues)
+                match = closest(missing, known)
+                what = f"configs[{spec.index}] ('{spec.name}')"
+                self.error(path, f"'{{{missing}}}' refers to a parameter that the matrix of {what} does not define",
+                           f"did you mean '{{{match}}}'?" if match else
+                           f"add it to that configuration's matrix, e.g. matrix = {{ {missing} = [...] }}")
+        self._check_flags(dict(spec.args), dict(spec.fork_args), where)
         if bad:
-            continue
-        used_rules: set[int] = set()
-        points = list(_points(spec)) if spec.matrix else [{}]
-        for params in points:
-            name = substitute(spec.name, params)
-            args = dict(server_args)
-            for k, v in spec.args:
-                args[k] = _resolve_value(v, params)
-            fork = {k: _resolve_value(v, params) for k, v in spec.fork_args}
-            env = dict(sweep.server_env)
-            env.update((k, substitute(v, params)) for k, v in spec.env)
-            value_issues = _check_values(flags, {**args, **fork})
-            for flag, message in value_issues:
-                error(spec.line, f"{where}.{'fork_args' if flag in fork else 'args'}.{flag}",
-                      f"{message} (in '{name}')")
-            if value_issues:
-                continue
-            skip_reason = None
-            for j, rule in enumerate(spec.exclude):
-                if all(params.get(k) == v for k, v in rule.match):
-                    skip_reason = rule.reason
-                    used_rules.add(j)
-                    break
-            if skip_reason is None:
-                skip_reason = _invalid_combination(args)
-            argv = tuple(_argv(args) + _argv(fork))
-            env_t = tuple(sorted(env.items()))
-            tp = flags.parallel_size(args, "tp")
-            dp = flags.parallel_size(args, "dp")
-            gpus_needed = flags.gpus_needed(args)
-            if name in seen_names:
-                error(spec.line, f"{where}.name", f"duplicate configuration name '{name}' "
-                      f"(also produced by configs[{seen_names[name]}])",
-                      "make the name template include every matrix parameter that varies")
-                continue
-            seen_names[name] = spec.index
-            if sweep.gpus is not None and gpus_needed > len(sweep.gpus) and skip_reason is None:
-                error(spec.line, f"{where}", f"'{name}' needs {gpus_needed} GPUs (tp×dp×pp) but the pool "
-                      f"sweep.gpus has {len(sweep.gpus)}", "enlarge sweep.gpus or exclude this point")
-                continue
-            baseline = substitute(sweep.baseline, {**params, "tp": tp, "dp": dp}) if sweep.baseline else None
-            configs.append(PlannedConfig(
-                id=config_id(flags.name, argv, env_t), name=name, algorithm=spec.algorithm or "custom",
-                params=tuple(params.items()), argv=argv,
-                fork_flags=tuple(f"--{k}" for k in fork), env=env_t, gpus_needed=gpus_needed, tp=tp, dp=dp,
-                baseline=baseline, skip_reason=skip_reason, source_index=spec.index,
-            ))
+            return []
+        planned: list[PlannedConfig] = []
+        rules_used: set[int] = set()
+        for params in (list(_points(spec)) if spec.matrix else [{}]):
+            config = self._point(spec, params, seen_names, rules_used)
+            if config is not None:
+                planned.append(config)
         for j, rule in enumerate(spec.exclude):
-            if j not in used_rules:
-                error(rule.line or spec.line, f"{where}.exclude[{j}]",
-                      "this exclude rule matches no configuration", "check its parameter values against the matrix")
-    ids: dict[str, str] = {}
-    for config in configs:
-        if config.id in ids:
-            error(None, "configs", f"'{config.name}' and '{ids[config.id]}' resolve to the same argv and "
-                  "environment, so they would measure the same server twice", "remove one of them")
-        ids[config.id] = config.name
-    if sweep.baseline:
+            if j not in rules_used and planned:
+                self.error((*where, "exclude", j), "this exclude rule matches no configuration",
+                           "check its parameter values against the matrix")
+        return planned
+
+    def _origin(self, spec: ConfigSpec, flag: str) -> KeyPath:
+        """Where the value of ``flag`` was written: the matrix axis it came from, or its own key."""
+        where: KeyPath = ("configs", spec.index)
+        for section, items in (("args", spec.args), ("fork_args", spec.fork_args)):
+            value = dict(items).get(flag)
+            if value is not None:
+                used = sorted(placeholders(value))
+                return (*where, "matrix", used[0]) if used else (*where, section, flag)
+        value = dict(self.sweep.server_args).get(flag)
+        used = sorted(placeholders(value)) if value is not None else []
+        return (*where, "matrix", used[0]) if used else ("server", "args", flag)
+
+    def _point(self, spec: ConfigSpec, params: dict[str, Scalar], seen_names: dict[str, int],
+               rules_used: set[int]) -> PlannedConfig | None:
+        where: KeyPath = ("configs", spec.index)
+        flags = self.flags
+        name = substitute(spec.name, params)
+        if not _NAME_OK.match(name):
+            self.error((*where, "name"), f"the name template gives '{name}', which is not a usable name",
+                       "names use letters, digits, '.', '_', '-' and '+': they name log files and table rows")
+            return None
+        args: dict[str, ArgValue] = {k: _resolve_value(v, params) for k, v in self.sweep.server_args}
+        args.update((k, _resolve_value(v, params)) for k, v in spec.args)
+        fork = {k: _resolve_value(v, params) for k, v in spec.fork_args}
+        env = {k: substitute(v, params) for k, v in self.sweep.server_env}
+        env.update((k, substitute(v, params)) for k, v in spec.env)
+
+        ok = True
+        for flag, message, hint in _check_values(flags, {**args, **fork}):
+            self.error(self._origin(spec, flag), message, hint)  # identical issues collapse when sorted
+            ok = False
+        for flag, message, hint in _user_errors(args):
+            self.error(self._origin(spec, flag) if flag else where, message, hint)
+            ok = False
+        if not ok:
+            return None
+
+        skip_reason = None
+        for j, rule in enumerate(spec.exclude):
+            if all(same_value(params.get(k), v) for k, v in rule.match):
+                rules_used.add(j)
+                skip_reason = skip_reason or rule.reason
+        if skip_reason is None:
+            skip_reason = eagle_skip_reason(args)
+
+        if name in seen_names:
+            other = seen_names[name]
+            if (spec.index, other) in self._reported_duplicates:
+                return None
+            self._reported_duplicates.add((spec.index, other))
+            varying = [p for p, values in spec.matrix if len(values) > 1 and f"{{{p}}}" not in spec.name]
+            if other == spec.index:
+                self.error((*where, "name"), f"duplicate configuration name '{name}': several points of this "
+                           "matrix produce it", f"put {', '.join('{' + p + '}' for p in varying)} in the name "
+                           "template" if varying else "make the name template include the varying parameters")
+            else:
+                self.error((*where, "name"), f"duplicate configuration name '{name}' (configs[{other}] on line "
+                           f"{self.locator.line(('configs', other)) or '?'} produces it too)",
+                           "give each configuration its own name")
+            return None
+        seen_names[name] = spec.index
+
+        tp = flags.parallel_size(args, "tp")
+        dp = flags.parallel_size(args, "dp")
+        gpus_needed = flags.gpus_needed(args)
+        pool = self.sweep.gpus
+        if pool is not None and gpus_needed > len(pool) and skip_reason is None:
+            flag = next((f for f in (*flags.tp_flags, *flags.dp_flags, *flags.pp_flags) if f in args), None)
+            gpus_line = self.locator.line(("sweep", "gpus"))
+            origin = self._origin(spec, flag) if flag else where
+            # Named by the matrix value when it comes from one, so the points it spoils collapse into one issue.
+            who = f"{origin[-1]} = {params[str(origin[-1])]!r}" if "matrix" in origin else f"'{name}'"
+            self.error(origin, f"{who} needs {gpus_needed} GPUs (tp × dp × pp) but the GPU pool has {len(pool)} "
+                       f"(sweep.gpus on line {gpus_line})",
+                       "remove that value, exclude the point with a reason, or enlarge sweep.gpus")
+            return None
+
+        algorithm_flag = str(args.get("speculative-algorithm", "")) if args.get("speculative-algorithm") else ""
+        if algorithm_flag and flags.known_algorithms and algorithm_flag.upper() not in flags.known_algorithms:
+            self.notes.append(
+                f"configs[{spec.index}] passes --speculative-algorithm {algorithm_flag}, which {flags.name} "
+                f"{flags.release} does not ship: the server must be a build (a fork) that registers it")
+        argv = tuple(_argv(args) + _argv(fork))
+        env_items = tuple(sorted(env.items()))
+        baseline = self._baseline(spec, params, tp, dp)
+        return PlannedConfig(
+            id=config_id(flags.name, argv, env_items), name=name,
+            algorithm=spec.algorithm or (algorithm_flag.lower() if algorithm_flag else "autoregressive"),
+            params=tuple(params.items()), argv=argv,
+            fork_flags=tuple(f"--{k}" for k, v in fork.items() if v is not False),
+            env=env_items, gpus_needed=gpus_needed, tp=tp, dp=dp, baseline=baseline, skip_reason=skip_reason,
+            source_index=spec.index,
+        )
+
+    def _baseline(self, spec: ConfigSpec, params: dict[str, Scalar], tp: int, dp: int) -> str | None:
+        template = self.sweep.baseline
+        if not template:
+            return None
+        values: dict[str, Scalar] = {**params, "tp": tp, "dp": dp}
+        missing = sorted(placeholders(template) - set(values))
+        if missing:
+            self.error(("sweep", "baseline"), f"'{{{missing[0]}}}' is not defined for configs[{spec.index}] "
+                       f"('{spec.name}')", "a baseline template may use {tp}, {dp} and the matrix parameters "
+                       "that every configuration has")
+            return None
+        return substitute(template, values)
+
+    # ------------------------------------------------------------------------------------ whole-plan checks
+
+    def _check_ids(self, configs: list[PlannedConfig]) -> None:
+        ids: dict[str, PlannedConfig] = {}
+        for config in configs:
+            first = ids.get(config.id)
+            if first is not None:
+                self.error(("configs", config.source_index, "name"),
+                           f"'{config.name}' and '{first.name}' resolve to the same flags and environment, so "
+                           "they would measure the same server twice", "remove one of them")
+            else:
+                ids[config.id] = config
+
+    def _check_baselines(self, configs: list[PlannedConfig]) -> None:
         names = {c.name for c in configs}
+        for i, config in enumerate(configs):
+            if config.baseline == config.name:
+                configs[i] = replace(config, baseline=None)
         missing = sorted({c.baseline for c in configs if c.baseline and c.baseline not in names})
         for name in missing:
-            notes.append(f"baseline '{name}' is not in the plan: speedups against it will be reported as missing")
-    configs = [
-        c if c.baseline != c.name else _replace_baseline(c) for c in configs
-    ]
-    if issues:
-        raise SweepError(issues)
-    return Plan(sweep=sweep, configs=tuple(configs), workloads=sweep.workloads, notes=tuple(notes))
+            self.notes.append(f"baseline '{name}' is not in the plan: speedups against it will be reported as "
+                              "missing")
+
+    def _check_flags(self, args: dict[str, ArgValue], fork: dict[str, ArgValue], where: KeyPath) -> None:
+        """Flags must be the engine's full names; fork flags must not shadow real ones."""
+        flags = self.flags
+        for name in args:
+            key = (*where, name) if where == ("server", "args") else (*where, "args", name)
+            if name in flags.reserved:
+                self.error(key, f"--{name} is set by specbench for each server",
+                           f"remove it and set {flags.reserved[name]} instead")
+                continue
+            if name in flags.known_flags:
+                continue
+            prefixed = sorted(f for f in flags.known_flags if f.startswith(name))
+            if name in flags.known_fork_flags:
+                self.error(key, f"--{name} is not a flag of {flags.name} {flags.release}; it exists only in forks",
+                           "move it under the configuration's fork_args")
+            elif len(prefixed) == 1:
+                self.error(key, f"--{name} is an abbreviation of --{prefixed[0]}",
+                           f"write the full flag name, {prefixed[0]} = ...; an abbreviation breaks when "
+                           f"{flags.name} adds a flag")
+            elif len(prefixed) > 1:
+                shown = ", ".join(f"--{f}" for f in prefixed[:4]) + (", ..." if len(prefixed) > 4 else "")
+                self.error(key, f"--{name} is an ambiguous abbreviation (it could be {shown})",
+                           "write the full flag name")
+            else:
+                match = closest(name, flags.known_flags)
+                self.error(key, f"--{name} is not a flag of {flags.name} {flags.release}",
+                           f"did you mean '{match}'?" if match else
+                           "a flag that exists only in a fork goes under the configuration's fork_args")
+        for name in fork:
+            if name in flags.known_flags:
+                self.error((*where, "fork_args", name), f"--{name} is a regular {flags.name} {flags.release} flag",
+                           "move it under args, so it is checked like the others")
+            elif name in flags.reserved:
+                self.error((*where, "fork_args", name), f"--{name} is set by specbench for each server",
+                           f"remove it and set {flags.reserved[name]} instead")
 
 
-def _replace_baseline(config: PlannedConfig) -> PlannedConfig:
-    data = {**config.__dict__, "baseline": None}
-    return PlannedConfig(**data)
+def flag_name_issues(sweep: Sweep) -> list[SweepIssue]:
+    """Only the flag-name checks (unknown, abbreviated, reserved, fork or not) of every configuration.
+
+    They need no matrix expansion, so the loader runs them even on a file with other problems.
+    """
+    planner = _Planner(sweep)
+    planner._check_flags(dict(sweep.server_args), {}, ("server", "args"))
+    for spec in sweep.configs:
+        planner._check_flags(dict(spec.args), dict(spec.fork_args), ("configs", spec.index))
+    return planner.issues
 
 
-def _check_flags(flags: EngineFlags, args: dict[str, ArgValue], fork: dict[str, ArgValue], shown: str,
-                 line: int | None, where: str, issues: list[SweepIssue]) -> None:
-    """Flags must be the engine's full names; fork flags must not shadow real ones."""
-    for name in args:
-        key = f"{where}.args.{name}" if where != "server.args" else f"server.args.{name}"
-        if name in flags.reserved:
-            issues.append(SweepIssue(shown, line, key, f"--{name} is set by specbench for each server",
-                                     f"use {flags.reserved[name]} instead"))
-            continue
-        if name in flags.known_flags:
-            continue
-        prefixed = sorted(f for f in flags.known_flags if f.startswith(name))
-        if len(prefixed) == 1:
-            issues.append(SweepIssue(shown, line, key, f"--{name} is an abbreviation",
-                                     f"write the full flag name '{prefixed[0]}'"))
-        elif name in flags.known_fork_flags:
-            issues.append(SweepIssue(shown, line, key, f"--{name} is not a flag of {flags.name} releases; "
-                                     "it exists only in forks", "move it under fork_args"))
-        else:
-            match = closest(name, flags.known_flags)
-            issues.append(SweepIssue(shown, line, key, f"--{name} is not a {flags.name} flag",
-                                     f"did you mean '{match}'?" if match else
-                                     "flags that exist only in a fork go under fork_args"))
-    for name in fork:
-        if name in flags.known_flags:
-            issues.append(SweepIssue(shown, line, f"{where}.fork_args.{name}",
-                                     f"--{name} is a regular {flags.name} flag", "move it under args"))
+def build_plan(sweep: Sweep) -> Plan:
+    """Expand every matrix, resolve argv, check flags, ids and names; raise :class:`SweepError` on problems."""
+    return _Planner(sweep).build()
 
 
-def _check_values(flags: EngineFlags, args: dict[str, ArgValue]) -> list[tuple[str, str]]:
-    out = []
+# ------------------------------------------------------------------------------------------ the rules
+
+
+def _check_values(flags: EngineFlags, args: Mapping[str, ArgValue]) -> list[tuple[str, str, str | None]]:
+    """(flag, message, hint) for values the engine's parser or its first checks would refuse."""
+    out: list[tuple[str, str, str | None]] = []
     for name, value in args.items():
+        shape = flags.shapes.get(name)
+        if shape is not None:
+            problem = shape.problem(name, value)
+            if problem is not None:
+                out.append((name, *problem))
+                continue
         if name in flags.positive_int and value is not False:
             try:
                 number = int(str(value))
             except ValueError:
-                out.append((name, f"--{name} expects a positive integer, got {value!r}"))
+                out.append((name, f"--{name} expects a positive integer, got {_show(value)}", None))
                 continue
             if number <= 0:
-                out.append((name, f"--{name} expects a positive integer, got {number}"))
+                out.append((name, f"--{name} expects a positive integer, got {number}", "use a value >= 1"))
+        elif name in flags.unit_fraction and not isinstance(value, bool):
+            try:
+                fraction = float(str(value))
+            except ValueError:
+                fraction = -1.0
+            if not 0 < fraction <= 1:
+                out.append((name, f"--{name} expects a fraction in (0, 1], got {_show(value)}",
+                            "e.g. 0.85 for 85% of GPU memory"))
     return out
 
 
-def _invalid_combination(args: dict[str, ArgValue]) -> str | None:
-    """SGLang's own rules that make a matrix point meaningless, as a skip reason (None when valid)."""
+def _show(value: ArgValue) -> str:
+    if isinstance(value, tuple):
+        return "[" + ", ".join(map(repr, value)) + "]"
+    return repr(value)
+
+
+def _user_errors(args: Mapping[str, ArgValue]) -> list[tuple[str | None, str, str | None]]:
+    """Misconfigurations SGLang refuses at start-up, which no matrix point can make right: user errors."""
     algorithm = str(args.get("speculative-algorithm", "")).upper()
-    if algorithm in _EAGLE_FAMILY:
-        present = [f for f in _EAGLE_TRIPLE if f in args]
-        if present and len(present) != 3:
-            return ("EAGLE needs speculative-num-steps, speculative-eagle-topk and speculative-num-draft-tokens "
-                    "set together (SGLang asserts otherwise)")
-        if len(present) == 3:
-            steps, topk, ndt = (int(str(args[f])) for f in _EAGLE_TRIPLE)
-            if steps * topk + 1 < ndt:
-                return f"steps×topk+1 = {steps * topk + 1} < num_draft_tokens = {ndt}: invalid draft tree"
-            if topk == 1 and ndt != steps + 1:
-                return f"with topk=1 SGLang forces num_draft_tokens to steps+1 = {steps + 1}: duplicate of that point"
+    out: list[tuple[str | None, str, str | None]] = []
     if algorithm == "DFLASH":
-        if "speculative-draft-model-path" not in args and "speculative-draft-model" not in args:
-            return "DFLASH needs speculative-draft-model-path"
+        if not any(args.get(f) not in (None, False) for f in _DRAFT_MODEL_FLAGS):
+            out.append(("speculative-algorithm", "--speculative-algorithm DFLASH needs "
+                        "--speculative-draft-model-path; SGLang refuses to start without it",
+                        "add speculative-draft-model-path = \"/path/to/the/DFlash/draft\" to this configuration's "
+                        "args or to [server.args]"))
         block = args.get("speculative-dflash-block-size")
         ndt = args.get("speculative-num-draft-tokens")
         if block is not None and ndt is not None and str(block) != str(ndt):
-            return "speculative-dflash-block-size must equal speculative-num-draft-tokens"
+            out.append(("speculative-dflash-block-size", f"--speculative-dflash-block-size {block} differs from "
+                        f"--speculative-num-draft-tokens {ndt}; SGLang requires them equal for DFLASH",
+                        "set only one of them: they are aliases for DFLASH"))
+        pp = args.get("pp-size", args.get("pipeline-parallel-size"))
+        if pp is not None and str(pp) != "1":
+            out.append(("pp-size", f"DFLASH requires --pp-size 1, got {pp}", "remove pp-size"))
+    return out
+
+
+def eagle_skip_reason(args: Mapping[str, ArgValue]) -> str | None:
+    """SGLang's EAGLE rules that make a matrix point meaningless, as a skip reason (None when valid).
+
+    SGLang asserts when only some of steps/topk/draft-tokens are set, and with topk = 1 it rewrites the draft
+    token count to steps + 1, so such a point would silently measure another point's server.
+    """
+    algorithm = str(args.get("speculative-algorithm", "")).upper()
+    if algorithm not in _EAGLE_FAMILY:
+        return None
+    present = [f for f in _EAGLE_TRIPLE if args.get(f) not in (None, False)]
+    if present and len(present) != 3:
+        return ("EAGLE needs speculative-num-steps, speculative-eagle-topk and speculative-num-draft-tokens "
+                "set together (SGLang asserts otherwise)")
+    if len(present) == 3:
+        try:
+            steps, topk, ndt = (int(str(args[f])) for f in _EAGLE_TRIPLE)
+        except ValueError:
+            return None
+        if steps * topk + 1 < ndt:
+            return f"steps×topk+1 = {steps * topk + 1} < num_draft_tokens = {ndt}: SGLang cannot build that draft tree"
+        if topk == 1 and ndt != steps + 1:
+            return (f"with topk=1 SGLang forces num_draft_tokens to steps+1 = {steps + 1}: it would measure "
+                    "that point's server again")
     return None

@@ -7,6 +7,7 @@ misspelt key, the closest valid one.
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from collections.abc import Mapping
@@ -121,9 +122,19 @@ class Sweep:
     server_env: tuple[tuple[str, str], ...]
     configs: tuple[ConfigSpec, ...]
     workloads: tuple[WorkloadSpec, ...]
+    display_path: str | None = None
+    """The file as the user named it, for messages (None: ``str(path)``)."""
+
+    @property
+    def shown_path(self) -> str:
+        """The file name to put in messages."""
+        return self.display_path or str(self.path)
 
 
 # --------------------------------------------------------------------------------------------- reading
+
+MAX_CONFIGURATIONS = 10_000
+"""A matrix that expands past this is almost certainly a typo (and would take months to run)."""
 
 
 class _Reader:
@@ -134,36 +145,48 @@ class _Reader:
         self.locator = locator
         self.issues: list[SweepIssue] = []
 
-    def error(self, key: KeyPath, message: str, hint: str | None = None) -> None:
-        self.issues.append(SweepIssue(self.path, self.locator.line(key), format_path(key), message, hint))
+    def line_of(self, key: KeyPath) -> int:
+        """The line of ``key`` (or its closest ancestor); a document-level problem is on line 1."""
+        return self.locator.line(key) or 1
 
-    def table(self, data: Any, key: KeyPath, allowed: Mapping[str, Any] | set[str] | tuple[str, ...]) -> dict:
-        """``data`` as a table, reporting keys outside ``allowed``."""
+    def error(self, key: KeyPath, message: str, hint: str | None = None) -> None:
+        self.issues.append(SweepIssue(self.path, self.line_of(key), format_path(key), message, hint))
+
+    def table(self, data: Any, key: KeyPath, allowed: Mapping[str, Any] | set[str] | tuple[str, ...],
+              what: str = "a table") -> dict:
+        """``data`` as a table, reporting keys outside ``allowed`` with the closest valid spelling."""
         if not isinstance(data, dict):
-            self.error(key, f"expected a table, got {_type_name(data)}")
+            self.error(key, f"expected {what}, got {_type_name(data)} {_short(data)}")
             return {}
         for name in data:
             if name not in allowed:
-                self.error((*key, name), "unknown key", did_you_mean(name, allowed))
+                where = format_path(key) or "the top level"
+                self.error((*key, name), f"unknown key '{name}' in {where}", did_you_mean(name, allowed))
         return data
 
     def get(self, data: dict, key: KeyPath, name: str, types: tuple[type, ...], default: Any = None,
             required: bool = False) -> Any:
+        """``data[name]`` when it has one of ``types``; otherwise record why and return ``default``."""
         if name not in data:
             if required:
-                self.error(key, f"missing required key '{name}'")
+                self.error(key, f"missing required key '{name}'", f"add {name} = ... to this table")
             return default
         value = data[name]
         if not _is_type(value, types):
             self.error((*key, name), f"expected {_types_text(types)}, got {_type_name(value)} {_short(value)}")
             return default
+        if isinstance(value, float) and not math.isfinite(value):
+            self.error((*key, name), f"expected a finite number, got {value}")
+            return default
         return value
 
     def positive(self, data: dict, key: KeyPath, name: str, types: tuple[type, ...], default: Any,
                  allow_zero: bool = False) -> Any:
+        """Like :meth:`get` for a number that must be > 0 (or >= 0)."""
         value = self.get(data, key, name, types, default)
         if value is not None and (value < 0 or (value == 0 and not allow_zero)):
-            self.error((*key, name), f"expected a {'non-negative' if allow_zero else 'positive'} number, got {value}")
+            self.error((*key, name), f"expected a {'non-negative' if allow_zero else 'positive'} number, got {value}",
+                       f"set {name} to a value {'>= 0' if allow_zero else '> 0'}")
             return default
         return value
 
@@ -176,20 +199,42 @@ def _is_type(value: Any, types: tuple[type, ...]) -> bool:
     return isinstance(value, types)
 
 
+def is_scalar(value: Any) -> bool:
+    """A TOML string, integer, finite float or boolean (dates and times are not flag values)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, (str, int, bool))
+
+
+_TYPE_NAMES: dict[type, str] = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+                                list: "an array", dict: "a table"}
+
+
 def _type_name(value: Any) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
-            dict: "a table"}.get(type(value), type(value).__name__)
+    return _TYPE_NAMES.get(type(value), f"a TOML {type(value).__name__}")
 
 
 def _types_text(types: tuple[type, ...]) -> str:
-    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
-             dict: "a table"}
-    return " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in types))
+    return " or ".join(dict.fromkeys(_TYPE_NAMES.get(t, t.__name__) for t in types))
 
 
 def _short(value: Any) -> str:
     text = repr(value)
     return f"({text[:40]}…)" if len(text) > 40 else f"({text})"
+
+
+def _resolve_path(base_dir: Path, value: str) -> Path:
+    """A user path: ``~`` expanded, relative ones taken from the sweep file's folder."""
+    return (base_dir / Path(value).expanduser()).resolve()
+
+
+def _looks_like_secret(value: str) -> bool:
+    """True for strings that look like an API key rather than an environment variable's name."""
+    if value.lower().startswith(("sk-", "sk_", "hf_", "bearer")):
+        return True
+    has_lower = any(c.islower() for c in value)
+    has_digit = any(c.isdigit() for c in value)
+    return len(value) >= 20 and has_lower and has_digit
 
 
 # ------------------------------------------------------------------------------------------ the schema
@@ -203,6 +248,8 @@ _ENGINE_KEYS = ("profile", "launcher", "python", "command", "host", "port_base",
 _SERVER_KEYS = ("args", "env")
 _CONFIG_KEYS = ("name", "algorithm", "matrix", "args", "fork_args", "env", "exclude")
 _WORKLOAD_KEYS = ("name", "kind", *COMMON_PARAMS)
+_TIMEOUTS = ("startup_timeout_s", "stall_timeout_s", "request_timeout_s", "shutdown_grace_s",
+             "gpu_release_timeout_s")
 
 
 def load_sweep(path: str | Path, display_path: str | None = None) -> Sweep:
@@ -212,13 +259,16 @@ def load_sweep(path: str | Path, display_path: str | None = None) -> Sweep:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise SweepError([SweepIssue(shown, None, "", f"cannot read the sweep file: {exc.strerror or exc}")]) from None
+        raise SweepError([SweepIssue(shown, None, "", f"cannot read the sweep file: {exc.strerror or exc}",
+                                     "check the path (shipped sweeps can be named by stem, e.g. demo)")]) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise SweepError([SweepIssue(shown, line, "", "the file is not valid UTF-8",
-                                     "save it as UTF-8")]) from None
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise SweepError([SweepIssue(shown, line, "", f"the file is not valid UTF-8 (byte 0x{raw[exc.start]:02x} "
+                                     f"at column {column})", "TOML files are UTF-8: re-save the file as UTF-8")]
+                         ) from None
     return parse_sweep(text, path, shown)
 
 
@@ -231,26 +281,51 @@ def parse_sweep(text: str, path: Path, shown: str | None = None) -> Sweep:
         message = str(exc)
         match = re.search(r"\(at line (\d+), column (\d+)\)", message)
         line = int(match.group(1)) if match else None
-        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", message)
+        if line is None and "end of document" in message:
+            line = text.count("\n") + 1
+        message = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", message)
+        hint = _TOML_HINTS.get(message, "docs/sweep-format.md shows the syntax of every construct")
         if match:
-            message += f" (column {match.group(2)})"
-        raise SweepError([SweepIssue(shown, line, "", f"invalid TOML: {message}",
-                                     "see docs/sweep-format.md for the syntax")]) from None
+            message += f" at column {match.group(2)}"
+        raise SweepError([SweepIssue(shown, line or 1, "", f"invalid TOML: {message}", hint)]) from None
     reader = _Reader(shown, KeyLocator(text))
-    sweep = _build(reader, data, text, path)
+    sweep = _build(reader, data, text, path, shown)
     if reader.issues:
-        raise SweepError(reader.issues)
-    assert sweep is not None
+        # Report flag-name mistakes too, so one edit fixes the file (late import: plan imports this module).
+        from specbench_tui.core.plan import flag_name_issues
+
+        raise SweepError(sort_issues(reader.issues + flag_name_issues(sweep)))
     return sweep
 
 
-def _build(r: _Reader, data: dict, text: str, path: Path) -> Sweep | None:
+_TOML_HINTS = {
+    "Illegal character '\\n'": "is a string missing its closing quote? A \"...\" string ends on its own line",
+    "Cannot overwrite a value": "a key is set twice in the same table; keep one",
+    "Cannot declare a table twice": "a [table] header appears twice; merge the two",
+    "Expected '=' after a key in a key/value pair": "write key = value",
+    "Invalid value": "strings need quotes: key = \"text\"",
+}
+"""Extra advice for tomllib's commonest messages."""
+
+
+def sort_issues(issues: list[SweepIssue]) -> list[SweepIssue]:
+    """Issues in file order, each reported once."""
+    unique = list(dict.fromkeys(issues))
+    return sorted(unique, key=lambda issue: issue.line or 0)
+
+
+def _build(r: _Reader, data: dict, text: str, path: Path, shown: str) -> Sweep:
+    """The sweep, with defaults standing in for every part that had an issue (recorded in ``r``)."""
     r.table(data, (), _TOP_KEYS)
     base_dir = path.parent
     sweep_t = r.table(data.get("sweep", {}), ("sweep",), _SWEEP_KEYS)
-    name = r.get(sweep_t, ("sweep",), "name", (str,), required=True) or path.stem
+    if "sweep" not in data:
+        r.error((), "no [sweep] table", "start the file with [sweep] and name = \"...\"")
+    name = r.get(sweep_t, ("sweep",), "name", (str,), required="sweep" in data) or path.stem
     if isinstance(name, str) and not _NAME_OK.match(name):
-        r.error(("sweep", "name"), f"'{name}' is not a usable name", "use letters, digits, '.', '_', '-' and '+'")
+        r.error(("sweep", "name"), f"'{name}' is not a usable name",
+                "use letters, digits, '.', '_', '-' and '+': it becomes part of the run directory's name")
+        name = path.stem
     description = r.get(sweep_t, ("sweep",), "description", (str,), "")
     baseline = r.get(sweep_t, ("sweep",), "baseline", (str,))
     runs_dir = Path(r.get(sweep_t, ("sweep",), "runs_dir", (str,), "runs")).expanduser()
@@ -268,20 +343,26 @@ def _build(r: _Reader, data: dict, text: str, path: Path) -> Sweep | None:
     configs_raw = data.get("configs")
     configs: list[ConfigSpec] = []
     if configs_raw is None:
-        r.error((), "no [[configs]]: a sweep needs at least one configuration", "add a [[configs]] block")
+        r.error((), "no [[configs]]: a sweep needs at least one configuration",
+                "add a [[configs]] block with name = \"...\" and its args")
     elif not isinstance(configs_raw, list) or not all(isinstance(c, dict) for c in configs_raw):
-        r.error(("configs",), "expected an array of tables: write each configuration as [[configs]]")
+        r.error(("configs",), f"expected an array of tables, got {_type_name(configs_raw)}",
+                "write each configuration as its own [[configs]] block, with double brackets")
+    elif not configs_raw:
+        r.error(("configs",), "no configurations", "add a [[configs]] block")
     else:
-        if not configs_raw:
-            r.error(("configs",), "no configurations", "add a [[configs]] block")
         configs = [_config(r, i, c) for i, c in enumerate(configs_raw)]
 
     workloads_raw = data.get("workloads")
     workloads: list[WorkloadSpec] = []
     if workloads_raw is None:
-        r.error((), "no [[workloads]]: a sweep needs at least one workload", "add a [[workloads]] block")
+        r.error((), "no [[workloads]]: a sweep needs at least one workload",
+                "add a [[workloads]] block, e.g. with kind = \"code\"")
     elif not isinstance(workloads_raw, list) or not all(isinstance(w, dict) for w in workloads_raw):
-        r.error(("workloads",), "expected an array of tables: write each workload as [[workloads]]")
+        r.error(("workloads",), f"expected an array of tables, got {_type_name(workloads_raw)}",
+                "write each workload as its own [[workloads]] block, with double brackets")
+    elif not workloads_raw:
+        r.error(("workloads",), "no workloads", "add a [[workloads]] block")
     else:
         seen: dict[str, int] = {}
         for i, w in enumerate(workloads_raw):
@@ -289,16 +370,18 @@ def _build(r: _Reader, data: dict, text: str, path: Path) -> Sweep | None:
             if spec is None:
                 continue
             if spec.name in seen:
-                r.error(("workloads", i, "name"), f"duplicate workload name '{spec.name}' "
-                        f"(also workloads[{seen[spec.name]}])", "give each workload its own name")
-            seen[spec.name] = i
+                implicit = "" if "name" in w else " (a workload without a name is named after its kind)"
+                r.error(("workloads", i, "name"), f"duplicate workload name '{spec.name}'{implicit}; "
+                        f"workloads[{seen[spec.name]}] on line {r.line_of(('workloads', seen[spec.name]))} "
+                        "has it too", "give each workload its own name = \"...\"")
+            else:
+                seen[spec.name] = i
             workloads.append(spec)
-    if r.issues:
-        return None
     return Sweep(
         path=path, text=text, name=name, description=description, baseline=baseline, runs_dir=runs_dir,
         gpus=gpus, concurrent=concurrent, lossless_check=lossless, engine=engine,
         server_args=server_args, server_env=server_env, configs=tuple(configs), workloads=tuple(workloads),
+        display_path=shown,
     )
 
 
@@ -309,15 +392,16 @@ def _gpus(r: _Reader, sweep_t: dict) -> tuple[int, ...] | None:
         return None
     if isinstance(value, int) and not isinstance(value, bool):
         if value <= 0:
-            r.error(key, f"expected a positive GPU count, got {value}")
+            r.error(key, f"expected a positive GPU count, got {value}", "write gpus = \"all\" to use every GPU")
             return None
         return tuple(range(value))
     if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         if any(v < 0 for v in value) or len(set(value)) != len(value):
-            r.error(key, "GPU indices must be distinct and non-negative", f"got {value}")
+            r.error(key, f"GPU indices must be distinct and non-negative, got {value}")
             return None
         return tuple(value)
-    r.error(key, f"expected \"all\", a GPU count or a list of GPU indices, got {_type_name(value)} {_short(value)}")
+    r.error(key, f"expected \"all\", a GPU count or a list of GPU indices, got {_type_name(value)} {_short(value)}",
+            "e.g. gpus = 8 or gpus = [0, 1, 2, 3]")
     return None
 
 
@@ -327,154 +411,236 @@ def _engine(r: _Reader, raw: Any, base_dir: Path) -> EngineSpec:
     profile = r.get(t, key, "profile", (str,), "sglang")
     if profile not in ENGINE_NAMES:
         r.error((*key, "profile"), f"unknown engine profile '{profile}'", did_you_mean(profile, ENGINE_NAMES))
+        profile = "sglang"
     launcher = r.get(t, key, "launcher", (str,), "simulator")
     if launcher not in LAUNCHERS:
         r.error((*key, "launcher"), f"unknown launcher '{launcher}'", did_you_mean(launcher, LAUNCHERS))
+        launcher = "simulator"
     command = r.get(t, key, "command", (list,), [])
-    if command and not all(isinstance(c, str) for c in command):
-        r.error((*key, "command"), "expected an array of strings (an argv prefix, no shell)")
+    if command and not all(isinstance(c, str) and c for c in command):
+        r.error((*key, "command"), "expected an array of non-empty strings (an argv prefix; no shell is used)")
         command = []
+    if command and "/" in command[0] and not Path(command[0]).expanduser().is_absolute():
+        command = [str(_resolve_path(base_dir, command[0])), *command[1:]]
     if launcher == "command" and not command:
-        r.error((*key, "command"), "launcher = \"command\" needs command = [\"/path/to/server\", ...]")
+        r.error((*key, "launcher"), "launcher = \"command\" needs a command",
+                "add command = [\"/path/to/server\", \"--its-flag\"] to [engine]")
+    python = r.get(t, key, "python", (str,))
+    if python is not None and "/" in python and not Path(python).expanduser().is_absolute():
+        python = str(_resolve_path(base_dir, python))
     sim_profile = r.get(t, key, "sim_profile", (str,))
     if sim_profile is not None:
-        resolved = (base_dir / Path(sim_profile).expanduser()).resolve()
+        resolved = _resolve_path(base_dir, sim_profile)
         if not resolved.is_file():
             r.error((*key, "sim_profile"), f"simulator profile not found: {resolved}",
-                    "paths are relative to the sweep file")
+                    "relative paths are taken from the sweep file's folder")
         sim_profile = str(resolved)
     api_key_env = r.get(t, key, "api_key_env", (str,))
-    if api_key_env is not None and not _ENV_OK.match(api_key_env):
-        r.error((*key, "api_key_env"), "expected the NAME of an environment variable holding the key",
-                "never put the key itself in a sweep file")
-    signatures_raw = r.table(t.get("crash_signatures", {}), (*key, "crash_signatures"),
-                             set(t.get("crash_signatures", {}) if isinstance(t.get("crash_signatures"), dict) else ()))
-    signatures: list[tuple[str, str]] = []
-    for sig_name, pattern in signatures_raw.items():
+    if api_key_env is not None and (not _ENV_OK.match(api_key_env) or _looks_like_secret(api_key_env)):
+        r.error((*key, "api_key_env"), "expected the NAME of an environment variable that holds the key, "
+                "and this looks like a key itself", "write api_key_env = \"SGLANG_API_KEY\" and export "
+                "SGLANG_API_KEY=...; never put a key in a sweep file (it is copied into every run directory)")
+        api_key_env = None
+    signatures = _crash_signatures(r, t.get("crash_signatures", {}), (*key, "crash_signatures"))
+    port_base = r.get(t, key, "port_base", (int,), 30000)
+    if not 1024 <= port_base <= 65000:
+        r.error((*key, "port_base"), f"expected a port between 1024 and 65000, got {port_base}")
+        port_base = 30000
+    host = r.get(t, key, "host", (str,), "127.0.0.1")
+    if not host.strip():
+        r.error((*key, "host"), "expected a host name or address, got an empty string")
+        host = "127.0.0.1"
+    timeouts = {name: float(r.positive(t, key, name, (int, float), getattr(EngineSpec, name)))
+                for name in _TIMEOUTS}
+    return EngineSpec(
+        profile=profile, launcher=launcher, python=python, command=tuple(command), host=host,
+        port_base=port_base, sim_profile=sim_profile, api_key_env=api_key_env, crash_signatures=signatures,
+        **timeouts,
+    )
+
+
+def _crash_signatures(r: _Reader, raw: Any, key: KeyPath) -> tuple[tuple[str, str], ...]:
+    """``[engine.crash_signatures]``: name = "regex" pairs, each compiled now so a typo fails validation."""
+    if not isinstance(raw, dict):
+        r.error(key, f"expected a table of name = \"regex\" pairs, got {_type_name(raw)}")
+        return ()
+    out: list[tuple[str, str]] = []
+    for sig_name, pattern in raw.items():
         if not isinstance(pattern, str):
-            r.error((*key, "crash_signatures", sig_name), "expected a regular expression string")
+            r.error((*key, sig_name), f"expected a regular expression string, got {_type_name(pattern)}")
+            continue
+        if not pattern:
+            r.error((*key, sig_name), "an empty regular expression matches every log line")
             continue
         try:
             re.compile(pattern)
         except re.error as exc:
-            r.error((*key, "crash_signatures", sig_name), f"invalid regular expression: {exc}")
+            r.error((*key, sig_name), f"invalid regular expression: {exc}",
+                    "escape regex characters such as ( [ . * with a backslash, and write the pattern as a "
+                    "'...' literal string so TOML keeps backslashes as written")
             continue
-        signatures.append((sig_name, pattern))
-    port_base = r.get(t, key, "port_base", (int,), 30000)
-    if port_base is not None and not 1024 <= port_base <= 65000:
-        r.error((*key, "port_base"), f"expected a port between 1024 and 65000, got {port_base}")
-        port_base = 30000
-    timeouts = {name: r.positive(t, key, name, (int, float), getattr(EngineSpec, name))
-                for name in ("startup_timeout_s", "stall_timeout_s", "request_timeout_s", "shutdown_grace_s",
-                             "gpu_release_timeout_s")}
-    return EngineSpec(
-        profile=profile, launcher=launcher, python=r.get(t, key, "python", (str,)), command=tuple(command),
-        host=r.get(t, key, "host", (str,), "127.0.0.1"), port_base=port_base, sim_profile=sim_profile,
-        api_key_env=api_key_env, crash_signatures=tuple(signatures), **{k: float(v) for k, v in timeouts.items()},
-    )
+        out.append((sig_name, pattern))
+    return tuple(out)
 
 
 def _args(r: _Reader, raw: Any, key: KeyPath) -> tuple[tuple[str, ArgValue], ...]:
     """Flag table: ``tp-size = 4``, ``trust-remote-code = true``, ``cuda-graph-bs-decode = [1, 2, 4]``."""
     if not isinstance(raw, dict):
-        r.error(key, f"expected a table of flags, got {_type_name(raw)}")
+        r.error(key, f"expected a table of flags, got {_type_name(raw)} {_short(raw)}",
+                "write flags as key = value lines, e.g. tp-size = 4")
         return ()
-    out: list[tuple[str, ArgValue]] = []
+    out: dict[str, ArgValue] = {}
     for flag, value in raw.items():
+        fkey = (*key, flag)
         name = flag[2:] if flag.startswith("--") else flag
-        if not name or name.startswith("-") or " " in name:
-            r.error((*key, flag), "a flag name is written without dashes, e.g. tp-size = 4")
+        if not name or name.startswith("-") or any(c.isspace() or c == "=" for c in name):
+            r.error(fkey, f"'{flag}' is not a flag name", "write the flag's long name without dashes, "
+                    "e.g. tp-size = 4")
             continue
-        if isinstance(value, dict):
-            r.error((*key, flag), "a flag value cannot be a table", "use a string, number, boolean or array")
+        if name in out:
+            r.error(fkey, f"--{name} is set twice in this table", "keep one of them")
             continue
         if isinstance(value, list):
-            if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
-                r.error((*key, flag), "array flag values hold strings or numbers only")
+            if not value:
+                r.error(fkey, "an empty array would pass the flag with no value",
+                        "remove the key, or give at least one value")
                 continue
-            out.append((name, tuple(value)))
+            if not all(is_scalar(v) and not isinstance(v, bool) for v in value):
+                r.error(fkey, "array flag values hold strings or numbers only",
+                        "e.g. cuda-graph-bs-decode = [1, 2, 4, 8]")
+                continue
+            out[name] = tuple(value)
+        elif is_scalar(value):
+            out[name] = value
         else:
-            out.append((name, value))
-    return tuple(out)
+            r.error(fkey, f"a flag value is a string, number, boolean or array, got {_type_name(value)}",
+                    "true passes a bare flag, false leaves it out, an array passes several values")
+    return tuple(out.items())
 
 
 def _env(r: _Reader, raw: Any, key: KeyPath) -> tuple[tuple[str, str], ...]:
     if not isinstance(raw, dict):
-        r.error(key, f"expected a table of environment variables, got {_type_name(raw)}")
+        r.error(key, f"expected a table of environment variables, got {_type_name(raw)} {_short(raw)}",
+                "write NAME = \"value\" lines")
         return ()
     out = []
     for name, value in raw.items():
         if not _ENV_OK.match(name):
-            r.error((*key, name), "not a valid environment variable name")
+            r.error((*key, name), f"'{name}' is not a valid environment variable name",
+                    "use letters, digits and '_', not starting with a digit")
             continue
         if isinstance(value, bool):
             value = "1" if value else "0"
-        if not isinstance(value, (str, int, float)):
+        if not is_scalar(value):
             r.error((*key, name), f"expected a string or number, got {_type_name(value)}")
             continue
         out.append((name, str(value)))
     return tuple(out)
 
 
+def same_value(a: Any, b: Any) -> bool:
+    """Equality that keeps TOML's types apart: ``true`` is not ``1`` and ``"8"`` is not ``8``."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    return type(a) is type(b) and a == b
+
+
 def _config(r: _Reader, index: int, raw: dict) -> ConfigSpec:
     key: KeyPath = ("configs", index)
     t = r.table(raw, key, _CONFIG_KEYS)
     name = r.get(t, key, "name", (str,), f"config{index}", required=True)
+    if not name.strip():
+        r.error((*key, "name"), "a configuration name cannot be empty", "e.g. name = \"ddtree-b{budget}-tp{tp}\"")
+        name = f"config{index}"
     algorithm = r.get(t, key, "algorithm", (str,), "")
     matrix_raw = r.get(t, key, "matrix", (dict,), {})
     matrix: list[tuple[str, tuple[Scalar, ...]]] = []
+    points = 1
     for param, values in matrix_raw.items():
         pkey = (*key, "matrix", param)
         if not _PARAM_OK.match(param):
-            r.error(pkey, "a parameter name is a Python-style identifier", "e.g. budget, tp, topk")
+            r.error(pkey, f"'{param}' is not a usable parameter name",
+                    "use a Python-style identifier such as budget, tp or topk")
             continue
         if not isinstance(values, list):
             values = [values]
         if not values:
-            r.error(pkey, "empty matrix axis: it would expand to no configuration", "give at least one value")
+            r.error(pkey, "empty matrix axis: it would expand to no configuration",
+                    "give at least one value, e.g. [8, 16]")
             continue
-        if any(isinstance(v, (dict, list)) for v in values):
+        if not all(is_scalar(v) for v in values):
             r.error(pkey, "matrix values are strings, numbers or booleans")
             continue
-        if len(set(map(repr, values))) != len(values):
-            r.error(pkey, f"duplicate values in {values}")
+        duplicates = [v for i, v in enumerate(values) if any(same_value(v, w) for w in values[:i])]
+        if duplicates:
+            r.error(pkey, f"duplicate value {duplicates[0]!r} in {values}", "list each value once")
             continue
         matrix.append((param, tuple(values)))
-    excludes: list[ExcludeRule] = []
-    exclude_raw = t.get("exclude", [])
-    if not isinstance(exclude_raw, list):
-        r.error((*key, "exclude"), "expected an array of tables: [[configs.exclude]] or exclude = [{...}]")
-        exclude_raw = []
-    params = {p for p, _ in matrix}
-    for j, rule in enumerate(exclude_raw):
-        rkey = (*key, "exclude", j)
-        if not isinstance(rule, dict):
-            r.error(rkey, "expected a table such as { budget = 8, tp = 1, reason = \"...\" }")
-            continue
-        reason = rule.get("reason")
-        if not isinstance(reason, str) or not reason.strip():
-            r.error(rkey, "an exclude rule needs a reason = \"...\" (it is shown in the plan)")
-        match = tuple((k, v) for k, v in rule.items() if k != "reason")
-        if not match:
-            r.error(rkey, "an exclude rule needs at least one parameter to match", "e.g. budget = 8")
-        for k, _ in match:
-            if k not in params:
-                r.error((*rkey, k), f"'{k}' is not a matrix parameter of this configuration",
-                        did_you_mean(k, params))
-        excludes.append(ExcludeRule(match, reason if isinstance(reason, str) else "", r.locator.line(rkey)))
+        points *= len(values)
+    if points > MAX_CONFIGURATIONS:
+        r.error((*key, "matrix"), f"the matrix expands to {points:,} configurations (at most "
+                f"{MAX_CONFIGURATIONS:,})", "split it into smaller sweeps or remove values")
+        matrix = []
+    excludes = _excludes(r, key, t.get("exclude", []), dict(matrix), set(matrix_raw))
     return ConfigSpec(
         index=index, name=name, algorithm=algorithm, matrix=tuple(matrix),
         args=_args(r, t.get("args", {}), (*key, "args")),
         fork_args=_args(r, t.get("fork_args", {}), (*key, "fork_args")),
-        env=_env(r, t.get("env", {}), (*key, "env")), exclude=tuple(excludes), line=r.locator.line(key),
+        env=_env(r, t.get("env", {}), (*key, "env")), exclude=tuple(excludes), line=r.line_of(key),
     )
+
+
+def _excludes(r: _Reader, key: KeyPath, raw: Any, matrix: dict[str, tuple[Scalar, ...]],
+              declared: set[str]) -> list[ExcludeRule]:
+    """``[[configs.exclude]]`` rules: every key but ``reason`` names a matrix parameter and one of its values."""
+    if not isinstance(raw, list):
+        r.error((*key, "exclude"), f"expected an array of tables, got {_type_name(raw)}",
+                "write each rule as [[configs.exclude]] with the parameters to match and reason = \"...\"")
+        return []
+    excludes: list[ExcludeRule] = []
+    for j, rule in enumerate(raw):
+        rkey = (*key, "exclude", j)
+        if not isinstance(rule, dict):
+            r.error(rkey, f"expected a table such as {{ budget = 8, tp = 1, reason = \"...\" }}, "
+                    f"got {_type_name(rule)}")
+            continue
+        reason = rule.get("reason")
+        if "reason" not in rule:
+            r.error(rkey, "an exclude rule needs a reason, shown in the plan and the report",
+                    "add reason = \"why this point is skipped\"")
+        elif not isinstance(reason, str) or not reason.strip():
+            r.error((*rkey, "reason"), "expected a non-empty string saying why these points are skipped")
+        match = tuple((k, v) for k, v in rule.items() if k != "reason")
+        if not match:
+            r.error(rkey, "an exclude rule needs at least one parameter to match", "e.g. budget = 8")
+        ok = True
+        for k, v in match:
+            if k not in matrix:
+                ok = False
+                if k in declared:
+                    continue  # that axis is invalid and already reported
+                if not declared:
+                    r.error((*rkey, k), f"'{k}' cannot be matched: this configuration has no matrix",
+                            "add a matrix, or remove the exclude rule")
+                else:
+                    hint = did_you_mean(k, matrix)
+                    r.error((*rkey, k), f"'{k}' is not a matrix parameter of this configuration (it has "
+                            f"{', '.join(matrix) or 'none'})", hint)
+            elif not any(same_value(v, w) for w in matrix[k]):
+                ok = False
+                typed = [w for w in matrix[k] if str(w) == str(v)]
+                hint = (f"{k} = {v!r} is {_type_name(v)} but the matrix has {typed[0]!r}; write it without quotes"
+                        if typed else f"use one of {list(matrix[k])}")
+                r.error((*rkey, k), f"{k} = {v!r} is not a value of matrix.{k}, so this rule matches nothing", hint)
+        if ok and match and isinstance(reason, str) and reason.strip():
+            excludes.append(ExcludeRule(match, reason.strip(), r.line_of(rkey)))
+    return excludes
 
 
 def _workload(r: _Reader, index: int, raw: dict, repeats: int, warmup: int, base_dir: Path) -> WorkloadSpec | None:
     key: KeyPath = ("workloads", index)
-    if not isinstance(raw, dict):
-        r.error(key, "expected a table")
-        return None
     kind = r.get(raw, key, "kind", (str,), required=True)
     if kind is None:
         return None
@@ -482,7 +648,11 @@ def _workload(r: _Reader, index: int, raw: dict, repeats: int, warmup: int, base
         r.error((*key, "kind"), f"unknown workload kind '{kind}'", did_you_mean(kind, KINDS))
         return None
     kind_params = KINDS[kind]
-    r.table(raw, key, (*_WORKLOAD_KEYS, *kind_params))
+    allowed = (*_WORKLOAD_KEYS, *kind_params)
+    for pname in raw:
+        if pname not in allowed:
+            r.error((*key, pname), f"unknown key '{pname}' for a workload of kind '{kind}'",
+                    did_you_mean(pname, allowed))
     name = r.get(raw, key, "name", (str,), kind)
     if not _NAME_OK.match(name):
         r.error((*key, "name"), f"'{name}' is not a usable name", "use letters, digits, '.', '_', '-' and '+'")
@@ -497,40 +667,44 @@ def _workload(r: _Reader, index: int, raw: dict, repeats: int, warmup: int, base
             common[pname] = r.get(raw, key, pname, spec.types, default)
     temperature = common["temperature"]
     if temperature is not None and temperature < 0:
-        r.error((*key, "temperature"), f"expected a temperature >= 0, got {temperature}")
+        r.error((*key, "temperature"), f"expected a temperature >= 0, got {temperature}", "0 means greedy")
     params: dict[str, Any] = {}
     for pname, spec in kind_params.items():
         pkey = (*key, pname)
-        required = spec.default is None
-        value = r.get(raw, key, pname, spec.types, spec.default, required=required)
+        value = r.get(raw, key, pname, spec.types, spec.default, required=spec.default is None)
         if value is None:
             continue
-        if spec.positive and value <= 0:
-            r.error(pkey, f"expected a positive integer, got {value}")
         if isinstance(value, list):
-            if spec.item_types and not all(_is_type(v, spec.item_types) for v in value):
-                r.error(pkey, f"expected an array of {_types_text(spec.item_types)}")
+            wrong = [i for i, v in enumerate(value) if spec.item_types and not _is_type(v, spec.item_types)]
+            if wrong:
+                item = value[wrong[0]]
+                r.error((*pkey, wrong[0]), f"expected an array of {_types_text(spec.item_types or ())}, got "
+                        f"{_type_name(item)} {_short(item)}")
                 continue
-            if spec.choices:
-                for v in value:
-                    if v not in spec.choices:
-                        r.error(pkey, f"unknown item '{v}'", did_you_mean(str(v), map(str, spec.choices)))
+            for i, v in enumerate(value):
+                if spec.choices and v not in spec.choices:
+                    r.error((*pkey, i), f"unknown item '{v}'", did_you_mean(str(v), map(str, spec.choices)))
             if not value and pname in ("items", "prompt_tokens"):
-                r.error(pkey, "empty list: this workload would send nothing")
+                r.error(pkey, "empty list: this workload would send nothing", "give at least one item")
             value = tuple(value)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and (
+                (spec.positive and value <= 0) or value < 0):
+            r.error(pkey, f"expected a {'positive' if spec.positive else 'non-negative'} number, got {value}")
         elif spec.choices and value not in spec.choices:
             r.error(pkey, f"unknown value '{value}'", did_you_mean(str(value), map(str, spec.choices)))
         params[pname] = value
     if kind == "long_context":
-        for v in params.get("prompt_tokens", ()):
+        for i, v in enumerate(params.get("prompt_tokens", ())):
             if isinstance(v, str) and v != "max":
-                r.error((*key, "prompt_tokens"), f"'{v}' is neither a token count nor \"max\"")
+                r.error((*key, "prompt_tokens", i), f"'{v}' is neither a token count nor \"max\"",
+                        "\"max\" fills the context up to its limit")
             elif isinstance(v, int) and v <= 0:
-                r.error((*key, "prompt_tokens"), f"expected positive token counts, got {v}")
+                r.error((*key, "prompt_tokens", i), f"expected positive token counts, got {v}")
     if kind == "prompts_file" and "path" in params:
-        resolved = (base_dir / Path(params["path"]).expanduser()).resolve()
+        resolved = _resolve_path(base_dir, params["path"])
         if not resolved.is_file():
-            r.error((*key, "path"), f"prompts file not found: {resolved}", "paths are relative to the sweep file")
+            r.error((*key, "path"), f"prompts file not found: {resolved}",
+                    "relative paths are taken from the sweep file's folder")
         params["path"] = str(resolved)
     return WorkloadSpec(
         name=name, kind=kind, max_new_tokens=common["max_new_tokens"] or 256, repeats=common["repeats"] or 1,

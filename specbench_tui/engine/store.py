@@ -12,6 +12,7 @@ crash is skipped with a warning on reading, and the next append starts on a fres
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import threading
@@ -19,10 +20,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from specbench_tui.core.events import Event, event_from_json
 from specbench_tui.core.records import Measurement, MeasurementKey
+
+
+_log = logging.getLogger(__name__)
 
 
 class StoreError(Exception):
@@ -36,62 +40,100 @@ class ReadReport:
     skipped: list[str] = field(default_factory=list)
 
 
+_PATH_LOCKS: dict[str, threading.Lock] = {}
+_PATH_LOCKS_GUARD = threading.Lock()
+
+
+def _lock_for(path: Path) -> threading.Lock:
+    """One lock per file in this process, shared by every :class:`JsonlFile` opened on it."""
+    key = os.path.abspath(path)
+    with _PATH_LOCKS_GUARD:
+        return _PATH_LOCKS.setdefault(key, threading.Lock())
+
+
 class JsonlFile:
-    """An append-only JSON-lines file safe for concurrent appends from one process."""
+    """An append-only JSON-lines file safe for concurrent appends from one process.
+
+    Each record is encoded to one line and written with ``os.write`` on an ``O_APPEND`` descriptor under a
+    per-file lock, so threads never interleave partial lines and a reader sees whole lines or a torn last one.
+    """
 
     def __init__(self, path: Path, fsync: bool = False) -> None:
         self.path = path
         self._fsync = fsync
-        self._lock = threading.Lock()
-        self._handle: IO[str] | None = None
+        self._lock = _lock_for(path)
+        self._fd: int | None = None
 
-    def _open(self) -> IO[str]:
-        if self._handle is None:
-            needs_newline = self.path.exists() and self.path.stat().st_size > 0 and not _ends_with_newline(self.path)
-            self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open for appends
-            if needs_newline:
-                self._handle.write("\n")
-        return self._handle
+    def _open(self) -> int:
+        if self._fd is None:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            try:
+                size = os.fstat(fd).st_size
+                if size > 0 and not _ends_with_newline(self.path):
+                    # A crash tore the last line: start ours on a fresh one so it stays readable.
+                    _write_all(fd, b"\n")
+            except OSError:
+                os.close(fd)
+                raise
+            self._fd = fd
+        return self._fd
 
     def append(self, data: dict[str, Any]) -> None:
-        line = json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str) + "\n"
+        """Write one record as one line and flush it (and fsync it when asked); raise StoreError on failure."""
+        line = (json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str) + "\n").encode("utf-8")
         with self._lock:
             try:
-                handle = self._open()
-                handle.write(line)
-                handle.flush()
+                fd = self._open()
+                _write_all(fd, line)
                 if self._fsync:
-                    os.fsync(handle.fileno())
+                    os.fsync(fd)
             except OSError as exc:
                 raise StoreError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
 
     def read(self, report: ReadReport | None = None) -> Iterator[dict[str, Any]]:
-        """Every well-formed line; torn or corrupt lines are noted in ``report`` and skipped."""
-        if not self.path.exists():
+        """Every well-formed line; torn or corrupt lines are noted in ``report``, logged, and skipped."""
+        try:
+            handle = open(self.path, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
             return
-        with open(self.path, encoding="utf-8", errors="replace") as handle:
+        except OSError as exc:
+            raise StoreError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
+        with handle:
             for number, line in enumerate(handle, start=1):
                 if not line.strip():
                     continue
                 try:
                     data = json.loads(line)
                 except json.JSONDecodeError:
-                    if report is not None:
-                        report.skipped.append(f"{self.path.name}:{number}: unreadable line skipped (torn by a crash?)")
+                    _skip(report, f"{self.path.name}:{number}: unreadable line skipped (torn by a crash?)")
                     continue
                 if isinstance(data, dict):
                     yield data
-                elif report is not None:
-                    report.skipped.append(f"{self.path.name}:{number}: not a JSON object, skipped")
+                else:
+                    _skip(report, f"{self.path.name}:{number}: not a JSON object, skipped")
 
     def close(self) -> None:
         with self._lock:
-            if self._handle is not None:
+            if self._fd is not None:
                 try:
-                    self._handle.close()
+                    os.close(self._fd)
                 except OSError:
                     pass
-                self._handle = None
+                self._fd = None
+
+
+def _skip(report: ReadReport | None, message: str) -> None:
+    """Record a skipped line where the caller can show it, and always in the log."""
+    _log.warning("%s", message)
+    if report is not None:
+        report.skipped.append(message)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
 
 
 def _ends_with_newline(path: Path) -> bool:
@@ -143,7 +185,10 @@ class RunDir:
         if not (path / "sweep.toml").is_file():
             raise StoreError(f"{path} is not a run directory (no sweep.toml)")
         run = cls(path)
-        run.logs.mkdir(exist_ok=True)
+        try:
+            run.logs.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot use {path}: {exc.strerror or exc}") from exc
         return run
 
     def log_path(self, config_name: str) -> Path:
