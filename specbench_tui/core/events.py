@@ -125,6 +125,23 @@ class WorkloadNotRun(Event):
 
 
 @dataclass(frozen=True)
+class WorkloadFinished(Event):
+    """A workload of one configuration ran to its end; ``server_log`` holds the server's own decode figures.
+
+    ``server_log`` is :meth:`specbench_tui.core.logparse.DecodeSummary.to_json` over the ``Decode batch``
+    lines logged while this workload ran (measured requests only): lines, accept_length, accept_rate,
+    gen_throughput, gen_throughput_max.
+    """
+
+    config_id: str
+    workload: str
+    measured: int = 0
+    errors: int = 0
+    zero_output: int = 0
+    server_log: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class ServerStopped(Event):
     config_id: str
     exit_code: int | None
@@ -178,8 +195,8 @@ class SweepFinished(Event):
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (SweepStarted, ConfigStateChanged, ServerLaunching, ServerReady, LogLine, CrashDetected,
-                WorkloadStarted, MeasurementRecorded, WorkloadNotRun, ServerStopped, ConfigFinished,
-                QueuePaused, QueueResumed, Notice, GpuSampled, SweepFinished)
+                WorkloadStarted, MeasurementRecorded, WorkloadNotRun, WorkloadFinished, ServerStopped,
+                ConfigFinished, QueuePaused, QueueResumed, Notice, GpuSampled, SweepFinished)
 }
 
 

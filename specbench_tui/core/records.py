@@ -49,6 +49,10 @@ class Measurement:
     output_sha: str | None = None
     """Hash of the generated text, for the losslessness check."""
     started_at: float | None = None
+    error_kind: str | None = None
+    """For errors: http, sse, connection, timeout or protocol."""
+    chunks: int | None = None
+    """Token-bearing stream chunks (completion tokens ÷ chunks is a live acceptance proxy)."""
 
     @property
     def key(self) -> MeasurementKey:

@@ -1,0 +1,123 @@
+"""SGLang's own figures from its log: ``Decode batch`` and ``Prefill batch`` lines.
+
+Both forms are accepted: ``Decode batch, #running-req: ...`` (0.5.10 and later) and ``Decode batch.
+#running-req: ...`` (older), with or without a ``DPn``/``TPn``/``PPn``/``EPn`` prefix, with or without
+milliseconds in the timestamp, with or without a trailing comma, with or without the speculative
+``accept len`` / ``accept rate`` fields. Fields are read by name, so new fields in between do not break it.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+_HEAD = re.compile(
+    r"^\[(?P<time>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d{1,6})?)(?P<prefix>(?:\s+[A-Z_]+\d+)*)\]\s+"
+    r"(?P<kind>Decode|Prefill) batch(?: \[\d+\])?[.,]\s+(?P<body>.*)$"
+)
+_FIELD = re.compile(r"(?P<key>#?[A-Za-z][A-Za-z0-9 \-/()]*?):\s*(?P<value>-?[0-9]+(?:\.[0-9]+)?|True|False)")
+_RANK = re.compile(r"(DP|TP|PP|EP)(\d+)")
+_TIMESTAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:[.,](\d{1,6}))?")
+
+
+@dataclass(frozen=True)
+class BatchLine:
+    """One parsed ``Decode batch`` or ``Prefill batch`` line."""
+
+    kind: str
+    """``decode`` or ``prefill``."""
+    time: str
+    tp_rank: int | None
+    dp_rank: int | None
+    running_req: int | None
+    queue_req: int | None
+    num_token: int | None
+    token_usage: float | None
+    accept_length: float | None
+    accept_rate: float | None
+    gen_throughput: float | None
+    """Tokens generated per second since the previous decode line (decode only)."""
+    new_tokens: int | None
+    """Prompt tokens of the batch (prefill only)."""
+    input_throughput: float | None
+
+
+def _number(fields: dict[str, str], key: str, cast: type = float) -> float | int | None:
+    value = fields.get(key)
+    if value is None or value in ("True", "False"):
+        return None
+    try:
+        return cast(float(value)) if cast is int else cast(value)
+    except ValueError:
+        return None
+
+
+def parse_batch_line(line: str) -> BatchLine | None:
+    """A ``Decode batch`` / ``Prefill batch`` line's figures, or None for any other line."""
+    match = _HEAD.match(line.strip())
+    if match is None:
+        return None
+    fields = {m.group("key").strip(): m.group("value") for m in _FIELD.finditer(match.group("body"))}
+    ranks = dict(_RANK.findall(match.group("prefix")))
+    return BatchLine(
+        kind=match.group("kind").lower(),
+        time=match.group("time"),
+        tp_rank=int(ranks["TP"]) if "TP" in ranks else None,
+        dp_rank=int(ranks["DP"]) if "DP" in ranks else None,
+        running_req=_number(fields, "#running-req", int),  # type: ignore[arg-type]
+        queue_req=_number(fields, "#queue-req", int),  # type: ignore[arg-type]
+        num_token=_number(fields, "#token", int),  # type: ignore[arg-type]
+        token_usage=_number(fields, "token usage"),
+        accept_length=_number(fields, "accept len"),
+        accept_rate=_number(fields, "accept rate"),
+        gen_throughput=_number(fields, "gen throughput (token/s)"),
+        new_tokens=_number(fields, "#new-token", int),  # type: ignore[arg-type]
+        input_throughput=_number(fields, "input throughput (token/s)"),
+    )
+
+
+def line_timestamp(line: str) -> float | None:
+    """The epoch seconds of an SGLang log line's ``[YYYY-mm-dd HH:MM:SS(.ms)]`` prefix (local time), or None."""
+    match = _TIMESTAMP.match(line)
+    if match is None:
+        return None
+    try:
+        stamp = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").timestamp()
+    except ValueError:
+        return None
+    fraction = match.group(2)
+    return stamp + (int(fraction) / 10 ** len(fraction) if fraction else 0.0)
+
+
+@dataclass(frozen=True)
+class DecodeSummary:
+    """The server's own decode figures over a window (one workload of one configuration)."""
+
+    lines: int
+    accept_length: float | None
+    """Mean of the ``accept len`` values (None without speculative decoding)."""
+    accept_rate: float | None
+    gen_throughput: float | None
+    """Mean ``gen throughput (token/s)``."""
+    gen_throughput_max: float | None
+
+    def to_json(self) -> dict[str, float | int | None]:
+        return {"lines": self.lines, "accept_length": self.accept_length, "accept_rate": self.accept_rate,
+                "gen_throughput": self.gen_throughput, "gen_throughput_max": self.gen_throughput_max}
+
+
+def summarize_decode(lines: Iterable[BatchLine]) -> DecodeSummary:
+    """Mean accept length and throughput over the decode lines; rank 0 only, so TP>1 is not counted n times."""
+    decode = [b for b in lines if b.kind == "decode" and (b.tp_rank in (None, 0))]
+
+    def mean(values: list[float]) -> float | None:
+        return statistics.fmean(values) if values else None
+
+    accepts = [b.accept_length for b in decode if b.accept_length is not None]
+    rates = [b.accept_rate for b in decode if b.accept_rate is not None]
+    gens = [b.gen_throughput for b in decode if b.gen_throughput is not None]
+    return DecodeSummary(lines=len(decode), accept_length=mean(accepts), accept_rate=mean(rates),
+                         gen_throughput=mean(gens), gen_throughput_max=max(gens) if gens else None)

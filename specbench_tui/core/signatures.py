@@ -1,0 +1,114 @@
+"""Crash signatures: named regular expressions over server log lines, and the level of every line.
+
+A signature names *why* a server died (``cuda_illegal_instruction``, ``cuda_oom``, ...). Several can match
+around one crash: SGLang prints ``Scheduler hit an exception: Traceback ...`` before the
+``RuntimeError: CUDA error: an illegal instruction was encountered`` line that names the cause. Each
+signature therefore has a *specificity*; when lines close together match several signatures, the most
+specific one names the crash, so ``python_traceback`` only wins when nothing better is in sight.
+
+User signatures from ``[engine.crash_signatures]`` are the most specific of all: a user writes one because
+the built-ins are too vague for their failure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+LEVEL_FATAL = "fatal"
+LEVEL_ERROR = "error"
+LEVEL_WARNING = "warning"
+LEVEL_INFO = "info"
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One named crash pattern."""
+
+    name: str
+    pattern: re.Pattern[str]
+    specificity: int
+    """Higher names the crash when several signatures match around it."""
+
+
+@dataclass(frozen=True)
+class SignatureMatch:
+    """A line that matched a signature."""
+
+    signature: Signature
+    line: str
+
+    @property
+    def name(self) -> str:
+        return self.signature.name
+
+
+def _sig(name: str, pattern: str, specificity: int) -> Signature:
+    return Signature(name, re.compile(pattern), specificity)
+
+
+BUILTIN_SIGNATURES: tuple[Signature, ...] = (
+    _sig("cuda_illegal_instruction", r"CUDA error: an illegal instruction was encountered", 100),
+    _sig("cuda_illegal_memory_access", r"CUDA error: an illegal memory access was encountered", 100),
+    _sig("cuda_graph_capture_failed", r"Capture cuda graph failed", 95),
+    _sig("cuda_oom", r"OutOfMemoryError|CUDA out of memory|Not enough memory\. Please try to increase "
+                     r"--mem-fraction-static", 90),
+    _sig("cuda_error", r"CUDA error: ", 80),
+    _sig("nccl_error", r"NCCL error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|"
+                       r"ProcessGroupNCCL\.cpp.*(?:watchdog thread terminated|Exception)", 85),
+    _sig("watchdog_timeout", r"watchdog timeout \(", 70),
+    _sig("initialization_failed", r"Initialization failed\. ", 60),
+    _sig("scheduler_exception", r"(?:Scheduler|DetokenizerManager|TokenizerManager|DataParallelController) "
+                                r"hit an exception", 50),
+    _sig("subprocess_crashed", r"Subprocess \S+ \(pid=\d+\) crashed with exit code", 45),
+    _sig("sigquit_from_child", r"Received sigquit from a child proces|SIGQUIT received\. signum=", 40),
+    _sig("python_traceback", r"^(?:\[[^\]]*\]\s*)?Traceback \(most recent call last\):", 10),
+)
+"""The built-in signatures, from ``reference/sglang.md`` §3.3 (the patterns SGLang 0.5.x prints)."""
+
+USER_SPECIFICITY = 200
+
+
+class SignatureSet:
+    """The signatures of one sweep: the built-ins plus the sweep's own, matched line by line."""
+
+    def __init__(self, extra: Iterable[tuple[str, str]] = (), builtins: Iterable[Signature] = BUILTIN_SIGNATURES):
+        user = [Signature(name, re.compile(pattern), USER_SPECIFICITY) for name, pattern in extra]
+        self.signatures: tuple[Signature, ...] = tuple(
+            sorted([*user, *builtins], key=lambda s: -s.specificity))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.signatures)
+
+    def match(self, line: str) -> SignatureMatch | None:
+        """The most specific signature ``line`` matches, or None."""
+        for signature in self.signatures:
+            if signature.pattern.search(line):
+                return SignatureMatch(signature, line)
+        return None
+
+
+def most_specific(matches: Iterable[SignatureMatch]) -> SignatureMatch | None:
+    """The match that names the crash: highest specificity, the earliest one among equals."""
+    best: SignatureMatch | None = None
+    for match in matches:
+        if best is None or match.signature.specificity > best.signature.specificity:
+            best = match
+    return best
+
+
+_ERROR = re.compile(r"\b(?:ERROR|CRITICAL)\b|(?:Error|Exception)\b|\berror:")
+_WARNING = re.compile(r"\bWARN(?:ING)?\b|Warning\b|\bwarning\b|deprecated")
+
+
+def line_level(line: str, signatures: SignatureSet | None = None) -> str:
+    """``fatal`` for a crash signature, else ``error``, ``warning`` or ``info`` from the line's words."""
+    if signatures is not None and signatures.match(line) is not None:
+        return LEVEL_FATAL
+    if _ERROR.search(line):
+        return LEVEL_ERROR
+    if _WARNING.search(line):
+        return LEVEL_WARNING
+    return LEVEL_INFO

@@ -1,0 +1,215 @@
+"""An httpx client for one SGLang server: streaming ``/generate`` with per-chunk timing, and the small calls.
+
+Every failure becomes a result with a reason, never an exception and never a zero: an HTTP error keeps
+its status and body, an SSE ``{"error": ...}`` payload (how SGLang reports a context overflow on a stream
+that has already answered 200) keeps its message, and connection resets and timeouts say which.
+Cancellation (a crash, a skip, an abort) propagates, and httpx closes the connection, which is how SGLang
+learns to abort the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from specbench_tui.core.metrics import Chunk
+from specbench_tui.engine.profiles import EngineProfile
+
+ERROR_HTTP = "http"
+ERROR_SSE = "sse"
+ERROR_CONNECTION = "connection"
+ERROR_TIMEOUT = "timeout"
+ERROR_PROTOCOL = "protocol"
+
+
+@dataclass
+class GenerateResult:
+    """One streamed ``/generate`` request as it was observed."""
+
+    rid: str
+    started_at: float
+    """Wall-clock start (epoch seconds)."""
+    start: float
+    """Monotonic start."""
+    end: float = 0.0
+    chunks: list[Chunk] = field(default_factory=list)
+    text: str = ""
+    meta_info: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    error_kind: str | None = None
+    http_status: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def completion_tokens(self) -> int | None:
+        value = self.meta_info.get("completion_tokens")
+        return value if isinstance(value, int) else None
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        value = self.meta_info.get("prompt_tokens")
+        return value if isinstance(value, int) else None
+
+
+def _error_text(payload: Any) -> str:
+    """The message of an SSE or JSON error payload."""
+    error = payload.get("error") if isinstance(payload, Mapping) else payload
+    if isinstance(error, Mapping):
+        return str(error.get("message") or error)
+    return str(error)
+
+
+class ServerClient:
+    """Talks to one server at ``base_url`` using the endpoints of ``profile``."""
+
+    def __init__(self, base_url: str, profile: EngineProfile, *, api_key: str | None = None,
+                 request_timeout_s: float = 900.0, connect_timeout_s: float = 10.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.profile = profile
+        self.request_timeout_s = request_timeout_s
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, headers=headers,
+            timeout=httpx.Timeout(request_timeout_s, connect=connect_timeout_s),
+            limits=httpx.Limits(max_connections=32, max_keepalive_connections=8),
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def get_json(self, path: str, timeout_s: float = 10.0) -> dict[str, Any] | None:
+        """``GET path`` as JSON, or None on any failure."""
+        try:
+            response = await self._http.get(path, timeout=timeout_s)
+            if response.status_code != 200:
+                return None
+            data = response.json()
+            return data if isinstance(data, dict) else None
+        except (httpx.HTTPError, ValueError):
+            return None
+
+    async def healthy(self, timeout_s: float | None = None) -> bool:
+        """Whether the health endpoint answers 200 (SGLang's runs a one-token generate)."""
+        try:
+            response = await self._http.get(self.profile.health_path,
+                                            timeout=timeout_s or self.profile.health_timeout_s)
+            return response.status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    async def server_info(self) -> dict[str, Any] | None:
+        return await self.get_json(self.profile.info_path)
+
+    async def tokenize(self, text: str) -> tuple[int, int | None]:
+        """The server's own token count of ``text`` and its ``max_model_len`` (raises on failure)."""
+        response = await self._http.post(self.profile.tokenize_path, json={"prompt": text}, timeout=60.0)
+        response.raise_for_status()
+        data = response.json()
+        count = data.get("count")
+        if not isinstance(count, int):
+            tokens = data.get("tokens")
+            if not isinstance(tokens, list):
+                raise ValueError(f"{self.profile.tokenize_path} answered without a token count")
+            count = len(tokens)
+        max_len = data.get("max_model_len")
+        return count, max_len if isinstance(max_len, int) else None
+
+    async def abort(self, rid: str) -> None:
+        """Ask the server to drop request ``rid`` (best effort; closing the stream does it too)."""
+        try:
+            await self._http.post(self.profile.abort_path, json={"rid": rid}, timeout=2.0)
+        except httpx.HTTPError:
+            pass
+
+    async def generate(self, text: str, sampling_params: Mapping[str, Any], *,
+                       on_progress: Callable[[], None] | None = None, rid: str | None = None) -> GenerateResult:
+        """Stream one ``/generate`` request and time every chunk; errors are recorded, never raised."""
+        rid = rid or uuid.uuid4().hex
+        result = GenerateResult(rid=rid, started_at=time.time(), start=time.monotonic())
+        body = {"text": text, "sampling_params": dict(sampling_params), "stream": True, "rid": rid}
+        try:
+            await asyncio.wait_for(self._stream(body, result, on_progress), timeout=self.request_timeout_s)
+        except asyncio.TimeoutError:
+            result.error_kind = ERROR_TIMEOUT
+            result.error = f"no complete answer within request_timeout_s = {self.request_timeout_s:g} s"
+        except httpx.TimeoutException as exc:
+            result.error_kind = ERROR_TIMEOUT
+            result.error = f"timed out: {type(exc).__name__}"
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.ConnectError,
+                httpx.CloseError) as exc:
+            result.error_kind = ERROR_CONNECTION
+            result.error = f"connection {'refused' if isinstance(exc, httpx.ConnectError) else 'reset'}: " \
+                           f"{type(exc).__name__}: {exc}"[:500]
+        except httpx.HTTPError as exc:
+            result.error_kind = ERROR_CONNECTION
+            result.error = f"{type(exc).__name__}: {exc}"[:500]
+        result.end = result.end or time.monotonic()
+        return result
+
+    async def _stream(self, body: dict[str, Any], result: GenerateResult,
+                      on_progress: Callable[[], None] | None) -> None:
+        async with self._http.stream("POST", self.profile.generate_path, json=body) as response:
+            result.http_status = response.status_code
+            if response.status_code != 200:
+                raw = (await response.aread())[:2000].decode("utf-8", errors="replace")
+                result.error_kind = ERROR_HTTP
+                try:
+                    message = _error_text(json.loads(raw))
+                except ValueError:
+                    message = raw.strip()
+                result.error = f"HTTP {response.status_code}: {message}"[:2000]
+                return
+            async for line in response.aiter_lines():
+                now = time.monotonic()
+                if on_progress is not None:
+                    on_progress()
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    result.end = now
+                    return
+                if self._absorb(data, now, result):
+                    result.end = now
+                    return
+        if result.error is None and not result.chunks:
+            result.error_kind = ERROR_PROTOCOL
+            result.error = "the stream ended without data or [DONE]"
+
+    @staticmethod
+    def _absorb(data: str, now: float, result: GenerateResult) -> bool:
+        """Take one SSE payload into ``result``; True when it was an error (the stream is over for us)."""
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            result.error_kind = ERROR_PROTOCOL
+            result.error = f"unreadable stream payload: {data[:200]!r}"
+            return True
+        if not isinstance(payload, dict):
+            return False
+        if "error" in payload:
+            result.error_kind = ERROR_SSE
+            code = payload["error"].get("code") if isinstance(payload["error"], Mapping) else None
+            result.error = f"stream error{f' {code}' if code else ''}: {_error_text(payload)}"[:2000]
+            return True
+        meta = payload.get("meta_info")
+        if isinstance(meta, dict):
+            result.meta_info = meta
+            tokens = meta.get("completion_tokens")
+            if isinstance(tokens, int):
+                result.chunks.append(Chunk(now, tokens))
+        text = payload.get("text")
+        if isinstance(text, str):
+            # Cumulative by default; with --incremental-streaming-output each payload is a delta.
+            result.text = text if text.startswith(result.text) else result.text + text
+        return False

@@ -1,0 +1,399 @@
+"""One server process: launch, log pump, readiness, crash watch and a teardown that leaves nothing behind.
+
+The server starts in its own session (so it leads a process group we can signal as a whole), with stdin
+closed and stdout+stderr merged into a :class:`~specbench_tui.engine.logpump.LogPump`. On Linux it also
+gets ``PR_SET_PDEATHSIG = SIGKILL`` so that it dies with the engine even when the engine is SIGKILLed;
+SGLang's (and the simulator's) own children die with *their* parent the same way, so no server outlives
+the program. An ``atexit`` hook kills any group still registered for ordinary exits.
+
+Crash watch: every log line is matched against the crash signatures as it arrives. The first match marks
+the server dead *at once* (the orchestrator cancels the request in flight), then the watcher waits
+``excerpt_wait_s`` for the trailing lines, upgrades the signature if a more specific one appears (a
+``Traceback`` is followed by the ``CUDA error`` that names it) and publishes :class:`CrashDetected` with the
+lines around it. The event's ``ts`` is the moment of the first match: the detection time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import sys
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from specbench_tui.core.events import CrashDetected, Event, LogLine
+from specbench_tui.core.logparse import BatchLine
+from specbench_tui.core.signatures import LEVEL_FATAL, SignatureMatch, SignatureSet, line_level, most_specific
+from specbench_tui.engine.client import ServerClient
+from specbench_tui.engine.logpump import LogPump
+from specbench_tui.engine.profiles import EngineProfile
+
+DEATH_CRASH = "crash"
+DEATH_EXIT = "exit"
+DEATH_STALL = "stall"
+DEATH_STARTUP_TIMEOUT = "startup_timeout"
+
+_PR_SET_PDEATHSIG = 1
+_LIVE_GROUPS: set[int] = set()
+"""Process groups of servers that are running; killed by the atexit hook if the program exits early."""
+
+
+@dataclass(frozen=True)
+class Death:
+    """Why a server can no longer serve."""
+
+    kind: str
+    """crash, exit, stall or startup_timeout."""
+    reason: str
+    signature: str | None = None
+
+
+@dataclass(frozen=True)
+class StopReport:
+    """How a teardown went."""
+
+    exit_code: int | None
+    teardown_s: float
+    leftover_pids: tuple[int, ...]
+    """Processes of the server still alive, or still holding GPU memory, when teardown gave up."""
+
+
+# ----------------------------------------------------------------------------------------------- processes
+
+
+def _set_parent_death_signal(parent_pid: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that makes the child get SIGKILL when the launching thread's process dies."""
+
+    def preexec() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            return
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
+
+
+def _proc_stat(pid: int) -> tuple[int, int] | None:
+    """(ppid, pgid) of ``pid`` from /proc, or None if it is gone (or a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2:].split()
+    if not fields or fields[0] == b"Z":
+        return None
+    return int(fields[1]), int(fields[2])
+
+
+def _all_pids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def process_tree(root: int, pgid: int | None = None) -> set[int]:
+    """``root``, its living descendants, and every living member of process group ``pgid``."""
+    stats = {pid: stat for pid in _all_pids() if (stat := _proc_stat(pid)) is not None}
+    found = {pid for pid, (_, group) in stats.items() if pgid is not None and group == pgid}
+    if root in stats:
+        found.add(root)
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, _) in stats.items():
+            if ppid == parent and pid not in found:
+                found.add(pid)
+                frontier.append(pid)
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    return {pid for pid in pids if _proc_stat(pid) is not None}
+
+
+def _kill(pids: set[int], pgid: int | None, sig: int) -> None:
+    if pgid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+@atexit.register
+def kill_all_servers() -> None:
+    """SIGKILL every server group still registered: the program is exiting and nothing may outlive it."""
+    for pgid in list(_LIVE_GROUPS):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+        _LIVE_GROUPS.discard(pgid)
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """Whether a server could bind ``host:port`` now (SO_REUSEADDR, as uvicorn binds)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def find_free_port(host: str, start: int, taken: frozenset[int] | set[int] = frozenset(), attempts: int = 200) -> int:
+    """The first port from ``start`` that is free and not ``taken`` by another of our servers."""
+    for port in range(start, min(start + attempts, 65535)):
+        if port not in taken and port_is_free(host, port):
+            return port
+    raise OSError(f"no free port in {start}..{start + attempts - 1} on {host}")
+
+
+# ----------------------------------------------------------------------------------------------- the server
+
+
+class ServerProcess:
+    """A launched server and everything watching it."""
+
+    def __init__(self, config_id: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path,
+                 profile: EngineProfile, signatures: SignatureSet, publish: Callable[[Event], None], *,
+                 on_stats: Callable[[BatchLine], None] | None = None, excerpt_before: int = 6,
+                 excerpt_after: int = 6, excerpt_wait_s: float = 0.2) -> None:
+        self.config_id = config_id
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.log_path = log_path
+        self.profile = profile
+        self.signatures = signatures
+        self._publish = publish
+        self._on_stats = on_stats
+        self._excerpt_before = excerpt_before
+        self._excerpt_after = excerpt_after
+        self._excerpt_wait_s = excerpt_wait_s
+        self._recent: deque[tuple[int, str]] = deque(maxlen=excerpt_before + 1)
+        self._proc: asyncio.subprocess.Process | None = None
+        self._pgid: int | None = None
+        self._pump_task: asyncio.Task[None] | None = None
+        self._exit_task: asyncio.Task[None] | None = None
+        self._death: asyncio.Future[Death] | None = None
+        self._ready_line = asyncio.Event()
+        self._stopping = False
+        self._crash_matches: list[SignatureMatch] = []
+        self._crash_first_line = 0
+        self._crash_excerpt: list[tuple[int, str]] = []
+        self._crash_detected_at = 0.0
+        self._crash_done = asyncio.Event()
+        self.crash: CrashDetected | None = None
+        self.started_at = 0.0
+        self.pids_seen: set[int] = set()
+
+    # -- state -----------------------------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def death(self) -> asyncio.Future[Death]:
+        """Resolves once the server can no longer serve (crash, exit, stall, start-up timeout)."""
+        if self._death is None:
+            self._death = asyncio.get_running_loop().create_future()
+        return self._death
+
+    @property
+    def dead(self) -> bool:
+        return self.death.done()
+
+    def mark_dead(self, death: Death) -> None:
+        """Record the first reason the server died; later ones are ignored."""
+        if not self.death.done():
+            self.death.set_result(death)
+
+    async def crash_report(self) -> CrashDetected | None:
+        """The crash event once its trailing lines are in (None when no signature matched)."""
+        if not self._crash_matches:
+            return None
+        await self._crash_done.wait()
+        return self.crash
+
+    # -- launch ----------------------------------------------------------------------------------------
+
+    async def start(self) -> int:
+        """Launch the process; returns its pid. Raises OSError when it cannot be started at all."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        _ = self.death
+        self.started_at = time.monotonic()
+        preexec = _set_parent_death_signal(os.getpid()) if sys.platform.startswith("linux") else None
+        self._proc = await asyncio.create_subprocess_exec(
+            *self.argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, env=self.env, start_new_session=True, preexec_fn=preexec,
+        )
+        self._pgid = self._proc.pid
+        _LIVE_GROUPS.add(self._pgid)
+        assert self._proc.stdout is not None
+        pump = LogPump(self._proc.stdout, self.log_path, self._on_line, on_progress=self._on_progress)
+        self._pump_task = asyncio.create_task(pump.run(), name=f"logpump-{self.config_id}")
+        self._exit_task = asyncio.create_task(self._watch_exit(), name=f"exit-{self.config_id}")
+        return self._proc.pid
+
+    async def _watch_exit(self) -> None:
+        assert self._proc is not None
+        code = await self._proc.wait()
+        if self._pump_task is not None:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._pump_task), timeout=1.0)
+        if not self._stopping:
+            self.mark_dead(Death(DEATH_EXIT, _exit_text(code)))
+
+    async def wait_ready(self, client: ServerClient, timeout_s: float, poll_s: float = 0.25) -> Death | None:
+        """Wait for the ready line and a healthy answer; None when ready, else why not."""
+        deadline = self.started_at + timeout_s
+        while True:
+            if self.dead:
+                return self.death.result()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.mark_dead(Death(DEATH_STARTUP_TIMEOUT, f"not ready after startup_timeout_s = {timeout_s:g} s"))
+                return self.death.result()
+            if not self._ready_line.is_set():
+                await first_of(self._ready_line.wait(), self.death, timeout_s=remaining)
+                continue
+            health = asyncio.ensure_future(client.healthy(timeout_s=min(remaining, self.profile.health_timeout_s)))
+            try:
+                await first_of(health, self.death, timeout_s=remaining)
+            finally:
+                health.cancel()
+            if health.done() and not health.cancelled() and health.result() and not self.dead:
+                return None
+            await asyncio.sleep(poll_s)
+
+    # -- log lines -------------------------------------------------------------------------------------
+
+    def _on_progress(self, text: str) -> None:
+        self._publish(LogLine(config_id=self.config_id, line=text, level="info"))
+
+    def _on_line(self, number: int, text: str) -> None:
+        match = None if self._stopping else self.signatures.match(text)
+        level = LEVEL_FATAL if match else line_level(text)
+        self._publish(LogLine(config_id=self.config_id, line=text, level=level))
+        if self._crash_matches and not self._crash_done.is_set():
+            self._crash_excerpt.append((number, text))
+            if match:
+                self._crash_matches.append(match)
+        elif match and not self._crash_matches:
+            self._first_crash_line(number, text, match)
+        self._recent.append((number, text))
+        if self.profile.ready_line.search(text):
+            self._ready_line.set()
+        if self._on_stats is not None:
+            stats = self.profile.parse_stats_line(text)
+            if stats is not None:
+                self._on_stats(stats)
+
+    def _first_crash_line(self, number: int, text: str, match: SignatureMatch) -> None:
+        """Mark the server dead now; finish the excerpt after a short wait for the trailing lines."""
+        self._crash_detected_at = time.time()
+        self._crash_matches.append(match)
+        self._crash_first_line = number
+        self._crash_excerpt = [*self._recent, (number, text)]
+        self.mark_dead(Death(DEATH_CRASH, f"crash signature {match.name}: {text.strip()[:300]}", match.name))
+        asyncio.get_running_loop().call_later(self._excerpt_wait_s, self._finish_crash)
+
+    def _finish_crash(self) -> None:
+        if self._crash_done.is_set():
+            return
+        best = most_specific(self._crash_matches)
+        assert best is not None
+        last = self._crash_first_line + self._excerpt_after
+        excerpt = tuple(text for number, text in self._crash_excerpt if number <= max(last, self._line_of(best)))
+        self.crash = CrashDetected(config_id=self.config_id, signature=best.name, line=best.line,
+                                   excerpt=excerpt[-(self._excerpt_before + self._excerpt_after + 8):],
+                                   log_line_number=self._line_of(best), ts=self._crash_detected_at)
+        self._crash_done.set()
+        self._publish(self.crash)
+
+    def _line_of(self, match: SignatureMatch) -> int:
+        for number, text in self._crash_excerpt:
+            if text is match.line:
+                return number
+        return self._crash_first_line
+
+    # -- teardown --------------------------------------------------------------------------------------
+
+    async def stop(self, grace_s: float, now: bool = False) -> StopReport:
+        """SIGTERM the group, wait ``grace_s`` (none when ``now``), SIGKILL the group and every descendant,
+        reap, and wait until none of them is alive. Safe to call more than once."""
+        started = time.monotonic()
+        self._stopping = True
+        if self._crash_matches and not self._crash_done.is_set():
+            self._finish_crash()
+        proc = self._proc
+        if proc is None:
+            return StopReport(None, 0.0, ())
+        tree = await asyncio.to_thread(process_tree, proc.pid, self._pgid)
+        self.pids_seen |= tree
+        if proc.returncode is None and not now:
+            _kill(set(), self._pgid, self.profile.stop_signal)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=grace_s)
+        tree |= await asyncio.to_thread(process_tree, proc.pid, self._pgid)
+        self.pids_seen |= tree
+        _kill(_alive(tree), self._pgid, signal.SIGKILL)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=5.0)
+        leftover = await self._wait_gone(tree, timeout_s=5.0)
+        if self._pgid is not None:
+            _LIVE_GROUPS.discard(self._pgid)
+        for task in (self._pump_task, self._exit_task):
+            if task is not None and not task.done():
+                with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(task, timeout=2.0)
+        return StopReport(proc.returncode, time.monotonic() - started, tuple(sorted(leftover)))
+
+    @staticmethod
+    async def _wait_gone(pids: set[int], timeout_s: float) -> set[int]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            alive = _alive(pids)
+            if not alive or time.monotonic() >= deadline:
+                return alive
+            _kill(alive, None, signal.SIGKILL)
+            await asyncio.sleep(0.05)
+
+
+async def first_of(*awaitables: Awaitable[object], timeout_s: float | None = None) -> None:
+    """Wait until one of ``awaitables`` is done (or the timeout). Tasks made here from coroutines are
+    cancelled afterwards, even when the caller is cancelled; futures passed in are left alone."""
+    created = [asyncio.ensure_future(a) for a in awaitables if asyncio.iscoroutine(a)]
+    given = [a for a in awaitables if not asyncio.iscoroutine(a)]
+    try:
+        await asyncio.wait([*created, *given], timeout=timeout_s,  # type: ignore[list-item]
+                           return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in created:
+            task.cancel()
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "the server exited"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"the server exited on {name}"
+    return f"the server exited with code {code}"

@@ -1,0 +1,363 @@
+"""Workloads: what each built-in kind sends, and how its answers become :class:`Measurement` records.
+
+A workload knows its item names before any server runs (so resume can tell what is left), may prepare
+against a live server (long-context prompts are sized with the server's own ``/v1/tokenize`` and
+context length), sends unmeasured warm-up requests, and runs one item × repeat at a time. Multi-turn kinds
+(the agentic loops, Spec-Bench questions with several turns) produce one record per conversation with
+``turns`` set; their figures combine the turns (:func:`specbench_tui.core.metrics.combine_turns`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from specbench_tui.core.budget import Budget, BudgetError, plan_budget
+from specbench_tui.core.metrics import RequestTiming, acceptance_length, combine_turns, percentile, request_timing
+from specbench_tui.core.prompts import (
+    CSV_STAGES,
+    PromptItem,
+    arithmetic_prompts,
+    calculator_reply,
+    calculator_task,
+    code_prompts,
+    csv_feedback,
+    haiku_prompts,
+    is_final,
+    json_extraction_prompts,
+    load_prompts_file,
+    long_context_text,
+    make_csv,
+    transcript,
+)
+from specbench_tui.core.records import STATUS_ERROR, STATUS_OK, STATUS_ZERO_OUTPUT, Measurement
+from specbench_tui.core.sweep import WorkloadSpec
+from specbench_tui.engine.client import GenerateResult, ServerClient
+
+
+class WorkloadError(Exception):
+    """A workload cannot run against this server (e.g. its context length is unknown)."""
+
+
+@dataclass
+class Session:
+    """What a workload may use of the server it runs against."""
+
+    client: ServerClient
+    on_progress: Callable[[], None]
+    context_length: int | None
+    notice: Callable[[str, str], None]
+    """(level, text): something the user should read, e.g. a clamped prompt."""
+
+    async def generate(self, text: str, max_new_tokens: int, spec: WorkloadSpec) -> GenerateResult:
+        self.on_progress()
+        params = {"max_new_tokens": max_new_tokens, "temperature": spec.temperature, "ignore_eos": spec.ignore_eos}
+        return await self.client.generate(text, params, on_progress=self.on_progress)
+
+
+@dataclass(frozen=True)
+class Labels:
+    """Who a record belongs to."""
+
+    config_id: str
+    config: str
+    workload: str
+
+
+@dataclass
+class _Extra:
+    requested_prompt_tokens: int | None = None
+    clamped: bool = False
+
+
+# --------------------------------------------------------------------------------------------- measurements
+
+
+def _finish_reason(meta: Mapping[str, Any]) -> str | None:
+    reason = meta.get("finish_reason")
+    if isinstance(reason, Mapping):
+        return str(reason.get("type")) if reason.get("type") else None
+    return str(reason) if reason is not None else None
+
+
+def _int(meta: Mapping[str, Any], key: str) -> int | None:
+    value = meta.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _float(meta: Mapping[str, Any], key: str) -> float | None:
+    value = meta.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()[:16]
+
+
+def measurement_from(labels: Labels, item: str, repeat: int, results: Sequence[GenerateResult],
+                     extra: _Extra | None = None) -> Measurement:
+    """The record of one request (one result) or one conversation (several), errors and zero output flagged."""
+    extra = extra or _Extra()
+    base: dict[str, Any] = {
+        "config_id": labels.config_id, "config": labels.config, "workload": labels.workload, "item": item,
+        "repeat": repeat, "requested_prompt_tokens": extra.requested_prompt_tokens, "clamped": extra.clamped,
+        "started_at": results[0].started_at if results else None,
+        "turns": len(results) if len(results) > 1 else None,
+    }
+    failed = next((r for r in results if not r.ok), None)
+    if failed is not None or not results:
+        turn = f"turn {results.index(failed) + 1}: " if failed is not None and len(results) > 1 else ""
+        return Measurement(**base, status=STATUS_ERROR,
+                           error=f"{turn}{failed.error}" if failed else "no request was sent",
+                           error_kind=failed.error_kind if failed else None,
+                           http_status=failed.http_status if failed else None,
+                           prompt_tokens=failed.prompt_tokens if failed else None)
+    timings = [request_timing(r.start, r.end, r.chunks, r.completion_tokens) for r in results]
+    last = results[-1]
+    completion = sum(t.completion_tokens for t in timings)
+    zero_turn = next((i for i, t in enumerate(timings) if t.completion_tokens <= 0), None)
+    if len(results) == 1:
+        timing: RequestTiming | Any = timings[0]
+    else:
+        timing = combine_turns(timings)
+    verify = [_int(r.meta_info, "spec_verify_ct") for r in results]
+    verify_ct = sum(v for v in verify if v) if all(v is not None for v in verify) else None
+    accept = (acceptance_length(_float(last.meta_info, "spec_accept_length"), completion, verify_ct)
+              if len(results) == 1 else acceptance_length(None, completion, verify_ct))
+    rates = [_float(r.meta_info, "spec_accept_rate") for r in results]
+    kept_rates = [x for x in rates if x is not None]
+    itls = list(timing.itls_s)
+    status = STATUS_OK
+    error = None
+    if zero_turn is not None:
+        status = STATUS_ZERO_OUTPUT
+        error = (f"turn {zero_turn + 1} returned no tokens" if len(results) > 1 else "the server returned no tokens")
+    return Measurement(
+        **base, status=status, error=error,
+        prompt_tokens=last.prompt_tokens, completion_tokens=completion,
+        cached_tokens=_int(last.meta_info, "cached_tokens"), ttft_s=timing.ttft_s, e2e_s=timing.e2e_s,
+        decode_tps=timing.decode_tps, itl_mean_s=sum(itls) / len(itls) if itls else None,
+        itl_p50_s=percentile(itls, 50), itl_p95_s=percentile(itls, 95), accept_length=accept, verify_ct=verify_ct,
+        accept_rate=sum(kept_rates) / len(kept_rates) if kept_rates else None,
+        finish_reason=_finish_reason(last.meta_info), http_status=last.http_status,
+        output_sha=_sha("\x1e".join(r.text for r in results)), chunks=timing.chunks,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ workloads
+
+
+@dataclass
+class Workload:
+    """Base: a fixed list of single-turn prompts."""
+
+    spec: WorkloadSpec
+    prompts: list[PromptItem] = field(default_factory=list)
+
+    def items(self) -> list[str]:
+        return [p.item for p in self.prompts]
+
+    async def prepare(self, session: Session) -> None:
+        """Get ready against a live server (nothing to do for fixed prompts)."""
+
+    def warmup_text(self) -> str:
+        return self.prompts[0].text if self.prompts else "Hello."
+
+    async def warmup(self, session: Session) -> None:
+        """``spec.warmup`` unmeasured requests with the first prompt (their results are dropped)."""
+        for _ in range(self.spec.warmup):
+            await session.generate(self.warmup_text(), self.spec.max_new_tokens, self.spec)
+
+    async def run(self, item: str, repeat: int, session: Session, labels: Labels) -> Measurement:
+        prompt = next(p for p in self.prompts if p.item == item)
+        if prompt.turns:
+            return await self._conversation(prompt, repeat, session, labels)
+        result = await session.generate(prompt.text, self.spec.max_new_tokens, self.spec)
+        return measurement_from(labels, item, repeat, [result])
+
+    async def _conversation(self, prompt: PromptItem, repeat: int, session: Session, labels: Labels) -> Measurement:
+        """Spec-Bench multi-turn questions: each later turn sees the earlier answers."""
+        history: list[tuple[str, str]] = []
+        results: list[GenerateResult] = []
+        for user in (prompt.text, *prompt.turns):
+            result = await session.generate(transcript(history, user), self.spec.max_new_tokens, self.spec)
+            results.append(result)
+            if not result.ok:
+                break
+            history.append((user, result.text))
+        return measurement_from(labels, prompt.item, repeat, results)
+
+
+class LongContextWorkload(Workload):
+    """Prompts sized in the server's own tokens to each requested size, clamped to fit the context."""
+
+    margin = 32
+
+    def __init__(self, spec: WorkloadSpec) -> None:
+        super().__init__(spec)
+        self._requested: list[int | str] = list(spec.param("prompt_tokens"))
+        self._built: dict[str, tuple[str, Budget, int]] = {}
+        """item → (text, budget, server token count)."""
+        self._by_target: dict[int, tuple[str, int]] = {}
+        self._context: int | None = None
+        self._chars_per_token = 4.0
+
+    def items(self) -> list[str]:
+        return [str(r) for r in self._requested]
+
+    async def prepare(self, session: Session) -> None:
+        try:
+            await self._prepare(session)
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            raise WorkloadError(f"cannot size long prompts with {session.client.profile.tokenize_path}: "
+                                f"{type(exc).__name__}: {exc}") from exc
+
+    async def _prepare(self, session: Session) -> None:
+        context = session.context_length
+        if context is None:
+            try:
+                _, context = await session.client.tokenize("x")
+            except Exception:  # noqa: BLE001 - any failure means "unknown", handled below
+                context = None
+        if context is None:
+            raise WorkloadError("the server reports no context length, so long prompts cannot be sized safely")
+        if context != self._context or not await self._cache_still_valid(session):
+            self._built.clear()
+            self._by_target.clear()
+            self._context = context
+        for requested in self._requested:
+            item = str(requested)
+            try:
+                budget = plan_budget(requested, context, self.spec.max_new_tokens, self.margin)
+            except BudgetError as exc:
+                raise WorkloadError(str(exc)) from exc
+            if item not in self._built:
+                if budget.prompt_tokens not in self._by_target:
+                    self._by_target[budget.prompt_tokens] = await self._size(session, budget.prompt_tokens)
+                text, tokens = self._by_target[budget.prompt_tokens]
+                self._built[item] = (text, budget, tokens)
+                if budget.clamped:  # said once per sizing, not once per configuration
+                    session.notice("warning", f"{self.spec.name} {item}: {budget.note}")
+
+    async def _cache_still_valid(self, session: Session) -> bool:
+        """Prompts sized on an earlier server are reused when this server counts the largest one the same."""
+        if not self._built:
+            return True
+        text, _, tokens = max(self._built.values(), key=lambda built: built[2])
+        return (await session.client.tokenize(text))[0] == tokens
+
+    async def _size(self, session: Session, target: int) -> tuple[str, int]:
+        """Text of at most ``target`` server tokens and within 0.5 % of it (secant steps, then bisection)."""
+        tolerance = max(4, target // 200)
+        low_chars, low = 0, ("", 0)
+        high_chars: int | None = None
+        chars = max(64, int(target * self._chars_per_token))
+        for _ in range(24):
+            text = long_context_text(chars)
+            count, _ = await session.client.tokenize(text)
+            if count > 0:
+                self._chars_per_token = len(text) / count
+            if count <= target:
+                if count > low[1] or not low[0]:
+                    low_chars, low = chars, (text, count)
+                if count >= target - tolerance:
+                    return text, count
+            else:
+                high_chars = chars
+            guess = int(chars * target / max(count, 1))
+            if high_chars is not None and not low_chars < guess < high_chars:
+                guess = (low_chars + high_chars) // 2
+            if guess == chars:
+                guess = chars - 1 if count > target else chars + 1
+            chars = max(1, guess)
+        if not low[0]:
+            raise WorkloadError(f"could not build a prompt of at most {target} tokens")
+        return low
+
+    def warmup_text(self) -> str:
+        smallest = min(self._built.values(), key=lambda built: built[2], default=None)
+        return smallest[0] if smallest else "Hello."
+
+    async def warmup(self, session: Session) -> None:
+        smallest = min(self._built.values(), key=lambda built: built[2], default=None)
+        for _ in range(self.spec.warmup):
+            max_new = smallest[1].max_new_tokens if smallest else self.spec.max_new_tokens
+            await session.generate(self.warmup_text(), max_new, self.spec)
+
+    async def run(self, item: str, repeat: int, session: Session, labels: Labels) -> Measurement:
+        text, budget, _ = self._built[item]
+        result = await session.generate(text, budget.max_new_tokens, self.spec)
+        requested = budget.requested if isinstance(budget.requested, int) else budget.prompt_tokens
+        return measurement_from(labels, item, repeat, [result], _Extra(requested, budget.clamped))
+
+
+class CalculatorWorkload(Workload):
+    """A tool loop: the model writes ``CALC: expr``, the harness evaluates it and sends the result back."""
+
+    def __init__(self, spec: WorkloadSpec) -> None:
+        super().__init__(spec, [PromptItem(f"calc-{i + 1}", calculator_task(i), "agentic")
+                                for i in range(spec.param("count"))])
+
+    async def run(self, item: str, repeat: int, session: Session, labels: Labels) -> Measurement:
+        prompt = next(p for p in self.prompts if p.item == item)
+        history: list[tuple[str, str]] = []
+        results: list[GenerateResult] = []
+        user = prompt.text
+        for _ in range(self.spec.param("turns")):
+            result = await session.generate(transcript(history, user), self.spec.max_new_tokens, self.spec)
+            results.append(result)
+            if not result.ok or is_final(result.text):
+                break
+            history.append((user, result.text))
+            user = calculator_reply(result.text)
+        return measurement_from(labels, item, repeat, results)
+
+
+class CsvPipelineWorkload(Workload):
+    """A data pipeline around a CSV validator: find bad rows, fix them, summarise; the harness validates."""
+
+    def __init__(self, spec: WorkloadSpec) -> None:
+        super().__init__(spec, [PromptItem(f"csv-{i + 1}", CSV_STAGES[0].format(csv=make_csv(seed=300 + i)), "agentic")
+                                for i in range(spec.param("count"))])
+
+    async def run(self, item: str, repeat: int, session: Session, labels: Labels) -> Measurement:
+        index = int(item.split("-")[1]) - 1
+        csv_text = make_csv(seed=300 + index)
+        history: list[tuple[str, str]] = []
+        results: list[GenerateResult] = []
+        user = CSV_STAGES[0].format(csv=csv_text)
+        for stage in range(min(self.spec.param("turns"), len(CSV_STAGES))):
+            result = await session.generate(transcript(history, user), self.spec.max_new_tokens, self.spec)
+            results.append(result)
+            if not result.ok:
+                break
+            history.append((user, result.text))
+            user = csv_feedback(stage, result.text, csv_text)
+        return measurement_from(labels, item, repeat, results)
+
+
+def build_workload(spec: WorkloadSpec) -> Workload:
+    """The workload object for one ``[[workloads]]`` block."""
+    if spec.kind == "code":
+        return Workload(spec, code_prompts(spec.param("items")))
+    if spec.kind == "arithmetic":
+        return Workload(spec, arithmetic_prompts(spec.param("count")))
+    if spec.kind == "json_extraction":
+        return Workload(spec, json_extraction_prompts(spec.param("count")))
+    if spec.kind == "haiku":
+        return Workload(spec, haiku_prompts(spec.param("count")))
+    if spec.kind == "long_context":
+        return LongContextWorkload(spec)
+    if spec.kind == "agentic":
+        if spec.param("task") == "csv_validator":
+            return CsvPipelineWorkload(spec)
+        return CalculatorWorkload(spec)
+    if spec.kind == "prompts_file":
+        params = dict(spec.params)
+        return Workload(spec, load_prompts_file(params["path"], params.get("categories", ()), params.get("limit", 0)))
+    raise ValueError(f"unknown workload kind {spec.kind!r}")
+

@@ -1,0 +1,93 @@
+"""Failure modes against the simulator: a stall, empty outputs, and a failed start; plus import hygiene."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from engine_helpers import of_type, plan_for, run_plan, wait_no_processes, write_sweep
+from specbench_tui.core.events import ConfigFinished, ConfigState, MeasurementRecorded, WorkloadNotRun
+
+PROFILE = """
+time_scale = 0.02
+[output]
+eos = false
+[shutdown]
+poll_s = 0.05
+[[hang]]
+algorithm = "DFLASH"
+budget = 8
+when = "after_requests"
+after_requests = 1
+[[empty_output]]
+algorithm = "DFLASH"
+budget = 16
+"""
+
+SWEEP = """
+[sweep]
+name = "failures"
+gpus = 1
+warmup = 0
+[engine]
+launcher = "simulator"
+sim_profile = "sim_profile.toml"
+port_base = {port}
+startup_timeout_s = 30
+stall_timeout_s = 1
+shutdown_grace_s = 2
+gpu_release_timeout_s = 1
+[server.args]
+model-path = "Qwen/Qwen3-8B"
+[[configs]]
+name = "dflash-b{budget}"
+algorithm = "dflash"
+matrix = { budget = [8, 16] }
+[configs.args]
+speculative-algorithm = "DFLASH"
+speculative-draft-model-path = "z-lab/Qwen3-8B-DFlash-b16"
+speculative-num-draft-tokens = "{budget}"
+[[configs]]
+name = "bad-flag"
+algorithm = "broken"
+args = { tp-size = 1, speculative-algorithm = "NOPE" }
+[[workloads]]
+name = "code"
+kind = "code"
+items = ["fibonacci", "quicksort"]
+max_new_tokens = 32
+[[workloads]]
+name = "haiku"
+kind = "haiku"
+count = 1
+max_new_tokens = 16
+"""
+
+
+@pytest.mark.e2e
+async def test_stall_empty_output_and_failed_start(tmp_path):
+    plan = plan_for(write_sweep(tmp_path, SWEEP, PROFILE))
+    outcome, events, run_dir, _ = await run_plan(plan, tmp_path / "runs")
+    finished = {e.name: e for e in of_type(events, ConfigFinished)}
+    stalled = finished["dflash-b8"]
+    assert stalled.state == ConfigState.FAILED and "stalled" in stalled.reason
+    assert {e.workload for e in of_type(events, WorkloadNotRun) if e.config_id == stalled.config_id} == {"code", "haiku"}
+    empty = finished["dflash-b16"]
+    records = [e.record for e in of_type(events, MeasurementRecorded) if e.config_id == empty.config_id]
+    assert records and all(r["status"] == "zero_output" and r["decode_tps"] is None for r in records)
+    failed = finished["bad-flag"]
+    assert failed.state in (ConfigState.FAILED, ConfigState.CRASHED) and "before ready" in failed.reason
+    assert outcome.state == "completed"
+    assert not wait_no_processes(str(tmp_path))
+
+
+def test_core_and_engine_import_no_textual():
+    code = ("import sys, importlib\n"
+            "for m in ('orchestrator', 'headless', 'server', 'client', 'workloads', 'logpump', 'profiles'):\n"
+            "    importlib.import_module('specbench_tui.engine.' + m)\n"
+            "for m in ('signatures', 'logparse', 'metrics', 'budget', 'prompts'):\n"
+            "    importlib.import_module('specbench_tui.core.' + m)\n"
+            "assert 'textual' not in sys.modules, 'textual imported'\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
