@@ -26,7 +26,6 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 from typing import Any, TextIO
 
 from specbench_tui.core.events import (
@@ -48,6 +47,7 @@ from specbench_tui.core.events import (
 )
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import STATUS_OK, Measurement
+from specbench_tui.engine.session import make_backend, prepare_run
 
 EXIT_OK = 0
 EXIT_CONFIG_FAILED = 1
@@ -194,62 +194,9 @@ def _fmt(value: float | None, pattern: str) -> str:
 # ------------------------------------------------------------------------------------------------ entry point
 
 
-def _load(args: argparse.Namespace) -> tuple[Plan, Any] | int:
-    """The plan and run directory (new or resumed), or an exit code after printing why not."""
-    from specbench_tui.cli import load_plan_or_report
-    from specbench_tui.core.errors import SweepError
-    from specbench_tui.core.plan import build_plan
-    from specbench_tui.core.sweep import parse_sweep
-    from specbench_tui.engine.store import RunDir, StoreError
-
-    if args.resume:
-        try:
-            run_dir = RunDir.open(Path(args.resume))
-            meta = run_dir.read_json("run.json") or {}
-            text = (run_dir.path / "sweep.toml").read_text(encoding="utf-8")
-            origin = Path(meta.get("sweep_path") or run_dir.path / "sweep.toml")
-            plan = build_plan(parse_sweep(text, origin, str(run_dir.path / "sweep.toml")))
-        except (StoreError, OSError) as exc:
-            print(f"specbench: cannot resume {args.resume}: {exc}", file=sys.stderr)
-            return EXIT_INVALID
-        except SweepError as exc:
-            print(f"specbench: the sweep stored in {args.resume} no longer loads:", file=sys.stderr)
-            for issue in exc.issues:
-                print(f"  {issue}", file=sys.stderr)
-            return EXIT_INVALID
-        return plan, run_dir
-    plan = load_plan_or_report(args.sweep)
-    if plan is None:
-        return EXIT_INVALID
-    runs_dir = Path(args.runs_dir) if getattr(args, "runs_dir", None) else plan.sweep.runs_dir
-    if not runs_dir.is_absolute() and not getattr(args, "runs_dir", None):
-        runs_dir = Path.cwd() / runs_dir
-    try:
-        run_dir = RunDir.create(runs_dir, plan.sweep.name, plan.sweep.text, plan.to_json())
-        run_dir.write_json("run.json", {"sweep_path": str(plan.sweep.path.resolve()), "started": time.time(),
-                                        "argv": sys.argv})
-    except StoreError as exc:
-        print(f"specbench: {exc}", file=sys.stderr)
-        return EXIT_INVALID
-    return plan, run_dir
-
-
-def _backend() -> Any:
-    """The GPU backend: NVML when the GPU module offers one, else none (figures shown as n/a)."""
-    from specbench_tui.engine import gpus
-
-    factory = getattr(gpus, "default_backend", None) or getattr(gpus, "make_backend", None)
-    if factory is not None:
-        try:
-            return factory()
-        except Exception:  # noqa: BLE001 - telemetry is optional; the sweep still runs
-            pass
-    return gpus.NullBackend()
-
-
 def run_headless(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """Run (or resume) a sweep without a UI; returns the exit code documented in this module."""
-    loaded = _load(args)
+    loaded = prepare_run(args)
     if isinstance(loaded, int):
         return loaded
     plan, run_dir = loaded
@@ -260,7 +207,7 @@ async def _run(plan: Plan, run_dir: Any, resumed: bool, retry_crashed: bool, out
     from specbench_tui.engine.orchestrator import Orchestrator
 
     api_key = os.environ.get(plan.sweep.engine.api_key_env) if plan.sweep.engine.api_key_env else None
-    orchestrator = Orchestrator(plan, run_dir, backend=_backend(), resumed=resumed, retry_crashed=retry_crashed,
+    orchestrator = Orchestrator(plan, run_dir, backend=make_backend(plan), resumed=resumed, retry_crashed=retry_crashed,
                                 api_key=api_key)
     printer = Printer(plan, out)
     orchestrator.subscribe(printer)
