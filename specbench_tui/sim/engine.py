@@ -1,0 +1,386 @@
+"""The simulated scheduler: continuous batching of prefill and verify steps, with SGLang's statistics.
+
+One asyncio task plays the scheduler loop. Waiting requests are prefilled in batches (``Prefill batch``
+line, first token), then every decode step advances all running requests together: it takes the time the
+speed model gives for the batch, and commits ``1 + accepted`` tokens per request. Every
+``--decode-log-interval`` steps it logs a ``Decode batch`` line with the interval's accept length, accept
+rate and measured generation throughput. Steps follow absolute deadlines, so timing errors do not pile up
+and a streaming client measures the modelled rate.
+
+Failures that happen at run time (crash after warm-up / N requests / N steps, hang, watchdog) are decided
+here and carried out through the callbacks the server passes in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from specbench_tui.sim import logs, tokenizer
+from specbench_tui.sim.metrics import Metrics
+from specbench_tui.sim.speed import SpeedModel
+
+
+@dataclass(eq=False)
+class Request:
+    """One generation request and its progress (the tokenizer manager's ``ReqState``, merged)."""
+
+    rid: str
+    input_ids: list[int]
+    prompt_text: str
+    kind: str
+    max_new_tokens: int
+    temperature: float = 0.0
+    ignore_eos: bool = False
+    internal: bool = False  # health checks: excluded from metrics and failure counters
+    natural_len: int | None = None
+    seed: int = 0
+    created: float = field(default_factory=time.time)
+    created_mono: float = field(default_factory=time.monotonic)
+    output_ids: list[int] = field(default_factory=list)
+    output_parts: list[str] = field(default_factory=list)
+    cached_tokens: int = 0
+    finish_reason: dict[str, Any] | None = None
+    verify_ct: int = 0
+    correct_drafts: int = 0
+    histogram: list[int] = field(default_factory=list)
+    first_token_mono: float | None = None
+    finished_mono: float | None = None
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+    _pieces: Iterator[str] | None = None
+    _rng: random.Random | None = None
+    _alpha: float = 0.0
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.output_parts)
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.output_ids)
+
+    @property
+    def context_tokens(self) -> int:
+        return len(self.input_ids) + len(self.output_ids)
+
+
+class Engine:
+    """The scheduler loop and its server-wide state (stats, prefix cache, failure triggers)."""
+
+    def __init__(self, *, speed: SpeedModel, resolved: Any, profile: dict[str, Any], logger: logs.Logger,
+                 max_total_num_tokens: int, context_len: int, metrics: Metrics,
+                 crash_rule: Mapping[str, Any] | None, hang_rule: Mapping[str, Any] | None, empty_output: bool,
+                 on_crash: Callable[[str], None], on_watchdog: Callable[[], None]) -> None:
+        self.speed = speed
+        self.args = resolved
+        self.profile = profile
+        self.log = logger
+        self.style = profile["logs"]["style"]
+        self.max_total_num_tokens = max(1, max_total_num_tokens)
+        self.context_len = context_len
+        self.metrics = metrics
+        self.crash_rule = crash_rule
+        self.hang_rule = hang_rule
+        self.empty_output = empty_output
+        self.on_crash = on_crash
+        self.on_watchdog = on_watchdog
+        self.max_running = resolved.max_running_requests or 2048
+        self.eos_id = int(profile["model"]["eos_token_id"])
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.rng = random.Random(resolved.random_seed)
+        self._wake = asyncio.Event()
+        self._prefix_cache: deque[list[int]] = deque(maxlen=256)
+        self.hung = False  # the scheduler stopped (crash pending, or hang)
+        self.server_frozen = False  # a hang with scope "server": HTTP stops answering too
+        self.serving = False  # set once the server is ready: warm-up does not count towards after_requests
+        self.finished_requests = 0
+        self.decode_steps = 0
+        self.record_step_time = os.environ.get("SGLANG_RECORD_STEP_TIME", "").lower() in ("1", "true")
+        self.step_time_dict: dict[str, list[float]] = {}
+        self.last_gen_throughput = 0.0
+        self.last_receive = 0.0  # time.monotonic() of the last output (health checks wait for it)
+        self._reset_interval(time.monotonic())
+        self.reset_spec_totals()
+        self._cadence: float | None = None
+        self._last_prefill_log = time.monotonic()
+        self._task: asyncio.Task[None] | None = None
+
+    # -- public API -------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def submit(self, req: Request) -> None:
+        """Queue a request (its ``event`` is set whenever it has new output)."""
+        if not self.args.disable_radix_cache:
+            req.cached_tokens = self._cached_prefix(req.input_ids)
+        req._pieces = tokenizer.output_pieces(req.kind, req.seed)
+        req._rng = random.Random(f"{self.args.random_seed}:{req.rid}")
+        req._alpha = self.speed.alpha(req.kind, req.temperature)
+        req.histogram = [0] * (self.speed.depth + 1)
+        self.waiting.append(req)
+        self._wake.set()
+
+    def abort(self, rid: str | None = None, message: str = "Abort in waiting queue") -> int:
+        """Abort one request (``rid``) or all (None); return how many were aborted."""
+        count = 0
+        for queue in (self.waiting, self.running):
+            for req in list(queue):
+                if rid is None or req.rid == rid:
+                    queue.remove(req)
+                    self._finish(req, {"type": "abort", "message": message, "status_code": 400, "err_type": None})
+                    count += 1
+        return count
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.waiting) + len(self.running)
+
+    def reset_spec_totals(self) -> None:
+        """Reset the server-wide accept-length totals (``/flush_cache`` does this)."""
+        self.spec_total_accept_tokens = 0
+        self.spec_total_forward_ct = 0
+
+    def flush_cache(self) -> bool:
+        """Flush the prefix cache if idle (SGLang refuses while requests run or wait)."""
+        if self.in_flight:
+            return False
+        self._prefix_cache.clear()
+        self.reset_spec_totals()
+        self.metrics.reset_spec()
+        self.log.info("Cache flushed successfully!")
+        return True
+
+    @property
+    def avg_spec_accept_length(self) -> float:
+        return self.spec_total_accept_tokens / self.spec_total_forward_ct if self.spec_total_forward_ct else 0.0
+
+    def used_tokens(self) -> int:
+        return sum(r.context_tokens for r in self.running)
+
+    # -- the loop ---------------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        while True:
+            if not self.waiting and not self.running:
+                self._cadence = None
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            if self.hung:
+                await asyncio.Event().wait()
+            if self._failure_due():
+                continue
+            if self.waiting and len(self.running) < self.max_running:
+                await self._prefill()
+            elif self.running:
+                await self._decode_step()
+            else:
+                self._wake.clear()
+                await self._wake.wait()
+
+    def _failure_due(self) -> bool:
+        """Trigger a configured run-time crash or hang when its moment has come (before a forward)."""
+        has_real_work = any(not r.internal for r in (*self.waiting, *self.running))
+        for rule, action in ((self.crash_rule, self._trigger_crash), (self.hang_rule, self._trigger_hang)):
+            if not rule or not has_real_work:
+                continue
+            when = rule.get("when", "after_requests")
+            due = (
+                (when == "warmup" and self.running)
+                or (when == "after_requests" and self.serving
+                    and self.finished_requests >= int(rule.get("after_requests", 0)))
+                or (when == "after_steps" and self.decode_steps >= int(rule.get("after_steps", 0)))
+            )
+            if due:
+                action(rule)
+                return True
+        return False
+
+    def _trigger_crash(self, rule: Mapping[str, Any]) -> None:
+        self.hung = True
+        self.on_crash(rule.get("signature", "cuda_illegal_instruction"))
+
+    def _trigger_hang(self, rule: Mapping[str, Any]) -> None:
+        self.hung = True
+        self.server_frozen = rule.get("scope", "scheduler") == "server"
+        loop = asyncio.get_running_loop()
+        loop.call_later(float(self.args.watchdog_timeout), self.on_watchdog)
+
+    async def _sleep_until(self, deadline: float) -> None:
+        delay = deadline - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    async def _prefill(self) -> None:
+        batch: list[Request] = []
+        new_tokens = 0
+        while self.waiting and len(self.running) + len(batch) < self.max_running:
+            req = self.waiting[0]
+            extend = max(1, len(req.input_ids) - req.cached_tokens)
+            if batch and new_tokens + extend > self.args.max_prefill_tokens:
+                break
+            batch.append(self.waiting.popleft())
+            new_tokens += extend
+        cached = sum(r.cached_tokens for r in batch)
+        chunk = max(1, self.args.chunked_prefill_size or new_tokens)
+        start = time.monotonic()
+        if self.speed.deterministic:
+            await self._sleep_until(start + self.speed.prefill_seconds(new_tokens))
+            self._log_prefill(len(batch), new_tokens, cached)
+        else:
+            done = 0
+            while done < new_tokens:
+                part = min(chunk, new_tokens - done)
+                await self._sleep_until(time.monotonic() + self.speed.prefill_seconds(part))
+                self._log_prefill(len(batch), part, cached if done == 0 else 0)
+                done += part
+        now = time.monotonic()
+        for req in batch:
+            if req.finished:  # aborted while prefilling
+                continue
+            self._add_to_cache(req.input_ids)
+            if self.empty_output and not req.internal:
+                self._finish(req, {"type": "stop", "matched": self.eos_id})
+                continue
+            if req.max_new_tokens <= 0:
+                self._finish(req, {"type": "length", "length": 0})
+                continue
+            self._commit(req, 1)
+            req.first_token_mono = now
+            if not req.finished:
+                self.running.append(req)
+        self._cadence = now
+        self.last_receive = now
+
+    async def _decode_step(self) -> None:
+        batch = list(self.running)
+        bs = len(batch)
+        duration = self.speed.step_seconds(bs, sum(r.context_tokens for r in batch), self.rng)
+        now = time.monotonic()
+        base = self._cadence if self._cadence is not None and now - self._cadence < duration else now
+        deadline = base + duration
+        await self._sleep_until(deadline)
+        self._cadence = deadline
+        if self.record_step_time:
+            self.step_time_dict.setdefault(str(bs), []).append(duration)
+        det = self.speed.deterministic
+        for req in batch:
+            if req.finished:
+                continue
+            if det:
+                committed = det.committed(req.verify_ct)
+            else:
+                committed = 1 + self.speed.draw_accepted(req._rng or self.rng, req._alpha)
+            got = self._commit(req, committed)
+            accepted = max(0, got - 1)
+            req.verify_ct += 1
+            req.correct_drafts += accepted
+            if req.histogram:
+                req.histogram[min(accepted, len(req.histogram) - 1)] += 1
+            self._iv_tokens += got
+            self._iv_accept_tokens += got
+            self._iv_correct += accepted
+            self._iv_forwards += 1
+            if not req.internal:
+                self.spec_total_accept_tokens += got
+                self.spec_total_forward_ct += 1
+        self.running = [r for r in self.running if not r.finished]
+        self.decode_steps += 1
+        self.metrics.spec_verify_calls += 1 if self.speed.algorithm != "NONE" else 0
+        self.last_receive = time.monotonic()
+        if self.decode_steps % max(1, self.args.decode_log_interval) == 0:
+            self._log_decode(bs)
+
+    # -- token bookkeeping -------------------------------------------------------------------------------
+    def _commit(self, req: Request, count: int) -> int:
+        """Append up to ``count`` tokens; finish on length, EOS or context; return tokens appended."""
+        limit = min(req.max_new_tokens, self.context_len - len(req.input_ids))
+        appended = 0
+        for _ in range(count):
+            if req.natural_len is not None and req.completion_tokens + 1 >= req.natural_len:
+                req.output_ids.append(self.eos_id)
+                appended += 1
+                self._finish(req, {"type": "stop", "matched": self.eos_id})
+                break
+            piece = next(req._pieces) if req._pieces else ""
+            req.output_ids.append(tokenizer.output_token_id(piece))
+            req.output_parts.append(piece)
+            appended += 1
+            if req.completion_tokens >= limit:
+                self._finish(req, {"type": "length", "length": req.completion_tokens})
+                break
+        req.event.set()
+        return appended
+
+    def _finish(self, req: Request, reason: dict[str, Any]) -> None:
+        req.finish_reason = reason
+        req.finished_mono = time.monotonic()
+        req.event.set()
+        if req.internal:
+            return
+        if self.serving:
+            self.finished_requests += 1
+        self.metrics.observe_finished(req, aborted=reason["type"] == "abort")
+
+    def _cached_prefix(self, ids: list[int]) -> int:
+        best = 0
+        for seen in self._prefix_cache:
+            n = 0
+            for a, b in zip(seen, ids):
+                if a != b:
+                    break
+                n += 1
+            best = max(best, n)
+        return min(best, max(0, len(ids) - 1))
+
+    def _add_to_cache(self, ids: list[int]) -> None:
+        if not self.args.disable_radix_cache and len(ids) > 1:
+            self._prefix_cache.append(ids)
+
+    # -- log lines ---------------------------------------------------------------------------------------
+    def _reset_interval(self, now: float) -> None:
+        self._iv_start = now
+        self._iv_tokens = 0
+        self._iv_accept_tokens = 0
+        self._iv_correct = 0
+        self._iv_forwards = 0
+
+    def _log_prefill(self, new_seq: int, new_tokens: int, cached: int) -> None:
+        now = time.monotonic()
+        gap = max(now - self._last_prefill_log, 1e-6)
+        self._last_prefill_log = now
+        usage = (self.used_tokens() + new_tokens) / self.max_total_num_tokens
+        graph = self.args.cuda_graph_backend_prefill != "disabled" and new_tokens <= (
+            self.args.cuda_graph_max_bs_prefill or 0)
+        self.log.info(logs.format_prefill(self.style, new_seq, new_tokens, cached, usage, len(self.running),
+                                          len(self.waiting), 0, graph, new_tokens / gap))
+
+    def _log_decode(self, bs: int) -> None:
+        now = time.monotonic()
+        gen = self._iv_tokens / max(now - self._iv_start, 1e-6)
+        spec = self.speed.algorithm != "NONE"
+        accept_len = self._iv_accept_tokens / self._iv_forwards if spec and self._iv_forwards else None
+        proposed = self._iv_forwards * max(1, (self.args.speculative_num_draft_tokens or 1) - 1)
+        accept_rate = self._iv_correct / proposed if spec and proposed else None
+        if spec and accept_len is None:
+            accept_len, accept_rate = 0.0, 0.0
+        graph = self.args.cuda_graph_backend_decode != "disabled" and bs <= (self.args.cuda_graph_max_bs_decode or 0)
+        used = self.used_tokens()
+        usage = used / self.max_total_num_tokens
+        self.log.info(logs.format_decode(self.style, len(self.running), used, usage, accept_len, accept_rate, graph,
+                                         gen, len(self.waiting)))
+        self.last_gen_throughput = gen
+        self.metrics.update_gauges(gen_throughput=gen, num_running_reqs=len(self.running),
+                                   num_queue_reqs=len(self.waiting), token_usage=usage,
+                                   spec_accept_length=accept_len or 0.0, spec_accept_rate=accept_rate or 0.0)
+        self._reset_interval(now)

@@ -1,0 +1,158 @@
+"""The model of speed: verify-step time and accepted length per step.
+
+A decode step verifies ``V`` tokens per running request (``V = speculative_num_draft_tokens``, 1 without
+speculation) after the draft model proposed them. Its time, at tensor parallelism ``tp``, is::
+
+    overhead_ms + (weights_ms + compute_ms_per_token * bs * V + verify_ms_per_token * (V - 1)
+                   + kv_ms_per_1k_ctx * ctx / 1000 + draft) / tp ** tp_exponent
+
+where ``draft`` depends on the algorithm (EAGLE family: per draft step; DFLASH: one block forward;
+DDTree: a block forward plus ``tree_build_ms_per_node * budget``; NGRAM: CPU time, not parallelised).
+Each step commits ``1 + accepted`` tokens per request, ``accepted`` being the run of successes of a
+Bernoulli(``alpha``) chain of at most ``depth`` drafts. ``alpha`` depends on the prompt kind, the
+algorithm and the temperature; trees (DDTree, EAGLE with topk > 1) raise it with their size.
+
+With the defaults a 27B model decodes at about 65 tok/s autoregressively at TP1 and DDTree with budget 15
+reaches about 140 tok/s on code. In deterministic mode both the step time and the accepted length are
+fixed, so a client measures exactly the configured rate.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from specbench_tui.sim.args import Resolved
+from specbench_tui.sim.profile import first_rule
+
+
+@dataclass(frozen=True)
+class Deterministic:
+    """Fixed step time and accepted length (fractions are spread evenly over steps)."""
+
+    step_s: float
+    accept_length: float
+    ttft_s: float
+
+    def committed(self, step_index: int) -> int:
+        """Tokens committed by a request's ``step_index``-th verify step (0-based)."""
+        length = self.accept_length
+        return math.floor((step_index + 1) * length + 1e-9) - math.floor(step_index * length + 1e-9)
+
+
+def config_facts(resolved: Resolved) -> dict[str, Any]:
+    """The facts profile rules match on, for a resolved configuration."""
+    return {
+        "algorithm": resolved.algorithm,
+        "budget": resolved.budget if resolved.algorithm == "DDTREE" else (
+            resolved.speculative_num_draft_tokens or 0),
+        "num_draft_tokens": resolved.speculative_num_draft_tokens or 0,
+        "num_steps": resolved.speculative_num_steps or 0,
+        "topk": resolved.speculative_eagle_topk or 0,
+        "tp": resolved.tp_size,
+        "dp": resolved.dp_size,
+        "model": resolved.model_path,
+        "attention_backend": resolved.attention_backend,
+    }
+
+
+class SpeedModel:
+    """Step times and accepted lengths for one resolved server configuration."""
+
+    def __init__(self, profile: dict[str, Any], resolved: Resolved) -> None:
+        self.speed = profile["speed"]
+        self.acceptance = profile["acceptance"]
+        self.time_scale = float(profile["time_scale"])
+        self.algorithm = resolved.algorithm
+        self.tp = resolved.tp_size * max(1, resolved.pp_size)
+        self.verify_width = (resolved.speculative_num_draft_tokens or 1) if resolved.spec_on else 1
+        self.num_steps = resolved.speculative_num_steps or 1
+        self.topk = resolved.speculative_eagle_topk or 1
+        self.budget = resolved.budget
+        block = resolved.speculative_dflash_block_size or profile["model"]["draft_block_size"]
+        if self.algorithm == "DDTREE":
+            self.depth = min(self.budget, block - 1)
+            self.tree_nodes = self.budget
+        elif self.algorithm in ("EAGLE", "EAGLE3", "STANDALONE", "FROZEN_KV_MTP"):
+            self.depth = self.num_steps
+            self.tree_nodes = self.verify_width - 1 if self.topk > 1 else 0
+        else:
+            self.depth = max(0, self.verify_width - 1)
+            self.tree_nodes = 0
+        self.deterministic = self._deterministic(profile, resolved)
+
+    def _deterministic(self, profile: dict[str, Any], resolved: Resolved) -> Deterministic | None:
+        det = dict(profile["deterministic"])
+        if not det["enabled"]:
+            return None
+        rule = first_rule(det["config"], config_facts(resolved))
+        if rule:
+            det.update({k: v for k, v in rule.items() if k in ("tok_s", "step_ms", "accept_length", "ttft_ms")})
+            if "tok_s" in rule and "step_ms" not in rule:
+                det["step_ms"] = None
+        accept = float(det["accept_length"]) if self.algorithm != "NONE" else 1.0
+        accept = min(accept, float(self.depth + 1))
+        step_s = det["step_ms"] / 1000.0 if det["step_ms"] else accept / float(det["tok_s"])
+        return Deterministic(step_s=step_s, accept_length=accept, ttft_s=float(det["ttft_ms"]) / 1000.0)
+
+    @property
+    def tp_factor(self) -> float:
+        return self.tp ** float(self.speed["tp_exponent"])
+
+    def prefill_seconds(self, new_tokens: int) -> float:
+        """Time of a prefill forward over ``new_tokens`` tokens."""
+        if self.deterministic:
+            return self.deterministic.ttft_s
+        per_s = float(self.speed["prefill_tok_s"]) * self.tp_factor
+        return (float(self.speed["overhead_ms"]) / 1000.0 + new_tokens / per_s) * self.time_scale
+
+    def draft_ms(self, batch_size: int) -> float:
+        """Draft cost of one verify step at TP1 (NGRAM's is CPU time)."""
+        if self.algorithm == "NONE":
+            return 0.0
+        base = float(self.speed["draft_ms"].get(self.algorithm, 1.0))
+        if self.algorithm in ("EAGLE", "EAGLE3", "STANDALONE", "FROZEN_KV_MTP"):
+            base *= self.num_steps * (1.0 + 0.1 * (self.topk - 1))
+        if self.algorithm == "DDTREE":
+            base += float(self.speed["tree_build_ms_per_node"]) * self.budget
+        return base * (1.0 + 0.02 * (batch_size - 1))
+
+    def step_seconds(self, batch_size: int, context_tokens: int, rng: random.Random | None = None) -> float:
+        """Time of one decode (verify) step for ``batch_size`` requests holding ``context_tokens`` in all."""
+        if self.deterministic:
+            return self.deterministic.step_s
+        s = self.speed
+        draft = self.draft_ms(batch_size)
+        cpu_draft = draft if self.algorithm == "NGRAM" else 0.0
+        parallel = (float(s["weights_ms"]) + float(s["compute_ms_per_token"]) * batch_size * self.verify_width
+                    + float(s["verify_ms_per_token"]) * (self.verify_width - 1)
+                    + float(s["kv_ms_per_1k_ctx"]) * context_tokens / 1000.0 + (draft - cpu_draft))
+        ms = float(s["overhead_ms"]) + cpu_draft + parallel / self.tp_factor
+        if rng is not None and float(s["jitter"]) > 0:
+            ms *= max(0.5, rng.gauss(1.0, float(s["jitter"])))
+        return ms / 1000.0 * self.time_scale
+
+    def alpha(self, kind: str, temperature: float) -> float:
+        """Per-draft acceptance probability for a prompt ``kind`` at ``temperature``."""
+        a = self.acceptance
+        alpha = float(a["alpha"].get(kind, a["alpha"]["chat"])) * float(a["algorithm_scale"].get(self.algorithm, 1.0))
+        alpha *= 1.0 - float(a["temperature_penalty"]) * min(max(temperature, 0.0), 1.0)
+        if self.tree_nodes > 1:
+            alpha = 1.0 - (1.0 - alpha) / (1.0 + float(a["tree_gain"]) * math.log(self.tree_nodes))
+        return min(max(alpha, 0.0), 0.999)
+
+    def draw_accepted(self, rng: random.Random, alpha: float) -> int:
+        """Accepted drafts in one verify step (0..depth), excluding the bonus token."""
+        accepted = 0
+        while accepted < self.depth and rng.random() < alpha:
+            accepted += 1
+        return accepted
+
+    def expected_accept_length(self, kind: str, temperature: float = 0.0) -> float:
+        """Mean tokens per verify step (bonus included) for ``kind``: what ``accept len`` converges to."""
+        if self.deterministic:
+            return self.deterministic.accept_length
+        alpha = self.alpha(kind, temperature)
+        return 1.0 + sum(alpha**i for i in range(1, self.depth + 1))
