@@ -81,12 +81,14 @@ def _strip_fork_flags(argv: list[str], fork_flags: tuple[str, ...]) -> list[str]
 
 
 def _shipped_argv() -> tuple[dict[str, list[str]], dict[str, tuple[str, ...]]]:
-    """Per ``sweep/config``: the argv SGLang would get (fork flags removed), and the fork flags removed."""
+    """Per ``sweep/config`` of every SGLang sweep: the argv SGLang would get (fork flags removed), and the fork flags removed."""
     argvs: dict[str, list[str]] = {}
     unchecked: dict[str, tuple[str, ...]] = {}
     for path in shipped_sweeps():
         plan = build_plan(load_sweep(path))
         engine = plan.sweep.engine
+        if engine.profile != "sglang":
+            continue  # other engines' flags are checked against their own binaries (tests/test_core_llamacpp.py)
         prefix = len(launcher_prefix(engine, sys.executable))
         for config in plan.configs:
             full = server_argv(engine, config, sys.executable, engine.port_base,

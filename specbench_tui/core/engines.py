@@ -8,7 +8,12 @@ values must be positive. The orchestrator and the UI never branch on an engine's
 SGLang's facts are generated from its own parser by ``tools/dump_sglang_flags.py`` into
 ``sglang_0_5_23_flags.txt`` (the names) and ``sglang_0_5_23_flag_shapes.tsv`` (the shapes); a test checks
 both against SGLang 0.5.23 whenever its parser is installed.
+
+llama.cpp's facts come from a real ``llama-server --help`` (``tools/dump_llamacpp_flags.py``) in
+``llamacpp_flags.tsv``: every long name, its short forms (``-md``, ``-c``, ``-np``: a sweep must use the long
+names, and a short one is refused with the long name to write), and the value shapes the help text shows.
 """
+
 
 from __future__ import annotations
 
@@ -58,6 +63,8 @@ class FlagShape:
         values = value if isinstance(value, tuple) else (value,)
         if isinstance(value, tuple) and self.arity in ("1", "?"):
             return (f"--{flag} takes one value, got an array of {len(value)}", "write a single value")
+        if self.type == "csv":  # a comma-separated list whose items are each one of the choices
+            values = tuple(part for item in values for part in str(item).split(","))
         for item in values:
             text = "true" if item is True else "false" if item is False else str(item)
             if self.type in ("int", "float"):
@@ -98,9 +105,26 @@ class EngineFlags:
     dp_flags: tuple[str, ...] = ()
     pp_flags: tuple[str, ...] = ()
     default_port: int = 30000
+    short_aliases: Mapping[str, str] = field(default_factory=dict)
+    """Short forms (without the dash, e.g. ``md``) → the long name a sweep must write instead."""
+    runs_on_cpu: bool = False
+    """The engine also runs without a GPU: on a machine with none, configurations take no GPU."""
+    launch_args: tuple[str, ...] = ()
+    """Flags the launcher always adds (when the configuration does not), e.g. llama.cpp's ``--metrics``."""
+    model_flags: tuple[tuple[tuple[str, ...], str], ...] = (
+        (("--model-path", "--model"), "model"),
+        (("--speculative-draft-model-path", "--speculative-draft-model"), "draft model"),
+    )
+    """(flags, what) whose local-path values must exist before launch (checked by the pre-flight)."""
+    removed: Mapping[str, str] = field(default_factory=dict)
+    """Flags the release still parses only to exit with an error, with its message (llama.cpp's ``--draft-max``)."""
+    gpu_count: object = None
+    """Optional ``args -> int`` that replaces tp × dp × pp (llama.cpp: 1 per server unless declared)."""
 
     def gpus_needed(self, args: Mapping[str, object]) -> int:
-        """GPUs one server of this configuration occupies: tp × dp × pp."""
+        """GPUs one server of this configuration occupies: tp × dp × pp, or the engine's own rule."""
+        if callable(self.gpu_count):
+            return int(self.gpu_count(args))
         total = 1
         for names in (self.tp_flags, self.dp_flags, self.pp_flags):
             for name in names:
@@ -169,8 +193,81 @@ def engine_flags(name: str) -> EngineFlags:
             dp_flags=("dp-size", "data-parallel-size"),
             pp_flags=("pp-size", "pipeline-parallel-size"),
         )
+    if name == "llamacpp":
+        shapes, aliases, removed = _llamacpp_table()
+        return EngineFlags(
+            name="llamacpp",
+            known_flags=frozenset(shapes) - set(removed) - {"help", "usage", "version", "completion-bash",
+                                                            "cache-list"},
+            removed=removed,
+            release=_llamacpp_release(),
+            shapes=shapes,
+            reserved={"port": "engine.port_base", "host": "engine.host", "api-key": "engine.api_key_env"},
+            positive_int=_LLAMACPP_POSITIVE_INT,
+            default_port=8080,
+            short_aliases=aliases,
+            runs_on_cpu=True,
+            launch_args=("--metrics",),
+            model_flags=((("--model", "--model-draft", "--spec-draft-model"), "model"),),
+            gpu_count=_llamacpp_gpus,
+        )
     raise KeyError(name)
 
 
-ENGINE_NAMES = ("sglang",)
+# ------------------------------------------------------------------------------------------------ llama.cpp
+
+_LLAMACPP_FILE = "llamacpp_flags.tsv"
+_LLAMACPP_POSITIVE_INT = frozenset(
+    {"spec-draft-n-max", "parallel", "spec-ngram-simple-size-n", "spec-ngram-simple-size-m",
+     "spec-ngram-mod-n-max", "spec-ngram-map-k-size-n", "spec-ngram-map-k-size-m", "batch-size", "ubatch-size"}
+)
+
+
+@functools.cache
+def _llamacpp_table() -> tuple[dict[str, FlagShape], dict[str, str], dict[str, str]]:
+    """(shape of every long name, aliases included; short form → canonical long name; removed long name →
+    the server's message) from the TSV."""
+    text = resources.files("specbench_tui.core").joinpath(_LLAMACPP_FILE).read_text()
+    shapes: dict[str, FlagShape] = {}
+    shorts: dict[str, str] = {}
+    removed: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        canonical, arity, kind, choices, aliases, gone = (line.split("\t") + ["", "", "", "", ""])[:6]
+        if gone:
+            for name in (canonical, *(a[2:] for a in aliases.split(",") if a.startswith("--"))):
+                removed[name] = gone
+            continue
+        shape = FlagShape(arity, kind, tuple(c for c in choices.split(",") if c))
+        shapes[canonical] = shape
+        for alias in (a for a in aliases.split(",") if a):
+            if alias.startswith("--"):
+                shapes.setdefault(alias[2:], shape)
+            else:
+                shorts.setdefault(alias[1:], canonical)
+    return shapes, shorts, removed
+
+
+def _llamacpp_release() -> str:
+    text = resources.files("specbench_tui.core").joinpath(_LLAMACPP_FILE).read_text()
+    first = text.splitlines()[0] if text else ""
+    version = first.split("version:", 1)[1].split("(")[0].strip() if "version:" in first else ""
+    return f"llama-server {version}".strip()
+
+
+def _llamacpp_gpus(args: Mapping[str, object]) -> int:
+    """One GPU per server, unless the configuration declares its devices (``device``/``tensor-split``)."""
+    device = args.get("device")
+    if isinstance(device, str):
+        if device.strip().lower() == "none":
+            return 0
+        return max(1, len([d for d in device.split(",") if d.strip()]))
+    split = args.get("tensor-split")
+    if isinstance(split, str) and str(args.get("split-mode", "layer")) != "none":
+        return max(1, len([s for s in split.split(",") if s.strip()]))
+    return 1
+
+
+ENGINE_NAMES = ("sglang", "llamacpp")
 """Engine profiles a sweep may name."""

@@ -158,6 +158,9 @@ class ConfigFinished(Event):
     signature: str | None = None
     server_log_accept_length: float | None = None
     gpu_summary: dict[str, Any] | None = None
+    """:meth:`specbench_tui.engine.gpus.GpuSummary.to_json` over the measured window (None: no telemetry)."""
+    concurrent: bool = False
+    """The sweep ran configurations side by side (``sweep.concurrent``): neighbours may have disturbed it."""
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from specbench_tui.core.engines import engine_flags
 from specbench_tui.core.plan import PlannedConfig
 from specbench_tui.core.sweep import EngineSpec
 
@@ -21,7 +22,8 @@ def launcher_prefix(engine: EngineSpec, this_python: str) -> list[str]:
 def server_argv(engine: EngineSpec, config: PlannedConfig, this_python: str, port: int,
                 api_key: str | None = None) -> list[str]:
     """The full argv of one launch; the API key, when given, is only ever placed here (never logged)."""
-    argv = [*launcher_prefix(engine, this_python), *config.argv, "--host", engine.host, "--port", str(port)]
+    always = [flag for flag in engine_flags(engine.profile).launch_args if flag not in config.argv]
+    argv = [*launcher_prefix(engine, this_python), *config.argv, *always, "--host", engine.host, "--port", str(port)]
     if api_key:
         argv += ["--api-key", api_key]
     return argv

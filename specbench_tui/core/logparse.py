@@ -121,3 +121,131 @@ def summarize_decode(lines: Iterable[BatchLine]) -> DecodeSummary:
     gens = [b.gen_throughput for b in decode if b.gen_throughput is not None]
     return DecodeSummary(lines=len(decode), accept_length=mean(accepts), accept_rate=mean(rates),
                          gen_throughput=mean(gens), gen_throughput_max=max(gens) if gens else None)
+
+
+# ------------------------------------------------------------------------------------------------ llama.cpp
+
+_LLAMACPP_ACCEPT = re.compile(
+    r"slot print_timing: id +(?P<slot>\d+) \| task (?P<task>-?\d+) \| draft acceptance = (?P<rate>\d+(?:\.\d+)?)"
+    r" \( *(?P<accepted>\d+) accepted / *(?P<generated>\d+) generated\), mean len = +(?P<mean>\d+(?:\.\d+)?)\s*$"
+)
+_LLAMACPP_TIME = re.compile(r"^(\d+)\.(\d{2})\.(\d{3})\.(\d{3}) ")
+
+
+@dataclass(frozen=True)
+class DraftAcceptanceLine:
+    """llama.cpp's per-request ``draft acceptance`` line (logged only when the request drafted something)."""
+
+    slot: int
+    task: int
+    rate: float
+    """accepted ÷ generated (drafted) tokens."""
+    accepted: int
+    generated: int
+    """Draft tokens generated (proposed)."""
+    mean_len: float
+    """1 + accepted ÷ verification steps: llama.cpp's acceptance length."""
+    time: str
+    """``M.SS.mmm.uuu`` since the server started, as printed."""
+
+
+def parse_draft_acceptance_line(line: str) -> DraftAcceptanceLine | None:
+    """``slot print_timing: id  1 | task 1 | draft acceptance = 0.48780 (   40 accepted /    82 generated),
+    mean len =  2.82`` → its figures; None for any other line."""
+    match = _LLAMACPP_ACCEPT.search(line)
+    if match is None:
+        return None
+    stamp = _LLAMACPP_TIME.match(line)
+    return DraftAcceptanceLine(
+        slot=int(match.group("slot")), task=int(match.group("task")), rate=float(match.group("rate")),
+        accepted=int(match.group("accepted")), generated=int(match.group("generated")),
+        mean_len=float(match.group("mean")), time=stamp.group(0).strip() if stamp else "",
+    )
+
+
+def parse_llamacpp_stats_line(line: str) -> BatchLine | None:
+    """A ``draft acceptance`` line as a decode :class:`BatchLine` (accept len = mean len, accept rate = rate),
+    so it reaches the log panel's figures and :func:`summarize_decode` like SGLang's ``Decode batch`` lines."""
+    parsed = parse_draft_acceptance_line(line)
+    if parsed is None:
+        return None
+    return BatchLine(kind="decode", time=parsed.time, tp_rank=None, dp_rank=None, running_req=None,
+                     queue_req=None, num_token=None, token_usage=None, accept_length=parsed.mean_len,
+                     accept_rate=parsed.rate, gen_throughput=None, new_tokens=None, input_throughput=None)
+
+
+# --------------------------------------------------------------------------------- Prometheus /metrics text
+
+_SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?P<labels>\{[^}]*\})?\s+(?P<value>\S+)")
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Sample name (with its ``{labels}`` as written) → value, from Prometheus text exposition; comments and
+    unreadable lines are skipped."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line.strip())
+        if match is None:
+            continue
+        try:
+            value = float(match.group("value"))
+        except ValueError:
+            continue
+        out[match.group("name") + (match.group("labels") or "")] = value
+    return out
+
+
+@dataclass(frozen=True)
+class SpecCounterNames:
+    """Which ``/metrics`` counters carry an engine's speculative-decoding totals."""
+
+    draft_tokens: str
+    accepted_tokens: str
+    drafts: str
+    """Verification steps that had a draft."""
+    predicted_tokens: str | None = None
+
+
+LLAMACPP_SPEC_COUNTERS = SpecCounterNames(
+    draft_tokens="llamacpp:spec_decode_num_draft_tokens_total",
+    accepted_tokens="llamacpp:spec_decode_num_accepted_tokens_total",
+    drafts="llamacpp:spec_decode_num_drafts_total",
+    predicted_tokens="llamacpp:tokens_predicted_total",
+)
+
+
+def _counter(samples: dict[str, float], name: str | None) -> float | None:
+    if name is None:
+        return None
+    if name in samples:
+        return samples[name]
+    labelled = [v for k, v in samples.items() if k.startswith(name + "{")]
+    return sum(labelled) if labelled else None
+
+
+def spec_counter_figures(before: dict[str, float], after: dict[str, float],
+                         names: SpecCounterNames) -> dict[str, float | int | None] | None:
+    """Acceptance from the counters' difference over a window: ``accept_length`` = 1 + Δaccepted ÷ Δdrafts
+    (1.0 when tokens were generated and nothing was drafted), ``accept_rate`` = Δaccepted ÷ Δdraft tokens.
+    None when the counters are missing (``--metrics`` off) or went backwards (the server restarted)."""
+    deltas: dict[str, float] = {}
+    for key in ("draft_tokens", "accepted_tokens", "drafts", "predicted_tokens"):
+        a, b = _counter(before, getattr(names, key)), _counter(after, getattr(names, key))
+        if a is None or b is None:
+            if key == "predicted_tokens":
+                continue
+            return None
+        if b < a:
+            return None
+        deltas[key] = b - a
+    drafts, accepted, drafted = deltas["drafts"], deltas["accepted_tokens"], deltas["draft_tokens"]
+    predicted = deltas.get("predicted_tokens")
+    if drafts > 0:
+        length: float | None = 1.0 + accepted / drafts
+    else:
+        length = 1.0 if predicted is None or predicted > 0 else None
+    return {"source": "metrics", "accept_length": length, "accept_rate": accepted / drafted if drafted else None,
+            "drafts": int(drafts), "draft_tokens": int(drafted), "accepted_tokens": int(accepted),
+            "predicted_tokens": int(predicted) if predicted is not None else None}

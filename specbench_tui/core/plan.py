@@ -400,6 +400,15 @@ class _Planner:
                 continue
             if name in flags.known_flags:
                 continue
+            if name in flags.removed:
+                self.error(key, f"--{name} was removed from {flags.name} {flags.release}: {flags.removed[name]}",
+                           "write the replacement flag the message names")
+                continue
+            if name in flags.short_aliases:
+                long = flags.short_aliases[name]
+                self.error(key, f"'{name}' is {flags.name}'s short form -{name} of --{long}; sweeps use long names",
+                           f"write {long} = ... (short forms are refused so that each flag has one spelling)")
+                continue
             prefixed = sorted(f for f in flags.known_flags if f.startswith(name))
             if name in flags.known_fork_flags:
                 self.error(key, f"--{name} is not a flag of {flags.name} {flags.release}; it exists only in forks",

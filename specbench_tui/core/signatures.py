@@ -67,6 +67,31 @@ BUILTIN_SIGNATURES: tuple[Signature, ...] = (
 )
 """The built-in signatures, from ``reference/sglang.md`` §3.3 (the patterns SGLang 0.5.x prints)."""
 
+SGLANG_SIGNATURES = BUILTIN_SIGNATURES
+"""SGLang's profile uses every built-in (the simulator prints the same lines)."""
+
+GENERIC_SIGNATURES: tuple[Signature, ...] = tuple(s for s in BUILTIN_SIGNATURES if s.name.startswith("cuda_"))
+"""Patterns any CUDA-backed engine can print (a llama.cpp CUDA build prints ``CUDA error: ...`` too)."""
+
+LLAMACPP_SIGNATURES: tuple[Signature, ...] = (
+    *GENERIC_SIGNATURES,
+    _sig("llamacpp_ggml_assert", r"GGML_ASSERT\(.*\) failed", 92),
+    _sig("llamacpp_ggml_abort", r"^(?:\S+\.(?:c|cpp|cu|h|m):\d+: (?:fatal error|GGML_ABORT)|.*\bggml_abort\b)", 88),
+    _sig("llamacpp_cpp_exception", r"terminate called after throwing an instance of", 75),
+    _sig("llamacpp_gguf_open_failed", r"failed to open GGUF file", 65),
+    _sig("llamacpp_model_load_failed", r"error loading model|exiting due to model loading error|"
+                                       r"\bload_model: failed to load model", 60),
+    _sig("llamacpp_fatal_error", r"^(?:\d+\.\d{2}\.\d{3}\.\d{3} [EW] )?(?:error|Error): ", 40),
+)
+"""llama.cpp ``llama-server``'s own fatal lines (ggml's assert/abort, an uncaught C++ exception, a model that
+cannot load, ``error: invalid argument: ...`` at start-up) plus the generic CUDA ones. Deliberately *not* every
+``E`` line: ``send_error: ... error: request exceeds the available context size`` is a failed request, not a
+crash. A SIGSEGV/SIGABRT/SIGBUS exit, which prints nothing, is named by the profile's exit signatures."""
+
+EXIT_SIGNATURES: dict[int, str] = {-11: "segfault", -6: "abort", -7: "bus_error", -4: "illegal_instruction",
+                                   139: "segfault", 134: "abort", 135: "bus_error", 132: "illegal_instruction"}
+"""Exit codes that mean the process crashed by itself (negative: killed by that signal; 128+n from a shell)."""
+
 USER_SPECIFICITY = 200
 
 

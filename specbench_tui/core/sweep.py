@@ -8,6 +8,7 @@ misspelt key, the closest valid one.
 from __future__ import annotations
 
 import math
+import os
 import re
 import sys
 from collections.abc import Mapping
@@ -228,6 +229,49 @@ def _resolve_path(base_dir: Path, value: str) -> Path:
     return (base_dir / Path(value).expanduser()).resolve()
 
 
+_ENV_REF = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}")
+
+
+def expand_env_refs(value: str, environ: Mapping[str, str] | None = None) -> tuple[str, list[str]]:
+    """``${NAME}`` and ``${NAME:-default}`` replaced from the environment; also the names that are unset and
+    have no default (left as written). A default starting with ``~`` is expanded to the home directory,
+    because servers get their argv without a shell. Nothing else (no ``$NAME``, no nesting) is expanded."""
+    env = os.environ if environ is None else environ
+    missing: list[str] = []
+
+    def one(match: re.Match[str]) -> str:
+        name, default = match.group("name"), match.group("default")
+        found = env.get(name)
+        if found not in (None, ""):
+            return found
+        if default is not None:
+            return os.path.expanduser(default) if default.startswith("~") else default
+        missing.append(name)
+        return match.group(0)
+
+    return _ENV_REF.sub(one, value), missing
+
+
+def _expand(r: _Reader, key: KeyPath, value: Any) -> Any:
+    """A string (or the strings of an array) with environment references expanded; unset ones are errors."""
+    if isinstance(value, list):
+        return [_expand(r, (*key, i), v) for i, v in enumerate(value)]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+    expanded, missing = expand_env_refs(value)
+    for name in dict.fromkeys(missing):
+        r.error(key, f"${{{name}}} is not set in the environment",
+                f"export {name}=..., or write ${{{name}:-default}}"
+                + (" (the shipped llama.cpp sweeps: run set -a; eval \"$(tools/setup_llama_server.sh)\"; set +a first)"
+                   if name in _SETUP_VARIABLES else ""))
+    return expanded
+
+
+_SETUP_VARIABLES = ("LLAMA_SERVER", "TINY_TARGET_GGUF", "TINY_DRAFT_GGUF", "SPEEDUP_TARGET_GGUF",
+                    "SPEEDUP_DRAFT_GGUF", "TINY_MODEL_DIR")
+"""Variables printed by ``tools/setup_llama_server.sh``."""
+
+
 def _looks_like_secret(value: str) -> bool:
     """True for strings that look like an API key rather than an environment variable's name."""
     if value.lower().startswith(("sk-", "sk_", "hf_", "bearer")):
@@ -416,7 +460,7 @@ def _engine(r: _Reader, raw: Any, base_dir: Path) -> EngineSpec:
     if launcher not in LAUNCHERS:
         r.error((*key, "launcher"), f"unknown launcher '{launcher}'", did_you_mean(launcher, LAUNCHERS))
         launcher = "simulator"
-    command = r.get(t, key, "command", (list,), [])
+    command = _expand(r, (*key, "command"), r.get(t, key, "command", (list,), []))
     if command and not all(isinstance(c, str) and c for c in command):
         r.error((*key, "command"), "expected an array of non-empty strings (an argv prefix; no shell is used)")
         command = []
@@ -425,7 +469,7 @@ def _engine(r: _Reader, raw: Any, base_dir: Path) -> EngineSpec:
     if launcher == "command" and not command:
         r.error((*key, "launcher"), "launcher = \"command\" needs a command",
                 "add command = [\"/path/to/server\", \"--its-flag\"] to [engine]")
-    python = r.get(t, key, "python", (str,))
+    python = _expand(r, (*key, "python"), r.get(t, key, "python", (str,)))
     if python is not None and "/" in python and not Path(python).expanduser().is_absolute():
         python = str(_resolve_path(base_dir, python))
     sim_profile = r.get(t, key, "sim_profile", (str,))
@@ -492,6 +536,7 @@ def _args(r: _Reader, raw: Any, key: KeyPath) -> tuple[tuple[str, ArgValue], ...
     out: dict[str, ArgValue] = {}
     for flag, value in raw.items():
         fkey = (*key, flag)
+        value = _expand(r, fkey, value)
         name = flag[2:] if flag.startswith("--") else flag
         if not name or name.startswith("-") or any(c.isspace() or c == "=" for c in name):
             r.error(fkey, f"'{flag}' is not a flag name", "write the flag's long name without dashes, "
@@ -525,6 +570,7 @@ def _env(r: _Reader, raw: Any, key: KeyPath) -> tuple[tuple[str, str], ...]:
         return ()
     out = []
     for name, value in raw.items():
+        value = _expand(r, (*key, name), value)
         if not _ENV_OK.match(name):
             r.error((*key, name), f"'{name}' is not a valid environment variable name",
                     "use letters, digits and '_', not starting with a digit")

@@ -1,4 +1,11 @@
-"""An httpx client for one SGLang server: streaming ``/generate`` with per-chunk timing, and the small calls.
+"""An httpx client for one server: a streamed request with per-chunk timing, and the small calls.
+
+Two wire formats, chosen by the profile's ``stream_format``: SGLang's native ``/generate`` (cumulative
+``meta_info.completion_tokens`` on every chunk) and the OpenAI-compatible ``/v1/completions`` with
+``stream_options.include_usage`` (llama.cpp: one chunk per token, then a last chunk with ``finish_reason``,
+``usage`` and the engine's extras such as ``timings``, then ``[DONE]``). In the OpenAI format a stream that
+ends without ``[DONE]`` is an error: that is all a client sees when the server is killed mid-answer (HTTP
+200 was already sent; no exception, no usage chunk).
 
 Every failure becomes a result with a reason, never an exception and never a zero: an HTTP error keeps
 its status and body, an SSE ``{"error": ...}`` payload (how SGLang reports a context overflow on a stream
@@ -19,8 +26,9 @@ from typing import Any
 
 import httpx
 
+from specbench_tui.core.logparse import parse_prometheus
 from specbench_tui.core.metrics import Chunk
-from specbench_tui.engine.profiles import EngineProfile
+from specbench_tui.engine.profiles import STREAM_OPENAI, EngineProfile
 
 ERROR_HTTP = "http"
 ERROR_SSE = "sse"
@@ -45,6 +53,8 @@ class GenerateResult:
     error: str | None = None
     error_kind: str | None = None
     http_status: int | None = None
+    done: bool = False
+    """The stream's own end marker (``[DONE]``) arrived."""
 
     @property
     def ok(self) -> bool:
@@ -112,7 +122,8 @@ class ServerClient:
 
     async def tokenize(self, text: str) -> tuple[int, int | None]:
         """The server's own token count of ``text`` and its ``max_model_len`` (raises on failure)."""
-        response = await self._http.post(self.profile.tokenize_path, json={"prompt": text}, timeout=60.0)
+        response = await self._http.post(self.profile.tokenize_path, json={self.profile.tokenize_key: text},
+                                         timeout=60.0)
         response.raise_for_status()
         data = response.json()
         count = data.get("count")
@@ -126,17 +137,41 @@ class ServerClient:
 
     async def abort(self, rid: str) -> None:
         """Ask the server to drop request ``rid`` (best effort; closing the stream does it too)."""
+        if self.profile.abort_path is None:
+            return
         try:
             await self._http.post(self.profile.abort_path, json={"rid": rid}, timeout=2.0)
         except httpx.HTTPError:
             pass
+
+    async def counters(self) -> dict[str, float] | None:
+        """The profile's Prometheus counters now (``/metrics``), or None when it has none or they cannot be read."""
+        if self.profile.metrics_path is None:
+            return None
+        try:
+            response = await self._http.get(self.profile.metrics_path, timeout=10.0)
+        except httpx.HTTPError:
+            return None
+        if response.status_code != 200:
+            return None
+        return parse_prometheus(response.text)
+
+    def _body(self, text: str, sampling_params: Mapping[str, Any], rid: str) -> dict[str, Any]:
+        if self.profile.stream_format == STREAM_OPENAI:
+            params = dict(sampling_params)
+            body: dict[str, Any] = {"prompt": text, "stream": True, "stream_options": {"include_usage": True}}
+            if "max_new_tokens" in params:
+                body["max_tokens"] = params.pop("max_new_tokens")
+            body.update(params)
+            return body
+        return {"text": text, "sampling_params": dict(sampling_params), "stream": True, "rid": rid}
 
     async def generate(self, text: str, sampling_params: Mapping[str, Any], *,
                        on_progress: Callable[[], None] | None = None, rid: str | None = None) -> GenerateResult:
         """Stream one ``/generate`` request and time every chunk; errors are recorded, never raised."""
         rid = rid or uuid.uuid4().hex
         result = GenerateResult(rid=rid, started_at=time.time(), start=time.monotonic())
-        body = {"text": text, "sampling_params": dict(sampling_params), "stream": True, "rid": rid}
+        body = self._body(text, sampling_params, rid)
         try:
             await asyncio.wait_for(self._stream(body, result, on_progress), timeout=self.request_timeout_s)
         except asyncio.TimeoutError:
@@ -178,13 +213,59 @@ class ServerClient:
                 data = line[5:].strip()
                 if data == "[DONE]":
                     result.end = now
+                    result.done = True
                     return
-                if self._absorb(data, now, result):
+                absorb = self._absorb_openai if self.profile.stream_format == STREAM_OPENAI else self._absorb
+                if absorb(data, now, result):
                     result.end = now
                     return
-        if result.error is None and not result.chunks:
+        if result.error is None and self.profile.stream_format == STREAM_OPENAI:
+            result.error_kind = ERROR_CONNECTION
+            result.error = ("the stream ended without [DONE] and without its final usage chunk: the server stopped "
+                            f"answering mid-request (after {len(result.chunks)} chunks)")
+        elif result.error is None and not result.chunks:
             result.error_kind = ERROR_PROTOCOL
             result.error = "the stream ended without data or [DONE]"
+
+    def _absorb_openai(self, data: str, now: float, result: GenerateResult) -> bool:
+        """One OpenAI completions chunk: text per chunk (one token each, unless the chunk carries usage),
+        and the final chunk's usage and extras mapped by the profile onto ``meta_info``."""
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            result.error_kind = ERROR_PROTOCOL
+            result.error = f"unreadable stream payload: {data[:200]!r}"
+            return True
+        if not isinstance(payload, dict):
+            return False
+        if "error" in payload:
+            result.error_kind = ERROR_SSE
+            code = payload["error"].get("code") if isinstance(payload["error"], Mapping) else None
+            result.error = f"stream error{f' {code}' if code else ''}: {_error_text(payload)}"[:2000]
+            return True
+        counted = result.chunks[-1].completion_tokens if result.chunks else 0
+        usage = payload.get("usage")
+        usage_tokens = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
+        choices = payload.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else None
+        if choice is not None:
+            piece = choice.get("text")
+            if not isinstance(piece, str):
+                delta = choice.get("delta")
+                piece = delta.get("content") if isinstance(delta, Mapping) else None
+            if isinstance(piece, str) and choice.get("finish_reason") is None:
+                result.text += piece
+                counted = usage_tokens if isinstance(usage_tokens, int) else counted + 1
+                result.chunks.append(Chunk(now, counted))
+            elif isinstance(piece, str) and piece:
+                result.text += piece
+        if isinstance(usage, Mapping) and (choice is None or choice.get("finish_reason") is not None):
+            meta = self.profile.final_meta(payload) if self.profile.final_meta else dict(usage)
+            result.meta_info = meta
+            tokens = meta.get("completion_tokens")
+            if isinstance(tokens, int) and tokens > counted:
+                result.chunks.append(Chunk(now, tokens))
+        return False
 
     @staticmethod
     def _absorb(data: str, now: float, result: GenerateResult) -> bool:

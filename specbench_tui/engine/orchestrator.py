@@ -16,6 +16,25 @@ missing measurement key.
 Where the server's own figures go: per workload, :class:`WorkloadFinished.server_log` (mean ``accept len``
 and ``gen throughput`` of the ``Decode batch`` lines logged during the measured requests); per
 configuration, :attr:`ConfigFinished.server_log_accept_length` (mean over all of them).
+
+GPUs (see :mod:`specbench_tui.engine.gpus`): a :class:`GpuSampler` polls the backend off the loop about twice
+a second and publishes :class:`GpuSampled` (each GPU process named by the configuration that owns it); a
+window per configuration, open from ``ready`` to the end of its last workload, becomes
+:attr:`ConfigFinished.gpu_summary` (:meth:`GpuSummary.to_json`). A backend that scripts itself after the
+servers (the simulator's fake box) has ``attach``/``set_busy``/``detach`` called on it; the orchestrator asks
+for those methods by name and never for a backend type, so the real NVML path runs no fake-specific code.
+Servers get ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (NVML's indices). After a
+teardown the GPUs go back to the pool only once none of the server's processes holds memory on them; past
+``engine.gpu_release_timeout_s`` the sweep fails cleanly (nothing new launches, those GPUs are never reused,
+``SweepOutcome.failure == "gpu_release"``). ``env.json`` (:mod:`specbench_tui.engine.fingerprint`) is
+written once per run directory, in a worker thread, while the first server starts.
+
+Concurrency (``sweep.concurrent``): configurations run side by side on disjoint GPUs. The pending queue is
+put in :func:`specbench_tui.core.placement.order_configs` order before each dispatch, with each
+configuration's expected duration taken from the configurations finished so far (its own earlier wall time,
+else the mean of those with as many GPUs, else the mean of all; 1.0 before any has finished). Every
+:class:`ConfigFinished` carries ``concurrent=True`` and a notice at the start says neighbours may disturb
+the measurements.
 """
 
 from __future__ import annotations
@@ -26,8 +45,8 @@ import os
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,13 +69,26 @@ from specbench_tui.core.events import (
     WorkloadNotRun,
     WorkloadStarted,
 )
+from specbench_tui.core.engines import engine_flags
 from specbench_tui.core.launch import redact_argv, server_argv
 from specbench_tui.core.logparse import BatchLine, summarize_decode
+from specbench_tui.core.placement import order_configs
 from specbench_tui.core.plan import Plan, PlannedConfig
 from specbench_tui.core.records import STATUS_ERROR, STATUS_OK, STATUS_ZERO_OUTPUT, Measurement, MeasurementKey
 from specbench_tui.core.signatures import SignatureSet
 from specbench_tui.engine.client import ServerClient
-from specbench_tui.engine.gpus import GpuBackend, GpuPool, NullBackend, wait_gpus_released
+from specbench_tui.engine.fingerprint import collect_async
+from specbench_tui.engine.gpus import (
+    GpuBackend,
+    GpuPool,
+    GpuSample,
+    GpuSampler,
+    GpuSummary,
+    NullBackend,
+    release_failure_message,
+    samples_to_json,
+    wait_gpus_released,
+)
 from specbench_tui.engine.profiles import EngineProfile, get_profile
 from specbench_tui.engine.server import (
     DEATH_CRASH,
@@ -66,14 +98,13 @@ from specbench_tui.engine.server import (
     find_free_port,
     first_of,
     port_is_free,
+    process_tree,
 )
 from specbench_tui.engine.store import RunDir, StoreError
 from specbench_tui.engine.workloads import Labels, Session, Workload, WorkloadError, build_workload
 
 T = TypeVar("T")
 Subscriber = Callable[[Event], None]
-Sampler = Callable[[Callable[[Event], None]], Coroutine[Any, Any, None]]
-"""An optional telemetry loop: called with ``publish``, runs until cancelled."""
 
 SIMULATOR_GPUS = 8
 """GPUs the simulator pretends to have when the machine has none (the seed campaign's 8-GPU box)."""
@@ -103,6 +134,9 @@ class SweepOutcome:
     """completed, aborted or failed."""
     reason: str | None = None
     states: dict[str, ConfigState] = field(default_factory=dict)
+    failure: str | None = None
+    """For a failed sweep, what failed: ``preflight``, ``store`` (the run directory cannot be written) or
+    ``gpu_release`` (a stopped server's GPUs stayed held past ``engine.gpu_release_timeout_s``)."""
 
 
 @dataclass
@@ -117,9 +151,8 @@ class _Running:
     last_progress: float = field(default_factory=time.monotonic)
     in_flight: bool = False
     skip: asyncio.Event = field(default_factory=asyncio.Event)
-    gpu_peak_mib: dict[int, float] = field(default_factory=dict)
-    gpu_util: list[float] = field(default_factory=list)
-    gpu_power: list[float] = field(default_factory=list)
+    gpu_summary: GpuSummary | None = None
+    """The GPUs over the measured window (from ready to the end of the last workload)."""
 
 
 # ------------------------------------------------------------------------------------------------- helpers
@@ -147,17 +180,17 @@ class Orchestrator:
     """Runs one plan into one run directory; a :class:`SweepControl`."""
 
     def __init__(self, plan: Plan, run_dir: RunDir, *, backend: GpuBackend | None = None,
-                 sampler: Sampler | None = None, python: str = sys.executable, resumed: bool = False,
-                 retry_crashed: bool = False, api_key: str | None = None, gpu_sample_interval_s: float = 1.0,
-                 excerpt_wait_s: float = 0.2) -> None:
+                 python: str = sys.executable, resumed: bool = False, retry_crashed: bool = False,
+                 api_key: str | None = None, gpu_sample_interval_s: float = 0.5, excerpt_wait_s: float = 0.2,
+                 write_env: bool = True) -> None:
         self.plan = plan
         self.sweep = plan.sweep
         self.run_dir = run_dir
         self.backend: GpuBackend = backend or NullBackend()
         self.profile: EngineProfile = get_profile(self.sweep.engine.profile)
-        self.signatures = SignatureSet(self.sweep.engine.crash_signatures)
-        self._sampler = sampler
+        self.signatures = SignatureSet(self.sweep.engine.crash_signatures, builtins=self.profile.crash_signatures)
         self._python = python
+        self._write_env_json = write_env
         self._resumed = resumed
         self._retry_crashed = retry_crashed
         self._api_key = api_key
@@ -180,6 +213,16 @@ class Orchestrator:
         self._skip_pending: set[str] = set()
         self._ports: set[int] = set()
         self.pool: GpuPool | None = None
+        self.sampler: GpuSampler | None = None
+        self.owners: dict[int, str] = {}
+        """pid -> configuration name of every server process we know of (the GPU panel's "held by")."""
+        self._durations: dict[str, float] = {}
+        """Wall seconds of each configuration's last run, launch to GPUs released (placement estimates)."""
+        self._held_gpus: set[int] = set()
+        """GPUs a stopped server still held at the release timeout: never handed out again."""
+        self._gpu_failure: str | None = None
+        self._env_task: asyncio.Task[None] | None = None
+        self._ordered_for: tuple[frozenset[str], int] | None = None
 
     # -- events ----------------------------------------------------------------------------------------
 
@@ -257,9 +300,13 @@ class Orchestrator:
     def load_previous(self) -> None:
         """Read the run directory: kept measurements, final states and attempts of an earlier run."""
         in_progress: set[str] = set()
+        launched: dict[str, float] = {}
         for event in self.run_dir.read_events():
             if isinstance(event, ServerLaunching):
                 self._attempts[event.config_id] = max(self._attempts.get(event.config_id, 0), event.attempt)
+                launched[event.config_id] = event.ts
+            if isinstance(event, ConfigFinished) and event.config_id in launched:
+                self._durations[event.config_id] = max(0.0, event.ts - launched.pop(event.config_id))
             if isinstance(event, ConfigStateChanged) and event.config_id in self.states:
                 if event.state in (ConfigState.LAUNCHING, ConfigState.PENDING):
                     in_progress.add(event.config_id)
@@ -272,6 +319,12 @@ class Orchestrator:
             self.done_keys.add(measurement.key)
             if measurement.status == STATUS_ERROR:
                 self._error_keys.add(measurement.key)
+
+    def seed_estimates(self, seconds: dict[str, float]) -> None:
+        """Expected wall seconds per configuration id (from an earlier run of the same plan), so that a
+        concurrent sweep is placed well from its start; configurations finishing here refine them."""
+        known = {c.id for c in self.plan.configs}
+        self._durations.update({k: float(v) for k, v in seconds.items() if k in known and v >= 0})
 
     def _forget_errors(self, config_id: str) -> None:
         """A retried configuration re-measures the keys that errored; its good measurements are kept."""
@@ -290,6 +343,11 @@ class Orchestrator:
             return tuple(range(SIMULATOR_GPUS))
         return tuple(range(count))
 
+    def _on_cpu(self) -> bool:
+        """The engine runs without a GPU (llama.cpp) and this machine has none: configurations take no GPU."""
+        return (engine_flags(self.sweep.engine.profile).runs_on_cpu and self.sweep.gpus is None
+                and self.sweep.engine.launcher != "simulator" and self.backend.device_count() == 0)
+
     def preflight(self) -> list[str]:
         """Problems that would make every launch fail or wait for nothing; empty when all is well."""
         problems: list[str] = []
@@ -297,8 +355,7 @@ class Orchestrator:
         runnable = [c for c in self.plan.runnable() if self.states[c.id] == ConfigState.PENDING]
         missing: dict[str, str] = {}
         for config in runnable:
-            for flag, what in ((("--model-path", "--model"), "model"),
-                               (("--speculative-draft-model-path", "--speculative-draft-model"), "draft model")):
+            for flag, what in engine_flags(engine.profile).model_flags:
                 for value in _arg_values(config.argv, flag):
                     if _local_path(value) and not Path(value).expanduser().exists():
                         missing.setdefault(value, what)
@@ -314,7 +371,7 @@ class Orchestrator:
                             "(stop it, or set engine.port_base)")
         indices = self.gpu_indices()
         visible = self.backend.device_count()
-        if runnable and visible == 0 and (not indices or engine.launcher != "simulator"):
+        if runnable and visible == 0 and (not indices or engine.launcher != "simulator") and not self._on_cpu():
             hint = self.backend.hint or "no GPU is visible"
             problems.append(f"no GPUs to run on ({engine.launcher} launcher): {hint}")
         elif visible and self.sweep.gpus is not None and max(self.sweep.gpus) >= visible:
@@ -346,23 +403,76 @@ class Orchestrator:
             for problem in problems:
                 self.publish(Notice(level="error", text=f"pre-flight: {problem}"))
             self.publish(SweepFinished(state="failed", reason="pre-flight failed: " + "; ".join(problems)))
-            return SweepOutcome("failed", "pre-flight failed", dict(self.states))
+            return SweepOutcome("failed", "pre-flight failed", dict(self.states), failure="preflight")
         self.pool = GpuPool(self.gpu_indices())
         self.publish(SweepStarted(sweep=self.sweep.name, run_dir=str(self.run_dir.path),
                                   total_configs=len(self.plan.configs), resumed=self._resumed))
         if not self._resumed:
             for note in self.plan.notes:
                 self.publish(Notice(level="info", text=note))
+        if self.backend.hint:
+            self.publish(Notice(level="info", text=self.backend.hint))
+        if self.sweep.concurrent:
+            self.publish(Notice(level="info", text=f"concurrent: configurations run side by side on disjoint GPUs "
+                                                   f"of the pool {list(self.pool.indices)}; neighbours can disturb "
+                                                   "each other's measurements (recorded in every result)"))
+        self._env_task = asyncio.create_task(self._write_env(), name="env-fingerprint")
+        self._start_sampler()
         self._queue_initial()
-        telemetry = asyncio.create_task(self._telemetry(), name="gpu-telemetry")
         try:
             await self._drain_queue()
         finally:
-            telemetry.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await telemetry
             await self._stop_all()
+            if self.sampler is not None:
+                self.sampler.stop()
+            await self._await_env()
         return self._finish()
+
+    # -- GPUs and the fingerprint ----------------------------------------------------------------------
+
+    def _start_sampler(self) -> None:
+        """Poll the backend in its thread; samples come back on this loop as :class:`GpuSampled`."""
+        if self.backend.device_count() == 0:
+            return
+        self.sampler = GpuSampler(self.backend, self._on_samples, interval_s=self._gpu_sample_interval_s,
+                                  loop=asyncio.get_running_loop())
+        self.sampler.start()
+
+    def _on_samples(self, samples: list[GpuSample]) -> None:
+        self.publish(GpuSampled(samples=samples_to_json(samples, self.owners)))
+
+    def _script(self, method: str, *args: Any, **kwargs: Any) -> None:
+        """Tell a scripted backend what the servers do (``attach``, ``set_busy``, ``detach``): only the
+        simulator's fake box has these methods; a real backend has nothing to be told."""
+        script = getattr(self.backend, method, None)
+        if callable(script):
+            try:
+                script(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - telemetry must never cost a measurement
+                print(f"specbench: GPU backend {method} failed: {exc!r}", file=sys.stderr)
+
+    async def _write_env(self) -> None:
+        """``env.json``, once per run directory (a resumed run keeps the first one)."""
+        if not self._write_env_json or (self.run_dir.path / "env.json").exists():
+            return
+        assert self.pool is not None
+        try:
+            doc = await collect_async(
+                backend=self.backend, sweep_path=self.run_dir.path / "sweep.toml",
+                python=self.sweep.engine.python or self._python,
+                extra={"sweep_source": str(Path(self.sweep.path).resolve()), "launcher": self.sweep.engine.launcher,
+                       "engine_profile": self.profile.name, "concurrent": self.sweep.concurrent,
+                       "gpu_pool": list(self.pool.indices)})
+            self.run_dir.write_json("env.json", doc)
+        except Exception as exc:  # noqa: BLE001 - a fingerprint problem is said, never fatal
+            self.publish(Notice(level="warning", text=f"env.json could not be written: {exc}"))
+
+    async def _await_env(self) -> None:
+        task = self._env_task
+        if task is None or task.done():
+            return
+        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(task), timeout=3.0 if self._abort_now.is_set() else 40.0)
 
     def _queue_initial(self) -> None:
         for config in self.plan.configs:
@@ -371,7 +481,7 @@ class Orchestrator:
                 if not self._resumed or state != ConfigState.SKIPPED:
                     self._set_state(config, ConfigState.SKIPPED, config.skip_reason)
                     self.publish(ConfigFinished(config_id=config.id, name=config.name, state=ConfigState.SKIPPED,
-                                                reason=config.skip_reason))
+                                                reason=config.skip_reason, concurrent=self.sweep.concurrent))
                 continue
             if state == ConfigState.PENDING:
                 self._queue.append(config.id)
@@ -392,6 +502,8 @@ class Orchestrator:
             await self._unpaused.wait()
             if self._aborting:
                 break
+            if self.sweep.concurrent:
+                self._order_queue()
             config = self.plan.by_id(self._queue.popleft())
             if config.id in self._skip_pending:
                 self._skip_pending.discard(config.id)
@@ -400,8 +512,13 @@ class Orchestrator:
             if self._all_done(config):
                 self._finish_config(config, ConfigState.DONE, "every measurement already recorded")
                 continue
-            assert self.pool is not None
-            gpus = await self.pool.acquire(config.gpus_needed)
+            gpus = await self._acquire(config)
+            if gpus is None:
+                if config.id in self._skip_pending:
+                    self._skip_pending.discard(config.id)
+                    self._finish_config(config, ConfigState.SKIPPED, "skipped by the user")
+                    continue
+                break  # aborting (or the GPUs are gone): the configuration stays pending
             task = asyncio.create_task(self._run_config_guarded(config, gpus), name=f"config-{config.name}")
             tasks.add(task)
             if not self.sweep.concurrent:
@@ -409,6 +526,53 @@ class Orchestrator:
             tasks = {t for t in tasks if not t.done()}
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _acquire(self, config: PlannedConfig) -> tuple[int, ...] | None:
+        """GPUs for ``config`` from the pool, waiting for them; None when the sweep stops, the configuration
+        is skipped meanwhile, or the pool can no longer supply that many (GPUs still held after a teardown)."""
+        assert self.pool is not None
+        acquire = asyncio.ensure_future(self.pool.acquire(0 if self._on_cpu() else config.gpus_needed))
+        try:
+            while not acquire.done():
+                if self._aborting or config.id in self._skip_pending:
+                    break
+                self._queue_changed.clear()
+                await first_of(acquire, self._queue_changed.wait())
+        finally:
+            if not acquire.done():
+                acquire.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await acquire
+        if acquire.cancelled():
+            return None
+        gpus = acquire.result()
+        if self._aborting or config.id in self._skip_pending:
+            await self.pool.release(gpus)
+            return None
+        return gpus
+
+    def _order_queue(self) -> None:
+        """Concurrent mode: the queue in placement order (widest and longest first, packed to end soonest).
+        Recomputed only when the queue or the estimates changed since the last time (popping the head of
+        an ordered queue leaves the rest in order)."""
+        assert self.pool is not None
+        key = (frozenset(self._queue), len(self._durations))
+        if len(self._queue) < 2 or (self._ordered_for is not None and key[1] == self._ordered_for[1]
+                                    and key[0] <= self._ordered_for[0]):
+            return
+        configs = [self.plan.by_id(config_id) for config_id in self._queue]
+        ordered = order_configs(configs, self.pool.indices, True, estimate=self._estimate)
+        self._queue = deque(config.id for config in ordered)
+        self._ordered_for = key
+
+    def _estimate(self, config: PlannedConfig) -> float | None:
+        """Expected wall seconds of ``config`` from the configurations finished so far (None: unknown)."""
+        if config.id in self._durations:
+            return self._durations[config.id]
+        by_id = {c.id: c for c in self.plan.configs}
+        same = [d for cid, d in self._durations.items() if by_id[cid].gpus_needed == config.gpus_needed]
+        pool = same or list(self._durations.values())
+        return sum(pool) / len(pool) if pool else None
 
     def _all_done(self, config: PlannedConfig) -> bool:
         return all(k in self.done_keys for w in self.workloads for k in expected_keys(config.id, w))
@@ -423,13 +587,14 @@ class Orchestrator:
                 self._finish_config(config, ConfigState.FAILED, f"internal error: {exc!r}")
         finally:
             assert self.pool is not None
-            await self.pool.release(gpus)
+            await self.pool.release(tuple(i for i in gpus if i not in self._held_gpus))
 
     def _server_env(self, config: PlannedConfig, gpus: tuple[int, ...]) -> dict[str, str]:
         env = dict(os.environ)
         env.update(config.env)
         env.update(self.profile.shutdown_env)
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA's default order can differ from NVML's (our indices)
         env["PYTHONUNBUFFERED"] = "1"
         if self.sweep.engine.sim_profile:
             env["SPECBENCH_SIM_PROFILE"] = self.sweep.engine.sim_profile
@@ -437,6 +602,7 @@ class Orchestrator:
 
     async def _run_config(self, config: PlannedConfig, gpus: tuple[int, ...]) -> None:
         engine = self.sweep.engine
+        started = time.monotonic()
         running = _Running(config, gpus=gpus)
         self._running[config.id] = running
         attempt = self._attempts.get(config.id, 0) + 1
@@ -449,36 +615,82 @@ class Orchestrator:
                                self.signatures, self.publish, on_stats=lambda s: self._on_stats(running, s),
                                excerpt_wait_s=self._excerpt_wait_s)
         running.server = server
-        client = ServerClient(f"http://{_url_host(engine.host)}:{port}", self.profile, api_key=self._api_key,
-                              request_timeout_s=engine.request_timeout_s)
         self._set_state(config, ConfigState.LAUNCHING, f"attempt {attempt}" if attempt > 1 else None)
         outcome: tuple[ConfigState, str | None] | None = None
+        client: ServerClient | None = None
         try:
             try:
                 pid = await server.start()
             except OSError as exc:
                 outcome = (ConfigState.FAILED, f"cannot start the server: {exc.strerror or exc}")
                 return
+            self.owners[pid] = config.name
+            self._script("attach", config.name, gpus, (pid,), **self._mem_fraction(config))
             self.publish(ServerLaunching(config_id=config.id, name=config.name, argv=redact_argv(argv), gpus=gpus,
                                          port=port, pid=pid, log_path=str(log_path), attempt=attempt))
+            # Built while the server starts, off the loop: an HTTP client loads the CA bundle (tens of ms),
+            # which would hold up every other server's launch and measurement.
+            client = await asyncio.to_thread(
+                ServerClient, f"http://{_url_host(engine.host)}:{port}", self.profile, api_key=self._api_key,
+                request_timeout_s=engine.request_timeout_s)
             outcome = await self._serve(config, running, server, client)
         finally:
-            await client.aclose()
+            if self.sampler is not None:  # the measured window ends with the last workload
+                running.gpu_summary = self.sampler.close_window(config.id) or running.gpu_summary
+            if client is not None:
+                await client.aclose()
             report = await server.stop(engine.shutdown_grace_s, now=self._abort_now.is_set())
-            holding = await wait_gpus_released(self.backend, gpus, server.pids_seen,
-                                               0.0 if self._abort_now.is_set() else engine.gpu_release_timeout_s)
+            self._script("detach", gpus)
+            holding = await self._wait_released(config, gpus, server)
+            for pid in server.pids_seen | ({server.pid} if server.pid is not None else set()):
+                self.owners.pop(pid, None)
             leftover = tuple(sorted(set(report.leftover_pids) | holding))
             if server.pid is not None:
                 self.publish(ServerStopped(config_id=config.id, exit_code=report.exit_code,
                                            teardown_s=round(report.teardown_s, 3), leftover_pids=leftover))
-            if leftover:
+            if report.leftover_pids:
                 self.publish(Notice(level="warning", config_id=config.id,
-                                    text=f"{config.name}: processes {list(leftover)} still alive or holding GPU "
-                                         "memory after teardown"))
+                                    text=f"{config.name}: processes {list(report.leftover_pids)} still alive "
+                                         "after teardown"))
             self._ports.discard(port)
             self._running.pop(config.id, None)
             if outcome is not None:
+                if outcome[0] != ConfigState.PENDING:
+                    self._durations[config.id] = time.monotonic() - started
                 await self._conclude(config, running, server, *outcome)
+
+    async def _wait_released(self, config: PlannedConfig, gpus: tuple[int, ...], server: ServerProcess) -> set[int]:
+        """Wait until the stopped server's processes hold no memory on ``gpus``; pids still holding then.
+
+        Past ``engine.gpu_release_timeout_s`` the GPUs are kept out of the pool for good and the sweep fails
+        cleanly (nothing new launches). After ``abort(now=True)`` nothing is waited for: leftovers are
+        only reported, since the sweep is ending anyway."""
+        timeout = self.sweep.engine.gpu_release_timeout_s
+        if self._abort_now.is_set():
+            holding = await wait_gpus_released(self.backend, gpus, server.pids_seen, 0.0)
+            if holding:
+                self.publish(Notice(level="warning", config_id=config.id,
+                                    text=f"{config.name}: pids {sorted(holding)} still hold GPU memory on "
+                                         f"{','.join(map(str, gpus))} (aborted: not waited for)"))
+            return holding
+        holding = await wait_gpus_released(self.backend, gpus, server.pids_seen, timeout)
+        if holding:
+            message = release_failure_message(gpus, holding, timeout)
+            self._held_gpus.update(gpus)
+            self.publish(Notice(level="error", config_id=config.id, text=f"{config.name}: {message}"))
+            if self._gpu_failure is None:
+                self._gpu_failure = message
+                self.abort(now=False)  # the running neighbours finish their request; nothing new launches
+        return holding
+
+    def _mem_fraction(self, config: PlannedConfig) -> dict[str, float]:
+        """``--mem-fraction-static`` of the configuration, for a scripted backend's memory curve."""
+        for value in _arg_values(config.argv, ("--mem-fraction-static",)):
+            try:
+                return {"mem_fraction": float(value)}
+            except ValueError:
+                pass
+        return {}
 
     async def _conclude(self, config: PlannedConfig, running: _Running, server: ServerProcess,
                         state: ConfigState, reason: str | None) -> None:
@@ -487,12 +699,14 @@ class Orchestrator:
             return
         crash = await server.crash_report()
         summary = summarize_decode(running.all_stats)
+        gpu_summary = running.gpu_summary.to_json() if running.gpu_summary is not None else None
         self._finish_config(config, state, reason, signature=crash.signature if crash else None,
-                            server_log_accept_length=summary.accept_length, gpu_summary=self._gpu_summary(running))
+                            server_log_accept_length=summary.accept_length, gpu_summary=gpu_summary)
 
     def _finish_config(self, config: PlannedConfig, state: ConfigState, reason: str | None, **extra: Any) -> None:
         self._set_state(config, state, reason)
-        self.publish(ConfigFinished(config_id=config.id, name=config.name, state=state, reason=reason, **extra))
+        self.publish(ConfigFinished(config_id=config.id, name=config.name, state=state, reason=reason,
+                                    concurrent=self.sweep.concurrent, **extra))
 
     # -- one server ------------------------------------------------------------------------------------
 
@@ -534,6 +748,11 @@ class Orchestrator:
         context_length = self.profile.context_length(info)
         self.publish(ServerReady(config_id=config.id, startup_s=round(startup_s, 3), context_length=context_length))
         self._set_state(config, ConfigState.RUNNING)
+        if server.pid is not None:  # the ranks' children exist now: name them in the GPU panel too
+            for pid in await asyncio.to_thread(process_tree, server.pid, server.pid):
+                self.owners.setdefault(pid, config.name)
+        if self.sampler is not None:
+            self.sampler.open_window(config.id, running.gpus)
         session = Session(client, lambda: self._progress(running), context_length,
                           lambda level, text: self.publish(Notice(level=level, text=text, config_id=config.id)))
         labels = Labels(config.id, config.name, "")
@@ -594,26 +813,46 @@ class Orchestrator:
                 self._record(Measurement(config_id=config.id, config=config.name, workload=key[1], item=key[2],
                                          repeat=key[3], status=STATUS_ERROR, error=str(exc)))
             return
-        await self._guard(running, asyncio.ensure_future(workload.warmup(session)))
-        running.stats = []
-        counts = {STATUS_OK: 0, STATUS_ERROR: 0, STATUS_ZERO_OUTPUT: 0}
-        for key in keys:
-            await self._wait_unpaused(running)
-            if self._aborting or running.skip.is_set():
-                break
-            measurement = await self._guard(running, asyncio.ensure_future(
-                workload.run(key[2], key[3], session, labels)))
-            self._record(measurement)
-            counts[measurement.status] = counts.get(measurement.status, 0) + 1
+        self._script("set_busy", running.gpus, True)
+        try:
+            await self._guard(running, asyncio.ensure_future(workload.warmup(session)))
+            counters_before = await self._guard(running, asyncio.ensure_future(session.counters()))
+            running.stats = []
+            counts = {STATUS_OK: 0, STATUS_ERROR: 0, STATUS_ZERO_OUTPUT: 0}
+            for key in keys:
+                await self._wait_unpaused(running)
+                if self._aborting or running.skip.is_set():
+                    break
+                measurement = await self._guard(running, asyncio.ensure_future(
+                    workload.run(key[2], key[3], session, labels)))
+                await self._raise_if_died(running, measurement)
+                self._record(measurement)
+                counts[measurement.status] = counts.get(measurement.status, 0) + 1
+        finally:
+            self._script("set_busy", running.gpus, False)
         summary = summarize_decode(running.stats)
         running.stats = None
         if self._aborting or running.skip.is_set():
             if running.skip.is_set():
                 raise ServerGone(None)
             return
+        server_log = summary.to_json()
+        if counters_before is not None:  # the engine's own counters over the measured requests (llama.cpp)
+            counters_after = await self._guard(running, asyncio.ensure_future(session.counters()))
+            server_log.update(session.counter_figures(counters_before, counters_after, summary.accept_length))
         self.publish(WorkloadFinished(config_id=config.id, workload=workload.spec.name,
                                       measured=sum(counts.values()), errors=counts[STATUS_ERROR],
-                                      zero_output=counts[STATUS_ZERO_OUTPUT], server_log=summary.to_json()))
+                                      zero_output=counts[STATUS_ZERO_OUTPUT], server_log=server_log))
+
+    async def _raise_if_died(self, running: _Running, measurement: Measurement) -> None:
+        """A request cut by a lost connection (a killed server's stream just ends, without ``[DONE]``) is the
+        server's death, not a measurement, once the process exit is seen (asyncio reports it some ms later)."""
+        server = running.server
+        if measurement.status != STATUS_ERROR or measurement.error_kind != "connection" or server is None:
+            return
+        await first_of(server.death, timeout_s=2.0)
+        if server.dead:
+            raise ServerGone(server.death.result())
 
     def _record(self, measurement: Measurement) -> None:
         try:
@@ -630,7 +869,9 @@ class Orchestrator:
         if self._unpaused.is_set():
             return
         assert running.server is not None
+        self._script("set_busy", running.gpus, False)
         await first_of(self._unpaused.wait(), running.skip.wait(), running.server.death)
+        self._script("set_busy", running.gpus, True)
 
     # -- guarding a request ------------------------------------------------------------------------------
 
@@ -682,41 +923,6 @@ class Orchestrator:
             running.stats.append(stats)
             running.all_stats.append(stats)
 
-    # -- telemetry ---------------------------------------------------------------------------------------
-
-    async def _telemetry(self) -> None:
-        if self._sampler is not None:
-            await self._sampler(self.publish)
-            return
-        if self.backend.device_count() == 0:
-            return
-        while True:
-            samples = await asyncio.to_thread(self.backend.sample)
-            if samples:
-                self.publish(GpuSampled(samples=tuple(asdict(s) for s in samples)))
-                for running in self._running.values():
-                    for sample in samples:
-                        if sample.index in running.gpus:
-                            self._accumulate(running, sample)
-            await asyncio.sleep(self._gpu_sample_interval_s)
-
-    @staticmethod
-    def _accumulate(running: _Running, sample: Any) -> None:
-        if sample.mem_used_mib is not None:
-            running.gpu_peak_mib[sample.index] = max(running.gpu_peak_mib.get(sample.index, 0.0), sample.mem_used_mib)
-        if sample.util_pct is not None:
-            running.gpu_util.append(sample.util_pct)
-        if sample.power_w is not None:
-            running.gpu_power.append(sample.power_w)
-
-    @staticmethod
-    def _gpu_summary(running: _Running) -> dict[str, Any] | None:
-        if not running.gpu_peak_mib and not running.gpu_util:
-            return None
-        return {"gpus": list(running.gpus), "peak_mem_mib": max(running.gpu_peak_mib.values(), default=None),
-                "mean_util_pct": sum(running.gpu_util) / len(running.gpu_util) if running.gpu_util else None,
-                "mean_power_w": sum(running.gpu_power) / len(running.gpu_power) if running.gpu_power else None}
-
     # -- the end ---------------------------------------------------------------------------------------
 
     async def _stop_all(self) -> None:
@@ -727,16 +933,22 @@ class Orchestrator:
                                           now=self._abort_now.is_set())
 
     def _finish(self) -> SweepOutcome:
+        failure: str | None = None
         if self._store_error:
             state, reason = "failed", f"the run directory cannot be written: {self._store_error}"
+            failure = "store"
+        elif self._gpu_failure:
+            state = "failed"
+            reason = f"{self._gpu_failure}; the rest can run later with specbench run --resume {self.run_dir.path}"
+            failure = "gpu_release"
         elif self._aborting:
-            state, reason = "aborted", "stopped on request; continue with specbench run --resume " \
-                                       f"{self.run_dir.path}"
+            state = "aborted"
+            reason = f"stopped on request; continue with specbench run --resume {self.run_dir.path}"
         else:
             state, reason = "completed", None
         with contextlib.suppress(StoreError):
             self.publish(SweepFinished(state=state, reason=reason))
-        return SweepOutcome(state, reason, dict(self.states))
+        return SweepOutcome(state, reason, dict(self.states), failure=failure)
 
 
 def _url_host(host: str) -> str:

@@ -2,8 +2,16 @@
 
 A profile says how readiness shows (a log line, then a health endpoint), which endpoints and JSON fields
 carry tokens and acceptance, how the context length is learned, which log lines carry the server's own
-figures, which environment makes shutdown prompt, and which signal stops it. Only SGLang exists today; the
-simulator speaks SGLang and is reached through this profile.
+figures, which environment makes shutdown prompt, and which signal stops it (once: the teardown then waits
+``shutdown_grace_s`` and SIGKILLs, and never sends a second SIGTERM), which crash signatures apply, and where
+``/metrics``-style counters carry acceptance. SGLang is the primary profile; the simulator speaks SGLang and is
+reached through it. llama.cpp's ``llama-server`` is the second (ground truth: ``docs/real-engines.md``).
+
+The request itself has two wire formats (``stream_format``), implemented once each in ``engine.client``:
+SGLang's native streaming ``/generate`` (``meta_info`` with ``completion_tokens``, ``spec_accept_length``,
+``spec_verify_ct``), and the OpenAI-compatible streaming ``/v1/completions`` with
+``stream_options.include_usage`` (usage, and the engine's extra fields, on the last chunk). Each profile maps
+its final figures onto the same ``meta_info`` keys, so workloads and records never know which engine answered.
 """
 
 from __future__ import annotations
@@ -14,7 +22,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from specbench_tui.core.logparse import BatchLine, parse_batch_line
+from specbench_tui.core.logparse import (
+    LLAMACPP_SPEC_COUNTERS,
+    BatchLine,
+    SpecCounterNames,
+    parse_batch_line,
+    parse_llamacpp_stats_line,
+)
+from specbench_tui.core.signatures import (
+    BUILTIN_SIGNATURES,
+    EXIT_SIGNATURES,
+    LLAMACPP_SIGNATURES,
+    Signature,
+)
+
+STREAM_SGLANG = "sglang"
+STREAM_OPENAI = "openai"
 
 
 @dataclass(frozen=True)
@@ -22,15 +45,16 @@ class EngineProfile:
     """How to launch-watch-measure-stop one engine."""
 
     name: str
-    ready_line: re.Pattern[str]
-    """Printed once the server has warmed up and serves requests."""
+    ready_line: re.Pattern[str] | None
+    """Printed once the server has warmed up and serves requests (None: readiness is the health check alone)."""
     health_path: str
     """Answers 200 when the server can generate."""
     info_path: str
     generate_path: str
     tokenize_path: str
-    abort_path: str
-    flush_cache_path: str
+    abort_path: str | None
+    """Drops a request by id (None: closing the stream is the only way, as in llama.cpp)."""
+    flush_cache_path: str | None
     shutdown_env: Mapping[str, str]
     """Set at launch so that SIGTERM does not wait forever on in-flight requests."""
     stop_signal: int
@@ -41,6 +65,20 @@ class EngineProfile:
     health_timeout_s: float = 30.0
     api_key_header: str = "Authorization"
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    health_poll_s: float = 0.25
+    """Pause between health checks while the server loads."""
+    stream_format: str = STREAM_SGLANG
+    """``sglang`` (native ``/generate``) or ``openai`` (``/v1/completions`` with usage in the stream)."""
+    tokenize_key: str = "prompt"
+    """JSON key of the text in a tokenize request."""
+    crash_signatures: tuple[Signature, ...] = BUILTIN_SIGNATURES
+    exit_signatures: Mapping[int, str] = field(default_factory=dict)
+    """Exit codes that name a crash although nothing was logged (SIGSEGV: ``segfault``)."""
+    metrics_path: str | None = None
+    """Prometheus counters read before and after each workload (None: the engine has none we use)."""
+    spec_counters: SpecCounterNames | None = None
+    final_meta: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+    """OpenAI format: the last stream chunk (usage + engine extras) → ``meta_info`` keys."""
 
 
 def _sglang_context_length(info: Mapping[str, Any]) -> int | None:
@@ -72,7 +110,91 @@ SGLANG = EngineProfile(
     context_length=_sglang_context_length,
 )
 
-PROFILES: dict[str, EngineProfile] = {SGLANG.name: SGLANG}
+
+
+def _llamacpp_context_length(props: Mapping[str, Any]) -> int | None:
+    """``/props``: ``default_generation_settings.n_ctx`` is the context of ONE slot (``-c`` ÷ ``-np``), which is
+    what one request may use."""
+    settings = props.get("default_generation_settings")
+    value = settings.get("n_ctx") if isinstance(settings, Mapping) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    value = props.get("n_ctx")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def llamacpp_final_meta(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The last chunk of a llama.cpp stream → ``meta_info``.
+
+    ``usage`` gives the token counts; ``timings.draft_n``/``draft_n_accepted`` (absent, not 0, when nothing
+    was drafted: the baseline, an n-gram request without a match) give acceptance. Every generated token
+    comes from one target step that also accepted some drafted ones, so the target steps are
+    ``completion - accepted`` and the request's acceptance length is ``completion / steps`` (tokens per
+    target forward pass, what SGLang's ``spec_accept_length`` means too); 1.0 for the baseline.
+    """
+    usage = payload.get("usage") if isinstance(payload.get("usage"), Mapping) else {}
+    timings = payload.get("timings") if isinstance(payload.get("timings"), Mapping) else {}
+    meta: dict[str, Any] = {}
+    completion = _count(usage.get("completion_tokens"))
+    if completion is None:
+        completion = _count(timings.get("predicted_n"))
+    if completion is not None:
+        meta["completion_tokens"] = completion
+    prompt = _count(usage.get("prompt_tokens"))
+    if prompt is not None:
+        meta["prompt_tokens"] = prompt
+    details = usage.get("prompt_tokens_details")
+    cached = _count(details.get("cached_tokens")) if isinstance(details, Mapping) else None
+    if cached is None:
+        cached = _count(timings.get("cache_n"))
+    if cached is not None:
+        meta["cached_tokens"] = cached
+    choices = payload.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) \
+            and choices[0].get("finish_reason") is not None:
+        meta["finish_reason"] = choices[0]["finish_reason"]
+    drafted = _count(timings.get("draft_n")) or 0
+    accepted = _count(timings.get("draft_n_accepted")) or 0
+    meta["draft_tokens"] = drafted
+    meta["accepted_tokens"] = accepted
+    if completion:
+        steps = max(1, completion - accepted)
+        meta["spec_verify_ct"] = steps
+        meta["spec_accept_length"] = completion / steps
+    if drafted:
+        meta["spec_accept_rate"] = accepted / drafted
+    return meta
+
+
+LLAMACPP = EngineProfile(
+    name="llamacpp",
+    ready_line=None,  # /health: connection refused, then 503 "Loading model", then 200 {"status":"ok"}
+    health_path="/health",
+    info_path="/props",
+    generate_path="/v1/completions",
+    tokenize_path="/tokenize",
+    abort_path=None,
+    flush_cache_path=None,
+    shutdown_env={},
+    stop_signal=signal.SIGTERM,  # exits 0 in ~10 ms; a second SIGTERM would exit 1 at once
+    parse_stats_line=parse_llamacpp_stats_line,
+    context_length=_llamacpp_context_length,
+    health_timeout_s=5.0,
+    health_poll_s=0.05,
+    stream_format=STREAM_OPENAI,
+    tokenize_key="content",
+    crash_signatures=LLAMACPP_SIGNATURES,
+    exit_signatures=EXIT_SIGNATURES,
+    metrics_path="/metrics",
+    spec_counters=LLAMACPP_SPEC_COUNTERS,
+    final_meta=llamacpp_final_meta,
+)
+
+PROFILES: dict[str, EngineProfile] = {SGLANG.name: SGLANG, LLAMACPP.name: LLAMACPP}
 
 
 def get_profile(name: str) -> EngineProfile:

@@ -256,10 +256,18 @@ class ServerProcess:
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(self._pump_task), timeout=1.0)
         if not self._stopping:
-            self.mark_dead(Death(DEATH_EXIT, _exit_text(code)))
+            crashed = self.profile.exit_signatures.get(code) if code is not None else None
+            if crashed is not None:  # e.g. SIGSEGV: nothing is logged, the exit code is the signature
+                self.mark_dead(Death(DEATH_CRASH, f"{_exit_text(code)} ({crashed})", crashed))
+            else:
+                self.mark_dead(Death(DEATH_EXIT, _exit_text(code)))
 
-    async def wait_ready(self, client: ServerClient, timeout_s: float, poll_s: float = 0.25) -> Death | None:
-        """Wait for the ready line and a healthy answer; None when ready, else why not."""
+    async def wait_ready(self, client: ServerClient, timeout_s: float, poll_s: float | None = None) -> Death | None:
+        """Wait for the ready line (when the profile has one) and a healthy answer; None when ready, else why not.
+        A refused connection or a non-200 answer (llama.cpp's 503 "Loading model") means still loading."""
+        poll_s = self.profile.health_poll_s if poll_s is None else poll_s
+        if self.profile.ready_line is None:
+            self._ready_line.set()
         deadline = self.started_at + timeout_s
         while True:
             if self.dead:
@@ -296,7 +304,7 @@ class ServerProcess:
         elif match and not self._crash_matches:
             self._first_crash_line(number, text, match)
         self._recent.append((number, text))
-        if self.profile.ready_line.search(text):
+        if self.profile.ready_line is not None and self.profile.ready_line.search(text):
             self._ready_line.set()
         if self._on_stats is not None:
             stats = self.profile.parse_stats_line(text)

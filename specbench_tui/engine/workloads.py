@@ -17,7 +17,14 @@ from typing import Any
 import httpx
 
 from specbench_tui.core.budget import Budget, BudgetError, plan_budget
-from specbench_tui.core.metrics import RequestTiming, acceptance_length, combine_turns, percentile, request_timing
+from specbench_tui.core.logparse import spec_counter_figures
+from specbench_tui.core.metrics import (
+    RequestTiming,
+    acceptance_length,
+    combine_turns,
+    percentile,
+    request_timing,
+)
 from specbench_tui.core.prompts import (
     CSV_STAGES,
     PromptItem,
@@ -34,7 +41,12 @@ from specbench_tui.core.prompts import (
     make_csv,
     transcript,
 )
-from specbench_tui.core.records import STATUS_ERROR, STATUS_OK, STATUS_ZERO_OUTPUT, Measurement
+from specbench_tui.core.records import (
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_ZERO_OUTPUT,
+    Measurement,
+)
 from specbench_tui.core.sweep import WorkloadSpec
 from specbench_tui.engine.client import GenerateResult, ServerClient
 
@@ -52,6 +64,22 @@ class Session:
     context_length: int | None
     notice: Callable[[str, str], None]
     """(level, text): something the user should read, e.g. a clamped prompt."""
+
+    async def counters(self) -> dict[str, float] | None:
+        """The server's acceptance counters now (None when its profile has none, or they cannot be read)."""
+        if self.client.profile.spec_counters is None:
+            return None
+        return await self.client.counters()
+
+    def counter_figures(self, before: dict[str, float], after: dict[str, float] | None,
+                        log_accept_length: float | None = None) -> dict[str, Any]:
+        """The server's own acceptance over a window from its counters (``1 + Δaccepted / Δdrafts`` for
+        llama.cpp), for ``WorkloadFinished.server_log``; {} when they cannot be compared."""
+        names = self.client.profile.spec_counters
+        figures = spec_counter_figures(before, after, names) if after is not None and names is not None else None
+        if figures is None:
+            return {}
+        return {**figures, "log_accept_length": log_accept_length}
 
     async def generate(self, text: str, max_new_tokens: int, spec: WorkloadSpec) -> GenerateResult:
         self.on_progress()

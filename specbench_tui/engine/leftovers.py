@@ -1,0 +1,310 @@
+"""Servers left behind by an earlier run of this tool on this machine: found, named, never killed.
+
+A server should never outlive the engine that launched it (its own process group, ``PR_SET_PDEATHSIG``,
+the teardown), but a process stuck in the GPU driver (state ``D``), a ``launcher = "command"`` wrapper that
+daemonises, or a machine without ``prctl`` can still leave one holding 80 GB of GPU memory. On start the
+tool looks for them and tells the user, with the command to end them; it never signals anything itself,
+because it cannot be sure a process is its own beyond doubt, and killing someone else's job is worse than
+leaving one of ours.
+
+What is known comes from the run directories: every launch is a ``ServerLaunching`` event with the pid
+(which leads its own process group, so pgid == pid), the argv (the API key redacted) and the time. A pid
+is blamed only when the process is alive, is not a zombie, its command line matches the recorded argv and
+it started within seconds of the recorded launch: a pid reused by an unrelated process is never blamed.
+Children of a dead main process (SGLang's schedulers) are found by process group, start time and
+executable. Run directories last written before the machine booted cannot hold a living server and are
+not read further.
+
+Linux only (``/proc``); elsewhere :func:`find_leftovers` returns nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+LAUNCH_SLACK_S = 60.0
+"""How long before its ``ServerLaunching`` event a server may have started (the event follows the fork)."""
+CLOCK_SLACK_S = 2.0
+"""Tolerance of the start-time comparison (``/proc/stat`` btime has whole seconds)."""
+CHILD_WINDOW_S = 600.0
+"""How long after the last recorded event of its run a child of a dead main process may have started."""
+
+
+@dataclass(frozen=True)
+class _Proc:
+    pid: int
+    ppid: int
+    pgid: int
+    state: str
+    started: float
+    """Epoch seconds."""
+    cmdline: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """One server of an earlier run that is still alive."""
+
+    run_dir: Path
+    config: str
+    """The configuration's name as recorded."""
+    pid: int
+    """The server's main process (the group leader) as recorded."""
+    pgid: int
+    pids: tuple[int, ...]
+    """Every living process of the server (main process, if alive, and its group and descendants)."""
+    launched_at: float
+    """When the launch was recorded (epoch seconds)."""
+    main_alive: bool
+    parent_pid: int | None = None
+    """The main process's parent, when it is alive and not init: its engine may still be running it."""
+    argv: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def orphaned(self) -> bool:
+        """Whether nothing that could have launched it is still its parent (it was left behind)."""
+        return self.parent_pid is None
+
+    @property
+    def kill_command(self) -> str:
+        """The command that ends it: SIGTERM to its whole process group."""
+        return f"kill -TERM -- -{self.pgid}"
+
+    @property
+    def force_command(self) -> str:
+        return f"kill -KILL -- -{self.pgid}"
+
+
+# --------------------------------------------------------------------------------------------------- /proc
+
+
+def _boot_time() -> float | None:
+    try:
+        with open("/proc/stat", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _read_proc(pid: int, boot: float, ticks: float) -> _Proc | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return None
+    try:
+        fields = stat[stat.rfind(b")") + 2:].split()
+        state, ppid, pgid, start_ticks = fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[19])
+    except (IndexError, ValueError):
+        return None
+    cmdline = tuple(part.decode("utf-8", errors="replace") for part in raw.split(b"\0")[:-1]) if raw else ()
+    return _Proc(pid, ppid, pgid, state, boot + start_ticks / ticks, cmdline)
+
+
+def _all_procs(boot: float, ticks: float) -> dict[int, _Proc]:
+    procs: dict[int, _Proc] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return procs
+    for name in names:
+        if name.isdigit():
+            proc = _read_proc(int(name), boot, ticks)
+            if proc is not None and proc.state not in ("Z", "X"):
+                procs[proc.pid] = proc
+    return procs
+
+
+def _argv_matches(recorded: tuple[str, ...], actual: tuple[str, ...]) -> bool:
+    """Whether a live command line is the recorded argv (``***`` stands for a redacted value)."""
+    if not recorded or len(recorded) != len(actual):
+        return False
+    return all(r == a or r == "***" for r, a in zip(recorded, actual))
+
+
+def _shares_argument(recorded: tuple[str, ...], actual: tuple[str, ...]) -> bool:
+    """Whether a command line repeats a distinctive value of the recorded argv (model path, port, ...)."""
+    distinctive = {a for a in recorded[1:] if len(a) >= 4 and not a.startswith("-") and a != "***"}
+    return bool(distinctive.intersection(actual[1:]))
+
+
+def _same_program(recorded: tuple[str, ...], actual: tuple[str, ...]) -> bool:
+    return bool(recorded and actual) and os.path.basename(recorded[0]) == os.path.basename(actual[0])
+
+
+# ------------------------------------------------------------------------------------------ run directories
+
+
+@dataclass
+class _Launch:
+    run_dir: Path
+    config: str
+    config_id: str
+    pid: int
+    argv: tuple[str, ...]
+    ts: float
+
+
+def _run_dirs(roots: Iterable[Path | str]) -> Iterator[Path]:
+    """Each root is a run directory (has ``events.jsonl``) or a folder of them; missing ones are skipped."""
+    seen: set[Path] = set()
+    for root in roots:
+        root = Path(root)
+        candidates = [root] if (root / "events.jsonl").is_file() else []
+        if not candidates:
+            try:
+                candidates = sorted(p for p in root.iterdir() if (p / "events.jsonl").is_file())
+            except OSError:
+                continue
+        for path in candidates:
+            try:
+                key = path.resolve()
+            except OSError:
+                continue
+            if key not in seen:
+                seen.add(key)
+                yield path
+
+
+def _launches(run_dir: Path) -> tuple[list[_Launch], float]:
+    """The launches recorded in one run directory and the time of its last readable event."""
+    launches: list[_Launch] = []
+    last = 0.0
+    try:
+        handle = open(run_dir / "events.jsonl", "rb")  # noqa: SIM115 - closed below
+    except OSError:
+        return launches, last
+    with handle:
+        for raw in handle:
+            if b'"ts"' not in raw:
+                continue
+            try:
+                data = json.loads(raw)
+            except ValueError:
+                continue  # a line torn by a crash
+            if not isinstance(data, dict):
+                continue
+            ts = data.get("ts")
+            if isinstance(ts, (int, float)):
+                last = max(last, float(ts))
+            if data.get("type") != "ServerLaunching":
+                continue
+            pid, argv = data.get("pid"), data.get("argv")
+            if not isinstance(pid, int) or pid <= 1 or not isinstance(ts, (int, float)) or not isinstance(argv, list):
+                continue
+            launches.append(_Launch(run_dir, str(data.get("name") or data.get("config_id") or "?"),
+                                    str(data.get("config_id") or ""), pid,
+                                    tuple(str(a) for a in argv), float(ts)))
+    return launches, last
+
+
+def find_leftovers(runs_dirs: Iterable[Path | str], *, exclude: Iterable[int] = ()) -> list[Leftover]:
+    """Servers recorded in the run directories under ``runs_dirs`` that are still alive; kills nothing.
+
+    ``runs_dirs`` holds folders of run directories (``runs/``) or run directories themselves. Processes in
+    ``exclude`` (the caller's own servers) and the caller itself are never reported.
+    """
+    boot = _boot_time()
+    if boot is None:
+        return []
+    try:
+        ticks = float(os.sysconf("SC_CLK_TCK"))
+    except (ValueError, OSError, AttributeError):
+        ticks = 100.0
+    excluded = {os.getpid(), *exclude}
+    found: list[Leftover] = []
+    procs: dict[int, _Proc] | None = None
+    for run_dir in _run_dirs(runs_dirs):
+        try:
+            if (run_dir / "events.jsonl").stat().st_mtime < boot - CLOCK_SLACK_S:
+                continue  # written before this boot: nothing it launched can be alive
+        except OSError:
+            continue
+        launches, last = _launches(run_dir)
+        if not launches:
+            continue
+        if procs is None:
+            procs = _all_procs(boot, ticks)
+        for launch in launches:
+            leftover = _check(launch, last, procs, excluded)
+            if leftover is not None:
+                found.append(leftover)
+    return found
+
+
+def _check(launch: _Launch, last_event: float, procs: dict[int, _Proc], excluded: set[int]) -> Leftover | None:
+    earliest = launch.ts - LAUNCH_SLACK_S - CLOCK_SLACK_S
+    main = procs.get(launch.pid)
+    main_ok = (main is not None and main.pid not in excluded and _argv_matches(launch.argv, main.cmdline)
+               and earliest <= main.started <= launch.ts + CLOCK_SLACK_S)
+    if main_ok:
+        assert main is not None
+        members = {p.pid for p in procs.values() if p.pgid == launch.pid and p.started >= earliest}
+        members |= _descendants(launch.pid, procs)
+    else:
+        # The main process is gone (or the pid is someone else's now): its children may live on, in its
+        # group, started during this server's life, running the same program.
+        latest = max(last_event, launch.ts) + CHILD_WINDOW_S
+        group = {p.pid: p for p in procs.values()
+                 if p.pgid == launch.pid and p.pid != launch.pid and earliest <= p.started <= latest}
+        members = {pid for pid, p in group.items() if _same_program(launch.argv, p.cmdline)
+                   or _shares_argument(launch.argv, p.cmdline)}
+        for pid in list(members):  # and what those started (SGLang's schedulers run a bare spawn command line)
+            members |= _descendants(pid, group)
+    members -= excluded
+    if not members:
+        return None
+    parent = None
+    if main_ok and main is not None and main.ppid > 1 and main.ppid in procs:
+        parent = main.ppid
+    return Leftover(run_dir=launch.run_dir, config=launch.config, pid=launch.pid, pgid=launch.pid,
+                    pids=tuple(sorted(members)), launched_at=launch.ts, main_alive=main_ok, parent_pid=parent,
+                    argv=launch.argv)
+
+
+def _descendants(root: int, procs: dict[int, _Proc]) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for proc in procs.values():
+        children.setdefault(proc.ppid, []).append(proc.pid)
+    found: set[int] = set()
+    frontier = [root]
+    while frontier:
+        for child in children.get(frontier.pop(), ()):
+            if child not in found:
+                found.add(child)
+                frontier.append(child)
+    return found
+
+
+def format_leftovers(leftovers: Iterable[Leftover]) -> list[str]:
+    """One message per leftover server, with the command that ends it; empty when there are none."""
+    out = []
+    for item in leftovers:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item.launched_at))
+        pids = ", ".join(str(p) for p in item.pids)
+        owner = ("" if item.orphaned else
+                 f"; its parent, pid {item.parent_pid}, is still alive (another specbench may be using it)")
+        head = "server" if item.main_alive else "child processes of the server"
+        out.append(
+            f"{head} '{item.config}' of the earlier run {item.run_dir} (launched {when}) is still alive: "
+            f"pids {pids}{owner}. It may hold GPU memory and ports; this tool does not stop processes it "
+            f"did not start in this run. End it with: {item.kill_command}   "
+            f"(if it is still there after a minute: {item.force_command})"
+        )
+    return out
+
+
+def leftover_command_line(leftover: Leftover) -> str:
+    """The recorded command line, quoted for a shell (for display only; never executed)."""
+    return shlex.join(leftover.argv)

@@ -1,0 +1,552 @@
+"""The specbench Textual app: live panels over a running sweep, and the keys that control it.
+
+The engine calls back from its own thread for every event; the app only puts events in a queue and drains
+it about ten times a second on the UI thread, folding them into a :class:`RunState` and updating each
+panel once per drain (all log lines of a burst go to the log panel in one write). The UI therefore never
+blocks the engine, and a slow terminal never slows measurements.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.css.query import QueryError
+from textual.theme import Theme
+from textual.widget import Widget
+from textual.worker import Worker, WorkerState
+
+from specbench_tui.core.analysis import RunAnalysis, analyse
+from specbench_tui.core.events import (
+    ConfigFinished,
+    ConfigState,
+    ConfigStateChanged,
+    CrashDetected,
+    Event,
+    GpuSampled,
+    LogLine,
+    MeasurementRecorded,
+    Notice,
+    QueuePaused,
+    QueueResumed,
+    ServerLaunching,
+    ServerStopped,
+    SweepFinished,
+    SweepStarted,
+    WorkloadNotRun,
+)
+from specbench_tui.core.plan import Plan
+from specbench_tui.core.records import STATUS_ZERO_OUTPUT
+from specbench_tui.core.state import ConfigView, RunState
+from specbench_tui.tui.commands import SweepCommands
+from specbench_tui.tui.confirm_quit import ConfirmQuitScreen
+from specbench_tui.tui.gpu_panel import GpuPanel
+from specbench_tui.tui.header import SweepHeader
+from specbench_tui.tui.log_panel import MAX_LINES, ServerLogPanel, format_live_line
+from specbench_tui.tui.log_screen import FullLogScreen
+from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
+from specbench_tui.tui.queue_panel import QueuePanel
+from specbench_tui.tui.results_panel import ResultsPanel
+from specbench_tui.tui.safe_text import clean
+from specbench_tui.tui.sweep_screen import SweepScreen
+from specbench_tui.tui.themes import DEFAULT_THEME, FALLBACK_THEME, load_themes
+
+STOP_TIMEOUT_S = 60.0
+"""How long quitting waits for the engine to tear the servers down."""
+RESULTS_INTERVAL_S = 0.5
+"""Least time between two rebuilds of the results table once there are many measurements."""
+THROTTLE_RESULTS_FROM = 300
+"""Measurements from which the results table is rebuilt at most every :data:`RESULTS_INTERVAL_S`."""
+
+
+class EngineAdapter(Protocol):
+    """What the app needs of the engine (the lead's adapter; a scripted fake in tests)."""
+
+    plan: Plan
+    run_dir: Path
+
+    def subscribe(self, callback: Callable[[Event], None]) -> None: ...
+    def start(self) -> None: ...
+    def stop(self, timeout: float) -> None: ...
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
+    def skip(self, config_id: str) -> None: ...
+    def retry(self, config_id: str) -> None: ...
+    def abort(self, now: bool = False) -> None: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+
+class SpecbenchApp(App[int]):
+    """Header, sweep queue, results, server log and GPUs over one engine."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "specbench"
+    COMMANDS = App.COMMANDS | {SweepCommands}
+    PANELS = (("queue", "sweep queue"), ("results", "results"), ("log", "server log"), ("gpus", "GPUs"))
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+q", "request_quit", "Quit", show=False, priority=True, id="quit-ctrl-q"),
+        Binding("ctrl+c", "request_quit", "Quit", show=False, priority=True, id="quit-ctrl-c"),
+    ]
+
+    def __init__(self, engine: EngineAdapter, *, theme: str | None = None, clock: Callable[[], float] = time.time,
+                 drain_interval_s: float = 0.1, themes_dir: Path | None = None) -> None:
+        super().__init__()
+        self.engine = engine
+        """The engine adapter: events come from it, control goes to it."""
+        self.clock = clock
+        """Wall clock for elapsed time and ETA (frozen in snapshot tests)."""
+        self.state = RunState.from_plan(engine.plan, run_dir=str(engine.run_dir))
+        """Everything shown, folded from the events (owned by the UI thread)."""
+        self._plan_json = engine.plan.to_json()
+        self.palette: Palette = DEFAULT_PALETTE
+        """Rich styles from the current theme for cells and log lines built in Python."""
+        self.engine_stopped = False
+        """Whether ``engine.stop`` has returned."""
+        self.stop_error: BaseException | None = None
+        self._inbox: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        self._drain_interval_s = drain_interval_s
+        self._announced: set[tuple] = set()
+        self._pending_controls: list[Callable[[], None]] = []
+        self._results_pending = False
+        self._results_synced_at = float("-inf")
+        self._quitting = False
+        self._panels_ready = False
+        themes, problems = load_themes(themes_dir)
+        self._theme_problems = problems
+        self.specbench_themes = [t.name for t in themes]
+        """Names of the themes loaded from ``themes/`` (``t`` cycles through them)."""
+        for loaded in themes:
+            self.register_theme(loaded)
+        wanted = theme or os.environ.get("SPECBENCH_THEME") or DEFAULT_THEME
+        if wanted not in self.available_themes:
+            fallback = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else FALLBACK_THEME
+            if theme:
+                self._theme_problems.append(f"no theme named '{wanted}'; using '{fallback}'")
+            wanted = fallback
+        self.theme = wanted
+
+    # ------------------------------------------------------------------------------------ set-up
+
+    def get_default_screen(self) -> SweepScreen:
+        return SweepScreen(self.state, self.clock)
+
+    @property
+    def sweep_screen(self) -> SweepScreen:
+        for screen in self.screen_stack:
+            if isinstance(screen, SweepScreen):
+                return screen
+        raise LookupError("the sweep screen is not installed")
+
+    def on_sweep_screen_panels_mounted(self, message: SweepScreen.PanelsMounted) -> None:
+        """Colour and fill the panels, then subscribe to the engine and start it."""
+        message.stop()
+        if self._panels_ready:
+            return
+        self._panels_ready = True
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
+        self._apply_palette()
+        if self._theme_problems:
+            self.notify("\n".join(self._theme_problems), title="Theme files skipped", severity="error",
+                        timeout=20, markup=False)
+        self.engine.subscribe(self._engine_event)
+        self.set_interval(self._drain_interval_s, self.drain_events)
+        self.set_interval(1.0, self._tick)
+        self._sync_panels(queue=True, results=True, gpus=True, force=True)
+        self._start_engine()
+
+    def _engine_event(self, event: Event) -> None:
+        """Called by the engine from its own thread: only enqueue (never touch widgets here)."""
+        self._inbox.put(event)
+
+    @work(thread=True, exclusive=True, group="engine-start", exit_on_error=False)
+    def _start_engine(self) -> None:
+        """Start the sweep (in a thread, so a slow pre-flight never freezes the screen)."""
+        self.engine.start()
+
+    @work(thread=True, exclusive=True, group="engine-stop", exit_on_error=False)
+    def _stop_engine(self, abort: bool) -> None:
+        """Abort the sweep if it still runs and wait for the engine to tear the servers down."""
+        if abort:
+            self.engine.abort(now=True)
+        self.engine.stop(timeout=STOP_TIMEOUT_S)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if worker.group == "engine-start" and event.state == WorkerState.ERROR:
+            self.notify(f"The sweep could not start: {clean(worker.error, 400)}", title="Engine error",
+                        severity="error", timeout=30, markup=False)
+        elif worker.group == "engine-stop" and event.state in (WorkerState.SUCCESS, WorkerState.ERROR,
+                                                               WorkerState.CANCELLED):
+            self.engine_stopped = event.state == WorkerState.SUCCESS
+            self.stop_error = worker.error
+            self.exit(0 if self.stop_error is None else 1)
+
+    # ------------------------------------------------------------------------------------ events
+
+    @property
+    def panels_ready(self) -> bool:
+        """Whether the main screen's panels are mounted and fed with events."""
+        return self._panels_ready
+
+    def _tick(self) -> None:
+        if self._panels_attached():
+            self._header().refresh()
+            if self._results_pending:
+                self._sync_panels()
+
+    def _panels_attached(self) -> bool:
+        """Whether the panels can be updated (not before they mount, nor while the app shuts down)."""
+        try:
+            return self._panels_ready and self._header().is_attached
+        except (LookupError, QueryError):
+            return False
+
+    def drain_events(self) -> int:
+        """Fold every queued event into the state and update the panels once; returns how many."""
+        if not self._panels_attached():
+            return 0
+        events: list[Event] = []
+        try:
+            while True:
+                events.append(self._inbox.get_nowait())
+        except queue.Empty:
+            pass
+        if not events:
+            return 0
+        raw_lines: list[tuple[str, str, str]] = []
+        dirty_queue = dirty_results = dirty_gpus = False
+        for event in events:
+            try:
+                self.state.apply(event)
+            except Exception as exc:  # noqa: BLE001 - a malformed event must not take the UI down
+                self.log.warning(f"event not applied: {exc!r}")
+                continue
+            if isinstance(event, LogLine):
+                view = self.state.configs.get(event.config_id)
+                raw_lines.append((view.name if view else str(event.config_id), str(event.line), str(event.level)))
+                continue
+            if isinstance(event, GpuSampled):
+                dirty_gpus = True
+                continue
+            if isinstance(event, SweepStarted) and self._pending_controls:
+                pending, self._pending_controls = self._pending_controls, []
+                for request in pending:
+                    request()
+            dirty_queue = True
+            if isinstance(event, (MeasurementRecorded, ConfigFinished, CrashDetected, ConfigStateChanged,
+                                  WorkloadNotRun)):
+                dirty_results = True
+            if isinstance(event, (ServerLaunching, ServerStopped, ConfigFinished, ConfigStateChanged,
+                                  SweepFinished)):
+                dirty_gpus = True
+            self._announce(event)
+        if raw_lines:
+            kept = raw_lines[-MAX_LINES:]
+            self._log_panel().append_lines([format_live_line(*item) for item in kept],
+                                           dropped=len(raw_lines) - len(kept))
+        self._sync_panels(queue=dirty_queue, results=dirty_results, gpus=dirty_gpus)
+        return len(events)
+
+    def _announce(self, event: Event) -> None:
+        """Notifications for what must not go unnoticed, whichever panel has focus."""
+        state = self.state
+        if isinstance(event, CrashDetected):
+            view = state.configs.get(event.config_id)
+            key = ("crash", event.config_id, view.attempt if view else 0)
+            if key not in self._announced:
+                self._announced.add(key)
+                name = view.name if view else event.config_id
+                self.notify(f"{clean(name, 80)} crashed: {clean(event.signature, 80)}\n{clean(event.line, 300)}",
+                            title="Server crashed", severity="error", timeout=15, markup=False)
+        elif isinstance(event, ConfigFinished) and event.state in (ConfigState.CRASHED, ConfigState.FAILED):
+            view = state.configs.get(event.config_id)
+            key = ("crash", event.config_id, view.attempt if view else 0)
+            if key not in self._announced:
+                self._announced.add(key)
+                detail = event.signature or event.reason or event.state.value
+                self.notify(f"{clean(event.name, 80)} {event.state.value}: {clean(detail, 300)}",
+                            title=f"Configuration {event.state.value}", severity="error", timeout=15, markup=False)
+        elif isinstance(event, MeasurementRecorded):
+            record = event.record if isinstance(event.record, dict) else {}
+            if record.get("status") == STATUS_ZERO_OUTPUT:
+                workload = clean(record.get("workload", "?"), 60)
+                key = ("zero", event.config_id, workload)
+                if key not in self._announced:
+                    self._announced.add(key)
+                    view = state.configs.get(event.config_id)
+                    name = clean(view.name if view else event.config_id, 80)
+                    self.notify(f"{name} returned zero output tokens on '{workload}'. Such requests are flagged "
+                                "and kept out of the averages.", title="Zero output", severity="warning",
+                                timeout=12, markup=False)
+        elif isinstance(event, Notice):
+            key = ("notice", event.level, event.text)
+            if key not in self._announced:
+                self._announced.add(key)
+                severity = {"error": "error", "warning": "warning"}.get(event.level, "information")
+                self.notify(clean(event.text, 500), severity=severity, timeout=10, markup=False)  # type: ignore[arg-type]
+        elif isinstance(event, (QueuePaused, QueueResumed)):
+            text = ("Queue paused: the request in flight finishes, nothing new is launched (p resumes)."
+                    if isinstance(event, QueuePaused) else "Queue resumed.")
+            self.notify(text, timeout=4, markup=False)
+        elif isinstance(event, SweepFinished):
+            counts = state.counts()
+            summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+            self.notify(f"Sweep {clean(event.state, 40)}: {summary}; {state.measurements} measurements. "
+                        "Press q to quit.", title="Sweep finished",
+                        severity="information" if event.state == "completed" else "warning", timeout=30,
+                        markup=False)
+
+    def _header(self) -> SweepHeader:
+        return self.sweep_screen.query_one(SweepHeader)
+
+    def _log_panel(self) -> ServerLogPanel:
+        return self.sweep_screen.query_one(ServerLogPanel)
+
+    def _queue_panel(self) -> QueuePanel:
+        return self.sweep_screen.query_one(QueuePanel)
+
+    def _results_panel(self) -> ResultsPanel:
+        return self.sweep_screen.query_one(ResultsPanel)
+
+    def _gpu_panel(self) -> GpuPanel:
+        return self.sweep_screen.query_one(GpuPanel)
+
+    def _sync_panels(self, *, queue: bool = False, results: bool = False, gpus: bool = False,
+                     force: bool = False) -> None:
+        if queue:
+            self._queue_panel().sync(self.state, force)
+            self._log_panel().set_sources([v.name for v in self.state.active()])
+        if results or self._results_pending:
+            # The analysis walks every measurement: for big runs at most twice a second (the tick catches up).
+            now = time.monotonic()
+            if (force or len(self.state.records) < THROTTLE_RESULTS_FROM
+                    or now - self._results_synced_at >= RESULTS_INTERVAL_S):
+                self._results_panel().sync(self.state, force, self._analyse())
+                self._results_synced_at = now
+                self._results_pending = False
+            else:
+                self._results_pending = True
+        if gpus or queue:
+            self._gpu_panel().sync(self.state, force)
+        self._header().refresh()
+
+    def _analyse(self) -> RunAnalysis | None:
+        """The run's analysis (as ``specbench report`` computes it), or None when it cannot be made."""
+        if not self.state.records:
+            return None
+        try:
+            return analyse(self._plan_json, self.state.records)
+        except Exception as exc:  # noqa: BLE001 - the table falls back to its own medians
+            self.log.warning(f"analysis failed: {exc!r}")
+            return None
+
+    # ------------------------------------------------------------------------------------ theme
+
+    def _apply_palette(self) -> None:
+        self.palette = Palette.from_variables(self.get_css_variables())
+        screen = self.sweep_screen
+        for widget in (screen.query_one(SweepHeader), screen.query_one(QueuePanel), screen.query_one(ResultsPanel),
+                       screen.query_one(GpuPanel)):
+            widget.palette = self.palette  # type: ignore[attr-defined]
+        screen.query_one(ServerLogPanel).set_palette(self.palette)
+        for pushed in self.screen_stack:
+            if isinstance(pushed, FullLogScreen):
+                pushed.set_palette(self.palette)
+
+    def _theme_changed(self, theme: Theme) -> None:
+        if not self._panels_ready:
+            return
+        self._apply_palette()
+        self._sync_panels(queue=True, results=True, gpus=True, force=True)
+
+    def set_theme(self, name: str) -> None:
+        """Switch to theme ``name`` (the panels recolour themselves)."""
+        if name in self.available_themes:
+            self.theme = name
+
+    def action_cycle_theme(self) -> None:
+        names = self.specbench_themes or [FALLBACK_THEME]
+        index = names.index(self.theme) + 1 if self.theme in names else 0
+        self.set_theme(names[index % len(names)])
+        self.notify(f"Theme: {self.theme}", timeout=3, markup=False)
+
+    # ------------------------------------------------------------------------------------ selection
+
+    def selected_config(self) -> ConfigView | None:
+        """The configuration under the cursor of the results table when it has focus, else of the queue."""
+        try:
+            screen = self.sweep_screen
+            results = screen.query_one(ResultsPanel)
+            config_id = results.selected_config_id if results.has_focus else None
+            if config_id is None:
+                config_id = screen.query_one(QueuePanel).selected_config_id
+        except LookupError:
+            return None
+        return self.state.configs.get(config_id) if config_id else None
+
+    # ------------------------------------------------------------------------------------ control
+
+    def _control(self, request: Callable[[], None]) -> None:
+        """Send a control request now, or as soon as the sweep has started (earlier ones would be lost)."""
+        if self.state.started_at is None:
+            self._pending_controls.append(request)
+            self.notify("The sweep is still starting: the request is sent once it runs.", timeout=4, markup=False)
+        else:
+            request()
+
+    def action_toggle_pause(self) -> None:
+        """Pause or resume, by the queue state the events reported (what the header shows)."""
+        if self.state.paused:
+            self._control(self.engine.resume)
+        else:
+            self._control(self.engine.pause)
+
+    def skip_config(self, config_id: str) -> None:
+        """Ask the engine to skip ``config_id`` (a pending one is dropped, a running one stopped)."""
+        view = self.state.configs.get(config_id)
+        if view is None:
+            return
+        if view.state.final:
+            self.notify(f"{clean(view.name, 80)} is already {view.state.value}.", severity="warning", markup=False)
+            return
+        self._control(partial(self.engine.skip, config_id))
+        self.notify(f"Skipping {clean(view.name, 80)}…", timeout=4, markup=False)
+
+    def retry_config(self, config_id: str) -> None:
+        """Ask the engine to queue a crashed, failed or skipped configuration again."""
+        view = self.state.configs.get(config_id)
+        if view is None:
+            return
+        if view.state not in (ConfigState.CRASHED, ConfigState.FAILED, ConfigState.SKIPPED):
+            self.notify(f"{clean(view.name, 80)} is {view.state.value}: only crashed, failed or skipped "
+                        "configurations can be retried.", severity="warning", markup=False)
+            return
+        self._control(partial(self.engine.retry, config_id))
+        self.notify(f"Retrying {clean(view.name, 80)}: queued again.", timeout=4, markup=False)
+
+    def action_skip_selected(self) -> None:
+        view = self.selected_config()
+        if view is None:
+            self.notify("Select a configuration in the queue first.", severity="warning", markup=False)
+            return
+        self.skip_config(view.config_id)
+
+    def action_skip_running(self) -> None:
+        active = self.state.active()
+        if not active:
+            self.notify("No configuration is running.", severity="warning", markup=False)
+            return
+        selected = self.selected_config()
+        target = selected if selected is not None and selected.state.active else active[0]
+        self.skip_config(target.config_id)
+
+    def action_retry_selected(self) -> None:
+        view = self.selected_config()
+        if view is None:
+            self.notify("Select a configuration in the queue first.", severity="warning", markup=False)
+            return
+        self.retry_config(view.config_id)
+
+    def log_path_of(self, view: ConfigView) -> Path:
+        """Where the configuration's server log is (as the engine announced it, else the run directory's)."""
+        if view.log_path:
+            path = Path(view.log_path)
+            return path if path.is_absolute() else Path(self.engine.run_dir) / path
+        return Path(self.engine.run_dir) / "logs" / f"{view.name}.log"
+
+    def open_log_of(self, config_id: str) -> None:
+        """Open the full-log screen for ``config_id``."""
+        view = self.state.configs.get(config_id)
+        if view is None:
+            return
+        path = self.log_path_of(view)
+        if not path.exists():
+            self.notify(f"{clean(view.name, 80)} has no log yet ({view.state.value}).", severity="warning",
+                        markup=False)
+            return
+        self.push_screen(FullLogScreen(view.name, path, palette=self.palette, follow=view.state.active,
+                                       crash_line_number=view.crash_log_line, crash_line=view.crash_line,
+                                       signature=view.signature))
+
+    def action_open_log(self) -> None:
+        view = self.selected_config()
+        if view is None:
+            self.notify("Select a configuration in the queue first.", severity="warning", markup=False)
+            return
+        self.open_log_of(view.config_id)
+
+    # ------------------------------------------------------------------------------------ panels
+
+    def _panel_widget(self, panel: str) -> Widget:
+        screen = self.sweep_screen
+        if panel == "queue":
+            return screen.query_one(QueuePanel)
+        if panel == "results":
+            return screen.query_one(ResultsPanel)
+        if panel == "log":
+            return screen.query_one(ServerLogPanel)
+        return screen.query_one(GpuPanel)
+
+    def action_focus_panel(self, panel: str) -> None:
+        screen = self.sweep_screen
+        widget = self._panel_widget(panel)
+        if screen.maximized is not None and screen.maximized is not widget or not widget.display or widget.region.area == 0:
+            screen.maximize(widget, container=False)
+        target: Widget = widget
+        if isinstance(widget, GpuPanel):
+            target = widget.table if widget.table.display else widget
+        self.call_after_refresh(target.focus)
+
+    def action_toggle_maximize(self) -> None:
+        screen = self.sweep_screen
+        if screen.maximized is not None:
+            screen.minimize()
+            return
+        focused = screen.focused
+        panel = next((w for w in ([focused] + list(focused.ancestors) if focused else [])
+                      if isinstance(w, (QueuePanel, ResultsPanel, ServerLogPanel, GpuPanel))), None)
+        if panel is not None:
+            screen.maximize(panel, container=False)
+
+    def action_cycle_sort(self) -> None:
+        label = self._results_panel().cycle_sort()
+        self.notify(f"Results sorted by {label}.", timeout=3, markup=False)
+
+    # ------------------------------------------------------------------------------------ quitting
+
+    def action_request_quit(self) -> None:
+        """Quit; while servers run, ask first, then stop the sweep and tear them down."""
+        if self._quitting:
+            self.notify("Still stopping the servers…", markup=False)
+            return
+        running = [v.name for v in self.state.active()]
+        if running and self.state.outcome is None:
+            if any(isinstance(s, ConfirmQuitScreen) for s in self.screen_stack):
+                return
+            self.push_screen(ConfirmQuitScreen(running), callback=self._quit_answered)
+        else:
+            self.shut_down()
+
+    def _quit_answered(self, confirmed: Any) -> None:
+        if confirmed:
+            self.shut_down()
+
+    def shut_down(self) -> None:
+        """Stop the engine in a worker (the screen keeps drawing) and exit when it is done."""
+        if self._quitting:
+            return
+        self._quitting = True
+        if self.state.active():
+            self.notify("Stopping the sweep and tearing the servers down…", title="Quitting", timeout=60,
+                        markup=False)
+        self._stop_engine(self.state.outcome is None)

@@ -1,0 +1,74 @@
+"""Command palette entries for every action, worded for the current state (Ctrl+P)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import TYPE_CHECKING
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.content import Content
+from textual.fuzzy import Matcher
+
+from specbench_tui.core.events import ConfigState
+from specbench_tui.tui.safe_text import clean
+
+if TYPE_CHECKING:
+    from specbench_tui.tui.app import SpecbenchApp
+
+
+def highlight(matcher: Matcher, title: str) -> Content:
+    """``title`` with the matched characters styled, never parsed as markup (names are untrusted)."""
+    content = Content(title)
+    _, offsets = matcher.fuzzy_search.match(matcher.query, title)
+    for offset in offsets:
+        if offset < len(title) and not title[offset].isspace():
+            content = content.stylize(matcher.match_style, offset, offset + 1)
+    return content
+
+
+class SweepCommands(Provider):
+    """``sweep:``, ``log:``, ``panel:``, ``results:`` and ``theme:`` commands."""
+
+    def _commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
+        app: SpecbenchApp = self.app  # type: ignore[assignment]
+        state = app.state
+        if state.paused:
+            yield "sweep: resume the queue", app.action_toggle_pause, "launch the next configurations again (p)"
+        else:
+            yield "sweep: pause the queue", app.action_toggle_pause, "finish the request in flight, launch nothing new (p)"
+        selected = app.selected_config()
+        if selected is not None:
+            name = clean(selected.name, 60)
+            yield f"sweep: skip {name}", app.action_skip_selected, "skip the selected configuration (s)"
+            yield f"sweep: retry {name}", app.action_retry_selected, "queue the selected configuration again (r)"
+            yield f"log: open the full log of {name}", app.action_open_log, "search, filter, crash jump (l)"
+        for view in state.active():
+            yield f"sweep: skip the running {clean(view.name, 60)}", partial(app.skip_config, view.config_id), \
+                "stop its server and mark it skipped (S)"
+        for view in state.ordered_configs():
+            name = clean(view.name, 60)
+            if view.log_path:
+                yield f"log: {name}", partial(app.open_log_of, view.config_id), "open this server's full log"
+            if view.state in (ConfigState.CRASHED, ConfigState.FAILED, ConfigState.SKIPPED):
+                yield f"sweep: retry {name}", partial(app.retry_config, view.config_id), "queue it again"
+            elif view.state is ConfigState.PENDING:
+                yield f"sweep: skip {name}", partial(app.skip_config, view.config_id), "do not run it"
+        for number, (panel, label) in enumerate(app.PANELS, start=1):
+            yield f"panel: focus {label}", partial(app.action_focus_panel, panel), f"({number})"
+        yield "panel: maximise or restore the focused panel", app.action_toggle_maximize, "(m)"
+        yield "results: sort by the next column", app.action_cycle_sort, "(o)"
+        for theme in app.specbench_themes:
+            yield f"theme: {theme}", partial(app.set_theme, theme), "switch colours (t cycles)"
+        yield "quit", app.action_request_quit, "stop the sweep and tear the servers down (q)"
+
+    async def discover(self) -> Hits:
+        for title, callback, help_text in self._commands():
+            yield DiscoveryHit(Content(title), callback, text=title, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, callback, help_text in self._commands():
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, highlight(matcher, title), callback, text=title, help=help_text)

@@ -1,0 +1,131 @@
+"""Classifying and highlighting server log lines: fatal and warning lines, ``Decode batch`` figures.
+
+The live panel and the full-log screen share this: a line is ``fatal``, ``error``, ``warning`` or ``info``
+by the engine's own level when it has one and by these patterns otherwise, so a crash line stands out the
+moment it arrives even if nothing upstream recognised it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rich.highlighter import Highlighter
+from rich.text import Text
+
+from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
+
+FATAL_PATTERN = (r"Traceback \(most recent call last\)|CUDA error|AcceleratorError|OutOfMemoryError|"
+                 r"CUDA out of memory|NCCL error|Segmentation fault|core dumped|Fatal Python error|"
+                 r"\bFATAL\b|illegal instruction|illegal memory access|Scheduler hit an exception")
+ERROR_PATTERN = r"\bERROR\b|\b[A-Za-z]*Error\b|\bException\b|\bfailed\b"
+WARNING_PATTERN = r"\bWARN(?:ING)?\b|\bWarning\b|\bwarning:"
+
+_FATAL = re.compile(FATAL_PATTERN)
+_ERROR = re.compile(ERROR_PATTERN)
+_WARNING = re.compile(WARNING_PATTERN)
+PROBLEM_KEYWORDS = (b"Error", b"ERROR", b"error", b"Exception", b"Traceback", b"WARN", b"Warning", b"warning",
+                    b"FATAL", b"Fatal", b"illegal", b"failed", b"sigquit", b"Segmentation fault", b"core dumped",
+                    b"out of memory", b"CUDA", b"NCCL")
+"""Literal bytes every fatal, error or warning line contains at least one of (a fast pre-filter for big logs;
+:func:`classify` decides)."""
+
+LEVEL_RANK = {"info": 0, "debug": 0, "warning": 1, "warn": 1, "error": 2, "fatal": 3, "critical": 3}
+MARKERS = {"fatal": "✖", "error": "✖", "warning": "▲"}
+"""Glyph in front of a live log line, so its level reads without colour too."""
+
+_DECODE_FIGURES = re.compile(r"(?:accept len: |gen throughput \(token/s\): |accept )([0-9.]+)|([0-9.]+)(?= tok/s)")
+_DECODE = re.compile(r"Decode (?:batch|▸)")
+_PREFILL = re.compile(r"Prefill (?:batch|▸)")
+_BATCH = re.compile(r"^(?P<head>.*?)(?P<kind>Decode|Prefill) batch[,.]\s*(?P<rest>.*)$")
+
+
+def compact_batch_line(text: str) -> str:
+    """``Decode batch`` / ``Prefill batch`` lines with their key figures first, for the narrow live panel.
+
+    ``[ts] Decode batch, #running-req: 1, … gen throughput (token/s): 182.30, #queue-req: 0`` becomes
+    ``[ts] Decode ▸ 182.30 tok/s · accept 3.91 (0.78) · run 1 · queue 0 · usage 0.01``; other lines are
+    returned unchanged (the full-log screen always shows the original).
+    """
+    match = _BATCH.match(text)
+    if match is None:
+        return text
+    fields: dict[str, str] = {}
+    for part in match["rest"].split(","):
+        key, colon, value = part.partition(":")
+        if colon:
+            fields[key.strip()] = value.strip()
+    items: list[str] = []
+    if match["kind"] == "Decode":
+        if "gen throughput (token/s)" in fields:
+            items.append(f"{fields['gen throughput (token/s)']} tok/s")
+        if "accept len" in fields:
+            rate = fields.get("accept rate")
+            items.append(f"accept {fields['accept len']}" + (f" ({rate})" if rate else ""))
+        labels = (("#running-req", "run"), ("#queue-req", "queue"), ("token usage", "usage"), ("#token", "tokens"))
+    else:
+        if "input throughput (token/s)" in fields:
+            items.append(f"in {fields['input throughput (token/s)']} tok/s")
+        labels = (("#new-token", "new"), ("#cached-token", "cached"), ("#running-req", "run"),
+                  ("#queue-req", "queue"))
+    items.extend(f"{label} {fields[key]}" for key, label in labels if key in fields)
+    if not items:
+        return text
+    return f"{match['head']}{match['kind']} ▸ " + " · ".join(items)
+
+
+def classify(line: str, level: str | None = None) -> str:
+    """``fatal``, ``error``, ``warning`` or ``info``: the higher of the engine's level and the patterns'."""
+    found = "info"
+    if _FATAL.search(line):
+        found = "fatal"
+    elif _ERROR.search(line):
+        found = "error"
+    elif _WARNING.search(line):
+        found = "warning"
+    given = (level or "info").lower()
+    if LEVEL_RANK.get(given, 0) > LEVEL_RANK[found]:
+        return "fatal" if given == "critical" else ("warning" if given == "warn" else given)
+    return found
+
+
+class LogHighlighter(Highlighter):
+    """Colours a log line in place: the whole line by level, ``Decode batch`` figures bold."""
+
+    def __init__(self, palette: Palette = DEFAULT_PALETTE, *, live: bool = True) -> None:
+        self.palette = palette
+        self.live = live
+        """Live lines start with a level marker and the configuration name up to ``│``."""
+
+    def highlight(self, text: Text) -> None:
+        plain = text.plain
+        palette = self.palette
+        body_start = 0
+        if self.live:
+            marker = plain[:1]
+            bar = plain.find("│")
+            if 0 < bar < 80:
+                text.stylize(palette.muted, 0, bar + 1)
+                body_start = bar + 1
+            if marker == "✖":
+                text.stylize(palette.crash, 0, len(plain))
+                return
+            if marker == "▲":
+                text.stylize(palette.warning, 0, len(plain))
+                return
+            level = "info"
+        else:
+            level = classify(plain)
+        if level in ("fatal", "error"):
+            text.stylize(palette.crash, body_start, len(plain))
+            return
+        if level == "warning":
+            text.stylize(palette.warning, body_start, len(plain))
+            return
+        decode = _DECODE.search(plain, body_start)
+        if decode:
+            text.stylize(palette.primary, decode.start(), decode.end())
+            for match in _DECODE_FIGURES.finditer(plain, decode.end()):
+                group = 1 if match.group(1) is not None else 2
+                text.stylize(palette.accent, match.start(group), match.end(group))
+        elif (prefill := _PREFILL.search(plain, body_start)) is not None:
+            text.stylize(palette.muted, prefill.start(), len(plain))

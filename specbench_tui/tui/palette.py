@@ -1,0 +1,60 @@
+"""Rich styles taken from the current Textual theme, for cells and log lines styled in Python.
+
+Widgets that build ``Text`` themselves (table cells, log lines) cannot use TCSS variables, so they take
+their colours from :class:`Palette`, rebuilt whenever the theme changes: crashes follow ``$error`` and
+zero-output results follow ``$warning``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rich.style import Style
+from textual.color import Color, ColorParseError
+
+
+def _colour(variables: Mapping[str, str], *names: str) -> str | None:
+    for name in names:
+        value = variables.get(name)
+        if not value:
+            continue
+        try:
+            return Color.parse(value).hex
+        except (ColorParseError, ValueError, TypeError):
+            continue
+    return None
+
+
+@dataclass(frozen=True)
+class Palette:
+    """Styles for the meanings the app colours."""
+
+    crash: Style
+    zero_output: Style
+    warning: Style
+    success: Style
+    accent: Style
+    primary: Style
+    muted: Style
+    plain: Style
+
+    @classmethod
+    def from_variables(cls, variables: Mapping[str, str]) -> Palette:
+        """Build from ``App.theme_variables`` (unknown or unparsable colours fall back to no colour)."""
+        error = _colour(variables, "error")
+        warning = _colour(variables, "warning")
+        return cls(
+            crash=Style(color=error, bold=True),
+            zero_output=Style(color=warning, bold=True),
+            warning=Style(color=warning),
+            success=Style(color=_colour(variables, "success")),
+            accent=Style(color=_colour(variables, "accent"), bold=True),
+            primary=Style(color=_colour(variables, "primary")),
+            muted=Style(color=_colour(variables, "foreground-darken-3", "foreground"), dim=True),
+            plain=Style(),
+        )
+
+
+DEFAULT_PALETTE = Palette.from_variables({})
+"""Colourless styles used before a theme is known."""

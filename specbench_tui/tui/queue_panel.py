@@ -1,0 +1,125 @@
+"""The sweep queue: every configuration with its state, GPUs, start-up time and a one-line reason."""
+
+from __future__ import annotations
+
+import contextlib
+
+from rich.style import Style
+from rich.text import Text
+from textual.widgets import DataTable
+from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
+
+from specbench_tui.core.state import PAUSED, ConfigView, RunState
+from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
+from specbench_tui.tui.safe_text import clean, safe
+
+STATE_GLYPHS = {
+    "pending": "·", PAUSED: "⏸", "launching": "◔", "ready": "◑", "running": "▶", "done": "✔",
+    "crashed": "✖", "failed": "✖", "skipped": "↷",
+}
+COLUMNS = (("glyph", ""), ("config", "config"), ("state", "state"), ("gpus", "GPUs"), ("startup", "start-up"),
+           ("note", "reason / progress"))
+
+
+def state_style(state: str, palette: Palette) -> Style:
+    """The style of a state word (crashes follow the theme's error colour)."""
+    if state in ("crashed", "failed"):
+        return palette.crash
+    if state == PAUSED:
+        return palette.zero_output
+    if state in ("running", "launching", "ready"):
+        return palette.accent
+    if state == "done":
+        return palette.success
+    return palette.muted
+
+
+def _note(view: ConfigView) -> str:
+    if view.state.value in ("crashed", "failed"):
+        parts = [p for p in (view.signature, view.reason) if p]
+        return ": ".join(parts) if parts else view.state.value
+    if view.state.active:
+        if view.workload:
+            return f"{view.workload} · {view.measurements} meas"
+        return f"attempt {view.attempt}" if view.attempt > 1 else ""
+    if view.zero_output:
+        return f"{view.zero_output} zero-output · {view.measurements} meas"
+    if view.reason:
+        return view.reason
+    if view.state.value == "done":
+        return f"{view.measurements} meas"
+    return ""
+
+
+class QueuePanel(DataTable):
+    """The configurations of the plan in run order; the cursor row is the 'selected' configuration."""
+
+    ALLOW_MAXIMIZE = True
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=False, classes="panel")
+        self.border_title = "1 Sweep queue"
+        self.palette: Palette = DEFAULT_PALETTE
+        """Styles from the current theme (set by the app)."""
+        self._shown: dict[str, tuple] = {}
+        """Row key → the plain values last written, so unchanged cells are not rewritten."""
+
+    def on_mount(self) -> None:
+        for key, label in COLUMNS:
+            self.add_column(label, key=key)
+
+    @property
+    def selected_config_id(self) -> str | None:
+        """The configuration under the cursor."""
+        if self.row_count == 0:
+            return None
+        try:
+            row_key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
+        except CellDoesNotExist:
+            return None
+        return row_key.value
+
+    def select_config(self, config_id: str) -> None:
+        """Move the cursor to ``config_id``'s row."""
+        with contextlib.suppress(RowDoesNotExist):
+            self.move_cursor(row=self.get_row_index(config_id))
+
+    def sync(self, state: RunState, force: bool = False) -> None:
+        """Bring the rows up to date with ``state`` (only changed cells are written)."""
+        for view in state.ordered_configs():
+            shown_state = state.display_state(view)
+            gpus = view.gpus or view.last_gpus
+            values = (shown_state, view.name, ",".join(str(g) for g in gpus) if gpus else "–",
+                      f"{view.startup_s:.1f}s" if view.startup_s is not None else "–", _note(view),
+                      bool(view.gpus))
+            if not force and self._shown.get(view.config_id) == values:
+                continue
+            cells = self._cells(values)
+            if view.config_id not in self._shown:
+                self.add_row(*cells, key=view.config_id)
+            else:
+                for (column, _), cell in zip(COLUMNS, cells):
+                    self.update_cell(view.config_id, column, cell, update_width=True)
+            self._shown[view.config_id] = values
+        self.border_subtitle = self._summary(state)
+
+    def _cells(self, values: tuple) -> list[Text]:
+        shown_state, name, gpus, startup, note, holding = values
+        palette = self.palette
+        style = state_style(shown_state, palette)
+        alarming = shown_state in ("crashed", "failed")
+        return [
+            Text(STATE_GLYPHS.get(shown_state, "?"), style=style),
+            safe(name, palette.crash if alarming else "", 120),
+            Text(shown_state, style=style),
+            Text(gpus, style=palette.accent if holding else palette.muted),
+            Text(startup),
+            safe(note, palette.crash if alarming else palette.muted, 200),
+        ]
+
+    @staticmethod
+    def _summary(state: RunState) -> str:
+        counts = state.counts()
+        order = ("running", "launching", "ready", "pending", PAUSED, "done", "crashed", "failed", "skipped")
+        return clean(" ".join(f"{counts[k]} {k}" for k in order if counts.get(k)), 200)
+

@@ -1,0 +1,269 @@
+"""Results as they arrive: configuration × workload with decode tok/s, TTFT, acceptance and speedup."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.style import Style
+from rich.text import Text
+from textual import on
+from textual.widgets import DataTable
+from textual.widgets.data_table import CellDoesNotExist
+
+from specbench_tui.core.analysis import (
+    FLAG_CLAMPED,
+    FLAG_IDLE,
+    FLAG_MISMATCH,
+    RunAnalysis,
+)
+from specbench_tui.core.events import ConfigState
+from specbench_tui.core.state import RunState
+from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
+from specbench_tui.tui.safe_text import clean
+
+COLUMNS = (("config", "config"), ("workload", "workload"), ("n", "n"), ("tps", "tok/s"), ("ttft", "TTFT ms"),
+           ("accept", "accept"), ("speedup", "speedup"), ("note", "note"))
+SORTS: tuple[tuple[str | None, str, bool], ...] = (
+    (None, "plan order", False), ("tps", "tok/s", True), ("speedup", "speedup", True), ("ttft", "TTFT", False),
+    ("accept", "accept", True),
+)
+"""(column, label, descending) in the order the sort key cycles through them."""
+_KEY_SEPARATOR = "\x1f"
+_NO_WORKLOAD = "\x00"
+
+
+class Cell(Text):
+    """A table cell that carries the value it sorts by."""
+
+    sort_value: Any = None
+
+
+def _cell(text: str, style: Style | str = "", sort_value: Any = None) -> Cell:
+    cell = Cell(text, style=style, no_wrap=True, overflow="ellipsis")
+    cell.sort_value = sort_value
+    return cell
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """The plain values of one row (compared to skip rewriting unchanged rows)."""
+
+    config: str
+    workload: str
+    order: tuple[int, int]
+    count: int
+    tps: float | None
+    all_zero: bool
+    ttft_ms: float | None
+    accept: float | None
+    speedup: float | None
+    is_baseline: bool
+    crashed: bool
+    zero_output: int
+    errors: int
+    note: str
+
+
+def row_key(config_id: str, workload: str | None) -> str:
+    return f"{config_id}{_KEY_SEPARATOR}{workload if workload is not None else _NO_WORKLOAD}"
+
+
+def config_of_row_key(key: str) -> str:
+    return key.split(_KEY_SEPARATOR, 1)[0]
+
+
+_FLAG_NOTES = {FLAG_MISMATCH: "✖ output differs from baseline", FLAG_IDLE: "draft idle (accept ≈ 1)"}
+
+
+def build_rows(state: RunState, analysis: RunAnalysis | None = None) -> dict[str, ResultRow]:
+    """Every row the table should show, keyed by its stable row key.
+
+    Figures come from ``analysis`` (the same numbers as ``specbench report``) when it has the cell, else from
+    the state's own medians.
+    """
+    rows: dict[str, ResultRow] = {}
+    workload_order = {name: i for i, name in enumerate(state.workloads)}
+    for view in state.ordered_configs():
+        crashed = view.state in (ConfigState.CRASHED, ConfigState.FAILED)
+        crash_note = f"✖ {view.signature or view.state.value}" + (f": {view.reason}" if view.reason and
+                                                                  not view.signature else "")
+        cells = [c for (cid, _), c in state.cells.items() if cid == view.config_id]
+        not_run = sum(1 for c in cells if c.count == 0)
+        if crashed:  # a crashed server's unmeasured workloads fold into its one crash row
+            cells = [c for c in cells if c.count > 0]
+        cells.sort(key=lambda c: workload_order.get(c.workload, 1_000))
+        for cell in cells:
+            notes = []
+            if crashed:
+                notes.append(crash_note)
+            if cell.zero_output:
+                notes.append(f"▲ {cell.zero_output}/{cell.count} zero output")
+            if cell.errors:
+                notes.append(f"{cell.errors} failed")
+            if cell.clamped:
+                notes.append(f"{cell.clamped} clamped")
+            if cell.not_run:
+                notes.append(f"not run: {cell.not_run}")
+            tps = cell.median_decode_tps
+            ttft = cell.median_ttft_s
+            accept = cell.median_accept_length
+            speedup = state.speedup(view.config_id, cell.workload)
+            analysed = analysis.row(view.config_id, cell.workload) if analysis is not None else None
+            if analysed is not None and analysed.measured:
+                tps = analysed.decode_tps.median if analysed.decode_tps else None
+                ttft = analysed.ttft_s.median if analysed.ttft_s else None
+                accept = analysed.accept_length
+                speedup = analysed.speedup.median if analysed.speedup else None
+                notes.extend(_FLAG_NOTES[flag] for flag in analysed.flags if flag in _FLAG_NOTES)
+                if FLAG_CLAMPED in analysed.flags and not cell.clamped:
+                    notes.append(f"{analysed.n_clamped} clamped")
+            rows[row_key(view.config_id, cell.workload)] = ResultRow(
+                config=view.name, workload=cell.workload,
+                order=(view.order, workload_order.get(cell.workload, 1_000)), count=cell.count,
+                tps=tps, all_zero=cell.ok == 0 and cell.zero_output > 0,
+                ttft_ms=ttft * 1000 if ttft is not None else None, accept=accept, speedup=speedup,
+                is_baseline=view.is_baseline and not view.baseline, crashed=crashed,
+                zero_output=cell.zero_output, errors=cell.errors, note=" · ".join(notes))
+        if crashed and not cells:
+            rows[row_key(view.config_id, None)] = ResultRow(
+                config=view.name, workload="—", order=(view.order, -1), count=0, tps=None, all_zero=False,
+                ttft_ms=None, accept=None, speedup=None, is_baseline=False, crashed=True, zero_output=0, errors=0,
+                note=crash_note + (f" · {not_run} workload{'s' if not_run != 1 else ''} not run" if not_run else ""))
+    return rows
+
+
+def _number(value: float | None, digits: int, sort_value: float | None, style: Style | str = "") -> Cell:
+    if value is None:
+        return _cell("–", style, None)
+    return _cell(f"{value:.{digits}f}", style, sort_value if sort_value is not None else value)
+
+
+class ResultsPanel(DataTable):
+    """Configuration × workload medians (zero-output requests are kept out and flagged)."""
+
+    ALLOW_MAXIMIZE = True
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", classes="panel")
+        self.border_title = "2 Results"
+        self.palette: Palette = DEFAULT_PALETTE
+        """Styles from the current theme (set by the app)."""
+        self.sort_index = 0
+        """Position in :data:`SORTS`."""
+        self.sort_reverse: bool | None = None
+        """Overrides the sort's natural direction after a header click."""
+        self._shown: dict[str, ResultRow] = {}
+
+    def on_mount(self) -> None:
+        for key, label in COLUMNS:
+            self.add_column(label, key=key)
+        self._update_subtitle()
+
+    @property
+    def selected_config_id(self) -> str | None:
+        if self.row_count == 0:
+            return None
+        try:
+            key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
+        except CellDoesNotExist:
+            return None
+        return config_of_row_key(key.value or "")
+
+    def sync(self, state: RunState, force: bool = False, analysis: RunAnalysis | None = None) -> None:
+        """Add new rows and rewrite changed ones; the cursor and scroll position are kept."""
+        rows = build_rows(state, analysis)
+        changed = False
+        for key in [k for k in self._shown if k not in rows]:
+            self.remove_row(key)
+            del self._shown[key]
+            changed = True
+        for key, row in rows.items():
+            if not force and self._shown.get(key) == row:
+                continue
+            cells = self._cells(row)
+            if key in self._shown:
+                for (column, _), cell in zip(COLUMNS, cells):
+                    self.update_cell(key, column, cell, update_width=True)
+            else:
+                self.add_row(*cells, key=key)
+            self._shown[key] = row
+            changed = True
+        if changed:
+            self.apply_sort()
+
+    def _cells(self, row: ResultRow) -> list[Cell]:
+        palette = self.palette
+        base = palette.crash if row.crashed else ""
+        zero = palette.zero_output
+        config_style = base or (zero if row.zero_output else "")
+        if row.all_zero:
+            tps = _cell("zero output", zero, -1.0)
+        else:
+            tps = _number(row.tps, 1, None, base or (zero if row.zero_output else ""))
+        if row.is_baseline and row.tps is not None:
+            speedup = _cell("base", palette.muted if not base else base, 1.0)
+        elif row.speedup is not None:
+            style = base or (palette.success if row.speedup >= 1.0 else palette.warning)
+            speedup = _cell(f"{row.speedup:.2f}×", style, row.speedup)
+        else:
+            speedup = _cell("–", base, None)
+        return [
+            _cell(clean(row.config, 120), config_style, row.order),
+            _cell(clean(row.workload, 60), base, row.order[1]),
+            _cell(str(row.count), base, row.count),
+            tps,
+            _number(row.ttft_ms, 0, None, base),
+            _number(row.accept, 2, None, base),
+            speedup,
+            _cell(clean(row.note, 240), base or (zero if row.zero_output else palette.muted), row.note),
+        ]
+
+    def cycle_sort(self) -> str:
+        """Sort by the next column in :data:`SORTS`; returns its label."""
+        self.sort_index = (self.sort_index + 1) % len(SORTS)
+        self.sort_reverse = None
+        self.apply_sort()
+        return SORTS[self.sort_index][1]
+
+    def sort_by_column(self, column: str) -> None:
+        """Sort by ``column`` (a header click); a second click on it reverses the order."""
+        if column == "config":
+            column_index: int | None = 0
+        else:
+            column_index = next((i for i, (key, _, _) in enumerate(SORTS) if key == column), None)
+        index = column_index
+        if index is None:
+            return
+        if index == self.sort_index:
+            current = SORTS[index][2] if self.sort_reverse is None else self.sort_reverse
+            self.sort_reverse = not current
+        else:
+            self.sort_index = index
+            self.sort_reverse = None
+        self.apply_sort()
+
+    def apply_sort(self) -> None:
+        column, _, descending = SORTS[self.sort_index]
+        reverse = descending if self.sort_reverse is None else self.sort_reverse
+        if column is None:
+            self.sort("config", key=lambda cell: cell.sort_value)
+        else:
+            def key(cell: Any) -> tuple:
+                value = getattr(cell, "sort_value", None)
+                missing = value is None
+                return (missing if not reverse else not missing, value if value is not None else 0)
+
+            self.sort(column, key=key, reverse=reverse)
+        self._update_subtitle()
+
+    def _update_subtitle(self) -> None:
+        column, label, descending = SORTS[self.sort_index]
+        reverse = descending if self.sort_reverse is None else self.sort_reverse
+        arrow = "" if column is None else (" ↓" if reverse else " ↑")
+        self.border_subtitle = f"sort: {label}{arrow} (o)"
+
+    @on(DataTable.HeaderSelected)
+    def _header_clicked(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        self.sort_by_column(str(event.column_key.value))

@@ -1,0 +1,223 @@
+"""Shared by the reliability and security tests: a tiny deterministic sweep, a headless engine subprocess,
+and the server processes it launched, found by a marker in their environment (the engine passes its
+environment to every server, and the simulator passes it to its scheduler and detokenizer children)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from engine_helpers import write_sweep
+
+MARKER_VAR = "SPECBENCH_TEST_MARKER"
+
+PROFILE = """
+seed = 3
+[deterministic]
+enabled = true
+tok_s = 1500.0
+accept_length = 2.0
+ttft_ms = 5.0
+[output]
+eos = false
+[shutdown]
+poll_s = 0.05
+"""
+
+SWEEP = """
+[sweep]
+name = "reliability"
+gpus = 1
+repeats = 1
+warmup = 0
+
+[engine]
+launcher = "simulator"
+sim_profile = "sim_profile.toml"
+port_base = {port}
+startup_timeout_s = 60
+stall_timeout_s = 30
+shutdown_grace_s = 3
+gpu_release_timeout_s = 1
+{engine_extra}
+
+[server.args]
+model-path = "Qwen/Qwen3-8B"
+{server_extra}
+
+[[configs]]
+name = "ar"
+algorithm = "autoregressive"
+args = { tp-size = 1 }
+
+[[configs]]
+name = "dflash-b{budget}"
+algorithm = "dflash"
+matrix = { budget = [8, 16] }
+[configs.args]
+speculative-algorithm = "DFLASH"
+speculative-draft-model-path = "z-lab/Qwen3-8B-DFlash-b16"
+speculative-num-draft-tokens = "{budget}"
+
+[[workloads]]
+name = "code"
+kind = "code"
+items = ["fibonacci", "quicksort"]
+max_new_tokens = {max_new_tokens}
+
+[[workloads]]
+name = "math"
+kind = "arithmetic"
+count = 1
+max_new_tokens = {max_new_tokens}
+"""
+
+CONFIGS = 3
+KEYS_PER_CONFIG = 3  # code: 2 items, math: 1 item, 1 repeat
+
+
+def sweep_text(*, engine_extra: str = "", server_extra: str = "", max_new_tokens: int = 48) -> str:
+    return (SWEEP.replace("{engine_extra}", engine_extra).replace("{server_extra}", server_extra)
+            .replace("{max_new_tokens}", str(max_new_tokens)))
+
+
+def make_sweep(folder: Path, **kwargs) -> Path:
+    return write_sweep(folder, sweep_text(**kwargs), PROFILE)
+
+
+def marker_env(marker: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env[MARKER_VAR] = marker
+    env.pop("SPECBENCH_SIM_PROFILE", None)
+    env.update(extra or {})
+    return env
+
+
+def new_marker() -> str:
+    return f"specbench-test-{uuid.uuid4().hex}"
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0].decode(), int(fields[1])
+
+
+def marked(marker: str, exclude: set[int] | frozenset[int] = frozenset()) -> list[int]:
+    """Live (non-zombie) processes whose environment holds ``MARKER_VAR=marker``."""
+    needle = f"{MARKER_VAR}={marker}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        if pid == os.getpid() or pid in exclude:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                environ = handle.read()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            stat = _stat(pid)
+            if stat is not None and stat[0] not in ("Z", "X"):
+                found.append(pid)
+    return found
+
+
+def server_pids(marker: str, engine_pid: int | None = None) -> list[int]:
+    """The servers' processes (the engine itself, which carries the marker too, left out)."""
+    return marked(marker, {engine_pid} if engine_pid else set())
+
+
+def wait_gone(marker: str, engine_pid: int | None = None, timeout_s: float = 5.0) -> list[int]:
+    """Survivors after ``timeout_s`` (SIGKILLed afterwards so a failing test leaves nothing behind)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        alive = server_pids(marker, engine_pid)
+        if not alive or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    for pid in alive:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return alive
+
+
+def wait_for(predicate, timeout_s: float, poll_s: float = 0.02, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll_s)
+    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+
+
+def headless(args: list[str], cwd: Path, env: dict[str, str], tui: bool = False) -> subprocess.Popen[bytes]:
+    """``specbench run ... --headless`` as a subprocess (its own session, like a login shell's job)."""
+    argv = [sys.executable, "-m", "specbench_tui", "run", *args, *([] if tui else ["--headless"])]
+    return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def records(run_dir: Path) -> list[dict]:
+    out = []
+    path = run_dir / "results.jsonl"
+    if not path.exists():
+        return out
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # torn by a kill; resume ignores it too
+        if isinstance(data, dict):
+            out.append(data)
+    return out
+
+
+def events(run_dir: Path) -> list[dict]:
+    out = []
+    path = run_dir / "events.jsonl"
+    if not path.exists():
+        return out
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict):
+            out.append(data)
+    return out
+
+
+def key(record: dict) -> tuple:
+    return record["config_id"], record["workload"], record["item"], record["repeat"]
+
+
+def final_states(run_dir: Path) -> dict[str, str]:
+    """The last ConfigFinished state of each configuration."""
+    return {e["config_id"]: e["state"] for e in events(run_dir) if e.get("type") == "ConfigFinished"}
+
+
+def the_run_dir(runs: Path) -> Path | None:
+    found = sorted(runs.glob("*/events.jsonl")) if runs.exists() else []
+    return found[0].parent if found else None
+
+
+def seeded(name: str) -> random.Random:
+    """A random source seeded from SPECBENCH_TEST_SEED (default fixed) and the test's name."""
+    seed = os.environ.get("SPECBENCH_TEST_SEED", "20240611")
+    return random.Random(f"{seed}:{name}")

@@ -1,0 +1,355 @@
+"""Pilot tests: the app driven from the keyboard against the scripted FakeEngine."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable
+from tui_fakes import CRASH_LINE, T0, FakeEngine
+
+from specbench_tui.core.events import ConfigState, LogLine
+from specbench_tui.tui.app import SpecbenchApp
+from specbench_tui.tui.confirm_quit import ConfirmQuitScreen
+from specbench_tui.tui.gpu_panel import GpuPanel
+from specbench_tui.tui.log_file_view import LogFileView
+from specbench_tui.tui.log_panel import MAX_LINES, ServerLogPanel
+from specbench_tui.tui.log_screen import FullLogScreen
+from specbench_tui.tui.queue_panel import QueuePanel
+from specbench_tui.tui.results_panel import ResultsPanel
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> FakeEngine:
+    return FakeEngine(tmp_path / "runs" / "2026-01-01_100000_demo")
+
+
+def make_app(engine: FakeEngine) -> SpecbenchApp:
+    return SpecbenchApp(engine, clock=lambda: T0 + 600)
+
+
+async def settle(app: SpecbenchApp, pilot) -> None:
+    while not app.panels_ready:
+        await pilot.pause(0.02)
+    app.drain_events()
+    await pilot.pause()
+
+
+async def select_config(app: SpecbenchApp, pilot, name: str) -> str:
+    queue = app.sweep_screen.query_one(QueuePanel)
+    queue.focus()
+    view = app.state.by_name(name)
+    assert view is not None
+    queue.select_config(view.config_id)
+    await pilot.pause()
+    assert queue.selected_config_id == view.config_id
+    return view.config_id
+
+
+async def test_starts_engine_and_lists_every_config(engine: FakeEngine) -> None:
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        assert ("start",) in engine.calls
+        queue = app.sweep_screen.query_one(QueuePanel)
+        assert queue.row_count == len(engine.plan.configs)
+
+
+async def test_events_from_another_thread_update_every_panel(engine: FakeEngine) -> None:
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        engine.play_from_thread()
+        await pilot.pause(0.3)  # the drain timer runs at 10 Hz
+        state = app.state
+        assert state.outcome == "completed"
+        assert state.configs[engine.plan.by_name("ddtree-b8-tp1").id].state is ConfigState.CRASHED
+        results = app.sweep_screen.query_one(ResultsPanel)
+        assert results.row_count == 9
+        log = app.sweep_screen.query_one(ServerLogPanel)
+        assert any(CRASH_LINE in line and line.startswith("✖") for line in log.lines)
+        assert app.sweep_screen.query_one(GpuPanel).table.row_count == 2
+
+
+async def test_pause_and_resume_reach_the_engine(engine: FakeEngine) -> None:
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        engine.play_until_running()
+        await settle(app, pilot)
+        await pilot.press("p")
+        await settle(app, pilot)
+        assert engine.calls[-1] == ("pause",)
+        assert app.state.paused
+        assert "PAUSED" in app.sweep_screen.query_one("#header").render().plain
+        await pilot.press("p")
+        await settle(app, pilot)
+        assert engine.calls[-1] == ("resume",)
+        assert not app.state.paused
+
+
+async def test_skip_selected_and_skip_running(engine: FakeEngine) -> None:
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        engine.play(20)
+        await settle(app, pilot)
+        pending_id = await select_config(app, pilot, "ddtree-b32-tp1")
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert ("skip", pending_id) in engine.calls
+        assert app.state.configs[pending_id].state is ConfigState.SKIPPED
+        running = app.state.active()
+        assert running
+        await pilot.press("S")
+        await settle(app, pilot)
+        assert engine.calls[-1] == ("skip", running[0].config_id)
+
+
+async def test_retry_crashed_config(engine: FakeEngine) -> None:
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        engine.play_until_running()
+        await settle(app, pilot)
+        crashed_id = await select_config(app, pilot, "ddtree-b8-tp1")
+        await pilot.press("r")
+        await settle(app, pilot)
+        assert engine.calls[-1] == ("retry", crashed_id)
+        assert app.state.configs[crashed_id].state is ConfigState.PENDING
+        done_id = await select_config(app, pilot, "ar-tp1")
+        await pilot.press("r")
+        await settle(app, pilot)
+        assert ("retry", done_id) not in engine.calls
+
+
+async def test_open_crashed_log_and_search_finds_the_crash_line(engine: FakeEngine) -> None:
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        engine.play_until_running()
+        await settle(app, pilot)
+        await select_config(app, pilot, "ddtree-b8-tp1")
+        await pilot.press("l")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, FullLogScreen)
+        view = screen.query_one(LogFileView)
+        await pilot.pause(0.2)
+        assert view.line_count == len(engine.script.log_lines["ddtree-b8-tp1"])
+        await pilot.press("slash", *"illegal", "enter")
+        await pilot.pause()
+        assert view.cursor_line is not None
+        assert CRASH_LINE in view.line_text(view.cursor_line)
+        crash = view.cursor_line
+        await pilot.press("slash", *"cuda", "enter")  # from the crash line: the next match below it
+        await pilot.pause()
+        below = view.cursor_line
+        assert below is not None and below > crash and "cuda" in view.line_text(below).lower()
+        await pilot.press("n")  # no match further down: wraps to the first one
+        await pilot.pause()
+        assert view.cursor_line is not None and view.cursor_line < crash
+        await pilot.press("N")
+        await pilot.pause()
+        assert view.cursor_line == below
+        await pilot.press("f3")
+        await pilot.pause()
+        assert view.cursor_line is not None and view.cursor_line < crash
+        await pilot.press("g", "c")
+        await pilot.pause()
+        assert view.line_text(view.cursor_line) == CRASH_LINE
+        await pilot.press("e")
+        await pilot.pause()
+        assert view.problems_only and 0 < view.visible_count < view.line_count
+        assert all(view.file_line_at(row) is not None for row in range(view.visible_count))
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, FullLogScreen)
+
+
+async def test_enter_on_a_queue_row_opens_its_log(engine: FakeEngine) -> None:
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        engine.play_until_running()
+        await settle(app, pilot)
+        await select_config(app, pilot, "ar-tp1")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, FullLogScreen)
+        assert app.screen.config_name == "ar-tp1"
+
+
+async def test_quit_asks_while_servers_run_then_stops_the_engine(engine: FakeEngine) -> None:
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        engine.play_until_running()
+        await settle(app, pilot)
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmQuitScreen)
+        await pilot.press("n")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmQuitScreen)
+        assert not engine.stopped
+        await pilot.press("q")
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+    assert ("abort", True) in engine.calls
+    assert any(call[0] == "stop" for call in engine.calls)
+    assert app.engine_stopped
+    assert app.return_code == 0
+
+
+async def test_quit_after_the_sweep_finished_does_not_ask(engine: FakeEngine) -> None:
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        engine.play()
+        await settle(app, pilot)
+        await pilot.press("q")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmQuitScreen)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+    assert engine.stopped
+    assert ("abort", True) not in engine.calls
+
+
+async def test_notifications_on_crash_and_zero_output(engine: FakeEngine) -> None:
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36), notifications=True) as pilot:
+        engine.play()
+        await settle(app, pilot)
+        notes = list(app._notifications)
+        texts = [n.message for n in notes]
+        assert any("ddtree-b8-tp1 crashed: cuda_illegal_instruction" in t for t in texts)
+        assert any("zero output" in t and "ddtree-b16-tp1" in t for t in texts)
+        crash_titles = [n for n in notes if n.title in ("Server crashed", "Configuration crashed")]
+        assert len(crash_titles) == 1  # CrashDetected and ConfigFinished announce it once
+
+
+async def test_results_highlight_crash_and_zero_output(engine: FakeEngine) -> None:
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        engine.play()
+        await settle(app, pilot)
+        results = app.sweep_screen.query_one(ResultsPanel)
+        b16 = engine.plan.by_name("ddtree-b16-tp1").id
+        zero = results.get_cell(f"{b16}\x1farithmetic", "tps")
+        assert zero.plain == "zero output"
+        assert zero.style == app.palette.zero_output
+        b8 = engine.plan.by_name("ddtree-b8-tp1").id
+        crash_note = results.get_cell(f"{b8}\x1fcode", "note")
+        assert "cuda_illegal_instruction" in crash_note.plain
+        assert crash_note.style == app.palette.crash
+        speedup = results.get_cell(f"{engine.plan.by_name('dflash-b16-tp1').id}\x1fcode", "speedup")
+        assert speedup.plain == "1.81×"
+
+
+async def test_sorting_keeps_rows_and_orders_by_throughput(engine: FakeEngine) -> None:
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        engine.play()
+        await settle(app, pilot)
+        results = app.sweep_screen.query_one(ResultsPanel)
+        await pilot.press("2", "o")
+        await pilot.pause()
+        values = [results.get_row_at(i)[3].sort_value for i in range(results.row_count)]
+        numbers = [v for v in values if v is not None and v >= 0]
+        assert numbers == sorted(numbers, reverse=True)
+        assert results.row_count == 9
+
+
+async def test_focus_keys_and_maximise(engine: FakeEngine) -> None:
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        engine.play_until_running()
+        await settle(app, pilot)
+        screen = app.sweep_screen
+        for key, kind in (("2", ResultsPanel), ("3", ServerLogPanel), ("1", QueuePanel)):
+            await pilot.press(key)
+            await pilot.pause()
+            assert isinstance(screen.focused, kind)
+        await pilot.press("4")
+        await pilot.pause()
+        assert isinstance(screen.focused, DataTable) and isinstance(screen.focused.parent, GpuPanel)
+        await pilot.press("m")
+        await pilot.pause()
+        assert isinstance(screen.maximized, GpuPanel)
+        await pilot.press("m")
+        await pilot.pause()
+        assert screen.maximized is None
+
+
+async def test_narrow_terminal_hides_gpus_until_asked(engine: FakeEngine) -> None:
+    app = make_app(engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        engine.play_until_running()
+        await settle(app, pilot)
+        screen = app.sweep_screen
+        gpu = screen.query_one(GpuPanel)
+        assert screen.has_class("-narrow")
+        assert gpu.region.area == 0
+        await pilot.press("4")
+        await pilot.pause()
+        assert screen.maximized is gpu and gpu.region.area > 0
+        await pilot.press("1")
+        await pilot.pause()
+        assert isinstance(screen.maximized, QueuePanel)
+        await pilot.press("m")
+        await pilot.pause()
+        assert screen.maximized is None
+
+
+async def test_theme_key_cycles_and_recolours_cells(engine: FakeEngine) -> None:
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        engine.play()
+        await settle(app, pilot)
+        dark_crash = app.palette.crash
+        await pilot.press("t")
+        await pilot.pause()
+        assert app.theme == "specbench-high-contrast"
+        await pilot.pause()
+        assert app.palette.crash != dark_crash
+        results = app.sweep_screen.query_one(ResultsPanel)
+        b8 = engine.plan.by_name("ddtree-b8-tp1").id
+        assert results.get_cell(f"{b8}\x1fcode", "note").style == app.palette.crash
+
+
+async def test_command_palette_runs_sweep_commands(engine: FakeEngine) -> None:
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        engine.play_until_running()
+        await settle(app, pilot)
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"pause")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert ("pause",) in engine.calls
+
+
+async def test_log_bursts_are_coalesced_into_one_write(engine: FakeEngine) -> None:
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        config_id = engine.plan.configs[0].id
+        count = 50_000
+
+        def flood() -> None:
+            for i in range(count):
+                engine.emit(LogLine(config_id=config_id, line=f"line {i}", ts=T0 + i))
+
+        started = time.perf_counter()
+        thread = threading.Thread(target=flood)
+        thread.start()
+        thread.join()
+        emit_s = time.perf_counter() - started
+        assert emit_s < 2.0  # the engine side only enqueues
+        app.drain_events()
+        await pilot.pause()
+        log = app.sweep_screen.query_one(ServerLogPanel)
+        assert log.lines_received == count
+        assert log.line_count == MAX_LINES
+        assert log.lines[-1].endswith(f"line {count - 1}")

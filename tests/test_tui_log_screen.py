@@ -1,0 +1,101 @@
+"""The full-log screen on its own: long logs stay fast, follow mode, filter, crash jump."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from textual.app import App
+
+from specbench_tui.tui.log_file_view import LogFileView
+from specbench_tui.tui.log_screen import FullLogScreen
+from specbench_tui.tui.palette import DEFAULT_PALETTE
+
+
+class LogApp(App):
+    """Just the full-log screen."""
+
+    CSS_PATH = str(Path(__file__).resolve().parents[1] / "specbench_tui" / "tui" / "app.tcss")
+
+    def __init__(self, screen: FullLogScreen) -> None:
+        super().__init__()
+        self.log_screen = screen
+
+    def on_mount(self) -> None:
+        self.push_screen(self.log_screen)
+
+
+async def wait_indexed(view: LogFileView, pilot, lines: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while view.line_count != lines and time.monotonic() < deadline:
+        await pilot.pause(0.05)
+    assert view.line_count == lines
+
+
+async def test_long_log_renders_only_visible_lines(tmp_path: Path) -> None:
+    path = tmp_path / "big.log"
+    count = 200_000
+    with path.open("w") as handle:
+        for i in range(count):
+            handle.write(f"[2026-01-01 10:00:00] Decode batch, #running-req: 1, gen throughput (token/s): {i}.00\n")
+        handle.write("RuntimeError: CUDA error: an illegal instruction was encountered\n")
+        handle.write("tail line without newline")
+    screen = FullLogScreen("big", path, palette=DEFAULT_PALETTE)
+    app = LogApp(screen)
+    async with app.run_test(size=(100, 30)) as pilot:
+        view = screen.view
+        started = time.monotonic()
+        await wait_indexed(view, pilot, count + 2)
+        assert time.monotonic() - started < 8
+        assert len(view._line_cache) < 200  # only what was shown was read
+        await pilot.press("c")  # no line number known: the last fatal line
+        await pilot.pause()
+        assert view.cursor_line == count
+        await pilot.press("G")
+        await pilot.pause()
+        assert view.line_text(count + 1) == "tail line without newline"
+        await pilot.press("e")
+        await pilot.pause()
+        assert view.visible_count == 1
+        await pilot.press("slash", *"199999", "enter")
+        await pilot.pause()
+        assert view.cursor_line == count - 1 and not view.problems_only  # the hit is shown, filter off
+        assert len(view._line_cache) < 400
+
+
+async def test_follow_mode_reads_appended_lines(tmp_path: Path) -> None:
+    path = tmp_path / "live.log"
+    path.write_text("first\n")
+    screen = FullLogScreen("live", path, palette=DEFAULT_PALETTE, follow=True)
+    app = LogApp(screen)
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = screen.view
+        await wait_indexed(view, pilot, 1)
+        with path.open("a") as handle:
+            handle.write("".join(f"line {i}\n" for i in range(100)))
+        await wait_indexed(view, pilot, 101)
+        await pilot.pause(0.1)
+        assert view.is_vertical_scroll_end
+        await pilot.press("f")
+        assert not view.follow
+        with path.open("a") as handle:
+            handle.write("not read while not following\n")
+        await pilot.pause(0.7)
+        assert view.line_count == 101
+
+
+async def test_truncated_file_is_reindexed_and_missing_file_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "rotating.log"
+    path.write_text("a\nb\nc\n")
+    screen = FullLogScreen("rotating", path, palette=DEFAULT_PALETTE, follow=True)
+    app = LogApp(screen)
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = screen.view
+        await wait_indexed(view, pilot, 3)
+        path.write_text("new\n")
+        await wait_indexed(view, pilot, 1)
+        assert view.line_text(0) == "new"
+        path.unlink()
+        await pilot.pause(0.8)
+        assert view.missing is not None
+        assert app.is_running

@@ -1,0 +1,87 @@
+"""SVG snapshots at fixed sizes with deterministic content (scripted events, frozen clock, relative paths).
+
+Review changes with ``pytest tests/test_tui_snapshots.py --snapshot-update`` only after looking at the report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tui_fakes import T0, FakeEngine
+
+from specbench_tui.tui.app import SpecbenchApp
+from specbench_tui.tui.queue_panel import QueuePanel
+
+
+@pytest.fixture
+def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeEngine:
+    monkeypatch.chdir(tmp_path)
+    return FakeEngine(tmp_path / "runs" / "2026-01-01_100000_demo")
+
+
+def make_app(engine: FakeEngine, theme: str | None = None) -> SpecbenchApp:
+    app = SpecbenchApp(engine, theme=theme, clock=lambda: T0 + 754)
+    app.animation_level = "none"
+    return app
+
+
+async def ready(pilot) -> None:
+    """Wait until the app has subscribed to the engine (events published before would be missed)."""
+    while not pilot.app.panels_ready:
+        await pilot.pause(0.02)
+
+
+async def steady(pilot) -> None:
+    """Fold pending events, drop toasts and wait for background width measurements."""
+    app = pilot.app
+    app.drain_events()
+    await pilot.pause()
+    await app.workers.wait_for_complete()
+    app.clear_notifications()
+    await pilot.pause()
+
+
+def test_mid_run_wide(engine: FakeEngine, snap_compare) -> None:
+    async def run_before(pilot) -> None:
+        await ready(pilot)
+        engine.play_until_running()
+        await steady(pilot)
+
+    assert snap_compare(make_app(engine), terminal_size=(160, 48), run_before=run_before)
+
+
+def test_mid_run_narrow(engine: FakeEngine, snap_compare) -> None:
+    async def run_before(pilot) -> None:
+        await ready(pilot)
+        engine.play_until_running()
+        await steady(pilot)
+
+    assert snap_compare(make_app(engine), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_finished_light_theme_sorted(engine: FakeEngine, snap_compare) -> None:
+    async def run_before(pilot) -> None:
+        await ready(pilot)
+        engine.play()
+        await steady(pilot)
+        await pilot.press("2", "o")
+        await steady(pilot)
+
+    assert snap_compare(make_app(engine, theme="specbench-light"), terminal_size=(160, 48), run_before=run_before)
+
+
+def test_crash_log_screen(engine: FakeEngine, snap_compare) -> None:
+    async def run_before(pilot) -> None:
+        await ready(pilot)
+        engine.play_until_running()
+        await steady(pilot)
+        app = pilot.app
+        queue = app.sweep_screen.query_one(QueuePanel)
+        queue.select_config(engine.plan.by_name("ddtree-b8-tp1").id)
+        await pilot.press("l")
+        await pilot.pause(0.2)
+        await pilot.press("c")
+        await steady(pilot)
+
+    assert snap_compare(make_app(engine), terminal_size=(80, 24), run_before=run_before)

@@ -1,0 +1,78 @@
+"""Theme files: the shipped ones load, a broken one is reported once and never fatal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tui_fakes import T0, FakeEngine
+
+from specbench_tui.tui.app import SpecbenchApp
+from specbench_tui.tui.palette import Palette
+from specbench_tui.tui.themes import DEFAULT_THEME, load_themes
+
+
+def near(triplet, expected: tuple[int, int, int]) -> bool:
+    return all(abs(a - b) <= 2 for a, b in zip(tuple(triplet), expected))
+
+
+SHIPPED = {"specbench-dark", "specbench-light", "specbench-high-contrast"}
+
+
+def test_shipped_themes_load_without_problems() -> None:
+    themes, problems = load_themes()
+    assert problems == []
+    assert {t.name for t in themes} >= SHIPPED
+    light = next(t for t in themes if t.name == "specbench-light")
+    assert light.dark is False
+
+
+def test_broken_files_are_reported_and_skipped(tmp_path: Path) -> None:
+    (tmp_path / "good.toml").write_text('name = "good"\nprimary = "#123456"\n')
+    (tmp_path / "syntax.toml").write_text('name = "oops\n')
+    (tmp_path / "colour.toml").write_text('name = "c"\nprimary = "not-a-colour"\n')
+    (tmp_path / "unknown.toml").write_text('name = "u"\nprimary = "#fff"\nprimray = "#000"\n')
+    (tmp_path / "noname.toml").write_text('primary = "#fff"\n')
+    (tmp_path / "dup.toml").write_text('name = "good"\nprimary = "#000"\n')
+    (tmp_path / "binary.toml").write_bytes(b"\xff\xfe\x00")
+    themes, problems = load_themes(tmp_path)
+    assert [t.name for t in themes] == ["good"]
+    assert len(problems) == 6
+    joined = "\n".join(problems)
+    for fragment in ("syntax.toml", "not a colour", "primray", "'name'", "already used", "binary.toml"):
+        assert fragment in joined
+
+
+def test_missing_folder_is_not_fatal(tmp_path: Path) -> None:
+    themes, problems = load_themes(tmp_path / "nope")
+    assert themes == [] and problems == []
+
+
+async def test_app_reports_bad_theme_once_and_falls_back(tmp_path: Path) -> None:
+    themes_dir = tmp_path / "themes"
+    themes_dir.mkdir()
+    (themes_dir / "broken.toml").write_text("name = [")
+    engine = FakeEngine(tmp_path / "run")
+    app = SpecbenchApp(engine, theme="no-such-theme", themes_dir=themes_dir, clock=lambda: T0)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await pilot.pause()
+        errors = [n for n in app._notifications if n.severity == "error"]
+        assert len(errors) == 1
+        assert "broken.toml" in errors[0].message and "no-such-theme" in errors[0].message
+        assert app.theme == "textual-dark"
+        await pilot.press("t")  # nothing loaded: stays usable
+        assert app.is_running
+
+
+async def test_theme_choice_and_palette_follow_theme(tmp_path: Path) -> None:
+    engine = FakeEngine(tmp_path / "run")
+    app = SpecbenchApp(engine, theme="specbench-light", clock=lambda: T0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert app.theme == "specbench-light"
+        light = app.palette
+        assert light == Palette.from_variables(app.get_css_variables())
+        assert near(light.crash.color.triplet, (0xC4, 0x16, 0x1C))
+        app.set_theme(DEFAULT_THEME)
+        await pilot.pause()
+        assert app.palette.crash != light.crash
+        assert near(app.palette.zero_output.color.triplet, (0xFF, 0xC4, 0x4D))

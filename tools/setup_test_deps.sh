@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs, on a fresh machine with only python3 (and a C++ toolchain):
+#   .venv          the package with its `test` extra (editable)
+#   .venv-sglang   SGLang 0.5.23's own argument parser on a CPU torch (checks the shipped sweeps' argv)
+#   llama-server   a real llama.cpp server built from source, cached in ${SPECBENCH_CACHE:-~/.cache/specbench}
+# Idempotent: each step reuses what already works. Tests that need a missing piece skip with the command to run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -m venv .venv
+.venv/bin/pip install -q -e '.[test]'
+
+if ! bash tools/setup_sglang_parser_env.sh; then
+    echo "setup_test_deps: the SGLang parser environment could not be installed (tests/test_sglang_argv.py will say so)" >&2
+fi
+if ! bash tools/setup_llama_server.sh > /dev/null; then
+    echo "setup_test_deps: llama-server could not be built (tests/test_engine_llamacpp.py will say so)" >&2
+fi
