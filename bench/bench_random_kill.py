@@ -33,7 +33,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.seed is not None:
         os.environ["SPECBENCH_TEST_SEED"] = args.seed
-    from test_reliability_data import random_kill_soak  # noqa: PLC0415 - after sys.path is set
+    from test_reliability_data import random_kill_soak
 
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="specbench-random-kill-"))
     started = time.monotonic()

@@ -63,7 +63,7 @@ class HostileServer:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    async def __aenter__(self) -> HostileServer:
+    async def __aenter__(self) -> HostileServer:  # noqa: PYI034
         self._server = await asyncio.start_server(self._serve, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
@@ -129,7 +129,7 @@ class HostileServer:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         writer.transport.abort()
 
-    async def _answer(self, path: str, writer) -> bool:  # noqa: C901 - one branch per behaviour
+    async def _answer(self, path: str, writer) -> bool:
         behaviour = self._behaviour_for(path)
         self.sent = 0
         if path.startswith(("/health", "/ready")):

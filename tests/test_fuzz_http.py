@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from hostile_http import HostileServer
+
 from specbench_tui.engine.client import (
     ERROR_CONNECTION,
     ERROR_HTTP,
@@ -62,7 +62,7 @@ async def test_hostile_answer_is_a_recorded_error_within_the_timeout(behaviour):
 
 
 async def test_a_good_stream_is_measured():
-    result, took, _ = await _generate("ok")
+    result, _took, _ = await _generate("ok")
     assert result.ok, result.error
     assert result.text == "Hello world!" and result.completion_tokens == 4 and len(result.chunks) == 4
 
@@ -71,7 +71,7 @@ async def test_a_good_stream_is_measured():
                    "'data: [DONE]' (and without a finish_reason) after some chunks is accepted as a complete "
                    "answer; it should be a protocol error ('the stream ended before [DONE]').")
 async def test_a_stream_cut_before_done_is_an_error():
-    result, took, _ = await _generate("truncated_clean")
+    result, _took, _ = await _generate("truncated_clean")
     assert not result.ok and result.error_kind == ERROR_PROTOCOL, result
 
 
@@ -81,7 +81,7 @@ async def test_a_stream_cut_before_done_is_an_error():
                    "the payload into 'unreadable stream payload'. Split SSE lines on \\n / \\r only "
                    "(aiter_bytes + own splitter).")
 async def test_line_separators_inside_the_text_are_not_line_breaks():
-    result, took, _ = await _generate("unicode_separators")
+    result, _took, _ = await _generate("unicode_separators")
     assert result.ok, result.error
     assert result.text == "line\u2028sep\u2029para\u0085nel"
 

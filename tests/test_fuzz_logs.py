@@ -18,7 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specbench_tui.core.logparse import line_timestamp, parse_batch_line, summarize_decode
+from specbench_tui.core.logparse import (
+    line_timestamp,
+    parse_batch_line,
+    summarize_decode,
+)
 from specbench_tui.core.signatures import SignatureSet, line_level
 from specbench_tui.engine.logpump import LogPump
 from specbench_tui.engine.profiles import SGLANG
@@ -165,7 +169,7 @@ GIANTS = ["line_1mb", "no_newline_8mb", "cr_storm", "many_lines", "nul_and_inval
 def _bounded(argv: list[str], limit_s: float) -> tuple[str, float]:
     started = time.monotonic()
     try:
-        proc = subprocess.run(argv, capture_output=True, timeout=limit_s)
+        proc = subprocess.run(argv, capture_output=True, timeout=limit_s, check=False)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"no answer within {limit_s:g} s (a hang): {(exc.stdout or b'').decode(errors='replace')}")
     output = proc.stdout.decode(errors="replace") + proc.stderr.decode(errors="replace")
@@ -201,7 +205,7 @@ PUMP_MAX_LINE = 1 << 20
 def _parse_within(line: str, limit_s: float) -> float:
     started = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, "-c", _ONE_PARSE], input=line.encode(), capture_output=True,
+        proc = subprocess.run([sys.executable, "-c", _ONE_PARSE], input=line.encode(), capture_output=True, check=False,
                               timeout=limit_s)
     except subprocess.TimeoutExpired:
         pytest.fail(f"parsing one {len(line)}-character line took over {limit_s:g} s (a hang of the engine loop)")

@@ -12,8 +12,16 @@ import time
 from pathlib import Path
 
 import pytest
+from reliability_helpers import (
+    headless,
+    make_sweep,
+    marker_env,
+    new_marker,
+    the_run_dir,
+    wait_for,
+    wait_gone,
+)
 
-from reliability_helpers import headless, make_sweep, marker_env, new_marker, the_run_dir, wait_for, wait_gone
 from specbench_tui.engine.leftovers import Leftover, find_leftovers, format_leftovers
 
 SLEEPER = "import time\nwhile True: time.sleep(1)"
@@ -118,7 +126,7 @@ def test_nothing_to_report_and_hostile_run_directories(tmp_path):
     (bad / "events.jsonl").write_bytes(b"\x00\xff{not json\n[1,2]\n" + json.dumps(
         {"type": "ServerLaunching", "pid": "1", "argv": "x", "ts": "y"}).encode() + b"\n" + json.dumps(
         {"type": "ServerLaunching", "pid": 1, "argv": ["/sbin/init"], "ts": time.time()}).encode() + b"\n")
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
     _run_dir(runs, "dead", [{"argv": [sys.executable, "-c", "x"], "pid": int(dead.stdout), "ts": time.time()}])
     (runs / "a-file").write_text("x")
     assert find_leftovers([runs, runs / "a-file"]) == []

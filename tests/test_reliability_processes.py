@@ -23,7 +23,6 @@ import threading
 import time
 
 import pytest
-
 from reliability_helpers import (
     MARKER_VAR,
     headless,
@@ -229,7 +228,7 @@ def _tui_in_a_pty(sweep, runs, env) -> tuple[subprocess.Popen[bytes], int]:
     env = {**env, "TERM": "xterm-256color"}
     proc = subprocess.Popen([sys.executable, "-m", "specbench_tui", "run", str(sweep), "--runs-dir", str(runs),
                              "--no-mouse"], stdin=slave, stdout=slave, stderr=slave, env=env,
-                            start_new_session=True, preexec_fn=become_terminal_owner, close_fds=True)
+                            start_new_session=True, preexec_fn=become_terminal_owner, close_fds=True)  # noqa: PLW1509
     os.close(slave)
 
     def drain() -> None:  # a terminal that is not read blocks the app

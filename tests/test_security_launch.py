@@ -11,7 +11,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from engine_helpers import plan_for
 from reliability_helpers import (
     MARKER_VAR,
@@ -23,6 +22,7 @@ from reliability_helpers import (
     the_run_dir,
     wait_gone,
 )
+
 from specbench_tui.core.launch import redact_argv, server_argv
 
 pytestmark = pytest.mark.e2e
@@ -210,7 +210,7 @@ def test_run_directory_modes_follow_the_umask(tmp_path, umask):
     mask = int(umask, 8)
     proc = subprocess.run([sys.executable, "-c", _UMASK_PROBE, umask, "run", str(sweep), "--headless",
                            "--runs-dir", str(runs)], cwd=tmp_path, env=marker_env(marker), capture_output=True,
-                          timeout=120)
+                          timeout=120, check=False)
     assert wait_gone(marker, timeout_s=5) == []
     assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()
     run_dir = the_run_dir(runs)
