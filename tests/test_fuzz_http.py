@@ -67,19 +67,11 @@ async def test_a_good_stream_is_measured():
     assert result.text == "Hello world!" and result.completion_tokens == 4 and len(result.chunks) == 4
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: engine/client.py ServerClient._stream: a stream that ends without "
-                   "'data: [DONE]' (and without a finish_reason) after some chunks is accepted as a complete "
-                   "answer; it should be a protocol error ('the stream ended before [DONE]').")
 async def test_a_stream_cut_before_done_is_an_error():
     result, _took, _ = await _generate("truncated_clean")
     assert not result.ok and result.error_kind == ERROR_PROTOCOL, result
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: engine/client.py ServerClient._stream uses httpx aiter_lines(), "
-                   "which splits on U+2028, U+2029, U+0085 and other str.splitlines() separators; JSON (and "
-                   "orjson, as SGLang sends it) leaves them unescaped, so a generated text holding one breaks "
-                   "the payload into 'unreadable stream payload'. Split SSE lines on \\n / \\r only "
-                   "(aiter_bytes + own splitter).")
 async def test_line_separators_inside_the_text_are_not_line_breaks():
     result, _took, _ = await _generate("unicode_separators")
     assert result.ok, result.error
@@ -98,17 +90,11 @@ async def _huge(behaviour: str):
     return result
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: engine/client.py ServerClient._stream: aread() on a non-200 answer "
-                   "reads the whole body into memory before keeping 2000 bytes of it (a 2 GB error page is 2 GB "
-                   "of RAM). Read at most a few KB (aiter_bytes, stop) and close.")
 async def test_a_2_gb_error_body_is_cut_off():
     result = await _huge("huge_error_body")
     assert result.error_kind == ERROR_HTTP
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: engine/client.py ServerClient._stream: aiter_lines() buffers a line "
-                   "without end in memory until request_timeout_s (900 s by default: gigabytes). Cap the line "
-                   "length (e.g. 16 MB) and fail with a protocol error.")
 async def test_a_2_gb_sse_line_is_cut_off():
     result = await _huge("huge_sse_line")
     assert result.error_kind == ERROR_PROTOCOL

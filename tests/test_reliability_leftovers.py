@@ -184,3 +184,43 @@ def _marked(marker: str) -> list[int]:
     from reliability_helpers import marked
 
     return marked(marker)
+
+
+async def test_a_leftover_of_an_earlier_run_is_a_warning_notice_at_the_start_of_a_sweep(tmp_path):
+    """The orchestrator looks before its pre-flight: a live server recorded in an earlier run directory next
+    to the new one becomes a warning Notice with the command that ends it, and is left alive."""
+    from engine_helpers import plan_for
+
+    from specbench_tui.core.events import Notice, SweepStarted
+    from specbench_tui.engine.orchestrator import Orchestrator
+    from specbench_tui.engine.store import RunDir
+
+    argv = [sys.executable, "-c", SLEEPER, "--api-key", "sk-secret", "--port", "30000"]
+    proc = _spawn(argv)
+    try:
+        runs = tmp_path / "runs"
+        _run_dir(runs, "20250101-000000_old", [{"argv": [*argv[:4], "***", *argv[5:]], "pid": proc.pid,
+                                                "ts": time.time()}])
+        plan = plan_for(make_sweep(tmp_path))
+        run_dir = RunDir.create(runs, plan.sweep.name, plan.sweep.text, plan.to_json())
+        orchestrator = Orchestrator(plan, run_dir, write_env=False)
+        seen: list = []
+        orchestrator.subscribe(seen.append)
+        orchestrator.abort(now=True)  # nothing is launched: only the start of the sweep is looked at
+        try:
+            outcome = await orchestrator.run()
+        finally:
+            run_dir.close()
+        assert outcome.state == "aborted", outcome
+        notices = [e for e in seen if isinstance(e, Notice) and "still alive" in e.text]
+        assert len(notices) == 1, [getattr(e, "text", e) for e in seen]
+        assert notices[0].level == "warning"
+        assert f"kill -TERM -- -{proc.pid}" in notices[0].text and "20250101-000000_old" in notices[0].text
+        assert "sk-secret" not in notices[0].text
+        assert seen.index(notices[0]) < next(i for i, e in enumerate(seen) if isinstance(e, SweepStarted))
+        recorded = [json.loads(x) for x in (run_dir.path / "events.jsonl").read_text().splitlines() if x.strip()]
+        assert any(e.get("type") == "Notice" and "still alive" in e.get("text", "") for e in recorded)
+        assert proc.poll() is None, "a leftover is reported, never killed"
+    finally:
+        _group_gone(proc.pid)
+        proc.wait(5)

@@ -132,9 +132,6 @@ def plan_for_key():
     return _KEY_PLAN["plan"]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (minor): core/launch.py redact_argv only redacts the value after a "
-                   "separate '--api-key'; the '--api-key=VALUE' form (possible in a launcher = \"command\" prefix) "
-                   "is recorded verbatim in ServerLaunching.argv. Redact both forms.")
 def test_redaction_of_the_api_key_equals_form():
     assert SECRET not in " ".join(redact_argv(["server", f"--api-key={SECRET}"]))
 
@@ -183,10 +180,6 @@ def test_api_key_used_and_redacted_in_the_recorded_argv(keyed_run):
     assert SECRET not in out, "the API key is in the headless output"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: engine/server.py ServerProcess._on_line / engine/logpump.py: SGLang "
-                   "(and the simulator) log 'server_args=ServerArgs(... api_key=...)' at start-up; the line is "
-                   "written verbatim to logs/<config>.log and published as a LogLine (shown in the app). The "
-                   "engine should redact the key's value from every line before writing or publishing it.")
 def test_api_key_is_in_no_file_of_the_run_directory(keyed_run):
     run_dir, out = keyed_run
     assert _leaks(run_dir, out) == []

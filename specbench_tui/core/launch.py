@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Iterable
+
 from specbench_tui.core.engines import engine_flags
 from specbench_tui.core.plan import PlannedConfig
 from specbench_tui.core.sweep import EngineSpec
@@ -30,9 +33,52 @@ def server_argv(engine: EngineSpec, config: PlannedConfig, this_python: str, por
 
 
 def redact_argv(argv: list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    """``argv`` with the value after ``--api-key`` replaced, for events, logs and screens."""
+    """``argv`` with the API key replaced, for events, logs and screens: the value after a separate
+    ``--api-key`` and the value of ``--api-key=VALUE`` (possible in a ``launcher = "command"`` prefix)."""
     out = list(argv)
-    for i, part in enumerate(out[:-1]):
-        if part == "--api-key":
+    for i, part in enumerate(out):
+        if part == "--api-key" and i + 1 < len(out):
             out[i + 1] = "***"
+        elif part.startswith("--api-key="):
+            out[i] = "--api-key=***"
     return tuple(out)
+
+
+REDACTED = "***"
+SHORT_SECRET = 4
+"""A secret shorter than this is redacted only where it follows ``api_key``/``api-key`` (replacing every
+occurrence of three letters would garble the log, and a key that short protects nothing anyway)."""
+
+
+def argv_secrets(argv: Iterable[str]) -> tuple[str, ...]:
+    """The API key(s) in a launch argv: after a separate ``--api-key`` and in ``--api-key=VALUE``."""
+    parts = list(argv)
+    found = [parts[i + 1] for i, part in enumerate(parts[:-1]) if part == "--api-key"]
+    found += [part.partition("=")[2] for part in parts if part.startswith("--api-key=")]
+    return tuple(dict.fromkeys(s for s in found if s and s != REDACTED))
+
+
+def secret_redactor(secrets: Iterable[str]) -> Callable[[str], str] | None:
+    """A function that replaces every occurrence of ``secrets`` in a text by ``***`` (None when there are
+    none). SGLang logs ``server_args=ServerArgs(... api_key='...')`` at start-up; a log line must never
+    carry it to the log file or the screen."""
+    unique = sorted({s for s in secrets if s}, key=len, reverse=True)
+    if not unique:
+        return None
+    long = [s for s in unique if len(s) >= SHORT_SECRET]
+    short = [s for s in unique if len(s) < SHORT_SECRET]
+    alternatives = [re.escape(s) for s in long]
+    if short:
+        shorts = "|".join(re.escape(s) for s in short)
+        alternatives.append(rf"(?<=[Aa][Pp][Ii][_-][Kk][Ee][Yy])(?P<sep>\W{{1,3}})(?:{shorts})(?![A-Za-z0-9_-])")
+    pattern = re.compile("|".join(alternatives))
+
+    def replace(match: re.Match[str]) -> str:
+        return (match.groupdict().get("sep") or "") + REDACTED
+
+    def redact(text: str) -> str:
+        if short or any(s in text for s in long):  # usually one substring search per secret and no regex
+            return pattern.sub(replace, text)
+        return text
+
+    return redact

@@ -18,7 +18,12 @@ _HEAD = re.compile(
     r"^\[(?P<time>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d{1,6})?)(?P<prefix>(?:\s+[A-Z_]+\d+)*)\]\s+"
     r"(?P<kind>Decode|Prefill) batch(?: \[\d+\])?[.,]\s+(?P<body>.*)$"
 )
-_FIELD = re.compile(r"(?P<key>#?[A-Za-z][A-Za-z0-9 \-/()]*?):\s*(?P<value>-?[0-9]+(?:\.[0-9]+)?|True|False)")
+_FIELD = re.compile(r"(?P<key>#?[A-Za-z][A-Za-z0-9 \-/()]{0,40}?):\s*(?P<value>-?[0-9]+(?:\.[0-9]+)?|True|False)")
+"""A ``key: value`` field; the key is bounded (the longest, ``input throughput (token/s)``, has 26 characters)
+so that a line without colons is scanned in linear time, not from every position to its end."""
+MAX_STATS_LINE = 4096
+"""Longer lines are not stats lines (a ``Decode batch`` line has < 400 characters): not parsed at all, since
+every log line is parsed on the engine's event loop."""
 _RANK = re.compile(r"(DP|TP|PP|EP)(\d+)")
 _TIMESTAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:[.,](\d{1,6}))?")
 
@@ -57,6 +62,8 @@ def _number(fields: dict[str, str], key: str, cast: type = float) -> float | int
 
 def parse_batch_line(line: str) -> BatchLine | None:
     """A ``Decode batch`` / ``Prefill batch`` line's figures, or None for any other line."""
+    if len(line) > MAX_STATS_LINE:
+        return None
     match = _HEAD.match(line.strip())
     if match is None:
         return None
@@ -152,6 +159,8 @@ class DraftAcceptanceLine:
 def parse_draft_acceptance_line(line: str) -> DraftAcceptanceLine | None:
     """``slot print_timing: id  1 | task 1 | draft acceptance = 0.48780 (   40 accepted /    82 generated),
     mean len =  2.82`` → its figures; None for any other line."""
+    if len(line) > MAX_STATS_LINE:
+        return None
     match = _LLAMACPP_ACCEPT.search(line)
     if match is None:
         return None

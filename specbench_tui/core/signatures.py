@@ -56,7 +56,7 @@ BUILTIN_SIGNATURES: tuple[Signature, ...] = (
                      r"--mem-fraction-static", 90),
     _sig("cuda_error", r"CUDA error: ", 80),
     _sig("nccl_error", r"NCCL error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|"
-                       r"ProcessGroupNCCL\.cpp.*(?:watchdog thread terminated|Exception)", 85),
+                       r"ProcessGroupNCCL\.cpp.{0,300}?(?:watchdog thread terminated|Exception)", 85),
     _sig("watchdog_timeout", r"watchdog timeout \(", 70),
     _sig("initialization_failed", r"Initialization failed\. ", 60),
     _sig("scheduler_exception", r"(?:Scheduler|DetokenizerManager|TokenizerManager|DataParallelController) "
@@ -75,7 +75,7 @@ GENERIC_SIGNATURES: tuple[Signature, ...] = tuple(s for s in BUILTIN_SIGNATURES 
 
 LLAMACPP_SIGNATURES: tuple[Signature, ...] = (
     *GENERIC_SIGNATURES,
-    _sig("llamacpp_ggml_assert", r"GGML_ASSERT\(.*\) failed", 92),
+    _sig("llamacpp_ggml_assert", r"GGML_ASSERT\(.{0,500}?\) failed", 92),
     _sig("llamacpp_ggml_abort", r"^(?:\S+\.(?:c|cpp|cu|h|m):\d+: (?:fatal error|GGML_ABORT)|.*\bggml_abort\b)", 88),
     _sig("llamacpp_cpp_exception", r"terminate called after throwing an instance of", 75),
     _sig("llamacpp_gguf_open_failed", r"failed to open GGUF file", 65),
@@ -94,6 +94,9 @@ EXIT_SIGNATURES: dict[int, str] = {-11: "segfault", -6: "abort", -7: "bus_error"
 
 USER_SPECIFICITY = 200
 
+MATCH_WINDOW = 16 * 1024
+"""How much of a line the signatures are matched against (each built-in runs in linear time anyway)."""
+
 
 class SignatureSet:
     """The signatures of one sweep: the built-ins plus the sweep's own, matched line by line."""
@@ -108,9 +111,13 @@ class SignatureSet:
         return tuple(s.name for s in self.signatures)
 
     def match(self, line: str) -> SignatureMatch | None:
-        """The most specific signature ``line`` matches, or None."""
+        """The most specific signature ``line`` matches, or None. Only the first :data:`MATCH_WINDOW`
+        characters are searched: every line is matched on the engine's event loop, and a crash line names its
+        cause near its start, while a 1 MB line (a dumped tensor, a progress bar) must not hold up the loop,
+        whatever a user's pattern does with it."""
+        head = line[:MATCH_WINDOW]
         for signature in self.signatures:
-            if signature.pattern.search(line):
+            if signature.pattern.search(head):
                 return SignatureMatch(signature, line)
         return None
 

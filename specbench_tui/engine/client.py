@@ -5,7 +5,13 @@ Two wire formats, chosen by the profile's ``stream_format``: SGLang's native ``/
 ``stream_options.include_usage`` (llama.cpp: one chunk per token, then a last chunk with ``finish_reason``,
 ``usage`` and the engine's extras such as ``timings``, then ``[DONE]``). In the OpenAI format a stream that
 ends without ``[DONE]`` is an error: that is all a client sees when the server is killed mid-answer (HTTP
-200 was already sent; no exception, no usage chunk).
+200 was already sent; no exception, no usage chunk). In the native format a stream that ends before ``[DONE]``
+and before a chunk with its ``finish_reason`` is a protocol error (a cut answer is not a measurement).
+
+The stream is read as bytes and split on SSE's own line ends (``\\r\\n``, ``\\r``, ``\\n``) only: JSON leaves
+U+2028, U+2029 and U+0085 unescaped in generated text. What a hostile server can make us hold is bounded:
+a line without end stops at :data:`MAX_SSE_LINE` (a protocol error), and of a non-200 answer's body only
+the first :data:`MAX_ERROR_BODY` bytes are read.
 
 Every failure becomes a result with a reason, never an exception and never a zero: an HTTP error keeps
 its status and body, an SSE ``{"error": ...}`` payload (how SGLang reports a context overflow on a stream
@@ -18,9 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +84,76 @@ def _error_text(payload: Any) -> str:
     if isinstance(error, Mapping):
         return str(error.get("message") or error)
     return str(error)
+
+
+def _decode_payload(data: str, result: GenerateResult) -> dict[str, Any] | None:
+    """One SSE payload as a JSON object (both wire formats). None when there is nothing to take: JSON that is
+    not an object (skipped), or an unreadable or ``{"error": ...}`` payload, recorded in ``result`` (then
+    ``result.error`` is set and the stream is over for us)."""
+    try:
+        payload = json.loads(data)
+    except ValueError:
+        result.error_kind = ERROR_PROTOCOL
+        result.error = f"unreadable stream payload: {data[:200]!r}"
+        return None
+    if not isinstance(payload, dict):
+        return None
+    if "error" in payload:
+        result.error_kind = ERROR_SSE
+        code = payload["error"].get("code") if isinstance(payload["error"], Mapping) else None
+        result.error = f"stream error{f' {code}' if code else ''}: {_error_text(payload)}"[:2000]
+        return None
+    return payload
+
+
+MAX_ERROR_BODY = 4096
+"""Bytes of a non-200 answer's body that are read (for its message); the rest is never read."""
+MAX_SSE_LINE = 16 << 20
+"""The longest stream line accepted; a longer one (a line without end) is a protocol error."""
+_EOL = re.compile(rb"\r\n|\r|\n")
+
+
+class _LineTooLong(Exception):
+    """A stream line passed :data:`MAX_SSE_LINE` without a line end."""
+
+
+async def _sse_lines(response: httpx.Response, max_line: int = MAX_SSE_LINE) -> AsyncIterator[str]:
+    """The response body's lines, split on ``\\r\\n``, ``\\r`` or ``\\n`` only (SSE's line ends), each decoded
+    as UTF-8. Not httpx's ``aiter_lines``: it splits on every ``str.splitlines`` separator, and JSON leaves
+    U+2028, U+2029 and U+0085 unescaped inside generated text. A line longer than ``max_line`` bytes raises
+    :class:`_LineTooLong` instead of growing in memory until the request times out."""
+    pending = bytearray()
+    after_cr = False  # the last chunk ended with \r: a \n at the start of the next one ends nothing more
+    async for chunk in response.aiter_bytes():
+        if after_cr and chunk[:1] == b"\n":
+            chunk = chunk[1:]
+        after_cr = chunk[-1:] == b"\r"
+        start = 0
+        for end in _EOL.finditer(chunk):
+            pending += chunk[start:end.start()]
+            line = pending.decode("utf-8", errors="replace")
+            pending.clear()
+            start = end.end()
+            yield line
+        pending += chunk[start:]
+        if len(pending) > max_line:
+            raise _LineTooLong(len(pending))
+    if pending:
+        yield pending.decode("utf-8", errors="replace")
+
+
+async def _read_head(response: httpx.Response, limit: int = MAX_ERROR_BODY) -> bytes:
+    """At most ``limit`` bytes of the body (a 2 GB error page is not read into memory); the caller closes."""
+    head = bytearray()
+    chunks = response.aiter_bytes()
+    try:
+        async for chunk in chunks:
+            head += chunk
+            if len(head) >= limit:
+                break
+    finally:
+        await chunks.aclose()
+    return bytes(head[:limit])
 
 
 class ServerClient:
@@ -177,6 +254,10 @@ class ServerClient:
         except asyncio.TimeoutError:
             result.error_kind = ERROR_TIMEOUT
             result.error = f"no complete answer within request_timeout_s = {self.request_timeout_s:g} s"
+        except _LineTooLong as exc:
+            result.error_kind = ERROR_PROTOCOL
+            result.error = (f"a stream line passed {MAX_SSE_LINE >> 20} MB without a line end ({exc.args[0]} bytes "
+                            f"after {len(result.chunks)} chunks): not a server-sent event stream")
         except httpx.TimeoutException as exc:
             result.error_kind = ERROR_TIMEOUT
             result.error = f"timed out: {type(exc).__name__}"
@@ -193,10 +274,19 @@ class ServerClient:
 
     async def _stream(self, body: dict[str, Any], result: GenerateResult,
                       on_progress: Callable[[], None] | None) -> None:
-        async with self._http.stream("POST", self.profile.generate_path, json=body) as response:
+        async def on_wire(event: str, info: Mapping[str, Any]) -> None:
+            # The clock starts when the request starts leaving for the server, not when we began building it:
+            # httpx's request building and pool checkout (1-2 ms on 2 cores) are not the server's latency.
+            if event == "http11.send_request_headers.started":
+                now = time.monotonic()
+                result.started_at += now - result.start
+                result.start = now
+
+        async with self._http.stream("POST", self.profile.generate_path, json=body,
+                                     extensions={"trace": on_wire}) as response:
             result.http_status = response.status_code
             if response.status_code != 200:
-                raw = (await response.aread())[:2000].decode("utf-8", errors="replace")
+                raw = (await _read_head(response)).decode("utf-8", errors="replace")
                 result.error_kind = ERROR_HTTP
                 try:
                     message = _error_text(json.loads(raw))
@@ -204,7 +294,7 @@ class ServerClient:
                     message = raw.strip()
                 result.error = f"HTTP {response.status_code}: {message}"[:2000]
                 return
-            async for line in response.aiter_lines():
+            async for line in _sse_lines(response):
                 now = time.monotonic()
                 if on_progress is not None:
                     on_progress()
@@ -215,10 +305,13 @@ class ServerClient:
                     result.end = now
                     result.done = True
                     return
-                absorb = self._absorb_openai if self.profile.stream_format == STREAM_OPENAI else self._absorb
-                if absorb(data, now, result):
+                payload = _decode_payload(data, result)
+                if result.error is not None:
                     result.end = now
                     return
+                if payload is not None:
+                    absorb = self._absorb_openai if self.profile.stream_format == STREAM_OPENAI else self._absorb
+                    absorb(payload, now, result)
         if result.error is None and self.profile.stream_format == STREAM_OPENAI:
             result.error_kind = ERROR_CONNECTION
             result.error = ("the stream ended without [DONE] and without its final usage chunk: the server stopped "
@@ -226,23 +319,17 @@ class ServerClient:
         elif result.error is None and not result.chunks:
             result.error_kind = ERROR_PROTOCOL
             result.error = "the stream ended without data or [DONE]"
-
-    def _absorb_openai(self, data: str, now: float, result: GenerateResult) -> bool:
-        """One OpenAI completions chunk: text per chunk (one token each, unless the chunk carries usage),
-        and the final chunk's usage and extras mapped by the profile onto ``meta_info``."""
-        try:
-            payload = json.loads(data)
-        except ValueError:
+        elif result.error is None and result.meta_info.get("finish_reason") is None:
+            # A complete HTTP body that stops before [DONE] and before a chunk with its finish_reason: the
+            # answer was cut, so its timings and token count are not those of a whole answer.
             result.error_kind = ERROR_PROTOCOL
-            result.error = f"unreadable stream payload: {data[:200]!r}"
-            return True
-        if not isinstance(payload, dict):
-            return False
-        if "error" in payload:
-            result.error_kind = ERROR_SSE
-            code = payload["error"].get("code") if isinstance(payload["error"], Mapping) else None
-            result.error = f"stream error{f' {code}' if code else ''}: {_error_text(payload)}"[:2000]
-            return True
+            result.error = (f"the stream ended before [DONE] (after {len(result.chunks)} chunks, without a "
+                            "finish_reason)")
+
+    def _absorb_openai(self, payload: dict[str, Any], now: float, result: GenerateResult) -> None:
+        """One OpenAI completions chunk (decoded by :func:`_decode_payload`): text per chunk (one token each,
+        unless the chunk carries usage), and the final chunk's usage and extras mapped by the profile onto
+        ``meta_info``."""
         counted = result.chunks[-1].completion_tokens if result.chunks else 0
         usage = payload.get("usage")
         usage_tokens = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
@@ -265,24 +352,10 @@ class ServerClient:
             tokens = meta.get("completion_tokens")
             if isinstance(tokens, int) and tokens > counted:
                 result.chunks.append(Chunk(now, tokens))
-        return False
 
     @staticmethod
-    def _absorb(data: str, now: float, result: GenerateResult) -> bool:
-        """Take one SSE payload into ``result``; True when it was an error (the stream is over for us)."""
-        try:
-            payload = json.loads(data)
-        except ValueError:
-            result.error_kind = ERROR_PROTOCOL
-            result.error = f"unreadable stream payload: {data[:200]!r}"
-            return True
-        if not isinstance(payload, dict):
-            return False
-        if "error" in payload:
-            result.error_kind = ERROR_SSE
-            code = payload["error"].get("code") if isinstance(payload["error"], Mapping) else None
-            result.error = f"stream error{f' {code}' if code else ''}: {_error_text(payload)}"[:2000]
-            return True
+    def _absorb(payload: dict[str, Any], now: float, result: GenerateResult) -> None:
+        """Take one native ``/generate`` payload (decoded by :func:`_decode_payload`) into ``result``."""
         meta = payload.get("meta_info")
         if isinstance(meta, dict):
             result.meta_info = meta
@@ -293,4 +366,3 @@ class ServerClient:
         if isinstance(text, str):
             # Cumulative by default; with --incremental-streaming-output each payload is a delta.
             result.text = text if text.startswith(result.text) else result.text + text
-        return False

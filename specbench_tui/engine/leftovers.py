@@ -130,7 +130,8 @@ def _argv_matches(recorded: tuple[str, ...], actual: tuple[str, ...]) -> bool:
     """Whether a live command line is the recorded argv (``***`` stands for a redacted value)."""
     if not recorded or len(recorded) != len(actual):
         return False
-    return all(r == a or r == "***" for r, a in zip(recorded, actual))
+    return all(r == a or r == "***" or (r.endswith("=***") and a.startswith(r[:-3]))
+               for r, a in zip(recorded, actual))
 
 
 def _shares_argument(recorded: tuple[str, ...], actual: tuple[str, ...]) -> bool:

@@ -6,15 +6,21 @@ progress bar that never prints a newline) cannot raise ``LimitOverrunError``; a 
 what a terminal would show: only the last state reaches the file, and intermediate states are offered
 to ``on_progress`` at most every ``progress_interval_s``. Bytes are decoded per line with
 ``errors="replace"``, so invalid UTF-8 becomes U+FFFD instead of an exception.
+
+Every line goes through ``redact`` (the server's API key out) before it is written or handed on. A log file
+that cannot be written (a full disk, ``logs/`` gone) never stops the pump: the error goes to
+``on_write_error`` once, writing stops, and the output is still drained and handed on, since a server
+blocked on a full pipe would never print its ready line nor exit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 LineHandler = Callable[[int, str], None]
 """Called with (1-based line number, text without the newline)."""
@@ -40,11 +46,20 @@ class LogPump:
 
     def __init__(self, stream: asyncio.StreamReader, log_path: Path, on_line: LineHandler, *,
                  on_progress: Callable[[str], None] | None = None, max_line: int = 1 << 20,
-                 progress_interval_s: float = 0.5) -> None:
+                 progress_interval_s: float = 0.5, log: BinaryIO | None = None,
+                 redact: Callable[[str], str] | None = None,
+                 on_write_error: Callable[[OSError], None] | None = None) -> None:
+        """``log``: the log file already opened for appending (``run`` closes it); else ``run`` opens
+        ``log_path``."""
         self._stream = stream
         self._log_path = log_path
+        self._log = log
         self._on_line = on_line
         self._on_progress = on_progress
+        self._redact = redact
+        self._on_write_error = on_write_error
+        self.write_error: OSError | None = None
+        """The first error writing the log file; nothing is written after it."""
         self._max_line = max_line
         self._progress_interval_s = progress_interval_s
         self._last_progress = 0.0
@@ -54,19 +69,45 @@ class LogPump:
         self.handler_errors = 0
 
     async def run(self) -> None:
-        """Pump until end of file (the process closed its output); the log file is flushed as lines arrive."""
-        self._log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self._log_path, "ab") as log:
+        """Pump until end of file (the process closed its output); the log file is flushed as lines arrive.
+        An unwritable log file is reported to ``on_write_error``, never raised: the output is drained anyway."""
+        log = self._log
+        if log is None:
+            try:
+                self._log_path.parent.mkdir(parents=True, exist_ok=True)
+                log = open(self._log_path, "ab")  # noqa: SIM115 - closed below
+            except OSError as exc:
+                self._write_failed(exc)
+        sink = log if log is not None else cast(BinaryIO, _Discard())
+        try:
             while True:
                 data = await self._stream.read(CHUNK)
                 if not data:
                     break
-                self.feed(data, log)
-                log.flush()
+                self.feed(data, sink)
+                self._flush(sink)
             if self._buffer:
-                self._emit(bytes(self._buffer), log)
+                self._emit(bytes(self._buffer), sink)
                 self._buffer.clear()
+                self._flush(sink)
+        finally:
+            if log is not None:
+                with contextlib.suppress(OSError):  # what a full disk did not take is lost: already reported
+                    log.close()
+
+    def _flush(self, log: BinaryIO) -> None:
+        if self.write_error is None:
+            try:
                 log.flush()
+            except OSError as exc:
+                self._write_failed(exc)
+
+    def _write_failed(self, exc: OSError) -> None:
+        """Stop writing the log file and say so once; the lines are still handed on."""
+        if self.write_error is None:
+            self.write_error = exc
+            if self._on_write_error is not None:
+                self._call(self._on_write_error, exc)
 
     def feed(self, data: bytes, log: BinaryIO) -> None:
         """Split ``data`` (appended to what is pending) into lines and emit the complete ones."""
@@ -94,11 +135,18 @@ class LogPump:
         now = time.monotonic()
         if self._on_progress is not None and shown and now - self._last_progress >= self._progress_interval_s:
             self._last_progress = now
-            self._call(self._on_progress, _decode(shown))
+            self._call(self._on_progress, self._redacted(_decode(shown)))
+
+    def _redacted(self, text: str) -> str:
+        return self._redact(text) if self._redact is not None else text
 
     def _emit(self, raw: bytes, log: BinaryIO) -> None:
-        text = _decode(_visible(raw))
-        log.write(text.encode("utf-8", errors="replace") + b"\n")
+        text = self._redacted(_decode(_visible(raw)))
+        if self.write_error is None:
+            try:
+                log.write(text.encode("utf-8", errors="replace") + b"\n")
+            except OSError as exc:
+                self._write_failed(exc)
         self.lines += 1
         self._call(self._on_line, self.lines, text)
 
@@ -108,3 +156,13 @@ class LogPump:
             handler(*args)
         except Exception:  # noqa: BLE001 - isolation: the pump outlives any reader's bug
             self.handler_errors += 1
+
+
+class _Discard:
+    """Where the lines go when the log file could not even be opened."""
+
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+    def flush(self) -> None:
+        return None

@@ -89,6 +89,7 @@ from specbench_tui.engine.gpus import (
     samples_to_json,
     wait_gpus_released,
 )
+from specbench_tui.engine.leftovers import find_leftovers, format_leftovers
 from specbench_tui.engine.profiles import EngineProfile, get_profile
 from specbench_tui.engine.server import (
     DEATH_CRASH,
@@ -391,6 +392,7 @@ class Orchestrator:
 
     async def run(self) -> SweepOutcome:
         """Run every configuration still to run; returns how the sweep ended. Never leaves a server up."""
+        await self._report_leftovers()
         if self._resumed:
             self.load_previous()
             if self._retry_crashed:
@@ -427,6 +429,22 @@ class Orchestrator:
                 self.sampler.stop()
             await self._await_env()
         return self._finish()
+
+    async def _report_leftovers(self) -> None:
+        """A warning for each server of an earlier run (in this run directory's folder, or the sweep's
+        ``runs_dir``) that is still alive, with the command that ends it; nothing is killed."""
+        roots = [self.run_dir.path.parent]
+        runs_dir = self.sweep.runs_dir if self.sweep.runs_dir.is_absolute() else Path.cwd() / self.sweep.runs_dir
+        with contextlib.suppress(OSError):
+            if runs_dir.resolve() != roots[0].resolve():
+                roots.append(runs_dir)
+        try:
+            found = await asyncio.to_thread(find_leftovers, roots)
+        except Exception as exc:  # noqa: BLE001 - a look at /proc must never stop a sweep
+            print(f"specbench: looking for leftover servers failed: {exc!r}", file=sys.stderr)
+            return
+        for text in format_leftovers(found):
+            self.publish(Notice(level="warning", text=text))
 
     # -- GPUs and the fingerprint ----------------------------------------------------------------------
 
@@ -613,7 +631,7 @@ class Orchestrator:
         log_path = self.run_dir.log_path(config.name)
         server = ServerProcess(config.id, argv, self._server_env(config, gpus), log_path, self.profile,
                                self.signatures, self.publish, on_stats=lambda s: self._on_stats(running, s),
-                               excerpt_wait_s=self._excerpt_wait_s)
+                               excerpt_wait_s=self._excerpt_wait_s, on_store_error=self._fail_store)
         running.server = server
         self._set_state(config, ConfigState.LAUNCHING, f"attempt {attempt}" if attempt > 1 else None)
         outcome: tuple[ConfigState, str | None] | None = None
@@ -621,6 +639,10 @@ class Orchestrator:
         try:
             try:
                 pid = await server.start()
+            except StoreError as exc:  # logs/ cannot be written: the sweep stops, resume runs this one again
+                self._fail_store(str(exc))
+                outcome = (ConfigState.PENDING, "the run directory cannot be written: resume runs it again")
+                return
             except OSError as exc:
                 outcome = (ConfigState.FAILED, f"cannot start the server: {exc.strerror or exc}")
                 return

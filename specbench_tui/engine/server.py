@@ -28,13 +28,16 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from specbench_tui.core.events import CrashDetected, Event, LogLine
+from specbench_tui.core.launch import argv_secrets, secret_redactor
 from specbench_tui.core.logparse import BatchLine
 from specbench_tui.core.signatures import LEVEL_FATAL, SignatureMatch, SignatureSet, line_level, most_specific
 from specbench_tui.engine.client import ServerClient
 from specbench_tui.engine.logpump import LogPump
 from specbench_tui.engine.profiles import EngineProfile
+from specbench_tui.engine.store import StoreError
 
 DEATH_CRASH = "crash"
 DEATH_EXIT = "exit"
@@ -171,7 +174,10 @@ class ServerProcess:
     def __init__(self, config_id: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path,
                  profile: EngineProfile, signatures: SignatureSet, publish: Callable[[Event], None], *,
                  on_stats: Callable[[BatchLine], None] | None = None, excerpt_before: int = 6,
-                 excerpt_after: int = 6, excerpt_wait_s: float = 0.2) -> None:
+                 excerpt_after: int = 6, excerpt_wait_s: float = 0.2,
+                 on_store_error: Callable[[str], None] | None = None) -> None:
+        """``on_store_error`` is told (once) when the log file cannot be written any more (a full disk): the
+        run directory is failing, and the sweep should stop. The server's output is still read meanwhile."""
         self.config_id = config_id
         self.argv = list(argv)
         self.env = dict(env)
@@ -180,6 +186,9 @@ class ServerProcess:
         self.signatures = signatures
         self._publish = publish
         self._on_stats = on_stats
+        self._on_store_error = on_store_error
+        self._redact = secret_redactor(argv_secrets(self.argv))
+        """Takes the API key out of every log line before it is written or published."""
         self._excerpt_before = excerpt_before
         self._excerpt_after = excerpt_after
         self._excerpt_wait_s = excerpt_wait_s
@@ -232,28 +241,41 @@ class ServerProcess:
     # -- launch ----------------------------------------------------------------------------------------
 
     async def start(self) -> int:
-        """Launch the process; returns its pid. Raises OSError when it cannot be started at all."""
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        """Launch the process; returns its pid. Raises :class:`StoreError` when its log file cannot be created
+        (nothing is launched then) and OSError when the process cannot be started at all."""
+        try:
+            log = await asyncio.to_thread(self._open_log)
+        except OSError as exc:
+            raise StoreError(self._log_error_text(exc)) from exc
         _ = self.death
         self.started_at = time.monotonic()
         preexec = _set_parent_death_signal(os.getpid()) if sys.platform.startswith("linux") else None
-        self._proc = await asyncio.create_subprocess_exec(
-            *self.argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, env=self.env, start_new_session=True, preexec_fn=preexec,
-        )
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *self.argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT, env=self.env, start_new_session=True, preexec_fn=preexec,
+            )
+        except BaseException:
+            log.close()
+            raise
         self._pgid = self._proc.pid
         _LIVE_GROUPS.add(self._pgid)
         assert self._proc.stdout is not None
-        pump = LogPump(self._proc.stdout, self.log_path, self._on_line, on_progress=self._on_progress)
+        pump = LogPump(self._proc.stdout, self.log_path, self._on_line, on_progress=self._on_progress, log=log,
+                       redact=self._redact, on_write_error=self._on_log_write_error)
         self._pump_task = asyncio.create_task(pump.run(), name=f"logpump-{self.config_id}")
         self._exit_task = asyncio.create_task(self._watch_exit(), name=f"exit-{self.config_id}")
         return self._proc.pid
+
+    def _open_log(self) -> BinaryIO:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        return open(self.log_path, "ab")  # the pump closes it
 
     async def _watch_exit(self) -> None:
         assert self._proc is not None
         code = await self._proc.wait()
         if self._pump_task is not None:
-            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+            with contextlib.suppress(Exception, asyncio.CancelledError):  # a pump's bug must not hide the exit
                 await asyncio.wait_for(asyncio.shield(self._pump_task), timeout=1.0)
         if not self._stopping:
             crashed = self.profile.exit_signatures.get(code) if code is not None else None
@@ -289,6 +311,15 @@ class ServerProcess:
             await asyncio.sleep(poll_s)
 
     # -- log lines -------------------------------------------------------------------------------------
+
+    def _log_error_text(self, exc: OSError) -> str:
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(self.log_path) else ""
+        return f"cannot write the server log {self.log_path}: {exc.strerror or exc}{where}"
+
+    def _on_log_write_error(self, exc: OSError) -> None:
+        """The log file stopped being writable mid-run (the pump goes on reading): the run directory fails."""
+        if self._on_store_error is not None:
+            self._on_store_error(self._log_error_text(exc))
 
     def _on_progress(self, text: str) -> None:
         self._publish(LogLine(config_id=self.config_id, line=text, level="info"))
@@ -367,7 +398,7 @@ class ServerProcess:
             _LIVE_GROUPS.discard(self._pgid)
         for task in (self._pump_task, self._exit_task):
             if task is not None and not task.done():
-                with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                with contextlib.suppress(Exception, asyncio.CancelledError):
                     await asyncio.wait_for(task, timeout=2.0)
         return StopReport(proc.returncode, time.monotonic() - started, tuple(sorted(leftover)))
 
