@@ -260,7 +260,7 @@ class Api:
         return n_input, max_new
 
     def _make_request(self, text: str | None, input_ids: list[int] | None, params: dict[str, Any],
-                      rid: str | None, default_max: int | None = 128) -> Request:
+                      rid: str | None, default_max: int | None = 128, *, received: float | None = None) -> Request:
         if self.s.first_request_hook is not None:
             self.s.first_request_hook()
             self.s.first_request_hook = None
@@ -288,6 +288,7 @@ class Api:
             rid=rid or uuid.uuid4().hex, input_ids=input_ids, prompt_text=prompt_text, kind=kind,
             max_new_tokens=max_new if max_new is not None else self.s.context_len - len(input_ids),
             temperature=temperature, ignore_eos=ignore_eos, natural_len=natural, seed=seed,
+            **({"created_mono": received} if received is not None else {}),
         )
 
     async def _wait(self, reqs: list[Request], http: HttpRequest) -> bool:
@@ -367,7 +368,7 @@ class Api:
             for i in range(len(texts)):
                 params = params_list[i] if isinstance(params_list, list) else params_list
                 rid = rids[i] if isinstance(rids, list) else (rids if not batch else None)
-                reqs.append(self._make_request(texts[i], ids_list[i], params or {}, rid))
+                reqs.append(self._make_request(texts[i], ids_list[i], params or {}, rid, received=http.received))
         except RequestError as exc:
             if stream:
                 return StreamResponse(self._error_stream(str(exc)))
@@ -462,7 +463,8 @@ class Api:
                     raise RequestError("messages must be a non-empty list")
                 text, ids = tokenizer.apply_chat_template(messages)
                 max_new = body.get("max_completion_tokens", body.get("max_tokens"))
-                req = self._make_request(text, ids, {**params, "max_new_tokens": max_new}, None, None)
+                req = self._make_request(text, ids, {**params, "max_new_tokens": max_new}, None, None,
+                                         received=http.received)
             else:
                 prompt = body.get("prompt", "")
                 if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
@@ -470,7 +472,8 @@ class Api:
                 else:
                     text, ids = (prompt[0] if isinstance(prompt, list) else str(prompt)), None
                 max_new = body.get("max_tokens", 16)
-                req = self._make_request(text, ids, {**params, "max_new_tokens": max_new}, None, 16)
+                req = self._make_request(text, ids, {**params, "max_new_tokens": max_new}, None, 16,
+                                         received=http.received)
         except RequestError as exc:
             return _openai_error(str(exc))
         self.s.engine.submit(req)

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import email.utils
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,9 @@ class HttpRequest:
     body: bytes
     client: tuple[str, int]
     disconnected: asyncio.Event = field(default_factory=asyncio.Event)
+    received: float = field(default_factory=time.monotonic)
+    """``time.monotonic()`` when the whole request (head and body) had been read: where SGLang's clock for the
+    request starts (the tokenizer manager's ``created_time``) and the deterministic TTFT is counted from."""
 
     @property
     def path(self) -> str:
