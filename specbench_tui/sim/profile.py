@@ -89,7 +89,7 @@ DEFAULTS: dict[str, Any] = {
         "tok_s": 100.0,  # per-request decode rate a streaming client measures
         "step_ms": None,  # alternative to tok_s: fixed verify-step time
         "accept_length": 3.0,  # tokens per verify step (1 without speculation); fractions alternate
-        "ttft_ms": 20.0,  # fixed prefill time
+        "ttft_ms": 20.0,  # first token this long after the request was received (idle scheduler)
         "config": [],  # [[deterministic.config]]: match keys + tok_s/step_ms/accept_length/ttft_ms
     },
     "logs": {"style": "comma"},  # "period": the pre-0.5.10 "Decode batch. ..." form with a TP0 prefix

@@ -1,0 +1,192 @@
+"""Crash-to-detection latency and dead time between configurations, from one sequential sweep.
+
+The real orchestrator (in this process) runs a sweep on one (fake) GPU against the simulator: two configurations
+that complete (3 requests each) and eight DDTree configurations that crash with a CUDA illegal instruction
+after their first request (``[[crash]]`` in the simulator's profile).
+
+1. **Crash-to-detection**: from the crash line's own timestamp (the scheduler's ``Scheduler hit an exception``
+   line, ``SGLANG_LOG_MS=1``: millisecond resolution) to the moment the configuration is marked crashed
+   (``ConfigFinished`` with state ``crashed``), which the orchestrator publishes only after the server's whole
+   process group is gone (``ServerStopped`` comes first, and its ``leftover_pids`` must be empty; the bench also
+   checks ``/proc`` for the group afterwards). Also printed: crash line to ``CrashDetected`` (signature matched).
+   p95 target < 0.5 s.
+2. **Dead time per configuration**: from one server's teardown end (``ServerStopped``: process group gone and
+   its GPUs released) to the next server's launch (``ServerLaunching``: spawned), over the nine gaps of the
+   sweep. Target: every gap (the max) < 1 s.
+
+Exit status 1 when a target is missed. About 25 s on 2 cores.
+
+    .venv/bin/python bench/bench_crash_dead_time.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from specbench_tui.core.events import (
+    ConfigFinished,
+    ConfigState,
+    CrashDetected,
+    Event,
+    ServerLaunching,
+    ServerStopped,
+)
+from specbench_tui.core.logparse import line_timestamp
+from specbench_tui.core.metrics import percentile
+from specbench_tui.core.plan import build_plan
+from specbench_tui.core.sweep import load_sweep
+from specbench_tui.engine.orchestrator import Orchestrator
+from specbench_tui.engine.server import find_free_port
+from specbench_tui.engine.store import RunDir
+from specbench_tui.sim.testing import group_pids
+
+CRASH_BUDGETS = (8, 12, 20, 24, 40, 48, 56, 64)
+TARGETS = {"detect_p95_s": 0.5, "dead_max_s": 1.0}
+
+PROFILE = f"""
+seed = 11
+[deterministic]
+enabled = true
+tok_s = 400.0
+accept_length = 3.0
+ttft_ms = 10
+[output]
+eos = false
+[shutdown]
+poll_s = 0.05
+[[crash]]
+algorithm = "DDTREE"
+budget = {list(CRASH_BUDGETS)}
+when = "after_requests"
+after_requests = 1
+signature = "cuda_illegal_instruction"
+"""
+
+SWEEP = """
+[sweep]
+name = "crash-dead-time"
+gpus = 1
+repeats = 3
+warmup = 1
+[engine]
+launcher = "simulator"
+sim_profile = "profile.toml"
+port_base = {port}
+startup_timeout_s = 60
+shutdown_grace_s = 5
+gpu_release_timeout_s = 1
+[server.args]
+model-path = "Qwen/Qwen3-8B"
+context-length = 8192
+[server.env]
+SGLANG_LOG_MS = "1"
+[[configs]]
+name = "ar"
+algorithm = "autoregressive"
+args = { tp-size = 1 }
+[[configs]]
+name = "ddtree-b{budget}"
+algorithm = "ddtree"
+matrix = { budget = [16, CRASHES] }
+[configs.args]
+speculative-algorithm = "DDTREE"
+speculative-draft-model-path = "z-lab/Qwen3-8B-DFlash-b16"
+page-size = 1
+[configs.fork_args]
+speculative-ddtree-budget = "{budget}"
+[[workloads]]
+name = "code"
+kind = "code"
+items = ["fibonacci"]
+max_new_tokens = 40
+"""
+
+
+async def _run(folder: Path) -> list[Event]:
+    (folder / "profile.toml").write_text(PROFILE)
+    port = find_free_port("127.0.0.1", 32300)
+    text = SWEEP.replace("{port}", str(port)).replace("CRASHES", ", ".join(map(str, CRASH_BUDGETS)))
+    (folder / "sweep.toml").write_text(text)
+    plan = build_plan(load_sweep(folder / "sweep.toml"))
+    run_dir = RunDir.create(folder / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
+    orchestrator = Orchestrator(plan, run_dir)
+    events: list[Event] = []
+    orchestrator.subscribe(events.append)
+    await orchestrator.run()
+    run_dir.close()
+    return events
+
+
+def main() -> int:
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="specbench-crash-") as tmp:
+        events = asyncio.run(_run(Path(tmp)))
+    failures: list[str] = []
+    launched = [e for e in events if isinstance(e, ServerLaunching)]
+    stopped = {e.config_id: e for e in events if isinstance(e, ServerStopped)}
+    finished = {e.config_id: e for e in events if isinstance(e, ConfigFinished)}
+    survivors = [e.pid for e in launched if group_pids(e.pid)]
+    if survivors:
+        failures.append(f"process groups still alive after the sweep: {survivors}")
+    leftovers = [e.config_id for e in stopped.values() if e.leftover_pids]
+    if leftovers:
+        failures.append(f"teardown left processes behind for {leftovers}")
+
+    detect, marked = [], []
+    for crash in (e for e in events if isinstance(e, CrashDetected)):
+        first = next((line for line in crash.excerpt if "hit an exception" in line), None)
+        stamp = line_timestamp(first) if first else None
+        done = finished.get(crash.config_id)
+        if stamp is None or done is None or done.state != ConfigState.CRASHED:
+            continue
+        detect.append(crash.ts - stamp)
+        marked.append(done.ts - stamp)
+    if len(marked) < len(CRASH_BUDGETS):
+        failures.append(f"only {len(marked)} of {len(CRASH_BUDGETS)} crashes were detected and marked")
+
+    gaps = []
+    by_time = sorted(launched, key=lambda e: e.ts)
+    for previous, following in itertools.pairwise(by_time):
+        stop = stopped.get(previous.config_id)
+        if stop is not None:
+            gaps.append(following.ts - stop.ts)
+
+    print(f"crashes: {len(marked)}; configurations launched: {len(launched)}")
+    if marked:
+        print(f"  crash line -> signature matched (CrashDetected): p50 {percentile(detect, 50) * 1000:.1f} ms, "
+              f"p95 {percentile(detect, 95) * 1000:.1f} ms")
+        print(f"  crash line -> marked crashed, process group gone: p50 {percentile(marked, 50) * 1000:.1f} ms, "
+              f"p95 {percentile(marked, 95) * 1000:.1f} ms, max {max(marked) * 1000:.1f} ms "
+              "(log timestamps have 1 ms resolution)")
+    if gaps:
+        print(f"  dead time, teardown end -> next launch: median {statistics.median(gaps) * 1000:.1f} ms, "
+              f"max {max(gaps) * 1000:.1f} ms over {len(gaps)} gaps")
+    p95 = percentile(marked, 95) if marked else float("inf")
+    dead = max(gaps) if gaps else float("inf")
+    if p95 >= TARGETS["detect_p95_s"]:
+        failures.append(f"crash-to-detection p95 {p95:.3f} s")
+    if dead >= TARGETS["dead_max_s"]:
+        failures.append(f"dead time max {dead:.3f} s")
+    print(f"\nran in {time.monotonic() - started:.1f} s")
+    print(f"FIGURE|crash-to-detection p95 (marked crashed, group gone)|{p95 * 1000:.0f} ms|< 500 ms|"
+          f"{'pass' if p95 < TARGETS['detect_p95_s'] else 'FAIL'}")
+    print(f"FIGURE|dead time per configuration (max of {len(gaps)})|{dead * 1000:.0f} ms|< 1000 ms|"
+          f"{'pass' if dead < TARGETS['dead_max_s'] else 'FAIL'}")
+    for failure in failures:
+        print(f"FAIL: {failure}")
+    if not failures:
+        print("PASS")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
