@@ -29,8 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import figure, run_sweep, verdict, write_sim_sweep
 
 from specbench_tui.core.events import (
     ConfigFinished,
@@ -42,11 +43,6 @@ from specbench_tui.core.events import (
 )
 from specbench_tui.core.logparse import line_timestamp
 from specbench_tui.core.metrics import percentile
-from specbench_tui.core.plan import build_plan
-from specbench_tui.core.sweep import load_sweep
-from specbench_tui.engine.orchestrator import Orchestrator
-from specbench_tui.engine.server import find_free_port
-from specbench_tui.engine.store import RunDir
 from specbench_tui.sim.testing import group_pids
 
 CRASH_BUDGETS = (8, 12, 20, 24, 40, 48, 56, 64)
@@ -112,17 +108,8 @@ max_new_tokens = 40
 
 
 async def _run(folder: Path) -> list[Event]:
-    (folder / "profile.toml").write_text(PROFILE)
-    port = find_free_port("127.0.0.1", 32300)
-    text = SWEEP.replace("{port}", str(port)).replace("CRASHES", ", ".join(map(str, CRASH_BUDGETS)))
-    (folder / "sweep.toml").write_text(text)
-    plan = build_plan(load_sweep(folder / "sweep.toml"))
-    run_dir = RunDir.create(folder / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
-    orchestrator = Orchestrator(plan, run_dir)
-    events: list[Event] = []
-    orchestrator.subscribe(events.append)
-    await orchestrator.run()
-    run_dir.close()
+    sweep = SWEEP.replace("CRASHES", ", ".join(map(str, CRASH_BUDGETS)))
+    _, events = await run_sweep(write_sim_sweep(folder, PROFILE, sweep, 32300))
     return events
 
 
@@ -177,15 +164,11 @@ def main() -> int:
     if dead >= TARGETS["dead_max_s"]:
         failures.append(f"dead time max {dead:.3f} s")
     print(f"\nran in {time.monotonic() - started:.1f} s")
-    print(f"FIGURE|crash-to-detection p95 (marked crashed, group gone)|{p95 * 1000:.0f} ms|< 500 ms|"
-          f"{'pass' if p95 < TARGETS['detect_p95_s'] else 'FAIL'}")
-    print(f"FIGURE|dead time per configuration (max of {len(gaps)})|{dead * 1000:.0f} ms|< 1000 ms|"
-          f"{'pass' if dead < TARGETS['dead_max_s'] else 'FAIL'}")
-    for failure in failures:
-        print(f"FAIL: {failure}")
-    if not failures:
-        print("PASS")
-    return 1 if failures else 0
+    figure("crash-to-detection p95 (marked crashed, group gone)", f"{p95 * 1000:.0f} ms", "< 500 ms",
+           p95 < TARGETS["detect_p95_s"])
+    figure(f"dead time per configuration (max of {len(gaps)})", f"{dead * 1000:.0f} ms", "< 1000 ms",
+           dead < TARGETS["dead_max_s"])
+    return verdict(failures)
 
 
 if __name__ == "__main__":

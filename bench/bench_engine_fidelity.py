@@ -42,16 +42,11 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(ROOT))
 
+from _common import ROOT, figure, run_sweep, verdict, write_sim_sweep
 from _pty import PtyProcess
 
-from specbench_tui.core.plan import build_plan
-from specbench_tui.core.sweep import load_sweep
-from specbench_tui.engine.orchestrator import Orchestrator
-from specbench_tui.engine.server import find_free_port
 from specbench_tui.engine.store import RunDir
 from specbench_tui.sim.testing import SimProcess
 
@@ -131,11 +126,7 @@ max_new_tokens = MAXNEW
 
 
 def write_sweep(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "profile.toml").write_text(PROFILE)
-    port = find_free_port("127.0.0.1", 32100)
-    (folder / "sweep.toml").write_text(SWEEP.replace("{port}", str(port)).replace("MAXNEW", str(MAX_NEW)))
-    return folder / "sweep.toml"
+    return write_sim_sweep(folder, PROFILE, SWEEP.replace("MAXNEW", str(MAX_NEW)), 32100)
 
 
 def figures(records: list) -> dict[str, tuple[float, float]]:
@@ -150,11 +141,7 @@ def figures(records: list) -> dict[str, tuple[float, float]]:
 
 
 def ours_alone(folder: Path) -> dict[str, tuple[float, float]]:
-    sweep = write_sweep(folder)
-    plan = build_plan(load_sweep(sweep))
-    run_dir = RunDir.create(folder / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
-    asyncio.run(Orchestrator(plan, run_dir).run())
-    run_dir.close()
+    run_dir, _ = asyncio.run(run_sweep(write_sweep(folder)))
     return figures(run_dir.read_measurements())
 
 
@@ -291,15 +278,11 @@ def main() -> int:
     for note in notes:
         print(f"note: {note}")
     print(f"\nran in {time.monotonic() - started:.1f} s ({', '.join(phases)})")
-    print(f"FIGURE|fidelity: worst decode tok/s error (ours)|{worst['tok_s'] * 100:.3f} %|< 0.5 %|"
-          f"{'pass' if worst['tok_s'] <= LIMITS['tok_s_rel'] else 'FAIL'}")
-    print(f"FIGURE|fidelity: worst TTFT error (ours)|{worst['ttft']:.2f} ms|< 2 ms|"
-          f"{'pass' if worst['ttft'] <= LIMITS['ttft_abs_ms'] else 'FAIL'}")
-    for failure in failures:
-        print(f"FAIL: {failure}")
-    if not failures:
-        print("PASS")
-    return 1 if failures else 0
+    figure("fidelity: worst decode tok/s error (ours)", f"{worst['tok_s'] * 100:.3f} %", "< 0.5 %",
+           worst["tok_s"] <= LIMITS["tok_s_rel"])
+    figure("fidelity: worst TTFT error (ours)", f"{worst['ttft']:.2f} ms", "< 2 ms",
+           worst["ttft"] <= LIMITS["ttft_abs_ms"])
+    return verdict(failures)
 
 
 if __name__ == "__main__":

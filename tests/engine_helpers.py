@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import time
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from specbench_tui.core.events import Event
@@ -37,52 +42,93 @@ def plan_for(path: Path) -> Plan:
     return build_plan(load_sweep(path))
 
 
-async def run_plan(plan: Plan, runs: Path, **kwargs) -> tuple[SweepOutcome, list[Event], RunDir, Orchestrator]:
-    """Run ``plan`` in-process into a new run directory under ``runs``; returns every event published."""
+async def run_plan(plan: Plan, runs: Path, *, timeout_s: float | None = None,
+                   **kwargs) -> tuple[SweepOutcome, list[Event], RunDir, Orchestrator]:
+    """Run ``plan`` in-process into a new run directory under ``runs`` (within ``timeout_s`` when given);
+    returns every event published."""
     run_dir = RunDir.create(runs, plan.sweep.name, plan.sweep.text, plan.to_json())
     orchestrator = Orchestrator(plan, run_dir, **kwargs)
     events: list[Event] = []
     orchestrator.subscribe(events.append)
     try:
-        outcome = await orchestrator.run()
+        run = orchestrator.run()
+        outcome = await (run if timeout_s is None else asyncio.wait_for(run, timeout_s))
     finally:
         run_dir.close()
     return outcome, events, run_dir, orchestrator
 
 
-def processes_with_env(marker: str) -> list[int]:
-    """Live processes whose environment mentions ``marker`` (a test's temporary folder)."""
+def proc_stat(pid: int) -> tuple[str, int] | None:
+    """``(state, parent pid)`` of ``pid`` from ``/proc/<pid>/stat``; None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0].decode(), int(fields[1])
+
+
+def processes_where(matches: Callable[[bytes], bool], exclude: Collection[int] = frozenset(),
+                    dead: Collection[str] = ("Z",)) -> list[int]:
+    """Live processes (this one and ``exclude`` left out) whose raw environment satisfies ``matches``;
+    a process whose state is in ``dead`` does not count."""
     found = []
-    needle = marker.encode()
     for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        if pid == os.getpid() or pid in exclude:
             continue
         try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
                 environ = handle.read()
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                state = handle.read().rsplit(b")", 1)[1].split()[0]
         except OSError:
             continue
-        if needle in environ and state != b"Z":
-            found.append(int(entry))
+        if matches(environ):
+            stat = proc_stat(pid)
+            if stat is not None and stat[0] not in dead:
+                found.append(pid)
     return found
 
 
-def wait_no_processes(marker: str, timeout_s: float = 5.0) -> list[int]:
-    """Wait until no process carries ``marker``; the survivors (then SIGKILLed, so tests leave nothing)."""
+def processes_with_env(marker: str) -> list[int]:
+    """Live processes whose environment mentions ``marker`` (a test's temporary folder)."""
+    needle = marker.encode()
+    return processes_where(lambda environ: needle in environ)
+
+
+def wait_until_none(find: Callable[[], list[int]], timeout_s: float = 5.0) -> list[int]:
+    """Wait until ``find()`` comes back empty; the survivors (then SIGKILLed, so tests leave nothing)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        alive = processes_with_env(marker)
+        alive = find()
         if not alive or time.monotonic() > deadline:
             break
         time.sleep(0.05)
     for pid in alive:
         try:
-            os.kill(pid, 9)
+            os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
     return alive
+
+
+def wait_no_processes(marker: str, timeout_s: float = 5.0) -> list[int]:
+    """Wait until no process carries ``marker``; the survivors (then SIGKILLed, so tests leave nothing)."""
+    return wait_until_none(lambda: processes_with_env(marker), timeout_s)
+
+
+def headless_engine(args: list[str], cwd: Path, env: dict[str, str] | None = None, *, tui: bool = False,
+                    new_session: bool = False) -> subprocess.Popen[bytes]:
+    """``specbench run ARGS --headless`` (without ``--headless`` when ``tui``) as a subprocess, its output piped."""
+    argv = [sys.executable, "-m", "specbench_tui", "run", *args, *([] if tui else ["--headless"])]
+    return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=new_session)
+
+
+def record_key(record: dict) -> tuple:
+    """What identifies a measurement: (configuration, workload, item, repeat)."""
+    return record["config_id"], record["workload"], record["item"], record["repeat"]
 
 
 def of_type(events: list[Event], cls: type) -> list:

@@ -7,14 +7,12 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
-from engine_helpers import write_sweep
+from engine_helpers import headless_engine, processes_where, record_key, wait_until_none, write_sweep
 
 MARKER_VAR = "SPECBENCH_TEST_MARKER"
 
@@ -104,35 +102,10 @@ def new_marker() -> str:
     return f"specbench-test-{uuid.uuid4().hex}"
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return None
-    return fields[0].decode(), int(fields[1])
-
-
 def marked(marker: str, exclude: set[int] | frozenset[int] = frozenset()) -> list[int]:
     """Live (non-zombie) processes whose environment holds ``MARKER_VAR=marker``."""
     needle = f"{MARKER_VAR}={marker}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
-        if pid == os.getpid() or pid in exclude:
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as handle:
-                environ = handle.read()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0"):
-            stat = _stat(pid)
-            if stat is not None and stat[0] not in ("Z", "X"):
-                found.append(pid)
-    return found
+    return processes_where(lambda environ: needle in environ.split(b"\0"), exclude, dead=("Z", "X"))
 
 
 def server_pids(marker: str, engine_pid: int | None = None) -> list[int]:
@@ -142,18 +115,7 @@ def server_pids(marker: str, engine_pid: int | None = None) -> list[int]:
 
 def wait_gone(marker: str, engine_pid: int | None = None, timeout_s: float = 5.0) -> list[int]:
     """Survivors after ``timeout_s`` (SIGKILLed afterwards so a failing test leaves nothing behind)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        alive = server_pids(marker, engine_pid)
-        if not alive or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    for pid in alive:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    return alive
+    return wait_until_none(lambda: server_pids(marker, engine_pid), timeout_s)
 
 
 def wait_for(predicate, timeout_s: float, poll_s: float = 0.02, what: str = "condition"):
@@ -168,29 +130,12 @@ def wait_for(predicate, timeout_s: float, poll_s: float = 0.02, what: str = "con
 
 def headless(args: list[str], cwd: Path, env: dict[str, str], tui: bool = False) -> subprocess.Popen[bytes]:
     """``specbench run ... --headless`` as a subprocess (its own session, like a login shell's job)."""
-    argv = [sys.executable, "-m", "specbench_tui", "run", *args, *([] if tui else ["--headless"])]
-    return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    return headless_engine(args, cwd, env, tui=tui, new_session=True)
 
 
-def records(run_dir: Path) -> list[dict]:
+def _jsonl(path: Path) -> list[dict]:
+    """The objects of a JSON-lines file; lines torn by a kill (resume ignores them too) left out."""
     out = []
-    path = run_dir / "results.jsonl"
-    if not path.exists():
-        return out
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # torn by a kill; resume ignores it too
-        if isinstance(data, dict):
-            out.append(data)
-    return out
-
-
-def events(run_dir: Path) -> list[dict]:
-    out = []
-    path = run_dir / "events.jsonl"
     if not path.exists():
         return out
     for line in path.read_text(errors="replace").splitlines():
@@ -203,8 +148,15 @@ def events(run_dir: Path) -> list[dict]:
     return out
 
 
-def key(record: dict) -> tuple:
-    return record["config_id"], record["workload"], record["item"], record["repeat"]
+def records(run_dir: Path) -> list[dict]:
+    return _jsonl(run_dir / "results.jsonl")
+
+
+def events(run_dir: Path) -> list[dict]:
+    return _jsonl(run_dir / "events.jsonl")
+
+
+key = record_key
 
 
 def final_states(run_dir: Path) -> dict[str, str]:

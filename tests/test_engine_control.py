@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from engine_helpers import of_type, plan_for, wait_no_processes, write_sweep
+from engine_helpers import of_type, plan_for, record_key, wait_no_processes, write_sweep
 
 from specbench_tui.core.events import (
     ConfigFinished,
@@ -152,8 +152,7 @@ def assert_no_server_left(events: list[Event], marker: str, timeout_s: float = 5
 
 
 def keys_of(events: list[Event]) -> list[tuple]:
-    return [(e.record["config_id"], e.record["workload"], e.record["item"], e.record["repeat"])
-            for e in of_type(events, MeasurementRecorded)]
+    return [record_key(e.record) for e in of_type(events, MeasurementRecorded)]
 
 
 # ------------------------------------------------------------------------------------------------ pause

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from engine_helpers import of_type, plan_for, wait_no_processes, write_sweep
+from engine_helpers import of_type, plan_for, run_plan, wait_no_processes, write_sweep
 
 from specbench_tui.core.events import (
     ConfigFinished,
@@ -86,15 +86,7 @@ def make_plan(folder: Path, *, gpus=2, tps=(2,), seeds=(1,), count=4, concurrent
 
 
 async def run(plan: Plan, runs: Path, **kwargs) -> tuple:
-    run_dir = RunDir.create(runs, plan.sweep.name, plan.sweep.text, plan.to_json())
-    orchestrator = Orchestrator(plan, run_dir, **kwargs)
-    events: list[Event] = []
-    orchestrator.subscribe(events.append)
-    try:
-        outcome = await asyncio.wait_for(orchestrator.run(), 60)
-    finally:
-        run_dir.close()
-    return outcome, events, run_dir, orchestrator
+    return await run_plan(plan, runs, timeout_s=60, **kwargs)
 
 
 async def test_fake_box_follows_the_server_and_the_summary_covers_the_measured_window(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from engine_helpers import wait_no_processes, write_sweep
+from engine_helpers import headless_engine, wait_no_processes, write_sweep
 
 pytestmark = pytest.mark.e2e
 
@@ -83,9 +83,7 @@ def _records(runs: Path) -> list[dict]:
 def test_signal_stops_the_sweep_cleanly(tmp_path, signals, code, in_flight_recorded):
     path = write_sweep(tmp_path, SWEEP, PROFILE)
     runs = tmp_path / "runs"
-    engine = subprocess.Popen([sys.executable, "-m", "specbench_tui", "run", str(path), "--headless",
-                               "--runs-dir", str(runs)], cwd=tmp_path, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    engine = headless_engine([str(path), "--runs-dir", str(runs)], tmp_path)
     try:
         deadline = time.monotonic() + 40
         while not _records(runs):

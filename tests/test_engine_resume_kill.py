@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from engine_helpers import processes_with_env, wait_no_processes, write_sweep
+from engine_helpers import headless_engine, processes_with_env, record_key, wait_no_processes, write_sweep
 
 pytestmark = pytest.mark.e2e
 
@@ -79,11 +77,6 @@ max_new_tokens = 64
 EXPECTED = 3 * (2 * 2 + 1 * 2)
 
 
-def _engine(args: list[str], cwd: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "specbench_tui", "run", *args, "--headless"], cwd=cwd,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-
 def _records(run_dir: Path) -> list[dict]:
     out = []
     for line in (run_dir / "results.jsonl").read_text().splitlines():
@@ -94,15 +87,11 @@ def _records(run_dir: Path) -> list[dict]:
     return out
 
 
-def _key(record: dict) -> tuple:
-    return record["config_id"], record["workload"], record["item"], record["repeat"]
-
-
 def test_sigkill_mid_sweep_then_resume(tmp_path):
     marker = str(tmp_path)
     path = write_sweep(tmp_path, SWEEP, PROFILE)
     runs = tmp_path / "runs"
-    engine = _engine([str(path), "--runs-dir", str(runs)], tmp_path)
+    engine = headless_engine([str(path), "--runs-dir", str(runs)], tmp_path)
     try:
         deadline = time.monotonic() + 40
         run_dir = None
@@ -124,18 +113,18 @@ def test_sigkill_mid_sweep_then_resume(tmp_path):
     assert survivors == [], f"server processes outlived the engine: {survivors}"
 
     before = _records(run_dir)
-    resumed = _engine(["--resume", str(run_dir)], tmp_path)
+    resumed = headless_engine(["--resume", str(run_dir)], tmp_path)
     output = resumed.communicate(timeout=60)[0].decode()
     assert resumed.returncode == 0, output
     assert "(resumed)" in output
 
     after = _records(run_dir)
-    counts = Counter(_key(r) for r in after)
+    counts = Counter(record_key(r) for r in after)
     assert max(counts.values()) == 1, [k for k, n in counts.items() if n > 1]
     assert len(counts) == EXPECTED
-    kept = {_key(r): r for r in after}
+    kept = {record_key(r): r for r in after}
     for record in before:
-        assert kept[_key(record)] == record, "a completed measurement was lost or rewritten"
+        assert kept[record_key(record)] == record, "a completed measurement was lost or rewritten"
     assert all(r["status"] == "ok" and r["decode_tps"] > 0 for r in after)
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
     finished = [e for e in events if e["type"] == "ConfigFinished"]

@@ -37,6 +37,12 @@ async def settle(app: SpecbenchApp, pilot) -> None:
     await pilot.pause()
 
 
+async def press(pilot, *keys: str) -> None:
+    """Press ``keys``, then let the app process what they did."""
+    await pilot.press(*keys)
+    await pilot.pause()
+
+
 async def select_config(app: SpecbenchApp, pilot, name: str) -> str:
     queue = app.sweep_screen.query_one(QueuePanel)
     queue.focus()
@@ -128,40 +134,31 @@ async def test_open_crashed_log_and_search_finds_the_crash_line(engine: FakeEngi
         engine.play_until_running()
         await settle(app, pilot)
         await select_config(app, pilot, "ddtree-b8-tp1")
-        await pilot.press("l")
-        await pilot.pause()
+        await press(pilot, "l")
         screen = app.screen
         assert isinstance(screen, FullLogScreen)
         view = screen.query_one(LogFileView)
         await pilot.pause(0.2)
         assert view.line_count == len(engine.script.log_lines["ddtree-b8-tp1"])
-        await pilot.press("slash", *"illegal", "enter")
-        await pilot.pause()
+        await press(pilot, "slash", *"illegal", "enter")
         assert view.cursor_line is not None
         assert CRASH_LINE in view.line_text(view.cursor_line)
         crash = view.cursor_line
-        await pilot.press("slash", *"cuda", "enter")  # from the crash line: the next match below it
-        await pilot.pause()
+        await press(pilot, "slash", *"cuda", "enter")  # from the crash line: the next match below it
         below = view.cursor_line
         assert below is not None and below > crash and "cuda" in view.line_text(below).lower()
-        await pilot.press("n")  # no match further down: wraps to the first one
-        await pilot.pause()
+        await press(pilot, "n")  # no match further down: wraps to the first one
         assert view.cursor_line is not None and view.cursor_line < crash
-        await pilot.press("N")
-        await pilot.pause()
+        await press(pilot, "N")
         assert view.cursor_line == below
-        await pilot.press("f3")
-        await pilot.pause()
+        await press(pilot, "f3")
         assert view.cursor_line is not None and view.cursor_line < crash
-        await pilot.press("g", "c")
-        await pilot.pause()
+        await press(pilot, "g", "c")
         assert view.line_text(view.cursor_line) == CRASH_LINE
-        await pilot.press("e")
-        await pilot.pause()
+        await press(pilot, "e")
         assert view.problems_only and 0 < view.visible_count < view.line_count
         assert all(view.file_line_at(row) is not None for row in range(view.visible_count))
-        await pilot.press("escape")
-        await pilot.pause()
+        await press(pilot, "escape")
         assert not isinstance(app.screen, FullLogScreen)
 
 
@@ -171,8 +168,7 @@ async def test_enter_on_a_queue_row_opens_its_log(engine: FakeEngine) -> None:
         engine.play_until_running()
         await settle(app, pilot)
         await select_config(app, pilot, "ar-tp1")
-        await pilot.press("enter")
-        await pilot.pause()
+        await press(pilot, "enter")
         assert isinstance(app.screen, FullLogScreen)
         assert app.screen.config_name == "ar-tp1"
 
@@ -182,17 +178,13 @@ async def test_quit_asks_while_servers_run_then_stops_the_engine(engine: FakeEng
     async with app.run_test(size=(120, 36)) as pilot:
         engine.play_until_running()
         await settle(app, pilot)
-        await pilot.press("q")
-        await pilot.pause()
+        await press(pilot, "q")
         assert isinstance(app.screen, ConfirmQuitScreen)
-        await pilot.press("n")
-        await pilot.pause()
+        await press(pilot, "n")
         assert not isinstance(app.screen, ConfirmQuitScreen)
         assert not engine.stopped
-        await pilot.press("q")
-        await pilot.pause()
-        await pilot.press("y")
-        await pilot.pause()
+        await press(pilot, "q")
+        await press(pilot, "y")
         await app.workers.wait_for_complete()
         await pilot.pause()
     assert ("abort", True) in engine.calls
@@ -206,8 +198,7 @@ async def test_quit_after_the_sweep_finished_does_not_ask(engine: FakeEngine) ->
     async with app.run_test(size=(120, 36)) as pilot:
         engine.play()
         await settle(app, pilot)
-        await pilot.press("q")
-        await pilot.pause()
+        await press(pilot, "q")
         assert not isinstance(app.screen, ConfirmQuitScreen)
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -252,8 +243,7 @@ async def test_sorting_keeps_rows_and_orders_by_throughput(engine: FakeEngine) -
         engine.play()
         await settle(app, pilot)
         results = app.sweep_screen.query_one(ResultsPanel)
-        await pilot.press("2", "o")
-        await pilot.pause()
+        await press(pilot, "2", "o")
         values = [results.get_row_at(i)[3].sort_value for i in range(results.row_count)]
         numbers = [v for v in values if v is not None and v >= 0]
         assert numbers == sorted(numbers, reverse=True)
@@ -267,17 +257,13 @@ async def test_focus_keys_and_maximise(engine: FakeEngine) -> None:
         await settle(app, pilot)
         screen = app.sweep_screen
         for key, kind in (("2", ResultsPanel), ("3", ServerLogPanel), ("1", QueuePanel)):
-            await pilot.press(key)
-            await pilot.pause()
+            await press(pilot, key)
             assert isinstance(screen.focused, kind)
-        await pilot.press("4")
-        await pilot.pause()
+        await press(pilot, "4")
         assert isinstance(screen.focused, DataTable) and isinstance(screen.focused.parent, GpuPanel)
-        await pilot.press("m")
-        await pilot.pause()
+        await press(pilot, "m")
         assert isinstance(screen.maximized, GpuPanel)
-        await pilot.press("m")
-        await pilot.pause()
+        await press(pilot, "m")
         assert screen.maximized is None
 
 
@@ -290,14 +276,11 @@ async def test_narrow_terminal_hides_gpus_until_asked(engine: FakeEngine) -> Non
         gpu = screen.query_one(GpuPanel)
         assert screen.has_class("-narrow")
         assert gpu.region.area == 0
-        await pilot.press("4")
-        await pilot.pause()
+        await press(pilot, "4")
         assert screen.maximized is gpu and gpu.region.area > 0
-        await pilot.press("1")
-        await pilot.pause()
+        await press(pilot, "1")
         assert isinstance(screen.maximized, QueuePanel)
-        await pilot.press("m")
-        await pilot.pause()
+        await press(pilot, "m")
         assert screen.maximized is None
 
 
@@ -307,8 +290,7 @@ async def test_theme_key_cycles_and_recolours_cells(engine: FakeEngine) -> None:
         engine.play()
         await settle(app, pilot)
         dark_crash = app.palette.crash
-        await pilot.press("t")
-        await pilot.pause()
+        await press(pilot, "t")
         assert app.theme == "specbench-high-contrast"
         await pilot.pause()
         assert app.palette.crash != dark_crash
@@ -322,12 +304,10 @@ async def test_command_palette_runs_sweep_commands(engine: FakeEngine) -> None:
     async with app.run_test(size=(120, 36)) as pilot:
         engine.play_until_running()
         await settle(app, pilot)
-        await pilot.press("ctrl+p")
-        await pilot.pause()
+        await press(pilot, "ctrl+p")
         await pilot.press(*"pause")
         await pilot.pause(0.5)
-        await pilot.press("enter")
-        await pilot.pause()
+        await press(pilot, "enter")
         assert ("pause",) in engine.calls
 
 
