@@ -185,7 +185,10 @@ async def test_sweep_measures_acceptance_against_real_llama_server(tmp_path, lla
     assert logs["baseline"]["source"] == "metrics" and logs["baseline"]["accept_length"] == 1.0
     assert logs["baseline"]["drafts"] == 0 and logs["baseline"]["lines"] == 0
     draft = logs["draft-n4"]
-    assert draft["accept_length"] > 1.3 and draft["drafts"] > 0 and draft["lines"] == 2
+    assert draft["accept_length"] > 1.3 and draft["drafts"] > 0
+    # llama-server prints a request's `draft acceptance` line after the response is sent, so under load the last
+    # request's line can land after the workload's window closes: one or both lines, never more, never none.
+    assert 1 <= draft["lines"] <= 2
     assert draft["accepted_tokens"] == sum(round(r["completion_tokens"] - r["verify_ct"])
                                            for r in by_config["draft-n4"])
     assert draft["log_accept_length"] is not None and draft["log_accept_length"] > 1
