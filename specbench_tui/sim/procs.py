@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -204,15 +205,7 @@ def scheduler_main(conn: Connection, cfg: dict[str, Any]) -> None:
              f"max_prefill_tokens={cfg['max_prefill_tokens']}, max_running_requests={cfg['max_running_requests']}, "
              f"context_len={cfg['context_len']}, available_gpu_mem={avail:.2f} GB")
     conn.send(("ready", {"pid": os.getpid(), "tp_rank": cfg["tp_rank"], "dp_rank": cfg["dp_rank"]}))
-    while True:
-        if os.getppid() != parent:
-            os._exit(1)
-        try:
-            if not conn.poll(0.2):
-                continue
-            order = conn.recv()
-        except (EOFError, OSError):
-            os._exit(0)
+    for order in _orders(conn, parent):
         if order[0] == "crash" and (order[3] == "all" or cfg["tp_rank"] in order[3]):
             _crash(log, cfg, logs.forward_traceback(order[2]), order[1], parent)
         elif order[0] == "watchdog":
@@ -227,19 +220,28 @@ def scheduler_main(conn: Connection, cfg: dict[str, Any]) -> None:
             os._exit(0)
 
 
+def _orders(conn: Connection, parent: int) -> Iterator[tuple[Any, ...]]:
+    """Orders from the parent, one at a time; exits the child when orphaned (1) or its pipe closes (0)."""
+    while True:
+        if os.getppid() != parent:
+            os._exit(1)
+        try:
+            if not conn.poll(0.2):
+                continue
+            order = conn.recv()
+        except (EOFError, OSError):
+            os._exit(0)
+        yield order
+
+
 def detokenizer_main(conn: Connection, cfg: dict[str, Any]) -> None:
     """The detokenizer: holds its place in the process tree until stopped or orphaned."""
     parent = cfg["parent_pid"]
     kill_itself_when_parent_died(parent)
     set_process_title("sglang::detokenizer")
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    while True:
-        if os.getppid() != parent:
-            os._exit(1)
-        try:
-            if conn.poll(0.2) and conn.recv()[0] == "stop":
-                os._exit(0)
-        except (EOFError, OSError):
+    for order in _orders(conn, parent):
+        if order[0] == "stop":
             os._exit(0)
 
 
@@ -266,15 +268,7 @@ def data_parallel_controller_main(conn: Connection, cfg: dict[str, Any]) -> None
             _sleep(30.0, parent)  # a scheduler died in start-up: its SIGQUIT reaches the main process
             os._exit(1)
     conn.send(("ready", {"pid": os.getpid(), "schedulers": ranks}))
-    while True:
-        if os.getppid() != parent:
-            os._exit(1)
-        try:
-            if not conn.poll(0.2):
-                continue
-            order = conn.recv()
-        except (EOFError, OSError):
-            os._exit(0)
+    for order in _orders(conn, parent):
         for link in links:
             try:
                 link.send(order)
