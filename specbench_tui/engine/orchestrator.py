@@ -650,11 +650,8 @@ class Orchestrator:
             self._script("attach", config.name, gpus, (pid,), **self._mem_fraction(config))
             self.publish(ServerLaunching(config_id=config.id, name=config.name, argv=redact_argv(argv), gpus=gpus,
                                          port=port, pid=pid, log_path=str(log_path), attempt=attempt))
-            # Built while the server starts, off the loop: an HTTP client loads the CA bundle (tens of ms),
-            # which would hold up every other server's launch and measurement.
-            client = await asyncio.to_thread(
-                ServerClient, f"http://{_url_host(engine.host)}:{port}", self.profile, api_key=self._api_key,
-                request_timeout_s=engine.request_timeout_s)
+            client = ServerClient(f"http://{_url_host(engine.host)}:{port}", self.profile, api_key=self._api_key,
+                                  request_timeout_s=engine.request_timeout_s)
             outcome = await self._serve(config, running, server, client)
         finally:
             if self.sampler is not None:  # the measured window ends with the last workload
