@@ -19,8 +19,13 @@ Rows, all against the same simulator and profile, one request at a time, 61 outp
   ``.venv-sglang-bench``; ``bench/sglang_client/setup.sh`` makes it) on the autoregressive configuration,
   random-ids, 6 prompts; its median TTFT and ``1000 / median TPOT`` (its own decode-rate definition).
 
-tok/s is the median decode rate over whole verify steps (see :func:`truth_tok_s`); TTFT error is the median
-TTFT minus 25 ms. Targets: tok/s within 0.5 %, TTFT within 2 ms (ours; the others are for comparison).
+tok/s is the median decode rate over whole verify steps (see :func:`truth_tok_s`). TTFT is shown against the
+promise (25 ms) and, the judged figure, against what the server actually served: the simulator's wire trace
+(``SPECBENCH_SIM_WIRE_TRACE``) says, per request, how long after reading it the first token was written to the
+socket. On two cores the flood's CPU can make the simulator itself several ms late; that lateness is the
+server's, not a client error, so each of our requests is compared with its own served TTFT (median of the
+differences; SGLang's client gives no per-request start times, so its row is median minus median).
+Targets: tok/s within 0.5 %, TTFT within 2 ms of the served TTFT (ours; the others are for comparison).
 Exit status 1 when one of our rows misses. About 45 s on two cores (the SGLang row is skipped, and said so,
 when its environment is missing).
 
@@ -31,7 +36,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import math
 import os
 import socket
 import statistics
@@ -39,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -129,37 +137,75 @@ def write_sweep(folder: Path) -> Path:
     return write_sim_sweep(folder, PROFILE, SWEEP.replace("MAXNEW", str(MAX_NEW)), 32100)
 
 
-def figures(records: list) -> dict[str, tuple[float, float]]:
-    """{config: (median decode tok/s, median TTFT ms)} of the successful measurements."""
-    out = {}
-    for name in STEP:
-        ok = [r for r in records if r.config == name and r.status == "ok"]
-        if ok:
-            out[name] = (statistics.median(r.decode_tps for r in ok if r.decode_tps),
-                         statistics.median(r.ttft_s for r in ok if r.ttft_s is not None) * 1000)
+def read_trace(path: Path) -> list[tuple[float, float]]:
+    """``SPECBENCH_SIM_WIRE_TRACE`` lines → [(request read at, wall s; first token written after, ms)]."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        wall, ttft, _path = line.split()
+        out.append((float(wall), float(ttft) * 1000))
     return out
 
 
-def ours_alone(folder: Path) -> dict[str, tuple[float, float]]:
-    run_dir, _ = asyncio.run(run_sweep(write_sweep(folder)))
-    return figures(run_dir.read_measurements())
+def served_ttft(started_at: float, trace: list[tuple[float, float]]) -> float | None:
+    """The server's own TTFT (ms) of the request we sent at ``started_at``: the first one it read after."""
+    later = [(wall, ttft) for wall, ttft in trace if wall >= started_at - 0.002]
+    return min(later)[1] if later and min(later)[0] - started_at < 1.0 else None
 
 
-def ours_under_flood(folder: Path) -> tuple[dict[str, tuple[float, float]], dict]:
+Row = tuple[float, float, float]
+"""(median decode tok/s, median TTFT ms, median per-request TTFT error ms against what the server served)."""
+
+
+def figures(records: list, trace: list[tuple[float, float]]) -> dict[str, Row]:
+    """{config: Row} of the successful measurements."""
+    out = {}
+    for name in STEP:
+        ok = [r for r in records if r.config == name and r.status == "ok" and r.ttft_s is not None]
+        if ok:
+            errors = [r.ttft_s * 1000 - served for r in ok
+                      if (served := served_ttft(r.started_at, trace)) is not None]
+            out[name] = (statistics.median(r.decode_tps for r in ok if r.decode_tps),
+                         statistics.median(r.ttft_s for r in ok) * 1000,
+                         statistics.median(errors) if errors else float("nan"))
+    return out
+
+
+def ours_alone(folder: Path) -> dict[str, Row]:
+    folder.mkdir(parents=True, exist_ok=True)
+    with wire_trace(folder / "trace.txt") as trace:
+        run_dir, _ = asyncio.run(run_sweep(write_sweep(folder)))
+    return figures(run_dir.read_measurements(), read_trace(trace))
+
+
+def ours_under_flood(folder: Path) -> tuple[dict[str, Row], dict]:
+    folder.mkdir(parents=True, exist_ok=True)
     sweep = write_sweep(folder)
     result = folder / "result.json"
-    with PtyProcess([sys.executable, str(HERE / "_flood_app.py"), "--sweep", str(sweep), "--run-dir",
-                     str(folder / "runs"), "--rate", "10000", "--exit-after", "100", "--result", str(result)],
-                    cols=160, rows=48) as app:
+    with wire_trace(folder / "trace.txt") as trace, \
+            PtyProcess([sys.executable, str(HERE / "_flood_app.py"), "--sweep", str(sweep), "--run-dir",
+                        str(folder / "runs"), "--rate", "10000", "--exit-after", "100", "--result", str(result)],
+                       cols=160, rows=48) as app:
         code = app.wait(110)
     if code is None or not result.exists():
         raise RuntimeError(f"the app under flood did not finish (exit {code})")
     run = next((folder / "runs").iterdir())
-    return figures(RunDir.open(run).read_measurements()), json.loads(result.read_text())
+    return figures(RunDir.open(run).read_measurements(), read_trace(trace)), json.loads(result.read_text())
 
 
-def raw_socket_floor(port: int, n: int = 5) -> tuple[float, float]:
-    """(median TTFT ms, median decode tok/s) seen by the least client there is."""
+@contextlib.contextmanager
+def wire_trace(path: Path) -> Iterator[Path]:
+    """Simulators started inside the block write their wire trace to ``path``."""
+    os.environ["SPECBENCH_SIM_WIRE_TRACE"] = str(path)
+    try:
+        yield path
+    finally:
+        os.environ.pop("SPECBENCH_SIM_WIRE_TRACE", None)
+
+
+def raw_socket_floor(port: int, trace: Path, n: int = 5) -> tuple[float, float, float]:
+    """(median TTFT ms, median decode tok/s, median error against the served TTFT) of the least client there is."""
     body = json.dumps({"text": "Write a function fib(n) that returns the n-th Fibonacci number.",
                        "sampling_params": {"max_new_tokens": MAX_NEW, "temperature": 0.0, "ignore_eos": True},
                        "stream": True}).encode()
@@ -186,7 +232,9 @@ def raw_socket_floor(port: int, n: int = 5) -> tuple[float, float]:
         first = next(i for i, t in enumerate(tokens) if t > 0)
         ttfts.append((stamps[first][0] - start) * 1000)
         rates.append((tokens[-1] - tokens[first]) / (stamps[len(tokens) - 1][0] - stamps[first][0]))
-    return statistics.median(ttfts[1:]), statistics.median(rates[1:])
+    served = [ttft for _wall, ttft in read_trace(trace)]
+    errors = [ours - theirs for ours, theirs in zip(ttfts[1:], served[1:])] or [float("nan")]
+    return statistics.median(ttfts[1:]), statistics.median(rates[1:]), statistics.median(errors)
 
 
 def sglang_client(port: int, folder: Path) -> tuple[float, float] | str:
@@ -227,30 +275,36 @@ def main() -> int:
         phases.append(f"{name} {now - since:.1f} s")
         return now
 
-    rows: list[tuple[str, str, float, float, bool]] = []  # (client, config, tok/s, TTFT ms, judged)
+    # (client, config, tok/s, TTFT ms, TTFT error against the served TTFT ms, judged)
+    rows: list[tuple[str, str, float, float, float, bool]] = []
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="specbench-fidelity-") as tmp:
         folder = Path(tmp)
-        with SimProcess([], model="Qwen/Qwen3-8B", profile_toml=PROFILE) as sim:  # started by `with`
+        with wire_trace(folder / "sim-trace.txt") as trace, \
+                SimProcess([], model="Qwen/Qwen3-8B", profile_toml=PROFILE) as sim:  # started by `with`
             sim.wait_ready()
             mark = phase("simulator start", started)
-            ttft, rate = raw_socket_floor(sim.port)
-            rows.append(("raw-socket floor", "ar", rate, ttft, False))
+            ttft, rate, err = raw_socket_floor(sim.port, trace)
+            rows.append(("raw-socket floor", "ar", rate, ttft, err, False))
             mark = phase("raw floor", mark)
             if not args.no_sglang:
+                before = len(read_trace(trace))
                 got = sglang_client(sim.port, folder)
                 if isinstance(got, str):
                     notes.append(f"SGLang bench_serving {got}")
                 else:
-                    rows.append(("SGLang bench_serving", "ar", got[1], got[0], False))
+                    # Its output has no per-request start times: median TTFT minus the median served TTFT.
+                    served = [ttft for _wall, ttft in read_trace(trace)[before:]]
+                    rows.append(("SGLang bench_serving", "ar", got[1], got[0],
+                                 got[0] - statistics.median(served) if served else float("nan"), False))
                 mark = phase("SGLang client", mark)
-        for name, (tps, ttft) in ours_alone(folder / "alone").items():
-            rows.append(("ours, alone", name, tps, ttft, True))
+        for name, (tps, ttft, err) in ours_alone(folder / "alone").items():
+            rows.append(("ours, alone", name, tps, ttft, err, True))
         mark = phase("ours alone", mark)
         if not args.no_flood:
             measured, info = ours_under_flood(folder / "flood")
-            for name, (tps, ttft) in measured.items():
-                rows.append(("ours, TUI + 10k lines/s", name, tps, ttft, True))
+            for name, (tps, ttft, err) in measured.items():
+                rows.append(("ours, TUI + 10k lines/s", name, tps, ttft, err, True))
             notes.append(f"flood: {info.get('lines_published', 0)} lines published into the app during the sweep")
             phase("ours under flood", mark)
     failures = []
@@ -259,22 +313,21 @@ def main() -> int:
         for name in STEP:
             if (client, name) not in seen:
                 failures.append(f"{client} {name}: no successful measurement")
-    print(f"{'client':<26} {'config':<11} {'truth tok/s':>11} {'tok/s':>8} {'err':>7}  {'TTFT truth':>10} "
-          f"{'TTFT':>8} {'err':>8}")
+    print(f"{'client':<26} {'config':<11} {'truth tok/s':>11} {'tok/s':>8} {'err':>7}  {'TTFT':>8} "
+          f"{'- promised':>10} {'- served':>9}")
     worst = {"tok_s": 0.0, "ttft": 0.0}
-    for client, name, tps, ttft, judged in rows:
+    for client, name, tps, ttft, err, judged in rows:
         truth = truth_tok_s(name)
         rel = (tps - truth) / truth
-        err = ttft - TTFT_MS
-        print(f"{client:<26} {name:<11} {truth:>11.2f} {tps:>8.2f} {rel:>+7.2%}  {TTFT_MS:>8.1f}ms {ttft:>6.2f}ms "
-              f"{err:>+6.2f}ms")
+        print(f"{client:<26} {name:<11} {truth:>11.2f} {tps:>8.2f} {rel:>+7.2%}  {ttft:>6.2f}ms "
+              f"{ttft - TTFT_MS:>+8.2f}ms {err:>+7.2f}ms")
         if judged:
             worst["tok_s"] = max(worst["tok_s"], abs(rel))
-            worst["ttft"] = max(worst["ttft"], abs(err))
+            worst["ttft"] = float("inf") if math.isnan(err) else max(worst["ttft"], abs(err))
             if abs(rel) > LIMITS["tok_s_rel"]:
                 failures.append(f"{client} {name}: tok/s error {rel:+.3%}")
-            if abs(err) > LIMITS["ttft_abs_ms"]:
-                failures.append(f"{client} {name}: TTFT error {err:+.2f} ms")
+            if not abs(err) <= LIMITS["ttft_abs_ms"]:
+                failures.append(f"{client} {name}: TTFT error {err:+.2f} ms against the served TTFT")
     for note in notes:
         print(f"note: {note}")
     print(f"\nran in {time.monotonic() - started:.1f} s ({', '.join(phases)})")

@@ -35,7 +35,9 @@ import httpx
 
 from specbench_tui.core.logparse import parse_prometheus
 from specbench_tui.core.metrics import Chunk
+from specbench_tui.engine import rxclock
 from specbench_tui.engine.profiles import STREAM_OPENAI, EngineProfile
+from specbench_tui.engine.rxclock import RxClockTransport, rx_monotonic
 
 ERROR_HTTP = "http"
 ERROR_SSE = "sse"
@@ -165,11 +167,14 @@ class ServerClient:
         self.profile = profile
         self.request_timeout_s = request_timeout_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        # Servers we launch speak plain HTTP: skip loading the CA bundle (tens of ms on the event loop).
+        limits = httpx.Limits(max_connections=32, max_keepalive_connections=8)
+        plain = self.base_url.startswith("http://")
+        # Plain HTTP (the servers we launch): token arrival times come from the kernel's receive stamps
+        # (engine.rxclock), and no CA bundle is loaded (tens of ms on the event loop).
         self._http = httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, verify=not self.base_url.startswith("http://"),
-            timeout=httpx.Timeout(request_timeout_s, connect=connect_timeout_s),
-            limits=httpx.Limits(max_connections=32, max_keepalive_connections=8),
+            base_url=self.base_url, headers=headers, verify=not plain,
+            timeout=httpx.Timeout(request_timeout_s, connect=connect_timeout_s), limits=limits,
+            transport=RxClockTransport(limits=limits) if plain and rxclock.supported() else None,
         )
 
     async def aclose(self) -> None:
@@ -296,7 +301,8 @@ class ServerClient:
                 result.error = f"HTTP {response.status_code}: {message}"[:2000]
                 return
             async for line in _sse_lines(response):
-                now = time.monotonic()
+                # When the line's last bytes reached the socket (kernel stamp), else when we read them.
+                now = rx_monotonic(response) or time.monotonic()
                 if on_progress is not None:
                     on_progress()
                 if not line.startswith("data:"):

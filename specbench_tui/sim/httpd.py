@@ -116,10 +116,13 @@ class _Connection:
 class HttpServer:
     """Serve ``handler`` on a TCP socket; log access lines with ``logger``."""
 
-    def __init__(self, handler: Handler, logger: Logger) -> None:
+    def __init__(self, handler: Handler, logger: Logger, wire_trace: str | None = None) -> None:
         self.handler = handler
         self.log = logger
         self.server: asyncio.base_events.Server | None = None
+        self.wire_trace = wire_trace
+        """``SPECBENCH_SIM_WIRE_TRACE``: a file that receives, per streamed response, when its request was read
+        and when its first data chunk was about to be handed to the kernel (a bench's ground truth, docs/simulator.md)."""
 
     async def start(self, host: str, port: int) -> None:
         """Bind and listen (raises ``OSError`` like uvicorn's bind failure)."""
@@ -201,6 +204,16 @@ class HttpServer:
             except Exception:  # the socket may already be gone
                 pass
 
+    def _trace(self, req: HttpRequest, first_sent: float) -> None:
+        """One line ``received_wall ttft path``: when the request had been read (``time.time()``), how many
+        seconds later its first data chunk was handed to the kernel, and the path."""
+        wall = time.time() - (time.monotonic() - req.received)
+        try:
+            with open(self.wire_trace, "a", encoding="utf-8") as out:  # type: ignore[arg-type]
+                out.write(f"{wall:.6f} {first_sent - req.received:.6f} {req.path}\n")
+        except OSError:
+            self.wire_trace = None
+
     @staticmethod
     async def _watch(conn: _Connection, req: HttpRequest) -> None:
         """Set ``req.disconnected`` if the client closes its end while the handler works."""
@@ -221,11 +234,20 @@ class HttpServer:
             await writer.drain()
             return True
         writer.write(self._head(resp.status, [("content-type", resp.content_type), ("transfer-encoding", "chunked")]))
+        first_sent: float | None = None
         try:
             async for chunk in resp.chunks:
                 if req.disconnected.is_set():
                     return False
-                writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                if first_sent is None:
+                    # Stamped before the write: the write's send() can wake the client, and the kernel may then
+                    # run the client before us, so a stamp after it could land after the client read the token.
+                    first_sent = time.monotonic()
+                    writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    if self.wire_trace:
+                        self._trace(req, first_sent)
+                else:
+                    writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 await writer.drain()
             writer.write(b"0\r\n\r\n")
             await writer.drain()

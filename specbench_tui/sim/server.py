@@ -226,7 +226,7 @@ class Server:
         api = self._build()
         self.engine.start()
         self._child_watch = loop.create_task(self._subprocess_watchdog())
-        self.http = HttpServer(api.handle, self.log)
+        self.http = HttpServer(api.handle, self.log, os.environ.get("SPECBENCH_SIM_WIRE_TRACE"))
         self.log.uvicorn(f"Started server process [{os.getpid()}]")
         self.log.uvicorn("Waiting for application startup.")
         self.log.uvicorn("Application startup complete.")
