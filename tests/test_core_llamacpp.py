@@ -191,7 +191,7 @@ def test_profile_facts():
     assert LLAMACPP.context_length({"default_generation_settings": {"n_ctx": 1024}, "total_slots": 2}) == 1024
     assert LLAMACPP.context_length({}) is None
     assert LLAMACPP.exit_signatures[-11] == "segfault" and not SGLANG.exit_signatures
-    assert ENGINE_NAMES == ("sglang", "llamacpp")
+    assert ENGINE_NAMES == ("sglang", "llamacpp", "vllm")
 
 
 # ----------------------------------------------------------------------------------------------- signatures

@@ -70,6 +70,9 @@ from specbench_tui.core.records import STATUS_ERROR, STATUS_OK, STATUS_ZERO_OUTP
 IDLE_ACCEPTANCE = 1.05
 """Below this mean acceptance length a speculative configuration is flagged as doing nothing."""
 
+ACCEPT_FROM_SERVER = "server"
+"""``accept_method`` of an acceptance taken from the server's per-workload figure (no per-request one)."""
+
 NON_SPECULATIVE_ALGORITHMS = frozenset({"autoregressive", "ar", "none", "baseline", "custom", "unknown"})
 """Algorithm names that mean "no speculation" when the argv has no ``--speculative-algorithm`` either."""
 
@@ -195,7 +198,8 @@ class CellRow:
     ttft_s: Spread | None
     accept_length: float | None
     accept_method: str | None
-    """verify-weighted, mean (no verify counts) or None."""
+    """verify-weighted, mean (no verify counts), server (no request carries one: the engine's own counters over
+    the workload, as vLLM gives them) or None."""
     server_log_accept_length: float | None
     """The server's own acceptance from its decode log lines: over this workload when the engine published
     it (``WorkloadFinished.server_log``), else over the server's whole life (``ConfigFinished``)."""
@@ -539,6 +543,10 @@ def _row(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement],
     n_zero = sum(1 for m in cell if m.status == STATUS_ZERO_OUTPUT)
     n_error = sum(1 for m in cell if m.status == STATUS_ERROR or m.status not in (STATUS_OK, STATUS_ZERO_OUTPUT))
     accept, method = acceptance(ok)
+    server_accept = dict(config.workload_log_accept).get(workload.name)
+    if accept is None and ok and server_accept is not None:
+        # vLLM reports no acceptance per request: the server's own counters over the workload stand in.
+        accept, method = server_accept, ACCEPT_FROM_SERVER
     speedup: Spread | None = None
     note: str | None = None
     if not ok:

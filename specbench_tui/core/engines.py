@@ -12,6 +12,9 @@ both against SGLang 0.5.23 whenever its parser is installed.
 llama.cpp's facts come from a real ``llama-server --help`` (``tools/dump_llamacpp_flags.py``) in
 ``llamacpp_flags.tsv``: every long name, its short forms (``-md``, ``-c``, ``-np``: a sweep must use the long
 names, and a short one is refused with the long name to write), and the value shapes the help text shows.
+
+vLLM's facts come from the real ``vllm serve`` parser (``tools/dump_vllm_flags.py``, run in ``.venv-vllm``) in
+``vllm_flags.tsv``, in the same format, with value types (``int``, ``float``, ``json``...) from the parser.
 """
 
 
@@ -211,6 +214,24 @@ def engine_flags(name: str) -> EngineFlags:
             model_flags=((("--model", "--model-draft", "--spec-draft-model"), "model"),),
             gpu_count=_llamacpp_gpus,
         )
+    if name == "vllm":
+        shapes, aliases, removed = _flag_table(_VLLM_FILE)
+        return EngineFlags(
+            name="vllm",
+            known_flags=frozenset(shapes) - set(removed) - {"help"},
+            removed=removed,
+            release=f"vllm {_vllm_release()}".strip(),
+            shapes=shapes,
+            reserved={"port": "engine.port_base", "host": "engine.host", "api-key": "engine.api_key_env"},
+            positive_int=_VLLM_POSITIVE_INT,
+            tp_flags=("tensor-parallel-size",),
+            dp_flags=("data-parallel-size",),
+            pp_flags=("pipeline-parallel-size",),
+            default_port=8000,
+            short_aliases=aliases,
+            runs_on_cpu=True,
+            model_flags=((("--model", "--tokenizer"), "model"),),
+        )
     raise KeyError(name)
 
 
@@ -225,9 +246,14 @@ _LLAMACPP_POSITIVE_INT = frozenset(
 
 @functools.cache
 def _llamacpp_table() -> tuple[dict[str, FlagShape], dict[str, str], dict[str, str]]:
+    return _flag_table(_LLAMACPP_FILE)
+
+
+@functools.cache
+def _flag_table(filename: str) -> tuple[dict[str, FlagShape], dict[str, str], dict[str, str]]:
     """(shape of every long name, aliases included; short form → canonical long name; removed long name →
-    the server's message) from the TSV."""
-    text = resources.files("specbench_tui.core").joinpath(_LLAMACPP_FILE).read_text()
+    the server's message) from a ``canonical arity type choices aliases removed`` TSV."""
+    text = resources.files("specbench_tui.core").joinpath(filename).read_text()
     shapes: dict[str, FlagShape] = {}
     shorts: dict[str, str] = {}
     removed: dict[str, str] = {}
@@ -269,5 +295,18 @@ def _llamacpp_gpus(args: Mapping[str, object]) -> int:
     return 1
 
 
-ENGINE_NAMES = ("sglang", "llamacpp")
+# ------------------------------------------------------------------------------------------------ vLLM
+
+_VLLM_FILE = "vllm_flags.tsv"
+_VLLM_POSITIVE_INT = frozenset({"tensor-parallel-size", "data-parallel-size", "pipeline-parallel-size",
+                                "max-num-seqs", "max-num-batched-tokens", "block-size"})
+
+
+def _vllm_release() -> str:
+    text = resources.files("specbench_tui.core").joinpath(_VLLM_FILE).read_text()
+    first = text.splitlines()[0] if text else ""
+    return first.split("version:", 1)[1].split("(")[0].strip() if "version:" in first else ""
+
+
+ENGINE_NAMES = ("sglang", "llamacpp", "vllm")
 """Engine profiles a sweep may name."""

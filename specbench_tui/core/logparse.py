@@ -237,11 +237,17 @@ def _counter(samples: dict[str, float], name: str | None) -> float | None:
 def spec_counter_figures(before: dict[str, float], after: dict[str, float],
                          names: SpecCounterNames) -> dict[str, float | int | None] | None:
     """Acceptance from the counters' difference over a window: ``accept_length`` = 1 + Δaccepted ÷ Δdrafts
-    (1.0 when tokens were generated and nothing was drafted), ``accept_rate`` = Δaccepted ÷ Δdraft tokens.
-    None when the counters are missing (``--metrics`` off) or went backwards (the server restarted)."""
+    (1.0 when tokens were generated and nothing was drafted, including a server that has no draft counters at
+    all but counts its generated tokens), ``accept_rate`` = Δaccepted ÷ Δdraft tokens. None when the counters
+    are missing (``--metrics`` off) or went backwards (the server restarted)."""
     deltas: dict[str, float] = {}
-    for key in ("draft_tokens", "accepted_tokens", "drafts", "predicted_tokens"):
+    for key in ("predicted_tokens", "draft_tokens", "accepted_tokens", "drafts"):
         a, b = _counter(before, getattr(names, key)), _counter(after, getattr(names, key))
+        if a is None and b is None and key != "predicted_tokens" and "predicted_tokens" in deltas:
+            # vLLM exports its spec_decode counters only when speculation is configured: a server that counts
+            # its generated tokens and has none of them drafted nothing (the baseline).
+            deltas[key] = 0.0
+            continue
         if a is None or b is None:
             if key == "predicted_tokens":
                 continue
@@ -258,3 +264,53 @@ def spec_counter_figures(before: dict[str, float], after: dict[str, float],
     return {"source": "metrics", "accept_length": length, "accept_rate": accepted / drafted if drafted else None,
             "drafts": int(drafts), "draft_tokens": int(drafted), "accepted_tokens": int(accepted),
             "predicted_tokens": int(predicted) if predicted is not None else None}
+
+
+# ------------------------------------------------------------------------------------------------ vLLM
+
+_VLLM_TIME = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR) (\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? ")
+_VLLM_THROUGHPUT = re.compile(
+    r"Avg prompt throughput: (?P<prompt>\d+(?:\.\d+)?) tokens/s, Avg generation throughput: "
+    r"(?P<gen>\d+(?:\.\d+)?) tokens/s, Running: (?P<running>\d+) reqs, (?:Swapped: \d+ reqs, )?"
+    r"Waiting: (?P<waiting>\d+) reqs(?:, \w* ?KV cache usage: (?P<kv>\d+(?:\.\d+)?)%)?")
+_VLLM_SPEC = re.compile(
+    r"SpecDecoding metrics: Mean acceptance length: (?P<mean>\d+(?:\.\d+)?),.*?"
+    r"Avg Draft acceptance rate: (?P<rate>\d+(?:\.\d+)?)%")
+
+VLLM_SPEC_COUNTERS = SpecCounterNames(
+    draft_tokens="vllm:spec_decode_num_draft_tokens_total",
+    accepted_tokens="vllm:spec_decode_num_accepted_tokens_total",
+    drafts="vllm:spec_decode_num_drafts_total",
+    predicted_tokens="vllm:generation_tokens_total",
+)
+"""vLLM's speculative-decoding counters (labelled ``{engine="0",model_name=...}``; summed over labels)."""
+
+
+def parse_vllm_stats_line(line: str) -> BatchLine | None:
+    """vLLM's two periodic lines (every ``VLLM_LOG_STATS_INTERVAL`` s, 10 by default, while it is busy) as decode
+    :class:`BatchLine` s: ``Avg prompt throughput: ... Avg generation throughput: G tokens/s, Running: R reqs,
+    Waiting: W reqs, ... KV cache usage: U%`` gives the throughput, ``SpecDecoding metrics: Mean acceptance
+    length: L, ..., Avg Draft acceptance rate: P%`` the acceptance. An idle line (nothing running, nothing
+    generated) is not a decode figure and gives None."""
+    if len(line) > MAX_STATS_LINE:
+        return None
+    stamp = _VLLM_TIME.search(line)
+    when = stamp.group(1) if stamp else ""
+    match = _VLLM_SPEC.search(line)
+    if match is not None:
+        return BatchLine(kind="decode", time=when, tp_rank=None, dp_rank=None, running_req=None, queue_req=None,
+                         num_token=None, token_usage=None, accept_length=float(match.group("mean")),
+                         accept_rate=float(match.group("rate")) / 100.0, gen_throughput=None, new_tokens=None,
+                         input_throughput=None)
+    match = _VLLM_THROUGHPUT.search(line)
+    if match is None:
+        return None
+    gen, running = float(match.group("gen")), int(match.group("running"))
+    if gen == 0.0 and running == 0:
+        return None
+    kv = match.group("kv")
+    return BatchLine(kind="decode", time=when, tp_rank=None, dp_rank=None, running_req=running,
+                     queue_req=int(match.group("waiting")), num_token=None,
+                     token_usage=float(kv) / 100.0 if kv is not None else None, accept_length=None,
+                     accept_rate=None, gen_throughput=gen, new_tokens=None,
+                     input_throughput=float(match.group("prompt")))

@@ -137,8 +137,26 @@ def _resolve_value(value: ArgValue, params: Mapping[str, Scalar]) -> ArgValue:
         whole = _PLACEHOLDER.fullmatch(value)
         if whole:
             return params[whole.group(1)]
+        if value.startswith("{") and _PLACEHOLDER.search(value):
+            try:
+                data = json.loads(value)
+            except ValueError:
+                data = None
+            if isinstance(data, dict):  # a JSON object (a TOML table): "{p}" alone takes p's own type there too
+                return json.dumps(_resolve_json(data, params), separators=(",", ":"))
         return substitute(value, params)
     return value
+
+
+def _resolve_json(data: Any, params: Mapping[str, Scalar]) -> Any:
+    if isinstance(data, dict):
+        return {key: _resolve_json(item, params) for key, item in data.items()}
+    if isinstance(data, list):
+        return [_resolve_json(item, params) for item in data]
+    if isinstance(data, str):
+        whole = _PLACEHOLDER.fullmatch(data)
+        return params[whole.group(1)] if whole else substitute(data, params)
+    return data
 
 
 def _argv(args: Mapping[str, ArgValue]) -> list[str]:

@@ -88,6 +88,22 @@ cannot load, ``error: invalid argument: ...`` at start-up) plus the generic CUDA
 ``E`` line: ``send_error: ... error: request exceeds the available context size`` is a failed request, not a
 crash. A SIGSEGV/SIGABRT/SIGBUS exit, which prints nothing, is named by the profile's exit signatures."""
 
+VLLM_SIGNATURES: tuple[Signature, ...] = (
+    *GENERIC_SIGNATURES,
+    next(s for s in BUILTIN_SIGNATURES if s.name == "nccl_error"),
+    _sig("vllm_engine_core_fatal", r"EngineCore encountered a fatal error|EngineCore failed to start", 55),
+    _sig("vllm_init_failed", r"Engine core initialization failed", 58),
+    _sig("vllm_worker_died", r"Worker proc \S+ died unexpectedly|WorkerProc hit an exception|"
+                             r"WorkerProc failed to start", 52),
+    _sig("vllm_engine_dead", r"Engine core proc \S+ died unexpectedly|\bEngineDeadError\b", 45),
+    _sig("vllm_config_error", r"pydantic_core\._pydantic_core\.ValidationError: \d+ validation errors? for ", 50),
+    _sig("python_traceback", r"^(?:\(\S+ pid=\d+\) )?Traceback \(most recent call last\):", 10),
+)
+"""vLLM (V1 engine) lines that mean the server is dying: the engine core's fatal error and its death as the API
+server sees it, a failed start-up (engine core or worker), a rejected configuration, and the generic CUDA/NCCL
+ones. A request vLLM refuses (``This model's maximum context length is ...``) is an HTTP 400, not a crash.
+Lines carry a ``(APIServer pid=N)`` or ``(EngineCore pid=N)`` prefix (``tests/fixtures/vllm``)."""
+
 EXIT_SIGNATURES: dict[int, str] = {-11: "segfault", -6: "abort", -7: "bus_error", -4: "illegal_instruction",
                                    139: "segfault", 134: "abort", 135: "bus_error", 132: "illegal_instruction"}
 """Exit codes that mean the process crashed by itself (negative: killed by that signal; 128+n from a shell)."""

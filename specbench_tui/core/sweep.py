@@ -7,6 +7,7 @@ misspelt key, the closest valid one.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -557,10 +558,34 @@ def _args(r: _Reader, raw: Any, key: KeyPath) -> tuple[tuple[str, ArgValue], ...
             out[name] = tuple(value)
         elif is_scalar(value):
             out[name] = value
+        elif isinstance(value, dict):
+            problem = _json_problem(value)
+            if problem:
+                r.error(fkey, f"a table flag value is passed as JSON, but {problem}",
+                        "use strings, numbers, booleans, arrays and tables only")
+                continue
+            # vLLM's --speculative-config and SGLang's --json-model-override-args take a JSON object.
+            out[name] = json.dumps(value, separators=(",", ":"))
         else:
-            r.error(fkey, f"a flag value is a string, number, boolean or array, got {_type_name(value)}",
-                    "true passes a bare flag, false leaves it out, an array passes several values")
+            r.error(fkey, f"a flag value is a string, number, boolean, array or table, got {_type_name(value)}",
+                    "true passes a bare flag, false leaves it out, an array passes several values, "
+                    "a table passes a JSON object")
     return tuple(out.items())
+
+
+def _json_problem(value: Any, where: str = "") -> str | None:
+    """Why ``value`` (from TOML) has no JSON form, or None (dates and times have none)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = _json_problem(item, f"{where}.{key}" if where else str(key))
+            if problem:
+                return problem
+        return None
+    if isinstance(value, list):
+        return next((p for i, item in enumerate(value) if (p := _json_problem(item, f"{where}[{i}]"))), None)
+    if is_scalar(value):
+        return None
+    return f"{where or 'a value'} is {_type_name(value)}"
 
 
 def _env(r: _Reader, raw: Any, key: KeyPath) -> tuple[tuple[str, str], ...]:

@@ -353,9 +353,12 @@ class ServerClient:
                 result.chunks.append(Chunk(now, counted))
             elif isinstance(piece, str) and piece:
                 result.text += piece
+            if choice.get("finish_reason") is not None:
+                # vLLM: the finish_reason rides on the last token's chunk; usage comes after, with no choices.
+                result.meta_info["finish_reason"] = choice["finish_reason"]
         if isinstance(usage, Mapping) and (choice is None or choice.get("finish_reason") is not None):
             meta = self.profile.final_meta(payload) if self.profile.final_meta else dict(usage)
-            result.meta_info = meta
+            result.meta_info = {**result.meta_info, **meta}
             tokens = meta.get("completion_tokens")
             if isinstance(tokens, int) and tokens > counted:
                 result.chunks.append(Chunk(now, tokens))

@@ -38,12 +38,13 @@ import asyncio
 import contextlib
 import os
 import signal
+import statistics
 import sys
 import time
 from collections import defaultdict
 from typing import Any, TextIO
 
-from specbench_tui.core.analysis import RunAnalysis, acceptance, analyse, geometric_mean, spread_of
+from specbench_tui.core.analysis import ACCEPT_FROM_SERVER, RunAnalysis, acceptance, analyse, geometric_mean, spread_of
 from specbench_tui.core.events import (
     ConfigFinished,
     ConfigState,
@@ -182,6 +183,9 @@ class Printer:
             if log.get("accept_length") is not None:
                 server += f", accept {log['accept_length']:.2f}"
             parts.append(server)
+        elif log.get("source") == "metrics" and log.get("accept_length") is not None:
+            parts.append(f"server counters: accept {log['accept_length']:.2f}, {log.get('accepted_tokens', 0)} of "
+                         f"{log.get('draft_tokens', 0)} drafted tokens accepted")
         if event.errors:
             parts.append(f"{event.errors} errors")
         if event.zero_output:
@@ -222,7 +226,13 @@ class Printer:
                 else _fmt(mean, "{:.2f}x"))
             ttft = _centre(spread_of(records, "ttft_s"))
             cells.append(_fmt(ttft * 1000 if ttft is not None else None, "{:.0f}"))
-            cells.append(_fmt(acceptance(records)[0], "{:.2f}"))
+            accept = acceptance(records)[0]
+            if accept is not None:
+                cells.append(f"{accept:.2f}")
+            else:  # no per-request figure (vLLM): the server's counters over each workload, marked ^
+                served = [r.accept_length for w in workloads if (r := analysis.row(config.id, w)) is not None
+                          and r.accept_method == ACCEPT_FROM_SERVER and r.accept_length is not None]
+                cells.append(f"{statistics.fmean(served):.2f}^" if served else "-")
             cells.append(_note(analysis, config.id, workloads)[:70])
             rows.append(cells)
         widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
@@ -230,7 +240,8 @@ class Printer:
                            for i, cell in enumerate(row)).rstrip() for row in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
         out = [("decode tok/s per workload (median over requests; Nx = speedup over the matched baseline); "
-                "speedup: geometric mean over all workloads; accept: acceptance length weighted by verify steps"),
+                "speedup: geometric mean over all workloads; accept: acceptance length weighted by verify steps "
+                "(^: from the server's counters, the engine gives none per request)"),
                *lines]
         best = [b for b in analysis.best if b.tp is None]
         if best:

@@ -5,7 +5,8 @@ carry tokens and acceptance, how the context length is learned, which log lines 
 figures, which environment makes shutdown prompt, and which signal stops it (once: the teardown then waits
 ``shutdown_grace_s`` and SIGKILLs, and never sends a second SIGTERM), which crash signatures apply, and where
 ``/metrics``-style counters carry acceptance. SGLang is the primary profile; the simulator speaks SGLang and is
-reached through it. llama.cpp's ``llama-server`` is the second (ground truth: ``docs/real-engines.md``).
+reached through it. llama.cpp's ``llama-server`` and vLLM's ``vllm serve`` are the others (ground truth, measured
+against the real servers: ``docs/real-engines.md``).
 
 The request itself has two wire formats (``stream_format``), implemented once each in ``engine.client``:
 SGLang's native streaming ``/generate`` (``meta_info`` with ``completion_tokens``, ``spec_accept_length``,
@@ -24,15 +25,18 @@ from typing import Any
 
 from specbench_tui.core.logparse import (
     LLAMACPP_SPEC_COUNTERS,
+    VLLM_SPEC_COUNTERS,
     BatchLine,
     SpecCounterNames,
     parse_batch_line,
     parse_llamacpp_stats_line,
+    parse_vllm_stats_line,
 )
 from specbench_tui.core.signatures import (
     BUILTIN_SIGNATURES,
     EXIT_SIGNATURES,
     LLAMACPP_SIGNATURES,
+    VLLM_SIGNATURES,
     Signature,
 )
 
@@ -194,7 +198,60 @@ LLAMACPP = EngineProfile(
     final_meta=llamacpp_final_meta,
 )
 
-PROFILES: dict[str, EngineProfile] = {SGLANG.name: SGLANG, LLAMACPP.name: LLAMACPP}
+def _vllm_context_length(models: Mapping[str, Any]) -> int | None:
+    """``/v1/models``: ``data[0].max_model_len`` (the resolved ``--max-model-len``)."""
+    data = models.get("data")
+    first = data[0] if isinstance(data, list) and data and isinstance(data[0], Mapping) else {}
+    value = first.get("max_model_len")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def vllm_final_meta(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The last chunk of a vLLM stream (``usage``) → ``meta_info``. vLLM reports no per-request acceptance:
+    it comes from the ``vllm:spec_decode_*`` counters over each workload (``WorkloadFinished.server_log``), so
+    no request claims one here."""
+    usage = payload.get("usage") if isinstance(payload.get("usage"), Mapping) else {}
+    meta: dict[str, Any] = {}
+    for key in ("completion_tokens", "prompt_tokens"):
+        value = _count(usage.get(key))
+        if value is not None:
+            meta[key] = value
+    details = usage.get("prompt_tokens_details")
+    cached = _count(details.get("cached_tokens")) if isinstance(details, Mapping) else None
+    if cached is not None:
+        meta["cached_tokens"] = cached
+    choices = payload.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) \
+            and choices[0].get("finish_reason") is not None:
+        meta["finish_reason"] = choices[0]["finish_reason"]
+    return meta
+
+
+VLLM = EngineProfile(
+    name="vllm",
+    ready_line=None,  # the HTTP port opens only once the engine core is up: refused, then /health 200
+    health_path="/health",
+    info_path="/v1/models",
+    generate_path="/v1/completions",
+    tokenize_path="/tokenize",
+    abort_path=None,  # closing the stream aborts the request
+    flush_cache_path=None,  # /reset_prefix_cache exists only with VLLM_SERVER_DEV_MODE=1
+    shutdown_env={},
+    stop_signal=signal.SIGTERM,
+    parse_stats_line=parse_vllm_stats_line,
+    context_length=_vllm_context_length,
+    health_timeout_s=5.0,
+    health_poll_s=0.25,
+    stream_format=STREAM_OPENAI,
+    tokenize_key="prompt",
+    crash_signatures=VLLM_SIGNATURES,
+    exit_signatures=EXIT_SIGNATURES,
+    metrics_path="/metrics",
+    spec_counters=VLLM_SPEC_COUNTERS,
+    final_meta=vllm_final_meta,
+)
+
+PROFILES: dict[str, EngineProfile] = {SGLANG.name: SGLANG, LLAMACPP.name: LLAMACPP, VLLM.name: VLLM}
 
 
 def get_profile(name: str) -> EngineProfile:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from specbench_tui.core.analysis import CellRow, ConfigSummary, RunAnalysis, Spread, to_json
+from specbench_tui.core.analysis import ACCEPT_FROM_SERVER, CellRow, ConfigSummary, RunAnalysis, Spread, to_json
 from specbench_tui.engine.store import safe_filename
 from specbench_tui.report.charts import budget_charts
 from specbench_tui.report.load import LoadedRun
@@ -250,6 +250,8 @@ def _latex_accept(row: CellRow) -> str:
         return r"\textit{" + row.state + "}"
     if row.accept_length is None:
         return "--"
+    if row.accept_method == ACCEPT_FROM_SERVER:  # no per-request figure: it IS the server's
+        return f"({row.accept_length:.2f})"
     log = f" ({row.server_log_accept_length:.2f})" if row.server_log_accept_length is not None else ""
     return f"{row.accept_length:.2f}{log}"
 

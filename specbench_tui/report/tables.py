@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specbench_tui.core.analysis import (
+    ACCEPT_FROM_SERVER,
     FLAG_CLAMPED,
     FLAG_ERRORS,
     FLAG_IDLE,
@@ -42,7 +43,7 @@ FLAG_TEXT = {
 LEGEND = (
     "tok/s: median decode tok/s [min-max of per-repeat medians]; speedup: over the matched baseline at the "
     "same workload [range of per-repeat ratios]; accept: mean acceptance length weighted by verify steps "
-    "(~: plain mean, no verify counts); log: the server's own figure from its decode log lines during the "
+    "(~: plain mean, no verify counts; ^: the server's counters over the workload, no per-request figure); log: the server's own figure from its decode log lines during the "
     "workload (L: over the server's whole life); n: ok/zero/error; "
     "**: best for the workload, *: best at its TP; SPEC-IDLE: acceptance < 1.05, speculation doing nothing; "
     "ZERO-OUTPUT and MISMATCH rows cannot be best."
@@ -105,7 +106,7 @@ def fmt_seconds(value: float | None) -> str:
 def fmt_accept(row: CellRow) -> str:
     if row.accept_length is None:
         return DASH
-    return f"{row.accept_length:.2f}" + ("~" if row.accept_method == "mean" else "")
+    return f"{row.accept_length:.2f}" + {"mean": "~", ACCEPT_FROM_SERVER: "^"}.get(row.accept_method or "", "")
 
 
 def fmt_log_accept(row: CellRow) -> str:
