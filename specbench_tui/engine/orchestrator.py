@@ -864,10 +864,17 @@ class Orchestrator:
                                       zero_output=counts[STATUS_ZERO_OUTPUT], server_log=server_log))
 
     async def _raise_if_died(self, running: _Running, measurement: Measurement) -> None:
-        """A request cut by a lost connection (a killed server's stream just ends, without ``[DONE]``) is the
-        server's death, not a measurement, once the process exit is seen (asyncio reports it some ms later)."""
+        """A request cut by a lost connection (a killed server's stream just ends, without ``[DONE]``), or by the
+        stream error an engine sends when its core died (the profile's ``fatal_stream_error``: vLLM's API server
+        answers in-flight streams with ``EngineCore encountered an issue`` and exits about 0.5 s later), is the
+        server's death, not a measurement, once the process exit is seen."""
         server = running.server
-        if measurement.status != STATUS_ERROR or measurement.error_kind != "connection" or server is None:
+        if measurement.status != STATUS_ERROR or server is None:
+            return
+        fatal = self.profile.fatal_stream_error
+        dying = measurement.error_kind == "connection" or (
+            measurement.error_kind == "sse" and fatal is not None and fatal.search(measurement.error or ""))
+        if not dying:
             return
         await first_of(server.death, timeout_s=2.0)
         if server.dead:

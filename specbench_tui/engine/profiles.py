@@ -83,6 +83,12 @@ class EngineProfile:
     spec_counters: SpecCounterNames | None = None
     final_meta: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
     """OpenAI format: the last stream chunk (usage + engine extras) → ``meta_info`` keys."""
+    fatal_stream_error: re.Pattern[str] | None = None
+    """An error a stream carries when the server itself is dying (the request is then the crash's, not a
+    measurement, once the process exits)."""
+    stream_options: Mapping[str, Any] = field(default_factory=lambda: {"include_usage": True})
+    """OpenAI format: the request's ``stream_options``. vLLM streams several tokens in one chunk when a draft is
+    accepted, so it is asked for ``continuous_usage_stats`` (the running token count on every chunk)."""
 
 
 def _sglang_context_length(info: Mapping[str, Any]) -> int | None:
@@ -207,9 +213,13 @@ def _vllm_context_length(models: Mapping[str, Any]) -> int | None:
 
 
 def vllm_final_meta(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """The last chunk of a vLLM stream (``usage``) → ``meta_info``. vLLM reports no per-request acceptance:
-    it comes from the ``vllm:spec_decode_*`` counters over each workload (``WorkloadFinished.server_log``), so
-    no request claims one here."""
+    """The last chunk of a vLLM stream (``usage``) → ``meta_info``.
+
+    Per-request acceptance exists only when the server runs with ``--per-request-spec-decode-metrics summary``
+    (vLLM 0.32): the usage chunk then carries ``metrics.speculative_decoding`` with the request's accepted and
+    drafted tokens, mapped as llama.cpp's are (target steps = completion − accepted, acceptance length =
+    completion ÷ steps). Without it no request claims an acceptance: the ``vllm:spec_decode_*`` counters over
+    each workload stand in (``WorkloadFinished.server_log``)."""
     usage = payload.get("usage") if isinstance(payload.get("usage"), Mapping) else {}
     meta: dict[str, Any] = {}
     for key in ("completion_tokens", "prompt_tokens"):
@@ -224,6 +234,17 @@ def vllm_final_meta(payload: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) \
             and choices[0].get("finish_reason") is not None:
         meta["finish_reason"] = choices[0]["finish_reason"]
+    metrics = payload.get("metrics")
+    spec = metrics.get("speculative_decoding") if isinstance(metrics, Mapping) else None
+    completion = meta.get("completion_tokens")
+    if isinstance(spec, Mapping) and completion:
+        accepted = _count(spec.get("num_accepted_draft_tokens"))
+        drafted = _count(spec.get("num_draft_tokens"))
+        if accepted is not None and accepted < completion:
+            steps = completion - accepted
+            meta.update(accepted_tokens=accepted, spec_verify_ct=steps, spec_accept_length=completion / steps)
+            if drafted:
+                meta.update(draft_tokens=drafted, spec_accept_rate=accepted / drafted)
     return meta
 
 
@@ -249,6 +270,9 @@ VLLM = EngineProfile(
     metrics_path="/metrics",
     spec_counters=VLLM_SPEC_COUNTERS,
     final_meta=vllm_final_meta,
+    stream_options={"include_usage": True, "continuous_usage_stats": True},
+    # In-flight streams get {"error": {"message": "EngineCore encountered an issue. ...", "code": 500}} + [DONE].
+    fatal_stream_error=re.compile(r"EngineCore encountered an issue|EngineDeadError"),
 )
 
 PROFILES: dict[str, EngineProfile] = {SGLANG.name: SGLANG, LLAMACPP.name: LLAMACPP, VLLM.name: VLLM}

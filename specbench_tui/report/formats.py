@@ -14,7 +14,14 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from specbench_tui.core.analysis import ACCEPT_FROM_SERVER, CellRow, ConfigSummary, RunAnalysis, Spread, to_json
+from specbench_tui.core.analysis import (
+    ACCEPT_FROM_SERVER,
+    CellRow,
+    ConfigSummary,
+    RunAnalysis,
+    Spread,
+    to_json,
+)
 from specbench_tui.engine.store import safe_filename
 from specbench_tui.report.charts import budget_charts
 from specbench_tui.report.load import LoadedRun
