@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -328,3 +329,30 @@ async def test_real_stream_of_a_dying_engine_is_its_death():
     await client.aclose()
     assert result.error_kind == "sse" and VLLM.fatal_stream_error is not None
     assert VLLM.fatal_stream_error.search(result.error or ""), result.error
+
+
+@pytest.mark.vllm
+def test_checked_in_flags_equal_the_dump_of_the_real_parser():
+    """``vllm_flags.tsv`` is what vLLM 0.32.0's own ``vllm serve`` parser says (imported, nothing started)."""
+    python = REPO / ".venv-vllm" / "bin" / "python"
+    if not python.exists():
+        message = "vLLM is not installed: run tools/setup_vllm.sh"
+        if os.environ.get("SPECBENCH_REQUIRE_VLLM") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    dumped = subprocess.run([str(python), str(REPO / "tools/dump_vllm_flags.py")], capture_output=True, text=True,
+                            check=True, timeout=300).stdout
+    assert dumped == (REPO / "specbench_tui/core/vllm_flags.tsv").read_text()
+
+
+def test_per_request_metrics_without_speculation_is_refused_before_launch(tmp_path):
+    """vLLM 0.32 exits at start-up: "--per-request-spec-decode-metrics requires speculative decoding to be enabled"."""
+    path = tmp_path / "s.toml"
+    path.write_text(SWEEP.format(extra='per-request-spec-decode-metrics = "summary"').replace(
+        'name = "ngram-k{k}"\nmatrix = { k = [2, 8] }', 'name = "baseline"'))
+    with pytest.raises(SweepError) as info:
+        build_plan(load_sweep(path))
+    assert "requires a --speculative-config" in str(info.value) and "s.toml:" in str(info.value)
+    ok = _plan(tmp_path, 'speculative-config = { method = "ngram", num_speculative_tokens = "{k}" }\n'
+                         'per-request-spec-decode-metrics = "summary"')
+    assert "--per-request-spec-decode-metrics" in ok.configs[0].argv

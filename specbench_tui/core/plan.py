@@ -316,7 +316,7 @@ class _Planner:
         for flag, message, hint in _check_values(flags, {**args, **fork}):
             self.error(self._origin(spec, flag), message, hint)  # identical issues collapse when sorted
             ok = False
-        for flag, message, hint in _user_errors(args):
+        for flag, message, hint in _user_errors(args, flags.name):
             self.error(self._origin(spec, flag) if flag else where, message, hint)
             ok = False
         if not ok:
@@ -516,10 +516,17 @@ def _show(value: ArgValue) -> str:
     return repr(value)
 
 
-def _user_errors(args: Mapping[str, ArgValue]) -> list[tuple[str | None, str, str | None]]:
-    """Misconfigurations SGLang refuses at start-up, which no matrix point can make right: user errors."""
-    algorithm = str(args.get("speculative-algorithm", "")).upper()
+def _user_errors(args: Mapping[str, ArgValue], engine: str = "sglang") -> list[tuple[str | None, str, str | None]]:
+    """Misconfigurations the engine refuses at start-up, which no matrix point can make right: user errors."""
     out: list[tuple[str | None, str, str | None]] = []
+    if engine == "vllm":
+        metrics = args.get("per-request-spec-decode-metrics")
+        if metrics not in (None, False, "none") and args.get("speculative-config") in (None, False):
+            out.append(("per-request-spec-decode-metrics", "--per-request-spec-decode-metrics requires a "
+                        "--speculative-config; vLLM refuses to start without one",
+                        "put it in the speculative configurations' args only, not in [server.args]"))
+        return out
+    algorithm = str(args.get("speculative-algorithm", "")).upper()
     if algorithm == "DFLASH":
         if not any(args.get(f) not in (None, False) for f in _DRAFT_MODEL_FLAGS):
             out.append(("speculative-algorithm", "--speculative-algorithm DFLASH needs "
