@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specbench_tui.core.analysis import (
+    ACCEPT_FROM_SERVER,
+    FLAG_BURST,
     FLAG_IDLE,
     FLAG_MISMATCH,
     FLAG_NO_BASELINE,
@@ -22,7 +24,14 @@ from specbench_tui.core.analysis import (
     spread_of,
     to_json,
 )
-from specbench_tui.core.events import ConfigFinished, ConfigState, CrashDetected, Notice, WorkloadNotRun
+from specbench_tui.core.events import (
+    ConfigFinished,
+    ConfigState,
+    CrashDetected,
+    Notice,
+    WorkloadFinished,
+    WorkloadNotRun,
+)
 from specbench_tui.core.records import Measurement
 from specbench_tui.report.load import load_run
 
@@ -86,6 +95,33 @@ def test_missing_baseline_is_said_never_guessed() -> None:
     lonely = analysis.row("s3", "w")
     assert lonely and lonely.speedup is None and lonely.speedup_note == "no baseline declared"
     assert any("ar-tp2" in note for note in analysis.notes)
+
+
+def test_answers_sent_in_one_burst_have_no_rate_and_say_why() -> None:
+    """A server that sends each answer in one piece (vLLM's CPU build on a busy box): no decode rate, no speedup,
+    and the row says so instead of blaming a missing baseline."""
+    spec = config("s5", "ngram-k4", "ngram", budget=None)
+    burst = [m("s5", "ngram-k4", i, 0, None, ttft_s=0.5, e2e_s=0.5, completion_tokens=128) for i in ("i", "j")]
+    row = analyse(plan(AR, spec), [m("a0", "ar", "i", 0, 50.0), *burst]).row("s5", "w")
+    assert row and row.decode_tps is None and row.speedup is None and row.speedup_note == "no decode rate"
+    assert FLAG_BURST in row.flags and FLAG_NO_BASELINE not in row.flags
+    # One streamed answer among them is enough for a rate: no flag then.
+    streamed = m("s5", "ngram-k4", "k", 0, 90.0, ttft_s=0.02, e2e_s=0.5, completion_tokens=128)
+    row = analyse(plan(AR, spec), [m("a0", "ar", "i", 0, 50.0), *burst, streamed]).row("s5", "w")
+    assert row and FLAG_BURST not in row.flags and row.speedup is not None
+
+
+def test_the_servers_workload_acceptance_stands_in_for_a_missing_per_request_one() -> None:
+    spec = config("s6", "ngram-k2", "ngram", budget=None)
+    events = [WorkloadFinished(config_id="s6", workload="w", measured=1, errors=0, zero_output=0,
+                               server_log={"source": "metrics", "accept_length": 2.45})]
+    row = analyse(plan(AR, spec), [m("a0", "ar", "i", 0, 50.0), m("s6", "ngram-k2", "i", 0, 60.0)], events).row("s6", "w")
+    assert row and row.accept_length == 2.45 and row.accept_method == ACCEPT_FROM_SERVER
+    # A per-request figure wins; the server's stays beside it.
+    ms = [m("a0", "ar", "i", 0, 50.0), m("s6", "ngram-k2", "i", 0, 60.0, accept_length=1.45, verify_ct=88)]
+    row = analyse(plan(AR, spec), ms, events).row("s6", "w")
+    assert row and row.accept_length == 1.45 and row.accept_method == "verify-weighted"
+    assert row.server_log_accept_length == 2.45
 
 
 def test_speculation_at_acceptance_one_is_flagged() -> None:

@@ -91,6 +91,9 @@ FLAG_IDLE = "speculation_idle"
 FLAG_MISMATCH = "lossless_mismatch"
 FLAG_CLAMPED = "clamped"
 FLAG_NO_BASELINE = "no_baseline"
+FLAG_BURST = "streamed_in_one_burst"
+"""Every ok answer arrived in one piece (first token = last token): no decode rate can be measured, and none is
+shown. vLLM's CPU build on a busy small machine does this; so does a server that buffers its stream."""
 
 LOSSLESS_PASS = "pass"
 LOSSLESS_MISMATCH = "mismatch"
@@ -551,6 +554,8 @@ def _row(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement],
     note: str | None = None
     if not ok:
         pass
+    elif spread_of(ok, "decode_tps") is None:
+        note = "no decode rate"  # the answers came in one burst each (FLAG_BURST): nothing to compare
     elif config.is_baseline:
         tps = spread_of(ok, "decode_tps")
         speedup = Spread(1.0, 1.0, 1.0, tps.repeats) if tps else None
@@ -585,8 +590,11 @@ def _row(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement],
     log_scope = None if log_value is None else ("workload" if per_workload is not None else "lifetime")
     if n_clamped:
         flags.append(FLAG_CLAMPED)
-    if ok and speedup is None and not config.is_baseline:
+    if ok and speedup is None and not config.is_baseline and note != "no decode rate":
         flags.append(FLAG_NO_BASELINE)
+    if ok and all(m.decode_tps is None and m.ttft_s is not None and m.e2e_s is not None and m.e2e_s - m.ttft_s < 1e-3
+                  and (m.completion_tokens or 0) > 1 for m in ok):
+        flags.append(FLAG_BURST)
     errors = tuple(dict.fromkeys(str(m.error) for m in cell if m.status == STATUS_ERROR and m.error))[:3]
     return CellRow(
         config_id=config.id, config=config.name, workload=workload.name, algorithm=config.algorithm, tp=config.tp,

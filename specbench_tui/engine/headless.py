@@ -123,7 +123,8 @@ class Printer:
                       f"{' (resumed)' if event.resumed else ''} -> {event.run_dir}")
         elif isinstance(event, ServerLaunching):
             attempt = f" attempt {event.attempt}" if event.attempt > 1 else ""
-            self._say(f"{name}: launching{attempt} on GPU {','.join(map(str, event.gpus)) or '-'} port {event.port} "
+            where = f"GPU {','.join(map(str, event.gpus))}" if event.gpus else "CPU (no GPU)"
+            self._say(f"{name}: launching{attempt} on {where}, port {event.port} "
                       f"(pid {event.pid})")
         elif isinstance(event, ServerReady):
             self.startup[event.config_id] = event.startup_s
@@ -191,8 +192,10 @@ class Printer:
                 server += f", accept {log['accept_length']:.2f}"
             parts.append(server)
         elif log.get("source") == "metrics" and log.get("accept_length") is not None:
-            parts.append(f"server counters: accept {log['accept_length']:.2f}, {log.get('accepted_tokens', 0)} of "
-                         f"{log.get('draft_tokens', 0)} drafted tokens accepted")
+            drafted = log.get("draft_tokens") or 0
+            parts.append(f"server counters: accept {log['accept_length']:.2f}, "
+                         + (f"{log.get('accepted_tokens', 0)} of {drafted} drafted tokens accepted" if drafted
+                            else "nothing drafted"))
         if event.errors:
             parts.append(f"{event.errors} errors")
         if event.zero_output:

@@ -13,6 +13,7 @@ from typing import Any
 
 from specbench_tui.core.analysis import (
     ACCEPT_FROM_SERVER,
+    FLAG_BURST,
     FLAG_CLAMPED,
     FLAG_ERRORS,
     FLAG_IDLE,
@@ -37,6 +38,7 @@ FLAG_TEXT = {
     FLAG_MISMATCH: "MISMATCH",
     FLAG_CLAMPED: "clamped",
     FLAG_NO_BASELINE: "no-baseline",
+    FLAG_BURST: "one-burst",
 }
 """How each row flag reads in a table (upper case: the row's figures must not be trusted as they stand)."""
 
@@ -46,6 +48,7 @@ LEGEND = (
     "(~: plain mean, no verify counts; ^: the server's counters over the workload, no per-request figure); log: the server's own figure from its decode log lines during the "
     "workload (L: over the server's whole life); n: ok/zero/error; "
     "**: best for the workload, *: best at its TP; SPEC-IDLE: acceptance < 1.05, speculation doing nothing; "
+    "one-burst: the server sent each answer in one piece, so there is no decode rate; "
     "ZERO-OUTPUT and MISMATCH rows cannot be best."
 )
 

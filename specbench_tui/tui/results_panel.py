@@ -12,6 +12,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist
 
 from specbench_tui.core.analysis import (
+    FLAG_BURST,
     FLAG_CLAMPED,
     FLAG_IDLE,
     FLAG_MISMATCH,
@@ -73,7 +74,8 @@ def config_of_row_key(key: str) -> str:
     return key.split(_KEY_SEPARATOR, 1)[0]
 
 
-_FLAG_NOTES = {FLAG_MISMATCH: "✖ output differs from baseline", FLAG_IDLE: "draft idle (accept ≈ 1)"}
+_FLAG_NOTES = {FLAG_MISMATCH: "✖ output differs from baseline", FLAG_IDLE: "draft idle (accept ≈ 1)",
+               FLAG_BURST: "answers came in one burst: no decode rate"}
 
 
 def build_rows(state: RunState, analysis: RunAnalysis | None = None) -> dict[str, ResultRow]:
