@@ -14,6 +14,7 @@ import errno
 import gc
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -285,10 +286,17 @@ def test_run_directory_becoming_unwritable_mid_run_stops_the_sweep(tmp_path):
             assert engine.poll() is None, engine.stdout.read().decode(errors="replace")
             time.sleep(0.02)
         logs = run_dir / "logs"
-        for item in logs.iterdir():
-            item.unlink()
-        logs.rmdir()
-        logs.write_text("the logs folder is now a file\n")  # nothing can be created under it, even by root
+        # Nothing can be created under a file, even by root. The engine launches the next server within
+        # milliseconds and may re-create the folder between our rmtree and our create: then try again.
+        for _ in range(100):
+            shutil.rmtree(logs, ignore_errors=True)
+            try:
+                with open(logs, "x") as handle:
+                    handle.write("the logs folder is now a file\n")
+                break
+            except (FileExistsError, IsADirectoryError):
+                continue
+        assert logs.is_file()
         try:
             out = engine.communicate(timeout=8)[0].decode(errors="replace")
         except subprocess.TimeoutExpired:
