@@ -26,6 +26,7 @@ from engine_helpers import of_type, plan_for, run_plan, wait_no_processes, write
 from specbench_tui.core.events import (
     ConfigFinished,
     ConfigState,
+    GpuSampled,
     LogLine,
     MeasurementRecorded,
     ServerLaunching,
@@ -195,6 +196,9 @@ async def test_sweep_measures_acceptance_against_real_llama_server(tmp_path, lla
     draft_id = next(cid for cid, n in names.items() if n == "draft-n4")
     assert any("draft acceptance =" in e.line for e in of_type(events, LogLine) if e.config_id == draft_id)
     assert "draft acceptance =" in run_dir.log_path("draft-n4").read_text()
+
+    # No GPU on this machine: said once, with an empty sample, so the GPU panel shows "no GPU visible".
+    assert [e.samples for e in of_type(events, GpuSampled)] == [()]
 
     # Teardown: SIGTERM once, exit 0, nothing left.
     stopped = of_type(events, ServerStopped)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from tui_fakes import T0, DemoScript, demo_plan
 
+from specbench_tui.core.analysis import analyse
 from specbench_tui.core.events import (
     ConfigFinished,
     ConfigState,
@@ -19,6 +20,7 @@ from specbench_tui.core.events import (
     QueueResumed,
     ServerLaunching,
     SweepStarted,
+    WorkloadFinished,
 )
 from specbench_tui.core.state import PAUSED, RunState, read_events, replay
 
@@ -130,3 +132,18 @@ def test_read_events_skips_cut_lines(tmp_path: Path, script: DemoScript) -> None
     assert len(events) == len(persisted)
     state = replay(events)
     assert state.by_name("ddtree-b8-tp1").state is ConfigState.CRASHED
+
+
+def test_state_keeps_what_the_analysis_reads_besides_the_records(script: DemoScript) -> None:
+    """The TUI's table is the report's analysis: crash states and the server's own per-workload figures must
+    reach it, not only the measurements (a vLLM run without per-request acceptance shows the server's)."""
+    plan = demo_plan()
+    state = replay(script.events, plan)
+    kinds = {type(e).__name__ for e in state.analysis_events}
+    assert {"ConfigFinished", "ConfigStateChanged"} <= kinds
+    assert not kinds & {"LogLine", "MeasurementRecorded", "GpuSampled"}
+    spec = plan.configs[1]
+    state.apply(WorkloadFinished(config_id=spec.id, workload=plan.workloads[0].name, measured=1, errors=0,
+                                 zero_output=0, server_log={"source": "metrics", "accept_length": 2.5}))
+    analysis = analyse(plan.to_json(), [], state.analysis_events)
+    assert dict(analysis.config(spec.id).workload_log_accept)[plan.workloads[0].name] == 2.5

@@ -10,10 +10,10 @@ import pytest
 from textual.widgets import DataTable
 from tui_fakes import CRASH_LINE, T0, FakeEngine
 
-from specbench_tui.core.events import ConfigState, LogLine
+from specbench_tui.core.events import ConfigState, GpuSampled, LogLine
 from specbench_tui.tui.app import SpecbenchApp
 from specbench_tui.tui.confirm_quit import ConfirmQuitScreen
-from specbench_tui.tui.gpu_panel import GpuPanel
+from specbench_tui.tui.gpu_panel import NO_GPU_HINT, WAITING_HINT, GpuPanel
 from specbench_tui.tui.log_file_view import LogFileView
 from specbench_tui.tui.log_panel import MAX_LINES, ServerLogPanel
 from specbench_tui.tui.log_screen import FullLogScreen
@@ -77,6 +77,20 @@ async def test_events_from_another_thread_update_every_panel(engine: FakeEngine)
         log = app.sweep_screen.query_one(ServerLogPanel)
         assert any(CRASH_LINE in line and line.startswith("✖") for line in log.lines)
         assert app.sweep_screen.query_one(GpuPanel).table.row_count == 2
+
+
+async def test_gpu_panel_says_no_gpu_instead_of_waiting_forever(engine: FakeEngine) -> None:
+    """A machine without a driver: the engine publishes one empty sample, and the panel says there is no GPU."""
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(app, pilot)
+        hint = app.sweep_screen.query_one("#gpu-hint")
+        assert str(hint.render()) == WAITING_HINT
+        engine.emit(GpuSampled(samples=()))
+        await pilot.pause(0.3)
+        app.drain_events()
+        await pilot.pause()
+        assert str(hint.render()) == NO_GPU_HINT and hint.display
 
 
 async def test_pause_and_resume_reach_the_engine(engine: FakeEngine) -> None:

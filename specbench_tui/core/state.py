@@ -33,12 +33,15 @@ from specbench_tui.core.events import (
     ServerStopped,
     SweepFinished,
     SweepStarted,
+    WorkloadFinished,
     WorkloadNotRun,
     WorkloadStarted,
     event_from_json,
 )
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import STATUS_OK, STATUS_ZERO_OUTPUT, Measurement
+
+_ANALYSED = (ConfigFinished, ConfigStateChanged, CrashDetected, WorkloadNotRun, WorkloadFinished)
 
 PAUSED = "paused"
 """Display state of a pending configuration while the queue is paused (not a :class:`ConfigState`)."""
@@ -142,6 +145,9 @@ class RunState:
     zero_output: int = 0
     records: list[Measurement] = field(default_factory=list)
     """Every well-formed measurement, for :func:`specbench_tui.core.analysis.analyse`."""
+    analysis_events: list[Event] = field(default_factory=list)
+    """The events :func:`~specbench_tui.core.analysis.analyse` reads besides the records (states, crashes,
+    workloads not run, the server's own per-workload figures, warnings): a few per configuration."""
     last_event_at: float | None = None
 
     # ------------------------------------------------------------------------------------ construction
@@ -184,6 +190,8 @@ class RunState:
     def apply(self, event: Event) -> None:
         """Fold one event into the state; unknown events are ignored."""
         self.last_event_at = event.ts
+        if isinstance(event, _ANALYSED) or (isinstance(event, Notice) and event.level in ("warning", "error")):
+            self.analysis_events.append(event)
         if isinstance(event, SweepStarted):
             self.sweep_name = event.sweep
             self.run_dir = event.run_dir

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from specbench_tui.core.engines import engine_flags
 from specbench_tui.core.events import (
     ConfigFinished,
     ConfigState,
@@ -69,12 +70,17 @@ from specbench_tui.core.events import (
     WorkloadNotRun,
     WorkloadStarted,
 )
-from specbench_tui.core.engines import engine_flags
 from specbench_tui.core.launch import redact_argv, server_argv
 from specbench_tui.core.logparse import BatchLine, summarize_decode
 from specbench_tui.core.placement import order_configs
 from specbench_tui.core.plan import Plan, PlannedConfig
-from specbench_tui.core.records import STATUS_ERROR, STATUS_OK, STATUS_ZERO_OUTPUT, Measurement, MeasurementKey
+from specbench_tui.core.records import (
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_ZERO_OUTPUT,
+    Measurement,
+    MeasurementKey,
+)
 from specbench_tui.core.signatures import SignatureSet
 from specbench_tui.engine.client import ServerClient
 from specbench_tui.engine.fingerprint import collect_async
@@ -102,7 +108,13 @@ from specbench_tui.engine.server import (
     process_tree,
 )
 from specbench_tui.engine.store import RunDir, StoreError
-from specbench_tui.engine.workloads import Labels, Session, Workload, WorkloadError, build_workload
+from specbench_tui.engine.workloads import (
+    Labels,
+    Session,
+    Workload,
+    WorkloadError,
+    build_workload,
+)
 
 T = TypeVar("T")
 Subscriber = Callable[[Event], None]
@@ -451,6 +463,9 @@ class Orchestrator:
     def _start_sampler(self) -> None:
         """Poll the backend in its thread; samples come back on this loop as :class:`GpuSampled`."""
         if self.backend.device_count() == 0:
+            # Nothing to poll: one empty sample says so, and the GPU panel shows "no GPU visible" instead of
+            # waiting for telemetry that will never come (the backend's hint is published as a notice).
+            self.publish(GpuSampled(samples=()))
             return
         self.sampler = GpuSampler(self.backend, self._on_samples, interval_s=self._gpu_sample_interval_s,
                                   loop=asyncio.get_running_loop())

@@ -359,7 +359,7 @@ class SpecbenchApp(App[int]):
         if not self.state.records:
             return None
         try:
-            return analyse(self._plan_json, self.state.records)
+            return analyse(self._plan_json, self.state.records, self.state.analysis_events)
         except Exception as exc:  # noqa: BLE001 - the table falls back to its own medians
             self.log.warning(f"analysis failed: {exc!r}")
             return None

@@ -12,6 +12,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist
 
 from specbench_tui.core.analysis import (
+    ACCEPT_FROM_SERVER,
     FLAG_BURST,
     FLAG_CLAMPED,
     FLAG_IDLE,
@@ -116,6 +117,8 @@ def build_rows(state: RunState, analysis: RunAnalysis | None = None) -> dict[str
                 tps = analysed.decode_tps.median if analysed.decode_tps else None
                 ttft = analysed.ttft_s.median if analysed.ttft_s else None
                 accept = analysed.accept_length
+                if analysed.accept_method == ACCEPT_FROM_SERVER and accept is not None:
+                    notes.append("accept: server counters")
                 speedup = analysed.speedup.median if analysed.speedup else None
                 notes.extend(_FLAG_NOTES[flag] for flag in analysed.flags if flag in _FLAG_NOTES)
                 if FLAG_CLAMPED in analysed.flags and not cell.clamped:
