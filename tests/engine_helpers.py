@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Collection
 from pathlib import Path
+
+import pytest
 
 from specbench_tui.core.events import Event
 from specbench_tui.core.plan import Plan, build_plan
@@ -133,3 +137,30 @@ def record_key(record: dict) -> tuple:
 
 def of_type(events: list[Event], cls: type) -> list:
     return [e for e in events if isinstance(e, cls)]
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def real_engine_paths(script: str, needed: tuple[str, ...], *, require_env: str, what: str) -> dict[str, str]:
+    """The KEY=VALUE paths ``script --print-paths`` prints (``tools/setup_llama_server.sh``,
+    ``tools/setup_vllm.sh``) when everything it prepares is in place; it never installs anything. When something
+    is missing the test is skipped with the command to run, or fails when ``require_env`` is ``1`` (CI)."""
+    paths: dict[str, str] = {}
+    try:
+        done = subprocess.run(["bash", str(REPO / script), "--print-paths"], capture_output=True, text=True,
+                              timeout=120, check=False)
+        if done.returncode == 0:
+            for line in done.stdout.splitlines():
+                key, _, value = line.partition("=")
+                if key and value:
+                    paths[key] = shlex.split(value)[0] if value.strip() else ""
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    if all(paths.get(k) and Path(paths[k]).exists() for k in needed):
+        return paths
+    message = f"{what} is not prepared: run {script}, then rerun these tests"
+    if os.environ.get(require_env) == "1":
+        pytest.fail(message)
+    warnings.warn(message, UserWarning, stacklevel=2)
+    pytest.skip(message)

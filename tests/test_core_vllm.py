@@ -219,18 +219,10 @@ def test_flags_table_facts():
     assert flags.gpus_needed({"tensor-parallel-size": 4, "pipeline-parallel-size": 2}) == 8
 
 
-def test_shipped_sweep_validates():
-    env = {"VLLM_BIN": "/x/vllm", "VLLM_TINY_MODEL": "/x/tiny", "VLLM_LIBIOMP": "/x/libiomp5.so"}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        plan = build_plan(load_sweep(REPO / "sweeps" / "vllm-tiny.toml"))
-    finally:
-        for key, value in old.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+def test_shipped_sweep_validates(monkeypatch):
+    for key, value in {"VLLM_BIN": "/x/vllm", "VLLM_TINY_MODEL": "/x/tiny", "VLLM_LIBIOMP": "/x/libiomp5.so"}.items():
+        monkeypatch.setenv(key, value)
+    plan = build_plan(load_sweep(REPO / "sweeps" / "vllm-tiny.toml"))
     assert [c.name for c in plan.configs] == ["baseline", "ngram-k2", "ngram-k4", "ngram-k8"]
     spec = plan.configs[2].argv[plan.configs[2].argv.index("--speculative-config") + 1]
     assert json.loads(spec)["num_speculative_tokens"] == 4

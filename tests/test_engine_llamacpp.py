@@ -13,15 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shlex
 import signal
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
-from engine_helpers import of_type, plan_for, run_plan, wait_no_processes, write_sweep
+from engine_helpers import (
+    of_type,
+    plan_for,
+    real_engine_paths,
+    run_plan,
+    wait_no_processes,
+    write_sweep,
+)
 
 from specbench_tui.core.events import (
     ConfigFinished,
@@ -44,37 +49,12 @@ REPO = Path(__file__).resolve().parent.parent
 SETUP = "tools/setup_llama_server.sh"
 
 
-def _paths() -> dict[str, str] | None:
-    """The setup script's KEY=VALUE paths when everything is built, else None (never builds anything)."""
-    try:
-        done = subprocess.run(["bash", str(REPO / SETUP), "--print-paths"], capture_output=True, text=True,
-                              timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if done.returncode != 0:
-        return None
-    paths = {}
-    for line in done.stdout.splitlines():
-        key, _, value = line.partition("=")
-        if key and value:
-            paths[key] = shlex.split(value)[0] if value.strip() else ""
-    needed = ("LLAMA_SERVER", "TINY_TARGET_GGUF", "TINY_DRAFT_GGUF")
-    if not all(paths.get(k) and Path(paths[k]).exists() for k in needed):
-        return None
-    return paths
-
-
 @pytest.fixture(scope="module")
 def llama() -> dict[str, str]:
-    paths = _paths()
-    if paths is None:
-        message = (f"llama-server or the tiny GGUF models are not built: run {SETUP} (5-17 min the first time, "
-                   "cached in ~/.cache/specbench), then rerun these tests")
-        if os.environ.get("SPECBENCH_REQUIRE_LLAMACPP") == "1":
-            pytest.fail(message)
-        warnings.warn(message, UserWarning, stacklevel=1)
-        pytest.skip(message)
-    return paths
+    return real_engine_paths(SETUP, ("LLAMA_SERVER", "TINY_TARGET_GGUF", "TINY_DRAFT_GGUF"),
+                             require_env="SPECBENCH_REQUIRE_LLAMACPP",
+                             what="llama-server or the tiny GGUF models (5-17 min to build the first time, cached in "
+                                  "~/.cache/specbench)")
 
 
 def _sweep(folder: Path, llama: dict[str, str], configs: str, workload: str, marker: str) -> Path:

@@ -16,15 +16,19 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
-from engine_helpers import of_type, plan_for, wait_no_processes, write_sweep
+from engine_helpers import (
+    of_type,
+    plan_for,
+    real_engine_paths,
+    wait_no_processes,
+    write_sweep,
+)
 
 from specbench_tui.core.events import (
     ConfigFinished,
@@ -44,37 +48,10 @@ REPO = Path(__file__).resolve().parent.parent
 SETUP = "tools/setup_vllm.sh"
 
 
-def _paths() -> dict[str, str] | None:
-    """The setup script's KEY=VALUE paths when everything is installed, else None (never installs anything)."""
-    try:
-        done = subprocess.run(["bash", str(REPO / SETUP), "--print-paths"], capture_output=True, text=True,
-                              timeout=120, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if done.returncode != 0:
-        return None
-    paths = {}
-    for line in done.stdout.splitlines():
-        key, _, value = line.partition("=")
-        if key and value:
-            paths[key] = shlex.split(value)[0] if value.strip() else ""
-    needed = ("VLLM_BIN", "VLLM_TINY_MODEL")
-    if not all(paths.get(k) and Path(paths[k]).exists() for k in needed):
-        return None
-    return paths
-
-
 @pytest.fixture(scope="module")
 def vllm() -> dict[str, str]:
-    paths = _paths()
-    if paths is None:
-        message = (f"vLLM (CPU build) or its tiny model is not installed: run {SETUP} (2-3 min the first time), "
-                   "then rerun these tests")
-        if os.environ.get("SPECBENCH_REQUIRE_VLLM") == "1":
-            pytest.fail(message)
-        warnings.warn(message, UserWarning, stacklevel=1)
-        pytest.skip(message)
-    return paths
+    return real_engine_paths(SETUP, ("VLLM_BIN", "VLLM_TINY_MODEL"), require_env="SPECBENCH_REQUIRE_VLLM",
+                             what="vLLM (CPU build) or its tiny model (2-3 min to install the first time)")
 
 
 def _children(pid: int) -> list[tuple[int, str]]:
