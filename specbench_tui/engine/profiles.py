@@ -137,46 +137,58 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def llamacpp_final_meta(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """The last chunk of a llama.cpp stream → ``meta_info``.
-
-    ``usage`` gives the token counts; ``timings.draft_n``/``draft_n_accepted`` (absent, not 0, when nothing
-    was drafted: the baseline, an n-gram request without a match) give acceptance. Every generated token
-    comes from one target step that also accepted some drafted ones, so the target steps are
-    ``completion - accepted`` and the request's acceptance length is ``completion / steps`` (tokens per
-    target forward pass, what SGLang's ``spec_accept_length`` means too); 1.0 for the baseline.
-    """
+def openai_usage_meta(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """What every OpenAI-compatible final chunk carries → ``meta_info``: ``usage`` token counts (cached prompt
+    tokens from ``prompt_tokens_details``) and the first choice's ``finish_reason``."""
     usage = payload.get("usage") if isinstance(payload.get("usage"), Mapping) else {}
-    timings = payload.get("timings") if isinstance(payload.get("timings"), Mapping) else {}
     meta: dict[str, Any] = {}
-    completion = _count(usage.get("completion_tokens"))
-    if completion is None:
-        completion = _count(timings.get("predicted_n"))
-    if completion is not None:
-        meta["completion_tokens"] = completion
-    prompt = _count(usage.get("prompt_tokens"))
-    if prompt is not None:
-        meta["prompt_tokens"] = prompt
+    for key in ("completion_tokens", "prompt_tokens"):
+        value = _count(usage.get(key))
+        if value is not None:
+            meta[key] = value
     details = usage.get("prompt_tokens_details")
     cached = _count(details.get("cached_tokens")) if isinstance(details, Mapping) else None
-    if cached is None:
-        cached = _count(timings.get("cache_n"))
     if cached is not None:
         meta["cached_tokens"] = cached
     choices = payload.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) \
             and choices[0].get("finish_reason") is not None:
         meta["finish_reason"] = choices[0]["finish_reason"]
-    drafted = _count(timings.get("draft_n")) or 0
-    accepted = _count(timings.get("draft_n_accepted")) or 0
-    meta["draft_tokens"] = drafted
-    meta["accepted_tokens"] = accepted
-    if completion:
-        steps = max(1, completion - accepted)
-        meta["spec_verify_ct"] = steps
-        meta["spec_accept_length"] = completion / steps
+    return meta
+
+
+def draft_acceptance_meta(completion: int, accepted: int, drafted: int) -> dict[str, Any]:
+    """One request's drafted and accepted tokens → ``meta_info``. Every generated token comes from one target
+    step that also accepted some drafted ones, so the target steps are ``completion - accepted`` and the
+    acceptance length is ``completion / steps`` (tokens per target forward pass, what SGLang's
+    ``spec_accept_length`` means too); 1.0 when nothing was accepted."""
+    steps = max(1, completion - accepted)
+    meta: dict[str, Any] = {"draft_tokens": drafted, "accepted_tokens": accepted, "spec_verify_ct": steps,
+                            "spec_accept_length": completion / steps}
     if drafted:
         meta["spec_accept_rate"] = accepted / drafted
+    return meta
+
+
+def llamacpp_final_meta(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The last chunk of a llama.cpp stream → ``meta_info``: :func:`openai_usage_meta` (with ``timings`` as the
+    fallback for the counts), and acceptance from ``timings.draft_n``/``draft_n_accepted`` (absent, not 0, when
+    nothing was drafted: the baseline, an n-gram request without a match)."""
+    timings = payload.get("timings") if isinstance(payload.get("timings"), Mapping) else {}
+    meta = openai_usage_meta(payload)
+    for key, fallback in (("completion_tokens", "predicted_n"), ("cached_tokens", "cache_n")):
+        value = _count(timings.get(fallback))
+        if key not in meta and value is not None:
+            meta[key] = value
+    drafted = _count(timings.get("draft_n")) or 0
+    accepted = _count(timings.get("draft_n_accepted")) or 0
+    completion = meta.get("completion_tokens")
+    if completion:
+        meta.update(draft_acceptance_meta(completion, accepted, drafted))
+    else:
+        meta.update(draft_tokens=drafted, accepted_tokens=accepted)
+        if drafted:
+            meta["spec_accept_rate"] = accepted / drafted
     return meta
 
 
@@ -217,34 +229,16 @@ def vllm_final_meta(payload: Mapping[str, Any]) -> dict[str, Any]:
 
     Per-request acceptance exists only when the server runs with ``--per-request-spec-decode-metrics summary``
     (vLLM 0.32): the usage chunk then carries ``metrics.speculative_decoding`` with the request's accepted and
-    drafted tokens, mapped as llama.cpp's are (target steps = completion − accepted, acceptance length =
-    completion ÷ steps). Without it no request claims an acceptance: the ``vllm:spec_decode_*`` counters over
-    each workload stand in (``WorkloadFinished.server_log``)."""
-    usage = payload.get("usage") if isinstance(payload.get("usage"), Mapping) else {}
-    meta: dict[str, Any] = {}
-    for key in ("completion_tokens", "prompt_tokens"):
-        value = _count(usage.get(key))
-        if value is not None:
-            meta[key] = value
-    details = usage.get("prompt_tokens_details")
-    cached = _count(details.get("cached_tokens")) if isinstance(details, Mapping) else None
-    if cached is not None:
-        meta["cached_tokens"] = cached
-    choices = payload.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) \
-            and choices[0].get("finish_reason") is not None:
-        meta["finish_reason"] = choices[0]["finish_reason"]
+    drafted tokens, mapped as llama.cpp's are (:func:`draft_acceptance_meta`). Without it no request claims an
+    acceptance: the ``vllm:spec_decode_*`` counters over each workload stand in (``WorkloadFinished.server_log``)."""
+    meta = openai_usage_meta(payload)
     metrics = payload.get("metrics")
     spec = metrics.get("speculative_decoding") if isinstance(metrics, Mapping) else None
     completion = meta.get("completion_tokens")
     if isinstance(spec, Mapping) and completion:
         accepted = _count(spec.get("num_accepted_draft_tokens"))
-        drafted = _count(spec.get("num_draft_tokens"))
         if accepted is not None and accepted < completion:
-            steps = completion - accepted
-            meta.update(accepted_tokens=accepted, spec_verify_ct=steps, spec_accept_length=completion / steps)
-            if drafted:
-                meta.update(draft_tokens=drafted, spec_accept_rate=accepted / drafted)
+            meta.update(draft_acceptance_meta(completion, accepted, _count(spec.get("num_draft_tokens")) or 0))
     return meta
 
 
