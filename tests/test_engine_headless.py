@@ -160,13 +160,11 @@ def test_sighup_after_the_terminal_is_gone(tmp_path):
 def test_summary_uses_the_analysis(tmp_path):
     """The end-of-run table: speedup over the matched baseline, acceptance weighted by verify steps (not a
     median of per-request ratios), and ZERO OUTPUT for a configuration whose every request was empty."""
-    import io
-
     from engine_helpers import plan_for
 
     from specbench_tui.core.events import ConfigFinished, ConfigState
     from specbench_tui.core.records import Measurement
-    from specbench_tui.engine.headless import Printer
+    from specbench_tui.engine.ending import summary_table
 
     text = SWEEP.replace('name = "signals"', 'name = "summary"\nbaseline = "ar-s1"').replace("[1, 2]", "[1, 2, 3]")
     plan = plan_for(write_sweep(tmp_path, text, PROFILE))
@@ -183,7 +181,7 @@ def test_summary_uses_the_analysis(tmp_path):
         m("ar-s3", "a", "zero_output", completion_tokens=0), m("ar-s3", "b", "zero_output", completion_tokens=0),
     ]
     events = [ConfigFinished(config_id=i, name=n, state=ConfigState.DONE) for n, i in ids.items()]
-    table = Printer(plan, io.StringIO()).summary(plan.to_json(), measurements, events)
+    table = summary_table(plan.to_json(), measurements, events)
     rows = {line.split()[0]: line for line in table.splitlines() if line.startswith("ar-s")}
     assert "base" in rows["ar-s1"]
     assert "200.0 2.00x" in rows["ar-s2"] and "3.60" in rows["ar-s2"], table  # (128 + 16) / (32 + 8)

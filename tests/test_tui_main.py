@@ -28,3 +28,103 @@ def test_refused_sweep_returns_the_factory_code(monkeypatch: pytest.MonkeyPatch,
     runner.make_engine = lambda args: made  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "specbench_tui.engine.runner", runner)
     assert run_tui(_args()) == code
+
+
+class _Ended:
+    """What ``run_tui`` reads of an engine once the app is gone."""
+
+    def __init__(self, outcome: object, error: BaseException | None = None, table: str = "TABLE") -> None:
+        self.outcome, self.error, self.run_dir, self._table = outcome, error, "runs/x", table
+
+    def summary_table(self) -> str:
+        return self._table
+
+
+@pytest.mark.parametrize(("states", "code"), [({"a": "done"}, 0), ({"a": "done", "b": "crashed"}, 1)])
+def test_the_ending_is_headless_s(capsys: pytest.CaptureFixture, states: dict[str, str], code: int) -> None:
+    """After the app: the summary table stays in the terminal, then how the sweep ended, with headless's code."""
+    from specbench_tui.core.events import ConfigState
+    from specbench_tui.engine.orchestrator import SweepOutcome
+    from specbench_tui.tui.main import _ending
+
+    outcome = SweepOutcome("completed", states={k: ConfigState(v) for k, v in states.items()})
+    assert _ending(_Ended(outcome), 0) == code
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "TABLE"
+    assert out[-2].startswith("specbench: sweep completed: 1 done")
+    assert out[-1] == "specbench: run directory runs/x"
+
+
+def test_quitting_mid_sweep_says_how_to_continue_and_exits_130(capsys: pytest.CaptureFixture) -> None:
+    from specbench_tui.core.events import ConfigState
+    from specbench_tui.engine.orchestrator import SweepOutcome
+    from specbench_tui.tui.main import _ending
+
+    outcome = SweepOutcome("aborted", "stopped on request; continue with specbench run --resume runs/x",
+                           states={"a": ConfigState.DONE, "b": ConfigState.PENDING})
+    assert _ending(_Ended(outcome), 0) == 130
+    assert "continue with specbench run --resume runs/x" in capsys.readouterr().out
+
+
+def test_an_engine_error_is_said_and_fails(capsys: pytest.CaptureFixture) -> None:
+    from specbench_tui.tui.main import _ending
+
+    assert _ending(_Ended(None, RuntimeError("boom")), 0) == 1
+    captured = capsys.readouterr()
+    assert "the engine stopped unexpectedly: RuntimeError('boom')" in captured.err
+    assert "TABLE" not in captured.out and "run directory runs/x" in captured.out
+
+
+@pytest.mark.e2e
+def test_quitting_the_real_tui_in_a_terminal_leaves_the_ending_in_the_scrollback(tmp_path) -> None:
+    """`specbench run` on a pseudo-terminal (as over SSH), `q` then `y` mid-sweep: the terminal keeps the summary
+    and the command that continues the run, and the exit code says the sweep was stopped, not done."""
+    import os
+    import pty
+    import re
+    import subprocess
+    import threading
+    import time
+
+    from reliability_helpers import make_sweep, marker_env, new_marker, server_pids, wait_for, wait_gone
+
+    marker = new_marker()
+    sweep = make_sweep(tmp_path)
+    master, slave = pty.openpty()
+    env = {**marker_env(marker), "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "36"}
+    proc = subprocess.Popen([sys.executable, "-m", "specbench_tui", "run", str(sweep), "--runs-dir",
+                             str(tmp_path / "runs"), "--no-mouse"], stdin=slave, stdout=slave, stderr=slave,
+                            env=env, start_new_session=True, close_fds=True)
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        wait_for(lambda: len(server_pids(marker, proc.pid)) >= 3, 60, what="a server with its children")
+        os.write(master, b"q")
+        time.sleep(1.0)
+        os.write(master, b"y")
+        assert proc.wait(timeout=60) == 130
+        reader.join(5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        os.close(master)
+        wait_gone(marker, proc.pid, timeout_s=5)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r", "", b"".join(chunks).decode(errors="replace"))
+    ending = text[text.rindex("decode tok/s per workload"):]
+    assert re.search(r"^ar\s+(done|pending)\s", ending, re.M), ending
+    assert re.search(r"^specbench: sweep aborted: .*continue with specbench run --resume .*runs/", ending, re.M), ending
+    assert "specbench: run directory" in ending

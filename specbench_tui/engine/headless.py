@@ -4,12 +4,7 @@ One line per event that matters (launches, readiness, crashes with their excerpt
 failed or empty requests, notices, the end of each configuration) and a summary table at the end. No
 colour, no cursor movement: the output is meant for logs, ``tee`` and CI.
 
-The summary table is :func:`specbench_tui.core.analysis.analyse` over the run directory (plan.json,
-results.jsonl, events.jsonl), so headless, the TUI and ``specbench report`` show the same figures: per
-workload the median decode tok/s with its speedup over the matched baseline, the geometric mean of those
-speedups, the median TTFT, and the acceptance length weighted by verify steps (a median of per-request
-ratios would snap to values such as 128/32 = 4.00 and show the same figure for different configurations).
-A configuration whose every request returned no tokens says ZERO OUTPUT in its note.
+The summary table and the exit codes are :mod:`specbench_tui.engine.ending`'s, shared with the TUI.
 
 Signals: Ctrl-C (SIGINT) once finishes the request in flight, tears the servers down and stops cleanly
 (resume later); a second one aborts at once (the request in flight is cancelled and not recorded; servers
@@ -18,17 +13,6 @@ the same clean stop, but nobody is there to press Ctrl-C again, so after :data:`
 request in flight is abandoned and everything is torn down. A signal ignored when the program started
 (``nohup`` ignores SIGHUP) stays ignored. After SIGHUP the output may have nowhere to go; lines that
 cannot be written are dropped, never fatal.
-
-Exit codes:
-
-- ``0``: the sweep completed and every configuration is done (or skipped by the plan or the user);
-- ``1``: the sweep completed but at least one configuration crashed or failed (its results are still valid);
-- ``2``: nothing ran: the sweep file is invalid, the run directory cannot be resumed, or pre-flight failed;
-- ``3``: the run directory could not be written mid-run (full disk, permissions): the sweep stopped;
-- ``4``: a stopped server's GPUs were still held after ``engine.gpu_release_timeout_s``: nothing more was
-  launched (free the GPUs, then ``specbench run --resume RUN_DIR``);
-- ``129``: stopped by SIGHUP; ``130``: stopped by Ctrl-C or SIGTERM; continue with
-  ``specbench run --resume RUN_DIR``.
 """
 
 from __future__ import annotations
@@ -38,18 +22,13 @@ import asyncio
 import contextlib
 import os
 import signal
-import statistics
 import sys
 import time
 from collections import defaultdict
 from typing import Any, TextIO
 
 from specbench_tui.core.analysis import (
-    ACCEPT_FROM_SERVER,
-    RunAnalysis,
     acceptance,
-    analyse,
-    geometric_mean,
     spread_of,
 )
 from specbench_tui.core.events import (
@@ -71,16 +50,9 @@ from specbench_tui.core.events import (
 )
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import STATUS_OK, Measurement
+from specbench_tui.engine.ending import exit_code, median_of, summary_table
 from specbench_tui.engine.session import make_backend, prepare_run
 from specbench_tui.engine.store import StoreError
-
-EXIT_OK = 0
-EXIT_CONFIG_FAILED = 1
-EXIT_INVALID = 2
-EXIT_STORE = 3
-EXIT_GPU_HELD = 4
-EXIT_HANGUP = 129
-EXIT_INTERRUPTED = 130
 
 SIGNAL_GRACE_S = 5.0
 """After SIGTERM or SIGHUP, how long the request in flight may take to finish before it is abandoned."""
@@ -116,7 +88,7 @@ class Printer:
             self.broken = True
             _silence(self.out)
 
-    def __call__(self, event: Event) -> None:  # noqa: C901 - one branch per event type, flat on purpose
+    def __call__(self, event: Event) -> None:
         name = self.names.get(getattr(event, "config_id", ""), "")
         if isinstance(event, SweepStarted):
             self._say(f"sweep {event.sweep}: {event.total_configs} configurations"
@@ -174,8 +146,8 @@ class Printer:
     def _workload(self, name: str, event: WorkloadFinished) -> None:
         ok = [r for r in self.records.get(event.config_id, [])
               if r.workload == event.workload and r.status == STATUS_OK]
-        tps = _centre(spread_of(ok, "decode_tps"))
-        ttft = _centre(spread_of(ok, "ttft_s"))
+        tps = median_of(spread_of(ok, "decode_tps"))
+        ttft = median_of(spread_of(ok, "ttft_s"))
         accept = acceptance(ok)[0]
         log = event.server_log or {}
         self.server_log[(event.config_id, event.workload)] = log
@@ -201,99 +173,6 @@ class Printer:
         if event.zero_output:
             parts.append(f"{event.zero_output} zero-output")
         self._say(f"{name}: {event.workload}: " + ", ".join(parts))
-
-    def summary(self, plan_json: dict[str, Any], measurements: list[Measurement], events: list[Event]) -> str:
-        """The table printed at the end, from :func:`analyse` over the run directory (earlier runs of a resumed
-        one included): one row per configuration, per workload the median decode tok/s and its speedup over the
-        matched baseline."""
-        analysis = analyse(plan_json, measurements, events)
-        startup = {e.config_id: e.startup_s for e in events if isinstance(e, ServerReady)}
-        by_config: dict[str, list[Measurement]] = defaultdict(list)
-        for measurement in measurements:
-            by_config[measurement.config_id].append(measurement)
-        workloads = [w.name for w in analysis.workloads]
-        head = ["configuration", "state", "start s", *workloads, "speedup", "TTFT ms", "accept", "note"]
-        rows = [head]
-        left = {0, 1, len(head) - 1}
-        for config in analysis.configs:
-            cells = [config.name, config.state, _fmt(startup.get(config.id), "{:.1f}")]
-            speedups: list[float] = []
-            for workload in workloads:
-                row = analysis.row(config.id, workload)
-                if row is None or row.decode_tps is None:
-                    cells.append("-")
-                    continue
-                text = f"{row.decode_tps.median:.1f}"
-                if row.speedup is not None and not config.is_baseline:
-                    text += f" {row.speedup.median:.2f}x"
-                    speedups.append(row.speedup.median)
-                cells.append(text)
-            records = [r for r in by_config.get(config.id, []) if r.status == STATUS_OK]
-            # Over every workload or not at all: a mean over the workloads a crashed run reached misleads.
-            mean = geometric_mean(speedups) if speedups and len(speedups) == len(workloads) else None
-            cells.append("base" if config.is_baseline and any(
-                (r := analysis.row(config.id, w)) is not None and r.decode_tps is not None for w in workloads)
-                else _fmt(mean, "{:.2f}x"))
-            ttft = _centre(spread_of(records, "ttft_s"))
-            cells.append(_fmt(ttft * 1000 if ttft is not None else None, "{:.0f}"))
-            accept = acceptance(records)[0]
-            if accept is not None:
-                cells.append(f"{accept:.2f}")
-            else:  # no per-request figure (vLLM): the server's counters over each workload, marked ^
-                served = [r.accept_length for w in workloads if (r := analysis.row(config.id, w)) is not None
-                          and r.accept_method == ACCEPT_FROM_SERVER and r.accept_length is not None]
-                cells.append(f"{statistics.fmean(served):.2f}^" if served else "-")
-            cells.append(_note(analysis, config.id, workloads)[:70])
-            rows.append(cells)
-        widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-        lines = ["  ".join(cell.ljust(widths[i]) if i in left else cell.rjust(widths[i])
-                           for i, cell in enumerate(row)).rstrip() for row in rows]
-        lines.insert(1, "  ".join("-" * w for w in widths))
-        out = [("decode tok/s per workload (median over requests; Nx = speedup over the matched baseline); "
-                "speedup: geometric mean over all workloads; accept: acceptance length weighted by verify steps "
-                "(^: from the server's counters, the engine gives none per request)"),
-               *lines]
-        best = [b for b in analysis.best if b.tp is None]
-        if best:
-            out.append("")
-            for b in best:
-                speed = f" ({b.speedup.median:.2f}x)" if b.speedup is not None else ""
-                close = f", within the noise of {b.runner_up}" if b.close_call and b.runner_up else ""
-                out.append(f"best {b.workload}: {b.config} {b.decode_tps.median:.1f} tok/s{speed}{close}")
-        for note in analysis.notes:
-            if not note.startswith("info:"):
-                out.append(f"note: {note}")
-        return "\n".join(out)
-
-
-def _note(analysis: RunAnalysis, config_id: str, workloads: list[str]) -> str:
-    """Why a row needs a second look: crash signature or reason, ZERO OUTPUT, errors, flags."""
-    config = analysis.config(config_id)
-    assert config is not None
-    cells = [r for w in workloads if (r := analysis.row(config_id, w)) is not None]
-    ok = sum(r.n_ok for r in cells)
-    zero = sum(r.n_zero_output for r in cells)
-    errors = sum(r.n_error for r in cells)
-    parts: list[str] = []
-    if config.state != "done":
-        parts.append(config.signature or config.reason or "")
-    if zero and not ok:
-        parts.insert(0, f"ZERO OUTPUT: all {zero} requests returned no tokens")
-    elif zero:
-        parts.append(f"{zero} zero-output")
-    if errors:
-        parts.append(f"{errors} errors")
-    flags = sorted({f for r in cells for f in r.flags} - {"zero_output", "errors", "no_baseline"})
-    parts += [f.replace("_", " ") for f in flags]
-    return "; ".join(p for p in parts if p)
-
-
-def _centre(spread: Any) -> float | None:
-    return None if spread is None else float(spread.median)
-
-
-def _fmt(value: float | None, pattern: str) -> str:
-    return "-" if value is None else pattern.format(value)
 
 
 def _silence(out: TextIO) -> None:
@@ -352,22 +231,14 @@ async def _run(plan: Plan, run_dir: Any, resumed: bool, retry_crashed: bool, out
         finally:
             run_dir.close()
         if outcome.failure == "preflight":
-            return EXIT_INVALID
+            return exit_code(outcome)
         printer.write("")
         try:
-            printer.write(printer.summary(plan.to_json(), run_dir.read_measurements(), run_dir.read_events()))
+            printer.write(summary_table(plan.to_json(), run_dir.read_measurements(), run_dir.read_events()))
         except StoreError as exc:
             printer.write(f"no summary: {exc}")
         printer.write(f"\nrun directory: {run_dir.path}")
     finally:
         for sig in handled:
             loop.remove_signal_handler(sig)
-    if outcome.failure == "gpu_release":
-        return EXIT_GPU_HELD
-    if outcome.state == "failed":
-        return EXIT_STORE if outcome.failure == "store" else EXIT_INVALID
-    if outcome.state == "aborted":
-        return EXIT_HANGUP if signals and signals[0] == signal.SIGHUP else EXIT_INTERRUPTED
-    if any(state in (ConfigState.CRASHED, ConfigState.FAILED) for state in outcome.states.values()):
-        return EXIT_CONFIG_FAILED
-    return EXIT_OK
+    return exit_code(outcome, hangup=bool(signals) and signals[0] == signal.SIGHUP)

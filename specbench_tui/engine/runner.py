@@ -66,6 +66,12 @@ class EngineThread:
             self._thread.join(timeout)
         return not self._thread.is_alive()
 
+    def summary_table(self) -> str:
+        """The end-of-run table over the run directory (earlier runs of a resumed one included)."""
+        from specbench_tui.engine.ending import summary_table
+
+        return summary_table(self.plan.to_json(), self._run_dir.read_measurements(), self._run_dir.read_events())
+
     # -- control, from any thread -------------------------------------------------------------------------
 
     @property

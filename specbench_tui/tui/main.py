@@ -1,4 +1,10 @@
-"""``specbench run`` on a terminal: build the engine, open the app, and always stop the engine after."""
+"""``specbench run`` on a terminal: build the engine, open the app, and always stop the engine after.
+
+Once the app has given the terminal back, what a headless run ends with is printed to it, so that it stays
+in the scroll-back of the SSH session: the summary table, how the sweep ended (with the command that
+continues it) and the run directory. The exit code is headless's too (:mod:`specbench_tui.engine.ending`):
+0 done, 1 a configuration crashed or failed, 130 quit mid-sweep, and so on.
+"""
 
 from __future__ import annotations
 
@@ -46,6 +52,33 @@ def run_tui(args: argparse.Namespace) -> int:
                 print(f"specbench run: stopping the engine failed: {exc}", file=sys.stderr)
     if app.stop_error is not None:
         print(f"specbench run: stopping the servers failed: {app.stop_error}", file=sys.stderr)
+        print(f"specbench: run directory {engine.run_dir}")
         return EXIT_FAILED
-    print(f"specbench: run directory {engine.run_dir}")
-    return int(result or 0)
+    return _ending(engine, int(result or 0))
+
+
+def _ending(engine: object, app_result: int) -> int:
+    """Print the summary, how the sweep ended and the run directory; the exit code."""
+    from specbench_tui.engine.ending import ending_line, exit_code
+    from specbench_tui.engine.store import StoreError
+
+    outcome = getattr(engine, "outcome", None)
+    error = getattr(engine, "error", None)
+    try:
+        if outcome is not None and outcome.failure != "preflight":
+            try:
+                print(engine.summary_table(), end="\n\n")  # type: ignore[attr-defined]
+            except StoreError as exc:
+                print(f"no summary: {exc}")
+        if error is not None:
+            print(f"specbench run: the engine stopped unexpectedly: {error!r}", file=sys.stderr)
+        elif outcome is not None:
+            print(f"specbench: {ending_line(outcome)}")
+        print(f"specbench: run directory {engine.run_dir}")  # type: ignore[attr-defined]
+    except OSError:  # the terminal went away as the app ended (a dropped SSH session): the code still counts
+        pass
+    if error is not None:
+        return EXIT_FAILED
+    if outcome is None:  # the sweep never got going (its start failed, and the app said why)
+        return app_result or EXIT_FAILED
+    return exit_code(outcome)

@@ -1,0 +1,177 @@
+"""How a sweep ended, said the same way by ``--headless`` and the TUI: the exit code, a line of counts and the
+summary table.
+
+Exit codes (``specbench run``, with or without the TUI):
+
+- ``0``: the sweep completed and every configuration is done (or skipped by the plan or the user);
+- ``1``: the sweep completed but at least one configuration crashed or failed (its results are still valid),
+  or the engine itself stopped on an unexpected error;
+- ``2``: nothing ran: the sweep file is invalid, the run directory cannot be resumed, or pre-flight failed;
+- ``3``: the run directory could not be written mid-run (full disk, permissions): the sweep stopped;
+- ``4``: a stopped server's GPUs were still held after ``engine.gpu_release_timeout_s``: nothing more was
+  launched (free the GPUs, then ``specbench run --resume RUN_DIR``);
+- ``129``: stopped by SIGHUP; ``130``: stopped on request (Ctrl-C, SIGTERM, or quitting the TUI mid-sweep);
+  continue with ``specbench run --resume RUN_DIR``.
+
+The summary table is :func:`specbench_tui.core.analysis.analyse` over the run directory (plan.json,
+results.jsonl, events.jsonl), so headless, the TUI and ``specbench report`` show the same figures: per
+workload the median decode tok/s with its speedup over the matched baseline, the geometric mean of those
+speedups, the median TTFT, and the acceptance length weighted by verify steps (a median of per-request
+ratios would snap to values such as 128/32 = 4.00 and show the same figure for different configurations).
+A configuration whose every request returned no tokens says ZERO OUTPUT in its note.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from typing import TYPE_CHECKING, Any
+
+from specbench_tui.core.analysis import (
+    ACCEPT_FROM_SERVER,
+    RunAnalysis,
+    acceptance,
+    analyse,
+    geometric_mean,
+    spread_of,
+)
+from specbench_tui.core.events import ConfigState, Event, ServerReady
+from specbench_tui.core.records import STATUS_OK, Measurement
+
+if TYPE_CHECKING:
+    from specbench_tui.engine.orchestrator import SweepOutcome
+
+EXIT_OK = 0
+EXIT_CONFIG_FAILED = 1
+EXIT_INVALID = 2
+EXIT_STORE = 3
+EXIT_GPU_HELD = 4
+EXIT_HANGUP = 129
+EXIT_INTERRUPTED = 130
+
+_STATE_ORDER = tuple(state.value for state in (ConfigState.DONE, ConfigState.CRASHED, ConfigState.FAILED,
+                                               ConfigState.SKIPPED, ConfigState.LAUNCHING, ConfigState.READY,
+                                               ConfigState.RUNNING, ConfigState.PENDING))
+
+
+def exit_code(outcome: SweepOutcome, *, hangup: bool = False) -> int:
+    """The exit code documented in this module for a sweep that ended with ``outcome``."""
+    if outcome.failure == "preflight":
+        return EXIT_INVALID
+    if outcome.failure == "gpu_release":
+        return EXIT_GPU_HELD
+    if outcome.state == "failed":
+        return EXIT_STORE if outcome.failure == "store" else EXIT_INVALID
+    if outcome.state == "aborted":
+        return EXIT_HANGUP if hangup else EXIT_INTERRUPTED
+    if any(state in (ConfigState.CRASHED, ConfigState.FAILED) for state in outcome.states.values()):
+        return EXIT_CONFIG_FAILED
+    return EXIT_OK
+
+
+def state_counts(outcome: SweepOutcome) -> str:
+    """``3 done, 1 crashed, 2 pending``: how many configurations ended in each state, in a fixed order."""
+    counts = Counter(getattr(state, "value", str(state)) for state in outcome.states.values())
+    order = [s for s in _STATE_ORDER if counts.get(s)] + sorted(set(counts) - set(_STATE_ORDER))
+    return ", ".join(f"{counts[s]} {s}" for s in order) or "no configuration"
+
+
+def ending_line(outcome: SweepOutcome) -> str:
+    """One line saying how the sweep ended and what to do next (the reason carries the resume command)."""
+    reason = f"; {outcome.reason}" if outcome.reason else ""
+    return f"sweep {outcome.state}: {state_counts(outcome)}{reason}"
+
+
+def summary_table(plan_json: dict[str, Any], measurements: list[Measurement], events: list[Event]) -> str:
+    """The table printed at the end, from :func:`analyse` over the run directory (earlier runs of a resumed
+    one included): one row per configuration, per workload the median decode tok/s and its speedup over the
+    matched baseline."""
+    analysis = analyse(plan_json, measurements, events)
+    startup = {e.config_id: e.startup_s for e in events if isinstance(e, ServerReady)}
+    by_config: dict[str, list[Measurement]] = defaultdict(list)
+    for measurement in measurements:
+        by_config[measurement.config_id].append(measurement)
+    workloads = [w.name for w in analysis.workloads]
+    head = ["configuration", "state", "start s", *workloads, "speedup", "TTFT ms", "accept", "note"]
+    rows = [head]
+    left = {0, 1, len(head) - 1}
+    for config in analysis.configs:
+        cells = [config.name, config.state, _fmt(startup.get(config.id), "{:.1f}")]
+        speedups: list[float] = []
+        for workload in workloads:
+            row = analysis.row(config.id, workload)
+            if row is None or row.decode_tps is None:
+                cells.append("-")
+                continue
+            text = f"{row.decode_tps.median:.1f}"
+            if row.speedup is not None and not config.is_baseline:
+                text += f" {row.speedup.median:.2f}x"
+                speedups.append(row.speedup.median)
+            cells.append(text)
+        records = [r for r in by_config.get(config.id, []) if r.status == STATUS_OK]
+        # Over every workload or not at all: a mean over the workloads a crashed run reached misleads.
+        mean = geometric_mean(speedups) if speedups and len(speedups) == len(workloads) else None
+        cells.append("base" if config.is_baseline and any(
+            (r := analysis.row(config.id, w)) is not None and r.decode_tps is not None for w in workloads)
+            else _fmt(mean, "{:.2f}x"))
+        ttft = median_of(spread_of(records, "ttft_s"))
+        cells.append(_fmt(ttft * 1000 if ttft is not None else None, "{:.0f}"))
+        accept = acceptance(records)[0]
+        if accept is not None:
+            cells.append(f"{accept:.2f}")
+        else:  # no per-request figure (vLLM): the server's counters over each workload, marked ^
+            served = [r.accept_length for w in workloads if (r := analysis.row(config.id, w)) is not None
+                      and r.accept_method == ACCEPT_FROM_SERVER and r.accept_length is not None]
+            cells.append(f"{statistics.fmean(served):.2f}^" if served else "-")
+        cells.append(_note(analysis, config.id, workloads)[:70])
+        rows.append(cells)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = ["  ".join(cell.ljust(widths[i]) if i in left else cell.rjust(widths[i])
+                       for i, cell in enumerate(row)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    out = [("decode tok/s per workload (median over requests; Nx = speedup over the matched baseline); "
+            "speedup: geometric mean over all workloads; accept: acceptance length weighted by verify steps "
+            "(^: from the server's counters, the engine gives none per request)"),
+           *lines]
+    best = [b for b in analysis.best if b.tp is None]
+    if best:
+        out.append("")
+        for b in best:
+            speed = f" ({b.speedup.median:.2f}x)" if b.speedup is not None else ""
+            close = f", within the noise of {b.runner_up}" if b.close_call and b.runner_up else ""
+            out.append(f"best {b.workload}: {b.config} {b.decode_tps.median:.1f} tok/s{speed}{close}")
+    for note in analysis.notes:
+        if not note.startswith("info:"):
+            out.append(f"note: {note}")
+    return "\n".join(out)
+
+
+def _note(analysis: RunAnalysis, config_id: str, workloads: list[str]) -> str:
+    """Why a row needs a second look: crash signature or reason, ZERO OUTPUT, errors, flags."""
+    config = analysis.config(config_id)
+    assert config is not None
+    cells = [r for w in workloads if (r := analysis.row(config_id, w)) is not None]
+    ok = sum(r.n_ok for r in cells)
+    zero = sum(r.n_zero_output for r in cells)
+    errors = sum(r.n_error for r in cells)
+    parts: list[str] = []
+    if config.state != "done":
+        parts.append(config.signature or config.reason or "")
+    if zero and not ok:
+        parts.insert(0, f"ZERO OUTPUT: all {zero} requests returned no tokens")
+    elif zero:
+        parts.append(f"{zero} zero-output")
+    if errors:
+        parts.append(f"{errors} errors")
+    flags = sorted({f for r in cells for f in r.flags} - {"zero_output", "errors", "no_baseline"})
+    parts += [f.replace("_", " ") for f in flags]
+    return "; ".join(p for p in parts if p)
+
+
+def median_of(spread: Any) -> float | None:
+    """The median of a :func:`~specbench_tui.core.analysis.spread_of` result, None for no data."""
+    return None if spread is None else float(spread.median)
+
+
+def _fmt(value: float | None, pattern: str) -> str:
+    return "-" if value is None else pattern.format(value)

@@ -1,0 +1,46 @@
+"""How a sweep ended: one exit code and one closing line for ``--headless`` and the TUI alike."""
+
+from __future__ import annotations
+
+import pytest
+
+from specbench_tui.core.events import ConfigState
+from specbench_tui.engine.ending import (
+    EXIT_CONFIG_FAILED,
+    EXIT_GPU_HELD,
+    EXIT_HANGUP,
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_STORE,
+    ending_line,
+    exit_code,
+    state_counts,
+)
+from specbench_tui.engine.orchestrator import SweepOutcome
+
+DONE, CRASHED, FAILED, SKIPPED, PENDING = (ConfigState.DONE, ConfigState.CRASHED, ConfigState.FAILED,
+                                           ConfigState.SKIPPED, ConfigState.PENDING)
+
+
+@pytest.mark.parametrize(("outcome", "hangup", "code"), [
+    (SweepOutcome("completed", states={"a": DONE, "b": SKIPPED}), False, EXIT_OK),
+    (SweepOutcome("completed", states={"a": DONE, "b": CRASHED}), False, EXIT_CONFIG_FAILED),
+    (SweepOutcome("completed", states={"a": FAILED}), False, EXIT_CONFIG_FAILED),
+    (SweepOutcome("aborted", states={"a": DONE, "b": PENDING}), False, EXIT_INTERRUPTED),
+    (SweepOutcome("aborted", states={"a": CRASHED, "b": PENDING}), True, EXIT_HANGUP),
+    (SweepOutcome("failed", failure="preflight"), False, EXIT_INVALID),
+    (SweepOutcome("failed", failure="store", states={"a": CRASHED}), False, EXIT_STORE),
+    (SweepOutcome("failed", failure="gpu_release", states={"a": DONE}), False, EXIT_GPU_HELD),
+])
+def test_exit_code(outcome: SweepOutcome, hangup: bool, code: int) -> None:
+    assert exit_code(outcome, hangup=hangup) == code
+
+
+def test_counts_in_a_fixed_order_and_the_reason_with_the_resume_command() -> None:
+    outcome = SweepOutcome("aborted", "stopped on request; continue with specbench run --resume runs/x",
+                           states={"p": PENDING, "c": CRASHED, "d1": DONE, "d2": DONE, "s": SKIPPED})
+    assert state_counts(outcome) == "2 done, 1 crashed, 1 skipped, 1 pending"
+    assert ending_line(outcome) == ("sweep aborted: 2 done, 1 crashed, 1 skipped, 1 pending; stopped on request; "
+                                    "continue with specbench run --resume runs/x")
+    assert ending_line(SweepOutcome("completed")) == "sweep completed: no configuration"
