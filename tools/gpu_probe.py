@@ -1,16 +1,27 @@
 """Show what specbench sees of this machine's GPUs through NVML, then the env.json fingerprint.
 
     .venv/bin/python tools/gpu_probe.py [--python /path/to/server/python] [--sweep sweep.toml] [--fake]
+                                        [--hold-gib 4 [--gpu 0]]
 
 Prints every GPU with every field (n/a where the driver cannot say), its compute processes, how long one
 sampling round takes, then the fingerprint JSON (secrets redacted). Without a driver it prints the hint and
 exits 0: that is a supported machine, not an error.
+
+``--hold-gib`` also checks, on real hardware, the two things placement relies on: a process of the server's
+interpreter (``--python``, with torch) takes that much memory on one GPU, launched as the engine launches a
+server (``CUDA_VISIBLE_DEVICES`` with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``); the probe says whether NVML lists it
+under the pid we started, on the GPU we named (it cannot in a container with its own pid namespace), and, after
+the process is killed, how long NVML takes to show the memory released, timed with the engine's own
+``wait_gpus_released``. It exits 1 when the memory was not seen or not released within ``--release-timeout``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,7 +29,32 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specbench_tui.engine import fingerprint  # noqa: E402
-from specbench_tui.engine.gpus import FakeBackend, NvmlBackend, architecture, describe_backend, fmt  # noqa: E402
+from specbench_tui.engine.gpus import (  # noqa: E402
+    FakeBackend,
+    GpuBackend,
+    NvmlBackend,
+    architecture,
+    describe_backend,
+    fmt,
+    wait_gpus_released,
+)
+
+HOLD_SCRIPT = """
+import sys
+import torch
+size = int(float(sys.argv[1]) * (1 << 30))
+block = torch.ones(size, dtype=torch.uint8, device="cuda")
+torch.cuda.synchronize()
+print(f"holding {size} bytes on {torch.cuda.get_device_name()}", flush=True)
+sys.stdin.read()
+"""
+"""Run by the server's interpreter: take the memory, say so, hold it until stdin closes (or a kill)."""
+
+FAKE_HOLD_SCRIPT = """
+import sys
+print("holding (fake)", flush=True)
+sys.stdin.read()
+"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,6 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", help="the server's interpreter (default: this one)")
     parser.add_argument("--sweep", type=Path, help="a sweep file to hash into the fingerprint")
     parser.add_argument("--fake", action="store_true", help="show the scripted 8-GPU fake box instead of NVML")
+    parser.add_argument("--hold-gib", type=float, default=0.0,
+                        help="also hold this many GiB on --gpu with the server's torch and time the release")
+    parser.add_argument("--gpu", type=int, default=0, help="the GPU index (NVML's) for --hold-gib")
+    parser.add_argument("--release-timeout", type=float, default=60.0,
+                        help="seconds to wait for the memory to be released after the kill (default 60)")
     args = parser.parse_args(argv)
 
     backend = FakeBackend(load_s=0.0) if args.fake else NvmlBackend()
@@ -59,10 +100,75 @@ def main(argv: list[str] | None = None) -> int:
     doc = fingerprint.collect(backend=backend, sweep_path=args.sweep, python=args.python)
     print("env.json:")
     print(json.dumps(doc, indent=2))
+    status = 0
+    if args.hold_gib > 0:
+        status = hold_check(backend, args.python or sys.executable, args.gpu, args.hold_gib, args.release_timeout,
+                            fake=args.fake)
     close = getattr(backend, "close", None)
     if callable(close):
         close()
-    return 0
+    return status
+
+
+def hold_check(backend: GpuBackend, python: str, gpu: int, gib: float, release_timeout_s: float, *,
+               fake: bool = False) -> int:
+    """Hold memory on ``gpu`` from a child process, look for it through the backend, kill it, time the release."""
+    if gpu >= backend.device_count():
+        print(f"hold: no GPU {gpu} (the backend sees {backend.device_count()})")
+        return 1 if not fake and backend.device_count() else 0
+    before = _used_mib(backend, gpu)
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    child = subprocess.Popen([python, "-c", FAKE_HOLD_SCRIPT if fake else HOLD_SCRIPT, str(gib)], env=env,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        said = child.stdout.readline().strip() if child.stdout else ""
+        if not said.startswith("holding"):
+            print(f"hold: {python} could not take {gib:g} GiB on GPU {gpu} (exit {child.wait(30)}); "
+                  "is torch with CUDA installed in it?")
+            return 1
+        if isinstance(backend, FakeBackend):
+            backend.load_s = 0.0
+            backend.attach("gpu-probe", (gpu,), (child.pid,))
+        print(f"hold: pid {child.pid}: {said}")
+        seen: set[int] = set()
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and child.pid not in seen:  # NVML may list a new context late
+            seen = backend.pids_holding((gpu,))
+            time.sleep(0.2)
+        after = _used_mib(backend, gpu)
+        grown = None if before is None or after is None else after - before
+        print(f"hold: GPU {gpu} memory used {fmt(before, '')} -> {fmt(after, ' MiB')} "
+              f"(+{fmt(grown, ' MiB')} for {gib * 1024:.0f} MiB asked)")
+        print(f"hold: NVML lists pids {sorted(seen) or 'none'} on GPU {gpu}; ours ({child.pid}) "
+              + ("is among them: processes map to their configuration" if child.pid in seen else
+                 "is NOT: pids live in another namespace (a container); the GPU panel cannot name owners and "
+                 "the release wait cannot see this server's memory"))
+    finally:
+        killed = time.monotonic()
+        child.kill()
+        child.wait(30)
+        if isinstance(backend, FakeBackend):
+            backend.detach((gpu,))
+    if child.pid in seen:
+        holding = asyncio.run(wait_gpus_released(backend, (gpu,), {child.pid}, release_timeout_s, poll_s=0.05))
+        released_s = time.monotonic() - killed
+        if holding:
+            print(f"hold: pid {child.pid} still holds GPU {gpu} {released_s:.1f} s after SIGKILL")
+            return 1
+        print(f"hold: NVML showed the memory released {released_s * 1000:.0f} ms after SIGKILL "
+              f"(wait_gpus_released, polling every 50 ms)")
+    ok = fake or (grown is not None and grown >= 0.9 * gib * 1024)
+    if not ok:
+        print("hold: the memory taken did not show in NVML's figure for that GPU: CUDA_VISIBLE_DEVICES and NVML "
+              "index different GPUs, or the figure is not per process")
+    return 0 if ok and child.pid in seen else 1
+
+
+def _used_mib(backend: GpuBackend, gpu: int) -> float | None:
+    for sample in backend.sample():
+        if sample.index == gpu:
+            return sample.mem_used_mib
+    return None
 
 
 if __name__ == "__main__":
