@@ -191,3 +191,18 @@ async def test_concurrent_configurations_run_side_by_side_on_disjoint_gpus(tmp_p
     assert any("concurrent" in e.text for e in of_type(events, Notice))
     assert len(of_type(events, MeasurementRecorded)) == 12
     assert not wait_no_processes(str(tmp_path))
+
+
+async def test_release_waits_for_the_pids_nvml_shows_even_in_another_pid_namespace(tmp_path):
+    """In a container NVML lists the host's pids, which match none of the server's: the pids that appeared on
+    the server's GPUs while it ran are waited for all the same, and named after it in the GPU panel."""
+    plan = make_plan(tmp_path, gpus=2, tps=(2,), seeds=(1, 2), count=1, release=0.3)
+    backend = FakeBackend(8, load_s=0.0, release_delay_s=60.0, pid_offset=4_000_000)
+    outcome, events, _, orchestrator = await run(plan, tmp_path / "runs", backend=backend, write_env=False,
+                                                 gpu_sample_interval_s=0.1)
+    assert outcome.state == "failed" and outcome.failure == "gpu_release", "the held memory was not seen"
+    errors = [e for e in of_type(events, Notice) if e.level == "error"]
+    assert errors and "GPU 0,1 still held by pid 4" in errors[0].text
+    named = {p["pid"]: p["config"] for e in of_type(events, GpuSampled) for s in e.samples for p in s["processes"]}
+    assert named and all(pid > 4_000_000 and config == "ar-tp2-s1" for pid, config in named.items()), named
+    assert not wait_no_processes(str(tmp_path))

@@ -48,7 +48,7 @@ def test_fake_box_with_the_hold_check(tmp_path: Path) -> None:
     doc = _fingerprint(out)
     assert doc["gpus"]["count"] == 8 and doc["gpus"]["sm"] == ["sm_120"]
     assert len(doc["sweep"]["sha256"]) == 64
-    assert "is among them" in out and "memory released" in out
+    assert "lists our pid" in out and "memory released" in out
 
 
 def test_no_driver_is_a_hint_and_exit_0() -> None:
@@ -78,7 +78,7 @@ def test_memory_released_in_time_passes(capsys: pytest.CaptureFixture[str]) -> N
     backend = FakeBackend(load_s=0.0, release_delay_s=0.2)
     assert probe.hold_check(backend, sys.executable, 1, 1.0, 5.0, fake=True) == 0
     out = capsys.readouterr().out
-    assert "is among them" in out and "memory released" in out
+    assert "lists our pid" in out and "memory released" in out
 
 
 def test_an_interpreter_without_torch_is_said(capsys: pytest.CaptureFixture[str]) -> None:
@@ -87,3 +87,11 @@ def test_an_interpreter_without_torch_is_said(capsys: pytest.CaptureFixture[str]
     backend = FakeBackend(load_s=0.0)
     assert probe.hold_check(backend, sys.executable, 1, 0.001, 1.0) == 1
     assert "could not take" in capsys.readouterr().out
+
+
+def test_another_pid_namespace_is_recognised_and_its_pids_watched(capsys: pytest.CaptureFixture[str]) -> None:
+    probe = _probe_module()
+    backend = FakeBackend(load_s=0.0, release_delay_s=0.2, pid_offset=4_000_000)
+    assert probe.hold_check(backend, sys.executable, 3, 1.0, 5.0, fake=True) == 0
+    out = capsys.readouterr().out
+    assert "another pid namespace" in out and "memory released" in out

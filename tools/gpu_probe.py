@@ -9,10 +9,11 @@ exits 0: that is a supported machine, not an error.
 
 ``--hold-gib`` also checks, on real hardware, the two things placement relies on: a process of the server's
 interpreter (``--python``, with torch) takes that much memory on one GPU, launched as the engine launches a
-server (``CUDA_VISIBLE_DEVICES`` with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``); the probe says whether NVML lists it
-under the pid we started, on the GPU we named (it cannot in a container with its own pid namespace), and, after
-the process is killed, how long NVML takes to show the memory released, timed with the engine's own
-``wait_gpus_released``. It exits 1 when the memory was not seen or not released within ``--release-timeout``.
+server (``CUDA_VISIBLE_DEVICES`` with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``); the probe says whether NVML lists it on
+the GPU we named, under the pid we started or (in a container with its own pid namespace) under another, and,
+after the process is killed, how long NVML takes to show the memory released, timed with the engine's own
+``wait_gpus_released`` on the pids that appeared, as the engine does. It exits 1 when the memory was not seen
+or not released within ``--release-timeout``.
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ def hold_check(backend: GpuBackend, python: str, gpu: int, gib: float, release_t
         print(f"hold: no GPU {gpu} (the backend sees {backend.device_count()})")
         return 1 if not fake and backend.device_count() else 0
     before = _used_mib(backend, gpu)
+    pids_before = backend.pids_holding((gpu,))
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     child = subprocess.Popen([python, "-c", FAKE_HOLD_SCRIPT if fake else HOLD_SCRIPT, str(gib)], env=env,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -130,30 +132,34 @@ def hold_check(backend: GpuBackend, python: str, gpu: int, gib: float, release_t
             backend.load_s = 0.0
             backend.attach("gpu-probe", (gpu,), (child.pid,))
         print(f"hold: pid {child.pid}: {said}")
-        seen: set[int] = set()
+        new: set[int] = set()
         deadline = time.monotonic() + 10.0
-        while time.monotonic() < deadline and child.pid not in seen:  # NVML may list a new context late
-            seen = backend.pids_holding((gpu,))
+        while time.monotonic() < deadline and not new:  # NVML may list a new context late
+            new = backend.pids_holding((gpu,)) - pids_before
             time.sleep(0.2)
         after = _used_mib(backend, gpu)
         grown = None if before is None or after is None else after - before
         print(f"hold: GPU {gpu} memory used {fmt(before, '')} -> {fmt(after, ' MiB')} "
               f"(+{fmt(grown, ' MiB')} for {gib * 1024:.0f} MiB asked)")
-        print(f"hold: NVML lists pids {sorted(seen) or 'none'} on GPU {gpu}; ours ({child.pid}) "
-              + ("is among them: processes map to their configuration" if child.pid in seen else
-                 "is NOT: pids live in another namespace (a container); the GPU panel cannot name owners and "
-                 "the release wait cannot see this server's memory"))
+        if child.pid in new:
+            print(f"hold: NVML lists our pid {child.pid} on GPU {gpu}: processes map to their configuration")
+        elif new:
+            print(f"hold: NVML lists pid {sorted(new)} on GPU {gpu}, not ours ({child.pid}): another pid namespace "
+                  "(a container); the engine names and watches the pids that appear on a server's GPUs instead")
+        else:
+            print(f"hold: NVML lists no new process on GPU {gpu}: the GPU panel cannot name owners and the release "
+                  "wait cannot see a server's memory")
     finally:
         killed = time.monotonic()
         child.kill()
         child.wait(30)
         if isinstance(backend, FakeBackend):
             backend.detach((gpu,))
-    if child.pid in seen:
-        holding = asyncio.run(wait_gpus_released(backend, (gpu,), {child.pid}, release_timeout_s, poll_s=0.05))
+    if new:
+        holding = asyncio.run(wait_gpus_released(backend, (gpu,), new, release_timeout_s, poll_s=0.05))
         released_s = time.monotonic() - killed
         if holding:
-            print(f"hold: pid {child.pid} still holds GPU {gpu} {released_s:.1f} s after SIGKILL")
+            print(f"hold: pid {sorted(holding)} still holds GPU {gpu} {released_s:.1f} s after SIGKILL")
             return 1
         print(f"hold: NVML showed the memory released {released_s * 1000:.0f} ms after SIGKILL "
               f"(wait_gpus_released, polling every 50 ms)")
@@ -161,7 +167,7 @@ def hold_check(backend: GpuBackend, python: str, gpu: int, gib: float, release_t
     if not ok:
         print("hold: the memory taken did not show in NVML's figure for that GPU: CUDA_VISIBLE_DEVICES and NVML "
               "index different GPUs, or the figure is not per process")
-    return 0 if ok and child.pid in seen else 1
+    return 0 if ok and new else 1
 
 
 def _used_mib(backend: GpuBackend, gpu: int) -> float | None:

@@ -420,8 +420,11 @@ class FakeBackend:
                  power_limit_w: float = 600.0, compute_capability: str = "12.0",
                  driver_version: str = "580.95.05", cuda_driver_version: str = "13.0",
                  release_delay_s: float = 0.0, load_s: float = 2.0, idle_mem_mib: float = 3.0,
-                 clock: Callable[[], float] = time.monotonic, seed: int = 0) -> None:
+                 clock: Callable[[], float] = time.monotonic, seed: int = 0, pid_offset: int = 0) -> None:
         self.hint: str | None = None
+        self.pid_offset = pid_offset
+        """NVML in a container with its own pid namespace lists the host's pids, not ours: the fake then shows
+        each attached pid plus this offset."""
         self.count = count
         self.gpu_name = name
         self.mem_total_mib = mem_total_mib
@@ -446,7 +449,8 @@ class FakeBackend:
         """A server for ``config_name`` started on ``indices`` with process ids ``pids``."""
         indices_t = self._check(indices)
         with self._lock:
-            self._leases.append(_Lease(config=config_name, indices=indices_t, pids=tuple(pids),
+            self._leases.append(_Lease(config=config_name, indices=indices_t,
+                                       pids=tuple(pid + self.pid_offset for pid in pids),
                                        target_mib=max(0.0, min(mem_fraction, 1.0)) * self.mem_total_mib,
                                        attached_at=self._clock()))
 

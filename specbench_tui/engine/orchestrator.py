@@ -24,7 +24,9 @@ window per configuration, open from ``ready`` to the end of its last workload, b
 servers (the simulator's fake box) has ``attach``/``set_busy``/``detach`` called on it; the orchestrator asks
 for those methods by name and never for a backend type, so the real NVML path runs no fake-specific code.
 Servers get ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (NVML's indices). After a
-teardown the GPUs go back to the pool only once none of the server's processes holds memory on them; past
+teardown the GPUs go back to the pool only once none of the server's processes holds memory on them (its
+process tree, and every pid NVML showed appearing on its GPUs while it was up: in a container NVML lists the
+host's pids, which match none of ours); past
 ``engine.gpu_release_timeout_s`` the sweep fails cleanly (nothing new launches, those GPUs are never reused,
 ``SweepOutcome.failure == "gpu_release"``). ``env.json`` (:mod:`specbench_tui.engine.fingerprint`) is
 written once per run directory, in a worker thread, while the first server starts.
@@ -166,6 +168,11 @@ class _Running:
     skip: asyncio.Event = field(default_factory=asyncio.Event)
     gpu_summary: GpuSummary | None = None
     """The GPUs over the measured window (from ready to the end of the last workload)."""
+    gpu_pids_before: frozenset[int] = frozenset()
+    """Pids NVML listed on these GPUs before the server was launched (normally none)."""
+    gpu_pids: set[int] = field(default_factory=set)
+    """Pids NVML listed on these GPUs while the server was up that were not there before: the server's, in
+    whatever pid namespace NVML reports (a container's NVML gives the host's pids, which match no pid of ours)."""
 
 
 # ------------------------------------------------------------------------------------------------- helpers
@@ -651,6 +658,7 @@ class Orchestrator:
         self._set_state(config, ConfigState.LAUNCHING, f"attempt {attempt}" if attempt > 1 else None)
         outcome: tuple[ConfigState, str | None] | None = None
         client: ServerClient | None = None
+        running.gpu_pids_before = frozenset(await self._pids_on(gpus))
         try:
             try:
                 pid = await server.start()
@@ -673,10 +681,12 @@ class Orchestrator:
                 running.gpu_summary = self.sampler.close_window(config.id) or running.gpu_summary
             if client is not None:
                 await client.aclose()
+            if server.pid is not None:
+                await self._note_gpu_pids(config, running)
             report = await server.stop(engine.shutdown_grace_s, now=self._abort_now.is_set())
             self._script("detach", gpus)
-            holding = await self._wait_released(config, gpus, server)
-            for pid in server.pids_seen | ({server.pid} if server.pid is not None else set()):
+            holding = await self._wait_released(config, gpus, server.pids_seen | running.gpu_pids)
+            for pid in server.pids_seen | running.gpu_pids | ({server.pid} if server.pid is not None else set()):
                 self.owners.pop(pid, None)
             leftover = tuple(sorted(set(report.leftover_pids) | holding))
             if server.pid is not None:
@@ -693,21 +703,40 @@ class Orchestrator:
                     self._durations[config.id] = time.monotonic() - started
                 await self._conclude(config, running, server, *outcome)
 
-    async def _wait_released(self, config: PlannedConfig, gpus: tuple[int, ...], server: ServerProcess) -> set[int]:
-        """Wait until the stopped server's processes hold no memory on ``gpus``; pids still holding then.
+    async def _pids_on(self, gpus: tuple[int, ...]) -> set[int]:
+        """Pids NVML lists on ``gpus`` now (none without GPUs; a failing backend counts as none)."""
+        if not gpus:
+            return set()
+        try:
+            return await asyncio.to_thread(self.backend.pids_holding, gpus)
+        except Exception:  # noqa: BLE001 - telemetry must never cost a measurement
+            return set()
+
+    async def _note_gpu_pids(self, config: PlannedConfig, running: _Running) -> None:
+        """Remember the pids that appeared on the server's GPUs since its launch, and name them in the GPU
+        panel: where NVML shares our pid namespace they are the server's own; in a container they are the
+        host's numbers for them, the only ones the release wait can watch."""
+        new = await self._pids_on(running.gpus) - running.gpu_pids_before
+        running.gpu_pids |= new
+        for pid in new:
+            self.owners.setdefault(pid, config.name)
+
+    async def _wait_released(self, config: PlannedConfig, gpus: tuple[int, ...], pids: set[int]) -> set[int]:
+        """Wait until the stopped server's processes (``pids``: its process tree, and the pids NVML showed
+        appearing on its GPUs) hold no memory on ``gpus``; pids still holding then.
 
         Past ``engine.gpu_release_timeout_s`` the GPUs are kept out of the pool for good and the sweep fails
         cleanly (nothing new launches). After ``abort(now=True)`` nothing is waited for: leftovers are
         only reported, since the sweep is ending anyway."""
         timeout = self.sweep.engine.gpu_release_timeout_s
         if self._abort_now.is_set():
-            holding = await wait_gpus_released(self.backend, gpus, server.pids_seen, 0.0)
+            holding = await wait_gpus_released(self.backend, gpus, pids, 0.0)
             if holding:
                 self.publish(Notice(level="warning", config_id=config.id,
                                     text=f"{config.name}: pids {sorted(holding)} still hold GPU memory on "
                                          f"{','.join(map(str, gpus))} (aborted: not waited for)"))
             return holding
-        holding = await wait_gpus_released(self.backend, gpus, server.pids_seen, timeout)
+        holding = await wait_gpus_released(self.backend, gpus, pids, timeout)
         if holding:
             message = release_failure_message(gpus, holding, timeout)
             self._held_gpus.update(gpus)
@@ -785,6 +814,7 @@ class Orchestrator:
         if server.pid is not None:  # the ranks' children exist now: name them in the GPU panel too
             for pid in await asyncio.to_thread(process_tree, server.pid, server.pid):
                 self.owners.setdefault(pid, config.name)
+        await self._note_gpu_pids(config, running)  # the model is loaded: its CUDA contexts are listed
         if self.sampler is not None:
             self.sampler.open_window(config.id, running.gpus)
         session = Session(client, lambda: self._progress(running), context_length,
