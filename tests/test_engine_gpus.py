@@ -127,6 +127,9 @@ async def test_fake_box_follows_the_server_and_the_summary_covers_the_measured_w
     assert any(p["pid"] == launch.pid for s in held for p in s["processes"])
     assert max(s["mem_used_mib"] for s in held) > 0.4 * 97887
     assert max(s["util_pct"] for s in held) > 80, "busy while requests ran"
+    last = of_type(events, GpuSampled)[-1]
+    assert events.index(last) > events.index(of_type(events, ServerStopped)[-1]), "the panel ends after teardown"
+    assert all(not s["processes"] and s["mem_used_mib"] < 100 for s in last.samples), last
 
     finished = of_type(events, ConfigFinished)[0]
     summary = finished.gpu_summary

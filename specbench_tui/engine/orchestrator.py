@@ -446,8 +446,19 @@ class Orchestrator:
             await self._stop_all()
             if self.sampler is not None:
                 self.sampler.stop()
+                await self._last_sample()
             await self._await_env()
         return self._finish()
+
+    async def _last_sample(self) -> None:
+        """One sample after the last teardown, so the GPU panel is left showing the box as the sweep left it
+        (free, or what a leftover still holds), not as it was during the last request."""
+        try:
+            samples = await asyncio.to_thread(self.backend.sample)
+        except Exception:  # noqa: BLE001 - telemetry must never cost the end of a sweep
+            return
+        if samples:
+            self._on_samples(samples)
 
     async def _report_leftovers(self) -> None:
         """A warning for each server of an earlier run (in this run directory's folder, or the sweep's
@@ -687,7 +698,8 @@ class Orchestrator:
             self._script("detach", gpus)
             holding = await self._wait_released(config, gpus, server.pids_seen | running.gpu_pids)
             for pid in server.pids_seen | running.gpu_pids | ({server.pid} if server.pid is not None else set()):
-                self.owners.pop(pid, None)
+                if pid not in holding:  # a pid still holding memory keeps its name in the GPU panel
+                    self.owners.pop(pid, None)
             leftover = tuple(sorted(set(report.leftover_pids) | holding))
             if server.pid is not None:
                 self.publish(ServerStopped(config_id=config.id, exit_code=report.exit_code,
