@@ -49,8 +49,11 @@ def test_ddtree_b8_crashes_in_warmup_like_sglang() -> None:
         code = sim.wait_exit(10)
         log = sim.stderr
     assert code != 0 and code == -signal.SIGKILL
-    for rank in ("TP0", "TP1"):
-        assert f" {rank}] Scheduler hit an exception: Traceback (most recent call last):" in log
+    # Both ranks fail in the same warm-up forward, but SGLang's main process kills the whole tree at the first
+    # SIGQUIT: a rank that had not been scheduled yet (a loaded machine) dies without a line, here as on GPUs.
+    logged = [rank for rank in ("TP0", "TP1")
+              if f" {rank}] Scheduler hit an exception: Traceback (most recent call last):" in log]
+    assert logged, log
     assert ILLEGAL in log and ASYNC_NOTE in log and "ddtree_worker.py" in log
     assert log.index("Scheduler hit an exception") < log.index(SIGQUIT_LINE)
     assert "fired up and ready to roll" not in log
