@@ -669,8 +669,8 @@ class Orchestrator:
         self._set_state(config, ConfigState.LAUNCHING, f"attempt {attempt}" if attempt > 1 else None)
         outcome: tuple[ConfigState, str | None] | None = None
         client: ServerClient | None = None
-        running.gpu_pids_before = frozenset(await self._pids_on(gpus))
         try:
+            running.gpu_pids_before = frozenset(await self._pids_on(gpus))
             try:
                 pid = await server.start()
             except StoreError as exc:  # logs/ cannot be written: the sweep stops, resume runs this one again
