@@ -122,12 +122,23 @@ def wait_no_processes(marker: str, timeout_s: float = 5.0) -> list[int]:
     return wait_until_none(lambda: processes_with_env(marker), timeout_s)
 
 
+def as_from_a_terminal() -> None:
+    """``preexec_fn``: Ctrl-C and hang-up back to their defaults, as for a command typed at a terminal.
+
+    A test suite started in the background or under ``nohup`` hands its children SIGINT and SIGHUP ignored,
+    and specbench keeps an inherited ignore on purpose (``nohup specbench run`` must survive the hang-up), so
+    without this the signal tests would depend on how pytest was launched."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def headless_engine(args: list[str], cwd: Path, env: dict[str, str] | None = None, *, tui: bool = False,
                     new_session: bool = False) -> subprocess.Popen[bytes]:
     """``specbench run ARGS --headless`` (without ``--headless`` when ``tui``) as a subprocess, its output piped."""
     argv = [sys.executable, "-m", "specbench_tui", "run", *args, *([] if tui else ["--headless"])]
     return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=new_session)
+                            stderr=subprocess.STDOUT, start_new_session=new_session,
+                            preexec_fn=as_from_a_terminal)  # noqa: PLW1509 - no threads start a child here
 
 
 def record_key(record: dict) -> tuple:

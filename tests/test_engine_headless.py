@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from engine_helpers import headless_engine, wait_no_processes, write_sweep
+from engine_helpers import as_from_a_terminal, headless_engine, wait_no_processes, write_sweep
 
 pytestmark = pytest.mark.e2e
 
@@ -119,6 +119,42 @@ def test_signal_stops_the_sweep_cleanly(tmp_path, signals, code, in_flight_recor
         assert took < 5.0, f"the second Ctrl-C took {took:.1f} s to stop"
 
 
+def test_nohup_keeps_the_hang_up_ignored(tmp_path):
+    """``nohup specbench run ...``: SIGHUP was ignored when the program started, so it stays ignored and the
+    sweep goes on; SIGTERM still stops it cleanly."""
+    def nohup() -> None:
+        as_from_a_terminal()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    path = write_sweep(tmp_path, SWEEP, PROFILE)
+    runs = tmp_path / "runs"
+    engine = subprocess.Popen([sys.executable, "-m", "specbench_tui", "run", str(path), "--headless",
+                               "--runs-dir", str(runs)], cwd=tmp_path, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=nohup)  # noqa: PLW1509
+    try:
+        deadline = time.monotonic() + 40
+        while not _records(runs):
+            assert engine.poll() is None, engine.stdout.read().decode()
+            assert time.monotonic() < deadline, "no measurement in time"
+            time.sleep(0.02)
+        engine.send_signal(signal.SIGHUP)
+        count = len(_records(runs))
+        deadline = time.monotonic() + 40
+        while len(_records(runs)) <= count + 1:
+            assert engine.poll() is None, "SIGHUP stopped a nohup run"
+            assert time.monotonic() < deadline, "no measurement after SIGHUP"
+            time.sleep(0.02)
+        engine.send_signal(signal.SIGTERM)
+        output = engine.communicate(timeout=30)[0].decode(errors="replace")
+    finally:
+        if engine.poll() is None:
+            engine.kill()
+            engine.wait(5)
+    assert engine.returncode == 130, output
+    assert "SIGHUP" not in output and "SIGTERM: stopping" in output
+    assert not wait_no_processes(str(tmp_path)), "a simulator process survived"
+
+
 def test_sighup_after_the_terminal_is_gone(tmp_path):
     """The SSH session dropped: the terminal the lines go to is gone (writes fail with EIO), then SIGHUP.
     The engine still stops cleanly, tears the servers down and exits 129."""
@@ -130,7 +166,7 @@ def test_sighup_after_the_terminal_is_gone(tmp_path):
     master, slave = pty.openpty()
     engine = subprocess.Popen([sys.executable, "-m", "specbench_tui", "run", str(path), "--headless",
                                "--runs-dir", str(runs)], cwd=tmp_path, stdin=subprocess.DEVNULL,
-                              stdout=slave, stderr=slave)
+                              stdout=slave, stderr=slave, preexec_fn=as_from_a_terminal)  # noqa: PLW1509
     os.close(slave)
     os.set_blocking(master, False)
     try:
