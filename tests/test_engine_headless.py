@@ -74,6 +74,15 @@ def _records(runs: Path) -> list[dict]:
     return [json.loads(line) for line in found[0].read_text().splitlines() if line.strip()]
 
 
+def _wait_records(engine: subprocess.Popen[bytes], runs: Path, count: int) -> None:
+    """Wait until the run directory holds ``count`` measurements while the engine runs (at most 40 s)."""
+    deadline = time.monotonic() + 40
+    while len(_records(runs)) < count:
+        assert engine.poll() is None, engine.stdout.read().decode() if engine.stdout else "the engine ended"
+        assert time.monotonic() < deadline, f"fewer than {count} measurements in time"
+        time.sleep(0.02)
+
+
 @pytest.mark.parametrize(("signals", "code", "in_flight_recorded"), [
     pytest.param([signal.SIGINT], 130, True, id="sigint"),
     pytest.param([signal.SIGINT, signal.SIGINT], 130, False, id="sigint-twice"),
@@ -85,11 +94,7 @@ def test_signal_stops_the_sweep_cleanly(tmp_path, signals, code, in_flight_recor
     runs = tmp_path / "runs"
     engine = headless_engine([str(path), "--runs-dir", str(runs)], tmp_path)
     try:
-        deadline = time.monotonic() + 40
-        while not _records(runs):
-            assert engine.poll() is None, engine.stdout.read().decode()
-            assert time.monotonic() < deadline, "no measurement in time"
-            time.sleep(0.02)
+        _wait_records(engine, runs, 1)
         time.sleep(0.1)  # the next request is in flight
         before = len(_records(runs))
         sent = time.monotonic()
@@ -132,18 +137,9 @@ def test_nohup_keeps_the_hang_up_ignored(tmp_path):
                                "--runs-dir", str(runs)], cwd=tmp_path, stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=nohup)  # noqa: PLW1509
     try:
-        deadline = time.monotonic() + 40
-        while not _records(runs):
-            assert engine.poll() is None, engine.stdout.read().decode()
-            assert time.monotonic() < deadline, "no measurement in time"
-            time.sleep(0.02)
+        _wait_records(engine, runs, 1)
         engine.send_signal(signal.SIGHUP)
-        count = len(_records(runs))
-        deadline = time.monotonic() + 40
-        while len(_records(runs)) <= count + 1:
-            assert engine.poll() is None, "SIGHUP stopped a nohup run"
-            assert time.monotonic() < deadline, "no measurement after SIGHUP"
-            time.sleep(0.02)
+        _wait_records(engine, runs, len(_records(runs)) + 2)  # SIGHUP stopped nothing
         engine.send_signal(signal.SIGTERM)
         output = engine.communicate(timeout=30)[0].decode(errors="replace")
     finally:
