@@ -12,8 +12,9 @@ import argparse
 import os
 import sys
 
-EXIT_FAILED = 1
-EXIT_INVALID = 2
+from specbench_tui.engine.ending import EXIT_CONFIG_FAILED as EXIT_FAILED
+from specbench_tui.engine.ending import EXIT_INVALID
+
 STOP_TIMEOUT_S = 60.0
 
 
