@@ -267,10 +267,16 @@ async def test_retry_a_crashed_configuration_reruns_only_what_is_missing(tmp_pat
     assert requeued and requeued[-1].reason == "queued again"
     launches = [e.attempt for e in of_type(sweep.events, ServerLaunching) if e.config_id == crashing]
     assert launches == [1, 2]
-    keys = keys_of(sweep.events)
-    assert len(keys) == len(set(keys)) == 8, "completed keys are not measured again"
+    records = [e.record for e in of_type(sweep.events, MeasurementRecorded)]
+    ok_keys = [record_key(r) for r in records if r["status"] == "ok"]
+    assert len(ok_keys) == len(set(ok_keys)) == 8, "completed keys are not measured again"
+    # The request in flight at the crash is on record as an error (the crash its reason), and only that key is
+    # measured a second time, by the retry.
+    cut = [r for r in records if r["status"] != "ok"]
+    assert len(cut) == 1 and cut[0]["error_kind"] == "crash" and cut[0]["config_id"] == crashing
+    assert len(records) == 9 and record_key(cut[0]) in ok_keys
     first_attempt = [e for e in sweep.measured("ar-tp2-s1")][:2]
-    assert len(first_attempt) == 2 and all(e.record["status"] == "ok" for e in sweep.measured())
+    assert len(first_attempt) == 2 and all(e.record["status"] == "ok" for e in first_attempt)
     assert_no_server_left(sweep.events, str(tmp_path))
 
 

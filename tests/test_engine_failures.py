@@ -73,7 +73,13 @@ async def test_stall_empty_output_and_failed_start(tmp_path):
     finished = {e.name: e for e in of_type(events, ConfigFinished)}
     stalled = finished["dflash-b8"]
     assert stalled.state == ConfigState.FAILED and "stalled" in stalled.reason
-    assert {e.workload for e in of_type(events, WorkloadNotRun) if e.config_id == stalled.config_id} == {"code", "haiku"}
+    # The request in flight when it stalled is on record as an error with the stall as its reason (so "code"
+    # was cut short, not "not run"); the workload after it never ran.
+    cut = [e.record for e in of_type(events, MeasurementRecorded) if e.config_id == stalled.config_id]
+    assert [(r["item"], r["status"], r["error_kind"]) for r in cut] == [("fibonacci", "ok", None),
+                                                                        ("quicksort", "error", "crash")]
+    assert "stalled" in cut[1]["error"]
+    assert {e.workload for e in of_type(events, WorkloadNotRun) if e.config_id == stalled.config_id} == {"haiku"}
     empty = finished["dflash-b16"]
     records = [e.record for e in of_type(events, MeasurementRecorded) if e.config_id == empty.config_id]
     assert records and all(r["status"] == "zero_output" and r["decode_tps"] is None for r in records)

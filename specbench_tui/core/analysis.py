@@ -39,8 +39,22 @@ Rules, and why:
   ``ConfigFinished``) is kept beside it, never mixed in;
 - a speculative configuration whose acceptance is below :data:`IDLE_ACCEPTANCE` is flagged: speculation is
   running but accepting nothing, so it costs and cannot win;
-- speedup = cell median ÷ matched baseline median at the same workload; its spread is the min..max of the
-  ratios of per-repeat medians (over the items both have). A missing baseline is said, never guessed;
+- speedup pairs items: it is the median decode tok/s over the (item, repeat) pairs both the configuration and
+  its matched baseline measured ok, divided by the baseline's median over the same pairs; its spread is the
+  min..max of the same ratio per repeat. A configuration that crashed after three of nine items is compared on
+  those three items only (dividing by the baseline's median over all nine would credit it with the speed of
+  the short items). A missing baseline is said, never guessed;
+- a cell is *partial* when the workload was cut short (a crash, a failure, a kill): it has measurements, but
+  fewer than the workload's items × repeats (``CellRow.coverage``: ``partial (k of n items)``); the request in
+  flight when the server died is an error measurement with ``error_kind == "crash"``
+  (:data:`~specbench_tui.core.records.ERROR_KIND_CRASH`), counted in ``n_crash``, never as a measured item.
+  A crashed, failed or partial configuration is marked, and kept out of every geometric mean
+  (:func:`aggregate`) and of "best";
+- the server's own log figure for a cell is shown only when the cell has measurements: a workload that never ran
+  gets no figure (not even the server's lifetime one);
+- notices belong to an attempt: a run-level notice from before the latest ``SweepStarted`` (a failed pre-flight
+  that a resume got past) and a configuration's notice from before its latest launch are ``history``, not
+  ``notes``;
 - losslessness (greedy workloads only): each speculative output hash is compared with the baseline's for the
   same workload, item and repeat (any baseline repeat of the item when that one is missing); a mismatch
   flags the cell and bars it from "best": fast but wrong must not win;
@@ -59,13 +73,26 @@ from typing import Any
 
 from specbench_tui.core.events import (
     ConfigFinished,
+    ConfigState,
     ConfigStateChanged,
     CrashDetected,
     Event,
     Notice,
+    ServerLaunching,
+    ServerReady,
+    SweepStarted,
+    WorkloadFinished,
     WorkloadNotRun,
+    WorkloadStarted,
 )
-from specbench_tui.core.records import STATUS_ERROR, STATUS_OK, STATUS_ZERO_OUTPUT, Measurement
+from specbench_tui.core.records import (
+    ERROR_KIND_CRASH,
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_ZERO_OUTPUT,
+    Measurement,
+    MeasurementKey,
+)
 
 IDLE_ACCEPTANCE = 1.05
 """Below this mean acceptance length a speculative configuration is flagged as doing nothing."""
@@ -91,9 +118,20 @@ FLAG_IDLE = "speculation_idle"
 FLAG_MISMATCH = "lossless_mismatch"
 FLAG_CLAMPED = "clamped"
 FLAG_NO_BASELINE = "no_baseline"
+FLAG_PARTIAL = "partial"
+"""The workload was cut short: fewer measured items than it has (see ``CellRow.coverage``)."""
+FLAG_CRASH_CUT = "cut_by_crash"
+"""A request was in flight when the server died (recorded as an error with the crash as its reason)."""
 FLAG_BURST = "streamed_in_one_burst"
 """Every ok answer arrived in one piece (first token = last token): no decode rate can be measured, and none is
 shown. vLLM's CPU build on a busy small machine does this; so does a server that buffers its stream."""
+
+COVERAGE_COMPLETE = "complete"
+COVERAGE_PARTIAL = "partial"
+COVERAGE_RUNNING = "running"
+COVERAGE_NOT_RUN = "not run"
+COVERAGE_NONE = "none"
+"""Nothing measured and nothing said about it (a pending configuration)."""
 
 LOSSLESS_PASS = "pass"
 LOSSLESS_MISMATCH = "mismatch"
@@ -157,6 +195,8 @@ class ConfigSummary:
     workload_log_accept: tuple[tuple[str, float], ...] = ()
     """(workload, acceptance from the server's log lines while it ran), where the engine published it."""
     in_plan: bool = True
+    startup_s: float | None = None
+    """Launch to ready, of its latest server that became ready."""
 
 
 @dataclass(frozen=True)
@@ -215,10 +255,38 @@ class CellRow:
     flags: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
     """Distinct error texts of the cell's failed requests (first few)."""
+    n_crash: int = 0
+    """Requests in flight when the server died (among ``n_error``; not measured items)."""
+    expected: int | None = None
+    """Items × repeats the workload has for this configuration (None when no event said so)."""
+    coverage: str = COVERAGE_NONE
+    """complete, partial (cut short), running (being measured now), not run, or none (see ``coverage_text``)."""
+    not_run: str | None = None
+    """Why the workload never ran, when it did not."""
+    paired: int = 0
+    """(item, repeat) pairs the speedup is computed over (measured ok here and by the baseline)."""
 
     @property
     def measured(self) -> bool:
         return self.n_ok + self.n_zero_output + self.n_error > 0
+
+    @property
+    def items_measured(self) -> int:
+        """Keys with a measurement of their own (the request cut by a crash is not one)."""
+        return self.n_ok + self.n_zero_output + self.n_error - self.n_crash
+
+    @property
+    def partial(self) -> bool:
+        return self.coverage == COVERAGE_PARTIAL
+
+    def coverage_text(self) -> str:
+        """``partial (3 of 9 items)``, ``running (2 of 9 items)``, ``not run``, or "" for a complete cell."""
+        if self.coverage in (COVERAGE_PARTIAL, COVERAGE_RUNNING):
+            total = f" of {self.expected}" if self.expected else ""
+            return f"{self.coverage} ({self.items_measured}{total} items)"
+        if self.coverage == COVERAGE_NOT_RUN:
+            return COVERAGE_NOT_RUN
+        return ""
 
 
 @dataclass(frozen=True)
@@ -248,6 +316,26 @@ class Best:
 
 
 @dataclass(frozen=True)
+class ConfigTotals:
+    """One configuration over every workload: what a one-line summary shows."""
+
+    config_id: str
+    n_ok: int
+    n_zero_output: int
+    n_error: int
+    ttft_s: Spread | None
+    """Over every ok measurement of the configuration."""
+    accept_length: float | None
+    accept_method: str | None
+    """As :func:`acceptance` over every ok measurement; ``server`` when only the engine's counters gave one
+    (their mean over the workloads)."""
+    speedup: float | None
+    """Geometric mean of the per-workload speedups (:func:`aggregate`); None when it is not fair to give one."""
+    speedup_note: str | None = None
+    """Why there is no mean speedup (crashed, partial, a workload without one)."""
+
+
+@dataclass(frozen=True)
 class RunAnalysis:
     """Everything a report or the results table shows about one run."""
 
@@ -257,6 +345,12 @@ class RunAnalysis:
     rows: tuple[CellRow, ...]
     best: tuple[Best, ...]
     notes: tuple[str, ...] = ()
+    history: tuple[str, ...] = ()
+    """Warnings and errors of earlier attempts (a pre-flight a resume got past, a launch a retry replaced)."""
+    measurement_counts: tuple[int, int, int] = (0, 0, 0)
+    """ok, zero-output and error measurements in the whole run (one per key: a retried key counts once)."""
+    totals: tuple[ConfigTotals, ...] = ()
+    """One per configuration, in plan order."""
     _rows_by_key: dict[tuple[str, str], CellRow] = field(default_factory=dict, repr=False, compare=False)
     _configs_by_id: dict[str, ConfigSummary] = field(default_factory=dict, repr=False, compare=False)
 
@@ -280,6 +374,37 @@ class RunAnalysis:
     def best_for(self, workload: str, tp: int | None = None) -> Best | None:
         return next((b for b in self.best if b.workload == workload and b.tp == tp), None)
 
+    def totals_for(self, config_id: str) -> ConfigTotals | None:
+        return next((t for t in self.totals if t.config_id == config_id), None)
+
+    def rows_of(self, config_id: str) -> list[CellRow]:
+        return [r for r in self.rows if r.config_id == config_id]
+
+    @property
+    def measurement_count(self) -> int:
+        return sum(self.measurement_counts)
+
+    def all_zero_output(self) -> list[ConfigSummary]:
+        """Configurations whose every request returned no tokens (the run then exits 1, like a crash)."""
+        out = []
+        for config in self.configs:
+            rows = self.rows_of(config.id)
+            if sum(r.n_zero_output for r in rows) > 0 and sum(r.n_ok for r in rows) == 0:
+                out.append(config)
+        return out
+
+    def why_not_averaged(self, config_id: str) -> str | None:
+        """Why a configuration is kept out of geometric means (crashed, failed, skipped, partial…), or None."""
+        config = self.config(config_id)
+        if config is None:
+            return "unknown configuration"
+        if config.state in FAILED_STATES:
+            return config.state
+        partial = [r.workload for r in self.rows_of(config_id) if r.partial]
+        if partial:
+            return "partial: " + ", ".join(partial)
+        return None
+
 
 # ------------------------------------------------------------------------------------------------ analyse
 
@@ -288,87 +413,173 @@ def analyse(plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurem
             events: Iterable[Event] = ()) -> RunAnalysis:
     """Aggregate one run; see the module docstring for the rules."""
     plan_json = plan_json or {}
-    measurements = list(measurements)
+    latest: dict[MeasurementKey, Measurement] = {}
+    for measurement in measurements:  # one per key, the last recorded (a retried key counts once)
+        latest.pop(measurement.key, None)
+        latest[measurement.key] = measurement
+    measurements = list(latest.values())
     events = list(events)
     notes: list[str] = [str(n) for n in plan_json.get("notes", []) if n]
     if not plan_json.get("configs"):
         notes.append("plan.json is missing or empty: configurations are taken from the results and events, "
                      "without TP, draft budget or baseline, so no speedups")
 
-    configs = _configs(plan_json, measurements, events, notes)
+    folds: dict[str, _Fold] = {}
+    configs = _configs(plan_json, measurements, events, notes, folds)
     workloads = _workloads(plan_json, measurements)
     by_cell: dict[tuple[str, str], list[Measurement]] = defaultdict(list)
     for m in measurements:
         by_cell[(m.config_id, m.workload)].append(m)
     by_name = {c.name: c for c in configs}
+    expected = _expected(workloads, folds, by_cell, configs)
 
     rows: list[CellRow] = []
     for config in configs:
         baseline = by_name.get(config.baseline) if config.baseline else None
+        fold = folds.get(config.id) or _Fold()
         for workload in workloads:
             rows.append(_row(config, workload, by_cell.get((config.id, workload.name), []), baseline,
-                             by_cell.get((baseline.id, workload.name), []) if baseline else []))
+                             by_cell.get((baseline.id, workload.name), []) if baseline else [],
+                             fold, expected.get((config.id, workload.name))))
 
     missing = sorted({c.baseline for c in configs if c.baseline and c.baseline not in by_name})
     for name in missing:
         note = f"baseline '{name}' is not in this run: configurations matched to it have no speedup"
         if not any(name in n for n in notes):
             notes.append(note)
-    notes += _notices(events, {c.id: c.name for c in configs})
-    return RunAnalysis(sweep=str(plan_json.get("sweep") or "?"), configs=tuple(configs),
-                       workloads=tuple(workloads), rows=tuple(rows), best=tuple(_best(rows, configs, workloads)),
-                       notes=tuple(dict.fromkeys(notes)))
+    current, history = _notices(events, {c.id: c.name for c in configs})
+    notes += current
+    counts = (sum(1 for m in measurements if m.status == STATUS_OK),
+              sum(1 for m in measurements if m.status == STATUS_ZERO_OUTPUT),
+              sum(1 for m in measurements if m.status not in (STATUS_OK, STATUS_ZERO_OUTPUT)))
+    analysis = RunAnalysis(sweep=str(plan_json.get("sweep") or "?"), configs=tuple(configs),
+                           workloads=tuple(workloads), rows=tuple(rows), best=tuple(_best(rows, configs, workloads)),
+                           notes=tuple(dict.fromkeys(notes)), history=tuple(dict.fromkeys(history)),
+                           measurement_counts=counts)
+    by_config: dict[str, list[Measurement]] = defaultdict(list)
+    for m in measurements:
+        by_config[m.config_id].append(m)
+    return _replace_analysis(analysis, totals=tuple(_totals(analysis, c, by_config.get(c.id, [])) for c in configs))
 
 
-def _notices(events: list[Event], names: dict[str, str]) -> list[str]:
-    """Warnings and errors published during the run, one line per distinct text with the configurations."""
-    grouped: dict[tuple[str, str], list[str]] = {}
-    for event in events:
+def _replace_analysis(analysis: RunAnalysis, **changes: Any) -> RunAnalysis:
+    fields_ = {name: getattr(analysis, name) for name in analysis.__dataclass_fields__ if not name.startswith("_")}
+    return RunAnalysis(**{**fields_, **changes})
+
+
+def _totals(analysis: RunAnalysis, config: ConfigSummary, cell: list[Measurement]) -> ConfigTotals:
+    ok = [m for m in cell if m.status == STATUS_OK]
+    accept, method = acceptance(ok)
+    if accept is None:  # no per-request figure (vLLM): the server's counters over each workload
+        served = [r.accept_length for r in analysis.rows_of(config.id)
+                  if r.accept_method == ACCEPT_FROM_SERVER and r.accept_length is not None]
+        if served:
+            accept, method = statistics.fmean(served), ACCEPT_FROM_SERVER
+    speedup = aggregate(analysis, config.id, "speedup")
+    note = None
+    if speedup is None:
+        note = analysis.why_not_averaged(config.id) or "not every workload has a speedup"
+    return ConfigTotals(
+        config_id=config.id, n_ok=len(ok), n_zero_output=sum(1 for m in cell if m.status == STATUS_ZERO_OUTPUT),
+        n_error=sum(1 for m in cell if m.status not in (STATUS_OK, STATUS_ZERO_OUTPUT)),
+        ttft_s=spread_of(ok, "ttft_s"), accept_length=accept, accept_method=method, speedup=speedup,
+        speedup_note=note)
+
+
+def _notices(events: list[Event], names: dict[str, str]) -> tuple[list[str], list[str]]:
+    """Warnings and errors published during the run, one line per distinct text with the configurations:
+    those of the current attempt, and those of earlier attempts (history)."""
+    sessions = [i for i, e in enumerate(events) if isinstance(e, SweepStarted)]
+    last_session = sessions[-1] if sessions else -1
+    last_launch: dict[str, int] = {}
+    for index, event in enumerate(events):
+        if isinstance(event, ServerLaunching) or (isinstance(event, ConfigStateChanged)
+                                                   and event.state == ConfigState.PENDING and event.reason != "resumed"):
+            last_launch[event.config_id] = index
+    grouped: dict[tuple[bool, str, str], list[str]] = {}
+    for index, event in enumerate(events):
         if isinstance(event, Notice) and event.level in ("warning", "error"):
-            where = grouped.setdefault((event.level, event.text), [])
+            if event.config_id:
+                old = index < last_launch.get(event.config_id, -1)
+            else:
+                old = index < last_session
+            where = grouped.setdefault((old, event.level, event.text), [])
             if event.config_id and names.get(event.config_id, event.config_id) not in where:
                 where.append(names.get(event.config_id, event.config_id))
-    out = []
-    for (level, text), where in grouped.items():
+    current: list[str] = []
+    history: list[str] = []
+    for (old, level, text), where in grouped.items():
         shown = ", ".join(where[:3]) + (f" and {len(where) - 3} more" if len(where) > 3 else "")
-        out.append(f"{level}: {text}" + (f" ({shown})" if where else ""))
-    return out
+        (history if old else current).append(f"{level}: {text}" + (f" ({shown})" if where else ""))
+    return current, history
+
+
+@dataclass
+class _Fold:
+    """What the events say about one configuration, as of its latest attempt."""
+
+    name: str | None = None
+    state: str | None = None
+    finished: ConfigFinished | None = None
+    """The ConfigFinished that still stands (None once a retry or resume re-queued the configuration)."""
+    crash: CrashDetected | None = None
+    not_run: dict[str, str] = field(default_factory=dict)
+    log_accept: dict[str, float] = field(default_factory=dict)
+    expected: dict[str, int] = field(default_factory=dict)
+    current_workload: str | None = None
+    startup_s: float | None = None
+
+
+def _fold_events(events: list[Event]) -> dict[str, _Fold]:
+    folds: dict[str, _Fold] = defaultdict(_Fold)
+    for event in events:
+        config_id = getattr(event, "config_id", None)
+        if not isinstance(config_id, str):
+            continue
+        fold = folds[config_id]
+        if isinstance(event, ConfigFinished):
+            fold.finished, fold.state, fold.current_workload = event, event.state.value, None
+            fold.name = fold.name or event.name
+        elif isinstance(event, ConfigStateChanged):
+            fold.state = event.state.value
+            fold.name = fold.name or event.name
+            if event.state in (ConfigState.PENDING, ConfigState.LAUNCHING):  # a new attempt: the old end is past
+                fold.finished, fold.crash, fold.not_run, fold.current_workload = None, None, {}, None
+        elif isinstance(event, ServerLaunching):
+            fold.crash, fold.not_run = None, {}
+        elif isinstance(event, CrashDetected):
+            fold.crash = event
+        elif isinstance(event, ServerReady):
+            fold.startup_s = event.startup_s
+        elif isinstance(event, WorkloadNotRun):
+            fold.not_run[event.workload] = event.reason
+        elif isinstance(event, WorkloadStarted):
+            fold.current_workload = event.workload
+            if isinstance(event.expected, int) and event.expected > 0:
+                fold.expected[event.workload] = event.expected
+        elif isinstance(event, WorkloadFinished):
+            fold.current_workload = None
+            log = event.server_log
+            value = log.get("accept_length") if isinstance(log, dict) else None
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                fold.log_accept[event.workload] = float(value)
+    return folds
 
 
 def _configs(plan_json: Mapping[str, Any], measurements: list[Measurement], events: list[Event],
-             notes: list[str]) -> list[ConfigSummary]:
-    finished: dict[str, ConfigFinished] = {}
-    live_state: dict[str, str] = {}
-    crashes: dict[str, CrashDetected] = {}
-    not_run: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    event_names: dict[str, str] = {}
-    log_accept: dict[str, dict[str, float]] = defaultdict(dict)
-    for event in events:
-        if isinstance(event, ConfigFinished):
-            finished[event.config_id] = event
-            event_names.setdefault(event.config_id, event.name)
-        elif isinstance(event, ConfigStateChanged):
-            live_state[event.config_id] = event.state.value
-            event_names.setdefault(event.config_id, event.name)
-        elif isinstance(event, CrashDetected):
-            crashes[event.config_id] = event
-        elif isinstance(event, WorkloadNotRun):
-            not_run[event.config_id].append((event.workload, event.reason))
-        elif type(event).__name__ == "WorkloadFinished":  # the engine's per-workload server-log summary
-            log = getattr(event, "server_log", None)
-            value = log.get("accept_length") if isinstance(log, dict) else None
-            if isinstance(value, (int, float)) and math.isfinite(value):
-                log_accept[event.config_id][getattr(event, "workload", "")] = float(value)
-
+             notes: list[str], folds_out: dict[str, _Fold]) -> list[ConfigSummary]:
+    folds = _fold_events(events)
+    folds_out.update(folds)
     planned: list[dict[str, Any]] = [c for c in plan_json.get("configs", []) if isinstance(c, dict) and "id" in c]
     baseline_names = {c.get("baseline") for c in planned if c.get("baseline")}
-    measured = {m.config_id for m in measurements}
+    measured: dict[str, set[str]] = defaultdict(set)
+    for m in measurements:
+        measured[m.config_id].add(m.workload)
     out: list[ConfigSummary] = []
     for raw in planned:
-        out.append(_summary(raw, raw["name"] in baseline_names, finished.get(raw["id"]),
-                            live_state.get(raw["id"]), crashes.get(raw["id"]), not_run.get(raw["id"], []),
-                            raw["id"] in measured, log_accept.get(raw["id"], {})))
+        out.append(_summary(raw, raw["name"] in baseline_names, folds.get(raw["id"]), measured.get(raw["id"], set())))
     known = {c.id for c in out}
+    event_names = {i: f.name for i, f in folds.items() if f.name}
     strays = dict.fromkeys(m.config_id for m in measurements if m.config_id not in known)
     strays.update(dict.fromkeys(i for i in event_names if i not in known))
     stray_names = {m.config_id: m.config for m in measurements}
@@ -379,9 +590,32 @@ def _configs(plan_json: Mapping[str, Any], measurements: list[Measurement], even
     for config_id in strays:
         raw = {"id": config_id, "name": stray_names[config_id], "algorithm": "unknown", "tp": None,
                "params": {}, "argv": [], "baseline": None}
-        summary = _summary(raw, False, finished.get(config_id), live_state.get(config_id), crashes.get(config_id),
-                           not_run.get(config_id, []), config_id in measured, log_accept.get(config_id, {}))
+        summary = _summary(raw, False, folds.get(config_id), measured.get(config_id, set()))
         out.append(_replace(summary, in_plan=False))
+    return out
+
+
+def _expected(workloads: list[WorkloadInfo], folds: Mapping[str, _Fold],
+              by_cell: Mapping[tuple[str, str], list[Measurement]],
+              configs: list[ConfigSummary]) -> dict[tuple[str, str], int]:
+    """Items × repeats per (configuration, workload): what the engine said when it started the workload, else
+    the most keys any configuration that finished it measured (a run directory from before that was said)."""
+    out: dict[tuple[str, str], int] = {}
+    widest: dict[str, int] = {}
+    for config in configs:
+        fold = folds.get(config.id)
+        for workload in workloads:
+            said = fold.expected.get(workload.name) if fold else None
+            if said:
+                out[(config.id, workload.name)] = said
+                widest[workload.name] = max(widest.get(workload.name, 0), said)
+            elif config.state == "done" and not (fold and workload.name in fold.not_run):
+                widest[workload.name] = max(widest.get(workload.name, 0),
+                                            len(by_cell.get((config.id, workload.name), [])))
+    for config in configs:
+        for workload in workloads:
+            if (config.id, workload.name) not in out and widest.get(workload.name):
+                out[(config.id, workload.name)] = widest[workload.name]
     return out
 
 
@@ -389,21 +623,22 @@ def _replace(summary: ConfigSummary, **changes: Any) -> ConfigSummary:
     return ConfigSummary(**{**summary.__dict__, **changes})
 
 
-def _summary(raw: dict[str, Any], is_baseline: bool, finished: ConfigFinished | None, live: str | None,
-             crash: CrashDetected | None, not_run: list[tuple[str, str]], measured: bool,
-             log_accept: Mapping[str, float]) -> ConfigSummary:
+def _summary(raw: dict[str, Any], is_baseline: bool, fold: _Fold | None, measured: set[str]) -> ConfigSummary:
     argv = [str(a) for a in raw.get("argv") or []]
     algorithm = str(raw.get("algorithm") or "unknown")
     speculative = "--speculative-algorithm" in argv or algorithm.lower() not in NON_SPECULATIVE_ALGORITHMS
     state, reason, signature = "pending", raw.get("skip_reason"), None
+    fold = fold or _Fold()
+    finished = fold.finished
     if reason:
         state = "skipped"
     if finished is not None:
         state, reason, signature = finished.state.value, finished.reason or reason, finished.signature
-    elif live is not None and not reason:
-        state = live
+    elif fold.state is not None and not reason:
+        state = fold.state
     elif measured and not reason:
         state = "incomplete"
+    crash = fold.crash
     if crash is not None and state in ("crashed", "failed"):
         signature = signature or crash.signature
     show_crash = crash is not None and state in ("crashed", "failed")
@@ -417,7 +652,8 @@ def _summary(raw: dict[str, Any], is_baseline: bool, finished: ConfigFinished | 
         excerpt=tuple(crash.excerpt) if show_crash and crash else (),
         server_log_accept_length=finished.server_log_accept_length if finished else None,
         gpu_summary=finished.gpu_summary if finished else None,
-        workloads_not_run=tuple(not_run), workload_log_accept=tuple(log_accept.items()),
+        workloads_not_run=tuple((w, why) for w, why in fold.not_run.items() if w not in measured),
+        workload_log_accept=tuple(fold.log_accept.items()), startup_s=fold.startup_s,
     )
 
 
@@ -487,24 +723,31 @@ def acceptance(ok: list[Measurement]) -> tuple[float | None, str | None]:
     return None, None
 
 
-def _speedup(ok: list[Measurement], base_ok: list[Measurement]) -> Spread | None:
-    mine = spread_of(ok, "decode_tps")
-    theirs = spread_of(base_ok, "decode_tps")
-    if mine is None or theirs is None or theirs.median <= 0:
-        return None
-    central = mine.median / theirs.median
+def _speedup(ok: list[Measurement], base_ok: list[Measurement]) -> tuple[Spread | None, int]:
+    """Median tok/s over the (item, repeat) pairs both measured, over the baseline's median on the same pairs;
+    with the per-repeat ratios as its spread and how many pairs there were."""
+    mine = {(m.item, m.repeat): float(m.decode_tps) for m in ok if _finite(m.decode_tps)}
+    theirs = {(m.item, m.repeat): float(m.decode_tps) for m in base_ok if _finite(m.decode_tps)}
+    pairs = sorted(mine.keys() & theirs.keys())
+    if not pairs:
+        return None, 0
+    denominator = statistics.median(theirs[k] for k in pairs)
+    if denominator <= 0:
+        return None, len(pairs)
+    central = statistics.median(mine[k] for k in pairs) / denominator
     ratios: list[float] = []
-    for repeat in sorted({m.repeat for m in ok} & {m.repeat for m in base_ok}):
-        a = {m.item: m.decode_tps for m in ok if m.repeat == repeat and m.decode_tps is not None}
-        b = {m.item: m.decode_tps for m in base_ok if m.repeat == repeat and m.decode_tps is not None}
-        common = sorted(a.keys() & b.keys())
-        if common:
-            denominator = statistics.median(b[i] for i in common)
-            if denominator > 0:
-                ratios.append(statistics.median(a[i] for i in common) / denominator)
+    for repeat in sorted({r for _, r in pairs}):
+        keys = [k for k in pairs if k[1] == repeat]
+        below = statistics.median(theirs[k] for k in keys)
+        if below > 0:
+            ratios.append(statistics.median(mine[k] for k in keys) / below)
     if not ratios:
-        return Spread(central, central, central, 0)
-    return Spread(central, min(min(ratios), central), max(max(ratios), central), len(ratios))
+        return Spread(central, central, central, 0), len(pairs)
+    return Spread(central, min(min(ratios), central), max(max(ratios), central), len(ratios)), len(pairs)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _lossless(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement],
@@ -540,11 +783,27 @@ def _lossless(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurem
     return LosslessCheck(LOSSLESS_MISMATCH if mismatches else LOSSLESS_PASS, checked, tuple(mismatches))
 
 
+def _coverage(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement], n_crash: int,
+              fold: _Fold, expected: int | None) -> str:
+    not_run = fold.not_run.get(workload.name)
+    if not cell:
+        return COVERAGE_NOT_RUN if not_run else COVERAGE_NONE
+    items = len(cell) - n_crash
+    if fold.current_workload == workload.name and config.state in ("launching", "ready", "running"):
+        return COVERAGE_RUNNING
+    if n_crash or not_run or (expected is not None and items < expected):
+        return COVERAGE_PARTIAL
+    return COVERAGE_COMPLETE
+
+
 def _row(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement],
-         baseline: ConfigSummary | None, base_cell: list[Measurement]) -> CellRow:
+         baseline: ConfigSummary | None, base_cell: list[Measurement], fold: _Fold,
+         expected: int | None) -> CellRow:
     ok = [m for m in cell if m.status == STATUS_OK]
     n_zero = sum(1 for m in cell if m.status == STATUS_ZERO_OUTPUT)
     n_error = sum(1 for m in cell if m.status == STATUS_ERROR or m.status not in (STATUS_OK, STATUS_ZERO_OUTPUT))
+    n_crash = sum(1 for m in cell if m.status == STATUS_ERROR and m.error_kind == ERROR_KIND_CRASH)
+    coverage = _coverage(config, workload, cell, n_crash, fold, expected)
     accept, method = acceptance(ok)
     server_accept = dict(config.workload_log_accept).get(workload.name)
     if accept is None and ok and server_accept is not None:
@@ -552,13 +811,14 @@ def _row(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement],
         accept, method = server_accept, ACCEPT_FROM_SERVER
     speedup: Spread | None = None
     note: str | None = None
+    paired = 0
+    tps = spread_of(ok, "decode_tps")
     if not ok:
         pass
-    elif spread_of(ok, "decode_tps") is None:
+    elif tps is None:
         note = "no decode rate"  # the answers came in one burst each (FLAG_BURST): nothing to compare
     elif config.is_baseline:
-        tps = spread_of(ok, "decode_tps")
-        speedup = Spread(1.0, 1.0, 1.0, tps.repeats) if tps else None
+        speedup = Spread(1.0, 1.0, 1.0, tps.repeats)
         note = "baseline"
     elif config.baseline is None:
         note = "no baseline declared"
@@ -566,13 +826,19 @@ def _row(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement],
         note = f"no baseline: '{config.baseline}' is not in this run"
     else:
         base_ok = [m for m in base_cell if m.status == STATUS_OK]
-        speedup = _speedup(ok, base_ok)
-        if speedup is None:
+        speedup, paired = _speedup(ok, base_ok)
+        if speedup is None and any(_finite(m.decode_tps) for m in base_ok):
+            note = f"no baseline: '{baseline.name}' measured none of the same items of {workload.name}"
+        elif speedup is None:
             note = (f"no baseline: '{baseline.name}' {baseline.state}, no measurements of {workload.name}"
                     if baseline.state in FAILED_STATES else
                     f"no baseline: '{baseline.name}' has no ok measurements of {workload.name}")
     lossless = _lossless(config, workload, cell, baseline, base_cell)
     flags: list[str] = []
+    if coverage == COVERAGE_PARTIAL:
+        flags.append(FLAG_PARTIAL)
+    if n_crash:
+        flags.append(FLAG_CRASH_CUT)
     if n_zero:
         flags.append(FLAG_ZERO_OUTPUT)
     if n_error:
@@ -585,8 +851,10 @@ def _row(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement],
     if lossless.status == LOSSLESS_MISMATCH:
         flags.append(FLAG_MISMATCH)
     n_clamped = sum(1 for m in cell if m.clamped)
-    per_workload = dict(config.workload_log_accept).get(workload.name)
-    log_value = per_workload if per_workload is not None else config.server_log_accept_length
+    per_workload = dict(config.workload_log_accept).get(workload.name) if cell else None
+    # The server's figure only where this workload was measured: a lifetime figure on a workload that never ran
+    # would be a number without measurements behind it.
+    log_value = per_workload if per_workload is not None else (config.server_log_accept_length if cell else None)
     log_scope = None if log_value is None else ("workload" if per_workload is not None else "lifetime")
     if n_clamped:
         flags.append(FLAG_CLAMPED)
@@ -599,9 +867,11 @@ def _row(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement],
     return CellRow(
         config_id=config.id, config=config.name, workload=workload.name, algorithm=config.algorithm, tp=config.tp,
         budget=config.budget, state=config.state, n_ok=len(ok), n_zero_output=n_zero, n_error=n_error,
-        n_clamped=n_clamped, decode_tps=spread_of(ok, "decode_tps"), ttft_s=spread_of(ok, "ttft_s"),
+        n_clamped=n_clamped, decode_tps=tps, ttft_s=spread_of(ok, "ttft_s"),
         accept_length=accept, accept_method=method, server_log_accept_length=log_value, server_log_scope=log_scope,
         speedup=speedup, speedup_note=note, lossless=lossless, flags=tuple(flags), errors=errors,
+        n_crash=n_crash, expected=expected, coverage=coverage,
+        not_run=fold.not_run.get(workload.name) if not cell else None, paired=paired,
     )
 
 
@@ -611,6 +881,8 @@ def _row(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement],
 def _why_barred(row: CellRow) -> str | None:
     if row.state in FAILED_STATES:
         return row.state
+    if row.coverage in (COVERAGE_PARTIAL, COVERAGE_RUNNING):
+        return row.coverage_text()
     if row.n_zero_output:
         return f"{row.n_zero_output} zero-output"
     if row.lossless.status == LOSSLESS_MISMATCH:
@@ -620,6 +892,14 @@ def _why_barred(row: CellRow) -> str | None:
 
 def _best(rows: list[CellRow], configs: list[ConfigSummary], workloads: list[WorkloadInfo]) -> list[Best]:
     out: list[Best] = []
+    cut: dict[str, str] = {}
+    for row in rows:
+        if row.partial and row.config_id not in cut:
+            cut[row.config_id] = f"partial on {row.workload}"
+
+    def why_barred(row: CellRow) -> str | None:
+        return _why_barred(row) or cut.get(row.config_id)
+
     tps_values = sorted({c.tp for c in configs if c.tp is not None})
     for workload in workloads:
         measured = [r for r in rows if r.workload == workload.name and r.decode_tps is not None]
@@ -628,13 +908,13 @@ def _best(rows: list[CellRow], configs: list[ConfigSummary], workloads: list[Wor
             groups += [(tp, [r for r in measured if r.tp == tp]) for tp in tps_values]
         for tp, group in groups:
             ranked = sorted(group, key=lambda r: (-r.decode_tps.median, r.config))  # type: ignore[union-attr]
-            eligible = [r for r in ranked if _why_barred(r) is None]
+            eligible = [r for r in ranked if why_barred(r) is None]
             if not eligible:
                 continue
             winner = eligible[0]
             assert winner.decode_tps is not None
-            barred = tuple(Barred(r.config, r.decode_tps.median if r.decode_tps else None, _why_barred(r) or "")
-                           for r in ranked if _why_barred(r) and r.decode_tps
+            barred = tuple(Barred(r.config, r.decode_tps.median if r.decode_tps else None, why_barred(r) or "")
+                           for r in ranked if why_barred(r) and r.decode_tps
                            and r.decode_tps.median > winner.decode_tps.median)
             runner = eligible[1] if len(eligible) > 1 else None
             out.append(Best(
@@ -655,6 +935,40 @@ def geometric_mean(values: Sequence[float]) -> float | None:
     if not positive or len(positive) != len(values):
         return None
     return math.exp(sum(math.log(v) for v in positive) / len(positive))
+
+
+AGGREGATE_METRICS = ("speedup", "decode_tps", "accept_length")
+
+
+def cell_value(row: CellRow | None, metric: str) -> float | None:
+    """A cell's figure for ``metric`` (one of :data:`AGGREGATE_METRICS`): its median, or None."""
+    if row is None:
+        return None
+    if metric == "speedup":
+        return row.speedup.median if row.speedup else None
+    if metric == "decode_tps":
+        return row.decode_tps.median if row.decode_tps else None
+    if metric == "accept_length":
+        return row.accept_length
+    raise ValueError(f"unknown metric {metric!r} (one of {', '.join(AGGREGATE_METRICS)})")
+
+
+def aggregate(analysis: RunAnalysis, config_id: str, metric: str,
+              workloads: Sequence[str] | None = None) -> float | None:
+    """One configuration's figure over ``workloads`` (all of the run's by default): the geometric mean of its
+    speedups or tok/s, the mean of its acceptance lengths. None unless every workload has a value and the
+    configuration is neither crashed, failed, skipped nor partial anywhere (:meth:`RunAnalysis.why_not_averaged`):
+    a mean over the workloads a cut run happened to reach would rank it on its easy items."""
+    names = list(workloads) if workloads is not None else [w.name for w in analysis.workloads]
+    if not names or analysis.why_not_averaged(config_id) is not None:
+        return None
+    values = [cell_value(analysis.row(config_id, name), metric) for name in names]
+    if any(v is None for v in values):
+        return None
+    present = [float(v) for v in values if v is not None]
+    if metric == "accept_length":
+        return statistics.fmean(present)
+    return geometric_mean(present)
 
 
 def to_json(analysis: RunAnalysis, digits: int = 4) -> dict[str, Any]:

@@ -9,7 +9,10 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
+from functools import cached_property
 from typing import Any, ClassVar
+
+from specbench_tui.core.records import Measurement
 
 
 class ConfigState(str, Enum):
@@ -106,6 +109,9 @@ class CrashDetected(Event):
 class WorkloadStarted(Event):
     config_id: str
     workload: str
+    expected: int | None = None
+    """Measurement keys (items × repeats) the workload has for this configuration, earlier runs' included: what
+    a cut workload is ``partial`` of."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +119,16 @@ class MeasurementRecorded(Event):
     config_id: str
     record: dict[str, Any]
     """The :class:`~specbench_tui.core.records.Measurement` as stored in ``results.jsonl``."""
+
+    @cached_property
+    def measurement(self) -> Measurement | None:
+        """The record as a typed :class:`Measurement` (parsed once); None when it is malformed."""
+        if not isinstance(self.record, dict):
+            return None
+        try:
+            return Measurement.from_json(self.record)
+        except (TypeError, ValueError):
+            return None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,10 @@ STATUS_ZERO_OUTPUT = "zero_output"
 STATUS_ERROR = "error"
 STATUSES = (STATUS_OK, STATUS_ZERO_OUTPUT, STATUS_ERROR)
 
+ERROR_KIND_CRASH = "crash"
+"""``error_kind`` of the request that was in flight when its server died: an error measurement whose ``error``
+is the crash, so the cut is on record and ``--retry-crashed`` measures that key again."""
+
 
 @dataclass(frozen=True)
 class Measurement:
@@ -50,7 +54,7 @@ class Measurement:
     """Hash of the generated text, for the losslessness check."""
     started_at: float | None = None
     error_kind: str | None = None
-    """For errors: http, sse, connection, timeout or protocol."""
+    """For errors: http, sse, connection, timeout, protocol, or crash (the server died under this request)."""
     chunks: int | None = None
     """Token-bearing stream chunks (completion tokens ÷ chunks is a live acceptance proxy)."""
 

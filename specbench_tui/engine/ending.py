@@ -5,7 +5,8 @@ Exit codes (``specbench run``, with or without the TUI):
 
 - ``0``: the sweep completed and every configuration is done (or skipped by the plan or the user);
 - ``1``: the sweep completed but at least one configuration crashed or failed (its results are still valid),
-  or the engine itself stopped on an unexpected error;
+  or one returned no tokens to any request (ZERO OUTPUT: a server that answers nothing is broken, not fast), or
+  the engine itself stopped on an unexpected error;
 - ``2``: nothing ran: the sweep file is invalid, the run directory cannot be resumed, or pre-flight failed;
 - ``3``: the run directory could not be written mid-run (full disk, permissions): the sweep stopped;
 - ``4``: a stopped server's GPUs were still held after ``engine.gpu_release_timeout_s``: nothing more was
@@ -13,11 +14,12 @@ Exit codes (``specbench run``, with or without the TUI):
 - ``129``: stopped by SIGHUP; ``130``: stopped on request (Ctrl-C, SIGTERM, or quitting the TUI mid-sweep);
   continue with ``specbench run --resume RUN_DIR``.
 
-The summary table is :func:`specbench_tui.core.analysis.analyse` over the run directory (plan.json,
-results.jsonl, events.jsonl), so headless, the TUI and ``specbench report`` show the same figures: per
-workload the median decode tok/s with its speedup over the matched baseline, the geometric mean of those
-speedups, the median TTFT, and the acceptance length weighted by verify steps (a median of per-request
-ratios would snap to values such as 128/32 = 4.00 and show the same figure for different configurations).
+The summary table is the run directory's :class:`~specbench_tui.core.ledger.Ledger` and its analysis
+(:func:`specbench_tui.core.analysis.analyse`), so headless, the TUI and ``specbench report`` show the same
+figures: per workload the median decode tok/s with its speedup over the matched baseline (over the items both
+measured), the geometric mean of those speedups (none for a crashed or partial configuration), the median TTFT,
+and the acceptance length weighted by verify steps (a median of per-request ratios would snap to values such as
+128/32 = 4.00 and show the same figure for different configurations). A cell cut short reads ``partial k/n``.
 A configuration whose every request returned no tokens says ZERO OUTPUT in its note.
 """
 
@@ -27,16 +29,10 @@ import statistics
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
-from specbench_tui.core.analysis import (
-    ACCEPT_FROM_SERVER,
-    RunAnalysis,
-    acceptance,
-    analyse,
-    geometric_mean,
-    spread_of,
-)
-from specbench_tui.core.events import ConfigState, Event, ServerReady
-from specbench_tui.core.records import STATUS_OK, Measurement
+from specbench_tui.core.analysis import ACCEPT_FROM_SERVER, FLAG_CRASH_CUT, FLAG_PARTIAL, RunAnalysis
+from specbench_tui.core.events import ConfigState, Event
+from specbench_tui.core.ledger import Ledger
+from specbench_tui.core.records import Measurement
 
 if TYPE_CHECKING:
     from specbench_tui.engine.orchestrator import SweepOutcome
@@ -54,8 +50,9 @@ _STATE_ORDER = tuple(state.value for state in (ConfigState.DONE, ConfigState.CRA
                                                ConfigState.RUNNING, ConfigState.PENDING))
 
 
-def exit_code(outcome: SweepOutcome, *, hangup: bool = False) -> int:
-    """The exit code documented in this module for a sweep that ended with ``outcome``."""
+def exit_code(outcome: SweepOutcome, *, hangup: bool = False, analysis: RunAnalysis | None = None) -> int:
+    """The exit code documented in this module for a sweep that ended with ``outcome`` (and, given the run's
+    ``analysis``, a configuration that returned no tokens at all counts as failed)."""
     if outcome.failure == "preflight":
         return EXIT_INVALID
     if outcome.failure == "gpu_release":
@@ -66,7 +63,14 @@ def exit_code(outcome: SweepOutcome, *, hangup: bool = False) -> int:
         return EXIT_HANGUP if hangup else EXIT_INTERRUPTED
     if any(state in (ConfigState.CRASHED, ConfigState.FAILED) for state in outcome.states.values()):
         return EXIT_CONFIG_FAILED
+    if analysis is not None and analysis.all_zero_output():
+        return EXIT_CONFIG_FAILED
     return EXIT_OK
+
+
+def run_analysis(plan_json: dict[str, Any], measurements: list[Measurement], events: list[Event]) -> RunAnalysis:
+    """The analysis of a run directory's contents, through the one ledger every view reads."""
+    return Ledger.from_run(plan_json, measurements, events).analyse()
 
 
 def state_counts(outcome: SweepOutcome) -> str:
@@ -83,55 +87,51 @@ def ending_line(outcome: SweepOutcome) -> str:
 
 
 def summary_table(plan_json: dict[str, Any], measurements: list[Measurement], events: list[Event]) -> str:
-    """The table printed at the end, from :func:`analyse` over the run directory (earlier runs of a resumed
-    one included): one row per configuration, per workload the median decode tok/s and its speedup over the
-    matched baseline."""
-    analysis = analyse(plan_json, measurements, events)
-    startup = {e.config_id: e.startup_s for e in events if isinstance(e, ServerReady)}
-    by_config: dict[str, list[Measurement]] = defaultdict(list)
-    for measurement in measurements:
-        by_config[measurement.config_id].append(measurement)
+    """The table printed at the end, over the run directory (earlier runs of a resumed one included)."""
+    return render_summary(run_analysis(plan_json, measurements, events))
+
+
+def render_summary(analysis: RunAnalysis) -> str:
+    """One row per configuration; per workload the median decode tok/s and its speedup over the matched
+    baseline, then the geometric mean, TTFT, acceptance and a note (all figures are the analysis's)."""
     workloads = [w.name for w in analysis.workloads]
     head = ["configuration", "state", "start s", *workloads, "speedup", "TTFT ms", "accept", "note"]
     rows = [head]
     left = {0, 1, len(head) - 1}
     for config in analysis.configs:
-        cells = [config.name, config.state, _fmt(startup.get(config.id), "{:.1f}")]
-        speedups: list[float] = []
+        cells = [config.name, config.state, _fmt(config.startup_s, "{:.1f}")]
+        measured_any = False
         for workload in workloads:
             row = analysis.row(config.id, workload)
             if row is None or row.decode_tps is None:
-                cells.append("-")
+                cells.append("-" if row is None or not row.partial else f"- partial {row.items_measured}/"
+                             f"{row.expected or '?'}")
                 continue
+            measured_any = True
             text = f"{row.decode_tps.median:.1f}"
             if row.speedup is not None and not config.is_baseline:
                 text += f" {row.speedup.median:.2f}x"
-                speedups.append(row.speedup.median)
+            if row.partial:
+                text += f" partial {row.items_measured}/{row.expected or '?'}"
             cells.append(text)
-        records = [r for r in by_config.get(config.id, []) if r.status == STATUS_OK]
-        # Over every workload or not at all: a mean over the workloads a crashed run reached misleads.
-        mean = geometric_mean(speedups) if speedups and len(speedups) == len(workloads) else None
-        cells.append("base" if config.is_baseline and any(
-            (r := analysis.row(config.id, w)) is not None and r.decode_tps is not None for w in workloads)
-            else _fmt(mean, "{:.2f}x"))
-        ttft = median_of(spread_of(records, "ttft_s"))
+        totals = analysis.totals_for(config.id)
+        cells.append("base" if config.is_baseline and measured_any
+                     else _fmt(totals.speedup if totals else None, "{:.2f}x"))
+        ttft = totals.ttft_s.median if totals and totals.ttft_s else None
         cells.append(_fmt(ttft * 1000 if ttft is not None else None, "{:.0f}"))
-        accept = acceptance(records)[0]
-        if accept is not None:
-            cells.append(f"{accept:.2f}")
-        else:  # no per-request figure (vLLM): the server's counters over each workload, marked ^
-            served = [r.accept_length for w in workloads if (r := analysis.row(config.id, w)) is not None
-                      and r.accept_method == ACCEPT_FROM_SERVER and r.accept_length is not None]
-            cells.append(f"{statistics.fmean(served):.2f}^" if served else "-")
+        accept = totals.accept_length if totals else None
+        marker = "^" if totals and totals.accept_method == ACCEPT_FROM_SERVER else ""
+        cells.append(f"{accept:.2f}{marker}" if accept is not None else "-")
         cells.append(_note(analysis, config.id, workloads)[:70])
         rows.append(cells)
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = ["  ".join(cell.ljust(widths[i]) if i in left else cell.rjust(widths[i])
                        for i, cell in enumerate(row)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    out = [("decode tok/s per workload (median over requests; Nx = speedup over the matched baseline); "
-            "speedup: geometric mean over all workloads; accept: acceptance length weighted by verify steps "
-            "(^: from the server's counters, the engine gives none per request)"),
+    out = [("decode tok/s per workload (median over requests; Nx = speedup over the matched baseline, over the "
+            "items both measured; partial k/n: cut short after k of n items); speedup: geometric mean over all "
+            "workloads, none for a crashed or partial configuration; accept: acceptance length weighted by verify "
+            "steps (^: from the server's counters, the engine gives none per request)"),
            *lines]
     best = [b for b in analysis.best if b.tp is None]
     if best:
@@ -143,6 +143,8 @@ def summary_table(plan_json: dict[str, Any], measurements: list[Measurement], ev
     for note in analysis.notes:
         if not note.startswith("info:"):
             out.append(f"note: {note}")
+    for note in analysis.history:
+        out.append(f"earlier attempt: {note}")
     return "\n".join(out)
 
 
@@ -154,6 +156,7 @@ def _note(analysis: RunAnalysis, config_id: str, workloads: list[str]) -> str:
     ok = sum(r.n_ok for r in cells)
     zero = sum(r.n_zero_output for r in cells)
     errors = sum(r.n_error for r in cells)
+    crash_cut = sum(r.n_crash for r in cells)
     parts: list[str] = []
     if config.state != "done":
         parts.append(config.signature or config.reason or "")
@@ -162,15 +165,11 @@ def _note(analysis: RunAnalysis, config_id: str, workloads: list[str]) -> str:
     elif zero:
         parts.append(f"{zero} zero-output")
     if errors:
-        parts.append(f"{errors} errors")
-    flags = sorted({f for r in cells for f in r.flags} - {"zero_output", "errors", "no_baseline"})
+        parts.append(f"{errors} errors" + (f" ({crash_cut} cut by the crash)" if crash_cut else ""))
+    flags = sorted({f for r in cells for f in r.flags}
+                   - {"zero_output", "errors", "no_baseline", FLAG_PARTIAL, FLAG_CRASH_CUT})
     parts += [f.replace("_", " ") for f in flags]
     return "; ".join(p for p in parts if p)
-
-
-def median_of(spread: Any) -> float | None:
-    """The median of a :func:`~specbench_tui.core.analysis.spread_of` result, None for no data."""
-    return None if spread is None else float(spread.median)
 
 
 def _fmt(value: float | None, pattern: str) -> str:

@@ -27,10 +27,6 @@ import time
 from collections import defaultdict
 from typing import Any, TextIO
 
-from specbench_tui.core.analysis import (
-    acceptance,
-    spread_of,
-)
 from specbench_tui.core.events import (
     ConfigFinished,
     ConfigState,
@@ -48,28 +44,31 @@ from specbench_tui.core.events import (
     WorkloadFinished,
     WorkloadNotRun,
 )
+from specbench_tui.core.ledger import Ledger
 from specbench_tui.core.plan import Plan
-from specbench_tui.core.records import STATUS_OK, Measurement
-from specbench_tui.engine.ending import exit_code, median_of, summary_table
+from specbench_tui.core.records import ERROR_KIND_CRASH, STATUS_OK
+from specbench_tui.engine.ending import exit_code, render_summary, run_analysis
 from specbench_tui.engine.session import make_backend, prepare_run
 from specbench_tui.engine.store import StoreError
+
+SIMULATED_LINE = ("hardware: SIMULATED (the SGLang simulator on a scripted GPU box): the figures are the "
+                  "simulator's, not any GPU's")
+"""Said once at the start of a simulator sweep (its GPU names and driver are the fake box's inventions)."""
 
 SIGNAL_GRACE_S = 5.0
 """After SIGTERM or SIGHUP, how long the request in flight may take to finish before it is abandoned."""
 
 
 class Printer:
-    """Turns events into plain lines and collects what the summary table needs."""
+    """Turns events into plain lines; every figure it prints comes from its :class:`Ledger`'s analysis."""
 
-    def __init__(self, plan: Plan, out: TextIO = sys.stdout) -> None:
+    def __init__(self, plan: Plan, out: TextIO = sys.stdout, ledger: Ledger | None = None) -> None:
         self.plan = plan
         self.out = out
         self.names = {c.id: c.name for c in plan.configs}
         self.started = time.monotonic()
-        self.finished: dict[str, ConfigFinished] = {}
-        self.startup: dict[str, float] = {}
-        self.records: dict[str, list[Measurement]] = defaultdict(list)
-        self.server_log: dict[tuple[str, str], dict[str, Any]] = {}
+        self.ledger = ledger if ledger is not None else Ledger(plan_json=plan.to_json())
+        """The run's results: the run directory's (on resume) kept current by the events printed."""
         self.not_run: dict[str, list[str]] = defaultdict(list)
         self.broken = False
         """The output could not be written (its terminal went away): nothing more is printed."""
@@ -89,17 +88,19 @@ class Printer:
             _silence(self.out)
 
     def __call__(self, event: Event) -> None:
+        self.ledger.apply(event)
         name = self.names.get(getattr(event, "config_id", ""), "")
         if isinstance(event, SweepStarted):
             self._say(f"sweep {event.sweep}: {event.total_configs} configurations"
                       f"{' (resumed)' if event.resumed else ''} -> {event.run_dir}")
+            if self.plan.sweep.engine.launcher == "simulator":
+                self._say(SIMULATED_LINE)
         elif isinstance(event, ServerLaunching):
             attempt = f" attempt {event.attempt}" if event.attempt > 1 else ""
             where = f"GPU {','.join(map(str, event.gpus))}" if event.gpus else "CPU (no GPU)"
             self._say(f"{name}: launching{attempt} on {where}, port {event.port} "
                       f"(pid {event.pid})")
         elif isinstance(event, ServerReady):
-            self.startup[event.config_id] = event.startup_s
             context = f", context {event.context_length}" if event.context_length else ""
             self._say(f"{name}: ready in {event.startup_s:.1f} s{context}")
         elif isinstance(event, CrashDetected):
@@ -115,10 +116,8 @@ class Printer:
             if event.leftover_pids:
                 self._say(f"{name}: server stopped, but pids {list(event.leftover_pids)} survived")
         elif isinstance(event, ConfigFinished):
-            self.finished[event.config_id] = event
-            if self.not_run.get(event.config_id):
-                self._say(f"{event.name}: not run: {', '.join(self.not_run.pop(event.config_id))}")
-            if event.state == ConfigState.SKIPPED and event.reason and not self.startup.get(event.config_id):
+            self._not_run(event)
+            if event.state == ConfigState.SKIPPED and event.reason and not self._started_server(event.config_id):
                 self._say(f"{event.name}: skipped ({event.reason})")
             else:
                 extra = f" [{event.signature}]" if event.signature else ""
@@ -131,29 +130,49 @@ class Printer:
         elif isinstance(event, SweepFinished):
             self._say(f"sweep {event.state}{f': {event.reason}' if event.reason else ''}")
 
-    def _measurement(self, name: str, event: MeasurementRecorded) -> None:
-        try:
-            record = Measurement.from_json(event.record)
-        except (TypeError, ValueError):
+    def _started_server(self, config_id: str) -> bool:
+        return any(isinstance(e, ServerReady) and e.config_id == config_id for e in self.ledger.events)
+
+    def _not_run(self, event: ConfigFinished) -> None:
+        """The workloads a finished configuration did not measure: cut short (with how far) or not run."""
+        workloads = self.not_run.pop(event.config_id, [])
+        if not workloads:
             return
-        self.records[record.config_id].append(record)
+        analysis = self.ledger.analyse()
+        cut, never = [], []
+        for workload in workloads:
+            row = analysis.row(event.config_id, workload)
+            if row is not None and row.measured:
+                cut.append(f"{workload} {row.coverage_text() or 'partial'}")
+            else:
+                never.append(workload)
+        if cut:
+            self._say(f"{event.name}: cut short: {', '.join(cut)}")
+        if never:
+            self._say(f"{event.name}: not run: {', '.join(never)}")
+
+    def _measurement(self, name: str, event: MeasurementRecorded) -> None:
+        record = event.measurement
+        if record is None:
+            return
         if record.status != STATUS_OK:
-            self._say(f"{name}: {record.workload}/{record.item}#{record.repeat}: {record.status.upper()}"
+            cut = " (in flight when the server died)" if record.error_kind == ERROR_KIND_CRASH else ""
+            self._say(f"{name}: {record.workload}/{record.item}#{record.repeat}: {record.status.upper()}{cut}"
                       f" - {record.error or ''}")
         elif record.clamped:
             self._say(f"{name}: {record.workload}/{record.item}: prompt clamped to {record.prompt_tokens} tokens")
 
     def _workload(self, name: str, event: WorkloadFinished) -> None:
-        ok = [r for r in self.records.get(event.config_id, [])
-              if r.workload == event.workload and r.status == STATUS_OK]
-        tps = median_of(spread_of(ok, "decode_tps"))
-        ttft = median_of(spread_of(ok, "ttft_s"))
-        accept = acceptance(ok)[0]
+        row = self.ledger.analyse().row(event.config_id, event.workload)
+        tps = row.decode_tps.median if row is not None and row.decode_tps else None
+        ttft = row.ttft_s.median if row is not None and row.ttft_s else None
+        accept = row.accept_length if row is not None else None
         log = event.server_log or {}
-        self.server_log[(event.config_id, event.workload)] = log
         parts = [f"{event.measured} requests"]
         if tps is not None:
             parts.append(f"{tps:.1f} tok/s")
+        if row is not None and row.speedup is not None and row.speedup_note != "baseline":
+            parts.append(f"{row.speedup.median:.2f}x")
         if ttft is not None:
             parts.append(f"TTFT {ttft * 1000:.0f} ms")
         if accept is not None:
@@ -202,7 +221,13 @@ async def _run(plan: Plan, run_dir: Any, resumed: bool, retry_crashed: bool, out
     api_key = os.environ.get(plan.sweep.engine.api_key_env) if plan.sweep.engine.api_key_env else None
     orchestrator = Orchestrator(plan, run_dir, backend=make_backend(plan), resumed=resumed, retry_crashed=retry_crashed,
                                 api_key=api_key)
-    printer = Printer(plan, out)
+    ledger = Ledger(plan_json=plan.to_json())
+    if resumed:  # the earlier runs' results, so every figure printed is over the whole run
+        try:
+            ledger = Ledger.from_run(plan.to_json(), run_dir.read_measurements(), run_dir.read_events())
+        except StoreError:
+            pass
+    printer = Printer(plan, out, ledger)
     orchestrator.subscribe(printer)
     signals: list[int] = []
     loop = asyncio.get_running_loop()
@@ -233,12 +258,14 @@ async def _run(plan: Plan, run_dir: Any, resumed: bool, retry_crashed: bool, out
         if outcome.failure == "preflight":
             return exit_code(outcome)
         printer.write("")
+        analysis = None
         try:
-            printer.write(summary_table(plan.to_json(), run_dir.read_measurements(), run_dir.read_events()))
+            analysis = run_analysis(plan.to_json(), run_dir.read_measurements(), run_dir.read_events())
+            printer.write(render_summary(analysis))
         except StoreError as exc:
             printer.write(f"no summary: {exc}")
         printer.write(f"\nrun directory: {run_dir.path}")
     finally:
         for sig in handled:
             loop.remove_signal_handler(sig)
-    return exit_code(outcome, hangup=bool(signals) and signals[0] == signal.SIGHUP)
+    return exit_code(outcome, hangup=bool(signals) and signals[0] == signal.SIGHUP, analysis=analysis)

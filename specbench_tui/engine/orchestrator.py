@@ -77,6 +77,7 @@ from specbench_tui.core.logparse import BatchLine, summarize_decode
 from specbench_tui.core.placement import order_configs
 from specbench_tui.core.plan import Plan, PlannedConfig
 from specbench_tui.core.records import (
+    ERROR_KIND_CRASH,
     STATUS_ERROR,
     STATUS_OK,
     STATUS_ZERO_OUTPUT,
@@ -880,7 +881,8 @@ class Orchestrator:
     async def _run_workload(self, running: _Running, workload: Workload, session: Session, labels: Labels,
                             keys: list[MeasurementKey]) -> None:
         config = running.config
-        self.publish(WorkloadStarted(config_id=config.id, workload=workload.spec.name))
+        self.publish(WorkloadStarted(config_id=config.id, workload=workload.spec.name,
+                                     expected=len(expected_keys(config.id, workload))))
         try:
             await self._guard(running, asyncio.ensure_future(workload.prepare(session)))
         except WorkloadError as exc:
@@ -899,9 +901,13 @@ class Orchestrator:
                 await self._wait_unpaused(running)
                 if self._aborting or running.skip.is_set():
                     break
-                measurement = await self._guard(running, asyncio.ensure_future(
-                    workload.run(key[2], key[3], session, labels)))
-                await self._raise_if_died(running, measurement)
+                try:
+                    measurement = await self._guard(running, asyncio.ensure_future(
+                        workload.run(key[2], key[3], session, labels)))
+                    await self._raise_if_died(running, measurement)
+                except ServerGone as gone:
+                    self._record_cut(config, key, gone)
+                    raise
                 self._record(measurement)
                 counts[measurement.status] = counts.get(measurement.status, 0) + 1
         finally:
@@ -936,6 +942,15 @@ class Orchestrator:
         await first_of(server.death, timeout_s=2.0)
         if server.dead:
             raise ServerGone(server.death.result())
+
+    def _record_cut(self, config: PlannedConfig, key: MeasurementKey, gone: ServerGone) -> None:
+        """The request in flight when its server died is on record: an error whose reason is the death (a skip
+        or an abort records nothing; resume measures the key again). ``--retry-crashed`` re-runs it."""
+        if gone.death is None:
+            return
+        self._record(Measurement(config_id=config.id, config=config.name, workload=key[1], item=key[2],
+                                 repeat=key[3], status=STATUS_ERROR, error_kind=ERROR_KIND_CRASH,
+                                 error=f"in flight when the server died: {gone.death.reason}"[:500]))
 
     def _record(self, measurement: Measurement) -> None:
         try:

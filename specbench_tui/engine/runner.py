@@ -16,8 +16,10 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from specbench_tui.core.analysis import RunAnalysis
 from specbench_tui.core.events import Event, Notice, SweepFinished
 from specbench_tui.core.plan import Plan
+from specbench_tui.core.records import Measurement
 from specbench_tui.engine.orchestrator import Orchestrator, SweepOutcome
 from specbench_tui.engine.session import make_backend, prepare_run
 from specbench_tui.engine.store import RunDir
@@ -68,9 +70,19 @@ class EngineThread:
 
     def summary_table(self) -> str:
         """The end-of-run table over the run directory (earlier runs of a resumed one included)."""
-        from specbench_tui.engine.ending import summary_table
+        from specbench_tui.engine.ending import render_summary
 
-        return summary_table(self.plan.to_json(), self._run_dir.read_measurements(), self._run_dir.read_events())
+        return render_summary(self.analysis())
+
+    def analysis(self) -> RunAnalysis:
+        """The run directory's ledger analysed (what the summary and the exit code rest on)."""
+        from specbench_tui.engine.ending import run_analysis
+
+        return run_analysis(self.plan.to_json(), self._run_dir.read_measurements(), self._run_dir.read_events())
+
+    def history(self) -> tuple[list[Measurement], list[Event]]:
+        """What the run directory already holds (a resumed run's earlier results), for a view to start from."""
+        return self._run_dir.read_measurements(), self._run_dir.read_events()
 
     # -- control, from any thread -------------------------------------------------------------------------
 

@@ -6,7 +6,9 @@ holding ``"\\n".join(lines)`` as ``Text``) draw the same thing. Two layers:
 - :func:`budget_series` picks the points out of a :class:`~specbench_tui.core.analysis.RunAnalysis`:
   ``metric`` is ``"speedup"``, ``"decode_tps"`` or ``"accept_length"``, for one ``algorithm``, either for one
   ``workload`` or (``workload=None``) the geometric mean over workloads, a point being shown only where every
-  workload has a value (a configuration that crashed part-way would otherwise look better or worse than it is);
+  workload has a value and the configuration neither crashed nor was cut short anywhere
+  (:func:`~specbench_tui.core.analysis.aggregate`: a configuration that crashed part-way would otherwise look
+  better or worse than it is);
 - :func:`render_chart` draws any series into ``width`` × ``height`` characters and returns the lines.
 
 Budgets are placed evenly (8, 12, 16, 32, 64 are categories, not a linear scale); a missing point
@@ -16,11 +18,10 @@ Budgets are placed evenly (8, 12, 16, 32, 64 are categories, not a linear scale)
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specbench_tui.core.analysis import FAILED_STATES, RunAnalysis, geometric_mean
+from specbench_tui.core.analysis import RunAnalysis, aggregate
 
 MARKERS = "o+x*#@%&"
 """One marker per series, in order; line segments between points are drawn with '.'."""
@@ -45,17 +46,6 @@ def budgeted_algorithms(analysis: RunAnalysis, min_budgets: int = 2) -> list[str
     return [a for a, b in budgets.items() if len(b) >= min_budgets]
 
 
-def _value(row_metric: str, analysis: RunAnalysis, config_id: str, workload: str) -> float | None:
-    row = analysis.row(config_id, workload)
-    if row is None or row.state in FAILED_STATES:
-        return None  # a configuration that crashed part-way has figures, but not ones to draw a trend from
-    if row_metric == "speedup":
-        return row.speedup.median if row.speedup else None
-    if row_metric == "decode_tps":
-        return row.decode_tps.median if row.decode_tps else None
-    return row.accept_length
-
-
 def budget_series(analysis: RunAnalysis, metric: str, algorithm: str,
                   workload: str | None = None) -> list[ChartSeries]:
     """``metric`` against draft budget for ``algorithm``, one series per TP (see the module docstring)."""
@@ -66,16 +56,7 @@ def budget_series(analysis: RunAnalysis, metric: str, algorithm: str,
     for config in analysis.configs:
         if config.algorithm != algorithm or config.budget is None:
             continue
-        values = [_value(metric, analysis, config.id, w) for w in workloads]
-        if any(v is None for v in values) or not values:
-            point = None
-        elif len(values) == 1:
-            point = values[0]
-        elif metric == "accept_length":
-            point = statistics.fmean(v for v in values if v is not None)
-        else:
-            point = geometric_mean([v for v in values if v is not None])
-        by_tp.setdefault(config.tp, {})[config.budget] = point
+        by_tp.setdefault(config.tp, {})[config.budget] = aggregate(analysis, config.id, metric, workloads)
     return [ChartSeries(f"TP{tp}" if tp is not None else "TP?", tuple(sorted(points.items())))
             for tp, points in sorted(by_tp.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from specbench_tui.core.analysis import CellRow, ConfigSummary, Spread
 from specbench_tui.report.load import LoadedRun
-from specbench_tui.report.tables import Table, env_facts, fmt_seconds, render_text_table
+from specbench_tui.report.tables import Table, env_facts, env_simulated, fmt_seconds, render_text_table
 
 SIGNIFICANT_CHANGE = 0.05
 """Relative change below which nothing is called significant."""
@@ -38,6 +38,8 @@ class CompareRow:
     decode_tps: Change
     ttft_s: Change
     accept_length: Change
+    cut: str = ""
+    """Which side measured the cell only in part (``A partial``, ``B partial``, ``A, B partial``), else ""."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class Comparison:
     """Names present in both runs under different ids (argv or environment changed)."""
     env_changes: tuple[str, ...] = ()
     workloads_only: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = ()
+    """What makes the two runs not comparable as they stand (a simulated run against a real one)."""
 
 
 def _change(a: Spread | None, b: Spread | None, threshold: float) -> Change:
@@ -100,10 +104,11 @@ def compare_runs(a: LoadedRun, b: LoadedRun, threshold: float = SIGNIFICANT_CHAN
             row_a, row_b = a.analysis.row(config.id, workload.name), b.analysis.row(config.id, workload.name)
             if row_a is None or row_b is None or not (row_a.measured or row_b.measured):
                 continue
+            cut = ", ".join(side for side, row in (("A", row_a), ("B", row_b)) if row.partial)
             rows.append(CompareRow(config.id, other.name, workload.name,
                                    _change(row_a.decode_tps, row_b.decode_tps, threshold),
                                    _change(row_a.ttft_s, row_b.ttft_s, threshold),
-                                   _accept_change(row_a, row_b, threshold)))
+                                   _accept_change(row_a, row_b, threshold), f"{cut} partial" if cut else ""))
     only_a = tuple(c for c in a.analysis.configs if c.id not in ids_b)
     only_b = tuple(c for c in b.analysis.configs if c.id not in ids_a)
     names_b = {c.name for c in only_b}
@@ -115,7 +120,21 @@ def compare_runs(a: LoadedRun, b: LoadedRun, threshold: float = SIGNIFICANT_CHAN
         env_changes=tuple(_env_changes(a.env, b.env)),
         workloads_only=tuple([f"{w} (only in A)" for w in workload_names_a - workloads_b]
                              + [f"{w} (only in B)" for w in workloads_b - workload_names_a]),
+        warnings=tuple(_simulation_warnings(a.env, b.env)),
     )
+
+
+def _simulation_warnings(env_a: dict[str, Any] | None, env_b: dict[str, Any] | None) -> list[str]:
+    """A simulated run and a real one are not comparable; two simulated runs compare the simulator only."""
+    sim_a, sim_b = env_simulated(env_a), env_simulated(env_b)
+    if sim_a and sim_b:
+        return ["both runs are SIMULATED (the SGLang simulator on a scripted GPU box): the changes are the "
+                "simulator's, not any hardware's"]
+    if sim_a or sim_b:
+        which, other = ("A", "B") if sim_a else ("B", "A")
+        return [f"NOT COMPARABLE: run {which} is SIMULATED (the SGLang simulator on a scripted GPU box) and run "
+                f"{other} is not; the changes below compare a simulation with real hardware"]
+    return []
 
 
 def _pct(change: Change) -> str:
@@ -137,6 +156,7 @@ def render_compare(comparison: Comparison) -> str:
            f"{len({r.config_id for r in c.rows})} configurations matched by id, {len(c.only_a)} only in A, "
            f"{len(c.only_b)} only in B; decode tok/s significantly faster in {faster} and slower in {slower} "
            f"of {len(c.rows)} configuration x workload cells"]
+    out += [f"warning: {w}" for w in c.warnings]
     if c.env_changes:
         out.append("environment: " + "; ".join(c.env_changes))
     out.append("")
@@ -145,7 +165,7 @@ def render_compare(comparison: Comparison) -> str:
                    "accept A", "accept B", "change"], align="llrrrrrrrrr")
     for r in c.rows:
         table.rows.append([
-            r.config, r.workload, _num(r.decode_tps.a), _num(r.decode_tps.b), _pct(r.decode_tps),
+            r.config + (f" ({r.cut})" if r.cut else ""), r.workload, _num(r.decode_tps.a), _num(r.decode_tps.b), _pct(r.decode_tps),
             fmt_seconds(r.ttft_s.a), fmt_seconds(r.ttft_s.b), _pct(r.ttft_s),
             _num(r.accept_length.a, 2), _num(r.accept_length.b, 2), _pct(r.accept_length),
         ])

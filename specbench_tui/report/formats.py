@@ -100,6 +100,7 @@ def _wrap(text: str, width: int) -> list[str]:
 
 def _notes_txt(run: LoadedRun) -> list[str]:
     notes = [clean_text(n) for n in (*run.analysis.notes, *(f"read: {w}" for w in run.warnings))]
+    notes += [f"earlier attempt: {clean_text(n)}" for n in run.analysis.history]
     return ["", "Notes", "-----", *(f"- {n}" for n in notes)] if notes else []
 
 
@@ -125,6 +126,7 @@ def render_md(run: LoadedRun) -> str:
                     FENCE, ""]
     out += render_markdown_table(lossless_table(analysis), 2)
     notes = [clean_text(n) for n in (*analysis.notes, *(f"read: {w}" for w in run.warnings))]
+    notes += [f"earlier attempt: {clean_text(n)}" for n in analysis.history]
     if notes:
         out += ["## Notes", "", *(f"- {n}" for n in notes), ""]
     return "\n".join(out).rstrip("\n") + "\n"

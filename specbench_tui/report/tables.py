@@ -15,10 +15,12 @@ from specbench_tui.core.analysis import (
     ACCEPT_FROM_SERVER,
     FLAG_BURST,
     FLAG_CLAMPED,
+    FLAG_CRASH_CUT,
     FLAG_ERRORS,
     FLAG_IDLE,
     FLAG_MISMATCH,
     FLAG_NO_BASELINE,
+    FLAG_PARTIAL,
     FLAG_ZERO_OUTPUT,
     LOSSLESS_MISMATCH,
     LOSSLESS_PASS,
@@ -39,6 +41,8 @@ FLAG_TEXT = {
     FLAG_CLAMPED: "clamped",
     FLAG_NO_BASELINE: "no-baseline",
     FLAG_BURST: "one-burst",
+    FLAG_PARTIAL: "PARTIAL",
+    FLAG_CRASH_CUT: "cut-by-crash",
 }
 """How each row flag reads in a table (upper case: the row's figures must not be trusted as they stand)."""
 
@@ -49,7 +53,11 @@ LEGEND = (
     "workload (L: over the server's whole life); n: ok/zero/error; "
     "**: best for the workload, *: best at its TP; SPEC-IDLE: acceptance < 1.05, speculation doing nothing; "
     "one-burst: the server sent each answer in one piece, so there is no decode rate; "
-    "ZERO-OUTPUT and MISMATCH rows cannot be best."
+    "speedup pairs items: over the (item, repeat) pairs both the configuration and its baseline measured; "
+    "partial (k of n items): the workload was cut short (crash, failure, kill), cut-by-crash: the request in "
+    "flight when the server died, recorded as an error; "
+    "ZERO-OUTPUT, MISMATCH, PARTIAL and crashed rows cannot be best, and crashed or partial configurations are in "
+    "no geometric mean."
 )
 
 
@@ -89,6 +97,13 @@ def fmt_range(spread: Spread | None, digits: int = 1, suffix: str = "") -> str:
     if spread.repeats > 1:
         text += f" [{spread.low:.{digits}f}-{spread.high:.{digits}f}]"
     return text
+
+
+def fmt_state(row: CellRow) -> str:
+    """The configuration's state, with the cell's coverage when it was cut short: ``crashed, partial (3 of 9
+    items)``."""
+    coverage = row.coverage_text()
+    return f"{row.state}, {coverage}" if coverage and coverage != "not run" else row.state
 
 
 def fmt_speedup(row: CellRow) -> str:
@@ -164,7 +179,7 @@ def results_table(analysis: RunAnalysis, workload: WorkloadInfo) -> Table:
             continue
         table.rows.append([
             marks.get((row.config_id, row.workload), ""), row.config, fmt_tp(row.tp),
-            DASH if row.budget is None else str(row.budget), row.state, fmt_range(row.decode_tps),
+            DASH if row.budget is None else str(row.budget), fmt_state(row), fmt_range(row.decode_tps),
             fmt_speedup(row), fmt_seconds(row.ttft_s.median if row.ttft_s else None), fmt_accept(row),
             fmt_log_accept(row), fmt_counts(row), fmt_lossless(row), fmt_flags(row),
         ])
@@ -203,12 +218,14 @@ def best_table(analysis: RunAnalysis) -> Table:
 def problems_table(analysis: RunAnalysis) -> Table:
     """Crashed, failed and skipped configurations with their signature and reason."""
     table = Table("Crashed, failed and skipped configurations",
-                  ["config", "id", "state", "signature", "reason", "workloads not run"])
+                  ["config", "id", "state", "signature", "reason", "workloads cut short or not run"])
     for config in analysis.problems():
+        cut = [r for r in analysis.rows_of(config.id) if r.partial]
         table.rows.append([
             config.name, config.id, config.state, clean_text(config.signature or DASH),
             clean_text(config.reason or DASH),
-            ", ".join(w for w, _ in config.workloads_not_run) or DASH,
+            ", ".join([*(f"{r.workload}: {r.coverage_text()}" for r in cut),
+                       *(w for w, _ in config.workloads_not_run)]) or DASH,
         ])
     return table
 
@@ -281,9 +298,27 @@ def env_facts(env: dict[str, Any] | None) -> dict[str, str]:
     return {k: clean_text(v, 120) for k, v in facts.items()}
 
 
+SIMULATED_LABEL = "SIMULATED (the SGLang simulator on a scripted GPU box: no real hardware)"
+
+
+def env_simulated(env: dict[str, Any] | None) -> bool:
+    """Whether ``env.json`` describes a simulated run (the simulator's servers, or the fake GPU box)."""
+    if not isinstance(env, dict):
+        return False
+    gpus = env.get("gpus")
+    extra = env.get("extra")
+    return bool(env.get("simulated") is True
+                or (isinstance(gpus, dict) and (gpus.get("backend") == "fake" or gpus.get("simulated") is True))
+                or (isinstance(extra, dict) and extra.get("launcher") == "simulator"))
+
+
 def env_line(env: dict[str, Any] | None) -> str | None:
-    """GPUs, driver and versions from ``env.json`` on one line, whatever of them it has."""
+    """GPUs, driver and versions from ``env.json`` on one line, whatever of them it has; a simulated run says
+    so first (its GPU names and driver are the fake box's inventions)."""
     facts = env_facts(env)
+    if env_simulated(env):
+        shown = " | ".join(v if k == "gpus" else f"{k} {v}" for k, v in facts.items() if k in ("gpus", "host"))
+        return SIMULATED_LABEL + (f": {shown}" if shown else "")
     if not facts:
         return None
     return " | ".join(v if k == "gpus" else f"{k} {v}" for k, v in facts.items())

@@ -3,7 +3,7 @@
 Once the app has given the terminal back, what a headless run ends with is printed to it, so that it stays
 in the scroll-back of the SSH session: the summary table, how the sweep ended (with the command that
 continues it) and the run directory. The exit code is headless's too (:mod:`specbench_tui.engine.ending`):
-0 done, 1 a configuration crashed or failed, 130 quit mid-sweep, and so on.
+0 done, 1 a configuration crashed, failed or returned no tokens at all, 130 quit mid-sweep, and so on.
 """
 
 from __future__ import annotations
@@ -65,10 +65,13 @@ def _ending(engine: object, app_result: int) -> int:
 
     outcome = getattr(engine, "outcome", None)
     error = getattr(engine, "error", None)
+    analysis = None
     try:
         if outcome is not None and outcome.failure != "preflight":
             try:
                 print(engine.summary_table(), end="\n\n")  # type: ignore[attr-defined]
+                analyse = getattr(engine, "analysis", None)
+                analysis = analyse() if callable(analyse) else None  # a silent server fails the run as headless
             except StoreError as exc:
                 print(f"no summary: {exc}")
         if error is not None:
@@ -82,4 +85,4 @@ def _ending(engine: object, app_result: int) -> int:
         return EXIT_FAILED
     if outcome is None:  # the sweep never got going (its start failed, and the app said why)
         return app_result or EXIT_FAILED
-    return exit_code(outcome)
+    return exit_code(outcome, analysis=analysis)

@@ -253,23 +253,22 @@ def write_run(name: str, *, budgets: list[int], ngram: bool, crashed: set[str], 
         ]
         if config.name in crashed:
             limit = 0 if "b8" in config.name else 3
-            ran: list[str] = []
             if limit:
-                events.append(WorkloadStarted(config_id=config.id, workload="code", ts=clock.tick()))
+                events.append(WorkloadStarted(config_id=config.id, workload="code", ts=clock.tick(),
+                                              expected=len(ITEMS["code"]) * REPEATS["code"]))
                 done = measurements_for(config, "code", rng, speed, ttft_scale, limit=limit)
+                # The request in flight when the server died, recorded as the engine does: an error, the crash.
                 error = Measurement(config_id=config.id, config=config.name, workload="code", item="quicksort",
-                                    repeat=1, status="error", error="server disconnected (connection reset)",
-                                    started_at=1_777_000_100.0)
+                                    repeat=1, status="error", error_kind="crash",
+                                    error="server crashed: cuda_illegal_instruction", started_at=1_777_000_100.0)
                 for m in [*done, error]:
                     results.append(m)
                     events.append(MeasurementRecorded(config_id=config.id, record=m.to_json(), ts=clock.tick()))
-                ran.append("code")
             events.append(CrashDetected(config_id=config.id, signature="cuda_illegal_instruction", line=EXCERPT[4],
                                         excerpt=EXCERPT, log_line_number=1204, ts=clock.tick()))
-            for workload in ITEMS:
-                if workload not in ran:
-                    events.append(WorkloadNotRun(config_id=config.id, workload=workload,
-                                                 reason="server crashed (cuda_illegal_instruction)", ts=clock.tick()))
+            for workload in ITEMS:  # as the engine does, the cut workload too (its missing keys were not run)
+                events.append(WorkloadNotRun(config_id=config.id, workload=workload,
+                                             reason="server crashed (cuda_illegal_instruction)", ts=clock.tick()))
             events += [
                 ServerStopped(config_id=config.id, exit_code=-6, teardown_s=2.1, ts=clock.tick()),
                 ConfigFinished(config_id=config.id, name=config.name, state=ConfigState.CRASHED,
@@ -279,7 +278,8 @@ def write_run(name: str, *, budgets: list[int], ngram: bool, crashed: set[str], 
             continue
         weighted: list[tuple[float, int]] = []
         for workload in ITEMS:
-            events.append(WorkloadStarted(config_id=config.id, workload=workload, ts=clock.tick()))
+            events.append(WorkloadStarted(config_id=config.id, workload=workload, ts=clock.tick(),
+                                          expected=len(ITEMS[workload]) * REPEATS[workload]))
             cell = measurements_for(config, workload, rng, speed, ttft_scale)
             for m in cell:
                 results.append(m)
