@@ -190,6 +190,7 @@ def test_env_json_document(tmp_path):
     assert doc["host"]["name"] and doc["server_python"]["python"] == platform.python_version()
     assert set(doc["server_python"]["packages"]) >= {"sglang", "torch", "triton"}
     assert doc["extra"]["concurrent"] is True
+    assert doc["simulated"] is True and gpus["simulated"] is True  # the fake box's figures are invented
     assert json.loads(dumps(doc)) == doc
 
 
@@ -199,6 +200,7 @@ def test_env_json_without_gpus_or_sweep_file(tmp_path):
     assert doc["gpus"]["count"] == 0 and doc["gpus"]["hint"] == "no NVIDIA driver found"
     assert doc["sweep"]["sha256"] is None and "cannot read" in doc["sweep"]["error"]
     assert doc["server_python"]["error"] and doc["env"] == {}
+    assert doc["simulated"] is False
 
 
 async def test_collect_async_runs_off_the_loop():

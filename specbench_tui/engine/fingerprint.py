@@ -1,6 +1,7 @@
 """The environment fingerprint written as ``env.json`` in every run: what hardware and software made the numbers.
 
-It holds the GPUs (names, count, compute capability with SM120 spelled "sm_120", driver and CUDA driver
+``simulated`` is true when the simulator made the figures (its launcher, or the fake GPU box): every view that
+shows hardware then says SIMULATED. It holds the GPUs (names, count, compute capability with SM120 spelled "sm_120", driver and CUDA driver
 versions), the versions of sglang, torch, triton and friends in the *server's* Python environment (asked
 from that interpreter in one subprocess with a timeout: none of them is ever imported here, and a missing
 package or interpreter is recorded, not raised), the host, this process's Python and specbench version, the
@@ -224,7 +225,7 @@ def gpu_section(backend: GpuBackend | None) -> dict[str, Any]:
                         "architecture": architecture(gpu.compute_capability)})
         key = gpu.name or "unknown"
         names[key] = names.get(key, 0) + 1
-    return {"backend": box.backend, "count": len(devices), "names": names,
+    return {"backend": box.backend, "simulated": box.backend == "fake", "count": len(devices), "names": names,
             "driver_version": box.driver_version, "cuda_driver_version": box.cuda_driver_version,
             "nvml_version": box.nvml_version, "sm": sorted({d["sm"] for d in devices if d["sm"]}),
             "devices": devices, "hint": box.hint}
@@ -258,6 +259,8 @@ def collect(*, backend: GpuBackend | None = None, sweep_path: Path | str | None 
     }
     if extra:
         doc["extra"] = dict(extra)
+    # The simulator's servers, or the scripted GPU box, make invented figures: said at the top of the document.
+    doc["simulated"] = bool(doc["gpus"].get("simulated") or (extra or {}).get("launcher") == "simulator")
     return redact(doc, secret_values(environ))
 
 
