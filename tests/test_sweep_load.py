@@ -86,7 +86,7 @@ def test_relative_paths_resolve_against_the_sweep_file(tmp_path: Path, monkeypat
     (folder / "profiles").mkdir(parents=True)
     (folder / "profiles" / "fast.toml").write_text("")
     (folder / "data").mkdir()
-    (folder / "data" / "q.jsonl").write_text("{}\n")
+    (folder / "data" / "q.jsonl").write_text("{\"prompt\": \"hi\"}\n")
     text = MINIMAL + '''
 [engine]
 sim_profile = "profiles/fast.toml"

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from specbench_tui.core.engines import engine_flags
 from specbench_tui.core.plan import PlannedConfig
-from specbench_tui.core.sweep import EngineSpec
+from specbench_tui.core.secrets import all_forms, is_secret_name
+from specbench_tui.core.sweep import EngineSpec, expand_env_refs
 
 SIMULATOR_MODULE = "specbench_tui.sim"
 SGLANG_MODULE = "sglang.launch_server"
@@ -30,6 +31,12 @@ def server_argv(engine: EngineSpec, config: PlannedConfig, this_python: str, por
     if api_key:
         argv += ["--api-key", api_key]
     return argv
+
+
+def launch_env(config_env: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """A configuration's environment as the server gets it: the ``${NAME}`` references that the sweep keeps
+    for secret-named variables are expanded here, at launch, and nowhere earlier."""
+    return {name: expand_env_refs(value)[0] if is_secret_name(name) else value for name, value in config_env}
 
 
 def redact_argv(argv: list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -58,14 +65,25 @@ def argv_secrets(argv: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(s for s in found if s and s != REDACTED))
 
 
+def env_secrets(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The values of a server environment's secret-named variables (``HF_TOKEN``, ``*_API_KEY``...) that are
+    long enough to redact without garbling a log line."""
+    return tuple(v for k, v in env.items() if is_secret_name(k) and len(v) >= MIN_ENV_SECRET)
+
+
+MIN_ENV_SECRET = 8
+"""A secret-named variable's value shorter than this (``1``, ``true``) is not taken for a secret."""
+
+
 def secret_redactor(secrets: Iterable[str]) -> Callable[[str], str] | None:
     """A function that replaces every occurrence of ``secrets`` in a text by ``***`` (None when there are
-    none). SGLang logs ``server_args=ServerArgs(... api_key='...')`` at start-up; a log line must never
-    carry it to the log file or the screen."""
+    none), in every form a log line can spell them: raw, ``repr``-escaped, JSON-escaped and shell-quoted
+    (:func:`~specbench_tui.core.secrets.secret_forms`). SGLang logs ``server_args=ServerArgs(...
+    api_key='...')`` at start-up; a log line must never carry it to the log file or the screen."""
     unique = sorted({s for s in secrets if s}, key=len, reverse=True)
     if not unique:
         return None
-    long = [s for s in unique if len(s) >= SHORT_SECRET]
+    long = all_forms(s for s in unique if len(s) >= SHORT_SECRET)
     short = [s for s in unique if len(s) < SHORT_SECRET]
     alternatives = [re.escape(s) for s in long]
     if short:

@@ -28,13 +28,15 @@ from specbench_tui.core.sweep import (
     Scalar,
     Sweep,
     WorkloadSpec,
-    same_value,
     sort_issues,
+    typed_key,
+    shown_name,
+    usable_name,
 )
 from specbench_tui.core.tomlpos import KeyLocator, KeyPath, format_path
 
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\-]*$")
+_PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
+"""``{param}``; ``${NAME}`` is an environment reference (kept for secrets, expanded at launch), not one."""
 _EAGLE_FAMILY = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
 _EAGLE_TRIPLE = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
 _DRAFT_MODEL_FLAGS = ("speculative-draft-model-path", "speculative-draft-model")
@@ -212,6 +214,44 @@ def _points(spec: ConfigSpec) -> Iterator[dict[str, Scalar]]:
         yield dict(zip(names, values))
 
 
+class _RuleIndex:
+    """A configuration's exclude rules, matched against a point in time independent of their number.
+
+    Each rule is a bit; for every axis and value, the rules that axis does not stop (they do not name it, or
+    name that value) form an integer bit set, so a point's matching rules are the AND of one set per axis.
+    """
+
+    def __init__(self, spec: ConfigSpec) -> None:
+        self.rules = spec.exclude
+        everything = (1 << len(self.rules)) - 1
+        mentions: dict[str, int] = {param: 0 for param, _ in spec.matrix}
+        named: dict[str, dict[tuple[str, Scalar], int]] = {param: {} for param, _ in spec.matrix}
+        for j, rule in enumerate(self.rules):
+            for k, v in rule.match:
+                if k in mentions:
+                    mentions[k] |= 1 << j
+                    named[k][typed_key(v)] = named[k].get(typed_key(v), 0) | 1 << j
+        self._sets: dict[str, dict[tuple[str, Scalar], int]] = {}
+        for param, values in spec.matrix:
+            free = everything & ~mentions[param]
+            self._sets[param] = {typed_key(v): free | named[param].get(typed_key(v), 0) for v in values}
+        self._everything = everything
+        self.used = 0
+        """Bit j is set once rule j matched a point."""
+
+    def first_reason(self, params: Mapping[str, Scalar]) -> str | None:
+        """The reason of the first rule matching ``params`` (None when none does); the rules are marked used."""
+        if not self.rules:
+            return None
+        matching = self._everything
+        for param, value in params.items():
+            matching &= self._sets[param].get(typed_key(value), 0)
+            if not matching:
+                return None
+        self.used |= matching
+        return self.rules[(matching & -matching).bit_length() - 1].reason
+
+
 # ----------------------------------------------------------------------------------------- the builder
 
 
@@ -274,13 +314,13 @@ class _Planner:
         if bad:
             return []
         planned: list[PlannedConfig] = []
-        rules_used: set[int] = set()
-        for params in (list(_points(spec)) if spec.matrix else [{}]):
-            config = self._point(spec, params, seen_names, rules_used)
+        rules = _RuleIndex(spec)
+        for params in (_points(spec) if spec.matrix else [{}]):
+            config = self._point(spec, params, seen_names, rules)
             if config is not None:
                 planned.append(config)
         for j, rule in enumerate(spec.exclude):
-            if j not in rules_used and planned:
+            if not rules.used >> j & 1 and planned:
                 self.error((*where, "exclude", j), "this exclude rule matches no configuration",
                            "check its parameter values against the matrix")
         return planned
@@ -298,12 +338,12 @@ class _Planner:
         return (*where, "matrix", used[0]) if used else ("server", "args", flag)
 
     def _point(self, spec: ConfigSpec, params: dict[str, Scalar], seen_names: dict[str, int],
-               rules_used: set[int]) -> PlannedConfig | None:
+               rules: _RuleIndex) -> PlannedConfig | None:
         where: KeyPath = ("configs", spec.index)
         flags = self.flags
         name = substitute(spec.name, params)
-        if not _NAME_OK.match(name):
-            self.error((*where, "name"), f"the name template gives '{name}', which is not a usable name",
+        if not usable_name(name):
+            self.error((*where, "name"), f"the name template gives {shown_name(name)}, which is not a usable name",
                        "names use letters, digits, '.', '_', '-' and '+': they name log files and table rows")
             return None
         args: dict[str, ArgValue] = {k: _resolve_value(v, params) for k, v in self.sweep.server_args}
@@ -322,11 +362,7 @@ class _Planner:
         if not ok:
             return None
 
-        skip_reason = None
-        for j, rule in enumerate(spec.exclude):
-            if all(same_value(params.get(k), v) for k, v in rule.match):
-                rules_used.add(j)
-                skip_reason = skip_reason or rule.reason
+        skip_reason = rules.first_reason(params)
         if skip_reason is None:
             skip_reason = eagle_skip_reason(args)
 

@@ -365,6 +365,8 @@ def load_prompts_file(path: str | Path, categories: Sequence[str] = (), limit: i
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             raise PromptsFileError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+        except RecursionError:
+            raise PromptsFileError(f"{path}:{number}: JSON nested too deeply") from None
         if not isinstance(data, dict):
             raise PromptsFileError(f"{path}:{number}: expected a JSON object")
         turns = data.get("turns")

@@ -8,6 +8,10 @@ specific one names the crash, so ``python_traceback`` only wins when nothing bet
 
 User signatures from ``[engine.crash_signatures]`` are the most specific of all: a user writes one because
 the built-ins are too vague for their failure.
+
+Every pattern, built-in or user, is compiled with RE2 (``google-re2``), which matches in time linear in the
+line: a pattern such as ``(a+)+$`` cannot backtrack and stall the event loop every log line goes through. A
+pattern RE2 cannot take (look-around, back-references) is refused when the sweep is validated.
 """
 
 from __future__ import annotations
@@ -15,6 +19,33 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
+
+import re2
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # RE2 would print its parse errors to stderr; they are reported as sweep issues
+_OPTIONS.max_mem = 8 << 20
+
+
+def compile_pattern(pattern: str) -> Any:
+    """``pattern`` compiled with RE2; raises ``ValueError`` saying why when RE2 cannot take it."""
+    try:
+        return re2.compile(pattern, _OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", errors="replace")
+        raise ValueError(str(reason)) from None
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why a crash-signature pattern cannot be used, or None."""
+    try:
+        compile_pattern(pattern)
+    except ValueError as exc:
+        return f"invalid regular expression for RE2: {exc}"
+    return None
 
 LEVEL_FATAL = "fatal"
 LEVEL_ERROR = "error"
@@ -27,7 +58,8 @@ class Signature:
     """One named crash pattern."""
 
     name: str
-    pattern: re.Pattern[str]
+    pattern: Any
+    """RE2-compiled: ``search`` runs in time linear in the line."""
     specificity: int
     """Higher names the crash when several signatures match around it."""
 
@@ -45,7 +77,7 @@ class SignatureMatch:
 
 
 def _sig(name: str, pattern: str, specificity: int) -> Signature:
-    return Signature(name, re.compile(pattern), specificity)
+    return Signature(name, compile_pattern(pattern), specificity)
 
 
 BUILTIN_SIGNATURES: tuple[Signature, ...] = (
@@ -119,7 +151,7 @@ class SignatureSet:
     """The signatures of one sweep: the built-ins plus the sweep's own, matched line by line."""
 
     def __init__(self, extra: Iterable[tuple[str, str]] = (), builtins: Iterable[Signature] = BUILTIN_SIGNATURES):
-        user = [Signature(name, re.compile(pattern), USER_SPECIFICITY) for name, pattern in extra]
+        user = [Signature(name, compile_pattern(pattern), USER_SPECIFICITY) for name, pattern in extra]
         self.signatures: tuple[Signature, ...] = tuple(
             sorted([*user, *builtins], key=lambda s: -s.specificity))
 

@@ -19,6 +19,9 @@ from typing import Any
 
 from specbench_tui.core.engines import ENGINE_NAMES
 from specbench_tui.core.errors import SweepError, SweepIssue, did_you_mean
+from specbench_tui.core.prompts import PromptsFileError, load_prompts_file
+from specbench_tui.core.secrets import is_secret_name, looks_like_token
+from specbench_tui.core.signatures import pattern_problem
 from specbench_tui.core.tomlpos import KeyLocator, KeyPath, format_path
 from specbench_tui.core.workload_kinds import COMMON_PARAMS, KINDS
 
@@ -33,9 +36,21 @@ ArgValue = Scalar | tuple[Scalar, ...]
 LAUNCHERS = ("simulator", "sglang", "command")
 """How a server is started: the built-in simulator, real SGLang, or a user command prefix."""
 
-_NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\-]*$")
-_PARAM_OK = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_ENV_OK = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME_OK = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+\-]*")
+"""Names are checked with ``fullmatch`` (``$`` would accept a trailing newline)."""
+_PARAM_OK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ENV_OK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def shown_name(name: str) -> str:
+    """A name quoted for a message: control characters escaped, a long one cut."""
+    text = repr(name) if not name.isprintable() else f"'{name}'"
+    return text if len(text) <= 80 else text[:60] + f"…' ({len(name):,} characters)"
+
+
+def usable_name(name: str) -> bool:
+    """Whether ``name`` may name a sweep, configuration or workload (it becomes part of file names)."""
+    return len(name) <= MAX_NAME_CHARS and _NAME_OK.fullmatch(name) is not None
 
 
 @dataclass(frozen=True)
@@ -99,6 +114,13 @@ class WorkloadSpec:
     temperature: float
     ignore_eos: bool
     params: tuple[tuple[str, Any], ...]
+    item_count: int = 0
+    """How many items one repeat sends (the prompts a file holds, counted when it was validated)."""
+
+    @property
+    def requests(self) -> int:
+        """Requests one configuration is sent for this workload: items × repeats + warm-up."""
+        return self.item_count * self.repeats + self.warmup
 
     def param(self, key: str) -> Any:
         """A kind-specific parameter (defaults already applied)."""
@@ -135,8 +157,47 @@ class Sweep:
 
 # --------------------------------------------------------------------------------------------- reading
 
+# Limits: everything that scales with the input is bounded, so that validating any file takes well under a
+# second and a few tens of MB, and a run cannot be made to exhaust the machine. docs/sweep-format.md names each.
+MAX_SWEEP_BYTES = 1 << 20
+"""A sweep file is at most 1 MiB (the largest shipped one is a few KB)."""
+MAX_NESTING = 32
+"""Tables, arrays and dotted-key parts nest at most this deep (a sweep needs 6)."""
 MAX_CONFIGURATIONS = 10_000
-"""A matrix that expands past this is almost certainly a typo (and would take months to run)."""
+"""The whole sweep expands to at most this many configurations (more is almost certainly a typo, and would
+take months to run)."""
+MAX_EXCLUDE_RULES = 10_000
+"""Exclude rules per ``[[configs]]`` block."""
+MAX_GPUS = 64
+"""GPUs in the pool, and the largest GPU index + 1: more than one machine has."""
+MAX_REPEATS = 1_000
+"""Measured repeats of each item."""
+MAX_WARMUP = 100
+"""Unmeasured warm-up requests."""
+MAX_ITEMS = 10_000
+"""Items of one workload: ``count``, ``items``, ``prompt_tokens`` entries, prompts read from a file."""
+MAX_WORKLOADS = 100
+"""``[[workloads]]`` blocks."""
+MAX_REQUESTS = 100_000
+"""Requests one configuration is sent (items × repeats + warm-up, over every workload)."""
+MAX_NEW_TOKENS = 1 << 20
+"""``max_new_tokens`` (before it is checked against the context length the server reports)."""
+MAX_PROMPT_TOKENS = 10_000_000
+"""A ``long_context`` prompt size."""
+MAX_TURNS = 100
+"""Turns of an agentic conversation."""
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+"""Any ``*_timeout_s`` or grace (a week)."""
+MAX_SIGNATURES = 100
+"""User crash signatures."""
+MAX_PATTERN_CHARS = 1_000
+"""Characters of one crash-signature pattern."""
+MAX_NAME_CHARS = 200
+"""Characters of a sweep, configuration or workload name."""
+MAX_PROMPTS_FILE_BYTES = 32 << 20
+"""A prompts file."""
+MAX_ISSUES = 100
+"""Issues listed for one file (the rest are counted)."""
 
 
 class _Reader:
@@ -183,14 +244,22 @@ class _Reader:
         return value
 
     def positive(self, data: dict, key: KeyPath, name: str, types: tuple[type, ...], default: Any,
-                 allow_zero: bool = False) -> Any:
-        """Like :meth:`get` for a number that must be > 0 (or >= 0)."""
+                 allow_zero: bool = False, limit: float | None = None, limit_name: str = "") -> Any:
+        """Like :meth:`get` for a number that must be > 0 (or >= 0), and at most ``limit`` when given."""
         value = self.get(data, key, name, types, default)
         if value is not None and (value < 0 or (value == 0 and not allow_zero)):
             self.error((*key, name), f"expected a {'non-negative' if allow_zero else 'positive'} number, got {value}",
                        f"set {name} to a value {'>= 0' if allow_zero else '> 0'}")
             return default
+        if value is not None and limit is not None and value > limit:
+            self.too_large((*key, name), name, value, limit, limit_name)
+            return default
         return value
+
+    def too_large(self, key: KeyPath, what: str, value: float, limit: float, limit_name: str) -> None:
+        shown = f"{value:,}" if isinstance(value, int) else f"{value:g}"
+        self.error(key, f"{what} = {shown} is over the limit of {limit:,} ({limit_name})",
+                   "see the limits in docs/sweep-format.md; split the sweep if you really need more")
 
 
 def _is_type(value: Any, types: tuple[type, ...]) -> bool:
@@ -302,10 +371,16 @@ def load_sweep(path: str | Path, display_path: str | None = None) -> Sweep:
     path = Path(path)
     shown = display_path or str(path)
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_SWEEP_BYTES + 1)
     except OSError as exc:
         raise SweepError([SweepIssue(shown, None, "", f"cannot read the sweep file: {exc.strerror or exc}",
                                      "check the path (shipped sweeps can be named by stem, e.g. demo)")]) from None
+    if len(raw) > MAX_SWEEP_BYTES:
+        line = raw[:MAX_SWEEP_BYTES].count(b"\n") + 1
+        raise SweepError([SweepIssue(shown, line, "", f"the file is larger than {MAX_SWEEP_BYTES:,} bytes "
+                                     "(MAX_SWEEP_BYTES); this line is past the limit",
+                                     "a sweep file is a few KB: is this the right file?")])
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -320,8 +395,21 @@ def load_sweep(path: str | Path, display_path: str | None = None) -> Sweep:
 def parse_sweep(text: str, path: Path, shown: str | None = None) -> Sweep:
     """Validate sweep ``text`` that was read from ``path`` (used to resolve relative paths)."""
     shown = shown or str(path)
+    if len(text) > MAX_SWEEP_BYTES:
+        line = text.count("\n", 0, MAX_SWEEP_BYTES) + 1
+        raise SweepError([SweepIssue(shown, line, "", f"the text is longer than {MAX_SWEEP_BYTES:,} characters "
+                                     "(MAX_SWEEP_BYTES)", "a sweep file is a few KB: is this the right file?")])
+    # Located first, and limited in depth before tomllib sees the text: tomllib's time grows with the square
+    # of a dotted key's length and it recurses once per nested array.
+    locator = KeyLocator(text, max_depth=MAX_NESTING)
+    deep_line = locator.too_deep or _crude_depth_line(text, locator.stopped_at)
+    if deep_line is not None:
+        raise SweepError([_too_deep(shown, deep_line)])
     try:
         data = tomllib.loads(text)
+    except RecursionError:
+        raise SweepError([_too_deep(shown, locator.stopped_at and text.count("\n", 0, locator.stopped_at) + 1 or 1)]
+                         ) from None
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         match = re.search(r"\(at line (\d+), column (\d+)\)", message)
@@ -333,7 +421,10 @@ def parse_sweep(text: str, path: Path, shown: str | None = None) -> Sweep:
         if match:
             message += f" at column {match.group(2)}"
         raise SweepError([SweepIssue(shown, line or 1, "", f"invalid TOML: {message}", hint)]) from None
-    reader = _Reader(shown, KeyLocator(text))
+    deep_path = _too_deep_path(data)
+    if deep_path is not None:
+        raise SweepError([_too_deep(shown, locator.line(deep_path) or 1)])
+    reader = _Reader(shown, locator)
     sweep = _build(reader, data, text, path, shown)
     if reader.issues:
         # Report flag-name mistakes too, so one edit fixes the file (late import: plan imports this module).
@@ -354,9 +445,45 @@ _TOML_HINTS = {
 
 
 def sort_issues(issues: list[SweepIssue]) -> list[SweepIssue]:
-    """Issues in file order, each reported once."""
-    unique = list(dict.fromkeys(issues))
-    return sorted(unique, key=lambda issue: issue.line or 0)
+    """Issues in file order, each reported once; past :data:`MAX_ISSUES` the rest are counted in one more."""
+    unique = sorted(dict.fromkeys(issues), key=lambda issue: issue.line or 0)
+    if len(unique) <= MAX_ISSUES:
+        return unique
+    rest = unique[MAX_ISSUES:]
+    return [*unique[:MAX_ISSUES], SweepIssue(rest[0].path, rest[0].line, "", f"and {len(rest):,} more problems "
+                                             "from this line on", "fix the ones above first")]
+
+
+def _too_deep(shown: str, line: int) -> SweepIssue:
+    return SweepIssue(shown, line, "", f"keys or values nest deeper than {MAX_NESTING} levels (MAX_NESTING)",
+                      "a sweep needs a few levels: [[configs]], its matrix or args, a flag's table")
+
+
+def _crude_depth_line(text: str, stopped_at: int | None) -> int | None:
+    """Where the locator could not follow the text, the first later line with more dots and brackets than a
+    key within the depth limit could have (so that tomllib is never given a key thousands of parts long)."""
+    if stopped_at is None:
+        return None
+    start = text.rfind("\n", 0, stopped_at) + 1
+    line = text.count("\n", 0, start) + 1
+    for number, chunk in enumerate(text[start:].split("\n"), start=line):
+        if chunk.count(".") + chunk.count("[") + chunk.count("{") > 4 * MAX_NESTING:
+            return number
+    return None
+
+
+def _too_deep_path(data: Any) -> KeyPath | None:
+    """The path of a value nested deeper than :data:`MAX_NESTING`, or None (walked without recursion)."""
+    stack: list[tuple[Any, KeyPath]] = [(data, ())]
+    while stack:
+        value, path = stack.pop()
+        if len(path) > MAX_NESTING:
+            return path[:MAX_NESTING]
+        if isinstance(value, dict):
+            stack.extend((v, (*path, k)) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, (*path, i)) for i, v in enumerate(value))
+    return None
 
 
 def _build(r: _Reader, data: dict, text: str, path: Path, shown: str) -> Sweep:
@@ -367,8 +494,8 @@ def _build(r: _Reader, data: dict, text: str, path: Path, shown: str) -> Sweep:
     if "sweep" not in data:
         r.error((), "no [sweep] table", "start the file with [sweep] and name = \"...\"")
     name = r.get(sweep_t, ("sweep",), "name", (str,), required="sweep" in data) or path.stem
-    if isinstance(name, str) and not _NAME_OK.match(name):
-        r.error(("sweep", "name"), f"'{name}' is not a usable name",
+    if isinstance(name, str) and not usable_name(name):
+        r.error(("sweep", "name"), f"{shown_name(name)} is not a usable name",
                 "use letters, digits, '.', '_', '-' and '+': it becomes part of the run directory's name")
         name = path.stem
     description = r.get(sweep_t, ("sweep",), "description", (str,), "")
@@ -377,8 +504,9 @@ def _build(r: _Reader, data: dict, text: str, path: Path, shown: str) -> Sweep:
     gpus = _gpus(r, sweep_t)
     concurrent = r.get(sweep_t, ("sweep",), "concurrent", (bool,), False)
     lossless = r.get(sweep_t, ("sweep",), "lossless_check", (bool,), False)
-    repeats = r.positive(sweep_t, ("sweep",), "repeats", (int,), 1)
-    warmup = r.positive(sweep_t, ("sweep",), "warmup", (int,), 1, allow_zero=True)
+    repeats = r.positive(sweep_t, ("sweep",), "repeats", (int,), 1, limit=MAX_REPEATS, limit_name="MAX_REPEATS")
+    warmup = r.positive(sweep_t, ("sweep",), "warmup", (int,), 1, allow_zero=True, limit=MAX_WARMUP,
+                        limit_name="MAX_WARMUP")
 
     engine = _engine(r, data.get("engine", {}), base_dir)
     server_t = r.table(data.get("server", {}), ("server",), _SERVER_KEYS)
@@ -396,7 +524,17 @@ def _build(r: _Reader, data: dict, text: str, path: Path, shown: str) -> Sweep:
     elif not configs_raw:
         r.error(("configs",), "no configurations", "add a [[configs]] block")
     else:
-        configs = [_config(r, i, c) for i, c in enumerate(configs_raw)]
+        total = 0
+        for i, c in enumerate(configs_raw):
+            config = _config(r, i, c)
+            points = math.prod(len(values) for _, values in config.matrix)
+            if total + points > MAX_CONFIGURATIONS:
+                r.error(("configs", i), f"the sweep expands to more than {MAX_CONFIGURATIONS:,} configurations "
+                        f"from this block on (MAX_CONFIGURATIONS; {total:,} before it)",
+                        "split it into smaller sweeps or remove values")
+                break
+            total += points
+            configs.append(config)
 
     workloads_raw = data.get("workloads")
     workloads: list[WorkloadSpec] = []
@@ -408,12 +546,23 @@ def _build(r: _Reader, data: dict, text: str, path: Path, shown: str) -> Sweep:
                 "write each workload as its own [[workloads]] block, with double brackets")
     elif not workloads_raw:
         r.error(("workloads",), "no workloads", "add a [[workloads]] block")
+    elif len(workloads_raw) > MAX_WORKLOADS:
+        r.error(("workloads", MAX_WORKLOADS), f"more than {MAX_WORKLOADS} workloads (MAX_WORKLOADS)",
+                "split the sweep")
     else:
         seen: dict[str, int] = {}
+        requests = 0
         for i, w in enumerate(workloads_raw):
             spec = _workload(r, i, w, repeats, warmup, base_dir)
             if spec is None:
                 continue
+            requests += spec.requests
+            if requests > MAX_REQUESTS:
+                r.error(("workloads", i), f"each configuration would be sent more than {MAX_REQUESTS:,} requests "
+                        f"by the workloads up to this one (MAX_REQUESTS: items × repeats + warm-up)",
+                        "lower repeats, count or the number of items")
+                requests = -(1 << 62)  # said once
+
             if spec.name in seen:
                 implicit = "" if "name" in w else " (a workload without a name is named after its kind)"
                 r.error(("workloads", i, "name"), f"duplicate workload name '{spec.name}'{implicit}; "
@@ -439,10 +588,18 @@ def _gpus(r: _Reader, sweep_t: dict) -> tuple[int, ...] | None:
         if value <= 0:
             r.error(key, f"expected a positive GPU count, got {value}", "write gpus = \"all\" to use every GPU")
             return None
+        if value > MAX_GPUS:
+            r.error(key, f"gpus = {value:,}: no machine has that many GPUs (MAX_GPUS = {MAX_GPUS})",
+                    "write gpus = \"all\", or the number of GPUs this machine has")
+            return None
         return tuple(range(value))
     if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        if len(value) > MAX_GPUS or any(v >= MAX_GPUS for v in value):
+            r.error(key, f"GPU indices go from 0 to {MAX_GPUS - 1} and a pool has at most {MAX_GPUS} (MAX_GPUS)",
+                    "list the indices nvidia-smi shows")
+            return None
         if any(v < 0 for v in value) or len(set(value)) != len(value):
-            r.error(key, f"GPU indices must be distinct and non-negative, got {value}")
+            r.error(key, f"GPU indices must be distinct and non-negative, got {_short(value)}")
             return None
         return tuple(value)
     r.error(key, f"expected \"all\", a GPU count or a list of GPU indices, got {_type_name(value)} {_short(value)}",
@@ -481,7 +638,7 @@ def _engine(r: _Reader, raw: Any, base_dir: Path) -> EngineSpec:
                     "relative paths are taken from the sweep file's folder")
         sim_profile = str(resolved)
     api_key_env = r.get(t, key, "api_key_env", (str,))
-    if api_key_env is not None and (not _ENV_OK.match(api_key_env) or _looks_like_secret(api_key_env)):
+    if api_key_env is not None and (not _ENV_OK.fullmatch(api_key_env) or _looks_like_secret(api_key_env)):
         r.error((*key, "api_key_env"), "expected the NAME of an environment variable that holds the key, "
                 "and this looks like a key itself", "write api_key_env = \"SGLANG_API_KEY\" and export "
                 "SGLANG_API_KEY=...; never put a key in a sweep file (it is copied into every run directory)")
@@ -495,7 +652,8 @@ def _engine(r: _Reader, raw: Any, base_dir: Path) -> EngineSpec:
     if not host.strip():
         r.error((*key, "host"), "expected a host name or address, got an empty string")
         host = "127.0.0.1"
-    timeouts = {name: float(r.positive(t, key, name, (int, float), getattr(EngineSpec, name)))
+    timeouts = {name: float(r.positive(t, key, name, (int, float), getattr(EngineSpec, name), limit=MAX_TIMEOUT_S,
+                                       limit_name="MAX_TIMEOUT_S"))
                 for name in _TIMEOUTS}
     return EngineSpec(
         profile=profile, launcher=launcher, python=python, command=tuple(command), host=host,
@@ -510,19 +668,26 @@ def _crash_signatures(r: _Reader, raw: Any, key: KeyPath) -> tuple[tuple[str, st
         r.error(key, f"expected a table of name = \"regex\" pairs, got {_type_name(raw)}")
         return ()
     out: list[tuple[str, str]] = []
+    if len(raw) > MAX_SIGNATURES:
+        r.error(key, f"more than {MAX_SIGNATURES} crash signatures (MAX_SIGNATURES)", "keep the ones you need")
+        return ()
     for sig_name, pattern in raw.items():
+        if isinstance(pattern, str) and len(pattern) > MAX_PATTERN_CHARS:
+            r.error((*key, sig_name), f"the pattern is {len(pattern):,} characters long (MAX_PATTERN_CHARS = "
+                    f"{MAX_PATTERN_CHARS:,})", "match a distinctive part of the line")
+            continue
         if not isinstance(pattern, str):
             r.error((*key, sig_name), f"expected a regular expression string, got {_type_name(pattern)}")
             continue
         if not pattern:
             r.error((*key, sig_name), "an empty regular expression matches every log line")
             continue
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            r.error((*key, sig_name), f"invalid regular expression: {exc}",
-                    "escape regex characters such as ( [ . * with a backslash, and write the pattern as a "
-                    "'...' literal string so TOML keeps backslashes as written")
+        problem = pattern_problem(pattern)
+        if problem is not None:
+            r.error((*key, sig_name), problem,
+                    "signatures are RE2 expressions, matched in time linear in the line: no look-around or "
+                    "back-references; escape regex characters such as ( [ . * with a backslash, and write the "
+                    "pattern as a '...' literal string so TOML keeps backslashes as written")
             continue
         out.append((sig_name, pattern))
     return tuple(out)
@@ -595,8 +760,21 @@ def _env(r: _Reader, raw: Any, key: KeyPath) -> tuple[tuple[str, str], ...]:
         return ()
     out = []
     for name, value in raw.items():
+        secret_name = is_secret_name(name)
+        if isinstance(value, str) and "${" not in value and looks_like_token(value, secret_name):
+            r.error((*key, name), "this looks like a secret written into the sweep file, which is printed by "
+                    "validate and copied into every run directory",
+                    f"write {name} = \"${{{name}}}\" and export {name}=... before running: a reference is "
+                    "passed to the server and redacted from its log")
+            continue
+        if secret_name and isinstance(value, str) and "${" in value and _ENV_OK.fullmatch(name):
+            # Passed through as written and expanded only at launch, so the secret never reaches the plan,
+            # validate's output or the run directory (the server's log is redacted of it).
+            _expand(r, (*key, name), value)
+            out.append((name, value))
+            continue
         value = _expand(r, (*key, name), value)
-        if not _ENV_OK.match(name):
+        if not _ENV_OK.fullmatch(name):
             r.error((*key, name), f"'{name}' is not a valid environment variable name",
                     "use letters, digits and '_', not starting with a digit")
             continue
@@ -607,6 +785,15 @@ def _env(r: _Reader, raw: Any, key: KeyPath) -> tuple[tuple[str, str], ...]:
             continue
         out.append((name, str(value)))
     return tuple(out)
+
+
+def typed_key(value: Scalar) -> tuple[str, Scalar]:
+    """A hashable key that is equal for two values exactly when :func:`same_value` says they are."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (int, float)):
+        return ("number", value)
+    return (type(value).__name__, value)
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -631,7 +818,7 @@ def _config(r: _Reader, index: int, raw: dict) -> ConfigSpec:
     points = 1
     for param, values in matrix_raw.items():
         pkey = (*key, "matrix", param)
-        if not _PARAM_OK.match(param):
+        if not _PARAM_OK.fullmatch(param):
             r.error(pkey, f"'{param}' is not a usable parameter name",
                     "use a Python-style identifier such as budget, tp or topk")
             continue
@@ -641,15 +828,23 @@ def _config(r: _Reader, index: int, raw: dict) -> ConfigSpec:
             r.error(pkey, "empty matrix axis: it would expand to no configuration",
                     "give at least one value, e.g. [8, 16]")
             continue
+        if len(values) > MAX_CONFIGURATIONS:
+            r.too_large(pkey, "the number of values", len(values), MAX_CONFIGURATIONS, "MAX_CONFIGURATIONS")
+            matrix = []
+            points = MAX_CONFIGURATIONS + 1
+            break
         if not all(is_scalar(v) for v in values):
             r.error(pkey, "matrix values are strings, numbers or booleans")
             continue
-        duplicates = [v for i, v in enumerate(values) if any(same_value(v, w) for w in values[:i])]
-        if duplicates:
-            r.error(pkey, f"duplicate value {duplicates[0]!r} in {values}", "list each value once")
+        seen_values: set[tuple[str, Scalar]] = set()
+        duplicate = next((v for v in values if typed_key(v) in seen_values or seen_values.add(typed_key(v))), None)
+        if duplicate is not None:
+            r.error(pkey, f"duplicate value {duplicate!r} in {_short(values)}", "list each value once")
             continue
         matrix.append((param, tuple(values)))
         points *= len(values)
+        if points > MAX_CONFIGURATIONS:
+            break
     if points > MAX_CONFIGURATIONS:
         r.error((*key, "matrix"), f"the matrix expands to {points:,} configurations (at most "
                 f"{MAX_CONFIGURATIONS:,})", "split it into smaller sweeps or remove values")
@@ -671,6 +866,12 @@ def _excludes(r: _Reader, key: KeyPath, raw: Any, matrix: dict[str, tuple[Scalar
                 "write each rule as [[configs.exclude]] with the parameters to match and reason = \"...\"")
         return []
     excludes: list[ExcludeRule] = []
+    if len(raw) > MAX_EXCLUDE_RULES:
+        r.error((*key, "exclude", MAX_EXCLUDE_RULES), f"more than {MAX_EXCLUDE_RULES:,} exclude rules "
+                "(MAX_EXCLUDE_RULES)", "exclude a whole axis value with one rule, e.g. { tp = 8, reason = ... }")
+        return []
+    axes = {k: {typed_key(v) for v in values} for k, values in matrix.items()}
+    by_text = {k: {str(v): v for v in reversed(values)} for k, values in matrix.items()}
     for j, rule in enumerate(raw):
         rkey = (*key, "exclude", j)
         if not isinstance(rule, dict):
@@ -699,12 +900,13 @@ def _excludes(r: _Reader, key: KeyPath, raw: Any, matrix: dict[str, tuple[Scalar
                     hint = did_you_mean(k, matrix)
                     r.error((*rkey, k), f"'{k}' is not a matrix parameter of this configuration (it has "
                             f"{', '.join(matrix) or 'none'})", hint)
-            elif not any(same_value(v, w) for w in matrix[k]):
+            elif not is_scalar(v) or typed_key(v) not in axes[k]:
                 ok = False
-                typed = [w for w in matrix[k] if str(w) == str(v)]
-                hint = (f"{k} = {v!r} is {_type_name(v)} but the matrix has {typed[0]!r}; write it without quotes"
-                        if typed else f"use one of {list(matrix[k])}")
-                r.error((*rkey, k), f"{k} = {v!r} is not a value of matrix.{k}, so this rule matches nothing", hint)
+                typed = by_text[k].get(str(v)) if is_scalar(v) else None
+                hint = (f"{k} = {v!r} is {_type_name(v)} but the matrix has {typed!r}; write it without quotes"
+                        if typed is not None else f"use one of {_short(list(matrix[k]))}")
+                r.error((*rkey, k), f"{k} = {_short(v)[1:-1]} is not a value of matrix.{k}, so this rule matches "
+                        "nothing", hint)
         if ok and match and isinstance(reason, str) and reason.strip():
             excludes.append(ExcludeRule(match, reason.strip(), r.line_of(rkey)))
     return excludes
@@ -725,15 +927,18 @@ def _workload(r: _Reader, index: int, raw: dict, repeats: int, warmup: int, base
             r.error((*key, pname), f"unknown key '{pname}' for a workload of kind '{kind}'",
                     did_you_mean(pname, allowed))
     name = r.get(raw, key, "name", (str,), kind)
-    if not _NAME_OK.match(name):
-        r.error((*key, "name"), f"'{name}' is not a usable name", "use letters, digits, '.', '_', '-' and '+'")
+    if not usable_name(name):
+        r.error((*key, "name"), f"{shown_name(name)} is not a usable name",
+                f"use letters, digits, '.', '_', '-' and '+', at most {MAX_NAME_CHARS} characters")
     common = {}
     for pname, spec in COMMON_PARAMS.items():
         default = {"repeats": repeats, "warmup": warmup}.get(pname, spec.default)
+        limit, limit_name = _COMMON_LIMITS.get(pname, (None, ""))
         if spec.positive:
-            common[pname] = r.positive(raw, key, pname, spec.types, default)
+            common[pname] = r.positive(raw, key, pname, spec.types, default, limit=limit, limit_name=limit_name)
         elif pname == "warmup":
-            common[pname] = r.positive(raw, key, pname, spec.types, default, allow_zero=True)
+            common[pname] = r.positive(raw, key, pname, spec.types, default, allow_zero=True, limit=limit,
+                                       limit_name=limit_name)
         else:
             common[pname] = r.get(raw, key, pname, spec.types, default)
     temperature = common["temperature"]
@@ -752,6 +957,9 @@ def _workload(r: _Reader, index: int, raw: dict, repeats: int, warmup: int, base
                 r.error((*pkey, wrong[0]), f"expected an array of {_types_text(spec.item_types or ())}, got "
                         f"{_type_name(item)} {_short(item)}")
                 continue
+            if len(value) > MAX_ITEMS:
+                r.error(pkey, f"{len(value):,} items (MAX_ITEMS = {MAX_ITEMS:,})", "split the workload")
+                continue
             for i, v in enumerate(value):
                 if spec.choices and v not in spec.choices:
                     r.error((*pkey, i), f"unknown item '{v}'", did_you_mean(str(v), map(str, spec.choices)))
@@ -761,6 +969,9 @@ def _workload(r: _Reader, index: int, raw: dict, repeats: int, warmup: int, base
         elif isinstance(value, (int, float)) and not isinstance(value, bool) and (
                 (spec.positive and value <= 0) or value < 0):
             r.error(pkey, f"expected a {'positive' if spec.positive else 'non-negative'} number, got {value}")
+        elif isinstance(value, int) and pname in _KIND_LIMITS and value > _KIND_LIMITS[pname][0]:
+            r.too_large(pkey, pname, value, *_KIND_LIMITS[pname])
+            continue
         elif spec.choices and value not in spec.choices:
             r.error(pkey, f"unknown value '{value}'", did_you_mean(str(value), map(str, spec.choices)))
         params[pname] = value
@@ -771,14 +982,61 @@ def _workload(r: _Reader, index: int, raw: dict, repeats: int, warmup: int, base
                         "\"max\" fills the context up to its limit")
             elif isinstance(v, int) and v <= 0:
                 r.error((*key, "prompt_tokens", i), f"expected positive token counts, got {v}")
+            elif isinstance(v, int) and v > MAX_PROMPT_TOKENS:
+                r.too_large((*key, "prompt_tokens", i), "a prompt size", v, MAX_PROMPT_TOKENS, "MAX_PROMPT_TOKENS")
+    item_count = _item_count(kind, params)
     if kind == "prompts_file" and "path" in params:
         resolved = _resolve_path(base_dir, params["path"])
-        if not resolved.is_file():
-            r.error((*key, "path"), f"prompts file not found: {resolved}",
-                    "relative paths are taken from the sweep file's folder")
         params["path"] = str(resolved)
+        item_count = _check_prompts_file(r, (*key, "path"), resolved, params)
     return WorkloadSpec(
         name=name, kind=kind, max_new_tokens=common["max_new_tokens"] or 256, repeats=common["repeats"] or 1,
         warmup=common["warmup"] if common["warmup"] is not None else 1, temperature=float(temperature or 0.0),
-        ignore_eos=bool(common["ignore_eos"]), params=tuple(sorted(params.items())),
+        ignore_eos=bool(common["ignore_eos"]), params=tuple(sorted(params.items())), item_count=item_count,
     )
+
+
+_COMMON_LIMITS: dict[str, tuple[int, str]] = {
+    "max_new_tokens": (MAX_NEW_TOKENS, "MAX_NEW_TOKENS"), "repeats": (MAX_REPEATS, "MAX_REPEATS"),
+    "warmup": (MAX_WARMUP, "MAX_WARMUP")}
+_KIND_LIMITS: dict[str, tuple[int, str]] = {
+    "count": (MAX_ITEMS, "MAX_ITEMS"), "limit": (MAX_ITEMS, "MAX_ITEMS"), "turns": (MAX_TURNS, "MAX_TURNS")}
+
+
+def _item_count(kind: str, params: Mapping[str, Any]) -> int:
+    """Items of one repeat, from the kind's parameters (a prompts file's are counted when it is read)."""
+    for name in ("items", "prompt_tokens"):
+        if isinstance(params.get(name), tuple):
+            return len(params[name])
+    count = params.get("count")
+    return count if isinstance(count, int) else 1
+
+
+def _check_prompts_file(r: _Reader, key: KeyPath, path: Path, params: Mapping[str, Any]) -> int:
+    """Read and parse a prompts file now, so that the run cannot die on it; the number of prompts it gives."""
+    hint = "relative paths are taken from the sweep file's folder"
+    if not path.is_file():
+        r.error(key, f"prompts file not found: {path}" if not path.exists() else
+                f"the prompts file {path} is not a regular file",
+                hint)
+        return 0
+    try:
+        size = path.stat().st_size
+        if size > MAX_PROMPTS_FILE_BYTES:
+            r.error(key, f"the prompts file {path} is {size:,} bytes (MAX_PROMPTS_FILE_BYTES = {MAX_PROMPTS_FILE_BYTES:,})",
+                    "set limit = N and keep only the prompts you use in the file")
+            return 0
+        categories = params.get("categories") or ()
+        prompts = load_prompts_file(path, categories, params.get("limit") or 0)
+    except (OSError, PromptsFileError) as exc:
+        r.error(key, f"the prompts file cannot be used: {exc}", "each line is a JSON object with \"turns\", "
+                "\"prompt\" or \"text\" (blank and # lines are skipped)")
+        return 0
+    if not prompts:
+        r.error(key, f"the prompts file {path} gives no prompt" + (f" in categories {list(categories)}" if categories else ""),
+                "check the file and the categories")
+        return 0
+    if len(prompts) > MAX_ITEMS:
+        r.error(key, f"the prompts file {path} holds {len(prompts):,} prompts (MAX_ITEMS = {MAX_ITEMS:,})", "set limit = N")
+        return 0
+    return len(prompts)

@@ -6,7 +6,9 @@ line of every table header, key assignment, inline-table key and array element, 
 to indices, so that ``configs[2].matrix.budget`` or ``configs[1].exclude[0].reason`` maps to a line.
 
 It only has to locate keys in a document that ``tomllib`` already parsed, so it is forgiving: on text it
-cannot follow it stops recording and keeps what it found, and it never raises.
+cannot follow it stops recording and keeps what it found, and it never raises. Positions are kept in a trie
+(one node per key, however it was spelt), and nesting past ``max_depth`` is not followed, so time and memory
+stay linear in the text whatever its shape (dotted keys a thousand deep, arrays nested a thousand deep).
 """
 
 from __future__ import annotations
@@ -134,24 +136,63 @@ def _unescape(raw: str) -> str:
         return raw
 
 
-class KeyLocator:
-    """Maps key paths of one TOML text to 1-based line numbers."""
+class _Node:
+    """One key of the document: the line it was first seen on, and its children (a trie keeps memory linear)."""
 
-    def __init__(self, text: str) -> None:
-        self._lines: dict[KeyPath, int] = {}
+    __slots__ = ("line", "children")
+
+    def __init__(self, line: int) -> None:
+        self.line = line
+        self.children: dict[PathPart, _Node] = {}
+
+    def child(self, part: PathPart, line: int) -> _Node:
+        found = self.children.get(part)
+        if found is None:
+            found = self.children[part] = _Node(line)
+        return found
+
+
+MAX_TRACKED_DEPTH = 64
+"""Keys nested deeper than this are located at their ancestor at this depth (the sweep loader refuses
+anything that deep anyway); it bounds both the work per key and the scanner's recursion."""
+
+
+class KeyLocator:
+    """Maps key paths of one TOML text to 1-based line numbers, in time and memory linear in the text."""
+
+    def __init__(self, text: str, max_depth: int = MAX_TRACKED_DEPTH) -> None:
+        self._root = _Node(0)
+        self._max_depth = max_depth
         self._array_counts: dict[tuple[str, ...], int] = {}
+        self._nested_arrays: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+        self.too_deep: int | None = None
+        """The first line where keys or values nest deeper than ``max_depth`` (None: nothing does)."""
+        self.stopped_at: int | None = None
+        """The offset where the scanner met text it cannot follow (None: it read the whole text)."""
+        scanner = _Scanner(text)
         try:
-            self._document(_Scanner(text))
+            self._document(scanner)
         except (_Stop, IndexError, RecursionError):
-            pass
+            self.stopped_at = scanner.pos
+
+    def _deep(self, line: int) -> None:
+        if self.too_deep is None:
+            self.too_deep = line
 
     # ------------------------------------------------------------------------------------------ scanning
 
-    def _record(self, path: KeyPath, line: int) -> None:
-        self._lines.setdefault(path, line)
+    def _record(self, node: _Node, parts: tuple[PathPart, ...] | list[PathPart], line: int, depth: int) -> _Node:
+        """Record ``parts`` below ``node`` (at ``depth``); parts past the depth limit stay at their ancestor."""
+        for part in parts:
+            if depth >= self._max_depth:
+                self._deep(line)
+                break
+            node = node.child(part, line)
+            depth += 1
+        return node
 
     def _document(self, s: _Scanner) -> None:
-        current: KeyPath = ()
+        current, depth = self._root, 0
         while True:
             s.skip_blanks(newlines=True)
             if s.done:
@@ -159,36 +200,46 @@ class KeyLocator:
             line = s.line
             if s.peek(2) == "[[":
                 s.advance(2)
-                names = s.key()
+                names = self._header_key(s, line)
                 s.skip_blanks(newlines=False)
                 s.expect("]]")
-                current = self._array_header(names, line)
+                path = self._array_header(names)
+                current, depth = self._record(self._root, path, line, 0), min(len(path), self._max_depth)
             elif s.peek() == "[":
                 s.advance()
-                names = s.key()
+                names = self._header_key(s, line)
                 s.skip_blanks(newlines=False)
                 s.expect("]")
-                current = self._resolve(names)
-                for end in range(1, len(current) + 1):
-                    self._record(current[:end], line)
+                path = self._resolve(names)
+                current, depth = self._record(self._root, path, line, 0), min(len(path), self._max_depth)
             else:
-                self._assignment(s, current)
+                self._assignment(s, current, depth)
             s.skip_blanks(newlines=False)
             if not s.done and s.peek() != "\n":
                 raise _Stop
             s.skip_line()
 
-    def _array_header(self, names: tuple[str, ...], line: int) -> KeyPath:
+    def _header_key(self, s: _Scanner, line: int) -> tuple[str, ...]:
+        names = s.key()
+        if len(names) > self._max_depth:
+            self._deep(line)
+            raise _Stop  # nothing this deep is worth following
+        return names
+
+    def _array_header(self, names: tuple[str, ...]) -> KeyPath:
         parent = self._resolve(names[:-1])
-        index = self._array_counts.get(names, 0)
+        index = self._array_counts.get(names)
+        if index is None:
+            index = 0
+            # Remember this array under every enclosing array, so that a new element of an enclosing one
+            # restarts it (each registration is undone at most once: linear overall).
+            for end in range(1, len(names)):
+                if names[:end] in self._array_counts:
+                    self._nested_arrays.setdefault(names[:end], []).append(names)
         self._array_counts[names] = index + 1
-        # A nested array of tables restarts when its parent element changes.
-        for key in [k for k in self._array_counts if len(k) > len(names) and k[:len(names)] == names]:
-            del self._array_counts[key]
-        path = (*parent, names[-1], index)
-        for end in range(1, len(path) + 1):
-            self._record(path[:end], line)
-        return path
+        for nested in self._nested_arrays.pop(names, ()):
+            self._array_counts.pop(nested, None)
+        return (*parent, names[-1], index)
 
     def _resolve(self, names: tuple[str, ...]) -> KeyPath:
         """Header names → a key path, with the current index of every array of tables on the way."""
@@ -200,25 +251,28 @@ class KeyLocator:
                 resolved.append(count - 1)
         return tuple(resolved)
 
-    def _assignment(self, s: _Scanner, table: KeyPath) -> None:
+    def _assignment(self, s: _Scanner, table: _Node, depth: int) -> None:
         line = s.line
         names = s.key()
-        path = (*table, *names)
-        for end in range(len(table) + 1, len(path) + 1):
-            self._record(path[:end], line)
+        node = self._record(table, names, line, depth)
+        depth = min(depth + len(names), self._max_depth)
         s.skip_blanks(newlines=False)
         s.expect("=")
         s.skip_blanks(newlines=False)
-        self._value(s, path)
+        self._value(s, node, depth)
 
-    def _value(self, s: _Scanner, path: KeyPath) -> None:
+    def _value(self, s: _Scanner, node: _Node, depth: int) -> None:
         char = s.peek()
         if char in ('"', "'"):
             s.string()
-        elif char == "[":
-            self._array(s, path)
-        elif char == "{":
-            self._inline_table(s, path)
+        elif char in "[{":
+            if depth >= self._max_depth:
+                self._deep(s.line)
+                raise _Stop  # deeper than anything a sweep may hold: keep what is located so far
+            if char == "[":
+                self._array(s, node, depth)
+            else:
+                self._inline_table(s, node, depth)
         else:
             start = s.pos
             while not s.done and s.text[s.pos] not in _SCALAR_END:
@@ -226,7 +280,7 @@ class KeyLocator:
             if s.pos == start:
                 raise _Stop
 
-    def _array(self, s: _Scanner, path: KeyPath) -> None:
+    def _array(self, s: _Scanner, node: _Node, depth: int) -> None:
         s.expect("[")
         index = 0
         while True:
@@ -234,8 +288,7 @@ class KeyLocator:
             if s.peek() == "]":
                 s.advance()
                 return
-            self._record((*path, index), s.line)
-            self._value(s, (*path, index))
+            self._value(s, node.child(index, s.line), depth + 1)
             s.skip_blanks(newlines=True)
             if s.peek() == ",":
                 s.advance()
@@ -243,14 +296,14 @@ class KeyLocator:
             elif s.peek() != "]":
                 raise _Stop
 
-    def _inline_table(self, s: _Scanner, path: KeyPath) -> None:
+    def _inline_table(self, s: _Scanner, node: _Node, depth: int) -> None:
         s.expect("{")
         while True:
             s.skip_blanks(newlines=True)  # newlines are TOML 1.1; harmless to accept here
             if s.peek() == "}":
                 s.advance()
                 return
-            self._assignment(s, path)
+            self._assignment(s, node, depth)
             s.skip_blanks(newlines=True)
             if s.peek() == ",":
                 s.advance()
@@ -259,17 +312,25 @@ class KeyLocator:
 
     # ------------------------------------------------------------------------------------------ queries
 
+    def _walk(self, path: KeyPath) -> tuple[int, _Node]:
+        """How many parts of ``path`` were seen, and the node of the last one."""
+        node, seen = self._root, 0
+        for part in path:
+            found = node.children.get(part)
+            if found is None:
+                break
+            node, seen = found, seen + 1
+        return seen, node
+
     def exact(self, path: KeyPath) -> int | None:
         """The line of exactly ``path``, or None when it was not seen."""
-        return self._lines.get(tuple(path))
+        seen, node = self._walk(tuple(path))
+        return node.line if seen == len(path) and seen else None
 
     def line(self, path: KeyPath) -> int | None:
         """The line of ``path``, or of its closest located ancestor."""
-        for end in range(len(path), 0, -1):
-            found = self._lines.get(tuple(path[:end]))
-            if found is not None:
-                return found
-        return None
+        seen, node = self._walk(tuple(path))
+        return node.line if seen else None
 
 
 def format_path(path: KeyPath) -> str:

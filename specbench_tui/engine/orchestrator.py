@@ -72,7 +72,7 @@ from specbench_tui.core.events import (
     WorkloadNotRun,
     WorkloadStarted,
 )
-from specbench_tui.core.launch import redact_argv, server_argv
+from specbench_tui.core.launch import launch_env, redact_argv, server_argv
 from specbench_tui.core.logparse import BatchLine, summarize_decode
 from specbench_tui.core.placement import order_configs
 from specbench_tui.core.plan import Plan, PlannedConfig
@@ -643,7 +643,7 @@ class Orchestrator:
 
     def _server_env(self, config: PlannedConfig, gpus: tuple[int, ...]) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(config.env)
+        env.update(launch_env(config.env))
         env.update(self.profile.shutdown_env)
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA's default order can differ from NVML's (our indices)

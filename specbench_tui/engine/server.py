@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from specbench_tui.core.events import CrashDetected, Event, LogLine
-from specbench_tui.core.launch import argv_secrets, secret_redactor
+from specbench_tui.core.launch import argv_secrets, env_secrets, secret_redactor
 from specbench_tui.core.logparse import BatchLine
 from specbench_tui.core.signatures import LEVEL_FATAL, SignatureMatch, SignatureSet, line_level, most_specific
 from specbench_tui.engine.client import ServerClient
@@ -187,8 +187,9 @@ class ServerProcess:
         self._publish = publish
         self._on_stats = on_stats
         self._on_store_error = on_store_error
-        self._redact = secret_redactor(argv_secrets(self.argv))
-        """Takes the API key out of every log line before it is written or published."""
+        self._redact = secret_redactor((*argv_secrets(self.argv), *env_secrets(self.env)))
+        """Takes the API key and the environment's secrets out of every log line before it is written or
+        published."""
         self._excerpt_before = excerpt_before
         self._excerpt_after = excerpt_after
         self._excerpt_wait_s = excerpt_wait_s
