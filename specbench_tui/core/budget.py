@@ -1,9 +1,12 @@
 """Context budgeting: a prompt plus its output must fit the server's context, or we would cause the 400.
 
-SGLang rejects a request when ``prompt_tokens >= context_length`` or ``prompt_tokens + max_new_tokens >
-context_length`` (``reference/sglang.md`` §2.5). We keep ``prompt + max_new_tokens + margin <=
-context_length``; the margin absorbs a BOS token and any drift between a tokenizer count and what the
-server finally feeds the model. A requested size that cannot fit is clamped, and the clamp is recorded.
+SGLang 0.5.23 (``managers/tokenizer_manager.py``) first adds the tokens it reserves for speculative decoding
+(:func:`reserved_speculative_tokens`) to the input, then rejects a request when ``input + reserved >=
+context_length`` or ``input + reserved + max_new_tokens > context_length``. Its scheduler then aborts an input
+of ``max_req_input_len`` tokens or more (``min(context - 1, kv_capacity - 1) - 5``, ``/server_info``) and
+silently clips ``max_new_tokens`` to ``max_req_input_len + 4 - input``. We keep ``prompt + max_new_tokens +
+margin`` within both limits; the margin absorbs a BOS token and any drift between a tokenizer count and what
+the server finally feeds the model. A requested size that cannot fit is clamped, and the clamp is recorded.
 """
 
 from __future__ import annotations
@@ -13,6 +16,28 @@ from dataclasses import dataclass
 DEFAULT_MARGIN = 32
 """Tokens kept free beyond prompt + output."""
 MAX = "max"
+
+SGLANG_RESERVING_ALGORITHMS = frozenset({"EAGLE", "EAGLE3", "FROZEN_KV_MTP", "NEXTN"})
+"""SGLang's ``SpeculativeAlgorithm.is_eagle()`` (NEXTN is EAGLE's alias): the algorithms whose draft tokens sit
+in the request's output slots, so the context check counts them (``managers/utils.py``,
+``compute_num_reserved_tokens``). Every other algorithm reserves nothing."""
+
+
+def reserved_speculative_tokens(engine: str, algorithm: str | None, *, topk: int | None = None,
+                                steps: int | None = None, draft_tokens: int | None = None) -> int:
+    """Context tokens a speculative server keeps per request on top of its input, by the engine's own rule.
+
+    - SGLang 0.5.23: ``max(topk * steps, max_speculative_num_draft_tokens)`` for the EAGLE family (EAGLE,
+      EAGLE3, FROZEN_KV_MTP; NEXTN is EAGLE), 0 for every other algorithm. ``draft_tokens`` is the resolved
+      ``speculative_num_draft_tokens`` (the maximum one unless ``--speculative-adaptive`` is on).
+    - vLLM: 0. Its v1 scheduler clips the scheduled draft tokens so a position never passes
+      ``max_model_len - 1`` (``v1/core/sched/scheduler.py``); admission checks the prompt alone.
+    - llama.cpp: 0. ``server_slot::get_n_draft_max`` shrinks the draft to ``n_ctx - prompt - 2``
+      (``tools/server/server-context.cpp``); admission checks ``n_tokens >= n_ctx`` alone.
+    """
+    if engine != "sglang" or not algorithm or algorithm.upper() not in SGLANG_RESERVING_ALGORITHMS:
+        return 0
+    return max((topk or 0) * (steps or 0), draft_tokens or 0)
 
 
 @dataclass(frozen=True)
@@ -33,27 +58,41 @@ class BudgetError(ValueError):
     """Nothing useful fits: the context cannot hold even a minimal prompt and one output token."""
 
 
+def usable_context(context_length: int, reserved: int = 0, max_req_input_len: int | None = None) -> int:
+    """What prompt + output may total on this server: the context less the reserved speculative tokens, and no
+    more than the scheduler's ``max_req_input_len + 4`` (its ``max_req_len - 1``, beyond which the output is
+    clipped and the input aborted)."""
+    usable = context_length - max(0, reserved)
+    if max_req_input_len is not None and max_req_input_len > 0:
+        usable = min(usable, max_req_input_len + 4)
+    return usable
+
+
 def plan_budget(requested: int | str, context_length: int, max_new_tokens: int, margin: int = DEFAULT_MARGIN,
-                min_prompt_tokens: int = 16) -> Budget:
+                min_prompt_tokens: int = 16, *, reserved: int = 0, max_req_input_len: int | None = None) -> Budget:
     """The prompt size and output length for ``requested`` within ``context_length``.
 
-    ``"max"`` fills the context: ``context_length - max_new_tokens - margin``. A number larger than that is
+    ``"max"`` fills the context: ``context_length - reserved - max_new_tokens - margin`` (or less when the
+    scheduler's ``max_req_input_len`` is smaller, see :func:`usable_context`). A number larger than that is
     clamped to it. When even ``max_new_tokens`` leaves no room for ``min_prompt_tokens``, the output is
     shortened too (and recorded as clamped).
     """
     if context_length <= 0:
         raise BudgetError(f"context length {context_length} is not positive")
-    room = context_length - margin
+    limit = usable_context(context_length, reserved, max_req_input_len)
+    room = limit - margin
     output = max_new_tokens
     if output + min_prompt_tokens > room:
         output = room - min_prompt_tokens
         if output < 1:
-            raise BudgetError(f"a context of {context_length} tokens cannot hold a {min_prompt_tokens}-token "
-                              f"prompt, one output token and a {margin}-token margin")
+            raise BudgetError(f"a context of {context_length} tokens{_less(context_length, limit, reserved)} "
+                              f"cannot hold a {min_prompt_tokens}-token prompt, one output token and a {margin}-token "
+                              "margin")
     largest = room - output
     if requested == MAX:
         clamped = output != max_new_tokens
-        note = f"max_new_tokens reduced from {max_new_tokens} to {output} to fit {context_length}" if clamped else None
+        note = (f"max_new_tokens reduced from {max_new_tokens} to {output} to fit {context_length}"
+                f"{_less(context_length, limit, reserved)}" if clamped else None)
         return Budget(requested, largest, output, clamped, note)
     if not isinstance(requested, int) or isinstance(requested, bool) or requested <= 0:
         raise BudgetError(f"a prompt size is a positive token count or \"max\", not {requested!r}")
@@ -61,10 +100,23 @@ def plan_budget(requested: int | str, context_length: int, max_new_tokens: int, 
         return Budget(requested, requested, output, False)
     prompt = min(requested, largest)
     note = (f"prompt of {requested} tokens + {max_new_tokens} output + {margin} margin exceeds the "
-            f"{context_length}-token context: sent {prompt} prompt tokens and {output} output tokens")
+            f"{context_length}-token context{_less(context_length, limit, reserved)}: sent {prompt} prompt tokens "
+            f"and {output} output tokens")
     return Budget(requested, prompt, output, True, note)
 
 
-def fits(prompt_tokens: int, max_new_tokens: int, context_length: int, margin: int = 0) -> bool:
-    """Whether the server will accept a request of this size (with ``margin`` to spare)."""
-    return prompt_tokens + max_new_tokens + margin <= context_length and prompt_tokens < context_length
+def _less(context_length: int, limit: int, reserved: int) -> str:
+    """What the usable context leaves out of the context, for messages ("" when nothing)."""
+    if limit == context_length:
+        return ""
+    parts = [f"{reserved} reserved for speculative decoding"] if reserved > 0 else []
+    if limit < context_length - max(0, reserved):
+        parts.append(f"the scheduler's input limit leaves {limit}")
+    return f" ({'; '.join(parts)})"
+
+
+def fits(prompt_tokens: int, max_new_tokens: int, context_length: int, margin: int = 0, reserved: int = 0) -> bool:
+    """Whether the server will accept a request of this size (with ``margin`` to spare), counting the tokens it
+    reserves for speculative decoding as SGLang's tokenizer manager does."""
+    used = prompt_tokens + max(0, reserved)
+    return used + max_new_tokens + margin <= context_length and used < context_length

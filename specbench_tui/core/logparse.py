@@ -3,7 +3,9 @@
 Both forms are accepted: ``Decode batch, #running-req: ...`` (0.5.10 and later) and ``Decode batch.
 #running-req: ...`` (older), with or without a ``DPn``/``TPn``/``PPn``/``EPn`` prefix, with or without
 milliseconds in the timestamp, with or without a trailing comma, with or without the speculative
-``accept len`` / ``accept rate`` fields. Fields are read by name, so new fields in between do not break it.
+``accept len`` / ``accept rate`` fields, with a full-attention pool's ``#token``/``token usage`` or a hybrid
+model's ``#full token``/``full token usage`` plus ``swa token usage`` or ``mamba usage`` (the fullest pool is
+the usage), and with 0.5.23's ``ATTN_CPn``/``MOE_DPn`` prefixes (not ranks). Fields are read by name, so new fields in between do not break it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ so that a line without colons is scanned in linear time, not from every position
 MAX_STATS_LINE = 4096
 """Longer lines are not stats lines (a ``Decode batch`` line has < 400 characters): not parsed at all, since
 every log line is parsed on the engine's event loop."""
-_RANK = re.compile(r"(DP|TP|PP|EP)(\d+)")
+_RANK = re.compile(r"(?:^|\s)(DP|TP|PP|EP)(\d+)\b")
+"""Rank prefixes as whole words: 0.5.23 also prints ``ATTN_CPn`` and ``MOE_DPn`` (``MOE_DP1`` is no DP rank)."""
 _TIMESTAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:[.,](\d{1,6}))?")
 
 
@@ -60,6 +63,24 @@ def _number(fields: dict[str, str], key: str, cast: type = float) -> float | int
         return None
 
 
+def _first(fields: dict[str, str], keys: tuple[str, ...], cast: type = float) -> float | int | None:
+    for key in keys:
+        value = _number(fields, key, cast)
+        if value is not None:
+            return value
+    return None
+
+
+_USAGE_KEYS = ("token usage", "full token usage", "swa token usage", "mamba usage")
+"""The KV pool's usage fields: ``token usage``, or a hybrid model's ``full``/``swa``/``mamba`` ones."""
+
+
+def _pool_usage(fields: dict[str, str]) -> float | None:
+    """The fullest pool, as SGLang's own ``get_max_pool_usage`` takes it (hybrid models have two)."""
+    values = [v for v in (_number(fields, key) for key in _USAGE_KEYS) if v is not None]
+    return max(values) if values else None
+
+
 def parse_batch_line(line: str) -> BatchLine | None:
     """A ``Decode batch`` / ``Prefill batch`` line's figures, or None for any other line."""
     if len(line) > MAX_STATS_LINE:
@@ -76,8 +97,8 @@ def parse_batch_line(line: str) -> BatchLine | None:
         dp_rank=int(ranks["DP"]) if "DP" in ranks else None,
         running_req=_number(fields, "#running-req", int),  # type: ignore[arg-type]
         queue_req=_number(fields, "#queue-req", int),  # type: ignore[arg-type]
-        num_token=_number(fields, "#token", int),  # type: ignore[arg-type]
-        token_usage=_number(fields, "token usage"),
+        num_token=_first(fields, ("#token", "#full token"), int),  # type: ignore[arg-type]
+        token_usage=_pool_usage(fields),
         accept_length=_number(fields, "accept len"),
         accept_rate=_number(fields, "accept rate"),
         gen_throughput=_number(fields, "gen throughput (token/s)"),

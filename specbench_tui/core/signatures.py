@@ -83,14 +83,16 @@ def _sig(name: str, pattern: str, specificity: int) -> Signature:
 BUILTIN_SIGNATURES: tuple[Signature, ...] = (
     _sig("cuda_illegal_instruction", r"CUDA error: an illegal instruction was encountered", 100),
     _sig("cuda_illegal_memory_access", r"CUDA error: an illegal memory access was encountered", 100),
-    _sig("cuda_graph_capture_failed", r"Capture cuda graph failed", 95),
+    _sig("cuda_graph_capture_failed", r"Capture cuda graph failed|Capture prefill CUDA graph failed", 95),
     _sig("cuda_oom", r"OutOfMemoryError|CUDA out of memory|Not enough memory\. Please try to increase "
                      r"--mem-fraction-static", 90),
     _sig("cuda_error", r"CUDA error: ", 80),
     _sig("nccl_error", r"NCCL error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|"
                        r"ProcessGroupNCCL\.cpp.{0,300}?(?:watchdog thread terminated|Exception)", 85),
-    _sig("watchdog_timeout", r"watchdog timeout \(", 70),
+    # A soft watchdog (``self.soft=True``) only dumps debug information; the server goes on.
+    _sig("watchdog_timeout", r"watchdog timeout \(self\.watchdog_timeout=[^,)]*(?:, self\.soft=False)?\)", 70),
     _sig("initialization_failed", r"Initialization failed\. ", 60),
+    _sig("scheduler_died_at_init", r"Rank \d+ scheduler died during initialization", 55),
     _sig("scheduler_exception", r"(?:Scheduler|DetokenizerManager|TokenizerManager|DataParallelController) "
                                 r"hit an exception", 50),
     _sig("subprocess_crashed", r"Subprocess \S+ \(pid=\d+\) crashed with exit code", 45),

@@ -15,7 +15,10 @@ the first :data:`MAX_ERROR_BODY` bytes are read.
 
 Every failure becomes a result with a reason, never an exception and never a zero: an HTTP error keeps
 its status and body, an SSE ``{"error": ...}`` payload (how SGLang reports a context overflow on a stream
-that has already answered 200) keeps its message, and connection resets and timeouts say which.
+that has already answered 200) keeps its message, a final chunk whose ``finish_reason`` is
+``{"type": "abort", "message": ..., "status_code": ..., "err_type": ...}`` (how SGLang's scheduler refuses an
+input over ``max_req_input_len`` or the KV budget on a stream) keeps SGLang's message and status, and
+connection resets and timeouts say which.
 Cancellation (a crash, a skip, an abort) propagates, and httpx closes the connection, which is how SGLang
 learns to abort the request.
 """
@@ -44,6 +47,7 @@ ERROR_SSE = "sse"
 ERROR_CONNECTION = "connection"
 ERROR_TIMEOUT = "timeout"
 ERROR_PROTOCOL = "protocol"
+ERROR_ABORT = "abort"
 
 
 @dataclass
@@ -106,6 +110,25 @@ def _decode_payload(data: str, result: GenerateResult) -> dict[str, Any] | None:
         result.error = f"stream error{f' {code}' if code else ''}: {_error_text(payload)}"[:2000]
         return None
     return payload
+
+
+def _take_abort(result: GenerateResult) -> None:
+    """A request the server aborted (``finish_reason`` type ``abort``) is an error with the server's message and
+    status, not an answer of zero tokens."""
+    reason = result.meta_info.get("finish_reason")
+    if isinstance(reason, Mapping) and reason.get("type") == "abort":
+        status = reason.get("status_code")
+        status = status if isinstance(status, int) and not isinstance(status, bool) else None
+        err_type = reason.get("err_type")
+        what = ", ".join(str(x) for x in (f"status {status}" if status else None, err_type) if x)
+        message = reason.get("message") or "Aborted"
+        result.error = f"the server aborted the request{f' ({what})' if what else ''}: {message}"[:2000]
+        result.error_kind = ERROR_ABORT
+        if status is not None:
+            result.http_status = status
+    elif reason == "abort":
+        result.error = "the server aborted the request (finish_reason \"abort\")"
+        result.error_kind = ERROR_ABORT
 
 
 MAX_ERROR_BODY = 4096
@@ -203,6 +226,18 @@ class ServerClient:
     async def server_info(self) -> dict[str, Any] | None:
         return await self.get_json(self.profile.info_path)
 
+    async def context_length(self, info: Mapping[str, Any]) -> int | None:
+        """The served context length: the profile's model list (``data[0].max_model_len``) when it has one, else
+        what the info endpoint's JSON (``info``) says; None when neither says."""
+        if self.profile.models_path is not None:
+            models = await self.get_json(self.profile.models_path)
+            data = models.get("data") if models else None
+            first = data[0] if isinstance(data, list) and data and isinstance(data[0], Mapping) else {}
+            value = first.get("max_model_len")
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return self.profile.context_length(info)
+
     async def tokenize(self, text: str) -> tuple[int, int | None]:
         """The server's own token count of ``text`` and its ``max_model_len`` (raises on failure)."""
         response = await self._http.post(self.profile.tokenize_path, json={self.profile.tokenize_key: text},
@@ -276,6 +311,8 @@ class ServerClient:
             result.error_kind = ERROR_CONNECTION
             result.error = f"{type(exc).__name__}: {exc}"[:500]
         result.end = result.end or time.monotonic()
+        if result.error is None:
+            _take_abort(result)
         return result
 
     async def _stream(self, body: dict[str, Any], result: GenerateResult,

@@ -12,7 +12,8 @@ What is known comes from the run directories: every launch is a ``ServerLaunchin
 is blamed only when the process is alive, is not a zombie, its command line matches the recorded argv and
 it started within seconds of the recorded launch: a pid reused by an unrelated process is never blamed.
 Children of a dead main process (SGLang's schedulers) are found by process group, start time and
-executable. Run directories last written before the machine booted cannot hold a living server and are
+executable, or by SGLang's own process titles (``sglang::scheduler_TP0``: ``setproctitle`` replaces their
+command line). Run directories last written before the machine booted cannot hold a living server and are
 not read further.
 
 Linux only (``/proc``); elsewhere :func:`find_leftovers` returns nothing.
@@ -144,6 +145,16 @@ def _same_program(recorded: tuple[str, ...], actual: tuple[str, ...]) -> bool:
     return bool(recorded and actual) and os.path.basename(recorded[0]) == os.path.basename(actual[0])
 
 
+SGLANG_TITLE_PREFIX = "sglang::"
+"""SGLang's children retitle themselves with ``setproctitle`` (``sglang::scheduler_TP0``,
+``sglang::detokenizer``, ``sglang::data_parallel_controller``...), which replaces their whole command line."""
+
+
+def _sglang_titled(actual: tuple[str, ...]) -> bool:
+    """Whether a command line is one of SGLang's process titles."""
+    return bool(actual) and actual[0].startswith(SGLANG_TITLE_PREFIX)
+
+
 # ------------------------------------------------------------------------------------------ run directories
 
 
@@ -260,7 +271,7 @@ def _check(launch: _Launch, last_event: float, procs: dict[int, _Proc], excluded
         group = {p.pid: p for p in procs.values()
                  if p.pgid == launch.pid and p.pid != launch.pid and earliest <= p.started <= latest}
         members = {pid for pid, p in group.items() if _same_program(launch.argv, p.cmdline)
-                   or _shares_argument(launch.argv, p.cmdline)}
+                   or _shares_argument(launch.argv, p.cmdline) or _sglang_titled(p.cmdline)}
         for pid in list(members):  # and what those started (SGLang's schedulers run a bare spawn command line)
             members |= _descendants(pid, group)
     members -= excluded

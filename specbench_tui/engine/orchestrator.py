@@ -821,7 +821,7 @@ class Orchestrator:
         """The server is ready: record it, then run the workloads."""
         startup_s = time.monotonic() - server.started_at
         info = await client.server_info() or {}
-        context_length = self.profile.context_length(info)
+        context_length = await client.context_length(info)
         self.publish(ServerReady(config_id=config.id, startup_s=round(startup_s, 3), context_length=context_length))
         self._set_state(config, ConfigState.RUNNING)
         if server.pid is not None:  # the ranks' children exist now: name them in the GPU panel too
@@ -831,7 +831,9 @@ class Orchestrator:
         if self.sampler is not None:
             self.sampler.open_window(config.id, running.gpus)
         session = Session(client, lambda: self._progress(running), context_length,
-                          lambda level, text: self.publish(Notice(level=level, text=text, config_id=config.id)))
+                          lambda level, text: self.publish(Notice(level=level, text=text, config_id=config.id)),
+                          reserved_tokens=self.profile.reserved_tokens(info),
+                          max_req_input_len=self.profile.input_limit(info))
         labels = Labels(config.id, config.name, "")
         for index, workload in enumerate(self.workloads):
             keys = [k for k in expected_keys(config.id, workload) if k not in self.done_keys]

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from specbench_tui.core.budget import reserved_speculative_tokens
 from specbench_tui.core.logparse import (
     LLAMACPP_SPEC_COUNTERS,
     VLLM_SPEC_COUNTERS,
@@ -89,6 +90,18 @@ class EngineProfile:
     stream_options: Mapping[str, Any] = field(default_factory=lambda: {"include_usage": True})
     """OpenAI format: the request's ``stream_options``. vLLM streams several tokens in one chunk when a draft is
     accepted, so it is asked for ``continuous_usage_stats`` (the running token count on every chunk)."""
+    models_path: str | None = None
+    """An OpenAI model list whose ``data[0].max_model_len`` is the served context length, asked before the info
+    endpoint (SGLang: ``/v1/models`` carries ``model_config.context_len``, the limit its tokenizer manager
+    enforces, while ``/server_info``'s ``context_length`` is null unless ``--context-length`` was passed)."""
+    reserved_tokens: Callable[[Mapping[str, Any]], int] = lambda info: 0
+    """Context tokens the server reserves per request for speculative decoding, from the info endpoint's JSON
+    (:func:`specbench_tui.core.budget.reserved_speculative_tokens`)."""
+    input_limit: Callable[[Mapping[str, Any]], int | None] = lambda info: None
+    """The scheduler's own input limit from the info endpoint's JSON (SGLang: ``max_req_input_len``)."""
+    tokenize_reports_context: bool = True
+    """Whether the tokenize endpoint's ``max_model_len`` is the server's context (SGLang's is the tokenizer's
+    ``model_max_length``: never used as the limit)."""
 
 
 def _sglang_context_length(info: Mapping[str, Any]) -> int | None:
@@ -105,6 +118,25 @@ def _sglang_context_length(info: Mapping[str, Any]) -> int | None:
     return None
 
 
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _sglang_reserved_tokens(info: Mapping[str, Any]) -> int:
+    """The resolved speculative arguments of ``/server_info`` through SGLang's rule."""
+    algorithm = info.get("speculative_algorithm")
+    return reserved_speculative_tokens(
+        "sglang", algorithm if isinstance(algorithm, str) else None,
+        topk=_positive(info.get("speculative_eagle_topk")), steps=_positive(info.get("speculative_num_steps")),
+        draft_tokens=_positive(info.get("speculative_num_draft_tokens")))
+
+
+def _sglang_input_limit(info: Mapping[str, Any]) -> int | None:
+    """``/server_info`` merges the scheduler's start-up info: ``max_req_input_len`` (inputs of that many tokens
+    or more are aborted)."""
+    return _positive(info.get("max_req_input_len"))
+
+
 SGLANG = EngineProfile(
     name="sglang",
     ready_line=re.compile(r"The server is fired up and ready to roll!"),
@@ -118,6 +150,10 @@ SGLANG = EngineProfile(
     stop_signal=signal.SIGTERM,
     parse_stats_line=parse_batch_line,
     context_length=_sglang_context_length,
+    models_path="/v1/models",
+    reserved_tokens=_sglang_reserved_tokens,
+    input_limit=_sglang_input_limit,
+    tokenize_reports_context=False,
 )
 
 

@@ -64,6 +64,10 @@ class Session:
     context_length: int | None
     notice: Callable[[str, str], None]
     """(level, text): something the user should read, e.g. a clamped prompt."""
+    reserved_tokens: int = 0
+    """Context tokens the server reserves per request for speculative decoding (SGLang's EAGLE family)."""
+    max_req_input_len: int | None = None
+    """The server's scheduler input limit, when it says (SGLang's ``/server_info``)."""
 
     async def counters(self) -> dict[str, float] | None:
         """The server's acceptance counters now (None when its profile has none, or they cannot be read)."""
@@ -152,8 +156,10 @@ def measurement_from(labels: Labels, item: str, repeat: int, results: Sequence[G
         timing: RequestTiming | Any = timings[0]
     else:
         timing = combine_turns(timings)
+    # SGLang sends the spec_* fields only for a request with at least one verify step: a turn without them
+    # (one token from the prefill alone) verified nothing, so the conversation's steps are the others' sum.
     verify = [_int(r.meta_info, "spec_verify_ct") for r in results]
-    verify_ct = sum(v for v in verify if v) if all(v is not None for v in verify) else None
+    verify_ct = sum(v for v in verify if v) if any(v is not None for v in verify) else None
     accept = (acceptance_length(_float(last.meta_info, "spec_accept_length"), completion, verify_ct)
               if len(results) == 1 else acceptance_length(None, completion, verify_ct))
     rates = [_float(r.meta_info, "spec_accept_rate") for r in results]
@@ -231,7 +237,8 @@ class LongContextWorkload(Workload):
         self._built: dict[str, tuple[str, Budget, int]] = {}
         """item → (text, budget, server token count)."""
         self._by_target: dict[int, tuple[str, int]] = {}
-        self._context: int | None = None
+        self._context: tuple[int, int, int | None] | None = None
+        """(context length, reserved tokens, scheduler input limit) the prompts were sized for."""
         self._chars_per_token = 4.0
 
     def items(self) -> list[str]:
@@ -246,21 +253,23 @@ class LongContextWorkload(Workload):
 
     async def _prepare(self, session: Session) -> None:
         context = session.context_length
-        if context is None:
+        if context is None and session.client.profile.tokenize_reports_context:
             try:
                 _, context = await session.client.tokenize("x")
             except Exception:  # noqa: BLE001 - any failure means "unknown", handled below
                 context = None
         if context is None:
             raise WorkloadError("the server reports no context length, so long prompts cannot be sized safely")
-        if context != self._context or not await self._cache_still_valid(session):
+        limits = (context, session.reserved_tokens, session.max_req_input_len)
+        if limits != self._context or not await self._cache_still_valid(session):
             self._built.clear()
             self._by_target.clear()
-            self._context = context
+            self._context = limits
         for requested in self._requested:
             item = str(requested)
             try:
-                budget = plan_budget(requested, context, self.spec.max_new_tokens, self.margin)
+                budget = plan_budget(requested, context, self.spec.max_new_tokens, self.margin,
+                                     reserved=session.reserved_tokens, max_req_input_len=session.max_req_input_len)
             except BudgetError as exc:
                 raise WorkloadError(str(exc)) from exc
             if item not in self._built:

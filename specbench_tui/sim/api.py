@@ -28,6 +28,19 @@ FLUSH_OK = ("Cache flushed.\nPlease check backend logs for more details. (When t
 _ALWAYS_ALLOWED = ("/health", "/ready", "/metrics")
 
 
+RESERVING_ALGORITHMS = ("EAGLE", "EAGLE3", "FROZEN_KV_MTP")
+"""``SpeculativeAlgorithm.is_eagle()``: the algorithms whose draft tokens take output slots (NEXTN resolves to EAGLE)."""
+
+
+def reserved_tokens(args: Any) -> int:
+    """SGLang's ``compute_num_reserved_tokens``: ``max(topk * steps, num_draft_tokens)`` for the EAGLE family,
+    else 0 (the simulator has no ``--speculative-adaptive``, so the maximum draft width is the configured one)."""
+    if args.algorithm not in RESERVING_ALGORITHMS:
+        return 0
+    topk, steps = args.speculative_eagle_topk or 0, args.speculative_num_steps or 0
+    return max(topk * steps, args.speculative_num_draft_tokens or 0)
+
+
 class RequestError(Exception):
     """A request SGLang rejects with HTTP 400 (the tokenizer manager's ``ValueError``)."""
 
@@ -85,6 +98,7 @@ class Api:
             "/flush_cache": (("GET", "POST"), self.flush_cache),
             "/metrics": (get, self.metrics),
             "/abort_request": (post, self.abort_request),
+            "/freeze_gc": (("GET", "POST"), self.freeze_gc),
             "/start_profile": (("GET", "POST"), self.noop),
             "/stop_profile": (("GET", "POST"), self.noop),
             "/pause_generation": (post, self.noop),
@@ -164,8 +178,10 @@ class Api:
             s.log.warning("Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
                           "Please use '/server_info' instead.")
         values = {k: v for k, v in s.args.values.items()}
-        values["context_length"] = s.context_len
-        values["max_total_tokens"] = s.args.max_total_tokens or s.memory.max_total_num_tokens
+        # build_server_info: the resolved ServerArgs (context_length stays None unless --context-length was
+        # passed; the model's limit is on /v1/models) merged with the scheduler's start-up info.
+        values["max_total_num_tokens"] = s.engine.max_total_num_tokens
+        values["max_req_input_len"] = s.engine.max_req_input_len
         states = []
         for _ in range(s.args.dp_size):
             state: dict[str, Any] = {
@@ -201,6 +217,10 @@ class Api:
             return Response(200, FLUSH_OK.encode(), None)
         return Response(400, b"Flush cache failed.\n", None)
 
+    async def freeze_gc(self, req: HttpRequest) -> Response:
+        """Freezes the garbage collector in SGLang; called by the server itself after the warm-up."""
+        return Response(200, b"Garbage collection frozen.\n", None)
+
     async def abort_request(self, req: HttpRequest) -> Response:
         body = self._json(req) or {}
         if body.get("abort_all"):
@@ -216,13 +236,17 @@ class Api:
             return _openai_error("Invalid JSON body")
         if "messages" in body:
             ids = tokenizer.apply_chat_template(body["messages"])[1]
-            return Response.json({"tokens": ids, "count": len(ids), "max_model_len": self.s.context_len})
+            return Response.json({"tokens": ids, "count": len(ids), "max_model_len": self._tokenizer_max()})
         prompt = body.get("prompt", "")
         if isinstance(prompt, list):
             lists = [tokenizer.encode(str(p)) for p in prompt]
-            return Response.json({"tokens": lists, "count": [len(x) for x in lists], "max_model_len": self.s.context_len})
+            return Response.json({"tokens": lists, "count": [len(x) for x in lists], "max_model_len": self._tokenizer_max()})
         ids = tokenizer.encode(str(prompt))
-        return Response.json({"tokens": ids, "count": len(ids), "max_model_len": self.s.context_len})
+        return Response.json({"tokens": ids, "count": len(ids), "max_model_len": self._tokenizer_max()})
+
+    def _tokenizer_max(self) -> int:
+        """``serving_tokenize.py``: the tokenizer's ``model_max_length``, not the server's context length."""
+        return int(self.s.profile["model"]["tokenizer_max_length"])
 
     async def detokenize(self, req: HttpRequest) -> Response:
         body = self._json(req) or {}
@@ -237,26 +261,29 @@ class Api:
             return None
 
     def _validate(self, n_input: int, max_new: int | None) -> tuple[int, int | None]:
-        """SGLang's context-length check; returns (input length kept, max_new_tokens) or raises RequestError."""
+        """SGLang's context-length check (``TokenizerManager._validate_one_request``): the tokens reserved for
+        speculative decoding count as input; returns (input length kept, max_new_tokens) or raises RequestError."""
         ctx = self.s.context_len
         auto = self.s.args.allow_auto_truncate
-        if n_input >= ctx:
+        counted = n_input + reserved_tokens(self.s.args)
+        if counted >= ctx:
             if not auto:
-                raise RequestError(f"The input ({n_input} tokens) is longer than the model's context length "
+                raise RequestError(f"The input ({counted} tokens) is longer than the model's context length "
                                    f"({ctx} tokens).")
-            self.s.log.warning(f"The input ({n_input} tokens) is longer than the model's context length ({ctx} "
+            self.s.log.warning(f"The input ({counted} tokens) is longer than the model's context length ({ctx} "
                                f"tokens). Truncating the input.")
-            n_input = ctx - 1
-        if max_new is not None and max_new + n_input > ctx:
+            n_input = min(n_input, ctx)
+            counted = n_input
+        if max_new is not None and max_new + counted > ctx:
             if not auto:
                 raise RequestError(
                     f"Requested token count exceeds the model's maximum context length of {ctx} tokens. You "
-                    f"requested a total of {max_new + n_input} tokens: {n_input} tokens from the input messages and "
+                    f"requested a total of {max_new + counted} tokens: {counted} tokens from the input messages and "
                     f"{max_new} tokens for the completion. Please reduce the number of tokens in the input messages "
                     f"or the completion to fit within the limit.")
-            self.s.log.warning(f"Requested token count exceeds the model's maximum context length of {ctx} tokens. "
-                               f"Clamping max_new_tokens to {ctx - n_input}.")
-            max_new = ctx - n_input
+            self.s.log.warning(f"Requested token count ({counted} input + {max_new} new) exceeds the model's context "
+                               f"length ({ctx} tokens). Truncating max_new_tokens.")
+            max_new = max(0, ctx - counted)
         return n_input, max_new
 
     def _make_request(self, text: str | None, input_ids: list[int] | None, params: dict[str, Any],
@@ -343,10 +370,11 @@ class Api:
         """The ``spec_*`` fields of a finished request (None without speculative decoding)."""
         if not self.s.args.spec_on:
             return None
-        d: dict[str, Any] = {"spec_verify_ct": req.verify_ct}
-        if req.verify_ct > 0:
-            proposed = req.verify_ct * max(1, (self.s.args.speculative_num_draft_tokens or 1) - 1)
+        d: dict[str, Any] = {}
+        proposed = req.verify_ct * ((self.s.args.speculative_num_draft_tokens or 1) - 1)
+        if req.verify_ct > 0 and proposed > 0:  # _calculate_spec_decoding_metrics: nothing without a verify
             d.update({
+                "spec_verify_ct": req.verify_ct,
                 "spec_accept_rate": req.correct_drafts / proposed,
                 "spec_accept_length": req.completion_tokens / req.verify_ct,
                 "spec_num_correct_drafts": req.correct_drafts,
@@ -379,6 +407,10 @@ class Api:
             return StreamResponse(self._generate_stream(reqs, batch))
         if not await self._wait(reqs, http):
             return Response.json({"error": {"message": "Client disconnected"}}, 400)
+        refused = next((r.finish_reason for r in reqs if r.finish_reason.get("type") == "abort"
+                        and r.finish_reason.get("status_code") == 400), None)
+        if refused is not None:  # _handle_abort_finish_reason: a non-stream 400 abort is the ValueError's 400
+            return Response.json({"error": {"message": refused["message"]}}, 400)
         results = [{"text": r.text, "output_ids": r.output_ids, "meta_info": self.meta_info(r)} for r in reqs]
         return Response.json(results if batch else results[0])
 

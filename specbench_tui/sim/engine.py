@@ -91,6 +91,10 @@ class Engine:
         self.style = profile["logs"]["style"]
         self.max_total_num_tokens = max(1, max_total_num_tokens)
         self.context_len = context_len
+        self.max_req_len = min(context_len - 1, self.max_total_num_tokens - 1)
+        """``TpModelWorker``: the longest request (input + output) the scheduler takes."""
+        self.max_req_input_len = self.max_req_len - 5
+        """Inputs of this many tokens or more are aborted (``validate_input_length``)."""
         self.metrics = metrics
         self.crash_rule = crash_rule
         self.hang_rule = hang_rule
@@ -127,7 +131,30 @@ class Engine:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def submit(self, req: Request) -> None:
-        """Queue a request (its ``event`` is set whenever it has new output)."""
+        """Queue a request (its ``event`` is set whenever it has new output), after the scheduler's own limits:
+        ``max_new_tokens`` is clipped silently to what the request and the KV pool leave
+        (``init_req_max_new_tokens``), and an input of ``max_req_input_len`` tokens or more is aborted with
+        ``finish_reason {"type": "abort", ...}`` (``validate_input_length``), or cut with
+        ``--allow-auto-truncate``."""
+        n_input = len(req.input_ids)
+        page = max(1, int(self.args.page_size or 1))
+        paged_input = -(-n_input // page) * page
+        req.max_new_tokens = max(0, min(req.max_new_tokens, self.max_req_len - n_input - 1,
+                                        self.max_total_num_tokens - paged_input - page - 1))
+        if n_input >= self.max_req_input_len:
+            if self.args.allow_auto_truncate:
+                self.log.warning("Request length is longer than the KV cache pool size or the max context length. "
+                                 f"Truncated. len(req.origin_input_ids)={n_input}, "
+                                 f"max_req_input_len={self.max_req_input_len}.")
+                req.input_ids = req.input_ids[:self.max_req_input_len]
+            else:
+                message = (f"Input length ({n_input} tokens) exceeds the maximum allowed length "
+                           f"({self.max_req_input_len} tokens). Use a shorter input or enable --allow-auto-truncate.")
+                self.log.error(f"{message}, self.rid={req.rid!r}")
+                req.input_ids = [0]  # set_finish_with_abort: one token, to skip the long prefill
+                self._finish(req, {"type": "abort", "message": message, "status_code": 400,
+                                   "err_type": "BadRequestError"})
+                return
         if not self.args.disable_radix_cache:
             req.cached_tokens = self._cached_prefix(req.input_ids)
         req._pieces = tokenizer.output_pieces(req.kind, req.seed)
@@ -383,7 +410,8 @@ class Engine:
         graph = self.args.cuda_graph_backend_prefill != "disabled" and new_tokens <= (
             self.args.cuda_graph_max_bs_prefill or 0)
         self.log.info(logs.format_prefill(self.style, new_seq, new_tokens, cached, usage, len(self.running),
-                                          len(self.waiting), 0, graph, new_tokens / gap))
+                                          len(self.waiting), 0, graph, new_tokens / gap,
+                                          self.profile["logs"]["pool"]))
 
     def _log_decode(self, bs: int) -> None:
         now = time.monotonic()
@@ -398,7 +426,7 @@ class Engine:
         used = self.used_tokens()
         usage = used / self.max_total_num_tokens
         self.log.info(logs.format_decode(self.style, len(self.running), used, usage, accept_len, accept_rate, graph,
-                                         gen, len(self.waiting)))
+                                         gen, len(self.waiting), self.profile["logs"]["pool"]))
         self.last_gen_throughput = gen
         self.metrics.update_gauges(gen_throughput=gen, num_running_reqs=len(self.running),
                                    num_queue_reqs=len(self.waiting), token_usage=usage,

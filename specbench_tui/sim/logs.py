@@ -87,23 +87,40 @@ def scheduler_prefix(dp_rank: int | None, tp_rank: int, tp_size: int, style: str
     return prefix
 
 
+def usage_fields(pool: str, tokens: int | None, usage: float) -> str:
+    """The KV pool's usage fields (``pool_stats_observer.py``): ``#token: N, token usage: U`` (decode) or
+    ``token usage: U`` (prefill, ``tokens`` None) for a full-attention pool; a hybrid model's ``full``/``swa``
+    (sliding window) or ``full``/``mamba`` fields otherwise (the simulator's second pool mirrors the first)."""
+    if pool == "swa":
+        if tokens is None:
+            return f"full token usage: {usage:.2f}, swa token usage: {usage:.2f}"
+        return f"#full token: {tokens}, full token usage: {usage:.2f}, #swa token: {tokens}, swa token usage: {usage:.2f}"
+    if pool == "mamba":
+        if tokens is None:
+            return f"full token usage: {usage:.2f}, mamba usage: {usage:.2f}"
+        return f"#full token: {tokens}, full token usage: {usage:.2f}, mamba num: 1, mamba usage: {usage:.2f}"
+    return f"token usage: {usage:.2f}" if tokens is None else f"#token: {tokens}, token usage: {usage:.2f}"
+
+
 def format_prefill(style: str, new_seq: int, new_token: int, cached: int, usage: float, running: int,
-                   queued: int, pending: int = 0, graph: bool = False, input_tps: float = 0.0) -> str:
+                   queued: int, pending: int = 0, graph: bool = False, input_tps: float = 0.0,
+                   pool: str = "full") -> str:
     """A ``Prefill batch`` message (0.5.23 comma form, or the older period form ending in a comma)."""
     if style == "period":
         return (f"Prefill batch. #new-seq: {new_seq}, #new-token: {new_token}, #cached-token: {cached}, "
                 f"token usage: {usage:.2f}, #running-req: {running}, #queue-req: {queued},")
     return (f"Prefill batch, #new-seq: {new_seq}, #new-token: {new_token}, #cached-token: {cached}, "
-            f"token usage: {usage:.2f}, #running-req: {running}, #queue-req: {queued}, "
+            f"{usage_fields(pool, None, usage)}, #running-req: {running}, #queue-req: {queued}, "
             f"#pending-token: {pending}, cuda graph: {graph}, input throughput (token/s): {input_tps:.2f}")
 
 
 def format_decode(style: str, running: int, tokens: int, usage: float, accept_len: float | None,
-                  accept_rate: float | None, graph: bool, gen_tps: float, queued: int) -> str:
+                  accept_rate: float | None, graph: bool, gen_tps: float, queued: int, pool: str = "full") -> str:
     """A ``Decode batch`` message; ``accept len``/``accept rate`` only with speculative decoding."""
     sep = "." if style == "period" else ","
     spec = f"accept len: {accept_len:.2f}, accept rate: {accept_rate:.2f}, " if accept_len is not None else ""
-    line = (f"Decode batch{sep} #running-req: {running}, #token: {tokens}, token usage: {usage:.2f}, {spec}"
+    fields = f"#token: {tokens}, token usage: {usage:.2f}" if style == "period" else usage_fields(pool, tokens, usage)
+    line = (f"Decode batch{sep} #running-req: {running}, {fields}, {spec}"
             f"cuda graph: {graph}, gen throughput (token/s): {gen_tps:.2f}, #queue-req: {queued}")
     return line + ("," if style == "period" else "")
 

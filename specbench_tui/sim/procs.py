@@ -79,12 +79,30 @@ def kill_itself_when_parent_died(expected_parent: int) -> None:
 
 
 def set_process_title(title: str) -> None:
-    """Set the kernel's process name (``/proc/PID/comm``, 15 bytes) to SGLang's title, if cheap."""
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None).prctl(PR_SET_NAME, ctypes.c_char_p(title.encode()[:15]), 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
+    """What SGLang's ``setproctitle.setproctitle`` does on Linux, with the standard library only: the title
+    overwrites the process's own argv memory (the area ``/proc/self/stat`` names by ``arg_start``/``arg_end``),
+    padded with NULs, so ``/proc/PID/cmdline`` (what ``ps``, ``pgrep -f`` and psutil read) shows the title and
+    not ``python -c "from multiprocessing.spawn import spawn_main; ..."``; and the kernel's 15-byte name
+    (``/proc/PID/comm``) is set with ``prctl(PR_SET_NAME)``. Python keeps its own copies of the arguments, so
+    nothing reads the old text again. Elsewhere (or if ``/proc`` is unreadable) it does nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_NAME, ctypes.c_char_p(title.encode()[:15]), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            stat = fh.read()
+        fields = stat[stat.rfind(b")") + 2:].split()  # fields[0] is field 3 (state) of proc(5)
+        arg_start, arg_end = int(fields[48 - 3]), int(fields[49 - 3])
+    except (OSError, ValueError, IndexError):
+        return
+    size = arg_end - arg_start
+    if size <= 1:
+        return
+    data = title.encode()[:size - 1]
+    ctypes.memmove(arg_start, data + b"\0" * (size - len(data)), size)
 
 
 def _sleep(seconds: float, parent: int) -> None:
@@ -201,6 +219,11 @@ def scheduler_main(conn: Connection, cfg: dict[str, Any]) -> None:
                  f"mem usage={mem['graph_gb']:.2f} GB. avail mem={avail:.2f} GB.")
     elif crash and crash["stage"] == "graph":
         _crash(log, cfg, logs.startup_traceback("graph"), crash["signature"], parent)
+    if cfg["max_total_num_tokens"] < cfg["context_len"]:  # TpModelWorker: not an error, long requests will be refused
+        log.warning(f"KV pool holds {cfg['max_total_num_tokens']} tokens, fewer than --context-length "
+                    f"{cfg['context_len']}. One full-length request cannot fit, so long requests will be refused or "
+                    "truncated at serving time. Lower --context-length, raise --mem-fraction-static, or free memory "
+                    "taken before the pool is sized.")
     log.info(f"max_total_num_tokens={cfg['max_total_num_tokens']}, chunked_prefill_size={cfg['chunked_prefill_size']}, "
              f"max_prefill_tokens={cfg['max_prefill_tokens']}, max_running_requests={cfg['max_running_requests']}, "
              f"context_len={cfg['context_len']}, available_gpu_mem={avail:.2f} GB")

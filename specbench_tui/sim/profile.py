@@ -43,6 +43,7 @@ DEFAULTS: dict[str, Any] = {
         "default_mem_fraction_static": 0.83,
         "eos_token_id": 151645,
         "draft_block_size": 16,  # DFLASH/DDTree draft block when no flag sets it
+        "tokenizer_max_length": 131072,  # the tokenizer's model_max_length: /v1/tokenize's max_model_len
     },
     "startup": {
         "init_s": 0.02,
@@ -92,7 +93,9 @@ DEFAULTS: dict[str, Any] = {
         "ttft_ms": 20.0,  # first token this long after the request was received (idle scheduler)
         "config": [],  # [[deterministic.config]]: match keys + tok_s/step_ms/accept_length/ttft_ms
     },
-    "logs": {"style": "comma"},  # "period": the pre-0.5.10 "Decode batch. ..." form with a TP0 prefix
+    # style "period": the pre-0.5.10 "Decode batch. ..." form with a TP0 prefix; pool: the KV pool's usage
+    # fields in the batch lines ("full", or a hybrid model's "swa" / "mamba" fields)
+    "logs": {"style": "comma", "pool": "full"},
     "shutdown": {"poll_s": 5.0},  # SGLang's sigterm_watchdog sleeps 5 s between checks
     "health": {"poll_s": 0.02, "timeout_s": None},  # timeout None: SGLANG_HEALTH_CHECK_TIMEOUT or 20 s
     "failures": {"port_in_use": False},
@@ -153,6 +156,8 @@ def _check_rules(data: dict[str, Any]) -> None:
                 raise ProfileError(f"[[crash]] signature must be one of {', '.join(CRASH_SIGNATURES)}")
     if data["logs"]["style"] not in ("comma", "period"):
         raise ProfileError("logs.style must be 'comma' or 'period'")
+    if data["logs"]["pool"] not in ("full", "swa", "mamba"):
+        raise ProfileError("logs.pool must be 'full', 'swa' or 'mamba'")
 
 
 def load_profile(environ: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -7,8 +7,9 @@ lines, warm up with a real ``/generate`` over HTTP, then log ``The server is fir
 
 Shutdown follows SGLang's handlers:
 
-- SIGQUIT from a child: ``Received sigquit from a child process. It usually means the child failed.``, then
-  ``kill_process_tree``: every descendant is SIGKILLed and reaped, then the process SIGKILLs itself, so the
+- SIGQUIT from a child: ``Received sigquit from a child process. It usually means the child failed.`` before
+  the first request (the warm-up is one), ``SIGQUIT received. signum=None, frame=None. It usually means one child
+  failed.`` after it, then ``kill_process_tree``: every descendant is SIGKILLed and reaped, then the process SIGKILLs itself, so the
   exit status is -9 (``kill_process_tree`` calls ``itself.kill()`` before its ``sys.exit(0)``).
 - SIGTERM once the first request has created the handle loop: the graceful drain of
   ``tokenizer_manager.sigterm_watchdog`` with no time limit (``SGL_FORCE_SHUTDOWN=1`` skips it), then the
@@ -91,6 +92,8 @@ class Server:
         self.http: HttpServer | None = None
         self.t0 = time.monotonic()
         self._dying = False
+        self._running_phase = False
+        """The first request created the handle loop: SIGQUIT now takes the running-phase handler."""
         self._exit: asyncio.Future[int] | None = None
         self._watchdog_task: asyncio.Task[None] | None = None
         self._child_watch: asyncio.Task[None] | None = None
@@ -246,6 +249,10 @@ class Server:
         self.log.uvicorn(f"Uvicorn running on http://{self.args.host}:{self.args.port} (Press CTRL+C to quit)")
         if not self.args.skip_server_warmup and not await self._warmup():
             procs.kill_process_tree(self.children)
+        try:  # _freeze_gc_after_server_warmup, with or without a warm-up
+            await self._http_call("POST", "/freeze_gc")
+        except (OSError, ValueError, IndexError):
+            self.log.warning("post-warmup freeze_gc failed")
         self.state.startup_time = time.monotonic() - self.t0
         self.state.metrics.update_gauges(startup_time_seconds=self.state.startup_time)
         self.state.status = "Up"
@@ -257,6 +264,7 @@ class Server:
     def _create_handle_loop(self) -> None:
         """SGLang's ``auto_create_handle_loop`` (first request): SIGTERM now drains, the watchdog starts."""
         loop = asyncio.get_running_loop()
+        self._running_phase = True
         loop.add_signal_handler(signal.SIGTERM, self._on_sigterm)
         self._watchdog_task = loop.create_task(self._sigterm_watchdog())
 
@@ -273,10 +281,18 @@ class Server:
                     return
 
     def _on_sigquit(self) -> None:
+        """SGLang's two SIGQUIT handlers: ``engine.py``'s launch-phase one until the first request (the warm-up
+        counts) creates the tokenizer manager's handle loop, whose ``running_phase_sigquit_handler`` replaces it
+        (called by ``loop.add_signal_handler`` without arguments, hence ``signum=None, frame=None``)."""
         if self._dying:
             return
         self._dying = True
-        self.log.error("Received sigquit from a child process. It usually means the child failed.")
+        if self._running_phase:
+            self.log.error("SIGQUIT received. signum=None, frame=None. It usually means one child failed.")
+        else:
+            self.log.error("Received sigquit from a child process. It usually means the child failed.")
+        pid = os.getpid()
+        self.log.info(f"kill_process_tree called: parent_pid={pid}, include_parent=True, pid={pid}")
         procs.kill_process_tree(self.children)
 
     def _on_interrupt(self, signum: int) -> None:
@@ -360,7 +376,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fatal("ValueError", message + " To allow overriding this maximum, set the env var "
                                                   "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
         log.warning("Warning: " + message)
-    resolved.values["context_length"] = context_len
     for warning in resolved.warnings:
         log.warning(warning)
     log.info(f"server_args={_server_args_repr(resolved.values)}")
