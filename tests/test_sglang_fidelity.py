@@ -301,3 +301,75 @@ def test_sim_freezes_gc_after_warmup_and_answers_it() -> None:
         assert httpx.post(f"{sim.url}/freeze_gc").text == "Garbage collection frozen.\n"
     assert log.index('"POST /generate HTTP/1.1" 200') < log.index('"POST /freeze_gc HTTP/1.1" 200') \
         < log.index("ready to roll")
+
+
+# ------------------------------------------------------------------------ one prompt for every configuration
+
+
+def test_planned_reservation_from_argv() -> None:
+    from specbench_tui.core.budget import SGLANG_AUTO_RESERVED, planned_reserved_tokens
+
+    plan = build_plan(load_sweep(EAGLE3))
+    assert max(planned_reserved_tokens("sglang", c.argv) for c in plan.runnable()) == 40
+    assert planned_reserved_tokens("sglang", ["--speculative-algorithm=EAGLE3", "--speculative-num-steps", "3",
+                                              "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens=4"]) == 6
+    assert planned_reserved_tokens("sglang", ["--speculative-algorithm", "EAGLE"]) == SGLANG_AUTO_RESERVED
+    assert planned_reserved_tokens("sglang", ["--speculative-algorithm", "DFLASH"]) == 0
+    assert planned_reserved_tokens("vllm", ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "5"]) == 0
+
+
+SWEEP = """
+[sweep]
+name = "reserve"
+baseline = "ar"
+gpus = 1
+repeats = 1
+
+[engine]
+launcher = "simulator"
+sim_profile = "sim_profile.toml"
+port_base = {port}
+startup_timeout_s = 60
+
+[server.args]
+model-path = "meta-llama/Llama-3.1-8B-Instruct"
+
+[[configs]]
+name = "ar"
+algorithm = "autoregressive"
+
+[[configs]]
+name = "eagle3-s5-k8-d32"
+algorithm = "eagle3"
+[configs.args]
+speculative-algorithm = "EAGLE3"
+speculative-draft-model-path = "d"
+speculative-num-steps = 5
+speculative-eagle-topk = 8
+speculative-num-draft-tokens = 32
+
+[[workloads]]
+name = "long-context"
+kind = "long_context"
+prompt_tokens = ["max"]
+max_new_tokens = 64
+"""
+
+
+@pytest.mark.e2e
+async def test_every_configuration_gets_the_same_max_prompt_sized_for_the_largest_reservation(tmp_path: Path) -> None:
+    from engine_helpers import plan_for, run_plan, write_sweep
+
+    from specbench_tui.core.events import MeasurementRecorded, ServerReady
+
+    profile = "[model]\ncontext_length = 6000\n[deterministic]\nenabled = true\ntok_s = 4000\nttft_ms = 2\n"
+    plan = plan_for(write_sweep(tmp_path / "sweep", SWEEP, profile))
+    outcome, events, _, _ = await run_plan(plan, tmp_path / "runs", timeout_s=120)
+    assert outcome.state == "completed"
+    assert {e.context_length for e in events if isinstance(e, ServerReady)} == {6000}  # from /v1/models
+    records = {e.measurement.config: e.measurement for e in events if isinstance(e, MeasurementRecorded)}
+    assert set(records) == {"ar", "eagle3-s5-k8-d32"}
+    assert all(r.status == STATUS_OK for r in records.values()), records
+    assert records["ar"].prompt_tokens == records["eagle3-s5-k8-d32"].prompt_tokens  # paired: the same prompt
+    assert records["ar"].output_sha == records["eagle3-s5-k8-d32"].output_sha  # speculation is lossless
+    assert 6000 - 64 - 32 - 40 - 40 < records["ar"].prompt_tokens <= 6000 - 64 - 32 - 40

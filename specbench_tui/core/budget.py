@@ -11,6 +11,7 @@ the server finally feeds the model. A requested size that cannot fit is clamped,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 DEFAULT_MARGIN = 32
@@ -56,6 +57,41 @@ class Budget:
 
 class BudgetError(ValueError):
     """Nothing useful fits: the context cannot hold even a minimal prompt and one output token."""
+
+
+SGLANG_AUTO_RESERVED = 20
+"""What an EAGLE-family server reserves at most when it picks its own (steps, topk, draft tokens): SGLang's
+``_auto_choose_speculative_params`` picks (5, 4, 8) at most, so ``max(4 * 5, 8)``."""
+
+_SPEC_FLAGS = {"--speculative-algorithm": "algorithm", "--speculative-eagle-topk": "topk",
+               "--speculative-num-steps": "steps", "--speculative-num-draft-tokens": "draft_tokens"}
+
+
+def planned_reserved_tokens(engine: str, argv: Sequence[str]) -> int:
+    """The tokens a configuration's server will reserve, from its argv (``--flag value`` or ``--flag=value``).
+
+    Known before any server runs, so a sweep can size its long prompts once for every configuration: the same
+    prompt for the baseline and for the most reserving configuration, whose measurements are then paired."""
+    found: dict[str, str] = {}
+    for i, part in enumerate(argv):
+        flag, eq, value = part.partition("=")
+        if flag in _SPEC_FLAGS:
+            found[_SPEC_FLAGS[flag]] = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+    algorithm = found.get("algorithm")
+    if engine != "sglang" or not algorithm or algorithm.upper() not in SGLANG_RESERVING_ALGORITHMS:
+        return 0
+
+    def number(key: str) -> int | None:
+        try:
+            return int(found[key])
+        except (KeyError, ValueError):
+            return None
+
+    steps = number("steps")
+    if steps is None:
+        return SGLANG_AUTO_RESERVED
+    return reserved_speculative_tokens(engine, algorithm, topk=number("topk") or 1, steps=steps,
+                                       draft_tokens=number("draft_tokens"))
 
 
 def usable_context(context_length: int, reserved: int = 0, max_req_input_len: int | None = None) -> int:

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from specbench_tui.core.budget import planned_reserved_tokens
 from specbench_tui.core.engines import engine_flags
 from specbench_tui.core.events import (
     ConfigFinished,
@@ -219,6 +220,10 @@ class Orchestrator:
         self._excerpt_wait_s = excerpt_wait_s
         self._subscribers: list[Subscriber] = []
         self.workloads = [build_workload(w) for w in plan.workloads]
+        self._sweep_reserved = max((planned_reserved_tokens(self.profile.name, c.argv) for c in plan.runnable()),
+                                   default=0)
+        """The most context any configuration's server reserves for speculative decoding: long prompts are sized
+        with it for every configuration, so each one is sent the same prompt and the speedups stay paired."""
         self.states: dict[str, ConfigState] = {c.id: ConfigState.PENDING for c in plan.configs}
         self.done_keys: set[MeasurementKey] = set()
         self._error_keys: set[MeasurementKey] = set()
@@ -832,7 +837,7 @@ class Orchestrator:
             self.sampler.open_window(config.id, running.gpus)
         session = Session(client, lambda: self._progress(running), context_length,
                           lambda level, text: self.publish(Notice(level=level, text=text, config_id=config.id)),
-                          reserved_tokens=self.profile.reserved_tokens(info),
+                          reserved_tokens=max(self.profile.reserved_tokens(info), self._sweep_reserved),
                           max_req_input_len=self.profile.input_limit(info))
         labels = Labels(config.id, config.name, "")
         for index, workload in enumerate(self.workloads):
