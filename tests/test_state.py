@@ -54,25 +54,46 @@ def test_replay_of_the_demo(script: DemoScript) -> None:
 
 
 def test_medians_exclude_zero_output_and_speedup_uses_matched_baseline(script: DemoScript) -> None:
+    """The state aggregates nothing itself: its ledger's analysis is the report's."""
     state = replay(script.events, demo_plan())
     ar = state.by_name("ar-tp1")
     dflash = state.by_name("dflash-b16-tp1")
     b16 = state.by_name("ddtree-b16-tp1")
     assert ar and dflash and b16
-    assert state.cells[(ar.config_id, "code")].median_decode_tps == pytest.approx(101.0)
-    assert state.speedup(dflash.config_id, "code") == pytest.approx(183.0 / 101.0)
-    assert state.speedup(ar.config_id, "code") == 1.0
-    zero_cell = state.cells[(b16.config_id, "arithmetic")]
-    assert zero_cell.zero_output == 4 and zero_cell.ok == 0
-    assert zero_cell.median_decode_tps is None
-    assert state.speedup(b16.config_id, "arithmetic") is None
+    analysis = state.ledger.analyse()
+    ar_code = analysis.row(ar.config_id, "code")
+    assert ar_code and ar_code.decode_tps and ar_code.decode_tps.median == pytest.approx(101.0)
+    spec = analysis.row(dflash.config_id, "code")
+    assert spec and spec.speedup and spec.speedup.median == pytest.approx(183.0 / 101.0)
+    assert ar_code.speedup_note == "baseline"
+    zero_cell = analysis.row(b16.config_id, "arithmetic")
+    assert zero_cell and zero_cell.n_zero_output == 4 and zero_cell.n_ok == 0
+    assert zero_cell.decode_tps is None and zero_cell.speedup is None
+    assert not hasattr(state, "speedup") and not hasattr(state, "cells")  # one analysis, not two
 
 
 def test_replay_without_a_plan_still_builds_rows(script: DemoScript) -> None:
     state = replay(script.events)
     assert len(state.configs) == 5
     assert state.sweep_name == "demo"
-    assert state.speedup(state.by_name("dflash-b16-tp1").config_id, "code") is None  # baselines unknown
+    row = state.ledger.analyse().row(state.by_name("dflash-b16-tp1").config_id, "code")
+    assert row and row.decode_tps and row.speedup is None  # baselines unknown
+
+
+def test_resume_starts_from_the_run_directory(script: DemoScript) -> None:
+    """A resumed run opens with its past: states, counts and results as they were, a killed engine's running
+    configuration shown pending; a retried key replaces its error (counted once)."""
+    plan = demo_plan()
+    cut = script.events[:script.running_cutoff]
+    measurements = [e.measurement for e in cut if isinstance(e, MeasurementRecorded) and e.measurement]
+    state = RunState.from_history(plan, "runs/x", measurements, [e for e in cut if e.persist])
+    names = {v.name: v for v in state.configs.values()}
+    assert names["ar-tp1"].state is ConfigState.DONE and names["ddtree-b8-tp1"].state is ConfigState.CRASHED
+    assert names["ddtree-b32-tp1"].state is ConfigState.PENDING and names["ddtree-b32-tp1"].gpus == ()
+    assert state.measurements == len(measurements) == sum(v.measurements for v in state.configs.values())
+    again = measurements[0]
+    state.apply(MeasurementRecorded(config_id=again.config_id, record=again.to_json()))
+    assert state.measurements == len(measurements)
 
 
 def test_paused_shows_on_pending_configs_only(script: DemoScript) -> None:
@@ -119,8 +140,8 @@ def test_malformed_records_never_raise() -> None:
     state.apply(MeasurementRecorded(config_id="c", record={"workload": "w", "status": "ok", "decode_tps": "fast"}))
     state.apply(MeasurementRecorded(config_id="c", record={"status": "weird"}))
     state.apply(MeasurementRecorded(config_id="c", record="not a dict"))  # type: ignore[arg-type]
-    assert state.measurements == 3
-    assert state.cells[("c", "w")].decode_tps == []
+    assert state.measurements == 0  # what a report of the same records counts: none is a measurement
+    state.ledger.analyse()
 
 
 def test_read_events_skips_cut_lines(tmp_path: Path, script: DemoScript) -> None:
@@ -139,11 +160,11 @@ def test_state_keeps_what_the_analysis_reads_besides_the_records(script: DemoScr
     reach it, not only the measurements (a vLLM run without per-request acceptance shows the server's)."""
     plan = demo_plan()
     state = replay(script.events, plan)
-    kinds = {type(e).__name__ for e in state.analysis_events}
+    kinds = {type(e).__name__ for e in state.ledger.events}
     assert {"ConfigFinished", "ConfigStateChanged"} <= kinds
     assert not kinds & {"LogLine", "MeasurementRecorded", "GpuSampled"}
     spec = plan.configs[1]
     state.apply(WorkloadFinished(config_id=spec.id, workload=plan.workloads[0].name, measured=1, errors=0,
                                  zero_output=0, server_log={"source": "metrics", "accept_length": 2.5}))
-    analysis = analyse(plan.to_json(), [], state.analysis_events)
+    analysis = analyse(plan.to_json(), [], state.ledger.events)
     assert dict(analysis.config(spec.id).workload_log_accept)[plan.workloads[0].name] == 2.5

@@ -35,6 +35,16 @@ async def settle(app: SpecbenchApp, pilot) -> None:
         await pilot.pause(0.02)
     app.drain_events()
     await pilot.pause()
+    await analysed(app, pilot)
+
+
+async def analysed(app: SpecbenchApp, pilot, timeout_s: float = 10.0) -> None:
+    """Wait until the results table shows the ledger as it is (the analysis runs in a worker thread)."""
+    deadline = time.monotonic() + timeout_s
+    while not app.analysis_settled:
+        assert time.monotonic() < deadline, "the analysis never settled"
+        await pilot.pause(0.02)
+    await pilot.pause()
 
 
 async def press(pilot, *keys: str) -> None:
@@ -69,6 +79,7 @@ async def test_events_from_another_thread_update_every_panel(engine: FakeEngine)
     async with app.run_test(size=(120, 36)) as pilot:
         engine.play_from_thread()
         await pilot.pause(0.3)  # the drain timer runs at 10 Hz
+        await analysed(app, pilot)
         state = app.state
         assert state.outcome == "completed"
         assert state.configs[engine.plan.by_name("ddtree-b8-tp1").id].state is ConfigState.CRASHED

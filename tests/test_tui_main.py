@@ -128,3 +128,18 @@ def test_quitting_the_real_tui_in_a_terminal_leaves_the_ending_in_the_scrollback
     assert re.search(r"^ar\s+(done|pending)\s", ending, re.M), ending
     assert re.search(r"^specbench: sweep aborted: .*continue with specbench run --resume .*runs/", ending, re.M), ending
     assert "specbench: run directory" in ending
+
+
+def test_a_server_that_returned_no_tokens_fails_the_tui_run_as_headless(capsys: pytest.CaptureFixture) -> None:
+    """Every request of a configuration came back empty: the sweep 'completed', but exits 1 (as headless)."""
+    from specbench_tui.core.analysis import analyse
+    from specbench_tui.core.events import ConfigState
+    from specbench_tui.core.records import Measurement
+    from specbench_tui.engine.orchestrator import SweepOutcome
+    from specbench_tui.tui.main import _ending
+
+    silent = analyse({}, [Measurement("c", "silent", "w", "i", 1, "zero_output")])
+    ended = _Ended(SweepOutcome("completed", states={"c": ConfigState.DONE}))
+    ended.analysis = lambda: silent  # type: ignore[attr-defined]
+    assert _ending(ended, 0) == 1
+    assert _ending(_Ended(SweepOutcome("completed", states={"c": ConfigState.DONE})), 0) == 0

@@ -1,17 +1,17 @@
 """The state of a run, rebuilt from its events by a pure reducer.
 
 :class:`RunState` folds the event stream of :mod:`specbench_tui.core.events` into what a screen shows: each
-configuration's state, reason, crash signature, start-up time and GPUs; the measurements aggregated per
-configuration × workload with the speedup over the matched baseline; counts; and an ETA that learns from the
-configurations finished so far. It imports nothing of Textual, so the TUI, the headless printer and a replay
-of ``events.jsonl`` share it.
+configuration's state, reason, crash signature, start-up time and GPUs; counts; and an ETA that learns from the
+configurations finished so far. Results are not aggregated here: the state holds the run's
+:class:`~specbench_tui.core.ledger.Ledger` (one measurement per key), and every median, speedup and acceptance
+a screen shows is :func:`~specbench_tui.core.analysis.analyse` over it, the same figures ``specbench report``
+prints. :meth:`RunState.from_history` starts from what a run directory already holds, so a resumed run opens
+with its past. It imports nothing of Textual.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,15 +33,12 @@ from specbench_tui.core.events import (
     ServerStopped,
     SweepFinished,
     SweepStarted,
-    WorkloadFinished,
-    WorkloadNotRun,
     WorkloadStarted,
     event_from_json,
 )
+from specbench_tui.core.ledger import Ledger
 from specbench_tui.core.plan import Plan
-from specbench_tui.core.records import STATUS_OK, STATUS_ZERO_OUTPUT, Measurement
-
-_ANALYSED = (ConfigFinished, ConfigStateChanged, CrashDetected, WorkloadNotRun, WorkloadFinished)
+from specbench_tui.core.records import Measurement
 
 PAUSED = "paused"
 """Display state of a pending configuration while the queue is paused (not a :class:`ConfigState`)."""
@@ -85,43 +82,6 @@ class ConfigView:
 
 
 @dataclass
-class ResultCell:
-    """Measurements of one configuration on one workload."""
-
-    config_id: str
-    workload: str
-    decode_tps: list[float] = field(default_factory=list)
-    ttft_s: list[float] = field(default_factory=list)
-    accept_length: list[float] = field(default_factory=list)
-    ok: int = 0
-    zero_output: int = 0
-    errors: int = 0
-    clamped: int = 0
-    not_run: str | None = None
-    """Why the workload was not run, when it was not."""
-
-    @property
-    def count(self) -> int:
-        return self.ok + self.zero_output + self.errors
-
-    @property
-    def median_decode_tps(self) -> float | None:
-        return _median(self.decode_tps)
-
-    @property
-    def median_ttft_s(self) -> float | None:
-        return _median(self.ttft_s)
-
-    @property
-    def median_accept_length(self) -> float | None:
-        return _median(self.accept_length)
-
-
-def _median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
-@dataclass
 class RunState:
     """Everything a screen shows about a run; :meth:`apply` folds one event in."""
 
@@ -135,27 +95,33 @@ class RunState:
     outcome_reason: str | None = None
     paused: bool = False
     configs: dict[str, ConfigView] = field(default_factory=dict)
-    cells: dict[tuple[str, str], ResultCell] = field(default_factory=dict)
     workloads: list[str] = field(default_factory=list)
     """Workload names in plan order (extended as measurements arrive)."""
     gpu_samples: tuple[dict[str, Any], ...] = ()
     gpu_sampled_at: float | None = None
     notices: list[Notice] = field(default_factory=list)
-    measurements: int = 0
-    zero_output: int = 0
-    records: list[Measurement] = field(default_factory=list)
-    """Every well-formed measurement, for :func:`specbench_tui.core.analysis.analyse`."""
-    analysis_events: list[Event] = field(default_factory=list)
-    """The events :func:`~specbench_tui.core.analysis.analyse` reads besides the records (states, crashes,
-    workloads not run, the server's own per-workload figures, warnings): a few per configuration."""
+    ledger: Ledger = field(default_factory=Ledger)
+    """The run's results (one measurement per key) and the events the analysis reads."""
+    simulated: bool = False
+    """The servers are the simulator's and the GPUs the fake box's: every figure is invented (said on screen)."""
     last_event_at: float | None = None
+
+    @property
+    def measurements(self) -> int:
+        """Measurements in the run, one per key (a retried request counts once)."""
+        return self.ledger.counts.total
+
+    @property
+    def zero_output(self) -> int:
+        return self.ledger.counts.zero_output
 
     # ------------------------------------------------------------------------------------ construction
 
     @classmethod
     def from_plan(cls, plan: Plan, run_dir: str = "") -> RunState:
         """A state listing every configuration of ``plan`` as pending (or skipped with the plan's reason)."""
-        state = cls(sweep_name=plan.sweep.name, run_dir=run_dir, total_configs=len(plan.configs))
+        state = cls(sweep_name=plan.sweep.name, run_dir=run_dir, total_configs=len(plan.configs),
+                    ledger=Ledger(plan_json=plan.to_json()), simulated=plan.sweep.engine.launcher == "simulator")
         baselines = {c.baseline for c in plan.configs if c.baseline}
         for order, config in enumerate(plan.configs):
             view = ConfigView(config_id=config.id, name=config.name, order=order, baseline=config.baseline,
@@ -167,6 +133,27 @@ class RunState:
         state.workloads = [w.name for w in plan.workloads]
         return state
 
+    @classmethod
+    def from_history(cls, plan: Plan, run_dir: str, measurements: Iterable[Measurement],
+                     events: Iterable[Event]) -> RunState:
+        """The state a run directory already holds (a resumed run): every earlier state, result and count.
+
+        A configuration left launching or running by an engine that is gone (a kill, a dropped session) is
+        shown pending, as resume will treat it; the live events take over from there."""
+        state = cls.from_plan(plan, run_dir)
+        for event in events:
+            state.apply(event)
+        for measurement in measurements:
+            state.ledger.add(measurement)
+        for view in state.configs.values():
+            counts = state.ledger.config_counts(view.config_id)
+            view.measurements, view.zero_output, view.errors = counts.total, counts.zero_output, counts.errors
+            view.gpus = ()
+            view.workload = None
+            if view.state.active:
+                view.state, view.reason = ConfigState.PENDING, "interrupted: resume runs the rest"
+        return state
+
     def _config(self, config_id: str, name: str | None = None) -> ConfigView:
         view = self.configs.get(config_id)
         if view is None:
@@ -176,22 +163,12 @@ class RunState:
             view.name = name
         return view
 
-    def _cell(self, config_id: str, workload: str) -> ResultCell:
-        cell = self.cells.get((config_id, workload))
-        if cell is None:
-            cell = ResultCell(config_id, workload)
-            self.cells[(config_id, workload)] = cell
-            if workload not in self.workloads:
-                self.workloads.append(workload)
-        return cell
-
     # ------------------------------------------------------------------------------------ the reducer
 
     def apply(self, event: Event) -> None:
         """Fold one event into the state; unknown events are ignored."""
         self.last_event_at = event.ts
-        if isinstance(event, _ANALYSED) or (isinstance(event, Notice) and event.level in ("warning", "error")):
-            self.analysis_events.append(event)
+        self.ledger.apply(event)
         if isinstance(event, SweepStarted):
             self.sweep_name = event.sweep
             self.run_dir = event.run_dir
@@ -229,8 +206,6 @@ class RunState:
                 self.workloads.append(event.workload)
         elif isinstance(event, MeasurementRecorded):
             self._measurement(event)
-        elif isinstance(event, WorkloadNotRun):
-            self._cell(event.config_id, event.workload).not_run = event.reason
         elif isinstance(event, ServerStopped):
             view = self._config(event.config_id)
             view.gpus = ()
@@ -274,34 +249,15 @@ class RunState:
             view.gpus = ()
 
     def _measurement(self, event: MeasurementRecorded) -> None:
-        record = event.record if isinstance(event.record, dict) else {}
-        workload = str(record.get("workload", "?"))
-        config_id = str(record.get("config_id") or event.config_id)
-        view = self._config(config_id, record.get("config") if isinstance(record.get("config"), str) else None)
-        cell = self._cell(config_id, workload)
-        status = record.get("status")
-        try:
-            self.records.append(Measurement.from_json(record))
-        except (ValueError, TypeError):
-            pass
-        self.measurements += 1
-        view.measurements += 1
-        if record.get("clamped"):
-            cell.clamped += 1
-        if status == STATUS_ZERO_OUTPUT:
-            cell.zero_output += 1
-            view.zero_output += 1
-            self.zero_output += 1
-        elif status == STATUS_OK:
-            cell.ok += 1
-            for key, values in (("decode_tps", cell.decode_tps), ("ttft_s", cell.ttft_s),
-                                ("accept_length", cell.accept_length)):
-                value = record.get(key)
-                if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value):
-                    values.append(float(value))
-        else:
-            cell.errors += 1
-            view.errors += 1
+        """Per-configuration counts follow the ledger's (so a retried key replaces its error, never adds)."""
+        measurement = event.measurement
+        if measurement is None:
+            return
+        view = self._config(measurement.config_id, measurement.config)
+        counts = self.ledger.config_counts(measurement.config_id)
+        view.measurements, view.zero_output, view.errors = counts.total, counts.zero_output, counts.errors
+        if measurement.workload not in self.workloads:
+            self.workloads.append(measurement.workload)
 
     # ------------------------------------------------------------------------------------ derived views
 
@@ -340,25 +296,6 @@ class RunState:
     def gpu_holders(self) -> dict[int, str]:
         """GPU index → name of the configuration whose server holds it."""
         return {gpu: view.name for view in self.ordered_configs() for gpu in view.gpus}
-
-    def speedup(self, config_id: str, workload: str) -> float | None:
-        """Median decode tok/s over the matched baseline's (same TP, same workload); None when unknown."""
-        view = self.configs.get(config_id)
-        cell = self.cells.get((config_id, workload))
-        if view is None or cell is None or cell.median_decode_tps is None:
-            return None
-        if view.is_baseline and not view.baseline:
-            return 1.0
-        if not view.baseline:
-            return None
-        base_view = self.by_name(view.baseline)
-        if base_view is None:
-            return None
-        base_cell = self.cells.get((base_view.config_id, workload))
-        base = base_cell.median_decode_tps if base_cell else None
-        if not base:
-            return None
-        return cell.median_decode_tps / base
 
     def elapsed_s(self, now: float) -> float:
         if self.started_at is None:

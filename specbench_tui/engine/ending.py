@@ -25,8 +25,7 @@ A configuration whose every request returned no tokens says ZERO OUTPUT in its n
 
 from __future__ import annotations
 
-import statistics
-from collections import Counter, defaultdict
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from specbench_tui.core.analysis import ACCEPT_FROM_SERVER, FLAG_CRASH_CUT, FLAG_PARTIAL, RunAnalysis

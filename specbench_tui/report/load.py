@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specbench_tui.core.analysis import RunAnalysis, analyse
+from specbench_tui.core.analysis import RunAnalysis
+from specbench_tui.core.ledger import Ledger
 from specbench_tui.engine.store import ReadReport, RunDir
 
 RUN_DIR_MARKERS = ("sweep.toml", "plan.json", "results.jsonl", "events.jsonl")
@@ -79,4 +80,4 @@ def load_run(path: str | Path) -> LoadedRun:
     if not (path / "events.jsonl").exists():
         warnings.append("events.jsonl is missing: states, crash signatures and skip reasons are unknown")
     warnings.extend(report.skipped)
-    return LoadedRun(path=path, analysis=analyse(plan, measurements, events), env=env, warnings=tuple(warnings))
+    return LoadedRun(path=path, analysis=Ledger.from_run(plan, measurements, events).analyse(), env=env, warnings=tuple(warnings))

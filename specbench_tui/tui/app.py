@@ -4,6 +4,11 @@ The engine calls back from its own thread for every event; the app only puts eve
 it about ten times a second on the UI thread, folding them into a :class:`RunState` and updating each
 panel once per drain (all log lines of a burst go to the log panel in one write). The UI therefore never
 blocks the engine, and a slow terminal never slows measurements.
+
+The results table shows the run's analysis, computed in a worker thread from a snapshot of the state's ledger
+(one analysis at a time; a newer one is asked for when the results changed meanwhile), never on the UI thread.
+A resumed run's state starts from its run directory (:meth:`RunState.from_history`), so the past is on screen
+from the first frame: earlier states, rows, speedups and counts, as ``specbench report`` shows them.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from textual.theme import Theme
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
-from specbench_tui.core.analysis import RunAnalysis, analyse
+from specbench_tui.core.analysis import RunAnalysis
 from specbench_tui.core.events import (
     ConfigFinished,
     ConfigState,
@@ -45,6 +50,7 @@ from specbench_tui.core.events import (
     WorkloadNotRun,
 )
 from specbench_tui.core.plan import Plan
+from specbench_tui.core.ledger import LedgerSnapshot
 from specbench_tui.core.records import STATUS_ZERO_OUTPUT
 from specbench_tui.core.state import ConfigView, RunState
 from specbench_tui.tui.commands import SweepCommands
@@ -108,9 +114,12 @@ class SpecbenchApp(App[int]):
         """The engine adapter: events come from it, control goes to it."""
         self.clock = clock
         """Wall clock for elapsed time and ETA (frozen in snapshot tests)."""
-        self.state = RunState.from_plan(engine.plan, run_dir=str(engine.run_dir))
+        self.state = _initial_state(engine)
         """Everything shown, folded from the events (owned by the UI thread)."""
-        self._plan_json = engine.plan.to_json()
+        self.analysis: RunAnalysis | None = None
+        """The latest analysis of the state's ledger (what the results table shows)."""
+        self._analysis_running = False
+        self._analysis_wanted = False
         self.palette: Palette = DEFAULT_PALETTE
         """Rich styles from the current theme for cells and log lines built in Python."""
         self.engine_stopped = False
@@ -193,6 +202,9 @@ class SpecbenchApp(App[int]):
         if worker.group == "engine-start" and event.state == WorkerState.ERROR:
             self.notify(f"The sweep could not start: {clean(worker.error, 400)}", title="Engine error",
                         severity="error", timeout=30, markup=False)
+        elif worker.group == "analysis" and event.state in (WorkerState.SUCCESS, WorkerState.ERROR,
+                                                             WorkerState.CANCELLED):
+            self._analysis_done(worker)
         elif worker.group == "engine-stop" and event.state in (WorkerState.SUCCESS, WorkerState.ERROR,
                                                                WorkerState.CANCELLED):
             self.engine_stopped = event.state == WorkerState.SUCCESS
@@ -340,12 +352,14 @@ class SpecbenchApp(App[int]):
         if queue:
             self._queue_panel().sync(self.state, force)
             self._log_panel().set_sources([v.name for v in self.state.active()])
+        if force and self.analysis is not None:  # a new theme: redraw what is shown now, in its colours
+            self._results_panel().sync(self.state, True, self.analysis)
         if results or self._results_pending:
             # The analysis walks every measurement: for big runs at most twice a second (the tick catches up).
             now = time.monotonic()
-            if (force or len(self.state.records) < THROTTLE_RESULTS_FROM
+            if (force or self.state.measurements < THROTTLE_RESULTS_FROM
                     or now - self._results_synced_at >= RESULTS_INTERVAL_S):
-                self._results_panel().sync(self.state, force, self._analyse())
+                self._request_analysis()
                 self._results_synced_at = now
                 self._results_pending = False
             else:
@@ -354,15 +368,35 @@ class SpecbenchApp(App[int]):
             self._gpu_panel().sync(self.state, force)
         self._header().refresh()
 
-    def _analyse(self) -> RunAnalysis | None:
-        """The run's analysis (as ``specbench report`` computes it), or None when it cannot be made."""
-        if not self.state.records:
-            return None
-        try:
-            return analyse(self._plan_json, self.state.records, self.state.analysis_events)
-        except Exception as exc:  # noqa: BLE001 - the table falls back to its own medians
-            self.log.warning(f"analysis failed: {exc!r}")
-            return None
+    def _request_analysis(self) -> None:
+        """Analyse the ledger as it is now, in a worker; one at a time (a request meanwhile runs next)."""
+        if self._analysis_running:
+            self._analysis_wanted = True
+            return
+        self._analysis_running = True
+        self._analysis_wanted = False
+        self._analyse_in_thread(self.state.ledger.snapshot())
+
+    @work(thread=True, group="analysis", exit_on_error=False)
+    def _analyse_in_thread(self, snapshot: LedgerSnapshot) -> RunAnalysis:
+        """The analysis of ``snapshot``, off the UI thread (it walks every measurement)."""
+        return snapshot.analyse()
+
+    def _analysis_done(self, worker: Worker) -> None:
+        self._analysis_running = False
+        if worker.state == WorkerState.SUCCESS and isinstance(worker.result, RunAnalysis):
+            self.analysis = worker.result
+            if self._panels_attached():
+                self._results_panel().sync(self.state, False, self.analysis)
+        elif worker.state == WorkerState.ERROR:
+            self.log.warning(f"analysis failed: {worker.error!r}")
+        if self._analysis_wanted:
+            self._request_analysis()
+
+    @property
+    def analysis_settled(self) -> bool:
+        """No analysis is running or wanted: the results table shows the ledger as it is."""
+        return not self._analysis_running and not self._analysis_wanted and not self._results_pending
 
     # ------------------------------------------------------------------------------------ theme
 
@@ -564,3 +598,17 @@ class SpecbenchApp(App[int]):
             self.notify("Stopping the sweep and tearing the servers down…", title="Quitting", timeout=60,
                         markup=False)
         self._stop_engine(self.state.outcome is None)
+
+
+def _initial_state(engine: EngineAdapter) -> RunState:
+    """The plan's configurations, on top of what the run directory already holds when the engine can say
+    (a resumed run opens with its past; a fresh one has none)."""
+    history = getattr(engine, "history", None)
+    if callable(history):
+        try:
+            measurements, events = history()
+        except Exception:  # noqa: BLE001 - an unreadable run directory: the engine itself will say why
+            measurements, events = [], []
+        if measurements or events:
+            return RunState.from_history(engine.plan, str(engine.run_dir), measurements, events)
+    return RunState.from_plan(engine.plan, run_dir=str(engine.run_dir))

@@ -89,6 +89,9 @@ class GpuPanel(Vertical):
                 table.add_row(*cells, key=str(index))
             self._shown[index] = values
         names = ", ".join(sorted({clean(s.get("name") or "", 200) for s in samples} - {""}))
+        if state.simulated:  # the fake box's names, memory and power are invented: say so where they show
+            self.border_title = "4 GPUs · SIMULATED"
+            names = f"simulated {names}"
         self.border_subtitle = Text(names if len(names) <= 48 else names[:47] + "…")
 
     def _cells(self, values: tuple) -> list[Text]:

@@ -64,6 +64,8 @@ class SweepHeader(Widget):
         text = Text(no_wrap=True, overflow="ellipsis", end="")
         text.append(" specbench ", style=palette.accent)
         text.append(clean(state.sweep_name or "(starting)", 80), style="bold")
+        if state.simulated:  # the simulator's servers on the fake GPU box: nothing here is real hardware
+            text.append(" SIMULATED", style=palette.zero_output)
         text.append("  ")
         text.append(f"{state.finished_count}/{state.total} configs", style="bold")
         text.append(f" · {state.measurements} meas")

@@ -1,4 +1,9 @@
-"""Results as they arrive: configuration × workload with decode tok/s, TTFT, acceptance and speedup."""
+"""Results as they arrive: configuration × workload with decode tok/s, TTFT, acceptance and speedup.
+
+Every figure is the run's :class:`~specbench_tui.core.analysis.RunAnalysis` (the app computes it off the UI
+thread from the state's ledger), so the table shows what ``specbench report`` prints for the same run
+directory: the same medians, item-paired speedups, acceptance, and partial cells. The state only adds what
+the queue knows (crash signatures, live states)."""
 
 from __future__ import annotations
 
@@ -13,8 +18,8 @@ from textual.widgets.data_table import CellDoesNotExist
 
 from specbench_tui.core.analysis import (
     ACCEPT_FROM_SERVER,
+    COVERAGE_NOT_RUN,
     FLAG_BURST,
-    FLAG_CLAMPED,
     FLAG_IDLE,
     FLAG_MISMATCH,
     RunAnalysis,
@@ -65,6 +70,8 @@ class ResultRow:
     zero_output: int
     errors: int
     note: str
+    partial: bool = False
+    """The workload was cut short (its figures are over the items it reached)."""
 
 
 def row_key(config_id: str, workload: str | None) -> str:
@@ -79,60 +86,52 @@ _FLAG_NOTES = {FLAG_MISMATCH: "✖ output differs from baseline", FLAG_IDLE: "dr
                FLAG_BURST: "answers came in one burst: no decode rate"}
 
 
-def build_rows(state: RunState, analysis: RunAnalysis | None = None) -> dict[str, ResultRow]:
-    """Every row the table should show, keyed by its stable row key.
-
-    Figures come from ``analysis`` (the same numbers as ``specbench report``) when it has the cell, else from
-    the state's own medians.
-    """
+def build_rows(state: RunState, analysis: RunAnalysis | None) -> dict[str, ResultRow]:
+    """Every row the table should show, keyed by its stable row key (none until the first analysis)."""
     rows: dict[str, ResultRow] = {}
-    workload_order = {name: i for i, name in enumerate(state.workloads)}
-    for view in state.ordered_configs():
-        crashed = view.state in (ConfigState.CRASHED, ConfigState.FAILED)
-        crash_note = f"✖ {view.signature or view.state.value}" + (f": {view.reason}" if view.reason and
-                                                                  not view.signature else "")
-        cells = [c for (cid, _), c in state.cells.items() if cid == view.config_id]
-        not_run = sum(1 for c in cells if c.count == 0)
-        if crashed:  # a crashed server's unmeasured workloads fold into its one crash row
-            cells = [c for c in cells if c.count > 0]
-        cells.sort(key=lambda c: workload_order.get(c.workload, 1_000))
-        for cell in cells:
+    if analysis is None:
+        return rows
+    workload_order = {w.name: i for i, w in enumerate(analysis.workloads)}
+    for order, config in enumerate(analysis.configs):
+        view = state.configs.get(config.id)
+        crashed = config.state in (ConfigState.CRASHED.value, ConfigState.FAILED.value)
+        signature = (view.signature if view is not None else None) or config.signature
+        reason = (view.reason if view is not None else None) or config.reason
+        crash_note = f"✖ {signature or config.state}" + (f": {reason}" if reason and not signature else "")
+        cells = analysis.rows_of(config.id)
+        shown = [r for r in cells if r.measured or (r.coverage == COVERAGE_NOT_RUN and not crashed)]
+        not_run = sum(1 for r in cells if r.coverage == COVERAGE_NOT_RUN)
+        for cell in shown:
             notes = []
             if crashed:
                 notes.append(crash_note)
-            if cell.zero_output:
-                notes.append(f"▲ {cell.zero_output}/{cell.count} zero output")
-            if cell.errors:
-                notes.append(f"{cell.errors} failed")
-            if cell.clamped:
-                notes.append(f"{cell.clamped} clamped")
+            coverage = cell.coverage_text()
+            if coverage and cell.measured:
+                notes.append(coverage)
+            if cell.n_zero_output:
+                notes.append(f"▲ {cell.n_zero_output}/{cell.n_ok + cell.n_zero_output + cell.n_error} zero output")
+            if cell.n_error:
+                notes.append(f"{cell.n_error} failed" + (" (in flight at the crash)" if cell.n_crash else ""))
+            if cell.n_clamped:
+                notes.append(f"{cell.n_clamped} clamped")
             if cell.not_run:
                 notes.append(f"not run: {cell.not_run}")
-            tps = cell.median_decode_tps
-            ttft = cell.median_ttft_s
-            accept = cell.median_accept_length
-            speedup = state.speedup(view.config_id, cell.workload)
-            analysed = analysis.row(view.config_id, cell.workload) if analysis is not None else None
-            if analysed is not None and analysed.measured:
-                tps = analysed.decode_tps.median if analysed.decode_tps else None
-                ttft = analysed.ttft_s.median if analysed.ttft_s else None
-                accept = analysed.accept_length
-                if analysed.accept_method == ACCEPT_FROM_SERVER and accept is not None:
-                    notes.append("accept: server counters")
-                speedup = analysed.speedup.median if analysed.speedup else None
-                notes.extend(_FLAG_NOTES[flag] for flag in analysed.flags if flag in _FLAG_NOTES)
-                if FLAG_CLAMPED in analysed.flags and not cell.clamped:
-                    notes.append(f"{analysed.n_clamped} clamped")
-            rows[row_key(view.config_id, cell.workload)] = ResultRow(
-                config=view.name, workload=cell.workload,
-                order=(view.order, workload_order.get(cell.workload, 1_000)), count=cell.count,
-                tps=tps, all_zero=cell.ok == 0 and cell.zero_output > 0,
-                ttft_ms=ttft * 1000 if ttft is not None else None, accept=accept, speedup=speedup,
-                is_baseline=view.is_baseline and not view.baseline, crashed=crashed,
-                zero_output=cell.zero_output, errors=cell.errors, note=" · ".join(notes))
-        if crashed and not cells:
-            rows[row_key(view.config_id, None)] = ResultRow(
-                config=view.name, workload="—", order=(view.order, -1), count=0, tps=None, all_zero=False,
+            if cell.accept_method == ACCEPT_FROM_SERVER and cell.accept_length is not None:
+                notes.append("accept: server counters")
+            notes.extend(_FLAG_NOTES[flag] for flag in cell.flags if flag in _FLAG_NOTES)
+            rows[row_key(config.id, cell.workload)] = ResultRow(
+                config=config.name, workload=cell.workload,
+                order=(order, workload_order.get(cell.workload, 1_000)),
+                count=cell.n_ok + cell.n_zero_output + cell.n_error,
+                tps=cell.decode_tps.median if cell.decode_tps else None,
+                all_zero=cell.n_ok == 0 and cell.n_zero_output > 0,
+                ttft_ms=cell.ttft_s.median * 1000 if cell.ttft_s else None, accept=cell.accept_length,
+                speedup=cell.speedup.median if cell.speedup and cell.speedup_note != "baseline" else None,
+                is_baseline=cell.speedup_note == "baseline", crashed=crashed, zero_output=cell.n_zero_output,
+                errors=cell.n_error, note=" · ".join(notes), partial=cell.partial)
+        if crashed and not any(r.measured for r in cells):
+            rows[row_key(config.id, None)] = ResultRow(
+                config=config.name, workload="—", order=(order, -1), count=0, tps=None, all_zero=False,
                 ttft_ms=None, accept=None, speedup=None, is_baseline=False, crashed=True, zero_output=0, errors=0,
                 note=crash_note + (f" · {not_run} workload{'s' if not_run != 1 else ''} not run" if not_run else ""))
     return rows
@@ -176,7 +175,10 @@ class ResultsPanel(DataTable):
         return config_of_row_key(key.value or "")
 
     def sync(self, state: RunState, force: bool = False, analysis: RunAnalysis | None = None) -> None:
-        """Add new rows and rewrite changed ones; the cursor and scroll position are kept."""
+        """Add new rows and rewrite changed ones; the cursor and scroll position are kept (without an analysis
+        yet, the rows shown stay as they are)."""
+        if analysis is None:
+            return
         rows = build_rows(state, analysis)
         changed = False
         for key in [k for k in self._shown if k not in rows]:
@@ -199,7 +201,7 @@ class ResultsPanel(DataTable):
 
     def _cells(self, row: ResultRow) -> list[Cell]:
         palette = self.palette
-        base = palette.crash if row.crashed else ""
+        base = palette.crash if row.crashed else (palette.warning if row.partial else "")
         zero = palette.zero_output
         config_style = base or (zero if row.zero_output else "")
         if row.all_zero:
