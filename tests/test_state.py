@@ -81,15 +81,15 @@ def test_replay_without_a_plan_still_builds_rows(script: DemoScript) -> None:
 
 
 def test_resume_starts_from_the_run_directory(script: DemoScript) -> None:
-    """A resumed run opens with its past: states, counts and results as they were, a killed engine's running
-    configuration shown pending; a retried key replaces its error (counted once)."""
+    """A resumed run opens with its past: states, counts and results as they were (as the report reads them),
+    no GPU held; a retried key replaces its error (counted once)."""
     plan = demo_plan()
     cut = script.events[:script.running_cutoff]
     measurements = [e.measurement for e in cut if isinstance(e, MeasurementRecorded) and e.measurement]
     state = RunState.from_history(plan, "runs/x", measurements, [e for e in cut if e.persist])
     names = {v.name: v for v in state.configs.values()}
     assert names["ar-tp1"].state is ConfigState.DONE and names["ddtree-b8-tp1"].state is ConfigState.CRASHED
-    assert names["ddtree-b32-tp1"].state is ConfigState.PENDING and names["ddtree-b32-tp1"].gpus == ()
+    assert names["ddtree-b32-tp1"].state is ConfigState.RUNNING and names["ddtree-b32-tp1"].gpus == ()
     assert state.measurements == len(measurements) == sum(v.measurements for v in state.configs.values())
     again = measurements[0]
     state.apply(MeasurementRecorded(config_id=again.config_id, record=again.to_json()))

@@ -136,10 +136,9 @@ class RunState:
     @classmethod
     def from_history(cls, plan: Plan, run_dir: str, measurements: Iterable[Measurement],
                      events: Iterable[Event]) -> RunState:
-        """The state a run directory already holds (a resumed run): every earlier state, result and count.
-
-        A configuration left launching or running by an engine that is gone (a kill, a dropped session) is
-        shown pending, as resume will treat it; the live events take over from there."""
+        """The state a run directory already holds (a resumed run): every earlier state, result and count, as
+        ``specbench report`` reads them (a configuration a killed engine left running reads running until the
+        resumed engine re-queues it, a moment later); no GPU is held."""
         state = cls.from_plan(plan, run_dir)
         for event in events:
             state.apply(event)
@@ -149,9 +148,6 @@ class RunState:
             counts = state.ledger.config_counts(view.config_id)
             view.measurements, view.zero_output, view.errors = counts.total, counts.zero_output, counts.errors
             view.gpus = ()
-            view.workload = None
-            if view.state.active:
-                view.state, view.reason = ConfigState.PENDING, "interrupted: resume runs the rest"
         return state
 
     def _config(self, config_id: str, name: str | None = None) -> ConfigView:
