@@ -26,6 +26,7 @@ SCRIPTS = {
     "placement": "bench/bench_placement.py",
     "ui": "bench/bench_ui.py",
     "startup": "bench/bench_startup.py",
+    "analysis": "bench/bench_analysis.py",
 }
 _PLACEMENT = re.compile(r"measured concurrent/lower-bound ratio ([0-9.]+)")
 _UI_ROW = re.compile(r"^(UI CPU.*?|key-to-screen.*?|peak RSS.*?)\s{2,}(\S+)\s+(< \S+)\s+(PASS|FAIL)$", re.MULTILINE)

@@ -303,9 +303,9 @@ class SpecbenchApp(App[int]):
                 self.notify(f"{clean(event.name, 80)} {event.state.value}: {clean(detail, 300)}",
                             title=f"Configuration {event.state.value}", severity="error", timeout=15, markup=False)
         elif isinstance(event, MeasurementRecorded):
-            record = event.record if isinstance(event.record, dict) else {}
-            if record.get("status") == STATUS_ZERO_OUTPUT:
-                workload = clean(record.get("workload", "?"), 60)
+            measurement = event.measurement
+            if measurement is not None and measurement.status == STATUS_ZERO_OUTPUT:
+                workload = clean(measurement.workload, 60)
                 key = ("zero", event.config_id, workload)
                 if key not in self._announced:
                     self._announced.add(key)
