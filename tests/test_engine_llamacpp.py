@@ -230,9 +230,10 @@ ignore_eos = true
     assert crashed.state == ConfigState.CRASHED, crashed
     assert "SIGKILL" in (crashed.reason or ""), crashed.reason
     records = [e.record for e in of_type(events, MeasurementRecorded) if e.config_id == victim.id]
-    # The request in flight ends without [DONE]: that is the server's death, not a measurement (it is run
-    # again on retry or resume); the rest of the workload is "not run", never an error or a zero.
-    assert [r["status"] for r in records] == ["ok"], records
+    # The request in flight ends without [DONE]: that is the server's death, recorded as an error whose reason
+    # is the crash (``--retry-crashed`` runs it again), never a zero; the rest of the workload is "not run".
+    assert [r["status"] for r in records] == ["ok", "error"], records
+    assert records[1]["error_kind"] == "crash" and "SIGKILL" in records[1]["error"], records[1]
     assert [e.workload for e in of_type(events, WorkloadNotRun) if e.config_id == victim.id] == ["code"]
     log = run_dir.log_path("draft-n16").read_text()
     assert log.count("launch_slot_") == log.count("total time") + 1, "the kill did not land mid-request"

@@ -200,10 +200,13 @@ ignore_eos = true
     assert finished.state == ConfigState.CRASHED, finished
     assert (finished.signature or "").startswith("vllm_"), finished
     records = [e.record for e in of_type(events, MeasurementRecorded)]
-    # Only whole answers are measurements: the request cut by the death is not one (it runs again on retry). An
-    # answer the engine had finished before it died may still arrive whole (the API server streams what it holds).
-    assert records and all(r["status"] == "ok" and r["completion_tokens"] == 1500 for r in records), records
-    assert len(records) < 6
+    # Only whole answers are measurements; the request cut by the death is recorded once, as an error whose
+    # reason is the crash (it runs again with --retry-crashed). An answer the engine had finished before it died
+    # may still arrive whole (the API server streams what it holds).
+    whole, cut = records[:-1], records[-1]
+    assert whole and all(r["status"] == "ok" and r["completion_tokens"] == 1500 for r in whole), records
+    assert cut["status"] == "error" and cut["error_kind"] == "crash", cut
+    assert len(records) < 7
     assert [e.workload for e in of_type(events, WorkloadNotRun)] == ["code"]
     stop = of_type(events, ServerStopped)[0]
     assert not stop.leftover_pids
