@@ -36,6 +36,7 @@ FILES = {
     "spec_info": "srt/speculative/spec_info.py",
     "watchdog": "srt/utils/watchdog.py",
     "prefill_graph": "srt/model_executor/runner/prefill_cuda_graph_runner.py",
+    "internal_state": "srt/managers/scheduler_components/internal_state.py",
 }
 """The wheel's files the facts come from (package paths)."""
 

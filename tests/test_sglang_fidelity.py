@@ -373,3 +373,15 @@ async def test_every_configuration_gets_the_same_max_prompt_sized_for_the_larges
     assert records["ar"].prompt_tokens == records["eagle3-s5-k8-d32"].prompt_tokens  # paired: the same prompt
     assert records["ar"].output_sha == records["eagle3-s5-k8-d32"].output_sha  # speculation is lossless
     assert 6000 - 64 - 32 - 40 - 40 < records["ar"].prompt_tokens <= 6000 - 64 - 32 - 40
+
+
+def test_avg_spec_accept_length_appears_with_the_first_decode_line() -> None:
+    with SimProcess(["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d",
+                     "--decode-log-interval", "40"]) as sim:
+        sim.wait_ready(20)
+        state = httpx.get(f"{sim.url}/server_info").json()["internal_states"][0]
+        assert "avg_spec_accept_length" not in state  # the warm-up's few steps logged nothing yet
+        httpx.post(f"{sim.url}/generate", timeout=60, json={"text": "Write a long story.", "sampling_params": {
+            "max_new_tokens": 400, "ignore_eos": True}})
+        state = httpx.get(f"{sim.url}/server_info").json()["internal_states"][0]
+        assert state["avg_spec_accept_length"] > 1.0

@@ -82,6 +82,7 @@ def observed(root: Path) -> dict[str, Any]:
         with httpx.stream("POST", f"{url}/generate", json=body, timeout=30) as resp:
             chunks = [json.loads(line[5:]) for line in resp.iter_lines() if line.startswith("data: {")]
         out["final_meta"] = chunks[-1]["meta_info"]
+        out["info_after"] = httpx.get(f"{url}/server_info").json()
         out["all_meta_keys"] = {k for c in chunks for k in c["meta_info"]}
         limit = info["max_req_input_len"]
         long_input = "word " * (limit + 40)  # past the scheduler's limit, within the context
@@ -340,9 +341,25 @@ def check_freeze_gc(root: Path, observed: dict[str, Any]) -> None:
     assert any("/freeze_gc" in src.literal_text(n) for n in src.string_exprs(warmup))
 
 
+def check_accept_length_totals(root: Path, observed: dict[str, Any]) -> None:
+    """``avg_spec_accept_length`` exists only once a decode line added its interval to the totals."""
+    average = src.function(src.tree(root, "internal_state"), "_average_accept_length")
+    assert "metrics_reporter.spec_total_num_forward_ct <= 0" in ast.unparse(average)
+    report = src.function(src.tree(root, "metrics_reporter"), "report_decode_stats")
+    added = {ast.unparse(n.target) for n in ast.walk(report) if isinstance(n, ast.AugAssign)}
+    assert {"self.spec_total_num_forward_ct", "self.spec_total_num_accept_tokens"} <= added
+    interval = next(n for n in ast.walk(report) if isinstance(n, ast.Compare) and "decode_log_interval" in ast.unparse(n))
+    assert "forward_ct_decode" in ast.unparse(interval)
+    sim_engine = ast.parse((SIM_ROOT / "engine.py").read_text())
+    log_decode = src.function(sim_engine, "_log_decode")
+    assert {ast.unparse(n.target) for n in ast.walk(log_decode) if isinstance(n, ast.AugAssign)} >= {
+        "self.spec_total_accept_tokens", "self.spec_total_forward_ct"}
+    assert "avg_spec_accept_length" in observed["info_after"]["internal_states"][0]
+
+
 CHECKS = [check_ready_line, check_batch_lines, check_scheduler_prefixes, check_meta_info, check_messages,
           check_reserved_rule, check_process_titles, check_sigquit_texts, check_kv_warning, check_crash_lines,
-          check_algorithms, check_freeze_gc]
+          check_algorithms, check_freeze_gc, check_accept_length_totals]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)

@@ -194,7 +194,7 @@ class Api:
                                  "token_capacity": s.memory.max_total_num_tokens,
                                  "graph": s.memory.graph_gb},
             }
-            if s.args.spec_on:
+            if s.args.spec_on and e.has_spec_accept_length:
                 state["avg_spec_accept_length"] = e.avg_spec_accept_length
             if e.record_step_time:
                 state["step_time_dict"] = e.step_time_dict

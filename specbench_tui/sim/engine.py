@@ -189,7 +189,8 @@ class Engine:
         if self.in_flight:
             return False
         self._prefix_cache.clear()
-        self.reset_spec_totals()
+        self.reset_spec_totals()  # reset_metrics: the interval's counts too
+        self._iv_accept_tokens = self._iv_correct = self._iv_forwards = 0
         self.metrics.reset_spec()
         self.log.info("Cache flushed successfully!")
         return True
@@ -197,6 +198,11 @@ class Engine:
     @property
     def avg_spec_accept_length(self) -> float:
         return self.spec_total_accept_tokens / self.spec_total_forward_ct if self.spec_total_forward_ct else 0.0
+
+    @property
+    def has_spec_accept_length(self) -> bool:
+        """``_average_accept_length`` is None (the key absent) until a decode line added forwards."""
+        return self.spec_total_forward_ct > 0
 
     def used_tokens(self) -> int:
         return sum(r.context_tokens for r in self.running)
@@ -338,9 +344,6 @@ class Engine:
             self._iv_accept_tokens += got
             self._iv_correct += accepted
             self._iv_forwards += 1
-            if not req.internal:
-                self.spec_total_accept_tokens += got
-                self.spec_total_forward_ct += 1
         self.running = [r for r in self.running if not r.finished]
         self.decode_steps += 1
         self.metrics.spec_verify_calls += 1 if self.speed.algorithm != "NONE" else 0
@@ -414,7 +417,12 @@ class Engine:
                                           self.profile["logs"]["pool"]))
 
     def _log_decode(self, bs: int) -> None:
+        """Every ``--decode-log-interval`` decode steps: the ``Decode batch`` line, and the server-wide accept
+        totals behind ``avg_spec_accept_length`` (SGLang adds the interval's counts here, in
+        ``report_decode_stats``, so the average is absent until the first decode line)."""
         now = time.monotonic()
+        self.spec_total_accept_tokens += self._iv_accept_tokens
+        self.spec_total_forward_ct += self._iv_forwards
         gen = self._iv_tokens / max(now - self._iv_start, 1e-6)
         spec = self.speed.algorithm != "NONE"
         accept_len = self._iv_accept_tokens / self._iv_forwards if spec and self._iv_forwards else None
