@@ -188,4 +188,5 @@ def test_a_sweep_whose_server_returns_no_tokens_exits_1(tmp_path):
     text = output.decode(errors="replace")
     assert engine.returncode == 1, text
     assert "ZERO OUTPUT" in text and "hardware: SIMULATED" in text
+    assert "SIMULATED: the SGLang simulator on a scripted GPU box made these figures" in text  # the summary
     assert not wait_no_processes(str(tmp_path))

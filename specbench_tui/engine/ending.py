@@ -85,14 +85,20 @@ def ending_line(outcome: SweepOutcome) -> str:
     return f"sweep {outcome.state}: {state_counts(outcome)}{reason}"
 
 
-def summary_table(plan_json: dict[str, Any], measurements: list[Measurement], events: list[Event]) -> str:
+SIMULATED_NOTE = ("SIMULATED: the SGLang simulator on a scripted GPU box made these figures; they say nothing "
+                  "about real hardware")
+
+
+def summary_table(plan_json: dict[str, Any], measurements: list[Measurement], events: list[Event],
+                  simulated: bool = False) -> str:
     """The table printed at the end, over the run directory (earlier runs of a resumed one included)."""
-    return render_summary(run_analysis(plan_json, measurements, events))
+    return render_summary(run_analysis(plan_json, measurements, events), simulated)
 
 
-def render_summary(analysis: RunAnalysis) -> str:
+def render_summary(analysis: RunAnalysis, simulated: bool = False) -> str:
     """One row per configuration; per workload the median decode tok/s and its speedup over the matched
-    baseline, then the geometric mean, TTFT, acceptance and a note (all figures are the analysis's)."""
+    baseline, then the geometric mean, TTFT, acceptance and a note (all figures are the analysis's); a
+    simulated run says so first."""
     workloads = [w.name for w in analysis.workloads]
     head = ["configuration", "state", "start s", *workloads, "speedup", "TTFT ms", "accept", "note"]
     rows = [head]
@@ -132,6 +138,8 @@ def render_summary(analysis: RunAnalysis) -> str:
             "workloads, none for a crashed or partial configuration; accept: acceptance length weighted by verify "
             "steps (^: from the server's counters, the engine gives none per request)"),
            *lines]
+    if simulated:
+        out.insert(0, SIMULATED_NOTE)
     best = [b for b in analysis.best if b.tp is None]
     if best:
         out.append("")

@@ -261,7 +261,7 @@ async def _run(plan: Plan, run_dir: Any, resumed: bool, retry_crashed: bool, out
         analysis = None
         try:
             analysis = run_analysis(plan.to_json(), run_dir.read_measurements(), run_dir.read_events())
-            printer.write(render_summary(analysis))
+            printer.write(render_summary(analysis, simulated=plan.sweep.engine.launcher == "simulator"))
         except StoreError as exc:
             printer.write(f"no summary: {exc}")
         printer.write(f"\nrun directory: {run_dir.path}")

@@ -72,7 +72,7 @@ class EngineThread:
         """The end-of-run table over the run directory (earlier runs of a resumed one included)."""
         from specbench_tui.engine.ending import render_summary
 
-        return render_summary(self.analysis())
+        return render_summary(self.analysis(), simulated=self.plan.sweep.engine.launcher == "simulator")
 
     def analysis(self) -> RunAnalysis:
         """The run directory's ledger analysed (what the summary and the exit code rest on)."""
