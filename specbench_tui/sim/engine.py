@@ -171,7 +171,7 @@ class Engine:
             for req in list(queue):
                 if rid is None or req.rid == rid:
                     queue.remove(req)
-                    self._finish(req, {"type": "abort", "message": message, "status_code": 400, "err_type": None})
+                    self._finish(req, {"type": "abort", "message": message, "status_code": None, "err_type": None})
                     count += 1
         return count
 
