@@ -139,6 +139,9 @@ def _run(args: argparse.Namespace) -> int:
     if not args.sweep and not args.resume:
         print("specbench run: give a sweep file (e.g. sweeps/demo.toml) or --resume RUN_DIR", file=sys.stderr)
         return EXIT_INVALID
+    # Whatever the umask (000 included), nothing a run writes is group- or world-writable: its own files are
+    # created 0644/0755 explicitly, and this covers everything else (servers' files too).
+    os.umask(os.umask(0o022) | 0o022)
     headless = args.headless or not (sys.stdout.isatty() and sys.stdin.isatty()) or os.environ.get("TERM") == "dumb"
     if headless:
         from specbench_tui.engine.headless import run_headless

@@ -12,7 +12,7 @@ from enum import Enum
 from functools import cached_property
 from typing import Any, ClassVar
 
-from specbench_tui.core.records import Measurement
+from specbench_tui.core.records import Measurement, check_field_types
 
 
 class ConfigState(str, Enum):
@@ -227,6 +227,7 @@ def event_from_json(data: dict[str, Any]) -> Event:
         raise ValueError(f"unknown event type {kind!r}")
     names = {f.name for f in fields(cls)}
     kwargs = {k: v for k, v in data.items() if k in names}
+    check_field_types(cls, kwargs)
     if "state" in kwargs and cls in (ConfigStateChanged, ConfigFinished):
         kwargs["state"] = ConfigState(kwargs["state"])
     for key in ("argv", "gpus", "excerpt", "samples", "leftover_pids"):

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
+import types
+import typing
 from dataclasses import asdict, dataclass, fields
+from enum import Enum
 from typing import Any
 
 MeasurementKey = tuple[str, str, str, int]
@@ -71,4 +75,51 @@ class Measurement:
         missing = {"config_id", "config", "workload", "item", "repeat", "status"} - data.keys()
         if missing:
             raise ValueError(f"missing fields {sorted(missing)}")
-        return cls(**{k: v for k, v in data.items() if k in names})
+        kwargs = {k: v for k, v in data.items() if k in names}
+        check_field_types(cls, kwargs)
+        if kwargs["status"] not in STATUSES:
+            raise ValueError(f"unknown status {str(kwargs['status'])[:40]!r}")
+        return cls(**kwargs)
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def check_field_types(cls: type, values: dict[str, Any]) -> None:
+    """Raise ``ValueError`` naming the first value whose JSON type does not fit ``cls``'s field (a record read
+    back from a run directory is never trusted: ``"repeat": "x"`` or ``"accept_length": [1, 2]`` must be
+    skipped, not crash a report). ``float`` fields take integers; ``int`` fields take no booleans; a tuple
+    field takes a JSON array; numbers must be finite."""
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    for name, value in values.items():
+        expected = hints.get(name)
+        if expected is not None and not _fits(value, expected):
+            shown = repr(value)
+            raise ValueError(f"field {name!r} has the wrong type: {shown[:40] + '…' if len(shown) > 40 else shown}")
+
+
+def _fits(value: Any, expected: Any) -> bool:
+    origin = typing.get_origin(expected)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, arg) for arg in typing.get_args(expected))
+    if expected is type(None):
+        return value is None
+    if expected is Any:
+        return True
+    if origin is tuple:
+        return isinstance(value, (list, tuple))
+    if origin in (dict, list):
+        return isinstance(value, origin)
+    if expected is bool:
+        return isinstance(value, bool)
+    if expected is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if expected is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(expected, type) and issubclass(expected, Enum):
+        return isinstance(value, (str, expected))
+    if isinstance(expected, type):
+        return isinstance(value, expected)
+    return True

@@ -111,7 +111,7 @@ from specbench_tui.engine.server import (
     port_is_free,
     process_tree,
 )
-from specbench_tui.engine.store import RunDir, StoreError
+from specbench_tui.engine.store import ReadReport, RunDir, StoreError
 from specbench_tui.engine.workloads import (
     Labels,
     Session,
@@ -327,7 +327,8 @@ class Orchestrator:
         """Read the run directory: kept measurements, final states and attempts of an earlier run."""
         in_progress: set[str] = set()
         launched: dict[str, float] = {}
-        for event in self.run_dir.read_events():
+        skipped = ReadReport()
+        for event in self.run_dir.read_events(skipped):
             if isinstance(event, ServerLaunching):
                 self._attempts[event.config_id] = max(self._attempts.get(event.config_id, 0), event.attempt)
                 launched[event.config_id] = event.ts
@@ -341,10 +342,12 @@ class Orchestrator:
                 in_progress.discard(event.config_id)
         for config_id in in_progress:
             self.states[config_id] = ConfigState.PENDING
-        for measurement in self.run_dir.read_measurements():
+        for measurement in self.run_dir.read_measurements(skipped):
             self.done_keys.add(measurement.key)
             if measurement.status == STATUS_ERROR:
                 self._error_keys.add(measurement.key)
+        for warning in skipped.summary():  # a skipped measurement is measured again
+            self.publish(Notice(level="warning", text=warning))
 
     def seed_estimates(self, seconds: dict[str, float]) -> None:
         """Expected wall seconds per configuration id (from an earlier run of the same plan), so that a
@@ -430,6 +433,8 @@ class Orchestrator:
             for problem in problems:
                 self.publish(Notice(level="error", text=f"pre-flight: {problem}"))
             self.publish(SweepFinished(state="failed", reason="pre-flight failed: " + "; ".join(problems)))
+            if not self._resumed and self.run_dir.discard():  # nothing ran: leave no run directory behind
+                self.publish(Notice(level="info", text=f"nothing ran: {self.run_dir.path} was removed"))
             return SweepOutcome("failed", "pre-flight failed", dict(self.states), failure="preflight")
         self.pool = GpuPool(self.gpu_indices())
         self.publish(SweepStarted(sweep=self.sweep.name, run_dir=str(self.run_dir.path),
@@ -667,7 +672,7 @@ class Orchestrator:
         port = find_free_port(engine.host, engine.port_base, self._ports)
         self._ports.add(port)
         argv = server_argv(engine, config, self._python, port, self._api_key)
-        log_path = self.run_dir.log_path(config.name)
+        log_path = self.run_dir.log_path(config.name, config.id)
         server = ServerProcess(config.id, argv, self._server_env(config, gpus), log_path, self.profile,
                                self.signatures, self.publish, on_stats=lambda s: self._on_stats(running, s),
                                excerpt_wait_s=self._excerpt_wait_s, on_store_error=self._fail_store)

@@ -270,7 +270,8 @@ class ServerProcess:
 
     def _open_log(self) -> BinaryIO:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        return open(self.log_path, "ab")  # the pump closes it
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        return os.fdopen(fd, "ab")  # the pump closes it
 
     async def _watch_exit(self) -> None:
         assert self._proc is not None

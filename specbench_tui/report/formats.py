@@ -22,7 +22,7 @@ from specbench_tui.core.analysis import (
     Spread,
     to_json,
 )
-from specbench_tui.engine.store import safe_filename
+from specbench_tui.engine.store import log_file_name, safe_filename
 from specbench_tui.report.charts import budget_charts
 from specbench_tui.report.load import LoadedRun
 from specbench_tui.report.tables import (
@@ -48,8 +48,10 @@ EXCERPT_LINES = 12
 
 def _excerpt_heading(run: LoadedRun, config: ConfigSummary) -> str:
     """``last 12 of 19 log lines (full log: logs/x.log)`` or ``log excerpt``."""
-    log = Path("logs") / f"{safe_filename(config.name)}.log"
-    where = f" (full log: {log})" if (run.path / log).is_file() else ""
+    # Run directories written before log names carried the configuration id have logs/<name>.log.
+    log = next((p for p in (Path("logs") / log_file_name(config.name, config.id),
+                            Path("logs") / f"{safe_filename(config.name)}.log") if (run.path / p).is_file()), None)
+    where = f" (full log: {log})" if log is not None else ""
     if len(config.excerpt) > EXCERPT_LINES:
         return f"last {EXCERPT_LINES} of {len(config.excerpt)} excerpt lines{where}"
     return f"log excerpt{where}"

@@ -14,7 +14,7 @@ from typing import Any
 
 from specbench_tui.core.analysis import RunAnalysis
 from specbench_tui.core.ledger import Ledger
-from specbench_tui.engine.store import ReadReport, RunDir
+from specbench_tui.engine.store import ReadReport, RunDir, StoreError, read_regular
 
 RUN_DIR_MARKERS = ("sweep.toml", "plan.json", "results.jsonl", "events.jsonl")
 """Files of which at least one must exist for a directory to be taken as a run directory."""
@@ -45,9 +45,12 @@ def _read_json(path: Path, warnings: list[str], required_for: str | None) -> dic
             warnings.append(f"{path.name} is missing: {required_for}")
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, json.JSONDecodeError) as exc:
-        warnings.append(f"{path.name} is unreadable ({exc.__class__.__name__}: {exc}); ignored")
+        data = json.loads(read_regular(path).decode("utf-8", errors="replace"))
+    except StoreError as exc:
+        warnings.append(f"{exc}; ignored")
+        return None
+    except (OSError, ValueError, RecursionError) as exc:
+        warnings.append(f"{path.name} is unreadable ({exc.__class__.__name__}: {str(exc)[:200]}); ignored")
         return None
     if not isinstance(data, dict):
         warnings.append(f"{path.name} is not a JSON object; ignored")
@@ -73,11 +76,13 @@ def load_run(path: str | Path) -> LoadedRun:
     try:
         measurements = run.read_measurements(report)
         events = run.read_events(report)
+    except StoreError as exc:
+        raise NotARunDir(str(exc)) from None
     except OSError as exc:
         raise NotARunDir(f"{path}: cannot read ({exc.strerror or exc})") from None
     if not (path / "results.jsonl").exists():
         warnings.append("results.jsonl is missing: no measurements")
     if not (path / "events.jsonl").exists():
         warnings.append("events.jsonl is missing: states, crash signatures and skip reasons are unknown")
-    warnings.extend(report.skipped)
+    warnings.extend(report.summary())
     return LoadedRun(path=path, analysis=Ledger.from_run(plan, measurements, events).analyse(), env=env, warnings=tuple(warnings))

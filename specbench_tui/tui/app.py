@@ -53,6 +53,7 @@ from specbench_tui.core.plan import Plan
 from specbench_tui.core.ledger import LedgerSnapshot
 from specbench_tui.core.records import STATUS_ZERO_OUTPUT
 from specbench_tui.core.state import ConfigView, RunState
+from specbench_tui.engine.store import log_file_name
 from specbench_tui.tui.commands import SweepCommands
 from specbench_tui.tui.confirm_quit import ConfirmQuitScreen
 from specbench_tui.tui.gpu_panel import GpuPanel
@@ -510,7 +511,7 @@ class SpecbenchApp(App[int]):
         if view.log_path:
             path = Path(view.log_path)
             return path if path.is_absolute() else Path(self.engine.run_dir) / path
-        return Path(self.engine.run_dir) / "logs" / f"{view.name}.log"
+        return Path(self.engine.run_dir) / "logs" / log_file_name(view.name, view.config_id)
 
     def open_log_of(self, config_id: str) -> None:
         """Open the full-log screen for ``config_id``."""
