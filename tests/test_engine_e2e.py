@@ -50,7 +50,7 @@ async def test_seed_campaign_shape(tmp_path):
         assert not any(e.config_id == config.id for e in of_type(events, MeasurementRecorded))
         assert {e.workload for e in of_type(events, WorkloadNotRun) if e.config_id == config.id} == \
             {"code", "long-context", "agent-calculator"}
-        log = run_dir.log_path(config.name).read_text()
+        log = run_dir.log_path(config.name, config.id).read_text()
         assert "illegal instruction" in log
 
     # The others complete, with real measurements and the server's own figures beside them.

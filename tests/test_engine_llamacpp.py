@@ -175,7 +175,7 @@ async def test_sweep_measures_acceptance_against_real_llama_server(tmp_path, lla
     assert draft["log_accept_length"] is not None and draft["log_accept_length"] > 1
     draft_id = next(cid for cid, n in names.items() if n == "draft-n4")
     assert any("draft acceptance =" in e.line for e in of_type(events, LogLine) if e.config_id == draft_id)
-    assert "draft acceptance =" in run_dir.log_path("draft-n4").read_text()
+    assert "draft acceptance =" in run_dir.log_path("draft-n4", draft_id).read_text()
 
     # No GPU on this machine: said once, with an empty sample, so the GPU panel shows "no GPU visible".
     assert [e.samples for e in of_type(events, GpuSampled)] == [()]
@@ -235,7 +235,7 @@ ignore_eos = true
     assert [r["status"] for r in records] == ["ok", "error"], records
     assert records[1]["error_kind"] == "crash" and "SIGKILL" in records[1]["error"], records[1]
     assert [e.workload for e in of_type(events, WorkloadNotRun) if e.config_id == victim.id] == ["code"]
-    log = run_dir.log_path("draft-n16").read_text()
+    log = run_dir.log_path("draft-n16", victim.id).read_text()
     assert log.count("launch_slot_") == log.count("total time") + 1, "the kill did not land mid-request"
     stop = next(e for e in of_type(events, ServerStopped) if e.config_id == victim.id)
     assert stop.exit_code == -signal.SIGKILL and not stop.leftover_pids

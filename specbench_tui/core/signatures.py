@@ -16,6 +16,7 @@ pattern RE2 cannot take (look-around, back-references) is refused when the sweep
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -156,10 +157,25 @@ class SignatureSet:
         user = [Signature(name, compile_pattern(pattern), USER_SPECIFICITY) for name, pattern in extra]
         self.signatures: tuple[Signature, ...] = tuple(
             sorted([*user, *builtins], key=lambda s: -s.specificity))
+        # One pass over a whole batch of lines finds out whether any line can match at all (the common answer
+        # is no); ^ and $ then match at each line's start and end. A pattern anchored to the text itself
+        # (\A, \z) cannot be combined and is always matched line by line.
+        combinable = [s.pattern.pattern for s in self.signatures if "\\A" not in s.pattern.pattern
+                      and "\\z" not in s.pattern.pattern]
+        self._per_line_only = len(combinable) != len(self.signatures)
+        self._block = compile_pattern("(?m)" + "|".join(f"(?:{p})" for p in combinable)) if combinable else None
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.signatures)
+
+    def candidates(self, block: str, starts: list[int]) -> set[int] | None:
+        """The indices of the lines of ``block`` (lines joined by ``\\n``, starting at offsets ``starts``)
+        that may match a signature, found in one linear pass instead of one per line and signature; None when
+        every line must be tried."""
+        if self._per_line_only:
+            return None
+        return candidate_lines(self._block, block, starts) if self._block is not None else set()
 
     def match(self, line: str) -> SignatureMatch | None:
         """The most specific signature ``line`` matches, or None. Only the first :data:`MATCH_WINDOW`
@@ -184,6 +200,26 @@ def most_specific(matches: Iterable[SignatureMatch]) -> SignatureMatch | None:
 
 _ERROR = re.compile(r"\b(?:ERROR|CRITICAL)\b|(?:Error|Exception)\b|\berror:")
 _WARNING = re.compile(r"\bWARN(?:ING)?\b|Warning\b|\bwarning\b|deprecated")
+
+
+_LEVEL_WORDS = compile_pattern(f"(?:{_ERROR.pattern})|(?:{_WARNING.pattern})")
+"""Both word lists in one RE2 pattern, for a whole batch (RE2's ASCII \\b finds a superset of ``re``'s)."""
+
+
+def candidate_lines(pattern: Any, block: str, starts: list[int]) -> set[int]:
+    """Indices of the lines a match of ``pattern`` in ``block`` touches (every line from its start to its
+    end: a pattern may cross a line break in the joined text)."""
+    found: set[int] = set()
+    for match in pattern.finditer(block):
+        first = bisect.bisect_right(starts, match.start()) - 1
+        last = bisect.bisect_right(starts, max(match.start(), match.end() - 1)) - 1
+        found.update(range(first, last + 1))
+    return found
+
+
+def level_candidates(block: str, starts: list[int]) -> set[int]:
+    """The lines of ``block`` that may be ``error`` or ``warning`` (all others are ``info``)."""
+    return candidate_lines(_LEVEL_WORDS, block, starts)
 
 
 def line_level(line: str, signatures: SignatureSet | None = None) -> str:

@@ -833,6 +833,14 @@ class Orchestrator:
         info = await client.server_info() or {}
         context_length = await client.context_length(info)
         self.publish(ServerReady(config_id=config.id, startup_s=round(startup_s, 3), context_length=context_length))
+        too_long = next((w.spec for w in self.workloads if context_length and w.spec.max_new_tokens >= context_length),
+                        None)
+        if too_long is not None:  # refused before any request is sent: the server would answer each with a 400
+            why = (f"workload '{too_long.name}' asks for max_new_tokens = {too_long.max_new_tokens:,}, but the "
+                   f"server's context length is {context_length:,}: lower max_new_tokens (or raise the context)")
+            self.publish(Notice(level="error", text=f"{config.name}: {why}", config_id=config.id))
+            self._not_run(config, 0, why)
+            return ConfigState.FAILED, why
         self._set_state(config, ConfigState.RUNNING)
         if server.pid is not None:  # the ranks' children exist now: name them in the GPU panel too
             for pid in await asyncio.to_thread(process_tree, server.pid, server.pid):

@@ -73,6 +73,9 @@ class EngineProfile:
     health_poll_s: float = 0.25
     """Pause between health checks while the server loads."""
     stream_format: str = STREAM_SGLANG
+    stats_hint: str | None = None
+    """A substring every stats line contains, so that lines without it skip ``parse_stats_line`` (None: try
+    every line)."""
     """``sglang`` (native ``/generate``) or ``openai`` (``/v1/completions`` with usage in the stream)."""
     tokenize_key: str = "prompt"
     """JSON key of the text in a tokenize request."""
@@ -149,6 +152,7 @@ SGLANG = EngineProfile(
     shutdown_env={"SGL_FORCE_SHUTDOWN": "1", "SGLANG_FORCE_SHUTDOWN": "1"},
     stop_signal=signal.SIGTERM,
     parse_stats_line=parse_batch_line,
+    stats_hint=" batch",
     context_length=_sglang_context_length,
     models_path="/v1/models",
     reserved_tokens=_sglang_reserved_tokens,

@@ -19,7 +19,9 @@ import asyncio
 import atexit
 import contextlib
 import ctypes
+import itertools
 import os
+import re
 import signal
 import socket
 import sys
@@ -33,7 +35,15 @@ from typing import BinaryIO
 from specbench_tui.core.events import CrashDetected, Event, LogLine
 from specbench_tui.core.launch import argv_secrets, env_secrets, secret_redactor
 from specbench_tui.core.logparse import BatchLine
-from specbench_tui.core.signatures import LEVEL_FATAL, SignatureMatch, SignatureSet, line_level, most_specific
+from specbench_tui.core.signatures import (
+    LEVEL_FATAL,
+    LEVEL_INFO,
+    SignatureMatch,
+    SignatureSet,
+    level_candidates,
+    line_level,
+    most_specific,
+)
 from specbench_tui.engine.client import ServerClient
 from specbench_tui.engine.logpump import LogPump
 from specbench_tui.engine.profiles import EngineProfile
@@ -168,6 +178,14 @@ def find_free_port(host: str, start: int, taken: frozenset[int] | set[int] = fro
 # ----------------------------------------------------------------------------------------------- the server
 
 
+def _log_line(config_id: str, text: str, ts: float) -> LogLine:
+    """``LogLine(config_id=..., line=text, level="info", ts=ts)``, built without the frozen dataclass's
+    ``__init__`` (a third of the cost of a plain line when a server floods its log)."""
+    event = object.__new__(LogLine)
+    event.__dict__.update(config_id=config_id, line=text, level=LEVEL_INFO, ts=ts)
+    return event
+
+
 class ServerProcess:
     """A launched server and everything watching it."""
 
@@ -263,7 +281,7 @@ class ServerProcess:
         _LIVE_GROUPS.add(self._pgid)
         assert self._proc.stdout is not None
         pump = LogPump(self._proc.stdout, self.log_path, self._on_line, on_progress=self._on_progress, log=log,
-                       redact=self._redact, on_write_error=self._on_log_write_error)
+                       redact=self._redact, on_write_error=self._on_log_write_error, on_lines=self._on_lines)
         self._pump_task = asyncio.create_task(pump.run(), name=f"logpump-{self.config_id}")
         self._exit_task = asyncio.create_task(self._watch_exit(), name=f"exit-{self.config_id}")
         return self._proc.pid
@@ -275,7 +293,7 @@ class ServerProcess:
 
     async def _watch_exit(self) -> None:
         assert self._proc is not None
-        code = await self._proc.wait()
+        code = await _exited(self._proc)
         if self._pump_task is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):  # a pump's bug must not hide the exit
                 await asyncio.wait_for(asyncio.shield(self._pump_task), timeout=1.0)
@@ -326,9 +344,37 @@ class ServerProcess:
     def _on_progress(self, text: str) -> None:
         self._publish(LogLine(config_id=self.config_id, line=text, level="info"))
 
-    def _on_line(self, number: int, text: str) -> None:
-        match = None if self._stopping else self.signatures.match(text)
-        level = LEVEL_FATAL if match else line_level(text)
+    def _on_lines(self, first: int, texts: list[str]) -> None:
+        """One read's lines: the checks that rarely fire (crash signatures, error words, the ready line) run
+        once over the batch, in linear time, and line by line only on the lines they point at."""
+        block = "\n".join(texts)
+        starts = list(itertools.accumulate((len(t) + 1 for t in texts[:-1]), initial=0))
+        crash_lines = None if self._stopping else self.signatures.candidates(block, starts)
+        level_lines = level_candidates(block, starts)
+        ready = self.profile.ready_line
+        if ready is not None and (self._ready_line.is_set() or ready.search(block) is None):
+            ready = None
+        hint = self.profile.stats_hint
+        stats = self._on_stats is not None and (hint is None or hint in block)
+        special = None if crash_lines is None or ready is not None else crash_lines | level_lines
+        publish, recent, config_id = self._publish, self._recent, self.config_id
+        now = time.time()  # the lines of one read arrived together
+        for index, text in enumerate(texts):
+            if special is None or self._crash_matches:
+                self._on_line(first + index, text, crash_lines is None or index in crash_lines,
+                              index in level_lines, ready, stats)
+            elif index in special:
+                self._on_line(first + index, text, index in crash_lines, index in level_lines, None, stats)
+            else:  # the common case, a plain line: only what every line needs
+                publish(_log_line(config_id, text, now))
+                recent.append((first + index, text))
+                if stats and (hint is None or hint in text):
+                    self._stats_of(text)
+
+    def _on_line(self, number: int, text: str, signatures: bool = True, levels: bool = True,
+                 ready: re.Pattern[str] | None | bool = True, stats: bool = True) -> None:
+        match = self.signatures.match(text) if signatures and not self._stopping else None
+        level = LEVEL_FATAL if match else line_level(text) if levels else LEVEL_INFO
         self._publish(LogLine(config_id=self.config_id, line=text, level=level))
         if self._crash_matches and not self._crash_done.is_set():
             self._crash_excerpt.append((number, text))
@@ -337,12 +383,18 @@ class ServerProcess:
         elif match and not self._crash_matches:
             self._first_crash_line(number, text, match)
         self._recent.append((number, text))
-        if self.profile.ready_line is not None and self.profile.ready_line.search(text):
+        pattern = self.profile.ready_line if ready is True else ready
+        if pattern and pattern.search(text):
             self._ready_line.set()
-        if self._on_stats is not None:
-            stats = self.profile.parse_stats_line(text)
-            if stats is not None:
-                self._on_stats(stats)
+        if stats:
+            self._stats_of(text)
+
+    def _stats_of(self, text: str) -> None:
+        hint = self.profile.stats_hint
+        if self._on_stats is not None and (hint is None or hint in text):
+            figures = self.profile.parse_stats_line(text)
+            if figures is not None:
+                self._on_stats(figures)
 
     def _first_crash_line(self, number: int, text: str, match: SignatureMatch) -> None:
         """Mark the server dead now; finish the excerpt after a short wait for the trailing lines."""
@@ -388,13 +440,11 @@ class ServerProcess:
         self.pids_seen |= tree
         if proc.returncode is None and not now:
             _kill(set(), self._pgid, self.profile.stop_signal)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=grace_s)
+            await _exited(proc, grace_s)
         tree |= await asyncio.to_thread(process_tree, proc.pid, self._pgid)
         self.pids_seen |= tree
         _kill(_alive(tree), self._pgid, signal.SIGKILL)
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=5.0)
+        await _exited(proc, 5.0)
         leftover = await self._wait_gone(tree, timeout_s=5.0)
         if self._pgid is not None:
             _LIVE_GROUPS.discard(self._pgid)
@@ -402,6 +452,12 @@ class ServerProcess:
             if task is not None and not task.done():
                 with contextlib.suppress(Exception, asyncio.CancelledError):
                     await asyncio.wait_for(task, timeout=2.0)
+        # A process that escaped the group (a daemon in its own session) may still hold the output pipe: close
+        # our end now, while the loop runs, or the transport is closed at garbage collection after the loop is
+        # gone ("Exception ignored ... Event loop is closed").
+        transport = getattr(proc, "_transport", None)
+        if transport is not None and not transport.is_closing():
+            transport.close()
         return StopReport(proc.returncode, time.monotonic() - started, tuple(sorted(leftover)))
 
     @staticmethod
@@ -413,6 +469,22 @@ class ServerProcess:
                 return alive
             _kill(alive, None, signal.SIGKILL)
             await asyncio.sleep(0.05)
+
+
+async def _exited(proc: asyncio.subprocess.Process, timeout_s: float | None = None) -> int | None:
+    """The exit code once ``proc`` has exited (None after ``timeout_s``). Not ``proc.wait()``: asyncio answers
+    that only once every pipe is closed too, which a daemon that inherited the server's output can delay
+    for as long as it lives."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while proc.returncode is None:
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
+        await asyncio.sleep(EXIT_POLL_S)
+    return proc.returncode
+
+
+EXIT_POLL_S = 0.01
+"""How often a server's exit is looked for (its exit code is known to asyncio at once; the wait is ours)."""
 
 
 async def first_of(*awaitables: Awaitable[object], timeout_s: float | None = None) -> None:
