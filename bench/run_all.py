@@ -27,6 +27,7 @@ SCRIPTS = {
     "ui": "bench/bench_ui.py",
     "startup": "bench/bench_startup.py",
     "analysis": "bench/bench_analysis.py",
+    "logpump": "bench/bench_logpump.py",
 }
 _PLACEMENT = re.compile(r"measured concurrent/lower-bound ratio ([0-9.]+)")
 _UI_ROW = re.compile(r"^(UI CPU.*?|key-to-screen.*?|peak RSS.*?)\s{2,}(\S+)\s+(< \S+)\s+(PASS|FAIL)$", re.MULTILINE)
