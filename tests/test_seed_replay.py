@@ -193,25 +193,38 @@ def test_a_sweep_whose_server_returns_no_tokens_exits_1(tmp_path):
 
 
 def test_a_failed_pre_flight_is_history_once_a_resume_got_past_it(tmp_path):
-    """The model path was missing (pre-flight failed, exit 2); once it exists, the resumed run completes and its
-    summary and report carry the old error as an earlier attempt's, not as the run's state."""
+    """A configuration crashed; the first resume's pre-flight failed (the model directory was gone, exit 2); once
+    it is back, the next resume completes, and its summary and report carry the old error as an earlier attempt's,
+    not as the run's state."""
     model = tmp_path / "model"
-    text = SILENT_SWEEP.replace('model-path = "Qwen/Qwen3-8B"', f'model-path = "{model}"')
-    path = write_sweep(tmp_path, text, EMPTY.replace('[[empty_output]]\nalgorithm = "NONE"\n', ""))
-    runs = tmp_path / "runs"
-    first = headless_engine([str(path), "--runs-dir", str(runs)], tmp_path)
-    output, _ = first.communicate(timeout=120)
-    assert first.returncode == 2 and "does not exist" in output.decode(errors="replace"), output.decode(errors="replace")
-    run_dir = next(runs.iterdir())
     model.mkdir()
     (model / "config.json").write_text("{}")
-    resumed = headless_engine(["--resume", str(run_dir)], tmp_path)
-    output, _ = resumed.communicate(timeout=120)
-    text = output.decode(errors="replace")
-    assert resumed.returncode == 0, text
-    summary = text.split("sweep completed", 1)[1]
+    text = SILENT_SWEEP.replace('model-path = "Qwen/Qwen3-8B"', f'model-path = "{model}"')
+    healthy = EMPTY.replace('[[empty_output]]\nalgorithm = "NONE"\n', "")
+    path = write_sweep(tmp_path, text, healthy + '[[crash]]\nalgorithm = "NONE"\nwhen = "warmup"\n')
+    runs = tmp_path / "runs"
+
+    def run(*args: str) -> tuple[int, str]:
+        engine = headless_engine(list(args), tmp_path)
+        output, _ = engine.communicate(timeout=120)
+        return engine.returncode, output.decode(errors="replace")
+
+    code, output = run(str(path), "--runs-dir", str(runs))
+    assert code == 1, output
+    run_dir = next(runs.iterdir())
+    (tmp_path / "sim_profile.toml").write_text(healthy)  # the crash is fixed...
+    (model / "config.json").unlink()
+    model.rmdir()  # ...but the model directory went away (a reboot emptied /dev/shm)
+    code, output = run("--resume", str(run_dir), "--retry-crashed")
+    assert code == 2 and "does not exist" in output, output
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    code, output = run("--resume", str(run_dir), "--retry-crashed")
+    assert code == 0, output
+    summary = output.split("sweep completed", 1)[1]
     assert "note: error: pre-flight" not in summary and "earlier attempt: error: pre-flight" in summary, summary
     analysis = load_run(run_dir).analysis
+    assert [c.state for c in analysis.configs] == ["done"]
     assert not any("pre-flight" in n for n in analysis.notes)
     assert any("pre-flight" in n for n in analysis.history)
     assert not wait_no_processes(str(tmp_path))
