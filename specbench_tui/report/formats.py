@@ -145,8 +145,11 @@ CSV_COLUMNS = (
     "accept_length", "accept_method", "server_log_accept_length", "server_log_scope",
     "lossless", "lossless_checked", "lossless_mismatches",
     "best_for_workload", "best_at_tp", "flags", "signature", "reason",
+    "coverage", "items_measured", "items_expected", "n_crash", "speedup_pairs",
 )
-"""One row per configuration × workload; ``_min``/``_max`` are the range of per-repeat values."""
+"""One row per configuration × workload; ``_min``/``_max`` are the range of per-repeat values; ``coverage`` is
+complete, partial (cut short: ``items_measured`` of ``items_expected``, ``n_crash`` requests cut by the crash),
+running, not run or none; ``speedup_pairs`` the (item, repeat) pairs the speedup is over."""
 
 
 def _num(value: float | int | None, digits: int = 4) -> str:
@@ -181,6 +184,7 @@ def csv_rows(run: LoadedRun) -> list[dict[str, str]]:
             row.lossless.status, str(row.lossless.checked), str(len(row.lossless.mismatches)),
             "yes" if mark == "**" else "", "yes" if best_tp else "", " ".join(row.flags),
             (config.signature or "") if config else "", clean_text(config.reason or "") if config else "",
+            row.coverage, str(row.items_measured), _num(row.expected), str(row.n_crash), str(row.paired),
         ]
         out.append(dict(zip(CSV_COLUMNS, cells)))
     return out
