@@ -211,3 +211,21 @@ def test_compare_refuses_to_call_a_simulated_and_a_real_run_comparable(tmp_path)
     real = render_compare(compare_runs(load_run(data / "report_run_a"), load_run(data / "report_run_b")))
     assert "SIMULATED" not in real
     assert "ddtree-b12-tp1 (A partial)" in real
+
+
+def test_one_analysis_module() -> None:
+    """No view computes a median, mean or speedup of its own: tui/, the headless printer, the end summary and
+    report/ take every figure from core.analysis (a second computation is how the three tables disagreed)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "specbench_tui"
+    files = [*root.joinpath("tui").rglob("*.py"), *root.joinpath("report").rglob("*.py"),
+             root / "engine" / "headless.py", root / "engine" / "ending.py", root / "core" / "state.py"]
+    second = re.compile(r"\bstatistics\b|\bgeometric_mean\(|\bfmean\(|\bmedian\(|\bmean\(|sum\([^)]*\)\s*/\s*len\(")
+    found = [f"{path.relative_to(root)}:{number}: {line.strip()}" for path in files
+             for number, line in enumerate(path.read_text().splitlines(), 1) if second.search(line)]
+    state_lines = (root / "core" / "state.py").read_text().splitlines()
+    eta = "core/state.py:" + next(str(n) for n, line in enumerate(state_lines, 1)
+                                  if "sum(durations) / len(durations)" in line)
+    assert [f for f in found if not f.startswith(eta + ":")] == []  # the ETA's mean duration is not a result

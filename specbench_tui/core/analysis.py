@@ -493,8 +493,9 @@ def _notices(events: list[Event], names: dict[str, str]) -> tuple[list[str], lis
     last_session = sessions[-1] if sessions else -1
     last_launch: dict[str, int] = {}
     for index, event in enumerate(events):
-        if isinstance(event, ServerLaunching) or (isinstance(event, ConfigStateChanged)
-                                                   and event.state == ConfigState.PENDING and event.reason != "resumed"):
+        requeued = (isinstance(event, ConfigStateChanged) and event.state == ConfigState.PENDING
+                    and event.reason != "resumed")
+        if isinstance(event, ServerLaunching) or requeued:
             last_launch[event.config_id] = index
     grouped: dict[tuple[bool, str, str], list[str]] = {}
     for index, event in enumerate(events):

@@ -165,7 +165,8 @@ def render_compare(comparison: Comparison) -> str:
                    "accept A", "accept B", "change"], align="llrrrrrrrrr")
     for r in c.rows:
         table.rows.append([
-            r.config + (f" ({r.cut})" if r.cut else ""), r.workload, _num(r.decode_tps.a), _num(r.decode_tps.b), _pct(r.decode_tps),
+            r.config + (f" ({r.cut})" if r.cut else ""), r.workload, _num(r.decode_tps.a), _num(r.decode_tps.b),
+            _pct(r.decode_tps),
             fmt_seconds(r.ttft_s.a), fmt_seconds(r.ttft_s.b), _pct(r.ttft_s),
             _num(r.accept_length.a, 2), _num(r.accept_length.b, 2), _pct(r.accept_length),
         ])
