@@ -259,7 +259,7 @@ class _Reader:
     def too_large(self, key: KeyPath, what: str, value: float, limit: float, limit_name: str) -> None:
         shown = f"{value:,}" if isinstance(value, int) else f"{value:g}"
         self.error(key, f"{what} = {shown} is over the limit of {limit:,} ({limit_name})",
-                   "see the limits in docs/sweep-format.md; split the sweep if you really need more")
+                   "docs/sweep-format.md lists every limit")
 
 
 def _is_type(value: Any, types: tuple[type, ...]) -> bool:
