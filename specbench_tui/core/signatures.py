@@ -16,7 +16,6 @@ pattern RE2 cannot take (look-around, back-references) is refused when the sweep
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -163,19 +162,19 @@ class SignatureSet:
         combinable = [s.pattern.pattern for s in self.signatures if "\\A" not in s.pattern.pattern
                       and "\\z" not in s.pattern.pattern]
         self._per_line_only = len(combinable) != len(self.signatures)
-        self._block = compile_pattern("(?m)" + "|".join(f"(?:{p})" for p in combinable)) if combinable else None
+        self._block = (compile_pattern(("(?m)" + "|".join(f"(?:{p})" for p in combinable)).encode())
+                       if combinable else None)
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.signatures)
 
-    def candidates(self, block: str, starts: list[int]) -> set[int] | None:
-        """The indices of the lines of ``block`` (lines joined by ``\\n``, starting at offsets ``starts``)
-        that may match a signature, found in one linear pass instead of one per line and signature; None when
-        every line must be tried."""
+    def candidates(self, block: bytes) -> set[int] | None:
+        """The indices of the lines of ``block`` (UTF-8 lines joined by ``\\n``) that may match a signature,
+        found in one linear pass instead of one per line and signature; None when every line must be tried."""
         if self._per_line_only:
             return None
-        return candidate_lines(self._block, block, starts) if self._block is not None else set()
+        return candidate_lines(self._block, block) if self._block is not None else set()
 
     def match(self, line: str) -> SignatureMatch | None:
         """The most specific signature ``line`` matches, or None. Only the first :data:`MATCH_WINDOW`
@@ -202,24 +201,27 @@ _ERROR = re.compile(r"\b(?:ERROR|CRITICAL)\b|(?:Error|Exception)\b|\berror:")
 _WARNING = re.compile(r"\bWARN(?:ING)?\b|Warning\b|\bwarning\b|deprecated")
 
 
-_LEVEL_WORDS = compile_pattern(f"(?:{_ERROR.pattern})|(?:{_WARNING.pattern})")
+_LEVEL_WORDS = compile_pattern(f"(?:{_ERROR.pattern})|(?:{_WARNING.pattern})".encode())
 """Both word lists in one RE2 pattern, for a whole batch (RE2's ASCII \\b finds a superset of ``re``'s)."""
 
 
-def candidate_lines(pattern: Any, block: str, starts: list[int]) -> set[int]:
-    """Indices of the lines a match of ``pattern`` in ``block`` touches (every line from its start to its
-    end: a pattern may cross a line break in the joined text)."""
+def candidate_lines(pattern: Any, block: bytes) -> set[int]:
+    """Indices of the lines a match of (bytes) ``pattern`` in ``block`` touches: every line from the match's
+    start to its end, since a pattern may cross a line break in the joined text. Linear in ``block``."""
     found: set[int] = set()
+    line, position = 0, 0
     for match in pattern.finditer(block):
-        first = bisect.bisect_right(starts, match.start()) - 1
-        last = bisect.bisect_right(starts, max(match.start(), match.end() - 1)) - 1
-        found.update(range(first, last + 1))
+        start, end = match.start(), max(match.start(), match.end() - 1)
+        line += block.count(b"\n", position, start)
+        last = line + block.count(b"\n", start, end)
+        found.update(range(line, last + 1))
+        line, position = last, end
     return found
 
 
-def level_candidates(block: str, starts: list[int]) -> set[int]:
+def level_candidates(block: bytes) -> set[int]:
     """The lines of ``block`` that may be ``error`` or ``warning`` (all others are ``info``)."""
-    return candidate_lines(_LEVEL_WORDS, block, starts)
+    return candidate_lines(_LEVEL_WORDS, block)
 
 
 def line_level(line: str, signatures: SignatureSet | None = None) -> str:

@@ -32,7 +32,7 @@ LineHandler = Callable[[int, str], None]
 LinesHandler = Callable[[int, list[str]], None]
 """Called with (1-based number of the first line, the lines of one read, without newlines)."""
 
-CHUNK = 64 * 1024
+CHUNK = 256 * 1024
 
 
 def _decode(raw: bytes) -> str:

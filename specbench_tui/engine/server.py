@@ -19,7 +19,6 @@ import asyncio
 import atexit
 import contextlib
 import ctypes
-import itertools
 import os
 import re
 import signal
@@ -176,14 +175,6 @@ def find_free_port(host: str, start: int, taken: frozenset[int] | set[int] = fro
 
 
 # ----------------------------------------------------------------------------------------------- the server
-
-
-def _log_line(config_id: str, text: str, ts: float) -> LogLine:
-    """``LogLine(config_id=..., line=text, level="info", ts=ts)``, built without the frozen dataclass's
-    ``__init__`` (a third of the cost of a plain line when a server floods its log)."""
-    event = object.__new__(LogLine)
-    event.__dict__.update(config_id=config_id, line=text, level=LEVEL_INFO, ts=ts)
-    return event
 
 
 class ServerProcess:
@@ -348,9 +339,9 @@ class ServerProcess:
         """One read's lines: the checks that rarely fire (crash signatures, error words, the ready line) run
         once over the batch, in linear time, and line by line only on the lines they point at."""
         block = "\n".join(texts)
-        starts = list(itertools.accumulate((len(t) + 1 for t in texts[:-1]), initial=0))
-        crash_lines = None if self._stopping else self.signatures.candidates(block, starts)
-        level_lines = level_candidates(block, starts)
+        data = block.encode("utf-8", errors="replace")
+        crash_lines = None if self._stopping else self.signatures.candidates(data)
+        level_lines = level_candidates(data)
         ready = self.profile.ready_line
         if ready is not None and (self._ready_line.is_set() or ready.search(block) is None):
             ready = None
@@ -359,6 +350,7 @@ class ServerProcess:
         special = None if crash_lines is None or ready is not None else crash_lines | level_lines
         publish, recent, config_id = self._publish, self._recent, self.config_id
         now = time.time()  # the lines of one read arrived together
+        new = object.__new__
         for index, text in enumerate(texts):
             if special is None or self._crash_matches:
                 self._on_line(first + index, text, crash_lines is None or index in crash_lines,
@@ -366,7 +358,9 @@ class ServerProcess:
             elif index in special:
                 self._on_line(first + index, text, index in crash_lines, index in level_lines, None, stats)
             else:  # the common case, a plain line: only what every line needs
-                publish(_log_line(config_id, text, now))
+                event = new(LogLine)  # LogLine(config_id, text, "info", ts=now) without the frozen __init__
+                event.__dict__.update(config_id=config_id, line=text, level=LEVEL_INFO, ts=now)
+                publish(event)
                 recent.append((first + index, text))
                 if stats and (hint is None or hint in text):
                     self._stats_of(text)
