@@ -78,12 +78,16 @@ def test_an_env_reference_for_a_secret_is_kept_in_the_plan_and_expanded_at_launc
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     path = tmp_path / "s.toml"
     path.write_text('[sweep]\nname = "s"\n[server.env]\nHF_TOKEN = "${HF_TOKEN}"\nPLAIN = "${HOME}"\n'
+                    'AUTH_HEADER = "Bearer ${HF_TOKEN}"\nINNOCENT = "x${HF_TOKEN}"\n'
                     '[[configs]]\nname = "a"\n[[workloads]]\nkind = "code"\n')
     plan = build_plan(load_sweep(path))
     env = dict(plan.configs[0].env)
     assert env["HF_TOKEN"] == "${HF_TOKEN}" and env["PLAIN"] == os.environ["HOME"]
+    assert env["INNOCENT"] == "x${HF_TOKEN}"
     assert TOKEN not in json.dumps(plan.to_json())
-    assert launch_env(plan.configs[0].env)["HF_TOKEN"] == TOKEN
+    launched = launch_env(plan.configs[0].env)
+    assert launched["HF_TOKEN"] == TOKEN and launched["AUTH_HEADER"] == f"Bearer {TOKEN}"
+    assert launched["INNOCENT"] == f"x{TOKEN}"
     monkeypatch.delenv("HF_TOKEN")
     with pytest.raises(Exception, match=r"\$\{HF_TOKEN\} is not set"):
         load_sweep(path)
@@ -122,6 +126,17 @@ def test_secrets_reach_no_file_no_output_no_log(tmp_path: Path) -> None:
             if spelling in out:
                 leaks.append(f"<output>: {spelling!r}")
     assert leaks == []
+
+
+def test_a_secret_reference_in_a_flag_is_refused_at_its_line(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    path = tmp_path / "s.toml"
+    path.write_text('[sweep]\nname = "s"\n[server.args]\nserved-model-name = "${HF_TOKEN}"\n'
+                    '[[configs]]\nname = "a"\n[[workloads]]\nkind = "code"\n')
+    assert main(["validate", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert f"{path}:4: server.args.served-model-name: a secret in a flag" in err
+    assert TOKEN not in out + err
 
 
 def test_validate_never_prints_an_env_secret(tmp_path: Path, capsys, monkeypatch) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from specbench_tui.core.engines import engine_flags
 from specbench_tui.core.plan import PlannedConfig
 from specbench_tui.core.secrets import all_forms, is_secret_name
-from specbench_tui.core.sweep import EngineSpec, expand_env_refs
+from specbench_tui.core.sweep import EngineSpec, expand_env_refs, refers_to_secret
 
 SIMULATOR_MODULE = "specbench_tui.sim"
 SGLANG_MODULE = "sglang.launch_server"
@@ -35,8 +35,10 @@ def server_argv(engine: EngineSpec, config: PlannedConfig, this_python: str, por
 
 def launch_env(config_env: Iterable[tuple[str, str]]) -> dict[str, str]:
     """A configuration's environment as the server gets it: the ``${NAME}`` references that the sweep keeps
-    for secret-named variables are expanded here, at launch, and nowhere earlier."""
-    return {name: expand_env_refs(value)[0] if is_secret_name(name) else value for name, value in config_env}
+    for secrets (a secret-named variable, or a reference to one) are expanded here, at launch, and nowhere
+    earlier."""
+    return {name: expand_env_refs(value)[0] if is_secret_name(name) or refers_to_secret(value) else value
+            for name, value in config_env}
 
 
 def redact_argv(argv: list[str] | tuple[str, ...]) -> tuple[str, ...]:

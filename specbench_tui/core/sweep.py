@@ -322,6 +322,11 @@ def expand_env_refs(value: str, environ: Mapping[str, str] | None = None) -> tup
     return _ENV_REF.sub(one, value), missing
 
 
+def refers_to_secret(value: str) -> bool:
+    """Whether ``value`` holds a ``${NAME}`` reference to a secret-named variable (``${HF_TOKEN}``)."""
+    return any(is_secret_name(m.group("name")) for m in _ENV_REF.finditer(value))
+
+
 def _expand(r: _Reader, key: KeyPath, value: Any) -> Any:
     """A string (or the strings of an array) with environment references expanded; unset ones are errors."""
     if isinstance(value, list):
@@ -702,6 +707,11 @@ def _args(r: _Reader, raw: Any, key: KeyPath) -> tuple[tuple[str, ArgValue], ...
     out: dict[str, ArgValue] = {}
     for flag, value in raw.items():
         fkey = (*key, flag)
+        if any(isinstance(v, str) and refers_to_secret(v) for v in (value if isinstance(value, list) else [value])):
+            r.error(fkey, "a secret in a flag would be written into the plan, plan.json and the server's command "
+                    "line", "pass it in the environment instead ([server.env] NAME = \"${NAME}\"), or the API key "
+                    "with engine.api_key_env")
+            continue
         value = _expand(r, fkey, value)
         name = flag[2:] if flag.startswith("--") else flag
         if not name or name.startswith("-") or any(c.isspace() or c == "=" for c in name):
@@ -767,7 +777,8 @@ def _env(r: _Reader, raw: Any, key: KeyPath) -> tuple[tuple[str, str], ...]:
                     f"write {name} = \"${{{name}}}\" and export {name}=... before running: a reference is "
                     "passed to the server and redacted from its log")
             continue
-        if secret_name and isinstance(value, str) and "${" in value and _ENV_OK.fullmatch(name):
+        if isinstance(value, str) and (secret_name or refers_to_secret(value)) and "${" in value \
+                and _ENV_OK.fullmatch(name):
             # Passed through as written and expanded only at launch, so the secret never reaches the plan,
             # validate's output or the run directory (the server's log is redacted of it).
             _expand(r, (*key, name), value)
