@@ -172,6 +172,16 @@ def test_notes_of_an_earlier_attempt_are_history() -> None:
     assert any("launch flaked" in n for n in analysis.history) and not any("flaked" in n for n in analysis.notes)
     assert "warning: clamped (other)" in analysis.notes
     assert "earlier attempt: error: pre-flight" in render_summary(analysis)
+    # What the current attempt says before its SweepStarted (leftover servers found) is current; a killed
+    # attempt's run-level warning is history once a resume started.
+    killed = [SweepStarted(sweep="unit", run_dir="r", total_configs=3), Notice(level="warning", text="slow disk"),
+              Notice(level="warning", text="leftover server on port 1"),
+              SweepStarted(sweep="unit", run_dir="r", total_configs=3, resumed=True)]
+    resumed = analyse(PLAN, [], [*events[:2], *killed])
+    assert any("pre-flight" in n for n in resumed.history) and any("slow disk" in n for n in resumed.history)
+    now = analyse(PLAN, [], [*events[:2], Notice(level="warning", text="leftover server on port 1"),
+                             SweepStarted(sweep="unit", run_dir="r", total_configs=3, resumed=True)])
+    assert "warning: leftover server on port 1" in now.notes and not any("leftover" in n for n in now.history)
 
 
 def test_a_configuration_that_returned_no_tokens_exits_1() -> None:

@@ -52,9 +52,9 @@ Rules, and why:
   (:func:`aggregate`) and of "best";
 - the server's own log figure for a cell is shown only when the cell has measurements: a workload that never ran
   gets no figure (not even the server's lifetime one);
-- notices belong to an attempt: a run-level notice from before the latest ``SweepStarted`` (a failed pre-flight
-  that a resume got past) and a configuration's notice from before its latest launch are ``history``, not
-  ``notes``;
+- notices belong to an attempt: a run-level notice of an earlier attempt of the sweep (a failed pre-flight
+  that a resume got past; an attempt ends with its ``SweepFinished``, or where a resume's ``SweepStarted`` follows
+  a killed one) and a configuration's notice from before its latest launch are ``history``, not ``notes``;
 - losslessness (greedy workloads only): each speculative output hash is compared with the baseline's for the
   same workload, item and repeat (any baseline repeat of the item when that one is missing); a mismatch
   flags the cell and bars it from "best": fast but wrong must not win;
@@ -80,6 +80,7 @@ from specbench_tui.core.events import (
     Notice,
     ServerLaunching,
     ServerReady,
+    SweepFinished,
     SweepStarted,
     WorkloadFinished,
     WorkloadNotRun,
@@ -489,8 +490,19 @@ def _totals(analysis: RunAnalysis, config: ConfigSummary, cell: list[Measurement
 def _notices(events: list[Event], names: dict[str, str]) -> tuple[list[str], list[str]]:
     """Warnings and errors published during the run, one line per distinct text with the configurations:
     those of the current attempt, and those of earlier attempts (history)."""
-    sessions = [i for i, e in enumerate(events) if isinstance(e, SweepStarted)]
-    last_session = sessions[-1] if sessions else -1
+    # Attempts of the whole sweep: one ends with its SweepFinished (a failed pre-flight publishes one without a
+    # SweepStarted) or where the next SweepStarted finds one already started (an engine killed mid-run).
+    attempt_of: list[int] = []
+    attempt, started = 0, False
+    for event in events:
+        if isinstance(event, SweepStarted):
+            if started:
+                attempt += 1
+            started = True
+        attempt_of.append(attempt)
+        if isinstance(event, SweepFinished):
+            attempt, started = attempt + 1, False
+    current_attempt = attempt_of[-1] if attempt_of else 0
     last_launch: dict[str, int] = {}
     for index, event in enumerate(events):
         requeued = (isinstance(event, ConfigStateChanged) and event.state == ConfigState.PENDING
@@ -503,7 +515,7 @@ def _notices(events: list[Event], names: dict[str, str]) -> tuple[list[str], lis
             if event.config_id:
                 old = index < last_launch.get(event.config_id, -1)
             else:
-                old = index < last_session
+                old = attempt_of[index] < current_attempt
             where = grouped.setdefault((old, event.level, event.text), [])
             if event.config_id and names.get(event.config_id, event.config_id) not in where:
                 where.append(names.get(event.config_id, event.config_id))
