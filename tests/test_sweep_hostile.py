@@ -49,6 +49,19 @@ def test_each_hostile_file_is_refused_at_its_line(corpus: list[tuple[Path, int, 
     assert list(tmp_path.iterdir()) == [], "validate must write nothing"
 
 
+def test_run_refuses_each_hostile_file_before_any_run_directory(corpus: list[tuple[Path, int, str]],
+                                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    codes = {}
+    for path, line, _ in corpus:
+        codes[path.name] = main(["run", "--headless", str(path), "--runs-dir", str(tmp_path / "runs")])
+        err = capsys.readouterr().err
+        assert f"{path}:{line}:" in err and "Traceback" not in err, err[:800]
+    assert set(codes.values()) == {2}, codes
+    assert list(tmp_path.iterdir()) == [], "no run directory (nor runs folder) may be created"
+
+
 _CHILD = textwrap.dedent('''
     import io, json, os, resource, sys, time
     limit = int(sys.argv[1])
