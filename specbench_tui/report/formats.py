@@ -257,6 +257,8 @@ def _latex_speedup(row: CellRow) -> str:
         text += r"\,{\scriptsize[" + f"{row.speedup.low:.2f}, {row.speedup.high:.2f}" + "]}"
     if "zero_output" in row.flags or "lossless_mismatch" in row.flags:
         text += r"$^{\dagger}$"
+    if row.partial:  # over the items it reached before the cut, paired with the baseline's same items
+        text += r"$^{\ddagger}$"
     return text
 
 
@@ -280,8 +282,9 @@ def render_latex(run: LoadedRun) -> str:
     out += _latex_matrix(
         analysis,
         f"Decode speedup over the autoregressive baseline at the same TP ({name}): median over requests, "
-        r"[range over repeats]. Bold: best per workload and TP. $^{\dagger}$: zero-output or non-lossless "
-        "outputs, not eligible. n/b: no baseline.",
+        r"[range over repeats], over the items both the configuration and its baseline measured. Bold: best per "
+        r"workload and TP. $^{\dagger}$: zero-output or non-lossless outputs, not eligible. $^{\ddagger}$: partial, "
+        "the workload was cut short (crash or interruption); not eligible. n/b: no baseline.",
         f"tab:{label}-speedup", _latex_speedup)
     out += _latex_matrix(
         analysis,
