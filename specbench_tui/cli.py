@@ -39,11 +39,15 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run", help="run a sweep (TUI on a terminal, plain lines otherwise)",
         description="Run a sweep: launch each configuration's server, run the workloads, record every "
-                    "measurement in a run directory as it happens.")
+                    "measurement in a run directory as it happens. Exit codes: 0 every configuration done or "
+                    "skipped; 1 one crashed or failed, or answered every request with no tokens; 2 nothing ran "
+                    "(invalid sweep, pre-flight); 3 the run directory became unwritable; 4 a GPU stayed held; "
+                    "129 SIGHUP; 130 stopped on request (continue with --resume).")
     run.add_argument("sweep", nargs="?", help="a sweep file, or the name of a shipped one (e.g. demo)")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run directory")
     run.add_argument("--retry-crashed", action="store_true",
-                     help="with --resume, run crashed and failed configurations again")
+                     help="with --resume, run crashed and failed configurations again (with the request "
+                          "that was in flight at the crash)")
     run.add_argument("--headless", action="store_true",
                      help="no TUI: print a line per event and a summary (automatic without a TTY)")
     run.add_argument("--runs-dir", metavar="DIR", help="where the run directory goes (default: sweep.runs_dir)")

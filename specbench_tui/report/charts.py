@@ -146,5 +146,10 @@ def budget_charts(analysis: RunAnalysis, width: int = 72, height: int = 10, work
         accept_scope = f"workload {workload}" if workload else "mean over workloads"
         out += render_chart(budget_series(analysis, "accept_length", algorithm, workload), width, height,
                             f"{algorithm}: {METRICS['accept_length']} vs draft budget ({accept_scope})")
+        kept_out = [f"{c.name} ({why})" for c in analysis.configs
+                    if c.algorithm == algorithm and c.budget is not None
+                    and (why := analysis.why_not_averaged(c.id)) is not None and c.state != "skipped"]
+        if kept_out:
+            out.append("no point for " + ", ".join(kept_out))
         out.append("")
     return out[:-1] if out else ["(no algorithm with several draft budgets to chart)"]
