@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--headless", action="store_true",
                      help="no TUI: print a line per event and a summary (automatic without a TTY)")
     run.add_argument("--runs-dir", metavar="DIR", help="where the run directory goes (default: sweep.runs_dir)")
+    run.add_argument("--port-base", metavar="PORT", type=_port,
+                     help="the first port servers listen on (overrides engine.port_base; a port another "
+                          "program or specbench holds is passed over with a notice)")
     run.add_argument("--no-mouse", action="store_true", help="do not capture the mouse (TUI)")
     run.add_argument("--theme", help="theme name (TUI; see themes/)")
 
@@ -67,6 +70,16 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("run_a")
     compare.add_argument("run_b")
     return parser
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1024-65535)") from None
+    if not 1024 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number from 1024 to 65535")
+    return port
 
 
 def main(argv: list[str] | None = None) -> int:

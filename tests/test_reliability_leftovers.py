@@ -144,8 +144,10 @@ def test_leftover_formatting_is_one_line_with_the_command():
 
 @pytest.mark.e2e
 def test_a_server_escaping_the_engine_is_found_from_the_real_run_directory(tmp_path):
-    """A launcher wrapper (here ``engine.python``) that forks the server outside PR_SET_PDEATHSIG's reach: the
-    server survives a SIGKILL of the engine, and the next start finds it from the run directory."""
+    """A launcher wrapper (here ``engine.python``) that forks the server outside PR_SET_PDEATHSIG's reach. Its
+    keeper ends it when the engine dies; only when the keeper itself is SIGKILLed first (nothing can end the
+    tree then) does the server survive, and the next start finds it from the run directory, by the tree
+    identity the keeper recorded (the escaped server is in no recorded process group)."""
     marker = new_marker()
     wrapper = tmp_path / "wrapper.py"
     wrapper.write_text(
@@ -162,11 +164,15 @@ def test_a_server_escaping_the_engine_is_found_from_the_real_run_directory(tmp_p
     env = marker_env(marker)
     engine = headless([str(sweep), "--runs-dir", str(runs)], tmp_path, env)
     try:
-        wait_for(lambda: len([p for p in _marked(marker) if p != engine.pid]) >= 4, 45, what="the wrapped server")
+        wait_for(lambda: len([p for p in _marked(marker) if p != engine.pid]) >= 5, 45, what="the wrapped server")
+        run_dir = the_run_dir(runs)
+        launch = next(json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()
+                      if '"ServerLaunching"' in line)
+        os.kill(launch["keeper_pid"], signal.SIGKILL)
+        time.sleep(0.3)
         engine.kill()
         engine.wait(5)
         time.sleep(0.5)
-        run_dir = the_run_dir(runs)
         found = find_leftovers([runs])
         assert len(found) == 1, found
         survivors = set(_marked(marker)) - {engine.pid}

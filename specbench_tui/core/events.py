@@ -78,6 +78,10 @@ class ServerLaunching(Event):
     pid: int
     log_path: str
     attempt: int = 1
+    keeper_pid: int | None = None
+    """The keeper the server runs under (:mod:`specbench_tui.keeper`)."""
+    tree_id: str | None = None
+    """``SPECBENCH_TREE`` in the environment of every process of this server: how leftovers are recognised."""
 
 
 @dataclass(frozen=True)

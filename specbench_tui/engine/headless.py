@@ -10,7 +10,9 @@ Signals: Ctrl-C (SIGINT) once finishes the request in flight, tears the servers 
 (resume later); a second one aborts at once (the request in flight is cancelled and not recorded; servers
 are killed). SIGTERM (systemd, Docker, ``kill``) and SIGHUP (the SSH session or terminal went away) ask for
 the same clean stop, but nobody is there to press Ctrl-C again, so after :data:`SIGNAL_GRACE_S` seconds the
-request in flight is abandoned and everything is torn down. A signal ignored when the program started
+request in flight is abandoned and everything is torn down at once: abort-now cuts a server's
+``shutdown_grace_s`` wait short and SIGKILLs its whole tree, so the servers are gone within about
+``SIGNAL_GRACE_S`` + 0.5 s of the signal. A signal ignored when the program started
 (``nohup`` ignores SIGHUP) stays ignored. After SIGHUP the output may have nowhere to go; lines that
 cannot be written are dropped, never fatal.
 """
@@ -48,15 +50,16 @@ from specbench_tui.core.ledger import Ledger
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import ERROR_KIND_CRASH, STATUS_OK
 from specbench_tui.engine.ending import exit_code, render_summary, run_analysis
-from specbench_tui.engine.session import make_backend, prepare_run
+from specbench_tui.engine.session import give_up_ownership, make_backend, prepare_run
 from specbench_tui.engine.store import StoreError
 
 SIMULATED_LINE = ("hardware: SIMULATED (the SGLang simulator on a scripted GPU box): the figures are the "
                   "simulator's, not any GPU's")
 """Said once at the start of a simulator sweep (its GPU names and driver are the fake box's inventions)."""
 
-SIGNAL_GRACE_S = 5.0
-"""After SIGTERM or SIGHUP, how long the request in flight may take to finish before it is abandoned."""
+SIGNAL_GRACE_S = 1.0
+"""After SIGTERM or SIGHUP, how long the request in flight may take to finish before it is abandoned and every
+server tree is SIGKILLed (whatever ``engine.shutdown_grace_s`` says: a stop signal leaves no time to wait)."""
 
 
 class Printer:
@@ -212,15 +215,17 @@ def run_headless(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     if isinstance(loaded, int):
         return loaded
     plan, run_dir = loaded
-    return asyncio.run(_run(plan, run_dir, bool(args.resume), bool(getattr(args, "retry_crashed", False)), out))
+    return asyncio.run(_run(plan, run_dir, bool(args.resume), bool(getattr(args, "retry_crashed", False)), out,
+                            port_base=getattr(args, "port_base", None)))
 
 
-async def _run(plan: Plan, run_dir: Any, resumed: bool, retry_crashed: bool, out: TextIO) -> int:
+async def _run(plan: Plan, run_dir: Any, resumed: bool, retry_crashed: bool, out: TextIO,
+               port_base: int | None = None) -> int:
     from specbench_tui.engine.orchestrator import Orchestrator
 
     api_key = os.environ.get(plan.sweep.engine.api_key_env) if plan.sweep.engine.api_key_env else None
     orchestrator = Orchestrator(plan, run_dir, backend=make_backend(plan), resumed=resumed, retry_crashed=retry_crashed,
-                                api_key=api_key)
+                                api_key=api_key, port_base=port_base)
     ledger = Ledger(plan_json=plan.to_json())
     if resumed:  # the earlier runs' results, so every figure printed is over the whole run
         try:
@@ -255,6 +260,7 @@ async def _run(plan: Plan, run_dir: Any, resumed: bool, retry_crashed: bool, out
             outcome = await orchestrator.run()
         finally:
             run_dir.close()
+            give_up_ownership(run_dir)
         if outcome.failure == "preflight":
             return exit_code(outcome)
         printer.write("")

@@ -8,15 +8,23 @@ because it cannot be sure a process is its own beyond doubt, and killing someone
 leaving one of ours.
 
 What is known comes from the run directories: every launch is a ``ServerLaunching`` event with the pid
-(which leads its own process group, so pgid == pid), the argv (the API key redacted) and the time. A pid
-is blamed only when the process is alive, is not a zombie, its command line matches the recorded argv and
-it started within seconds of the recorded launch: a pid reused by an unrelated process is never blamed.
-Children of a dead main process (SGLang's schedulers) are found by process group, start time and
-executable, or by SGLang's own process titles (``sglang::scheduler_TP0``: ``setproctitle`` replaces their
-command line). Run directories last written before the machine booted cannot hold a living server and are
-not read further.
+(which leads its own process group, so pgid == pid), the argv (the API key redacted), the time, the keeper's
+pid and the tree's identity (``SPECBENCH_TREE`` in the environment of every process the server started,
+set by its keeper). Whether a living process belongs to a recorded server is decided in one place,
+:func:`belongs_to_server`:
 
-Linux only (``/proc``); elsewhere :func:`find_leftovers` returns nothing.
+- the main process: alive, not a zombie, its command line matches the recorded argv and it started within
+  seconds of the recorded launch (a pid reused by an unrelated process is never blamed);
+- the keeper's record: any process, in any session or group, whose environment carries the recorded tree
+  identity and that started after the launch (a daemon that double-forked and called ``setsid()`` keeps
+  its environment);
+- children of a dead main process (SGLang's schedulers): same process group, started during the server's
+  life, running the same program, repeating a distinctive argument of it, or carrying one of SGLang's own
+  process titles (``sglang::scheduler_TP0``: ``setproctitle`` replaces their command line).
+
+Run directories last written before the machine booted cannot hold a living server and are not read
+further. Processes are read with psutil (only this user's environments can be read, which is where our
+servers are).
 """
 
 from __future__ import annotations
@@ -28,6 +36,10 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
+
+from specbench_tui.keeper import TREE_VAR
 
 LAUNCH_SLACK_S = 60.0
 """How long before its ``ServerLaunching`` event a server may have started (the event follows the fork)."""
@@ -46,6 +58,8 @@ class _Proc:
     started: float
     """Epoch seconds."""
     cmdline: tuple[str, ...]
+    tree: str | None = None
+    """``SPECBENCH_TREE`` from its environment (None when absent or unreadable)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +80,10 @@ class Leftover:
     parent_pid: int | None = None
     """The main process's parent, when it is alive and not init: its engine may still be running it."""
     argv: tuple[str, ...] = field(default=(), repr=False)
+    keeper_pid: int | None = None
+    """The server's keeper, when it is still alive (``kill -TERM`` to it ends the whole tree)."""
+    outside_group: tuple[int, ...] = ()
+    """Living processes of the server outside its process group (escaped sessions), found by the tree identity."""
 
     @property
     def orphaned(self) -> bool:
@@ -74,56 +92,45 @@ class Leftover:
 
     @property
     def kill_command(self) -> str:
-        """The command that ends it: SIGTERM to its whole process group."""
-        return f"kill -TERM -- -{self.pgid}"
+        """The command that ends it: SIGTERM to its whole process group and to each escaped process (or to
+        its keeper, when alive, which then ends the whole tree)."""
+        if self.keeper_pid is not None:
+            return f"kill -TERM {self.keeper_pid}"
+        extra = "".join(f" {pid}" for pid in self.outside_group)
+        return f"kill -TERM -- -{self.pgid}{extra}"
 
     @property
     def force_command(self) -> str:
-        return f"kill -KILL -- -{self.pgid}"
+        extra = "".join(f" {pid}" for pid in self.outside_group)
+        return f"kill -KILL -- -{self.pgid}{extra}"
 
 
-# --------------------------------------------------------------------------------------------------- /proc
+# ------------------------------------------------------------------------------------------------ processes
 
 
 def _boot_time() -> float | None:
     try:
-        with open("/proc/stat", encoding="ascii", errors="replace") as handle:
-            for line in handle:
-                if line.startswith("btime "):
-                    return float(line.split()[1])
-    except (OSError, ValueError, IndexError):
+        return float(psutil.boot_time())
+    except (psutil.Error, OSError, ValueError):
         return None
-    return None
 
 
-def _read_proc(pid: int, boot: float, ticks: float) -> _Proc | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            raw = handle.read()
-    except OSError:
-        return None
-    try:
-        fields = stat[stat.rfind(b")") + 2:].split()
-        state, ppid, pgid, start_ticks = fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[19])
-    except (IndexError, ValueError):
-        return None
-    cmdline = tuple(part.decode("utf-8", errors="replace") for part in raw.split(b"\0")[:-1]) if raw else ()
-    return _Proc(pid, ppid, pgid, state, boot + start_ticks / ticks, cmdline)
-
-
-def _all_procs(boot: float, ticks: float) -> dict[int, _Proc]:
+def _all_procs(need_environ: bool) -> dict[int, _Proc]:
+    """Every living process (zombies left out), with its tree identity when ``need_environ``."""
     procs: dict[int, _Proc] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return procs
-    for name in names:
-        if name.isdigit():
-            proc = _read_proc(int(name), boot, ticks)
-            if proc is not None and proc.state not in ("Z", "X"):
-                procs[proc.pid] = proc
+    attrs = ["pid", "ppid", "status", "create_time", "cmdline"] + (["environ"] if need_environ else [])
+    for proc in psutil.process_iter(attrs, ad_value=None):
+        info = proc.info
+        if info.get("status") in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD) or info.get("create_time") is None:
+            continue
+        try:
+            pgid = os.getpgid(info["pid"])
+        except OSError:
+            continue
+        environ = info.get("environ") or {}
+        procs[info["pid"]] = _Proc(info["pid"], info.get("ppid") or 0, pgid, str(info.get("status")),
+                                   float(info["create_time"]), tuple(info.get("cmdline") or ()),
+                                   environ.get(TREE_VAR))
     return procs
 
 
@@ -166,6 +173,8 @@ class _Launch:
     pid: int
     argv: tuple[str, ...]
     ts: float
+    keeper_pid: int | None = None
+    tree_id: str | None = None
 
 
 def _run_dirs(roots: Iterable[Path | str]) -> Iterator[Path]:
@@ -215,9 +224,12 @@ def _launches(run_dir: Path) -> tuple[list[_Launch], float]:
             pid, argv = data.get("pid"), data.get("argv")
             if not isinstance(pid, int) or pid <= 1 or not isinstance(ts, (int, float)) or not isinstance(argv, list):
                 continue
+            keeper, tree = data.get("keeper_pid"), data.get("tree_id")
             launches.append(_Launch(run_dir, str(data.get("name") or data.get("config_id") or "?"),
                                     str(data.get("config_id") or ""), pid,
-                                    tuple(str(a) for a in argv), float(ts)))
+                                    tuple(str(a) for a in argv), float(ts),
+                                    keeper if isinstance(keeper, int) and keeper > 1 else None,
+                                    tree if isinstance(tree, str) and tree else None))
     return launches, last
 
 
@@ -230,10 +242,6 @@ def find_leftovers(runs_dirs: Iterable[Path | str], *, exclude: Iterable[int] = 
     boot = _boot_time()
     if boot is None:
         return []
-    try:
-        ticks = float(os.sysconf("SC_CLK_TCK"))
-    except (ValueError, OSError, AttributeError):
-        ticks = 100.0
     excluded = {os.getpid(), *exclude}
     found: list[Leftover] = []
     procs: dict[int, _Proc] | None = None
@@ -247,7 +255,7 @@ def find_leftovers(runs_dirs: Iterable[Path | str], *, exclude: Iterable[int] = 
         if not launches:
             continue
         if procs is None:
-            procs = _all_procs(boot, ticks)
+            procs = _all_procs(need_environ=True)
         for launch in launches:
             leftover = _check(launch, last, procs, excluded)
             if leftover is not None:
@@ -255,34 +263,62 @@ def find_leftovers(runs_dirs: Iterable[Path | str], *, exclude: Iterable[int] = 
     return found
 
 
-def _check(launch: _Launch, last_event: float, procs: dict[int, _Proc], excluded: set[int]) -> Leftover | None:
+def _is_main(launch: _Launch, proc: _Proc | None) -> bool:
+    """The recorded main process itself: same pid, same command line, started with the launch."""
     earliest = launch.ts - LAUNCH_SLACK_S - CLOCK_SLACK_S
+    return (proc is not None and proc.pid == launch.pid and _argv_matches(launch.argv, proc.cmdline)
+            and earliest <= proc.started <= launch.ts + CLOCK_SLACK_S)
+
+
+def belongs_to_server(launch: _Launch, proc: _Proc, *, main_alive: bool, last_event: float) -> bool:
+    """Whether the living process ``proc`` is part of the server recorded by ``launch``: the single rule of
+    leftover detection (the module's docstring says it in words). ``main_alive``: the recorded main process
+    is alive and is that server's (then its process group is that server's too)."""
+    earliest = launch.ts - LAUNCH_SLACK_S - CLOCK_SLACK_S
+    if proc.started < earliest:
+        return False
+    if _is_main(launch, proc):
+        return True
+    if launch.tree_id is not None and proc.tree == launch.tree_id:
+        return True  # the keeper's record: any session, any group (escaped daemons), the keeper itself
+    if proc.pgid != launch.pid:
+        return False
+    if main_alive:
+        return True
+    if proc.pid == launch.pid:  # the main's pid, reused by another program
+        return False
+    latest = max(last_event, launch.ts) + CHILD_WINDOW_S
+    return proc.started <= latest and (_same_program(launch.argv, proc.cmdline)
+                                       or _shares_argument(launch.argv, proc.cmdline)
+                                       or _sglang_titled(proc.cmdline))
+
+
+def _check(launch: _Launch, last_event: float, procs: dict[int, _Proc], excluded: set[int]) -> Leftover | None:
     main = procs.get(launch.pid)
-    main_ok = (main is not None and main.pid not in excluded and _argv_matches(launch.argv, main.cmdline)
-               and earliest <= main.started <= launch.ts + CLOCK_SLACK_S)
+    main_ok = main is not None and main.pid not in excluded and _is_main(launch, main)
+    members = {p.pid for p in procs.values()
+               if belongs_to_server(launch, p, main_alive=main_ok, last_event=last_event)}
     if main_ok:
-        assert main is not None
-        members = {p.pid for p in procs.values() if p.pgid == launch.pid and p.started >= earliest}
         members |= _descendants(launch.pid, procs)
-    else:
-        # The main process is gone (or the pid is someone else's now): its children may live on, in its
-        # group, started during this server's life, running the same program.
-        latest = max(last_event, launch.ts) + CHILD_WINDOW_S
-        group = {p.pid: p for p in procs.values()
-                 if p.pgid == launch.pid and p.pid != launch.pid and earliest <= p.started <= latest}
-        members = {pid for pid, p in group.items() if _same_program(launch.argv, p.cmdline)
-                   or _shares_argument(launch.argv, p.cmdline) or _sglang_titled(p.cmdline)}
-        for pid in list(members):  # and what those started (SGLang's schedulers run a bare spawn command line)
+    else:  # and what the main's surviving children started (SGLang's schedulers run a bare spawn command line)
+        group = {pid: p for pid, p in procs.items() if p.pgid == launch.pid}
+        for pid in list(members):
             members |= _descendants(pid, group)
     members -= excluded
     if not members:
         return None
+    keeper = procs.get(launch.keeper_pid) if launch.keeper_pid is not None else None
+    keeper_ok = keeper is not None and keeper.pid in members
     parent = None
-    if main_ok and main is not None and main.ppid > 1 and main.ppid in procs:
+    if keeper_ok and keeper is not None and keeper.ppid > 1 and keeper.ppid in procs:
+        parent = keeper.ppid  # the keeper's parent is the specbench that runs this server
+    elif not keeper_ok and main_ok and main is not None and main.ppid > 1 and main.ppid in procs \
+            and main.ppid not in members:
         parent = main.ppid
+    outside = tuple(sorted(pid for pid in members if procs[pid].pgid != launch.pid))
     return Leftover(run_dir=launch.run_dir, config=launch.config, pid=launch.pid, pgid=launch.pid,
                     pids=tuple(sorted(members)), launched_at=launch.ts, main_alive=main_ok, parent_pid=parent,
-                    argv=launch.argv)
+                    argv=launch.argv, keeper_pid=launch.keeper_pid if keeper_ok else None, outside_group=outside)
 
 
 def _descendants(root: int, procs: dict[int, _Proc]) -> set[int]:

@@ -99,6 +99,7 @@ from specbench_tui.engine.gpus import (
     samples_to_json,
     wait_gpus_released,
 )
+from specbench_tui.engine.leases import Lease, LeasedGpuPool, Leases, gpu_keys, lease_port
 from specbench_tui.engine.leftovers import find_leftovers, format_leftovers
 from specbench_tui.engine.profiles import EngineProfile, get_profile
 from specbench_tui.engine.server import (
@@ -108,7 +109,6 @@ from specbench_tui.engine.server import (
     ServerProcess,
     find_free_port,
     first_of,
-    port_is_free,
     process_tree,
 )
 from specbench_tui.engine.store import ReadReport, RunDir, StoreError
@@ -204,7 +204,8 @@ class Orchestrator:
     def __init__(self, plan: Plan, run_dir: RunDir, *, backend: GpuBackend | None = None,
                  python: str = sys.executable, resumed: bool = False, retry_crashed: bool = False,
                  api_key: str | None = None, gpu_sample_interval_s: float = 0.5, excerpt_wait_s: float = 0.2,
-                 write_env: bool = True) -> None:
+                 write_env: bool = True, port_base: int | None = None) -> None:
+        """``port_base`` (``--port-base``) overrides the sweep's ``engine.port_base``."""
         self.plan = plan
         self.sweep = plan.sweep
         self.run_dir = run_dir
@@ -238,6 +239,10 @@ class Orchestrator:
         self._store_error: str | None = None
         self._skip_pending: set[str] = set()
         self._ports: set[int] = set()
+        self.port_base = port_base if port_base is not None else self.sweep.engine.port_base
+        self._port_moved_said = False
+        self.leases: Leases | None = None
+        """Machine-wide port and GPU leases (:mod:`specbench_tui.engine.leases`), taken once the sweep starts."""
         self.pool: GpuPool | None = None
         self.sampler: GpuSampler | None = None
         self.owners: dict[int, str] = {}
@@ -318,6 +323,9 @@ class Orchestrator:
         self._aborting = True
         if now:
             self._abort_now.set()
+            for running in self._running.values():  # a grace wait in progress ends now: SIGKILL of every tree
+                if running.server is not None:
+                    running.server.hurry()
         self._unpaused.set()
         self._queue_changed.set()
 
@@ -395,9 +403,6 @@ class Orchestrator:
         if engine.launcher == "command" and engine.command and not Path(engine.command[0]).exists() \
                 and not any((Path(p) / engine.command[0]).exists() for p in os.environ.get("PATH", "").split(":")):
             problems.append(f"engine.command {engine.command[0]} is not an executable path")
-        if runnable and not port_is_free(engine.host, engine.port_base):
-            problems.append(f"port {engine.port_base} on {engine.host} is in use: another server is running there "
-                            "(stop it, or set engine.port_base)")
         indices = self.gpu_indices()
         visible = self.backend.device_count()
         if runnable and visible == 0 and (not indices or engine.launcher != "simulator") and not self._on_cpu():
@@ -436,7 +441,7 @@ class Orchestrator:
             if not self._resumed and self.run_dir.discard():  # nothing ran: leave no run directory behind
                 self.publish(Notice(level="info", text=f"nothing ran: {self.run_dir.path} was removed"))
             return SweepOutcome("failed", "pre-flight failed", dict(self.states), failure="preflight")
-        self.pool = GpuPool(self.gpu_indices())
+        self.pool = await self._leased_pool()
         self.publish(SweepStarted(sweep=self.sweep.name, run_dir=str(self.run_dir.path),
                                   total_configs=len(self.plan.configs), resumed=self._resumed))
         if not self._resumed:
@@ -444,6 +449,7 @@ class Orchestrator:
                 self.publish(Notice(level="info", text=note))
         if self.backend.hint:
             self.publish(Notice(level="info", text=self.backend.hint))
+        await self._say_gpus_taken()
         if self.sweep.concurrent:
             self.publish(Notice(level="info", text=f"concurrent: configurations run side by side on disjoint GPUs "
                                                    f"of the pool {list(self.pool.indices)}; neighbours can disturb "
@@ -455,11 +461,48 @@ class Orchestrator:
             await self._drain_queue()
         finally:
             await self._stop_all()
+            if isinstance(self.pool, LeasedGpuPool):
+                self.pool.close()
             if self.sampler is not None:
                 self.sampler.stop()
                 await self._last_sample()
             await self._await_env()
         return self._finish()
+
+    async def _leased_pool(self) -> GpuPool:
+        """The GPU pool, leased machine-wide (a plain pool, with a warning, when no lease directory works)."""
+        indices = self.gpu_indices()
+        try:
+            self.leases = Leases(note={"run_dir": str(self.run_dir.path)})
+        except OSError as exc:
+            self.publish(Notice(level="warning", text=f"ports and GPUs are not leased: {exc}; another specbench "
+                                                      "on this machine could pick the same ones"))
+            return GpuPool(indices)
+        if self.leases.warning:
+            self.publish(Notice(level="warning", text=self.leases.warning))
+        keys = await asyncio.to_thread(gpu_keys, self.backend, indices)
+        return LeasedGpuPool(indices, self.leases, keys, samples=lambda: self.sampler.latest if self.sampler else [],
+                             ours=lambda: set(self.owners) | {p for r in self._running.values() for p in r.gpu_pids})
+
+    async def _say_gpus_taken(self) -> None:
+        """Pre-flight, said not failed: GPUs of the pool another specbench (or another job's memory) holds now;
+        configurations wait for them."""
+        pool = self.pool
+        if not isinstance(pool, LeasedGpuPool) or self._on_cpu() or not pool.indices:
+            return
+        try:
+            samples = await asyncio.to_thread(self.backend.sample)
+        except Exception:  # noqa: BLE001 - telemetry must never stop a sweep
+            samples = []
+        busy = await asyncio.to_thread(pool.taken_elsewhere, pool.indices, samples)
+        if not busy:
+            return
+        held = "; ".join(f"GPU {i}: {who}" for i, who in sorted(busy.items()))
+        if len(busy) == len(pool.indices):
+            self.publish(Notice(level="warning", text=f"pre-flight: the whole GPU pool {list(pool.indices)} is taken "
+                                                      f"({held}); configurations wait until GPUs are free"))
+        else:
+            self.publish(Notice(level="info", text=f"GPUs held elsewhere are not placed on while they are: {held}"))
 
     async def _last_sample(self) -> None:
         """One sample after the last teardown, so the GPU panel is left showing the box as the sweep left it
@@ -593,7 +636,14 @@ class Orchestrator:
         """GPUs for ``config`` from the pool, waiting for them; None when the sweep stops, the configuration
         is skipped meanwhile, or the pool can no longer supply that many (GPUs still held after a teardown)."""
         assert self.pool is not None
-        acquire = asyncio.ensure_future(self.pool.acquire(0 if self._on_cpu() else config.gpus_needed))
+        count = 0 if self._on_cpu() else config.gpus_needed
+        if isinstance(self.pool, LeasedGpuPool):
+            def waiting(text: str) -> None:
+                self.publish(Notice(level="info", config_id=config.id, text=f"{config.name}: {text}"))
+
+            acquire = asyncio.ensure_future(self.pool.acquire(count, on_wait=waiting, config=config.name))
+        else:
+            acquire = asyncio.ensure_future(self.pool.acquire(count))
         try:
             while not acquire.done():
                 if self._aborting or config.id in self._skip_pending:
@@ -669,13 +719,13 @@ class Orchestrator:
         self._running[config.id] = running
         attempt = self._attempts.get(config.id, 0) + 1
         self._attempts[config.id] = attempt
-        port = find_free_port(engine.host, engine.port_base, self._ports)
+        port, port_lease = self._choose_port(config)
         self._ports.add(port)
         argv = server_argv(engine, config, self._python, port, self._api_key)
         log_path = self.run_dir.log_path(config.name, config.id)
         server = ServerProcess(config.id, argv, self._server_env(config, gpus), log_path, self.profile,
                                self.signatures, self.publish, on_stats=lambda s: self._on_stats(running, s),
-                               excerpt_wait_s=self._excerpt_wait_s, on_store_error=self._fail_store)
+                               excerpt_wait_s=self._excerpt_wait_s, on_store_error=self._fail_store, port=port)
         running.server = server
         self._set_state(config, ConfigState.LAUNCHING, f"attempt {attempt}" if attempt > 1 else None)
         outcome: tuple[ConfigState, str | None] | None = None
@@ -694,7 +744,8 @@ class Orchestrator:
             self.owners[pid] = config.name
             self._script("attach", config.name, gpus, (pid,), **self._mem_fraction(config))
             self.publish(ServerLaunching(config_id=config.id, name=config.name, argv=redact_argv(argv), gpus=gpus,
-                                         port=port, pid=pid, log_path=str(log_path), attempt=attempt))
+                                         port=port, pid=pid, log_path=str(log_path), attempt=attempt,
+                                         keeper_pid=server.keeper_pid, tree_id=server.tree_id))
             client = ServerClient(f"http://{_url_host(engine.host)}:{port}", self.profile, api_key=self._api_key,
                                   request_timeout_s=engine.request_timeout_s)
             outcome = await self._serve(config, running, server, client)
@@ -720,11 +771,30 @@ class Orchestrator:
                                     text=f"{config.name}: processes {list(report.leftover_pids)} still alive "
                                          "after teardown"))
             self._ports.discard(port)
+            if port_lease is not None:
+                port_lease.release()
             self._running.pop(config.id, None)
             if outcome is not None:
                 if outcome[0] != ConfigState.PENDING:
                     self._durations[config.id] = time.monotonic() - started
                 await self._conclude(config, running, server, *outcome)
+
+    def _choose_port(self, config: PlannedConfig) -> tuple[int, Lease | None]:
+        """A port from ``port_base`` that none of our servers uses, no other specbench leases and nothing
+        listens on; leased until the server is gone. A notice (once) when ports were passed over."""
+        engine = self.sweep.engine
+        if self.leases is None:
+            return find_free_port(engine.host, self.port_base, self._ports), None
+        choice = lease_port(self.leases, engine.host, self.port_base, self._ports, config=config.name)
+        if choice.skipped and not self._port_moved_said:
+            self._port_moved_said = True
+            why = "; ".join(f"{port} {reason}" for port, reason in choice.skipped[:4])
+            more = f" (and {len(choice.skipped) - 4} more)" if len(choice.skipped) > 4 else ""
+            self.publish(Notice(level="info", config_id=config.id,
+                                text=f"port {choice.skipped[0][0]} is taken ({why}{more}): {config.name} listens on "
+                                     f"{choice.port}; servers take the next free port (set --port-base or "
+                                     f"engine.port_base to choose)"))
+        return choice.port, choice.lease
 
     async def _pids_on(self, gpus: tuple[int, ...]) -> set[int]:
         """Pids NVML lists on ``gpus`` now (none without GPUs; a failing backend counts as none)."""
@@ -843,7 +913,7 @@ class Orchestrator:
             return ConfigState.FAILED, why
         self._set_state(config, ConfigState.RUNNING)
         if server.pid is not None:  # the ranks' children exist now: name them in the GPU panel too
-            for pid in await asyncio.to_thread(process_tree, server.pid, server.pid):
+            for pid in await asyncio.to_thread(process_tree, server.pid):
                 self.owners.setdefault(pid, config.name)
         await self._note_gpu_pids(config, running)  # the model is loaded: its CUDA contexts are listed
         if self.sampler is not None:

@@ -21,7 +21,7 @@ from specbench_tui.core.events import Event, Notice, SweepFinished
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import Measurement
 from specbench_tui.engine.orchestrator import Orchestrator, SweepOutcome
-from specbench_tui.engine.session import make_backend, prepare_run
+from specbench_tui.engine.session import give_up_ownership, make_backend, prepare_run
 from specbench_tui.engine.store import RunDir
 
 Subscriber = Callable[[Event], None]
@@ -30,8 +30,10 @@ Subscriber = Callable[[Event], None]
 class EngineThread:
     """A running sweep with a thread-safe :class:`~specbench_tui.engine.control.SweepControl` surface."""
 
-    def __init__(self, plan: Plan, run_dir: RunDir, *, resumed: bool = False, retry_crashed: bool = False) -> None:
+    def __init__(self, plan: Plan, run_dir: RunDir, *, resumed: bool = False, retry_crashed: bool = False,
+                 port_base: int | None = None) -> None:
         self.plan = plan
+        self._port_base = port_base
         self._run_dir = run_dir
         self._resumed = resumed
         self._retry_crashed = retry_crashed
@@ -131,6 +133,7 @@ class EngineThread:
         orchestrator = Orchestrator(
             self.plan, self._run_dir, backend=make_backend(self.plan), resumed=self._resumed,
             retry_crashed=self._retry_crashed, api_key=os.environ.get(api_key_env) if api_key_env else None,
+            port_base=self._port_base,
         )
         for subscriber in self._subscribers:
             orchestrator.subscribe(subscriber)
@@ -141,6 +144,7 @@ class EngineThread:
             self.outcome = await orchestrator.run()
         finally:
             self._run_dir.close()
+            give_up_ownership(self._run_dir)
 
     def _publish(self, event: Event) -> None:
         for subscriber in list(self._subscribers):
@@ -156,4 +160,5 @@ def make_engine(args: argparse.Namespace) -> EngineThread | int:
     if isinstance(prepared, int):
         return prepared
     plan, run_dir = prepared
-    return EngineThread(plan, run_dir, resumed=bool(args.resume), retry_crashed=bool(args.retry_crashed))
+    return EngineThread(plan, run_dir, resumed=bool(args.resume), retry_crashed=bool(args.retry_crashed),
+                        port_base=getattr(args, "port_base", None))

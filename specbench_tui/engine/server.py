@@ -1,10 +1,16 @@
 """One server process: launch, log pump, readiness, crash watch and a teardown that leaves nothing behind.
 
-The server starts in its own session (so it leads a process group we can signal as a whole), with stdin
-closed and stdout+stderr merged into a :class:`~specbench_tui.engine.logpump.LogPump`. On Linux it also
-gets ``PR_SET_PDEATHSIG = SIGKILL`` so that it dies with the engine even when the engine is SIGKILLed;
-SGLang's (and the simulator's) own children die with *their* parent the same way, so no server outlives
-the program. An ``atexit`` hook kills any group still registered for ordinary exits.
+Every server runs under a keeper (:mod:`specbench_tui.keeper`), the engine's direct child in a session of its
+own: a child subreaper that dies with the engine (``PR_SET_PDEATHSIG``), starts the server in a process group
+of its own with stdin closed and stdout+stderr into the engine's :class:`~specbench_tui.engine.logpump.LogPump`,
+and, when told to or when the engine dies, SIGKILLs every process of its subtree (escaped ``setsid`` daemons
+and the children of a wrapper that does not ``exec`` included) and exits only once none is left. The engine
+signals the keeper alone, through a pidfd (never a pid that could have been reused), and reads the server's
+exit status from the keeper's. An ``atexit`` hook tells every live keeper to end its tree on ordinary exits.
+
+Readiness proves identity: a healthy answer on the server's port counts only when the listening socket is a
+file descriptor of a process in the keeper's tree (psutil maps the kernel's socket table to pids), so another
+sweep's or another user's server answering on that port is never taken for ours.
 
 Crash watch: every log line is matched against the crash signatures as it arrives. The first match marks
 the server dead *at once* (the orchestrator cancels the request in flight), then the watcher waits
@@ -18,18 +24,20 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import ctypes
 import os
 import re
 import signal
 import socket
 import sys
 import time
+import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
+
+import psutil
 
 from specbench_tui.core.events import CrashDetected, Event, LogLine
 from specbench_tui.core.launch import argv_secrets, env_secrets, secret_redactor
@@ -47,15 +55,13 @@ from specbench_tui.engine.client import ServerClient
 from specbench_tui.engine.logpump import LogPump
 from specbench_tui.engine.profiles import EngineProfile
 from specbench_tui.engine.store import StoreError
+from specbench_tui.keeper import TREE_VAR
 
 DEATH_CRASH = "crash"
 DEATH_EXIT = "exit"
 DEATH_STALL = "stall"
 DEATH_STARTUP_TIMEOUT = "startup_timeout"
 
-_PR_SET_PDEATHSIG = 1
-_LIVE_GROUPS: set[int] = set()
-"""Process groups of servers that are running; killed by the atexit hook if the program exits early."""
 
 
 @dataclass(frozen=True)
@@ -80,78 +86,138 @@ class StopReport:
 
 # ----------------------------------------------------------------------------------------------- processes
 
+KEEPER_PATH = Path(__file__).resolve().parent.parent / "keeper.py"
+"""The keeper (:mod:`specbench_tui.keeper`), run by path so that its start-up imports nothing of specbench."""
+REPORT_TIMEOUT_S = 30.0
+"""How long the keeper may take to say its server's pid (a Python start-up: normally ~30 ms)."""
 
-def _set_parent_death_signal(parent_pid: int) -> Callable[[], None]:
-    """A ``preexec_fn`` that makes the child get SIGKILL when the launching thread's process dies."""
 
-    def preexec() -> None:
+@dataclass
+class _Keeper:
+    """A live keeper, signalled through a pidfd where the kernel has them: a pid reused after the keeper was
+    reaped can never receive its signals."""
+
+    pid: int
+    pidfd: int | None
+
+    def signal(self, sig: int) -> bool:
         try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):
-            return
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os._exit(1)
+            if self.pidfd is not None:
+                signal.pidfd_send_signal(self.pidfd, sig)
+            else:
+                os.kill(self.pid, sig)
+        except (ProcessLookupError, PermissionError, OSError):
+            return False
+        return True
 
-    return preexec
+    def close(self) -> None:
+        if self.pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.pidfd)
+            self.pidfd = None
 
 
-def _proc_stat(pid: int) -> tuple[int, int] | None:
-    """(ppid, pgid) of ``pid`` from /proc, or None if it is gone (or a zombie)."""
+_LIVE_KEEPERS: dict[int, _Keeper] = {}
+"""Keepers of servers that are running; told to end their trees by the atexit hook if the program exits early."""
+
+
+def _open_pidfd(pid: int) -> int | None:
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
-    except OSError:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
         return None
-    fields = data[data.rfind(b")") + 2:].split()
-    if not fields or fields[0] == b"Z":
-        return None
-    return int(fields[1]), int(fields[2])
 
 
-def _all_pids() -> list[int]:
+def _same_process(pid: int, created: float) -> bool:
+    """Whether ``pid`` is still the process that started at ``created`` (psutil's create_time)."""
     try:
-        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return []
+        proc = psutil.Process(pid)
+        return proc.create_time() == created and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
-def process_tree(root: int, pgid: int | None = None) -> set[int]:
-    """``root``, its living descendants, and every living member of process group ``pgid``."""
-    stats = {pid: stat for pid in _all_pids() if (stat := _proc_stat(pid)) is not None}
-    found = {pid for pid, (_, group) in stats.items() if pgid is not None and group == pgid}
-    if root in stats:
+def process_tree(root: int) -> set[int]:
+    """``root`` and its living descendants (under a keeper, which is a subreaper: every process of the server,
+    escaped sessions included)."""
+    found: set[int] = set()
+    try:
+        top = psutil.Process(root)
         found.add(root)
-    frontier = [root]
-    while frontier:
-        parent = frontier.pop()
-        for pid, (ppid, _) in stats.items():
-            if ppid == parent and pid not in found:
-                found.add(pid)
-                frontier.append(pid)
-    return found
+        found.update(child.pid for child in top.children(recursive=True))
+    except psutil.Error:
+        pass
+    return _alive(found)
 
 
 def _alive(pids: set[int]) -> set[int]:
-    return {pid for pid in pids if _proc_stat(pid) is not None}
-
-
-def _kill(pids: set[int], pgid: int | None, sig: int) -> None:
-    if pgid is not None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, sig)
+    alive = set()
     for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
+        with contextlib.suppress(psutil.Error):
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.add(pid)
+    return alive
+
+
+def _identities(pids: set[int]) -> dict[int, float]:
+    """pid -> start time of each living process in ``pids`` (to tell them from a later process with the same pid)."""
+    out = {}
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            out[pid] = psutil.Process(pid).create_time()
+    return out
+
+
+def tree_listens_on(root: int, port: int) -> bool:
+    """Whether a process in ``root``'s tree holds a listening TCP socket on ``port`` (its own file
+    descriptors, mapped through the kernel's socket table)."""
+    for pid in process_tree(root):
+        try:
+            proc = psutil.Process(pid)
+            conns = proc.net_connections(kind="tcp") if hasattr(proc, "net_connections") else proc.connections("tcp")
+        except psutil.Error:
+            continue
+        if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns):
+            return True
+    return False
+
+
+def listening_pids(port: int) -> set[int] | None:
+    """Pids of the processes with a listening TCP socket on ``port`` (the kernel's socket table mapped to pids;
+    only this user's processes can be mapped); None when the table cannot be read at all."""
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.Error, OSError):
+        return None
+    return {c.pid for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+            and c.pid is not None}
+
+
+def port_listened(port: int) -> bool:
+    """Whether any process (anyone's) listens on TCP ``port`` now."""
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.Error, OSError):
+        return False
+    return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns)
+
+
+def describe_pid(pid: int) -> str:
+    """``pid 123 (user, 'cmd line')`` for messages; what can be read of it."""
+    try:
+        proc = psutil.Process(pid)
+        cmd = " ".join(proc.cmdline())[:120] or proc.name()
+        return f"pid {pid} ({proc.username()}, {cmd!r})"
+    except psutil.Error:
+        return f"pid {pid}"
 
 
 @atexit.register
 def kill_all_servers() -> None:
-    """SIGKILL every server group still registered: the program is exiting and nothing may outlive it."""
-    for pgid in list(_LIVE_GROUPS):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
-        _LIVE_GROUPS.discard(pgid)
+    """Tell every live keeper to end its tree: the program is exiting and nothing may outlive it."""
+    for pid, keeper in list(_LIVE_KEEPERS.items()):
+        keeper.signal(signal.SIGUSR2)
+        _LIVE_KEEPERS.pop(pid, None)
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -184,7 +250,7 @@ class ServerProcess:
                  profile: EngineProfile, signatures: SignatureSet, publish: Callable[[Event], None], *,
                  on_stats: Callable[[BatchLine], None] | None = None, excerpt_before: int = 6,
                  excerpt_after: int = 6, excerpt_wait_s: float = 0.2,
-                 on_store_error: Callable[[str], None] | None = None) -> None:
+                 on_store_error: Callable[[str], None] | None = None, port: int | None = None) -> None:
         """``on_store_error`` is told (once) when the log file cannot be written any more (a full disk): the
         run directory is failing, and the sweep should stop. The server's output is still read meanwhile."""
         self.config_id = config_id
@@ -204,7 +270,17 @@ class ServerProcess:
         self._excerpt_wait_s = excerpt_wait_s
         self._recent: deque[tuple[int, str]] = deque(maxlen=excerpt_before + 1)
         self._proc: asyncio.subprocess.Process | None = None
-        self._pgid: int | None = None
+        self.port = port
+        """The port the server was told to listen on: readiness requires the listener to be in its tree."""
+        self._stranger_said = False
+        self.stranger: str | None = None
+        """Who answered on our port instead of our server, once seen."""
+        self._keeper: _Keeper | None = None
+        self._server_pid: int | None = None
+        self._hurry = asyncio.Event()
+        self.tree_id = uuid.uuid4().hex
+        """Carried by every process of this server in its environment (``SPECBENCH_TREE``): leftover detection
+        finds escaped processes by it."""
         self._pump_task: asyncio.Task[None] | None = None
         self._exit_task: asyncio.Task[None] | None = None
         self._death: asyncio.Future[Death] | None = None
@@ -223,7 +299,18 @@ class ServerProcess:
 
     @property
     def pid(self) -> int | None:
+        """The server's main process (its process group leader), once the keeper said it."""
+        return self._server_pid
+
+    @property
+    def keeper_pid(self) -> int | None:
         return self._proc.pid if self._proc else None
+
+    def hurry(self) -> None:
+        """Abort now: a grace wait in progress ends at once and the whole tree is SIGKILLed."""
+        self._hurry.set()
+        if self._stopping and self._keeper is not None and self._proc is not None and self._proc.returncode is None:
+            self._keeper.signal(signal.SIGUSR2)
 
     @property
     def death(self) -> asyncio.Future[Death]:
@@ -251,31 +338,48 @@ class ServerProcess:
     # -- launch ----------------------------------------------------------------------------------------
 
     async def start(self) -> int:
-        """Launch the process; returns its pid. Raises :class:`StoreError` when its log file cannot be created
-        (nothing is launched then) and OSError when the process cannot be started at all."""
+        """Launch the server under its keeper (:mod:`specbench_tui.keeper`); returns the server's pid. Raises
+        :class:`StoreError` when its log file cannot be created (nothing is launched then) and OSError when the
+        server cannot be started at all."""
         try:
             log = await asyncio.to_thread(self._open_log)
         except OSError as exc:
             raise StoreError(self._log_error_text(exc)) from exc
         _ = self.death
         self.started_at = time.monotonic()
-        preexec = _set_parent_death_signal(os.getpid()) if sys.platform.startswith("linux") else None
+        report_r, report_w = os.pipe()
+        keeper_argv = [sys.executable, "-s", str(KEEPER_PATH), "--parent", str(os.getpid()),
+                       "--report-fd", str(report_w), "--stop-signal", str(int(self.profile.stop_signal)),
+                       "--", *self.argv]
+        env = {**self.env, TREE_VAR: self.tree_id}
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                *self.argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT, env=self.env, start_new_session=True, preexec_fn=preexec,
+                *keeper_argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True, pass_fds=(report_w,),
             )
         except BaseException:
             log.close()
+            os.close(report_r)
             raise
-        self._pgid = self._proc.pid
-        _LIVE_GROUPS.add(self._pgid)
+        finally:
+            os.close(report_w)
+        self._keeper = _Keeper(self._proc.pid, _open_pidfd(self._proc.pid))
+        _LIVE_KEEPERS[self._proc.pid] = self._keeper
         assert self._proc.stdout is not None
         pump = LogPump(self._proc.stdout, self.log_path, self._on_line, on_progress=self._on_progress, log=log,
                        redact=self._redact, on_write_error=self._on_log_write_error, on_lines=self._on_lines)
         self._pump_task = asyncio.create_task(pump.run(), name=f"logpump-{self.config_id}")
         self._exit_task = asyncio.create_task(self._watch_exit(), name=f"exit-{self.config_id}")
-        return self._proc.pid
+        report = await asyncio.to_thread(_read_report, report_r, REPORT_TIMEOUT_S)
+        if report.startswith("error "):
+            await self.stop(0.0, now=True)
+            code = int(report.split()[1]) or None
+            raise OSError(code, os.strerror(code) if code else "the server could not be executed")
+        if not report.isdigit():
+            await self.stop(0.0, now=True)
+            raise OSError(None, f"the keeper did not start the server ({report or 'no answer'})")
+        self._server_pid = int(report)
+        return self._server_pid
 
     def _open_log(self) -> BinaryIO:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -318,8 +422,26 @@ class ServerProcess:
             finally:
                 health.cancel()
             if health.done() and not health.cancelled() and health.result() and not self.dead:
-                return None
+                if await self._answer_is_ours():
+                    return None
             await asyncio.sleep(poll_s)
+
+    async def _answer_is_ours(self) -> bool:
+        """Whether the process that answered on our port is in our server's tree (the listening socket is one
+        of its file descriptors). When it is not, a stranger answered (another sweep's server, another user's
+        demo): said once, and we keep waiting for our own server, which will fail to bind or take its time."""
+        if self.port is None or self._proc is None:
+            return True
+        if await asyncio.to_thread(tree_listens_on, self._proc.pid, self.port):
+            return True
+        if not self._stranger_said:
+            self._stranger_said = True
+            holders = await asyncio.to_thread(listening_pids, self.port)
+            who = ", ".join(describe_pid(pid) for pid in sorted(holders or ())) or "a process of another user"
+            self.stranger = f"port {self.port} answers, but not from this server: it is held by {who}"
+            self._publish(LogLine(config_id=self.config_id, level="warning",
+                                  line=f"specbench: {self.stranger}; not ready until our own server answers"))
+        return False
 
     # -- log lines -------------------------------------------------------------------------------------
 
@@ -421,27 +543,37 @@ class ServerProcess:
     # -- teardown --------------------------------------------------------------------------------------
 
     async def stop(self, grace_s: float, now: bool = False) -> StopReport:
-        """SIGTERM the group, wait ``grace_s`` (none when ``now``), SIGKILL the group and every descendant,
-        reap, and wait until none of them is alive. Safe to call more than once."""
+        """Through the keeper: the stop signal to the server's group, wait ``grace_s`` (none when ``now``, cut
+        short by :meth:`hurry`), then SIGKILL of the whole tree; returns once the keeper is gone, which it is
+        only when no process of its tree is left. Safe to call more than once. Signals go to the keeper alone
+        (through a pidfd), never to a pid that could have been reused."""
         started = time.monotonic()
         self._stopping = True
         if self._crash_matches and not self._crash_done.is_set():
             self._finish_crash()
-        proc = self._proc
-        if proc is None:
+        proc, keeper = self._proc, self._keeper
+        if proc is None or keeper is None:
             return StopReport(None, 0.0, ())
-        tree = await asyncio.to_thread(process_tree, proc.pid, self._pgid)
-        self.pids_seen |= tree
-        if proc.returncode is None and not now:
-            _kill(set(), self._pgid, self.profile.stop_signal)
-            await _exited(proc, grace_s)
-        tree |= await asyncio.to_thread(process_tree, proc.pid, self._pgid)
-        self.pids_seen |= tree
-        _kill(_alive(tree), self._pgid, signal.SIGKILL)
+        tree = await asyncio.to_thread(process_tree, proc.pid)
+        self.pids_seen |= tree - {proc.pid}
+        identities = await asyncio.to_thread(_identities, tree - {proc.pid})
+        if proc.returncode is None and not now and not self._hurry.is_set() and grace_s > 0:
+            keeper.signal(signal.SIGUSR1)
+            await first_of(_exited(proc), self._hurry.wait(), timeout_s=grace_s)
+        if proc.returncode is None:
+            seen = await asyncio.to_thread(process_tree, proc.pid)
+            self.pids_seen |= seen - {proc.pid}
+            identities.update(await asyncio.to_thread(_identities, seen - tree - {proc.pid}))
+            tree |= seen
+            keeper.signal(signal.SIGUSR2)
         await _exited(proc, 5.0)
-        leftover = await self._wait_gone(tree, timeout_s=5.0)
-        if self._pgid is not None:
-            _LIVE_GROUPS.discard(self._pgid)
+        leftover: set[int] = set()
+        if proc.returncode is None:  # a process stuck in the kernel (state D): the keeper still waits for it
+            leftover = await asyncio.to_thread(process_tree, proc.pid)
+        else:  # the keeper waits for its whole tree; only a process that escaped it (the keeper was killed) is left
+            _LIVE_KEEPERS.pop(proc.pid, None)
+            keeper.close()
+            leftover = {pid for pid, created in identities.items() if _same_process(pid, created)}
         for task in (self._pump_task, self._exit_task):
             if task is not None and not task.done():
                 with contextlib.suppress(Exception, asyncio.CancelledError):
@@ -454,15 +586,25 @@ class ServerProcess:
             transport.close()
         return StopReport(proc.returncode, time.monotonic() - started, tuple(sorted(leftover)))
 
-    @staticmethod
-    async def _wait_gone(pids: set[int], timeout_s: float) -> set[int]:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            alive = _alive(pids)
-            if not alive or time.monotonic() >= deadline:
-                return alive
-            _kill(alive, None, signal.SIGKILL)
-            await asyncio.sleep(0.05)
+
+def _read_report(fd: int, timeout_s: float) -> str:
+    """The keeper's one line on ``fd`` (closed here); empty when it closed the pipe without a word."""
+    import select
+
+    data = b""
+    deadline = time.monotonic() + timeout_s
+    try:
+        while b"\n" not in data:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                break
+            chunk = os.read(fd, 256)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+    return data.decode("ascii", errors="replace").strip()
 
 
 async def _exited(proc: asyncio.subprocess.Process, timeout_s: float | None = None) -> int | None:
