@@ -22,6 +22,7 @@ How the orchestrator calls it::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as _dt
 import hashlib
 import json
@@ -149,6 +150,20 @@ importing any package, so it takes a fraction of a second even where importing t
 _version_cache: dict[str, dict[str, Any]] = {}
 
 
+def _kept(python: str) -> list[str]:
+    """The keeper's argv prefix (:mod:`specbench_tui.keeper`): the server's Python may be a wrapper that starts
+    processes of its own (a daemon); they end with the probe instead of outliving it and holding its output.
+    None for a path that cannot be executed, so that the error is the interpreter's own."""
+    import shutil
+
+    found = shutil.which(python)
+    if not sys.platform.startswith("linux") or found is None or os.path.isdir(found):
+        return []
+    from specbench_tui.engine.server import KEEPER_PATH
+
+    return [sys.executable, "-s", str(KEEPER_PATH), "--parent", str(os.getpid()), "--"]
+
+
 def _empty_versions(python: str, packages: tuple[str, ...], error: str) -> dict[str, Any]:
     return {"interpreter": python, "python": None, "executable": None,
             "packages": {name: None for name in packages}, "torch_cuda": None, "error": error}
@@ -165,11 +180,19 @@ def server_versions(python: str | None = None, timeout_s: float = 30.0, refresh:
         return _version_cache[cache_key]
     code = _PROBE.replace("NAMES", repr(tuple(packages)))
     try:
-        done = subprocess.run([python, "-c", code], stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              errors="replace", timeout=timeout_s, env=dict(env) if env is not None else None,
-                              check=False)
-    except subprocess.TimeoutExpired:
-        return _empty_versions(python, packages, f"{python} did not answer within {timeout_s:g} s")  # not cached: retry
+        with subprocess.Popen([*_kept(python), python, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, errors="replace",
+                              env=dict(env) if env is not None else None) as proc:
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.terminate()  # the keeper ends the probe's whole tree on SIGTERM (SIGKILL would orphan it)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.communicate(timeout=5)
+                proc.kill()
+                return _empty_versions(python, packages,
+                                       f"{python} did not answer within {timeout_s:g} s")  # not cached: retry
+            done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     except OSError as exc:
         result = _empty_versions(python, packages, f"cannot run the server's Python {python}: {exc.strerror or exc}")
         _version_cache[cache_key] = result

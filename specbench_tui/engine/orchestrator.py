@@ -123,6 +123,9 @@ from specbench_tui.engine.workloads import (
 T = TypeVar("T")
 Subscriber = Callable[[Event], None]
 
+PORT_RETRIES = 3
+"""How many times a configuration whose port was taken by a stranger before its server bound it is launched
+again on another port."""
 SIMULATOR_GPUS = 8
 """GPUs the simulator pretends to have when the machine has none (the seed campaign's 8-GPU box)."""
 
@@ -204,8 +207,9 @@ class Orchestrator:
     def __init__(self, plan: Plan, run_dir: RunDir, *, backend: GpuBackend | None = None,
                  python: str = sys.executable, resumed: bool = False, retry_crashed: bool = False,
                  api_key: str | None = None, gpu_sample_interval_s: float = 0.5, excerpt_wait_s: float = 0.2,
-                 write_env: bool = True, port_base: int | None = None) -> None:
-        """``port_base`` (``--port-base``) overrides the sweep's ``engine.port_base``."""
+                 write_env: bool = True, port_base: int | None = None, lease_dir: Path | None = None) -> None:
+        """``port_base`` (``--port-base``) overrides the sweep's ``engine.port_base``; ``lease_dir`` the lease
+        directory (:func:`specbench_tui.engine.leases.lease_dir`)."""
         self.plan = plan
         self.sweep = plan.sweep
         self.run_dir = run_dir
@@ -240,7 +244,13 @@ class Orchestrator:
         self._skip_pending: set[str] = set()
         self._ports: set[int] = set()
         self.port_base = port_base if port_base is not None else self.sweep.engine.port_base
+        self._lease_dir = lease_dir
         self._port_moved_said = False
+        self._ever_ours: set[int] = set()
+        self._port_conflicts: set[int] = set()
+        """Ports a stranger took from one of our servers: never chosen again in this sweep."""
+        self._port_retries: dict[str, int] = {}
+        self._requeue: set[str] = set()
         self.leases: Leases | None = None
         """Machine-wide port and GPU leases (:mod:`specbench_tui.engine.leases`), taken once the sweep starts."""
         self.pool: GpuPool | None = None
@@ -473,7 +483,7 @@ class Orchestrator:
         """The GPU pool, leased machine-wide (a plain pool, with a warning, when no lease directory works)."""
         indices = self.gpu_indices()
         try:
-            self.leases = Leases(note={"run_dir": str(self.run_dir.path)})
+            self.leases = Leases(self._lease_dir, note={"run_dir": str(self.run_dir.path)})
         except OSError as exc:
             self.publish(Notice(level="warning", text=f"ports and GPUs are not leased: {exc}; another specbench "
                                                       "on this machine could pick the same ones"))
@@ -482,7 +492,16 @@ class Orchestrator:
             self.publish(Notice(level="warning", text=self.leases.warning))
         keys = await asyncio.to_thread(gpu_keys, self.backend, indices)
         return LeasedGpuPool(indices, self.leases, keys, samples=lambda: self.sampler.latest if self.sampler else [],
-                             ours=lambda: set(self.owners) | {p for r in self._running.values() for p in r.gpu_pids})
+                             ours=self._our_pids)
+
+    def _our_pids(self) -> set[int]:
+        """Every pid any of our servers had (their trees, and what NVML listed on their GPUs): a GPU sample,
+        which may be a moment old, never makes our own last server look like another job."""
+        for running in self._running.values():
+            self._ever_ours |= running.gpu_pids
+            if running.server is not None:
+                self._ever_ours |= running.server.pids_seen
+        return self._ever_ours | set(self.owners)
 
     async def _say_gpus_taken(self) -> None:
         """Pre-flight, said not failed: GPUs of the pool another specbench (or another job's memory) holds now;
@@ -700,6 +719,11 @@ class Orchestrator:
         finally:
             assert self.pool is not None
             await self.pool.release(tuple(i for i in gpus if i not in self._held_gpus))
+            if config.id in self._requeue:  # lost its port to a stranger: first in line again
+                self._requeue.discard(config.id)
+                if not self._aborting:
+                    self._queue.appendleft(config.id)
+                    self._queue_changed.set()
 
     def _server_env(self, config: PlannedConfig, gpus: tuple[int, ...]) -> dict[str, str]:
         env = dict(os.environ)
@@ -758,6 +782,7 @@ class Orchestrator:
                 await self._note_gpu_pids(config, running)
             report = await server.stop(engine.shutdown_grace_s, now=self._abort_now.is_set())
             self._script("detach", gpus)
+            self._ever_ours |= server.pids_seen | running.gpu_pids | ({server.pid} if server.pid else set())
             holding = await self._wait_released(config, gpus, server.pids_seen | running.gpu_pids)
             for pid in server.pids_seen | running.gpu_pids | ({server.pid} if server.pid is not None else set()):
                 if pid not in holding:  # a pid still holding memory keeps its name in the GPU panel
@@ -784,8 +809,9 @@ class Orchestrator:
         listens on; leased until the server is gone. A notice (once) when ports were passed over."""
         engine = self.sweep.engine
         if self.leases is None:
-            return find_free_port(engine.host, self.port_base, self._ports), None
-        choice = lease_port(self.leases, engine.host, self.port_base, self._ports, config=config.name)
+            return find_free_port(engine.host, self.port_base, self._ports | self._port_conflicts), None
+        choice = lease_port(self.leases, engine.host, self.port_base, self._ports | self._port_conflicts,
+                            config=config.name)
         if choice.skipped and not self._port_moved_said:
             self._port_moved_said = True
             why = "; ".join(f"{port} {reason}" for port, reason in choice.skipped[:4])
@@ -880,9 +906,28 @@ class Orchestrator:
             state = ConfigState.CRASHED if death.kind == DEATH_CRASH else ConfigState.FAILED
             reason = death.reason
         if state in (ConfigState.CRASHED, ConfigState.FAILED):
+            if await self._port_conflict(config, server):
+                return ConfigState.PENDING, f"port conflict: {server.stranger}; launched again on another port"
             reason = f"{await self._final_reason(server, reason)} (before ready)"
             self._not_run(config, 0, f"server {state.value} before it was ready: {reason}")
         return state, reason
+
+    async def _port_conflict(self, config: PlannedConfig, server: ServerProcess) -> bool:
+        """Whether a server that died before ready lost its port to a stranger (a process outside its tree took
+        it between our choice and its bind, e.g. a specbench that leases elsewhere): then it is no crash. The
+        configuration is launched again on another port (at most :data:`PORT_RETRIES` times)."""
+        if self._aborting or server.port is None:
+            return False
+        if server.stranger is None:
+            await server.look_for_stranger()
+        if server.stranger is None or self._port_retries.get(config.id, 0) >= PORT_RETRIES:
+            return False
+        self._port_retries[config.id] = self._port_retries.get(config.id, 0) + 1
+        self._port_conflicts.add(server.port)
+        self._requeue.add(config.id)
+        self.publish(Notice(level="warning", config_id=config.id,
+                            text=f"{config.name}: {server.stranger}; it is launched again on another port"))
+        return True
 
     @staticmethod
     async def _final_reason(server: ServerProcess, reason: str | None) -> str | None:

@@ -426,6 +426,20 @@ class ServerProcess:
                     return None
             await asyncio.sleep(poll_s)
 
+    async def look_for_stranger(self) -> None:
+        """After a death before ready: whether a process outside our tree listens on our port (it took the
+        port, and our server failed to bind); sets :attr:`stranger` when so."""
+        if self.port is None or self._proc is None or self.stranger is not None:
+            return
+        holders = await asyncio.to_thread(listening_pids, self.port)
+        tree = await asyncio.to_thread(process_tree, self._proc.pid)
+        if holders is None:
+            return
+        strangers = holders - tree
+        if strangers or (not holders and await asyncio.to_thread(port_listened, self.port)):
+            who = ", ".join(describe_pid(pid) for pid in sorted(strangers)) or "a process of another user"
+            self.stranger = f"port {self.port} is held by {who}, not by this server"
+
     async def _answer_is_ours(self) -> bool:
         """Whether the process that answered on our port is in our server's tree (the listening socket is one
         of its file descriptors). When it is not, a stranger answered (another sweep's server, another user's
