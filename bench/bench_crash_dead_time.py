@@ -14,6 +14,11 @@ after their first request (``[[crash]]`` in the simulator's profile).
    its GPUs released) to the next server's launch (``ServerLaunching``: spawned), over the nine gaps of the
    sweep. Target: every gap (the max) < 1 s.
 
+3. **The keeper's cost per launch** (every server runs under :mod:`specbench_tui.keeper`): 20 launches of
+   ``/bin/true`` directly and under a keeper, spawn to exit, and spawn to the moment the keeper reported the
+   server's pid (what the engine waits for before ``ServerLaunching``); medians. Informational, no target:
+   the dead time above already includes it.
+
 Exit status 1 when a target is missed. About 25 s on 2 cores.
 
     .venv/bin/python bench/bench_crash_dead_time.py
@@ -113,6 +118,30 @@ async def _run(folder: Path) -> list[Event]:
     return events
 
 
+async def _keeper_cost(rounds: int = 20) -> tuple[float, float, float]:
+    """Medians (s) of: /bin/true spawned to exit directly; under a keeper; spawn to the keeper's pid report."""
+    import os
+
+    from specbench_tui.engine.server import KEEPER_PATH, _read_report
+
+    direct, kept, reported = [], [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        proc = await asyncio.create_subprocess_exec("/bin/true")
+        await proc.wait()
+        direct.append(time.perf_counter() - t0)
+        read, write = os.pipe()
+        t0 = time.perf_counter()
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-s", str(KEEPER_PATH), "--parent", str(os.getpid()),
+                                                    "--report-fd", str(write), "--", "/bin/true", pass_fds=(write,))
+        os.close(write)
+        await asyncio.to_thread(_read_report, read, 10.0)
+        reported.append(time.perf_counter() - t0)
+        await proc.wait()
+        kept.append(time.perf_counter() - t0)
+    return statistics.median(direct), statistics.median(kept), statistics.median(reported)
+
+
 def main() -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="specbench-crash-") as tmp:
@@ -157,6 +186,9 @@ def main() -> int:
     if gaps:
         print(f"  dead time, teardown end -> next launch: median {statistics.median(gaps) * 1000:.1f} ms, "
               f"max {max(gaps) * 1000:.1f} ms over {len(gaps)} gaps")
+    direct, kept, reported = asyncio.run(_keeper_cost())
+    print(f"  keeper cost per launch: /bin/true spawn->exit {direct * 1000:.1f} ms direct, {kept * 1000:.1f} ms under "
+          f"a keeper (+{(kept - direct) * 1000:.1f} ms); spawn -> server pid reported {reported * 1000:.1f} ms (medians of 20)")
     p95 = percentile(marked, 95) if marked else float("inf")
     dead = max(gaps) if gaps else float("inf")
     if p95 >= TARGETS["detect_p95_s"]:

@@ -180,10 +180,10 @@ def test_sigterm_beats_a_long_shutdown_grace_of_a_server_that_ignores_sigterm(tm
     assert engine.returncode == 130
 
 
-def test_the_atexit_hook_and_a_killed_keeper_are_the_only_ways_out(tmp_path):
-    """The keeper is the only process specbench signals: its start time is its pidfd. A keeper SIGKILLed
-    alone takes the server's main process with it (parent-death signal); the daemon that escaped is then
-    found at the next start by the tree identity the keeper gave it."""
+def test_an_escaped_daemon_is_found_by_the_keepers_record_when_the_keeper_itself_was_killed(tmp_path):
+    """A keeper SIGKILLed on its own takes the server's main process with it (parent-death signal), but
+    nothing can end the daemon that escaped: the next start finds it, outside any recorded process group, by
+    the tree identity the keeper gave it, and names it in the command that ends it."""
     from specbench_tui.engine.leftovers import find_leftovers
 
     marker = new_marker()
