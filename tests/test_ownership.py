@@ -447,8 +447,8 @@ algorithm = "autoregressive"
 [[workloads]]
 name = "math"
 kind = "arithmetic"
-count = 3
-max_new_tokens = 32
+count = 8
+max_new_tokens = 200
 """
 
 
