@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Run a sweep: launch each configuration's server, run the workloads, record every "
                     "measurement in a run directory as it happens. Exit codes: 0 every configuration done or "
                     "skipped; 1 one crashed or failed, or answered every request with no tokens; 2 nothing ran "
-                    "(invalid sweep, pre-flight); 3 the run directory became unwritable; 4 a GPU stayed held; "
+                    "(invalid sweep, pre-flight, the run directory owned by another specbench); 3 the run directory became unwritable; 4 a GPU stayed held; "
                     "129 SIGHUP; 130 stopped on request (continue with --resume).")
     run.add_argument("sweep", nargs="?", help="a sweep file, or the name of a shipped one (e.g. demo)")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run directory")
