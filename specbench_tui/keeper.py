@@ -27,7 +27,7 @@ Only direct children of the keeper are ever signalled (an unreaped child's pid c
 server's own process group while its leader is an unreaped child: the keeper can never signal a stranger.
 A deeper descendant is killed once its parent died and it became the keeper's child. Linux only.
 
-Its cost is one Python start-up per server launch (about 30 ms on an idle machine; ``bench_crash_dead_time.py``
+Its cost is one Python start-up per server launch (about 12 ms on the 2-core test machine; ``bench_crash_dead_time.py``
 prints it).
 """
 
