@@ -360,13 +360,14 @@ def test_max_new_tokens_past_the_context_fails_before_any_request(tmp_path: Path
     assert finished and all(e["state"] == "failed" for e in finished)
 
 
-def test_a_failed_pre_flight_leaves_no_run_directory(tmp_path: Path) -> None:
-    sweep = make_sweep(tmp_path).read_text().replace('launcher = "simulator"', 'launcher = "command"\n'
-                                                     'command = ["/nonexistent/server"]')
+@pytest.mark.parametrize("engine", ['launcher = "command"\ncommand = ["/nonexistent/server"]',
+                                    'launcher = "simulator"\npython = "/nonexistent/bin/python"'])
+def test_a_failed_pre_flight_leaves_no_run_directory(tmp_path: Path, engine: str) -> None:
+    sweep = make_sweep(tmp_path).read_text().replace('launcher = "simulator"', engine)
     path = tmp_path / "sweep.toml"
     path.write_text(sweep)
     runs = tmp_path / "runs"
     result = _cli(["run", "--headless", str(path), "--runs-dir", str(runs)], timeout_s=60)
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "pre-flight" in result.stdout + result.stderr
-    assert not runs.exists() or list(runs.iterdir()) == []
+    assert "pre-flight" in result.stdout + result.stderr and "/nonexistent/" in result.stdout + result.stderr
+    assert not runs.exists()

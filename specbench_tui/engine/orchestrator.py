@@ -410,6 +410,9 @@ class Orchestrator:
             hint = (" (/dev/shm is a RAM disk: it is emptied by every reboot; copy the model back first)"
                     if value.startswith("/dev/shm") else "")
             problems.append(f"{what} path {value} does not exist{hint}")
+        if engine.launcher != "command" and engine.python and "/" in engine.python \
+                and not Path(engine.python).expanduser().exists():
+            problems.append(f"engine.python {engine.python} does not exist")
         if engine.launcher == "command" and engine.command and not Path(engine.command[0]).exists() \
                 and not any((Path(p) / engine.command[0]).exists() for p in os.environ.get("PATH", "").split(":")):
             problems.append(f"engine.command {engine.command[0]} is not an executable path")
