@@ -239,3 +239,14 @@ def test_one_analysis_module() -> None:
     eta = "core/state.py:" + next(str(n) for n, line in enumerate(state_lines, 1)
                                   if "sum(durations) / len(durations)" in line)
     assert [f for f in found if not f.startswith(eta + ":")] == []  # the ETA's mean duration is not a result
+
+
+def test_a_run_directory_s_measurements_are_its_results_not_the_events_copies() -> None:
+    """results.jsonl is the truth (read and checked by the store); a record only an event carries, or a
+    malformed one there, never reaches a report."""
+    kept = meas("a", "code", "fib", 50.0)
+    only_in_events = MeasurementRecorded(config_id="a", record={**meas("a", "code", "x", 1.0).to_json(),
+                                                                 "repeat": "one"})
+    ledger = Ledger.from_run(PLAN, [kept], [only_in_events])
+    assert list(ledger.measurements.values()) == [kept]
+    ledger.analyse()

@@ -97,10 +97,14 @@ class Ledger:
     @classmethod
     def from_run(cls, plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurement],
                  events: Iterable[Event]) -> Ledger:
-        """The fold of a run directory's contents (measurements in file order: the last per key wins)."""
+        """The fold of a run directory's contents (measurements in file order: the last per key wins).
+
+        Measurements come from ``results.jsonl`` only (the store's truth, checked when read); the copies the
+        events carry are not taken from a file."""
         ledger = cls(plan_json=dict(plan_json or {}))
         for event in events:
-            ledger.apply(event)
+            if not isinstance(event, MeasurementRecorded):
+                ledger.apply(event)
         for measurement in measurements:
             ledger.add(measurement)
         return ledger

@@ -141,9 +141,12 @@ class RunState:
         resumed engine re-queues it, a moment later); no GPU is held."""
         state = cls.from_plan(plan, run_dir)
         for event in events:
-            state.apply(event)
+            if not isinstance(event, MeasurementRecorded):  # results.jsonl is the measurements' truth
+                state.apply(event)
         for measurement in measurements:
             state.ledger.add(measurement)
+            if measurement.workload not in state.workloads:
+                state.workloads.append(measurement.workload)
         for view in state.configs.values():
             counts = state.ledger.config_counts(view.config_id)
             view.measurements, view.zero_output, view.errors = counts.total, counts.zero_output, counts.errors
