@@ -250,3 +250,32 @@ def test_a_run_directory_s_measurements_are_its_results_not_the_events_copies() 
     ledger = Ledger.from_run(PLAN, [kept], [only_in_events])
     assert list(ledger.measurements.values()) == [kept]
     ledger.analyse()
+
+
+def test_a_run_left_running_by_a_dead_engine_reads_interrupted(tmp_path) -> None:
+    """A configuration the events leave running is running only while an engine holds the run directory's lock;
+    once that engine is gone (a kill), the report says interrupted."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from specbench_tui.engine.runlock import acquire
+    from specbench_tui.report.load import engine_owns, load_run
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "data" / "report_run_b", run)
+    config = json.loads((run / "plan.json").read_text())["configs"][0]
+    with (run / "events.jsonl").open("a") as handle:
+        handle.write(json.dumps(ConfigStateChanged(config_id=config["id"], name=config["name"],
+                                                   state=ConfigState.RUNNING).to_json()) + "\n")
+    assert engine_owns(run) is None  # no lock file: an older run directory, read as recorded
+    assert load_run(run).analysis.config(config["id"]).state == "running"  # type: ignore[union-attr]
+    lock = acquire(run)
+    try:
+        assert engine_owns(run) is True
+        assert load_run(run).analysis.config(config["id"]).state == "running"  # type: ignore[union-attr]
+    finally:
+        lock.release()
+    assert engine_owns(run) is False
+    gone = load_run(run).analysis.config(config["id"])
+    assert gone is not None and gone.state == "interrupted" and "resume" in (gone.reason or "")

@@ -182,7 +182,8 @@ class ConfigSummary:
     """Some other configuration names this one as its baseline."""
     speculative: bool
     state: str
-    """done, crashed, failed, skipped, a live state (launching, running…) or pending."""
+    """done, crashed, failed, skipped, a live state (launching, running…), interrupted (left running by an
+    engine that is gone), incomplete (measured, no state recorded) or pending."""
     reason: str | None = None
     signature: str | None = None
     """Crash signature name, e.g. ``cuda_illegal_instruction``."""
@@ -410,9 +411,15 @@ class RunAnalysis:
 # ------------------------------------------------------------------------------------------------ analyse
 
 
+STATE_INTERRUPTED = "interrupted"
+"""A configuration its engine left starting or running when it died (a kill, a lost machine): no engine owns
+the run directory any more, so it is not running; resume runs the rest."""
+
+
 def analyse(plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurement],
-            events: Iterable[Event] = ()) -> RunAnalysis:
-    """Aggregate one run; see the module docstring for the rules."""
+            events: Iterable[Event] = (), *, engine_alive: bool = True) -> RunAnalysis:
+    """Aggregate one run; see the module docstring for the rules. ``engine_alive=False`` says no engine owns
+    the run directory: a configuration its events leave starting or running is then ``interrupted``."""
     plan_json = plan_json or {}
     latest: dict[MeasurementKey, Measurement] = {}
     for measurement in measurements:  # one per key, the last recorded (a retried key counts once)
@@ -427,6 +434,9 @@ def analyse(plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurem
 
     folds: dict[str, _Fold] = {}
     configs = _configs(plan_json, measurements, events, notes, folds)
+    if not engine_alive:
+        configs = [_replace(c, state=STATE_INTERRUPTED, reason=c.reason or "its engine stopped; resume runs the rest")
+                   if c.state in ("launching", "ready", "running") else c for c in configs]
     workloads = _workloads(plan_json, measurements)
     by_cell: dict[tuple[str, str], list[Measurement]] = defaultdict(list)
     for m in measurements:
@@ -556,8 +566,10 @@ def _fold_events(events: list[Event]) -> dict[str, _Fold]:
         elif isinstance(event, ConfigStateChanged):
             fold.state = event.state.value
             fold.name = fold.name or event.name
-            if event.state in (ConfigState.PENDING, ConfigState.LAUNCHING):  # a new attempt: the old end is past
-                fold.finished, fold.crash, fold.not_run, fold.current_workload = None, None, {}, None
+            if not event.state.final:  # it runs (or waits) again: its old end is past
+                fold.finished = None
+            if event.state in (ConfigState.PENDING, ConfigState.LAUNCHING):  # a new attempt
+                fold.crash, fold.not_run, fold.current_workload = None, {}, None
         elif isinstance(event, ServerLaunching):
             fold.crash, fold.not_run = None, {}
         elif isinstance(event, CrashDetected):

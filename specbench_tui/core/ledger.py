@@ -76,9 +76,10 @@ class LedgerSnapshot:
     plan_json: Mapping[str, Any]
     measurements: tuple[Measurement, ...]
     events: tuple[Event, ...]
+    engine_alive: bool = True
 
     def analyse(self) -> RunAnalysis:
-        return analyse(self.plan_json, self.measurements, self.events)
+        return analyse(self.plan_json, self.measurements, self.events, engine_alive=self.engine_alive)
 
 
 @dataclass
@@ -92,16 +93,19 @@ class Ledger:
     by_config: dict[str, Counts] = field(default_factory=dict)
     version: int = 0
     """Bumped on every change (a cached analysis is current while the version is the same)."""
+    engine_alive: bool = True
+    """Whether an engine owns the run (a live view, or a run directory whose lock is held); without one, a
+    configuration left running is read as interrupted."""
     _analysis: tuple[int, RunAnalysis] | None = field(default=None, repr=False)
 
     @classmethod
     def from_run(cls, plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurement],
-                 events: Iterable[Event]) -> Ledger:
+                 events: Iterable[Event], *, engine_alive: bool = True) -> Ledger:
         """The fold of a run directory's contents (measurements in file order: the last per key wins).
 
         Measurements come from ``results.jsonl`` only (the store's truth, checked when read); the copies the
         events carry are not taken from a file."""
-        ledger = cls(plan_json=dict(plan_json or {}))
+        ledger = cls(plan_json=dict(plan_json or {}), engine_alive=engine_alive)
         for event in events:
             if not isinstance(event, MeasurementRecorded):
                 ledger.apply(event)
@@ -136,7 +140,8 @@ class Ledger:
         return self.by_config.get(config_id) or Counts()
 
     def snapshot(self) -> LedgerSnapshot:
-        return LedgerSnapshot(self.version, self.plan_json, tuple(self.measurements.values()), tuple(self.events))
+        return LedgerSnapshot(self.version, self.plan_json, tuple(self.measurements.values()), tuple(self.events),
+                              self.engine_alive)
 
     def analyse(self) -> RunAnalysis:
         """The analysis of the ledger as it is now (cached until the next change)."""

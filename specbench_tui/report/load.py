@@ -8,6 +8,7 @@ path that is not a run directory at all is an error (:class:`NotARunDir`); torn 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,4 +86,22 @@ def load_run(path: str | Path) -> LoadedRun:
     if not (path / "events.jsonl").exists():
         warnings.append("events.jsonl is missing: states, crash signatures and skip reasons are unknown")
     warnings.extend(report.summary())
-    return LoadedRun(path=path, analysis=Ledger.from_run(plan, measurements, events).analyse(), env=env, warnings=tuple(warnings))
+    ledger = Ledger.from_run(plan, measurements, events, engine_alive=engine_owns(path) is not False)
+    return LoadedRun(path=path, analysis=ledger.analyse(), env=env, warnings=tuple(warnings))
+
+
+def engine_owns(path: Path) -> bool | None:
+    """Whether a live specbench holds the run directory's lock (``.owner.lock``), read from ``/proc/locks``
+    without taking any lock (taking one, even shared, could make a starting engine refuse the directory); None
+    when it cannot be told (no lock file: an older run directory; no ``/proc/locks``)."""
+    try:
+        stat = (path / ".owner.lock").stat()
+        locks = Path("/proc/locks").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    wanted = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"
+    for line in locks.splitlines():
+        fields = line.split()
+        if "FLOCK" in fields and any(f.lower() == wanted for f in fields):
+            return True
+    return False
