@@ -69,8 +69,11 @@ def _children() -> list[int]:
 
 
 class Keeper:
-    def __init__(self, argv: list[str], report_fd: int, stop_signal: int) -> None:
+    def __init__(self, argv: list[str], report_fd: int, stop_signal: int, mask: set[int] | None = None) -> None:
+        """``mask``: the signal mask the keeper was started with, which the server gets back (the keeper blocks
+        the signals it waits for; a server started with them blocked would never see its stop signal)."""
         self.argv = argv
+        self.mask = mask
         self.report_fd = report_fd
         self.stop_signal = stop_signal
         self.main: int | None = None
@@ -80,6 +83,8 @@ class Keeper:
         """Fork and exec the server; False when it could not be executed (reported on the fd)."""
         errors_r, errors_w = os.pipe2(os.O_CLOEXEC)
         old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
+        if self.mask is not None:
+            old_mask = self.mask
         pid = os.fork()
         if pid == 0:  # the server
             try:
@@ -181,11 +186,15 @@ def _exit_like(status: int) -> None:
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         except (OSError, ValueError):
             pass
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot be caught, blocked or reset
+            try:
+                signal.signal(sig, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+            except (OSError, ValueError):
+                pass
         try:
-            signal.signal(sig, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
             os.kill(os.getpid(), sig)
-        except (OSError, ValueError):
+        except OSError:
             pass
         os._exit(128 + sig)
     os._exit(1)
@@ -215,11 +224,11 @@ def _parse(argv: list[str]) -> tuple[int, int, int, list[str]]:
 def main(argv: list[str] | None = None) -> None:
     parent, report_fd, stop_signal, command = _parse(sys.argv[1:] if argv is None else argv)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
+    original_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if parent > 0 and os.getppid() != parent:  # specbench died before the death signal was armed
         os._exit(1)
-    keeper = Keeper(command, report_fd, stop_signal)
+    keeper = Keeper(command, report_fd, stop_signal, original_mask)
     if not keeper.start():
         keeper._reap(block=True)
         os._exit(127)

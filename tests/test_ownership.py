@@ -609,3 +609,59 @@ def test_port_base_on_the_command_line_overrides_the_sweep(tmp_path):
     with pytest.raises(SystemExit):
         _parser().parse_args(["run", "sweeps/demo.toml", "--port-base", "80"])
 
+
+
+# ------------------------------------------------------------------------------------------------- the keeper
+
+
+def _keeper(argv: list[str]) -> subprocess.Popen[bytes]:
+    from specbench_tui.engine.server import KEEPER_PATH
+
+    return subprocess.Popen([sys.executable, "-s", str(KEEPER_PATH), "--parent", str(os.getpid()), "--", *argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def test_the_server_starts_with_the_signal_mask_of_specbench_not_the_keepers():
+    """The keeper blocks the signals it waits for; the server must not inherit that, or a server without
+    handlers of its own (llama-server) never sees its stop signal."""
+    proc = _keeper(["grep", "SigBlk", "/proc/self/status"])
+    out, _ = proc.communicate(timeout=10)
+    own = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("SigBlk"))
+    assert out.decode().strip() == own.strip()
+
+
+def test_the_keeper_forwards_the_polite_stop_and_mirrors_the_exit():
+    """SIGUSR1 to the keeper: the stop signal (SIGTERM) to the server's group; a server that dies of it makes
+    the keeper exit the same way, at once (not after a grace period)."""
+    proc = _keeper(["sleep", "60"])
+    try:
+        time.sleep(0.3)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGUSR1)
+        assert proc.wait(timeout=5) == -signal.SIGTERM
+        assert time.monotonic() - started < 1.0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV, signal.SIGTERM])
+def test_the_keeper_exits_like_its_server(sig):
+    """The engine reads the server's exit from the keeper's: a server killed by a signal (SIGSEGV is a crash
+    signature, SIGKILL is what a kill -9 or the OOM killer sends) makes the keeper end by the same signal."""
+    proc = _keeper([sys.executable, "-c", f"import os, signal; os.kill(os.getpid(), {int(sig)})"])
+    assert proc.wait(timeout=10) == -sig
+    proc = _keeper(["sh", "-c", "exit 3"])
+    assert proc.wait(timeout=10) == 3
+
+
+def test_the_keeper_reports_a_server_that_cannot_be_executed():
+    from specbench_tui.engine.server import KEEPER_PATH
+
+    read, write = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-s", str(KEEPER_PATH), "--report-fd", str(write), "--",
+                             "/nonexistent/server"], pass_fds=(write,))
+    os.close(write)
+    assert proc.wait(timeout=10) == 127
+    with os.fdopen(read, "rb") as handle:
+        assert handle.read().decode().strip() == f"error {2}"  # ENOENT
