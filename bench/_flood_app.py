@@ -34,16 +34,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specbench_tui.core.events import (
+    ConfigFinished,
     ConfigState,
     ConfigStateChanged,
+    CrashDetected,
     Event,
     LogLine,
+    MeasurementRecorded,
+    QueuePaused,
+    QueueResumed,
     ServerLaunching,
+    ServerReady,
+    ServerStopped,
     SweepFinished,
     SweepStarted,
 )
 from specbench_tui.core.plan import Plan, build_plan
-from specbench_tui.core.sweep import load_sweep
+from specbench_tui.core.records import Measurement
+from specbench_tui.core.sweep import load_sweep, parse_sweep
 
 FLOOD_SWEEP = Path(__file__).resolve().parent.parent / "sweeps" / "demo.toml"
 
@@ -119,16 +127,67 @@ class Flood:
         self.finished_at = time.monotonic()
 
 
-class FloodEngine:
-    """The adapter API over a stand-in engine: one configuration running, its log flooding."""
+def table_sweep(configs: int, workloads: int) -> str:
+    """A sweep of ``configs`` configurations × ``workloads`` workloads (for a results table of that size)."""
+    names = ", ".join(str(n) for n in range(1, configs))
+    text = f"""[sweep]
+name = "table-{configs}x{workloads}"
+baseline = "ar"
+gpus = 8
 
-    def __init__(self, plan: Plan, run_dir: Path, rate: float, total: int) -> None:
+[engine]
+launcher = "simulator"
+
+[server.args]
+model-path = "Qwen/Qwen3-8B"
+
+[[configs]]
+name = "ar"
+algorithm = "autoregressive"
+
+[[configs]]
+name = "ddtree-b{{budget}}"
+algorithm = "ddtree"
+matrix = {{ budget = [{names}] }}
+[configs.args]
+speculative-algorithm = "DDTREE"
+speculative-draft-model-path = "z-lab/Qwen3-8B-DFlash-b16"
+page-size = 1
+[configs.fork_args]
+speculative-ddtree-budget = "{{budget}}"
+"""
+    for index in range(workloads):
+        text += f"""
+[[workloads]]
+name = "w{index}"
+kind = "arithmetic"
+count = 1
+max_new_tokens = 64
+"""
+    return text
+
+
+class FloodEngine:
+    """The adapter API over a stand-in engine: one configuration running, its log flooding.
+
+    With ``table=True`` the plan's configurations start out measured (a full results table: every workload of
+    every configuration, a few crashed, zero-output or partial), the last quarter pending; the engine answers
+    pause, skip and retry as the real one does (a confirming event a moment later), and a skipped running
+    configuration is replaced by the next pending one, so that every control key can be pressed again and
+    again.
+    """
+
+    def __init__(self, plan: Plan, run_dir: Path, rate: float, total: int, *, table: bool = False) -> None:
         self.plan = plan
         self.run_dir = run_dir
         self._subscribers: list[Callable[[Event], None]] = []
-        self.config = plan.configs[0]
+        self.table = table
+        self.config = plan.configs[-1] if table else plan.configs[0]
         self.flood = Flood(self.config.id, rate, total, self._publish)
         self._paused = False
+        self._lock = threading.Lock()
+        self.log_path = run_dir / "flood.log"
+        self._finished: set[str] = set()
 
     def subscribe(self, callback: Callable[[Event], None]) -> None:
         self._subscribers.append(callback)
@@ -138,31 +197,105 @@ class FloodEngine:
             callback(event)
 
     def start(self) -> None:
-        c = self.config
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(flood_lines(5000)) + "\n")
         self._publish(SweepStarted(sweep=self.plan.sweep.name, run_dir=str(self.run_dir),
                                    total_configs=len(self.plan.configs)))
         for other in self.plan.configs:
             self._publish(ConfigStateChanged(config_id=other.id, name=other.name, state=ConfigState.PENDING))
+        if self.table:
+            self._fill_table()
+        self._launch(self.config)
+        self.flood.start()
+
+    def _launch(self, c) -> None:  # noqa: ANN001
         self._publish(ConfigStateChanged(config_id=c.id, name=c.name, state=ConfigState.LAUNCHING))
         self._publish(ServerLaunching(config_id=c.id, name=c.name, argv=("python", "-m", "sglang.launch_server"),
-                                      gpus=(0,), port=30000, pid=os.getpid(), log_path=str(self.run_dir / "x.log")))
+                                      gpus=(0,), port=30000, pid=os.getpid(), log_path=str(self.log_path)))
         self._publish(ConfigStateChanged(config_id=c.id, name=c.name, state=ConfigState.RUNNING))
-        self.flood.start()
+
+    def _fill_table(self) -> None:
+        """Measure three quarters of the configurations on every workload (two repeats each)."""
+        configs = self.plan.configs
+        measured = configs[: len(configs) * 3 // 4]
+        now = time.time() - 3600
+        for index, c in enumerate(measured):
+            self._publish(ConfigStateChanged(config_id=c.id, name=c.name, state=ConfigState.RUNNING, ts=now))
+            self._publish(ServerReady(config_id=c.id, startup_s=40.0 + index % 7, ts=now))
+            crashed = index % 23 == 5
+            for w_index, workload in enumerate(self.plan.sweep.workloads):
+                if crashed and w_index >= 2:
+                    break
+                zero = index % 31 == 7 and w_index == 3
+                for repeat in (0, 1):
+                    now += 0.5
+                    tps = 100.0 if c.name == "ar" else 120.0 + (index * 37 + w_index * 11) % 180
+                    record = Measurement(
+                        config_id=c.id, config=c.name, workload=workload.name, item="a0", repeat=repeat,
+                        status="zero_output" if zero else "ok", prompt_tokens=120,
+                        completion_tokens=0 if zero else 64, ttft_s=0.04 + index % 9 / 1000, e2e_s=0.5,
+                        decode_tps=0.0 if zero else tps + repeat, accept_length=None if c.name == "ar" else 3.5,
+                        finish_reason="length", started_at=now).to_json()
+                    self._publish(MeasurementRecorded(config_id=c.id, record=record, ts=now))
+            if crashed:
+                line = "torch.AcceleratorError: CUDA error: an illegal instruction was encountered"
+                self._publish(CrashDetected(config_id=c.id, signature="cuda_illegal_instruction", line=line,
+                                            excerpt=(line,), ts=now))
+            self._publish(ServerStopped(config_id=c.id, exit_code=-9 if crashed else 0, teardown_s=2.0, ts=now))
+            self._publish(ConfigFinished(config_id=c.id, name=c.name,
+                                         state=ConfigState.CRASHED if crashed else ConfigState.DONE,
+                                         signature="cuda_illegal_instruction" if crashed else None, ts=now))
 
     def stop(self, timeout: float) -> None:
         self.flood.stop.set()
 
+    def _later(self, delay_s: float, action: Callable[[], None]) -> None:
+        timer = threading.Timer(delay_s, action)
+        timer.daemon = True
+        timer.start()
+
     def pause(self) -> None:
         self._paused = True
+        self._later(0.2, lambda: self._publish(QueuePaused()))
 
     def resume(self) -> None:
         self._paused = False
+        self._later(0.2, lambda: self._publish(QueueResumed()))
 
     def skip(self, config_id: str) -> None:
-        pass
+        c = next((c for c in self.plan.configs if c.id == config_id), None)
+        if c is None:
+            return
+
+        def confirm() -> None:
+            with self._lock:
+                running = c.id == self.config.id
+                if running:
+                    self._publish(ServerStopped(config_id=c.id, exit_code=0, teardown_s=0.3))
+                self._publish(ConfigFinished(config_id=c.id, name=c.name, state=ConfigState.SKIPPED,
+                                             reason="skipped by the user"))
+                if running:  # the queue moves on: the next pending configuration floods now
+                    pending = [x for x in self.plan.configs[len(self.plan.configs) * 3 // 4:]
+                               if x.id not in self._finished and x.id != c.id]
+                    self._finished.add(c.id)
+                    if pending:
+                        self.config = pending[0]
+                        self.flood.config_id = pending[0].id
+                        self._launch(pending[0])
+                else:
+                    self._finished.add(c.id)
+
+        self._later(0.3, confirm)
 
     def retry(self, config_id: str) -> None:
-        pass
+        c = next((c for c in self.plan.configs if c.id == config_id), None)
+        if c is None:
+            return
+        self._finished.discard(config_id)
+        self._later(0.2, lambda: self._publish(ConfigStateChanged(config_id=c.id, name=c.name,
+                                                                   state=ConfigState.PENDING,
+                                                                   reason="queued again")))
 
     def abort(self, now: bool = False) -> None:
         self.flood.stop.set()
@@ -217,6 +350,8 @@ def main() -> int:
     parser.add_argument("--run-dir", default=None)
     parser.add_argument("--exit-after", type=float, default=None, help="seconds after the first screen")
     parser.add_argument("--result", default=None)
+    parser.add_argument("--table", default=None, metavar="CONFIGSxWORKLOADS",
+                        help="a stand-in plan this big, three quarters of it measured (e.g. 200x8)")
     parser.add_argument("--exit-when-done", action="store_true",
                         help="exit once every line was published and drained into the log panel")
     args = parser.parse_args()
@@ -232,9 +367,13 @@ def main() -> int:
         plan = build_plan(load_sweep(Path(args.sweep)))
         run_dir = RunDir.create(Path(args.run_dir), plan.sweep.name, plan.sweep.text, plan.to_json())
         engine = EngineWithFlood(EngineThread(plan, run_dir), args.rate, args.lines)
+    elif args.table:
+        configs, workloads = (int(n) for n in args.table.lower().split("x"))
+        plan = build_plan(parse_sweep(table_sweep(configs, workloads), Path("table.toml")))
+        engine = FloodEngine(plan, Path(args.run_dir or "/tmp/specbench-flood"), args.rate, args.lines, table=True)
     else:
         plan = build_plan(load_sweep(FLOOD_SWEEP))
-        engine = FloodEngine(plan, Path(args.run_dir or "/tmp"), args.rate, args.lines)
+        engine = FloodEngine(plan, Path(args.run_dir or "/tmp/specbench-flood"), args.rate, args.lines)
 
     info: dict[str, object] = {}
 

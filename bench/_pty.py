@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
+import re
 import signal
 import struct
 import subprocess
@@ -97,6 +98,31 @@ class PtyProcess:
                     return None
                 self._lock.wait(remaining)
                 if index > len(self.chunks):  # old chunks were dropped: rescan what is left
+                    index = 0
+
+    def wait_for_pattern(self, pattern: re.Pattern[bytes], after: float, timeout: float) -> float | None:
+        """The arrival time of the first output chunk after ``after`` where ``pattern`` is found (in that chunk
+        joined to the 4 KiB before it), or None."""
+        deadline = time.monotonic() + timeout
+        index = 0
+        tail = b""
+        with self._lock:
+            while True:
+                while index < len(self.chunks):
+                    at, data = self.chunks[index]
+                    index += 1
+                    if at < after:
+                        continue
+                    if not data:
+                        return None
+                    if pattern.search(tail + data):
+                        return at
+                    tail = (tail + data)[-4096:]
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._lock.wait(remaining)
+                if index > len(self.chunks):
                     index = 0
 
     def output_since(self, after: float) -> bytes:

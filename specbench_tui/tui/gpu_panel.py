@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Static
 from specbench_tui.core.state import RunState
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean, safe
+from specbench_tui.tui.table_cells import update_row
 
 COLUMNS = (("gpu", "GPU"), ("util", "util"), ("mem", "mem GiB"), ("temp", "temp"), ("power", "power"),
            ("holder", "held by"))
@@ -83,8 +84,7 @@ class GpuPanel(Vertical):
                 continue
             cells = self._cells(values)
             if index in self._shown:
-                for (column, _), cell in zip(COLUMNS, cells):
-                    table.update_cell(str(index), column, cell, update_width=True)
+                update_row(table, str(index), [key for key, _ in COLUMNS], cells)
             else:
                 table.add_row(*cells, key=str(index))
             self._shown[index] = values

@@ -12,6 +12,7 @@ from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 from specbench_tui.core.state import PAUSED, ConfigView, RunState
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean, safe
+from specbench_tui.tui.table_cells import update_row
 
 STATE_GLYPHS = {
     "pending": "·", PAUSED: "⏸", "launching": "◔", "ready": "◑", "running": "▶", "done": "✔",
@@ -19,6 +20,7 @@ STATE_GLYPHS = {
 }
 COLUMNS = (("glyph", ""), ("config", "config"), ("state", "state"), ("gpus", "GPUs"), ("startup", "start-up"),
            ("note", "reason / progress"))
+COLUMN_KEYS = tuple(key for key, _ in COLUMNS)
 
 
 def state_style(state: str, palette: Palette) -> Style:
@@ -98,8 +100,7 @@ class QueuePanel(DataTable):
             if view.config_id not in self._shown:
                 self.add_row(*cells, key=view.config_id)
             else:
-                for (column, _), cell in zip(COLUMNS, cells):
-                    self.update_cell(view.config_id, column, cell, update_width=True)
+                update_row(self, view.config_id, COLUMN_KEYS, cells)
             self._shown[view.config_id] = values
         self.border_subtitle = self._summary(state)
 

@@ -28,9 +28,11 @@ from specbench_tui.core.events import ConfigState
 from specbench_tui.core.state import RunState
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean
+from specbench_tui.tui.table_cells import update_row
 
 COLUMNS = (("config", "config"), ("workload", "workload"), ("n", "n"), ("tps", "tok/s"), ("ttft", "TTFT ms"),
            ("accept", "accept"), ("speedup", "speedup"), ("note", "note"))
+COLUMN_KEYS = tuple(key for key, _ in COLUMNS)
 SORTS: tuple[tuple[str | None, str, bool], ...] = (
     (None, "plan order", False), ("tps", "tok/s", True), ("speedup", "speedup", True), ("ttft", "TTFT", False),
     ("accept", "accept", True),
@@ -190,8 +192,7 @@ class ResultsPanel(DataTable):
                 continue
             cells = self._cells(row)
             if key in self._shown:
-                for (column, _), cell in zip(COLUMNS, cells):
-                    self.update_cell(key, column, cell, update_width=True)
+                update_row(self, key, COLUMN_KEYS, cells)
             else:
                 self.add_row(*cells, key=key)
             self._shown[key] = row
