@@ -59,7 +59,15 @@ async def test_long_log_renders_only_visible_lines(tmp_path: Path) -> None:
         assert view.visible_count == 1
         await pilot.press("slash", *"199999", "enter")
         await pilot.pause()
-        assert view.cursor_line == count - 1 and not view.problems_only  # the hit is shown, filter off
+        # Search and filter compose: the hit is no error line, so it is not found among what is shown.
+        assert view.problems_only and view.cursor_line == count
+        assert "not among the errors & warnings (1 match in the whole log" in screen.status
+        await pilot.press("e")  # every line again: the same search finds it
+        await pilot.pause()
+        assert not view.problems_only
+        await pilot.press("n")
+        await pilot.pause()
+        assert view.cursor_line == count - 1
         assert len(view._line_cache) < 400
 
 

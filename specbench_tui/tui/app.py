@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import queue
+from collections import OrderedDict
 import sys
 import time
 from collections.abc import Callable
@@ -26,6 +27,8 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.css.query import QueryError
+from textual.events import Resize
+from textual.screen import Screen
 from textual.theme import Theme
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
@@ -56,11 +59,14 @@ from specbench_tui.core.state import ConfigView, RunState
 from specbench_tui.engine.store import log_file_name
 from specbench_tui.tui.commands import SweepCommands
 from specbench_tui.tui.confirm_quit import ConfirmQuitScreen
-from specbench_tui.tui.gpu_panel import GpuPanel
+from specbench_tui.tui.gpu_panel import GpuLine, GpuPanel
 from specbench_tui.tui.header import SweepHeader
 from specbench_tui.tui.log_panel import MAX_LINES, ServerLogPanel
 from specbench_tui.tui.log_screen import FullLogScreen
+from specbench_tui.tui.notifications_screen import NotificationsScreen
+from specbench_tui.tui.notifier import Notifier
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
+from specbench_tui.tui.preflight_screen import PreflightFailedScreen
 from specbench_tui.tui.queue_panel import QueuePanel
 from specbench_tui.tui.results_panel import ResultsPanel
 from specbench_tui.tui.safe_text import clean
@@ -68,9 +74,13 @@ from specbench_tui.tui.sweep_screen import SweepScreen
 from specbench_tui.tui.themes import DEFAULT_THEME, FALLBACK_THEME, load_themes
 
 STOP_TIMEOUT_S = 60.0
+"""How long quitting waits for the engine to tear the servers down."""
 ENGINE_SWITCH_INTERVAL_S = 0.0005
 """The GIL switch interval while the engine thread measures next to the UI (see ``_start_engine``)."""
-"""How long quitting waits for the engine to tear the servers down."""
+LOG_SCREENS_KEPT = 4
+"""Full-log screens kept built after they close, so reopening one is instant."""
+OPTIMISTIC_TIMEOUT_S = 15.0
+"""How long a row shows what a key asked for before the engine confirms it; then it shows the engine's state."""
 RESULTS_INTERVAL_S = 0.5
 """Least time between two rebuilds of the results table once there are many measurements."""
 THROTTLE_RESULTS_FROM = 300
@@ -96,6 +106,19 @@ class EngineAdapter(Protocol):
     def paused(self) -> bool: ...
 
 
+_QUEUE_PAUSED = "Queue paused: the request in flight finishes, nothing new is launched (p resumes)."
+_QUEUE_RESUMED = "Queue resumed."
+
+
+def _zero_output_text(name: str, workloads: list[str]) -> str:
+    """``dflash-b32: zero output on 4 workloads (code, …)``: one sentence for a burst."""
+    count = len(workloads)
+    shown = ", ".join(workloads[:4]) + (" …" if count > 4 else "")
+    noun = "workload" if count == 1 else "workloads"
+    return (f"{name}: zero output tokens on {count} {noun} ({shown}). Such requests are flagged and kept out of "
+            "the averages.")
+
+
 class SpecbenchApp(App[int]):
     """Header, sweep queue, results, server log and GPUs over one engine."""
 
@@ -105,7 +128,7 @@ class SpecbenchApp(App[int]):
     PANELS = (("queue", "sweep queue"), ("results", "results"), ("log", "server log"), ("gpus", "GPUs"))
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+q", "request_quit", "Quit", show=False, priority=True, id="quit-ctrl-q"),
-        Binding("ctrl+c", "request_quit", "Quit", show=False, priority=True, id="quit-ctrl-c"),
+        Binding("ctrl+c", "interrupt", "Quit", show=False, priority=True, id="quit-ctrl-c"),
     ]
 
     def __init__(self, engine: EngineAdapter, *, theme: str | None = None, clock: Callable[[], float] = time.time,
@@ -134,6 +157,17 @@ class SpecbenchApp(App[int]):
         self._results_synced_at = float("-inf")
         self._quitting = False
         self._panels_ready = False
+        self.notifier = Notifier(self, clock)
+        """Coalesced toasts and the session's notification history (key ``n``)."""
+        self.optimistic: dict[str, tuple[str, str, float]] = {}
+        """config id → (state shown, note, when asked): what a key asked for, shown until the engine confirms."""
+        self.pause_requested: bool | None = None
+        """The queue state ``p`` asked for, shown in the header until the engine confirms it."""
+        self.preflight_problems: list[str] = []
+        """Why the sweep could not start (pre-flight), as the engine said; printed again at exit."""
+        self._log_screens: OrderedDict[str, FullLogScreen] = OrderedDict()
+        """Full-log screens built so far (the most recent :data:`LOG_SCREENS_KEPT`), by configuration."""
+        self._screen_size: tuple[int, int] | None = None
         themes, problems = load_themes(themes_dir)
         self._theme_problems = problems
         self.specbench_themes = [t.name for t in themes]
@@ -169,8 +203,8 @@ class SpecbenchApp(App[int]):
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self._apply_palette()
         if self._theme_problems:
-            self.notify("\n".join(self._theme_problems), title="Theme files skipped", severity="error",
-                        timeout=20, markup=False)
+            self.notifier.post("\n".join(self._theme_problems), title="Theme files skipped", severity="error",
+                               timeout=20, topic=("themes",))
         self.engine.subscribe(self._engine_event)
         self.set_interval(self._drain_interval_s, self.drain_events)
         self.set_interval(1.0, self._tick)
@@ -201,8 +235,8 @@ class SpecbenchApp(App[int]):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         worker = event.worker
         if worker.group == "engine-start" and event.state == WorkerState.ERROR:
-            self.notify(f"The sweep could not start: {clean(worker.error, 400)}", title="Engine error",
-                        severity="error", timeout=30, markup=False)
+            self.notifier.post(f"The sweep could not start: {clean(worker.error, 400)}", title="✖ Engine error",
+                               severity="error", timeout=30, topic=("engine",))
         elif worker.group == "analysis" and event.state in (WorkerState.SUCCESS, WorkerState.ERROR,
                                                              WorkerState.CANCELLED):
             self._analysis_done(worker)
@@ -221,6 +255,7 @@ class SpecbenchApp(App[int]):
 
     def _tick(self) -> None:
         if self._panels_attached():
+            self._expire_optimistic()
             self._header().refresh()
             if self._results_pending:
                 self._sync_panels()
@@ -269,6 +304,7 @@ class SpecbenchApp(App[int]):
                 pending, self._pending_controls = self._pending_controls, []
                 for request in pending:
                     request()
+            self._confirmed(event)
             dirty_queue = True
             if isinstance(event, (MeasurementRecorded, ConfigFinished, CrashDetected, ConfigStateChanged,
                                   WorkloadNotRun)):
@@ -284,25 +320,51 @@ class SpecbenchApp(App[int]):
             self._sync_panels(queue=dirty_queue, results=dirty_results, gpus=dirty_gpus)
         return len(events)
 
+    def _confirmed(self, event: Event) -> None:
+        """Drop what a key asked for once the engine has said what became of it."""
+        config_id = getattr(event, "config_id", None)
+        if config_id is not None and isinstance(event, (ConfigStateChanged, ConfigFinished, ServerLaunching)):
+            self.optimistic.pop(config_id, None)
+        elif isinstance(event, (QueuePaused, QueueResumed)):
+            self.pause_requested = None
+        elif isinstance(event, SweepFinished):
+            self.optimistic.clear()
+            self.pause_requested = None
+
+    def _expire_optimistic(self) -> None:
+        """A request the engine never answered: the row goes back to the engine's state, and says so."""
+        now = time.monotonic()
+        for config_id, (_, _, asked_at) in list(self.optimistic.items()):
+            if now - asked_at > OPTIMISTIC_TIMEOUT_S:
+                del self.optimistic[config_id]
+                view = self.state.configs.get(config_id)
+                name = clean(view.name if view else config_id, 80)
+                self.notifier.post(f"{name}: the engine has not confirmed the request; the row shows its state.",
+                                   severity="warning", topic=("control", config_id))
+                self._sync_panels(queue=True)
+
     def _announce(self, event: Event) -> None:
-        """Notifications for what must not go unnoticed, whichever panel has focus."""
+        """Notifications for what must not go unnoticed, whichever panel has focus: one toast per burst."""
         state = self.state
+        notifier = self.notifier
         if isinstance(event, CrashDetected):
             view = state.configs.get(event.config_id)
             key = ("crash", event.config_id, view.attempt if view else 0)
             if key not in self._announced:
                 self._announced.add(key)
                 name = view.name if view else event.config_id
-                self.notify(f"{clean(name, 80)} crashed: {clean(event.signature, 80)}\n{clean(event.line, 300)}",
-                            title="Server crashed", severity="error", timeout=15, markup=False)
+                notifier.post(f"{clean(name, 80)} crashed: {clean(event.signature, 80)}\n{clean(event.line, 300)}",
+                              title="✖ Server crashed", severity="error", timeout=15,
+                              topic=("config", event.config_id))
         elif isinstance(event, ConfigFinished) and event.state in (ConfigState.CRASHED, ConfigState.FAILED):
             view = state.configs.get(event.config_id)
             key = ("crash", event.config_id, view.attempt if view else 0)
             if key not in self._announced:
                 self._announced.add(key)
                 detail = event.signature or event.reason or event.state.value
-                self.notify(f"{clean(event.name, 80)} {event.state.value}: {clean(detail, 300)}",
-                            title=f"Configuration {event.state.value}", severity="error", timeout=15, markup=False)
+                notifier.post(f"{clean(event.name, 80)} {event.state.value}: {clean(detail, 300)}",
+                              title=f"✖ Configuration {event.state.value}", severity="error", timeout=15,
+                              topic=("config", event.config_id))
         elif isinstance(event, MeasurementRecorded):
             measurement = event.measurement
             if measurement is not None and measurement.status == STATUS_ZERO_OUTPUT:
@@ -312,26 +374,40 @@ class SpecbenchApp(App[int]):
                     self._announced.add(key)
                     view = state.configs.get(event.config_id)
                     name = clean(view.name if view else event.config_id, 80)
-                    self.notify(f"{name} returned zero output tokens on '{workload}'. Such requests are flagged "
-                                "and kept out of the averages.", title="Zero output", severity="warning",
-                                timeout=12, markup=False)
+                    notifier.burst(("zero", event.config_id), workload, partial(_zero_output_text, name),
+                                   title="▲ Zero output", severity="warning")
         elif isinstance(event, Notice):
             key = ("notice", event.level, event.text)
             if key not in self._announced:
                 self._announced.add(key)
                 severity = {"error": "error", "warning": "warning"}.get(event.level, "information")
-                self.notify(clean(event.text, 500), severity=severity, timeout=10, markup=False)  # type: ignore[arg-type]
+                if event.level == "error" and event.text.startswith("pre-flight: "):
+                    self.preflight_problems.append(event.text.removeprefix("pre-flight: "))
+                    notifier.burst(("preflight",), event.text.removeprefix("pre-flight: "),
+                                   lambda items: "\n".join(clean(i, 300) for i in items),
+                                   title="✖ Pre-flight failed", severity="error", timeout=30)
+                    return
+                notifier.post(clean(event.text, 500), severity=severity, timeout=10,  # type: ignore[arg-type]
+                              topic=("notice", event.config_id, event.level))
         elif isinstance(event, (QueuePaused, QueueResumed)):
-            text = ("Queue paused: the request in flight finishes, nothing new is launched (p resumes)."
-                    if isinstance(event, QueuePaused) else "Queue resumed.")
-            self.notify(text, timeout=4, markup=False)
+            if ("queue",) not in notifier._live:  # the key already said so
+                notifier.post(_QUEUE_PAUSED if isinstance(event, QueuePaused) else _QUEUE_RESUMED, timeout=4,
+                              topic=("queue",), record=False)
         elif isinstance(event, SweepFinished):
+            if self.preflight_problems:
+                notifier.dismiss(("preflight",))
+                self.push_screen(PreflightFailedScreen(self.preflight_problems), callback=self._preflight_closed)
+                return
             counts = state.counts()
             summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-            self.notify(f"Sweep {clean(event.state, 40)}: {summary}; {state.measurements} measurements. "
-                        "Press q to quit.", title="Sweep finished",
-                        severity="information" if event.state == "completed" else "warning", timeout=30,
-                        markup=False)
+            notifier.post(f"Sweep {clean(event.state, 40)}: {summary}; {state.measurements} measurements. "
+                          "Press q to quit.", title="Sweep finished",
+                          severity="information" if event.state == "completed" else "warning", timeout=30,
+                          topic=("sweep",))
+
+    def _preflight_closed(self, quit_now: Any) -> None:
+        if quit_now:
+            self.action_request_quit()
 
     def _header(self) -> SweepHeader:
         return self.sweep_screen.query_one(SweepHeader)
@@ -351,7 +427,7 @@ class SpecbenchApp(App[int]):
     def _sync_panels(self, *, queue: bool = False, results: bool = False, gpus: bool = False,
                      force: bool = False) -> None:
         if queue:
-            self._queue_panel().sync(self.state, force)
+            self._queue_panel().sync(self.state, force, self.optimistic, self.pause_requested)
             self._log_panel().set_sources([v.name for v in self.state.active()])
         if force and self.analysis is not None:  # a new theme: redraw what is shown now, in its colours
             self._results_panel().sync(self.state, True, self.analysis)
@@ -367,6 +443,7 @@ class SpecbenchApp(App[int]):
                 self._results_pending = True
         if gpus or queue:
             self._gpu_panel().sync(self.state, force)
+            self.sweep_screen.query_one(GpuLine).refresh()
         self._header().refresh()
 
     def _request_analysis(self) -> None:
@@ -402,21 +479,31 @@ class SpecbenchApp(App[int]):
     # ------------------------------------------------------------------------------------ theme
 
     def _apply_palette(self) -> None:
-        self.palette = Palette.from_variables(self.get_css_variables())
+        self.palette = Palette.from_variables(self.get_css_variables(), no_color=self.no_color)
         screen = self.sweep_screen
         for widget in (screen.query_one(SweepHeader), screen.query_one(QueuePanel), screen.query_one(ResultsPanel),
-                       screen.query_one(GpuPanel)):
+                       screen.query_one(GpuPanel), screen.query_one(GpuLine)):
             widget.palette = self.palette  # type: ignore[attr-defined]
         screen.query_one(ServerLogPanel).set_palette(self.palette)
-        for pushed in self.screen_stack:
-            if isinstance(pushed, FullLogScreen):
+        for pushed in {*self.screen_stack, *self._log_screens.values()}:
+            if isinstance(pushed, FullLogScreen) and pushed.is_attached:
                 pushed.set_palette(self.palette)
 
     def _theme_changed(self, theme: Theme) -> None:
         if not self._panels_ready:
             return
         self._apply_palette()
-        self._sync_panels(queue=True, results=True, gpus=True, force=True)
+        # The borders, backgrounds and toast of the new theme are drawn first; the cells built in Python are
+        # restyled right after (a big results table takes a moment, and the key has answered by then).
+        self.call_after_refresh(self._restyle_panels)
+
+    def _restyle_panels(self) -> None:
+        if not self._panels_attached():
+            return
+        self._queue_panel().sync(self.state, True, self.optimistic, self.pause_requested)
+        self._results_panel().restyle()
+        self._gpu_panel().sync(self.state, True)
+        self._header().refresh()
 
     def set_theme(self, name: str) -> None:
         """Switch to theme ``name`` (the panels recolour themselves)."""
@@ -427,7 +514,7 @@ class SpecbenchApp(App[int]):
         names = self.specbench_themes or [FALLBACK_THEME]
         index = names.index(self.theme) + 1 if self.theme in names else 0
         self.set_theme(names[index % len(names)])
-        self.notify(f"Theme: {self.theme}", timeout=3, markup=False)
+        self.notifier.post(f"Theme: {self.theme}", timeout=3, topic=("theme",), record=False)
 
     # ------------------------------------------------------------------------------------ selection
 
@@ -445,66 +532,111 @@ class SpecbenchApp(App[int]):
 
     # ------------------------------------------------------------------------------------ control
 
+    def _hint(self, message: str, severity: str = "warning") -> None:
+        """A short answer to a key (not kept in the history)."""
+        self.notifier.post(message, severity=severity, timeout=4, topic=("hint",), record=False)  # type: ignore[arg-type]
+
     def _control(self, request: Callable[[], None]) -> None:
         """Send a control request now, or as soon as the sweep has started (earlier ones would be lost)."""
         if self.state.started_at is None:
             self._pending_controls.append(request)
-            self.notify("The sweep is still starting: the request is sent once it runs.", timeout=4, markup=False)
+            self._hint("The sweep is still starting: the request is sent once it runs.", "information")
         else:
             request()
 
+    def _show_asked(self, config_id: str, shown_state: str, note: str) -> None:
+        """Show at once what a key asked of ``config_id`` (the engine confirms it with its own event)."""
+        self.optimistic[config_id] = (shown_state, note, time.monotonic())
+        if self._panels_attached():
+            self._queue_panel().sync(self.state, False, self.optimistic, self.pause_requested)
+            self._header().refresh()
+
+    @property
+    def paused_shown(self) -> bool:
+        """Whether the header shows the queue paused (what ``p`` asked for, until the engine answers)."""
+        return self.state.paused if self.pause_requested is None else self.pause_requested
+
     def action_toggle_pause(self) -> None:
-        """Pause or resume, by the queue state the events reported (what the header shows)."""
-        if self.state.paused:
-            self._control(self.engine.resume)
-        else:
-            self._control(self.engine.pause)
+        """Pause or resume: the header and a toast say so at once; the engine confirms with its event."""
+        if self.state.outcome is not None:
+            self._hint("The sweep has ended: there is no queue to pause.")
+            return
+        pause = not self.paused_shown
+        self.pause_requested = pause
+        self._control(self.engine.pause if pause else self.engine.resume)
+        self.notifier.post(_QUEUE_PAUSED if pause else _QUEUE_RESUMED, timeout=4, topic=("queue",), record=False)
+        if self._panels_attached():
+            self._queue_panel().sync(self.state, False, self.optimistic, self.pause_requested)
+            self._header().refresh()
 
     def skip_config(self, config_id: str) -> None:
-        """Ask the engine to skip ``config_id`` (a pending one is dropped, a running one stopped)."""
+        """Skip ``config_id``: a pending one is dropped, a running one stopped; the row says so at once."""
         view = self.state.configs.get(config_id)
         if view is None:
+            return
+        asked = self.optimistic.get(config_id)
+        if asked is not None and asked[0] == ConfigState.SKIPPED.value:
+            self._hint(f"{clean(view.name, 80)} is being skipped already.", "information")
             return
         if view.state.final:
-            self.notify(f"{clean(view.name, 80)} is already {view.state.value}.", severity="warning", markup=False)
+            self._hint(f"{clean(view.name, 80)} is already {view.state.value}.")
             return
         self._control(partial(self.engine.skip, config_id))
-        self.notify(f"Skipping {clean(view.name, 80)}…", timeout=4, markup=False)
+        note = "skipped by you: stopping its server…" if view.state.active else "skipped by you"
+        self._show_asked(config_id, ConfigState.SKIPPED.value, note)
 
     def retry_config(self, config_id: str) -> None:
-        """Ask the engine to queue a crashed, failed or skipped configuration again."""
+        """Queue a crashed, failed or skipped configuration again (not one the sweep file excludes)."""
         view = self.state.configs.get(config_id)
         if view is None:
             return
+        planned = next((c for c in self.engine.plan.configs if c.id == config_id), None)
+        if planned is not None and planned.skip_reason:
+            self.notifier.post(f"{clean(view.name, 80)} cannot run: the sweep file excludes it "
+                               f"({clean(planned.skip_reason, 200)}). Remove or narrow that exclude rule in "
+                               f"{clean(self.engine.plan.sweep.shown_path, 200)} and start a new run.",
+                               title="Excluded by the sweep", severity="warning", timeout=10,
+                               topic=("control", config_id))
+            return
+        asked = self.optimistic.get(config_id)
+        if asked is not None and asked[0] == ConfigState.PENDING.value:
+            self._hint(f"{clean(view.name, 80)} is queued again already.", "information")
+            return
         if view.state not in (ConfigState.CRASHED, ConfigState.FAILED, ConfigState.SKIPPED):
-            self.notify(f"{clean(view.name, 80)} is {view.state.value}: only crashed, failed or skipped "
-                        "configurations can be retried.", severity="warning", markup=False)
+            self._hint(f"{clean(view.name, 80)} is {view.state.value}: only crashed, failed or skipped "
+                       "configurations can be retried.")
             return
         self._control(partial(self.engine.retry, config_id))
-        self.notify(f"Retrying {clean(view.name, 80)}: queued again.", timeout=4, markup=False)
+        self._show_asked(config_id, ConfigState.PENDING.value, "queued again")
 
     def action_skip_selected(self) -> None:
         view = self.selected_config()
         if view is None:
-            self.notify("Select a configuration in the queue first.", severity="warning", markup=False)
+            self._hint("Select a configuration in the queue first.")
             return
         self.skip_config(view.config_id)
 
     def action_skip_running(self) -> None:
-        active = self.state.active()
+        active = [v for v in self.state.active()
+                  if self.optimistic.get(v.config_id, ("",))[0] != ConfigState.SKIPPED.value]
         if not active:
-            self.notify("No configuration is running.", severity="warning", markup=False)
+            self._hint("No configuration is running.")
             return
         selected = self.selected_config()
-        target = selected if selected is not None and selected.state.active else active[0]
+        target = selected if selected is not None and selected in active else active[0]
         self.skip_config(target.config_id)
 
     def action_retry_selected(self) -> None:
         view = self.selected_config()
         if view is None:
-            self.notify("Select a configuration in the queue first.", severity="warning", markup=False)
+            self._hint("Select a configuration in the queue first.")
             return
         self.retry_config(view.config_id)
+
+    def action_notifications(self) -> None:
+        """Open the history of this session's notifications."""
+        if not any(isinstance(s, NotificationsScreen) for s in self.screen_stack):
+            self.push_screen(NotificationsScreen(self.notifier.history, self.palette))
 
     def log_path_of(self, view: ConfigView) -> Path:
         """Where the configuration's server log is (as the engine announced it, else the run directory's)."""
@@ -520,17 +652,40 @@ class SpecbenchApp(App[int]):
             return
         path = self.log_path_of(view)
         if not path.exists():
-            self.notify(f"{clean(view.name, 80)} has no log yet ({view.state.value}).", severity="warning",
-                        markup=False)
+            self._hint(f"{clean(view.name, 80)} has no log yet ({view.state.value}).")
             return
-        self.push_screen(FullLogScreen(view.name, path, palette=self.palette, follow=view.state.active,
-                                       crash_line_number=view.crash_log_line, crash_line=view.crash_line,
-                                       signature=view.signature))
+        screen = self._log_screens.get(config_id)
+        if screen is not None and screen.path == path and screen.is_attached:
+            self._log_screens.move_to_end(config_id)
+            screen.retarget(follow=view.state.active, crash_line_number=view.crash_log_line,
+                            crash_line=view.crash_line, signature=view.signature)
+            screen.set_palette(self.palette)
+        else:
+            if screen is not None:
+                self._forget_log_screen(config_id)
+            screen = FullLogScreen(view.name, path, palette=self.palette, follow=view.state.active,
+                                   crash_line_number=view.crash_log_line, crash_line=view.crash_line,
+                                   signature=view.signature)
+            # Kept once built: opening the same log again (l, Esc, l…) costs no compose and no styling.
+            self.install_screen(screen, f"specbench-log-{len(self._log_screens)}-{config_id}")
+            self._log_screens[config_id] = screen
+            for old_id in list(self._log_screens)[:-LOG_SCREENS_KEPT]:
+                self._forget_log_screen(old_id)
+        self.push_screen(screen)
+
+    def _forget_log_screen(self, config_id: str) -> None:
+        screen = self._log_screens.get(config_id)
+        if screen is None or screen in self.screen_stack:
+            return
+        del self._log_screens[config_id]
+        self.uninstall_screen(screen)
+        if screen.is_attached:
+            screen.remove()
 
     def action_open_log(self) -> None:
         view = self.selected_config()
         if view is None:
-            self.notify("Select a configuration in the queue first.", severity="warning", markup=False)
+            self._hint("Select a configuration in the queue first.")
             return
         self.open_log_of(view.config_id)
 
@@ -549,34 +704,40 @@ class SpecbenchApp(App[int]):
     def action_focus_panel(self, panel: str) -> None:
         screen = self.sweep_screen
         widget = self._panel_widget(panel)
-        if screen.maximized is not None and screen.maximized is not widget or not widget.display or widget.region.area == 0:
-            screen.maximize(widget, container=False)
+        maximized = screen.maximized_panel
+        shown = widget.display and widget.region.area > 0
+        if maximized is not None and maximized is not widget or maximized is None and not shown:
+            screen.maximize_panel(widget)
+            shown = False
         target: Widget = widget
         if isinstance(widget, GpuPanel):
             target = widget.table if widget.table.display else widget
-        self.call_after_refresh(target.focus)
+        if shown:
+            target.focus()  # at once: the next key (m, s…) already acts on this panel
+        else:
+            self.call_after_refresh(target.focus)
 
     def action_toggle_maximize(self) -> None:
         screen = self.sweep_screen
-        if screen.maximized is not None:
-            screen.minimize()
+        if screen.maximized_panel is not None:
+            screen.restore_panels()
             return
         focused = screen.focused
         panel = next((w for w in ([focused] + list(focused.ancestors) if focused else [])
                       if isinstance(w, (QueuePanel, ResultsPanel, ServerLogPanel, GpuPanel))), None)
         if panel is not None:
-            screen.maximize(panel, container=False)
+            screen.maximize_panel(panel)
 
     def action_cycle_sort(self) -> None:
         label = self._results_panel().cycle_sort()
-        self.notify(f"Results sorted by {label}.", timeout=3, markup=False)
+        self.notifier.post(f"Results sorted by {label}.", timeout=3, topic=("sort",), record=False)
 
     # ------------------------------------------------------------------------------------ quitting
 
     def action_request_quit(self) -> None:
         """Quit; while servers run, ask first, then stop the sweep and tear them down."""
         if self._quitting:
-            self.notify("Still stopping the servers…", markup=False)
+            self._hint("Still stopping the servers…", "information")
             return
         running = [v.name for v in self.state.active()]
         if running and self.state.outcome is None:
@@ -585,6 +746,30 @@ class SpecbenchApp(App[int]):
             self.push_screen(ConfirmQuitScreen(running), callback=self._quit_answered)
         else:
             self.shut_down()
+
+    def action_interrupt(self) -> None:
+        """Ctrl-C: the first asks (as q does) while servers run; a second one, in that dialog, quits."""
+        confirm = next((s for s in self.screen_stack if isinstance(s, ConfirmQuitScreen)), None)
+        if confirm is not None:
+            confirm.dismiss(True)
+            return
+        self.action_request_quit()
+
+    def get_system_commands(self, screen: Screen) -> Any:
+        """No Textual system commands: the palette holds the app's own (quit asks first, themes are ours)."""
+        return iter(())
+
+    def on_resize(self, event: Resize) -> None:
+        """A maximised panel is restored when the terminal changes size (the layout it was chosen for is gone)."""
+        size = (event.size.width, event.size.height)
+        if self._screen_size is not None and size != self._screen_size:
+            try:
+                screen = self.sweep_screen
+            except LookupError:
+                screen = None
+            if screen is not None and screen.maximized_panel is not None:
+                screen.restore_panels()
+        self._screen_size = size
 
     def _quit_answered(self, confirmed: Any) -> None:
         if confirmed:
@@ -596,8 +781,8 @@ class SpecbenchApp(App[int]):
             return
         self._quitting = True
         if self.state.active():
-            self.notify("Stopping the sweep and tearing the servers down…", title="Quitting", timeout=60,
-                        markup=False)
+            self.notifier.post("Stopping the sweep and tearing the servers down…", title="Quitting", timeout=60,
+                               topic=("quit",))
         self._stop_engine(self.state.outcome is None)
 
 

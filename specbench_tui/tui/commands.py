@@ -30,7 +30,9 @@ def highlight(matcher: Matcher, title: str) -> Content:
 class SweepCommands(Provider):
     """``sweep:``, ``log:``, ``panel:``, ``results:`` and ``theme:`` commands."""
 
-    def _commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
+    def _commands(self, every_config: bool = True) -> Iterator[tuple[str, Callable[[], object], str]]:
+        """The commands, worded for the current state; ``every_config`` adds one per configuration (for a
+        search: the list shown before anything is typed stays short, whatever the size of the sweep)."""
         app: SpecbenchApp = self.app  # type: ignore[assignment]
         state = app.state
         if state.paused:
@@ -46,7 +48,7 @@ class SweepCommands(Provider):
         for view in state.active():
             yield f"sweep: skip the running {clean(view.name, 60)}", partial(app.skip_config, view.config_id), \
                 "stop its server and mark it skipped (S)"
-        for view in state.ordered_configs():
+        for view in state.ordered_configs() if every_config else ():
             name = clean(view.name, 60)
             if view.log_path:
                 yield f"log: {name}", partial(app.open_log_of, view.config_id), "open this server's full log"
@@ -57,13 +59,14 @@ class SweepCommands(Provider):
         for number, (panel, label) in enumerate(app.PANELS, start=1):
             yield f"panel: focus {label}", partial(app.action_focus_panel, panel), f"({number})"
         yield "panel: maximise or restore the focused panel", app.action_toggle_maximize, "(m)"
+        yield "notifications: show every notification of this session", app.action_notifications, "(n)"
         yield "results: sort by the next column", app.action_cycle_sort, "(o)"
         for theme in app.specbench_themes:
             yield f"theme: {theme}", partial(app.set_theme, theme), "switch colours (t cycles)"
         yield "quit", app.action_request_quit, "stop the sweep and tear the servers down (q)"
 
     async def discover(self) -> Hits:
-        for title, callback, help_text in self._commands():
+        for title, callback, help_text in self._commands(every_config=False):
             yield DiscoveryHit(Content(title), callback, text=title, help=help_text)
 
     async def search(self, query: str) -> Hits:

@@ -8,6 +8,7 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from specbench_tui.core.state import RunState
@@ -112,3 +113,40 @@ class GpuPanel(Vertical):
             Text((f"{power:.0f}" if power is not None else "n/a") + (f"/{limit:.0f}W" if limit else "W")),
             safe(holder or "–", palette.accent if holder else palette.muted, 60),
         ]
+
+
+class GpuLine(Widget):
+    """One line of GPUs for narrow terminals, where the GPU panel gives way: ``GPU 0 97% 118/140G ddtree-b8``."""
+
+    def __init__(self, state: RunState, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.state = state
+        self.palette: Palette = DEFAULT_PALETTE
+        """Styles from the current theme (set by the app)."""
+
+    def render(self) -> Text:
+        state = self.state
+        palette = self.palette
+        text = Text(no_wrap=True, overflow="ellipsis", end="")
+        samples = sorted((s for s in state.gpu_samples if isinstance(s.get("index"), int)), key=lambda s: s["index"])
+        text.append(" GPUs ", style=palette.accent)
+        if not samples:
+            text.append(NO_GPU_HINT if state.gpu_sampled_at is not None else WAITING_HINT, style=palette.muted)
+            return text
+        holders = state.gpu_holders()
+        for position, sample in enumerate(samples):
+            if position:
+                text.append(" │ ", style=palette.muted)
+            index = sample["index"]
+            util, used, total = _number(sample, "util_pct"), _number(sample, "mem_used_mib"), \
+                _number(sample, "mem_total_mib")
+            text.append(f"{index} ", style="bold")
+            text.append(f"{util:.0f}%" if util is not None else "n/a",
+                        style=palette.accent if util and util > 5 else palette.muted)
+            if used is not None:
+                text.append(f" {used / 1024:.0f}" + (f"/{total / 1024:.0f}G" if total else "G"))
+            holder = holders.get(index)
+            if holder:
+                text.append(" ")
+                text.append(clean(holder, 24), style=palette.accent)
+        return text

@@ -76,7 +76,7 @@ class SweepHeader(Widget):
             eta = state.eta_s(now)
             text.append(f"  ETA {format_duration(eta) if eta is not None else 'learning'}", style=palette.muted
                         if eta is None else "")
-        if state.paused:
+        if getattr(self.app, "paused_shown", state.paused):
             text.append("  ⏸ PAUSED", style=palette.zero_output)
         counts = state.counts()
         crashed = counts.get(ConfigState.CRASHED.value, 0) + counts.get(ConfigState.FAILED.value, 0)

@@ -24,7 +24,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from specbench_tui.tui.log_style import PROBLEM_KEYWORDS, LogHighlighter, classify
+from specbench_tui.tui.log_style import PROBLEM_KEYWORDS, LogHighlighter, classify, is_fatal
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import MAX_LINE_CHARS, clean
 
@@ -272,10 +272,11 @@ class LogFileView(ScrollView, can_focus=True):
             self.scroll_end(animate=False)
         self.post_message(LogFileView.Changed())
 
-    def show_line(self, line: int) -> None:
-        """Scroll so that file line ``line`` is in the middle of the view (turning the filter off if needed)."""
+    def show_line(self, line: int, reveal: bool = False) -> None:
+        """Scroll so that file line ``line`` is in the middle of the view; a line the filter hides is shown only
+        with ``reveal`` (the filter goes off), else the view stays where it is."""
         row = self.row_of(line)
-        if row is None and self.problems_only:
+        if row is None and self.problems_only and reveal:
             self.problems_only = False
             row = self.row_of(line)
         if row is None:
@@ -325,9 +326,11 @@ class LogFileView(ScrollView, can_focus=True):
         self._problems_scanned = limit
 
     def find(self, query: str, forward: bool = True) -> tuple[int | None, int]:
-        """Move the cursor to the next (or previous) line containing ``query``, wrapping around.
+        """Move the cursor to the next (or previous) line containing ``query``, wrapping around; with the
+        errors-and-warnings filter on, only among the lines it shows (search and filter compose).
 
-        Returns the line found (None when nowhere) and how many matches the file has.
+        Returns the line found (None when nowhere, or nowhere the filter shows) and how many matches the whole
+        file has.
         """
         self.query_text = query
         self.refresh()
@@ -348,7 +351,7 @@ class LogFileView(ScrollView, can_focus=True):
                 current = (top - 1) if (forward and top is not None) else (top if top is not None else 0)
             candidates = self._matching_lines(pattern, mapped, limit, current, forward)
         visible = [line for line in candidates if self.row_of(line) is not None]
-        chosen = (visible or candidates or [None])[0]
+        chosen = (visible or [None])[0]
         if chosen is None:
             return None, total
         self.cursor_line = chosen
@@ -375,7 +378,7 @@ class LogFileView(ScrollView, can_focus=True):
         """Put the cursor on 0-based ``line`` and scroll to it."""
         if 0 <= line < max(self.line_count, 1):
             self.cursor_line = line
-            self.show_line(line)
+            self.show_line(line, reveal=True)
 
     def find_last(self, text: str) -> int | None:
         """The last line containing ``text`` exactly (for locating a crash line)."""
@@ -399,7 +402,7 @@ class LogFileView(ScrollView, can_focus=True):
                 if offset < 0:
                     return None
                 line = self._line_of_offset(offset)
-                if classify(self.line_text(line)) == "fatal":
+                if is_fatal(self.line_text(line)):
                     return line
                 end = self._starts[line]
         return None

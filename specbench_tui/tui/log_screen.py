@@ -10,9 +10,10 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from specbench_tui.tui.header import display_path
+from specbench_tui.tui.key_bar import KeyBar
 from specbench_tui.tui.log_file_view import LogFileView
 from specbench_tui.tui.palette import Palette
 from specbench_tui.tui.safe_text import clean
@@ -52,6 +53,19 @@ class FullLogScreen(Screen):
         """The last search result or action outcome, shown in the title."""
         self._initial_follow = follow
 
+    def retarget(self, *, follow: bool, crash_line_number: int | None, crash_line: str | None,
+                 signature: str | None) -> None:
+        """Bring a kept screen up to date before it is shown again (the server may have crashed since)."""
+        self.crash_line_number = crash_line_number
+        self.crash_line = crash_line
+        self.signature = signature
+        if self.is_mounted:
+            view = self.view
+            view.reload()
+            if follow and not view.follow:
+                view.follow = True
+            self._update_title()
+
     def compose(self) -> ComposeResult:
         yield Static(id="log-title")
         view = LogFileView(self.path, follow=self._initial_follow, id="log-view")
@@ -60,7 +74,7 @@ class FullLogScreen(Screen):
         search = Input(placeholder="search (Enter: find, Esc: close)", id="log-search-input")
         search.display = False
         yield search
-        yield Footer()
+        yield KeyBar()
 
     @property
     def view(self) -> LogFileView:
@@ -123,6 +137,9 @@ class FullLogScreen(Screen):
         line, total = self.view.find(query, forward)
         if not query:
             self.status = ""
+        elif line is None and total and self.view.problems_only:
+            self.status = (f"“{query}”: not among the errors & warnings ({total} match{'es' if total != 1 else ''} "
+                           "in the whole log: e shows every line)")
         elif line is None:
             self.status = f"“{query}”: not found"
         else:
@@ -143,7 +160,12 @@ class FullLogScreen(Screen):
             self.action_start_search()
 
     def action_toggle_problems(self) -> None:
-        self.view.problems_only = not self.view.problems_only
+        """Errors and warnings only, or every line; a search goes on within what is shown."""
+        view = self.view
+        view.problems_only = not view.problems_only
+        hidden = view.cursor_line is None or view.row_of(view.cursor_line) is None
+        if view.query_text and view.problems_only and hidden:
+            self.search(view.query_text, forward=True)
 
     def action_toggle_follow(self) -> None:
         self.view.follow = not self.view.follow

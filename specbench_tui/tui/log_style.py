@@ -3,6 +3,11 @@
 The live panel and the full-log screen share this: a line is ``fatal``, ``error``, ``warning`` or ``info``
 by the engine's own level when it has one and by these patterns otherwise, so a crash line stands out the
 moment it arrives even if nothing upstream recognised it.
+
+Only a ``fatal`` line is drawn as a crash (``✖``, the error colour), and :func:`classify` is the one rule for
+it: the live panel's marker and the full-log screen's crash finder (``c``) both call it, so the live log never
+flags a line red that the log screen then says is no crash. An ``error`` line (``!``) is drawn like a warning:
+SGLang prints some at a normal teardown (``Received sigquit from a child process … the child failed``).
 """
 
 from __future__ import annotations
@@ -30,13 +35,18 @@ PROBLEM_KEYWORDS = (b"Error", b"ERROR", b"error", b"Exception", b"Traceback", b"
 :func:`classify` decides)."""
 
 LEVEL_RANK = {"info": 0, "debug": 0, "warning": 1, "warn": 1, "error": 2, "fatal": 3, "critical": 3}
-MARKERS = {"fatal": "✖", "error": "✖", "warning": "▲"}
+MARKERS = {"fatal": "✖", "error": "!", "warning": "▲"}
 """Glyph in front of a live log line, so its level reads without colour too."""
 
 _DECODE_FIGURES = re.compile(r"(?:accept len: |gen throughput \(token/s\): |accept )([0-9.]+)|([0-9.]+)(?= tok/s)")
 _DECODE = re.compile(r"Decode (?:batch|▸)")
 _PREFILL = re.compile(r"Prefill (?:batch|▸)")
 _BATCH = re.compile(r"^(?P<head>.*?)(?P<kind>Decode|Prefill) batch[,.]\s*(?P<rest>.*)$")
+
+
+def is_fatal(line: str, level: str | None = None) -> bool:
+    """Whether ``line`` is drawn as a crash line (live and in the full log) and found by the crash finder."""
+    return classify(line, level) == "fatal"
 
 
 def compact_batch_line(text: str) -> str:
@@ -74,7 +84,11 @@ def compact_batch_line(text: str) -> str:
 
 
 def classify(line: str, level: str | None = None) -> str:
-    """``fatal``, ``error``, ``warning`` or ``info``: the higher of the engine's level and the patterns'."""
+    """``fatal``, ``error``, ``warning`` or ``info``: the higher of the engine's level and the patterns'.
+
+    The engine says ``fatal`` only for a line that matched a crash signature while the server was not being
+    stopped; a line read back from disk has no level, and then the patterns alone decide.
+    """
     found = "info"
     if _FATAL.search(line):
         found = "fatal"
@@ -109,14 +123,20 @@ class LogHighlighter(Highlighter):
             if marker == "✖":
                 text.stylize(palette.crash, 0, len(plain))
                 return
+            if marker == "!":
+                text.stylize(palette.error_line, 0, len(plain))
+                return
             if marker == "▲":
                 text.stylize(palette.warning, 0, len(plain))
                 return
             level = "info"
         else:
             level = classify(plain)
-        if level in ("fatal", "error"):
+        if level == "fatal":
             text.stylize(palette.crash, body_start, len(plain))
+            return
+        if level == "error":
+            text.stylize(palette.error_line, body_start, len(plain))
             return
         if level == "warning":
             text.stylize(palette.warning, body_start, len(plain))

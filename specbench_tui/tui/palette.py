@@ -33,6 +33,8 @@ class Palette:
     crash: Style
     zero_output: Style
     warning: Style
+    error_line: Style
+    """An error line that is not fatal (drawn like a warning: red is kept for crashes)."""
     success: Style
     accent: Style
     primary: Style
@@ -40,14 +42,24 @@ class Palette:
     plain: Style
 
     @classmethod
-    def from_variables(cls, variables: Mapping[str, str]) -> Palette:
-        """Build from ``App.theme_variables`` (unknown or unparsable colours fall back to no colour)."""
+    def from_variables(cls, variables: Mapping[str, str], *, no_color: bool = False) -> Palette:
+        """Build from ``App.theme_variables`` (unknown or unparsable colours fall back to no colour).
+
+        With ``no_color`` (``NO_COLOR`` set) meanings are carried by attributes instead of hues, which the
+        monochrome filter would turn into greys dimmer than plain text: a crash is reversed and bold, zero output
+        bold and underlined, an error line bold (their symbols and words say the rest).
+        """
+        if no_color:
+            return cls(crash=Style(bold=True, reverse=True), zero_output=Style(bold=True, underline=True),
+                       warning=Style(), error_line=Style(bold=True), success=Style(), accent=Style(bold=True),
+                       primary=Style(), muted=Style(dim=True), plain=Style())
         error = _colour(variables, "error")
         warning = _colour(variables, "warning")
         return cls(
             crash=Style(color=error, bold=True),
             zero_output=Style(color=warning, bold=True),
             warning=Style(color=warning),
+            error_line=Style(color=warning, bold=True),
             success=Style(color=_colour(variables, "success")),
             accent=Style(color=_colour(variables, "accent"), bold=True),
             primary=Style(color=_colour(variables, "primary")),

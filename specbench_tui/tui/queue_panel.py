@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable, Mapping
 
 from rich.style import Style
 from rich.text import Text
@@ -86,13 +87,25 @@ class QueuePanel(DataTable):
         with contextlib.suppress(RowDoesNotExist):
             self.move_cursor(row=self.get_row_index(config_id))
 
-    def sync(self, state: RunState, force: bool = False) -> None:
-        """Bring the rows up to date with ``state`` (only changed cells are written)."""
+    def sync(self, state: RunState, force: bool = False, asked: Mapping[str, tuple] | None = None,
+             paused: bool | None = None) -> None:
+        """Bring the rows up to date with ``state`` (only changed cells are written).
+
+        ``asked`` maps a configuration to the (state, note) a key asked for and the engine has not confirmed
+        yet: the row shows that at once. ``paused`` overrides the queue's paused state the same way.
+        """
+        asked = asked or {}
         for view in state.ordered_configs():
-            shown_state = state.display_state(view)
+            request = asked.get(view.config_id)
+            if request is not None:
+                shown_state, note = request[0], request[1]
+            else:
+                shown_state, note = state.display_state(view), _note(view)
+                if paused is not None and view.state.value == "pending":
+                    shown_state = PAUSED if paused else "pending"
             gpus = view.gpus or view.last_gpus
             values = (shown_state, view.name, ",".join(str(g) for g in gpus) if gpus else "–",
-                      f"{view.startup_s:.1f}s" if view.startup_s is not None else "–", _note(view),
+                      f"{view.startup_s:.1f}s" if view.startup_s is not None else "–", note,
                       bool(view.gpus))
             if not force and self._shown.get(view.config_id) == values:
                 continue
@@ -102,7 +115,7 @@ class QueuePanel(DataTable):
             else:
                 update_row(self, view.config_id, COLUMN_KEYS, cells)
             self._shown[view.config_id] = values
-        self.border_subtitle = self._summary(state)
+        self.border_subtitle = self._summary(self._shown.values())
 
     def _cells(self, values: tuple) -> list[Text]:
         shown_state, name, gpus, startup, note, holding = values
@@ -119,8 +132,10 @@ class QueuePanel(DataTable):
         ]
 
     @staticmethod
-    def _summary(state: RunState) -> str:
-        counts = state.counts()
+    def _summary(shown: Iterable[tuple]) -> str:
+        """``1 running 40 pending 3 skipped``: the rows as shown (what a key asked for included)."""
+        counts: dict[str, int] = {}
+        for values in shown:
+            counts[values[0]] = counts.get(values[0], 0) + 1
         order = ("running", "launching", "ready", "pending", PAUSED, "done", "crashed", "failed", "skipped")
         return clean(" ".join(f"{counts[k]} {k}" for k in order if counts.get(k)), 200)
-

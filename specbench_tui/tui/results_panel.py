@@ -28,7 +28,7 @@ from specbench_tui.core.events import ConfigState
 from specbench_tui.core.state import RunState
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean
-from specbench_tui.tui.table_cells import update_row
+from specbench_tui.tui.table_cells import SlicedRestyle, update_row
 
 COLUMNS = (("config", "config"), ("workload", "workload"), ("n", "n"), ("tps", "tok/s"), ("ttft", "TTFT ms"),
            ("accept", "accept"), ("speedup", "speedup"), ("note", "note"))
@@ -160,6 +160,15 @@ class ResultsPanel(DataTable):
         self.sort_reverse: bool | None = None
         """Overrides the sort's natural direction after a header click."""
         self._shown: dict[str, ResultRow] = {}
+        self._restyle = SlicedRestyle(self, COLUMN_KEYS, self._cells_of)
+
+    def _cells_of(self, key: str) -> list[Cell] | None:
+        row = self._shown.get(key)
+        return self._cells(row) if row is not None else None
+
+    def restyle(self) -> None:
+        """Recolour every row with the current palette (rows on screen at once, the rest in slices)."""
+        self._restyle.start()
 
     def on_mount(self) -> None:
         for key, label in COLUMNS:

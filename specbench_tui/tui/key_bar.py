@@ -1,0 +1,131 @@
+"""One line of the keys that work on the current screen, most needed first, drawn as one piece of text.
+
+Textual's ``Footer`` mounts a widget per key and rebuilds them all whenever the focus or the bindings change
+(tens of milliseconds with a dozen keys, on every panel switch and every screen change), and on a narrow
+terminal it cuts whatever comes last. This bar is a single renderable: the keys are listed in the order the
+screen declares them (quit first), and those that do not fit the width are left out from the end, so ``q``
+always shows. A click on a key runs it.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, NamedTuple
+
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.binding import Binding
+from textual.dom import DOMNode
+from textual.screen import Screen
+from textual.widget import Widget
+
+SEPARATOR = "  "
+
+
+class KeyItem(NamedTuple):
+    """One entry of the bar: what is shown and what a click runs."""
+
+    key: str
+    description: str
+    action: str | None
+    node: DOMNode | None
+    enabled: bool
+
+
+class KeyBar(Widget):
+    """The screen's shown bindings in declaration order, cut from the end to fit (the first never)."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"key-bar--key", "key-bar--description", "key-bar--disabled"}
+
+    DEFAULT_CSS = """
+    KeyBar {
+        dock: bottom;
+        height: 1;
+        background: $footer-background;
+        color: $footer-foreground;
+    }
+    KeyBar > .key-bar--key {
+        color: $footer-key-foreground;
+        text-style: bold;
+    }
+    KeyBar > .key-bar--description {
+        color: $footer-description-foreground;
+    }
+    KeyBar > .key-bar--disabled {
+        text-style: dim;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None, show_palette: bool = True) -> None:
+        super().__init__(id=id)
+        self.show_palette = show_palette
+        """Whether the command palette's key is listed (last)."""
+        self._spans: list[tuple[int, int, KeyItem]] = []
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
+
+    def _bindings_changed(self, screen: Screen) -> None:
+        self.refresh()
+
+    def items(self) -> list[KeyItem]:
+        """What the bar lists, in order (bindings of one group become one entry such as ``1234 Panels``)."""
+        items: list[KeyItem] = []
+        seen_actions: set[str] = set()
+        group_keys: dict[str, list[str]] = {}
+        group_order: list[tuple[Binding.Group, int]] = []
+        palette_item: KeyItem | None = None
+        for node, binding, enabled, _ in self.screen.active_bindings.values():
+            if binding.action == "app.command_palette" or binding.action == "command_palette":
+                palette_item = KeyItem(self.app.get_key_display(binding), "Palette", binding.action, node, enabled)
+                continue
+            if not binding.show or binding.action in seen_actions:
+                continue
+            seen_actions.add(binding.action)
+            group = binding.group
+            if group is not None:
+                if group.description not in group_keys:
+                    group_keys[group.description] = []
+                    group_order.append((group, len(items)))
+                    items.append(KeyItem("", group.description, None, None, True))
+                group_keys[group.description].append(self.app.get_key_display(binding))
+                continue
+            items.append(KeyItem(self.app.get_key_display(binding), binding.description, binding.action, node,
+                                 enabled))
+        for group, index in group_order:
+            items[index] = items[index]._replace(key="".join(group_keys[group.description]))
+        if palette_item is not None and self.show_palette and self.app.ENABLE_COMMAND_PALETTE:
+            items.append(palette_item)
+        return items
+
+    def render(self) -> Text:
+        width = self.size.width
+        key_style = self.get_component_rich_style("key-bar--key")
+        description_style = self.get_component_rich_style("key-bar--description")
+        disabled_style = self.get_component_rich_style("key-bar--disabled")
+        text = Text(no_wrap=True, overflow="crop", end="")
+        self._spans = []
+        for position, item in enumerate(self.items()):
+            piece_length = len(SEPARATOR) * bool(position) + len(item.key) + 1 + len(item.description)
+            if position and text.cell_len + piece_length > width:
+                break
+            if position:
+                text.append(SEPARATOR)
+            start = text.cell_len
+            dim = disabled_style if not item.enabled else Style()
+            text.append(item.key, style=key_style + dim)
+            text.append(" ")
+            text.append(item.description, style=description_style + dim)
+            self._spans.append((start, text.cell_len, item))
+        return text
+
+    def shown_keys(self) -> list[str]:
+        """The keys drawn at the last render (for tests)."""
+        return [item.key for _, _, item in self._spans]
+
+    async def _on_click(self, event: events.Click) -> None:
+        for start, end, item in self._spans:
+            if start <= event.x < end and item.action is not None and item.enabled:
+                event.stop()
+                await self.app.run_action(item.action, item.node)
+                return

@@ -1,0 +1,107 @@
+"""Toasts that say one thing per event burst, never pile up, and are all kept for the notifications screen.
+
+Every notification has a *topic* (``("zero", config_id)``, ``("crash", config_id)``, ``("queue",)``…). A new
+notification on a topic whose toast is still up replaces that toast instead of stacking another one, and a burst
+on one topic is merged into one sentence ("dflash-b32: zero output on 4 workloads (code, …)"). At most
+:data:`MAX_SHOWN` toasts are up at once (the oldest goes first). Whatever was announced is in :attr:`history`,
+newest last, for the notifications screen (key ``n``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from textual.notifications import Notification
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+Severity = Literal["information", "warning", "error"]
+MAX_SHOWN = 3
+"""Toasts on screen at once (two on a terminal under 30 lines); older ones leave the screen, not the history."""
+MAX_HISTORY = 1000
+
+
+@dataclass
+class Entry:
+    """One announcement as the history screen lists it."""
+
+    at: float
+    severity: Severity
+    title: str
+    message: str
+    topic: Hashable | None = None
+    count: int = 1
+    """How many events this entry stands for (a merged burst)."""
+    items: list[str] = field(default_factory=list)
+    """What the burst was about, in arrival order (workloads, lines…)."""
+
+
+class Notifier:
+    """Posts coalesced toasts on ``app`` and keeps the history."""
+
+    def __init__(self, app: App, clock: Callable[[], float] = time.time) -> None:
+        self.app = app
+        self.clock = clock
+        self.history: list[Entry] = []
+        """Every announcement, oldest first (merged bursts are one entry)."""
+        self._live: dict[Hashable, tuple[Notification, Entry]] = {}
+        self._shown: list[Notification] = []
+
+    def post(self, message: str, *, title: str = "", severity: Severity = "information", timeout: float = 6.0,
+             topic: Hashable | None = None, record: bool = True) -> Entry:
+        """Show ``message`` (replacing the toast of the same topic, if it is still up) and record it."""
+        entry = Entry(self.clock(), severity, title, message, topic)
+        if topic is not None and topic in self._live:
+            old, old_entry = self._live.pop(topic)
+            self._remove(old)
+            if record and old_entry in self.history:
+                self.history.remove(old_entry)
+        if record:
+            self.history.append(entry)
+            del self.history[:-MAX_HISTORY]
+        self._show(entry, timeout, topic)
+        return entry
+
+    def burst(self, topic: Hashable, item: str, render: Callable[[list[str]], str], *, title: str,
+              severity: Severity = "warning", timeout: float = 12.0) -> Entry:
+        """Add ``item`` to the burst on ``topic`` and show one toast for the whole burst (``render(items)``)."""
+        live = self._live.get(topic)
+        items = [*live[1].items] if live is not None else []
+        if item not in items:
+            items.append(item)
+        entry = self.post(render(items), title=title, severity=severity, timeout=timeout, topic=topic)
+        entry.items = items
+        entry.count = len(items)
+        return entry
+
+    def dismiss(self, topic: Hashable) -> None:
+        """Take the toast of ``topic`` off the screen (it stays in the history)."""
+        live = self._live.pop(topic, None)
+        if live is not None:
+            self._remove(live[0])
+
+    def _show(self, entry: Entry, timeout: float, topic: Hashable | None) -> None:
+        notification = Notification(entry.message, entry.title, entry.severity, timeout, markup=False)
+        self._shown = [n for n in self._shown if n in self.app._notifications and not n.has_expired]
+        limit = MAX_SHOWN if self.app.size.height >= 30 else MAX_SHOWN - 1
+        while len(self._shown) >= limit:
+            oldest = self._shown.pop(0)
+            self._remove(oldest, refresh=False)
+            for key, (live, _) in list(self._live.items()):
+                if live is oldest:
+                    del self._live[key]
+        self._shown.append(notification)
+        if topic is not None:
+            self._live[topic] = (notification, entry)
+        self.app._notifications.add(notification)
+        self.app._refresh_notifications()
+
+    def _remove(self, notification: Notification, refresh: bool = True) -> None:
+        if notification in self.app._notifications:
+            self.app._unnotify(notification, refresh=refresh)
+        if notification in self._shown:
+            self._shown.remove(notification)
