@@ -353,6 +353,9 @@ class RunAnalysis:
     """ok, zero-output and error measurements in the whole run (one per key: a retried key counts once)."""
     totals: tuple[ConfigTotals, ...] = ()
     """One per configuration, in plan order."""
+    load: Any = None
+    """:class:`specbench_tui.core.crossover.LoadAnalysis` of the workloads with a load axis (they have no cells:
+    their figures are per load point), or None when the run has none."""
     _rows_by_key: dict[tuple[str, str], CellRow] = field(default_factory=dict, repr=False, compare=False)
     _configs_by_id: dict[str, ConfigSummary] = field(default_factory=dict, repr=False, compare=False)
 
@@ -390,7 +393,9 @@ class RunAnalysis:
         """Configurations whose every request returned no tokens (the run then exits 1, like a crash)."""
         out = []
         for config in self.configs:
-            rows = self.rows_of(config.id)
+            rows: list[Any] = self.rows_of(config.id)
+            if self.load is not None:
+                rows += [p for p in self.load.points if p.config_id == config.id]
             if sum(r.n_zero_output for r in rows) > 0 and sum(r.n_ok for r in rows) == 0:
                 out.append(config)
         return out
@@ -437,9 +442,12 @@ def analyse(plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurem
     if not engine_alive:
         configs = [_replace(c, state=STATE_INTERRUPTED, reason=c.reason or "its engine stopped; resume runs the rest")
                    if c.state in ("launching", "ready", "running") else c for c in configs]
-    workloads = _workloads(plan_json, measurements)
+    loaded = {str(w.get("name")) for w in plan_json.get("workloads", []) if isinstance(w, dict) and w.get("load")}
+    load_ms = [m for m in measurements if m.load is not None or m.workload in loaded]
+    cell_ms = [m for m in measurements if m.load is None and m.workload not in loaded]
+    workloads = [w for w in _workloads(plan_json, cell_ms) if w.name not in loaded]
     by_cell: dict[tuple[str, str], list[Measurement]] = defaultdict(list)
-    for m in measurements:
+    for m in cell_ms:
         by_cell[(m.config_id, m.workload)].append(m)
     by_name = {c.name: c for c in configs}
     expected = _expected(workloads, folds, by_cell, configs)
@@ -468,9 +476,16 @@ def analyse(plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurem
                            notes=tuple(dict.fromkeys(notes)), history=tuple(dict.fromkeys(history)),
                            measurement_counts=counts)
     by_config: dict[str, list[Measurement]] = defaultdict(list)
-    for m in measurements:
+    for m in cell_ms:
         by_config[m.config_id].append(m)
-    return _replace_analysis(analysis, totals=tuple(_totals(analysis, c, by_config.get(c.id, [])) for c in configs))
+    load = None
+    if loaded or load_ms:
+        from specbench_tui.core.crossover import analyse_load  # the load half of this one analysis
+
+        lossy = {r.config for r in rows if FLAG_MISMATCH in r.flags}
+        load = analyse_load(plan_json, load_ms, events, configs, lossy)
+    return _replace_analysis(analysis, totals=tuple(_totals(analysis, c, by_config.get(c.id, [])) for c in configs),
+                             load=load)
 
 
 def _replace_analysis(analysis: RunAnalysis, **changes: Any) -> RunAnalysis:
@@ -748,17 +763,18 @@ def acceptance(ok: list[Measurement]) -> tuple[float | None, str | None]:
     return None, None
 
 
-def _speedup(ok: list[Measurement], base_ok: list[Measurement]) -> tuple[Spread | None, int]:
+def paired_speedup(ok: list[Measurement], base_ok: list[Measurement]) -> tuple[float | None, list[float], int]:
     """Median tok/s over the (item, repeat) pairs both measured, over the baseline's median on the same pairs;
-    with the per-repeat ratios as its spread and how many pairs there were."""
+    with the same ratio per repeat and how many pairs there were. The one speedup computation: cells and load
+    points (:mod:`specbench_tui.core.crossover`) both use it."""
     mine = {(m.item, m.repeat): float(m.decode_tps) for m in ok if _finite(m.decode_tps)}
     theirs = {(m.item, m.repeat): float(m.decode_tps) for m in base_ok if _finite(m.decode_tps)}
     pairs = sorted(mine.keys() & theirs.keys())
     if not pairs:
-        return None, 0
+        return None, [], 0
     denominator = statistics.median(theirs[k] for k in pairs)
     if denominator <= 0:
-        return None, len(pairs)
+        return None, [], len(pairs)
     central = statistics.median(mine[k] for k in pairs) / denominator
     ratios: list[float] = []
     for repeat in sorted({r for _, r in pairs}):
@@ -766,6 +782,15 @@ def _speedup(ok: list[Measurement], base_ok: list[Measurement]) -> tuple[Spread 
         below = statistics.median(theirs[k] for k in keys)
         if below > 0:
             ratios.append(statistics.median(mine[k] for k in keys) / below)
+    return central, ratios, len(pairs)
+
+
+def _speedup(ok: list[Measurement], base_ok: list[Measurement]) -> tuple[Spread | None, int]:
+    """:func:`paired_speedup` as a :class:`Spread` (its range: the per-repeat ratios)."""
+    central, ratios, n_pairs = paired_speedup(ok, base_ok)
+    if central is None:
+        return None, n_pairs
+    pairs = range(n_pairs)
     if not ratios:
         return Spread(central, central, central, 0), len(pairs)
     return Spread(central, min(min(ratios), central), max(max(ratios), central), len(ratios)), len(pairs)

@@ -209,6 +209,25 @@ class GpuSampled(Event):
 
 
 @dataclass(frozen=True)
+class LoadPointFinished(Event):
+    """One repeat of one load point of a workload ran to its end (:mod:`specbench_tui.core.load`).
+
+    ``wall_s`` is the point's measured window (first request sent to last answer read), which throughputs and
+    goodput divide by; ``server_log`` the server's own decode figures over that window, as in
+    :class:`WorkloadFinished`.
+    """
+
+    config_id: str
+    workload: str
+    load: str
+    repeat: int
+    wall_s: float
+    requests: int = 0
+    errors: int = 0
+    server_log: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class SweepFinished(Event):
     state: str
     """completed, aborted or failed."""
@@ -219,7 +238,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (SweepStarted, ConfigStateChanged, ServerLaunching, ServerReady, LogLine, CrashDetected,
                 WorkloadStarted, MeasurementRecorded, WorkloadNotRun, WorkloadFinished, ServerStopped,
-                ConfigFinished, QueuePaused, QueueResumed, Notice, GpuSampled, SweepFinished)
+                ConfigFinished, QueuePaused, QueueResumed, Notice, GpuSampled, LoadPointFinished, SweepFinished)
 }
 
 

@@ -111,7 +111,8 @@ class Plan:
             "configs": [c.to_json() for c in self.configs],
             "workloads": [{"name": w.name, "kind": w.kind, "max_new_tokens": w.max_new_tokens,
                            "repeats": w.repeats, "warmup": w.warmup, "temperature": w.temperature,
-                           "ignore_eos": w.ignore_eos, "params": dict(w.params)} for w in self.workloads],
+                           "ignore_eos": w.ignore_eos, "params": dict(w.params),
+                           **({"load": w.load.to_json()} if w.load is not None else {})} for w in self.workloads],
             "notes": list(self.notes),
         }
 

@@ -9,8 +9,9 @@ from dataclasses import asdict, dataclass, fields
 from enum import Enum
 from typing import Any
 
-MeasurementKey = tuple[str, str, str, int]
-"""(config id, workload, item, repeat): present in the store means done."""
+MeasurementKey = tuple[str, str, str, int, str]
+"""(config id, workload, item, repeat, load point): present in the store means done. The load point is ``""``
+for a measurement without one (a sequential workload, or a run directory from before load points)."""
 
 STATUS_OK = "ok"
 STATUS_ZERO_OUTPUT = "zero_output"
@@ -61,10 +62,14 @@ class Measurement:
     """For errors: http, sse, connection, timeout, protocol, or crash (the server died under this request)."""
     chunks: int | None = None
     """Token-bearing stream chunks (completion tokens ÷ chunks is a live acceptance proxy)."""
+    itl_p99_s: float | None = None
+    load: str | None = None
+    """The load point it was measured at (``c8``: 8 requests in flight; ``r2.5``: Poisson arrivals at 2.5 req/s);
+    None for a sequential workload, which reads as concurrency 1 (:data:`specbench_tui.core.load.SEQUENTIAL`)."""
 
     @property
     def key(self) -> MeasurementKey:
-        return (self.config_id, self.workload, self.item, self.repeat)
+        return (self.config_id, self.workload, self.item, self.repeat, self.load or "")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

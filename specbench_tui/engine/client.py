@@ -181,6 +181,10 @@ async def _read_head(response: httpx.Response, limit: int = MAX_ERROR_BODY) -> b
     return bytes(head[:limit])
 
 
+MAX_CONNECTIONS = 4096 + 16
+"""Connections one client may hold: the sweep's MAX_CONCURRENCY plus the engine's own side requests."""
+
+
 class ServerClient:
     """Talks to one server at ``base_url`` using the endpoints of ``profile``."""
 
@@ -190,7 +194,9 @@ class ServerClient:
         self.profile = profile
         self.request_timeout_s = request_timeout_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        limits = httpx.Limits(max_connections=32, max_keepalive_connections=8)
+        # One connection per request in flight, kept alive between waves: a load point of N requests must never
+        # queue for a pooled connection in our code (a pool of 32 put half of concurrency 64 in a queue).
+        limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS)
         plain = self.base_url.startswith("http://")
         # Plain HTTP (the servers we launch): token arrival times come from the kernel's receive stamps
         # (engine.rxclock), and no CA bundle is loaded (tens of ms on the event loop).

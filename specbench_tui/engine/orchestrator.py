@@ -101,6 +101,7 @@ from specbench_tui.engine.gpus import (
 )
 from specbench_tui.engine.leases import Lease, LeasedGpuPool, Leases, gpu_keys, lease_port
 from specbench_tui.engine.leftovers import find_leftovers, format_leftovers
+from specbench_tui.engine.loadsweep import MAX_ROUNDS, LoadDriver
 from specbench_tui.engine.profiles import EngineProfile, get_profile
 from specbench_tui.engine.server import (
     DEATH_CRASH,
@@ -194,7 +195,7 @@ def _arg_values(argv: tuple[str, ...], flags: tuple[str, ...]) -> list[str]:
 
 def expected_keys(config_id: str, workload: Workload) -> list[MeasurementKey]:
     """Every measurement key a workload produces for one configuration, in run order."""
-    return [(config_id, workload.spec.name, item, repeat)
+    return [(config_id, workload.spec.name, item, repeat, "")
             for repeat in range(1, workload.spec.repeats + 1) for item in workload.items()]
 
 
@@ -264,6 +265,9 @@ class Orchestrator:
         self._gpu_failure: str | None = None
         self._env_task: asyncio.Task[None] | None = None
         self._ordered_for: tuple[frozenset[str], int] | None = None
+        self.load = LoadDriver(plan)
+        """Workloads with a load axis: which points each configuration runs (the adaptive search), and running
+        them (engine/loadsweep.py)."""
 
     # -- events ----------------------------------------------------------------------------------------
 
@@ -361,6 +365,7 @@ class Orchestrator:
         for config_id in in_progress:
             self.states[config_id] = ConfigState.PENDING
         for measurement in self.run_dir.read_measurements(skipped):
+            self.load.observe(measurement)
             self.done_keys.add(measurement.key)
             if measurement.status == STATUS_ERROR:
                 self._error_keys.add(measurement.key)
@@ -376,6 +381,7 @@ class Orchestrator:
     def _forget_errors(self, config_id: str) -> None:
         """A retried configuration re-measures the keys that errored; its good measurements are kept."""
         errored = {k for k in self._error_keys if k[0] == config_id}
+        self.load.forget(errored)
         self.done_keys -= errored
         self._error_keys -= errored
 
@@ -469,9 +475,11 @@ class Orchestrator:
                                                    "each other's measurements (recorded in every result)"))
         self._env_task = asyncio.create_task(self._write_env(), name="env-fingerprint")
         self._start_sampler()
+        self.load.refresh()
         self._queue_initial()
         try:
             await self._drain_queue()
+            await self._search_rounds()
         finally:
             await self._stop_all()
             if isinstance(self.pool, LeasedGpuPool):
@@ -601,6 +609,37 @@ class Orchestrator:
         with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
             await asyncio.wait_for(asyncio.shield(task), timeout=3.0 if self._abort_now.is_set() else 40.0)
 
+    def _expected(self, config_id: str, workload: Workload) -> list[MeasurementKey]:
+        """Keys a workload must have for a configuration: its items × repeats, or (with a load axis) every
+        request of the load points the search wants of it now."""
+        if workload.spec.load is not None:
+            return self.load.keys(config_id, workload)
+        return expected_keys(config_id, workload)
+
+    async def _search_rounds(self) -> None:
+        """The adaptive load search: while finished configurations miss points it now wants (their baseline's
+        probes, a configuration's next probe), queue them again."""
+        if not self.load.active:
+            return
+        for _ in range(MAX_ROUNDS):
+            if self._aborting:
+                return
+            self.load.refresh()
+            again = [c for c in self.plan.configs
+                     if self.states[c.id] == ConfigState.DONE and c.skip_reason is None and not self._all_done(c)]
+            if not again:
+                return
+            self.load.rounds += 1
+            why = self.load.describe()() or "measure the baseline at its configurations' probes"
+            for config in again:
+                self.states[config.id] = ConfigState.PENDING
+                self.publish(ConfigStateChanged(config_id=config.id, name=config.name, state=ConfigState.PENDING,
+                                                reason=f"adaptive load search, round {self.load.rounds + 1}"))
+                self._queue.append(config.id)
+            self.publish(Notice(level="info", text=f"adaptive load search, round {self.load.rounds + 1}: {why}"))
+            await self._drain_queue()
+        self.publish(Notice(level="warning", text=f"the adaptive load search stopped after {MAX_ROUNDS} rounds"))
+
     def _queue_initial(self) -> None:
         for config in self.plan.configs:
             state = self.states[config.id]
@@ -709,7 +748,7 @@ class Orchestrator:
         return sum(pool) / len(pool) if pool else None
 
     def _all_done(self, config: PlannedConfig) -> bool:
-        return all(k in self.done_keys for w in self.workloads for k in expected_keys(config.id, w))
+        return all(k in self.done_keys for w in self.workloads for k in self._expected(config.id, w))
 
     async def _run_config_guarded(self, config: PlannedConfig, gpus: tuple[int, ...]) -> None:
         """Run one configuration; an unexpected error fails it (with the reason) instead of the sweep."""
@@ -941,7 +980,7 @@ class Orchestrator:
     def _not_run(self, config: PlannedConfig, first: int, why: str) -> None:
         """Publish the workloads from index ``first`` that still miss measurements as not run, with why."""
         for workload in self.workloads[first:]:
-            if any(k not in self.done_keys for k in expected_keys(config.id, workload)):
+            if any(k not in self.done_keys for k in self._expected(config.id, workload)):
                 self.publish(WorkloadNotRun(config_id=config.id, workload=workload.spec.name, reason=why))
 
     async def _serve_ready(self, config: PlannedConfig, running: _Running, server: ServerProcess,
@@ -972,15 +1011,20 @@ class Orchestrator:
                           max_req_input_len=self.profile.input_limit(info))
         labels = Labels(config.id, config.name, "")
         for index, workload in enumerate(self.workloads):
-            keys = [k for k in expected_keys(config.id, workload) if k not in self.done_keys]
+            if workload.spec.load is not None:
+                self.load.refresh()
+            keys = [k for k in self._expected(config.id, workload) if k not in self.done_keys]
             if not keys:
                 continue
             try:
                 if index > 0 and not await self._healthy(running, client):
                     server.mark_dead(Death("unhealthy", "the server stopped answering its health check"))
                     raise ServerGone(server.death.result())
-                await self._run_workload(running, workload, session, Labels(labels.config_id, labels.config,
-                                                                            workload.spec.name), keys)
+                workload_labels = Labels(labels.config_id, labels.config, workload.spec.name)
+                if workload.spec.load is not None:
+                    await self.load.run_workload(self, running, workload, session, workload_labels, self.done_keys)
+                else:
+                    await self._run_workload(running, workload, session, workload_labels, keys)
             except ServerGone as gone:
                 return await self._gone(config, running, gone, index)
             if self._aborting:
@@ -1020,7 +1064,7 @@ class Orchestrator:
                             keys: list[MeasurementKey]) -> None:
         config = running.config
         self.publish(WorkloadStarted(config_id=config.id, workload=workload.spec.name,
-                                     expected=len(expected_keys(config.id, workload))))
+                                     expected=len(self._expected(config.id, workload))))
         try:
             await self._guard(running, asyncio.ensure_future(workload.prepare(session)))
         except WorkloadError as exc:
@@ -1097,6 +1141,7 @@ class Orchestrator:
             self._fail_store(str(exc))
             raise ServerGone(None) from exc
         self.done_keys.add(measurement.key)
+        self.load.observe(measurement)
         if measurement.status == STATUS_ERROR:
             self._error_keys.add(measurement.key)
         self.publish(MeasurementRecorded(config_id=measurement.config_id, record=measurement.to_json()))

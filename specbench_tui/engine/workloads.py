@@ -175,7 +175,7 @@ def measurement_from(labels: Labels, item: str, repeat: int, results: Sequence[G
         prompt_tokens=last.prompt_tokens, completion_tokens=completion,
         cached_tokens=_int(last.meta_info, "cached_tokens"), ttft_s=timing.ttft_s, e2e_s=timing.e2e_s,
         decode_tps=timing.decode_tps, itl_mean_s=sum(itls) / len(itls) if itls else None,
-        itl_p50_s=percentile(itls, 50), itl_p95_s=percentile(itls, 95), accept_length=accept, verify_ct=verify_ct,
+        itl_p50_s=percentile(itls, 50), itl_p95_s=percentile(itls, 95), itl_p99_s=percentile(itls, 99), accept_length=accept, verify_ct=verify_ct,
         accept_rate=sum(kept_rates) / len(kept_rates) if kept_rates else None,
         finish_reason=_finish_reason(last.meta_info), http_status=last.http_status,
         output_sha=_sha("\x1e".join(r.text for r in results)), chunks=timing.chunks,

@@ -91,6 +91,9 @@ DEFAULTS: dict[str, Any] = {
         "step_ms": None,  # alternative to tok_s: fixed verify-step time
         "accept_length": 3.0,  # tokens per verify step (1 without speculation); fractions alternate
         "ttft_ms": 20.0,  # first token this long after the request was received (idle scheduler)
+        # ground truth under load: a verify step at batch bs takes step + batch_ms_per_token·(bs−1)·V ms
+        # (V = verify width: draft tokens, 1 without speculation); 0 keeps it independent of the batch
+        "batch_ms_per_token": 0.0,
         "config": [],  # [[deterministic.config]]: match keys + tok_s/step_ms/accept_length/ttft_ms
     },
     # style "period": the pre-0.5.10 "Decode batch. ..." form with a TP0 prefix; pool: the KV pool's usage
@@ -112,7 +115,7 @@ RULE_KEYS: dict[str, tuple[str, ...]] = {
     "hang": ("when", "after_requests", "after_steps", "scope"),
     "slow_start": ("delay_s",),
     "empty_output": (),
-    "deterministic.config": ("tok_s", "step_ms", "accept_length", "ttft_ms"),
+    "deterministic.config": ("tok_s", "step_ms", "accept_length", "ttft_ms", "batch_ms_per_token"),
 }
 CRASH_SIGNATURES = ("cuda_illegal_instruction", "cuda_illegal_memory_access", "cuda_oom", "cuda_graph_oom",
                     "kv_pool_oom", "nccl_error")

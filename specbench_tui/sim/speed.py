@@ -14,7 +14,10 @@ algorithm and the temperature; trees (DDTree, EAGLE with topk > 1) raise it with
 
 With the defaults a 27B model decodes at about 65 tok/s autoregressively at TP1 and DDTree with budget 15
 reaches about 140 tok/s on code. In deterministic mode both the step time and the accepted length are
-fixed, so a client measures exactly the configured rate.
+fixed, so a client measures exactly the configured rate; with ``batch_ms_per_token`` = c the step grows
+with the batch, ``step + c·(bs − 1)·V``, acceptance unchanged, so a speculative configuration's speedup over
+autoregressive decoding at concurrency B is ``L·(s_ar + c(B−1)) / (s_sp + c(B−1)V)`` and falls below 1 at
+``B* = 1 + (L·s_ar − s_sp) / (c·(V − L))`` (:func:`ground_truth_crossover`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,13 @@ class Deterministic:
     step_s: float
     accept_length: float
     ttft_s: float
+    batch_s_per_token: float = 0.0
+    """Ground truth under load: each request beyond the first adds this × the verify width to a step."""
+    verify_width: int = 1
+
+    def step_at(self, batch_size: int) -> float:
+        """A verify step's time at ``batch_size`` running requests: ``step_s + c·(bs − 1)·V``."""
+        return self.step_s + self.batch_s_per_token * max(0, batch_size - 1) * self.verify_width
 
     def committed(self, step_index: int) -> int:
         """Tokens committed by a request's ``step_index``-th verify step (0-based)."""
@@ -89,13 +99,16 @@ class SpeedModel:
             return None
         rule = first_rule(det["config"], config_facts(resolved))
         if rule:
-            det.update({k: v for k, v in rule.items() if k in ("tok_s", "step_ms", "accept_length", "ttft_ms")})
+            det.update({k: v for k, v in rule.items()
+                        if k in ("tok_s", "step_ms", "accept_length", "ttft_ms", "batch_ms_per_token")})
             if "tok_s" in rule and "step_ms" not in rule:
                 det["step_ms"] = None
         accept = float(det["accept_length"]) if self.algorithm != "NONE" else 1.0
         accept = min(accept, float(self.depth + 1))
         step_s = det["step_ms"] / 1000.0 if det["step_ms"] else accept / float(det["tok_s"])
-        return Deterministic(step_s=step_s, accept_length=accept, ttft_s=float(det["ttft_ms"]) / 1000.0)
+        return Deterministic(step_s=step_s, accept_length=accept, ttft_s=float(det["ttft_ms"]) / 1000.0,
+                             batch_s_per_token=float(det.get("batch_ms_per_token") or 0.0) / 1000.0,
+                             verify_width=self.verify_width)
 
     @property
     def tp_factor(self) -> float:
@@ -122,7 +135,7 @@ class SpeedModel:
     def step_seconds(self, batch_size: int, context_tokens: int, rng: random.Random | None = None) -> float:
         """Time of one decode (verify) step for ``batch_size`` requests holding ``context_tokens`` in all."""
         if self.deterministic:
-            return self.deterministic.step_s
+            return self.deterministic.step_at(batch_size)
         s = self.speed
         draft = self.draft_ms(batch_size)
         cpu_draft = draft if self.algorithm == "NGRAM" else 0.0
@@ -156,3 +169,19 @@ class SpeedModel:
             return self.deterministic.accept_length
         alpha = self.alpha(kind, temperature)
         return 1.0 + sum(alpha**i for i in range(1, self.depth + 1))
+
+
+def ground_truth_crossover(ar_tok_s: float, spec_tok_s: float, accept_length: float, verify_width: int,
+                           batch_ms_per_token: float) -> float:
+    """The concurrency B* at which a deterministic speculative configuration (per-request ``spec_tok_s`` at
+    batch 1, ``accept_length`` tokens per step, ``verify_width`` tokens verified per request) stops beating the
+    autoregressive one (``ar_tok_s`` at batch 1) when every step grows by ``batch_ms_per_token`` × (bs − 1) ×
+    verify width. Closed form: speedup(B) = L(s_ar + c(B−1)) / (s_sp + c(B−1)V) = 1 at
+    B* = 1 + (L·s_ar − s_sp) / (c(V − L)), with s_ar = 1/ar_tok_s and s_sp = L/spec_tok_s (seconds per step).
+    ``inf`` when it never stops paying (V ≤ L); below 1 when it never pays."""
+    c = batch_ms_per_token / 1000.0
+    length = accept_length
+    s_ar, s_sp = 1.0 / ar_tok_s, length / spec_tok_s
+    if verify_width <= length or c <= 0:
+        return math.inf
+    return 1.0 + (length * s_ar - s_sp) / (c * (verify_width - length))

@@ -1,0 +1,150 @@
+"""The load axis inside a sweep: which load points each configuration runs, and running them.
+
+The orchestrator stays as it was for sequential workloads; for a workload with a load axis it asks this
+driver for the keys still to measure and hands it the live server. Which points are wanted comes from the
+single analysis (:func:`specbench_tui.core.crossover.search_needs` over
+:func:`specbench_tui.core.analysis.analyse`), recomputed after every point: with ``search = "adaptive"`` a
+configuration starts with the ends of the axis and probes towards its crossover, and its matched baseline
+measures the union of its configurations' probes. A configuration that finished while its search still wants
+points is queued again (another round) by the orchestrator. Nothing here is remembered that the run
+directory does not hold, so a resumed run continues the same search.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from specbench_tui.core.analysis import analyse
+from specbench_tui.core.crossover import SearchStep, search_needs
+from specbench_tui.core.events import LoadPointFinished, Notice, WorkloadFinished, WorkloadStarted
+from specbench_tui.core.load import point_keys
+from specbench_tui.core.logparse import summarize_decode
+from specbench_tui.core.plan import Plan
+from specbench_tui.core.records import ERROR_KIND_CRASH, STATUS_ERROR, Measurement, MeasurementKey
+from specbench_tui.engine.loadrun import run_point, warm_up
+from specbench_tui.engine.workloads import Labels, Session, Workload, WorkloadError
+
+if TYPE_CHECKING:
+    from specbench_tui.engine.orchestrator import Orchestrator
+
+MAX_ROUNDS = 64
+"""Search rounds (relaunches of the configurations that still miss points) before the sweep gives up."""
+
+
+class LoadDriver:
+    """Search state and the point runner for one orchestrator."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self._plan_json = plan.to_json()
+        self.specs = {w.name: w for w in plan.workloads if w.load is not None}
+        self.records: dict[MeasurementKey, Measurement] = {}
+        self.step = SearchStep({})
+        self.rounds = 0
+
+    @property
+    def active(self) -> bool:
+        return bool(self.specs)
+
+    def observe(self, measurement: Measurement) -> None:
+        if measurement.workload in self.specs:
+            self.records[measurement.key] = measurement
+
+    def forget(self, keys: set[MeasurementKey]) -> None:
+        for key in keys:
+            self.records.pop(key, None)
+
+    def refresh(self) -> SearchStep:
+        if not self.active:
+            return self.step
+        analysis = analyse(self._plan_json, list(self.records.values()), ())
+        self.step = search_needs(analysis.load, list(analysis.configs)) if analysis.load else SearchStep({})
+        return self.step
+
+    def labels(self, config_id: str, workload: str) -> tuple[str, ...]:
+        return self.step.needs.get(config_id, {}).get(workload, ())
+
+    def keys(self, config_id: str, workload: Workload) -> list[MeasurementKey]:
+        """Every key of the points this configuration must have measured now (done ones included)."""
+        spec = workload.spec
+        assert spec.load is not None
+        return [k for label in self.labels(config_id, spec.name)
+                for k in point_keys(config_id, spec.name, workload.items(), label, spec.repeats,
+                                    spec.load.requests_at(label))]
+
+    async def run_workload(self, orch: Orchestrator, running: Any, workload: Workload, session: Session,
+                           labels: Labels, done: set[MeasurementKey]) -> None:
+        """Measure every point-repeat this configuration still misses, refreshing the search after each, until
+        it wants nothing more of this server. A point-repeat is run whole (a cut one is sent again in full, so
+        its load is what it says)."""
+        spec = workload.spec
+        load = spec.load
+        assert load is not None
+        config = running.config
+        orch.publish(WorkloadStarted(config_id=config.id, workload=spec.name, expected=len(self.keys(config.id,
+                                                                                                  workload))))
+        try:
+            await orch._guard(running, asyncio.ensure_future(workload.prepare(session)))
+        except WorkloadError as exc:
+            orch.publish(Notice(level="error", config_id=config.id, text=f"{spec.name}: {exc}"))
+            for key in self.keys(config.id, workload):
+                orch._record(Measurement(config_id=config.id, config=config.name, workload=key[1], item=key[2],
+                                         repeat=key[3], status=STATUS_ERROR, error=str(exc), load=key[4]))
+            return
+        warmed: set[str] = set()
+        measured = errors = 0
+        while not orch._aborting and not running.skip.is_set():
+            self.refresh()
+            todo = self._todo(config.id, workload, done)
+            if not todo:
+                break
+            label, repeat = todo[0]
+            await orch._wait_unpaused(running)
+            if orch._aborting or running.skip.is_set():
+                break
+            if label not in warmed:
+                await orch._guard(running, asyncio.ensure_future(warm_up(workload, session, label)))
+                warmed.add(label)
+            in_flight: set[str] = set()
+            running.stats = []
+            orch._script("set_busy", running.gpus, True)
+            try:
+                point = await orch._guard(running, asyncio.ensure_future(run_point(
+                    workload, session, labels, label, repeat, load.requests_at(label), load.arrival_seed,
+                    orch._record, in_flight)))
+            except BaseException as gone:
+                death = getattr(gone, "death", None)
+                for item in sorted(in_flight):  # the requests a dead server cut are on record, as sequentially
+                    if death is not None:
+                        orch._record(Measurement(config_id=config.id, config=config.name, workload=spec.name,
+                                                 item=item, repeat=repeat, status=STATUS_ERROR, load=label,
+                                                 error_kind=ERROR_KIND_CRASH,
+                                                 error=f"in flight when the server died: {death.reason}"[:500]))
+                raise
+            finally:
+                orch._script("set_busy", running.gpus, False)
+            summary = summarize_decode(running.stats or [])
+            running.stats = None
+            measured += point.sent
+            errors += point.errors
+            orch.publish(LoadPointFinished(config_id=config.id, workload=spec.name, load=label, repeat=repeat,
+                                           wall_s=round(point.wall_s, 6), requests=point.sent, errors=point.errors,
+                                           server_log=summary.to_json()))
+        orch.publish(WorkloadFinished(config_id=config.id, workload=spec.name, measured=measured, errors=errors))
+
+    def _todo(self, config_id: str, workload: Workload, done: set[MeasurementKey]) -> list[tuple[str, int]]:
+        spec = workload.spec
+        assert spec.load is not None
+        out = []
+        for label in self.labels(config_id, spec.name):
+            count = spec.load.requests_at(label)
+            for repeat in range(1, spec.repeats + 1):
+                keys = point_keys(config_id, spec.name, workload.items(), label, 1, count)
+                if any((k[0], k[1], k[2], repeat, k[4]) not in done for k in keys):
+                    out.append((label, repeat))
+        return out
+
+    def describe(self) -> Callable[[], str]:
+        return lambda: "; ".join(self.step.reasons)
