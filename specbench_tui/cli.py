@@ -61,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
                                  description="Turn a run directory into tables: speedups, acceptance, "
                                              "crashes with their signatures, best configuration per workload.")
     report.add_argument("run_dir", help="a run directory")
-    report.add_argument("--format", choices=("txt", "md", "csv", "json", "latex"), default="txt")
+    report.add_argument("--format", choices=("txt", "md", "csv", "json", "latex", "html"), default="txt")
     report.add_argument("--output", "-o", help="write to this file instead of standard output")
 
     compare = commands.add_parser("compare", help="compare two run directories",

@@ -114,6 +114,22 @@ def _cases(folder: Path) -> dict[str, Callable[[], Case]]:
         "agentic_turns_a_million": lambda: workload('kind = "agentic"\nturns = 1000000\n', "turns =", "MAX_TURNS"),
         "requests_per_configuration": lambda: workload('kind = "haiku"\ncount = 10000\nrepeats = 1000\n',
                                                        "[[workloads]]", "MAX_REQUESTS"),
+        # ---------------------------------------------------------------------------- the load axis
+        "concurrency_a_million": lambda: workload('kind = "code"\nconcurrency = [1, 1000000]\n', "concurrency =",
+                                                  "MAX_CONCURRENCY"),
+        "concurrency_two_hundred_points": lambda: workload('kind = "code"\nconcurrency = '
+                                                           + json.dumps(list(range(1, 201))) + "\n", "concurrency =",
+                                                           "MAX_LOAD_POINTS"),
+        "request_rate_1e12": lambda: workload('kind = "code"\nrequest_rate = [1e12]\n', "request_rate =",
+                                              "MAX_REQUEST_RATE"),
+        "load_requests_a_billion": lambda: workload('kind = "code"\nconcurrency = [1]\nrequests = 1000000000\n',
+                                                    "requests =", "MAX_REQUESTS"),
+        "load_waves_a_million": lambda: workload('kind = "code"\nconcurrency = [1]\nwaves = 1000000\n', "waves =",
+                                                 "MAX_WAVES"),
+        "load_points_times_repeats": lambda: workload('kind = "code"\nconcurrency = [4096, 4095, 4094]\n'
+                                                      'repeats = 100\n', "[[workloads]]", "MAX_REQUESTS"),
+        "slo_ttft_1e300": lambda: workload('kind = "code"\nconcurrency = [1]\nslo = { ttft_ms = 1e300 }\n',
+                                           "slo =", "MAX_TIMEOUT_S"),
         "two_hundred_workloads": lambda: _at(HEAD + CONFIG + "".join(f'\n[[workloads]]\nname = "w{i}"\nkind = "code"\n'
                                                                      for i in range(200)), 'name = "w100"', "MAX_WORKLOADS", -1),
         "timeout_1e300": lambda: _at(BASE + "\n[engine]\nstartup_timeout_s = 1e300\n", "startup_timeout_s", "MAX_TIMEOUT_S"),

@@ -183,6 +183,18 @@ class Crossover:
             return f"({self.low:g}, {self.high:g}]" if self.low is not None else f"≤ {self.high:g}"
         return "?"
 
+    @property
+    def text(self) -> str:
+        """As a reader reads it: ``(16, 24]  ≈19.7``, ``never pays (under 1 at 1)``, ``pays at every point``."""
+        if self.status == NEVER_PAYS:
+            return f"never pays (under 1 at {self.high:g})" if self.high is not None else "never pays"
+        if self.status == ALWAYS_PAYS:
+            return f"pays at every point (> {self.low:g})" if self.low is not None else "pays at every point"
+        if self.status == CROSSES:
+            est = f"  ≈{self.estimate:.3g}" if self.estimate is not None else ""
+            return f"{self.interval_text}{est}"
+        return f"undetermined ({self.note})" if self.note else "undetermined"
+
 
 @dataclass(frozen=True)
 class ScheduleEntry:

@@ -9,9 +9,10 @@ from dataclasses import asdict, dataclass, fields
 from enum import Enum
 from typing import Any
 
-MeasurementKey = tuple[str, str, str, int, str]
-"""(config id, workload, item, repeat, load point): present in the store means done. The load point is ``""``
-for a measurement without one (a sequential workload, or a run directory from before load points)."""
+MeasurementKey = tuple[str, str, str, int] | tuple[str, str, str, int, str]
+"""(config id, workload, item, repeat), with the load point as a fifth part for a measurement taken under load:
+present in the store means done. A sequential workload's keys (and a run directory's from before load points)
+keep their four parts."""
 
 STATUS_OK = "ok"
 STATUS_ZERO_OUTPUT = "zero_output"
@@ -69,7 +70,9 @@ class Measurement:
 
     @property
     def key(self) -> MeasurementKey:
-        return (self.config_id, self.workload, self.item, self.repeat, self.load or "")
+        if self.load is None:
+            return (self.config_id, self.workload, self.item, self.repeat)
+        return (self.config_id, self.workload, self.item, self.repeat, self.load)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -147,6 +147,13 @@ def render_summary(analysis: RunAnalysis, simulated: bool = False) -> str:
             speed = f" ({b.speedup.median:.2f}x)" if b.speedup is not None else ""
             close = f", within the noise of {b.runner_up}" if b.close_call and b.runner_up else ""
             out.append(f"best {b.workload}: {b.config} {b.decode_tps.median:.1f} tok/s{speed}{close}")
+    load = analysis.load
+    if load is not None and load.crossovers:
+        out.append("")
+        for c in load.crossovers:
+            axis = "B*" if c.axis == "concurrency" else "rate*"
+            out.append(f"{axis} {c.workload}: {c.config} {c.text} ({c.measured} of {c.grid} load points)")
+        out.append(f"load points measured: {load.points_measured} of the full grid's {load.grid_points}")
     for note in analysis.notes:
         if not note.startswith("info:"):
             out.append(f"note: {note}")

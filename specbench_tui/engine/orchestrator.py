@@ -195,7 +195,7 @@ def _arg_values(argv: tuple[str, ...], flags: tuple[str, ...]) -> list[str]:
 
 def expected_keys(config_id: str, workload: Workload) -> list[MeasurementKey]:
     """Every measurement key a workload produces for one configuration, in run order."""
-    return [(config_id, workload.spec.name, item, repeat, "")
+    return [(config_id, workload.spec.name, item, repeat)
             for repeat in range(1, workload.spec.repeats + 1) for item in workload.items()]
 
 

@@ -25,6 +25,15 @@ from specbench_tui.core.analysis import (
 from specbench_tui.engine.store import log_file_name, safe_filename
 from specbench_tui.report.charts import budget_charts
 from specbench_tui.report.load import LoadedRun
+from specbench_tui.report.loadview import (
+    LOAD_CSV_COLUMNS,
+    crossover_table,
+    load_csv_rows,
+    load_json,
+    load_txt,
+    points_table,
+    schedule_table,
+)
 from specbench_tui.report.tables import (
     LEGEND,
     best_marks,
@@ -39,7 +48,7 @@ from specbench_tui.report.tables import (
     summary_line,
 )
 
-FORMATS = ("txt", "md", "csv", "json", "latex")
+FORMATS = ("txt", "md", "csv", "json", "latex", "html")
 JSON_SCHEMA = "specbench-report/1"
 FENCE = "`" * 3
 EXCERPT_LINES = 12
@@ -84,6 +93,7 @@ def render_txt(run: LoadedRun, chart_width: int = 72, chart_height: int = 10) ->
     out.append("")
     out += render_text_table(lossless_table(analysis))
     out += ["", "Charts", "------", *budget_charts(analysis, chart_width, chart_height)]
+    out += load_txt(analysis, chart_width, chart_height)
     out += _notes_txt(run)
     return "\n".join(line.rstrip() for line in out) + "\n"
 
@@ -127,6 +137,11 @@ def render_md(run: LoadedRun) -> str:
                     FENCE, *(clean_text(line).replace(FENCE, "'''") for line in config.excerpt[-EXCERPT_LINES:]),
                     FENCE, ""]
     out += render_markdown_table(lossless_table(analysis), 2)
+    if analysis.load is not None:
+        for w in analysis.load.workloads:
+            for table in (crossover_table(analysis.load, w.name), schedule_table(analysis.load, w.name),
+                          points_table(analysis.load, w.name)):
+                out += render_markdown_table(table, 2)
     notes = [clean_text(n) for n in (*analysis.notes, *(f"read: {w}" for w in run.warnings))]
     notes += [f"earlier attempt: {clean_text(n)}" for n in analysis.history]
     if notes:
@@ -191,10 +206,17 @@ def csv_rows(run: LoadedRun) -> list[dict[str, str]]:
 
 
 def render_csv(run: LoadedRun) -> str:
+    """One row per configuration × workload; a run with a load axis adds the load columns and one row per
+    configuration × workload × load point."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    load_rows = load_csv_rows(run.analysis, CSV_COLUMNS)
+    columns = (*CSV_COLUMNS, *LOAD_CSV_COLUMNS) if load_rows else CSV_COLUMNS
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n", restval="")
     writer.writeheader()
     writer.writerows(csv_rows(run))
+    for row in load_rows:
+        row["run"] = run.name
+        writer.writerow(row)
     return buffer.getvalue()
 
 
@@ -203,8 +225,14 @@ def render_csv(run: LoadedRun) -> str:
 
 def render_json(run: LoadedRun) -> str:
     """The whole analysis, for scripts: ``{"schema", "run", "env", "warnings", "analysis"}``."""
+    analysis = to_json(run.analysis)
+    if analysis.get("load") is None:
+        analysis.pop("load", None)
     data = {"schema": JSON_SCHEMA, "run": run.name, "env": run.env, "warnings": list(run.warnings),
-            "analysis": to_json(run.analysis)}
+            "analysis": analysis}
+    load = load_json(run.analysis)
+    if load is not None:
+        data["load"] = load
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
@@ -304,7 +332,14 @@ def render_latex(run: LoadedRun) -> str:
 
 RENDERERS: dict[str, Callable[[LoadedRun], str]] = {
     "txt": render_txt, "md": render_md, "csv": render_csv, "json": render_json, "latex": render_latex,
+    "html": lambda run: _render_html(run),
 }
+
+
+def _render_html(run: LoadedRun) -> str:
+    from specbench_tui.report.html import render_html
+
+    return render_html(run, render_txt(run))
 
 
 def render(run: LoadedRun, fmt: str) -> str:

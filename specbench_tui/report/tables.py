@@ -253,7 +253,9 @@ def summary_line(analysis: RunAnalysis) -> str:
     for config in analysis.configs:
         counts[config.state] = counts.get(config.state, 0) + 1
     states = ", ".join(f"{n} {state}" for state, n in counts.items())
-    return f"{len(analysis.configs)} configurations ({states}) x {len(analysis.workloads)} workloads"
+    loaded = len(analysis.load.workloads) if analysis.load is not None else 0
+    under_load = f" + {loaded} under load" if loaded else ""
+    return f"{len(analysis.configs)} configurations ({states}) x {len(analysis.workloads)} workloads{under_load}"
 
 
 ENV_PACKAGES = ("sglang", "sgl-kernel", "torch", "triton", "flashinfer-python", "transformers")

@@ -1,0 +1,280 @@
+"""The load half of a report: per-point tables, the crossovers, the schedule, terminal charts and the JSON/CSV
+blocks, all read from ``RunAnalysis.load`` (:mod:`specbench_tui.core.crossover`); nothing is computed here."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from specbench_tui.core.analysis import RunAnalysis, to_json
+from specbench_tui.core.crossover import (
+    ALWAYS_PAYS,
+    CROSSES,
+    NEVER_PAYS,
+    Crossover,
+    LoadAnalysis,
+    PointRow,
+    Stat,
+)
+from specbench_tui.core.load import AXIS_CONCURRENCY, AXIS_RATE
+from specbench_tui.report.charts import MARKERS, ChartSeries, render_chart
+from specbench_tui.report.tables import Table
+
+AXIS_NAMES = {AXIS_CONCURRENCY: "concurrency", AXIS_RATE: "request rate (req/s)"}
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.1f}"
+
+
+def _stat(s: Stat | None, digits: int = 1) -> str:
+    if s is None:
+        return "-"
+    if s.mad is not None:
+        return f"{s.median:.{digits}f} ±{s.mad:.{digits}f}"
+    if s.repeats > 1 and s.high > s.low:
+        return f"{s.median:.{digits}f} ({s.low:.{digits}f}–{s.high:.{digits}f})"
+    return f"{s.median:.{digits}f}"
+
+
+def b_star(c: Crossover) -> str:
+    return c.text
+
+
+def points_table(load: LoadAnalysis, workload: str) -> Table:
+    spec = next(w.spec for w in load.workloads if w.name == workload)
+    slo = spec.slo
+    headers = ["configuration", "load", "ok/err", "out tok/s", "tok/s/user", "req/s", "TTFT p50/p99 ms",
+               "ITL p99 ms", "e2e p99 ms", "accept req/srv", "speedup"]
+    if slo is not None:
+        headers[-1:-1] = ["goodput req/s", "SLO"]
+    table = Table(f"{workload} under load (median ± MAD over repeats; speedup vs the matched baseline at the same "
+                  "point)", headers, align="llrrrrrrrrr" + ("rr" if slo else ""))
+    for row in sorted(load.points, key=lambda p: (p.workload, _order(load, p.config_id), p.axis, p.value)):
+        if row.workload != workload:
+            continue
+        cells = [row.config, row.load, f"{row.n_ok}/{row.n_error + row.n_zero_output}", _stat(row.output_tps, 0),
+                 _stat(row.per_user_tps, 1), _stat(row.request_tps, 2),
+                 f"{_ms(row.ttft_s.p50 if row.ttft_s else None)}/{_ms(row.ttft_s.p99 if row.ttft_s else None)}",
+                 _ms(row.itl_s.p99 if row.itl_s else None), _ms(row.e2e_s.p99 if row.e2e_s else None),
+                 f"{_f(row.accept_length, 2)}/{_f(row.server_accept_length, 2)}"]
+        if slo is not None:
+            cells += [_f(row.goodput_rps, 2),
+                      "-" if row.meets_slo is None else ("met" if row.meets_slo else "missed")
+                      + (f" {row.slo_attainment:.0%}" if row.slo_attainment is not None else "")]
+        speed = _stat(row.speedup, 2) + "x" if row.speedup else "-"
+        cells.append(speed + (" noisy" if row.noisy else ""))
+        table.rows.append(cells)
+    if slo is not None:
+        table.notes.append(f"SLO: {slo.describe()} (goodput counts requests that met it; 'met' when p{slo.percentile:g} "
+                           "of each figure is within its limit, with the share of requests that met it)")
+    table.notes.append(f"noisy: relative MAD over {spec.noise_threshold:.0%} (kept out of B* and the schedule)")
+    return table
+
+
+def _order(load: LoadAnalysis, config_id: str) -> int:
+    ids = list(dict.fromkeys(p.config_id for p in load.points))
+    return ids.index(config_id) if config_id in ids else len(ids)
+
+
+def crossover_table(load: LoadAnalysis, workload: str) -> Table:
+    table = Table(f"{workload}: where speculation stops paying (B*: speedup over the matched baseline falls below 1)",
+                  ["configuration", "axis", "B* interval", "points measured", "evidence"], align="llllll")
+    for c in load.crossovers:
+        if c.workload != workload:
+            continue
+        ev = ", ".join(f"{e.load} {e.speedup:.2f}x" + ("?" if e.noisy else "")
+                       for e in sorted(c.evidence, key=lambda e: e.value) if e.speedup is not None)
+        table.rows.append([c.config, AXIS_NAMES.get(c.axis, c.axis), b_star(c), f"{c.measured} of {c.grid}", ev])
+    if load.grid_points:
+        table.notes.append(f"the search measured {load.points_measured} of the full grid's {load.grid_points} "
+                           f"(configuration, load point) pairs ({load.points_measured / load.grid_points:.0%}); "
+                           "'?' marks a noisy point")
+    return table
+
+
+def schedule_table(load: LoadAnalysis, workload: str) -> Table:
+    table = Table(f"{workload}: schedule (the fastest configuration per user at each load point)",
+                  ["load", "best", "tok/s/user", "runner-up", "margin", "beyond the spread", "measured"],
+                  align="llrlrll")
+    for e in load.schedule:
+        if e.workload != workload:
+            continue
+        table.rows.append([e.load, e.best or "-", _f(e.best_tps, 1), e.runner_up or "-",
+                           f"{e.margin:+.1%}" if e.margin is not None else "-",
+                           "-" if e.significant is None else ("yes" if e.significant else "no (within noise)"),
+                           f"{e.candidates} configs" + (f", {len(e.excluded)} left out" if e.excluded else "")])
+    return table
+
+
+def speedup_series(load: LoadAnalysis, workload: str, axis: str = AXIS_CONCURRENCY) -> list[ChartSeries]:
+    out = []
+    for config_id in dict.fromkeys(p.config_id for p in load.points):
+        pts = [p for p in load.points if p.config_id == config_id and p.workload == workload and p.axis == axis
+               and p.speedup is not None]
+        if pts:
+            out.append(ChartSeries(pts[0].config, tuple(sorted((p.value, p.speedup.median if p.speedup and not p.noisy
+                                                                else None) for p in pts))))
+    return out
+
+
+def pareto_series(load: LoadAnalysis, workload: str) -> list[tuple[str, list[tuple[float, float, str]]]]:
+    """Per configuration: (total output tok/s, per-user tok/s, load label) at each measured point."""
+    out = []
+    for config_id in dict.fromkeys(p.config_id for p in load.points):
+        pts = sorted((p for p in load.points if p.config_id == config_id and p.workload == workload
+                      and p.output_tps is not None and p.per_user_tps is not None),
+                     key=lambda p: (p.axis, p.value))
+        if pts:
+            out.append((pts[0].config, [(p.output_tps.median, p.per_user_tps.median, p.load)  # type: ignore[union-attr]
+                                        for p in pts]))
+    return out
+
+
+def pareto_front(series: Sequence[tuple[str, Sequence[tuple[float, float, str]]]]) -> list[tuple[str, str]]:
+    """(configuration, load) of the points no other point beats on both total and per-user tok/s."""
+    pts = [(x, y, name, label) for name, ps in series for x, y, label in ps]
+    return [(name, label) for x, y, name, label in pts
+            if not any(x2 >= x and y2 >= y and (x2 > x or y2 > y) for x2, y2, _, _ in pts)]
+
+
+def render_scatter(series: Sequence[tuple[str, Sequence[tuple[float, float, str]]]], width: int = 72,
+                   height: int = 12, title: str = "", x_label: str = "", y_label: str = "") -> list[str]:
+    """ASCII scatter on linear axes, one marker per series."""
+    xs = [x for _, ps in series for x, _, _ in ps]
+    ys = [y for _, ps in series for _, y, _ in ps]
+    lines = [title] if title else []
+    if not xs:
+        return [*lines, "(no data to chart)"]
+    x0, x1 = 0.0, max(xs) * 1.05
+    y0, y1 = 0.0, max(ys) * 1.05
+    gutter = len(f"{y1:.0f}") + 1
+    pw = max(20, width - gutter - 2)
+    grid = [[" "] * pw for _ in range(height)]
+    for index, (_, ps) in enumerate(series):
+        marker = MARKERS[index % len(MARKERS)]
+        for x, y, _ in ps:
+            c = min(pw - 1, round((x - x0) / (x1 - x0) * (pw - 1)))
+            r = min(height - 1, round((y1 - y) / (y1 - y0) * (height - 1)))
+            grid[r][c] = marker if grid[r][c] == " " else "&"
+    for r in range(height):
+        tick = f"{y1:.0f}" if r == 0 else (f"{y0:.0f}" if r == height - 1 else "")
+        lines.append(f"{tick.rjust(gutter - 1)} |{''.join(grid[r])}".rstrip())
+    lines.append(" " * gutter + "+" + "-" * pw)
+    lines.append(" " * (gutter + 1) + "0" + f"{x1:.0f}".rjust(pw - 1) + f"   {x_label}")
+    legend = "  ".join(f"{MARKERS[i % len(MARKERS)]} {name}" for i, (name, _) in enumerate(series))
+    lines.append(" " * gutter + legend + (f"   (y: {y_label})" if y_label else ""))
+    return lines
+
+
+def load_txt(analysis: RunAnalysis, width: int = 72, height: int = 10) -> list[str]:
+    """The load sections of the txt report (empty for a run without a load axis)."""
+    from specbench_tui.report.tables import render_text_table
+
+    load: LoadAnalysis | None = analysis.load
+    if load is None or load.empty:
+        return []
+    out: list[str] = []
+    for w in load.workloads:
+        out += ["", *render_text_table(crossover_table(load, w.name))]
+        out += ["", *render_text_table(schedule_table(load, w.name))]
+        out += ["", *render_text_table(points_table(load, w.name))]
+        for axis in (AXIS_CONCURRENCY, AXIS_RATE):
+            series = speedup_series(load, w.name, axis)
+            if series:
+                out += ["", *render_chart(series, width, height, f"{w.name}: speedup over the matched baseline vs "
+                                          f"{AXIS_NAMES[axis]} (1.00 = break-even)", AXIS_NAMES[axis])]
+        pareto = pareto_series(load, w.name)
+        if pareto:
+            out += ["", *render_scatter(pareto, width, height, f"{w.name}: per-user vs total output tok/s (Pareto; "
+                                        "up and right is better)", "total output tok/s", "tok/s per user")]
+            front = pareto_front(pareto)
+            out.append("Pareto front: " + ", ".join(f"{n} at {label}" for n, label in front))
+    return out
+
+
+def load_json(analysis: RunAnalysis) -> dict[str, Any] | None:
+    """The report's ``load`` block: ``crossover_concurrency`` (and ``crossover_rate``) per speculative
+    configuration and workload with its interval, the schedule and the search's cost; every point's figures are
+    in ``analysis.load.points``."""
+    load: LoadAnalysis | None = analysis.load
+    if load is None or load.empty:
+        return None
+
+    def cross(c: Crossover) -> dict[str, Any]:
+        return {"config": c.config, "config_id": c.config_id, "workload": c.workload, "status": c.status,
+                "interval": [c.low, c.high], "estimate": round(c.estimate, 4) if c.estimate is not None else None,
+                "text": b_star(c), "points_measured": c.measured, "grid_points": c.grid,
+                "evidence": [{"load": e.load, "value": e.value,
+                              "speedup": round(e.speedup, 4) if e.speedup is not None else None, "noisy": e.noisy}
+                             for e in sorted(c.evidence, key=lambda e: e.value)], "note": c.note}
+
+    return {
+        "crossover_concurrency": [cross(c) for c in load.crossovers if c.axis == AXIS_CONCURRENCY],
+        "crossover_rate": [cross(c) for c in load.crossovers if c.axis == AXIS_RATE],
+        "schedule": to_json(list(load.schedule)),
+        "points_measured": load.points_measured,
+        "grid_points": load.grid_points,
+        "pareto_front": {w.name: [list(p) for p in pareto_front(pareto_series(load, w.name))] for w in load.workloads},
+    }
+
+
+LOAD_CSV_COLUMNS = (
+    "load", "load_axis", "load_value", "output_tps", "output_tps_mad", "per_user_tps", "per_user_tps_mad",
+    "request_tps", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "itl_p50_s", "itl_p90_s", "itl_p99_s", "e2e_p50_s",
+    "e2e_p90_s", "e2e_p99_s", "server_accept_length", "goodput_rps", "goodput_tps", "slo_attainment", "meets_slo",
+    "load_speedup", "load_speedup_mad", "noisy",
+)
+
+
+def _n(value: float | int | None, digits: int = 4) -> str:
+    if value is None:
+        return ""
+    return str(value) if isinstance(value, int) else f"{value:.{digits}f}"
+
+
+def load_csv_rows(analysis: RunAnalysis, base_columns: Sequence[str]) -> list[dict[str, str]]:
+    load: LoadAnalysis | None = analysis.load
+    if load is None:
+        return []
+    out = []
+    for p in load.points:
+        config = analysis.config(p.config_id)
+        row = dict.fromkeys(base_columns, "")
+        row.update({"sweep": analysis.sweep, "config_id": p.config_id, "config": p.config,
+                    "algorithm": config.algorithm if config else "", "baseline": p.baseline or "",
+                    "workload": p.workload, "state": config.state if config else "", "n_ok": str(p.n_ok),
+                    "n_zero_output": str(p.n_zero_output), "n_error": str(p.n_error),
+                    "decode_tps_median": _n(p.per_user_tps.median if p.per_user_tps else None, 3),
+                    "accept_length": _n(p.accept_length), "repeats": str(p.repeats)})
+
+        def pc(x: Any, attr: str) -> str:
+            return _n(getattr(x, attr) if x is not None else None, 5)
+
+        row.update({
+            "load": p.load, "load_axis": p.axis, "load_value": f"{p.value:g}",
+            "output_tps": _n(p.output_tps.median if p.output_tps else None, 3),
+            "output_tps_mad": _n(p.output_tps.mad if p.output_tps else None, 3),
+            "per_user_tps": _n(p.per_user_tps.median if p.per_user_tps else None, 3),
+            "per_user_tps_mad": _n(p.per_user_tps.mad if p.per_user_tps else None, 3),
+            "request_tps": _n(p.request_tps.median if p.request_tps else None, 4),
+            "ttft_p50_s": pc(p.ttft_s, "p50"), "ttft_p90_s": pc(p.ttft_s, "p90"), "ttft_p99_s": pc(p.ttft_s, "p99"),
+            "itl_p50_s": pc(p.itl_s, "p50"), "itl_p90_s": pc(p.itl_s, "p90"), "itl_p99_s": pc(p.itl_s, "p99"),
+            "e2e_p50_s": pc(p.e2e_s, "p50"), "e2e_p90_s": pc(p.e2e_s, "p90"), "e2e_p99_s": pc(p.e2e_s, "p99"),
+            "server_accept_length": _n(p.server_accept_length), "goodput_rps": _n(p.goodput_rps),
+            "goodput_tps": _n(p.goodput_tps, 3), "slo_attainment": _n(p.slo_attainment),
+            "meets_slo": "" if p.meets_slo is None else ("yes" if p.meets_slo else "no"),
+            "load_speedup": _n(p.speedup.median if p.speedup else None),
+            "load_speedup_mad": _n(p.speedup.mad if p.speedup else None), "noisy": "yes" if p.noisy else "",
+        })
+        out.append(row)
+    return out
+
+
+def point_label(p: PointRow) -> str:
+    return f"{p.config} @ {p.load}"
