@@ -20,7 +20,7 @@ DATA = Path(__file__).parent / "data"
 GOLDEN = Path(__file__).parent / "golden"
 RUN_A = DATA / "report_run_a"
 RUN_B = DATA / "report_run_b"
-EXTENSIONS = {"txt": "txt", "md": "md", "csv": "csv", "json": "json", "latex": "tex"}
+EXTENSIONS = {"txt": "txt", "md": "md", "csv": "csv", "json": "json", "latex": "tex", "html": "html"}
 UPDATE = os.environ.get("SPECBENCH_UPDATE_GOLDEN") == "1"
 
 

@@ -75,7 +75,11 @@ class Measurement:
         return (self.config_id, self.workload, self.item, self.repeat, self.load)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        for name in _OMIT_WHEN_NONE:  # a sequential workload's record is written as before load points existed
+            if data[name] is None:
+                del data[name]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Measurement:
@@ -89,6 +93,8 @@ class Measurement:
             raise ValueError(f"unknown status {str(kwargs['status'])[:40]!r}")
         return cls(**kwargs)
 
+
+_OMIT_WHEN_NONE = ("itl_p99_s", "load")
 
 _HINTS: dict[type, dict[str, Any]] = {}
 

@@ -1,0 +1,116 @@
+"""The load runners and the shipped crossover demo, end to end on the simulator's ground truth."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specbench_tui.core.load import arrival_offsets
+from specbench_tui.core.records import Measurement
+from specbench_tui.core.sweep import load_sweep
+from specbench_tui.engine.loadrun import run_point
+from specbench_tui.engine.workloads import Labels
+from specbench_tui.sim.profile import load_profile
+from specbench_tui.sim.speed import ground_truth_crossover
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class FakeWorkload:
+    """Records when each request was sent and how many were in flight; answers after ``delay_s``."""
+
+    def __init__(self, delay_s: float = 0.02) -> None:
+        self.delay_s = delay_s
+        self.sent: list[float] = []
+        self.in_flight = 0
+        self.peak = 0
+
+    def items(self) -> list[str]:
+        return ["a", "b", "c"]
+
+    async def run(self, item: str, repeat: int, session: Any, labels: Labels) -> Measurement:
+        self.sent.append(time.monotonic())
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        await asyncio.sleep(self.delay_s)
+        self.in_flight -= 1
+        return Measurement(config_id=labels.config_id, config=labels.config, workload=labels.workload, item=item,
+                           repeat=repeat, status="ok", decode_tps=10.0)
+
+
+def test_closed_loop_keeps_exactly_n_requests_in_flight() -> None:
+    workload, recorded = FakeWorkload(), []
+    run = asyncio.run(run_point(workload, None, Labels("c", "cfg", "w"), "c4", 2, 12, 0,  # type: ignore[arg-type]
+                                recorded.append, set()))
+    assert workload.peak == 4 and run.sent == 12 and len(recorded) == 12
+    assert {m.load for m in recorded} == {"c4"} and {m.repeat for m in recorded} == {2}
+    assert sorted(m.item for m in recorded) == sorted(f"{i}#{r}" for i in "abc" for r in range(4))
+    assert 0.05 < run.wall_s < 1.0  # three waves of 20 ms
+
+
+def test_open_loop_sends_on_the_seeded_poisson_schedule() -> None:
+    workload, recorded = FakeWorkload(delay_s=0.05), []
+    start = time.monotonic()
+    asyncio.run(run_point(workload, None, Labels("c", "cfg", "w"), "r40", 1, 20, 11,  # type: ignore[arg-type]
+                          recorded.append, set()))
+    offsets = arrival_offsets(40.0, 20, 11, "w", "r40", 1)
+    sent = [t - workload.sent[0] for t in workload.sent]
+    assert len(recorded) == 20 and {m.load for m in recorded} == {"r40"}
+    assert max(abs(a - b) for a, b in zip(sent, offsets)) < 0.03  # on schedule, whatever is in flight
+    assert workload.peak > 1  # arrivals do not wait for answers (open loop)
+    assert time.monotonic() - start >= offsets[-1]
+
+
+def _truths() -> dict[str, float]:
+    """Each demo configuration's B* from the ground-truth profile, in closed form."""
+    profile = load_profile({"SPECBENCH_SIM_PROFILE": str(REPO / "sweeps" / "sim-profiles" / "crossover.toml")})
+    det = profile["deterministic"]
+    ar = next(r for r in det["config"] if r["algorithm"] == "NONE")["tok_s"]
+    out = {}
+    for rule in det["config"]:
+        if rule["algorithm"] == "EAGLE3":
+            steps = rule["num_steps"]
+            out[f"eagle3-s{steps}"] = ground_truth_crossover(ar, rule["tok_s"], rule["accept_length"], steps + 1,
+                                                             det["batch_ms_per_token"])
+    return out
+
+
+@pytest.mark.e2e
+def test_crossover_demo_finds_every_true_crossover_with_under_half_the_grid(tmp_path: Path) -> None:
+    """Done-when: sweeps/crossover-demo.toml on the simulator; the report's crossover_concurrency intervals hold
+    the closed-form B* of every configuration, found with at most half the (configuration, load point) grid;
+    resuming the finished run measures nothing more."""
+    truths = _truths()
+    assert len(truths) == 6
+    run = subprocess.run([sys.executable, "-m", "specbench_tui", "run", str(REPO / "sweeps" / "crossover-demo.toml"),
+                          "--headless", "--runs-dir", str(tmp_path)], capture_output=True, text=True, timeout=400)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "B* code: eagle3-s7 (16, 24]" in run.stdout
+    run_dir = next(tmp_path.iterdir())
+    report = subprocess.run([sys.executable, "-m", "specbench_tui", "report", str(run_dir), "--format", "json"],
+                            capture_output=True, text=True, timeout=60)
+    data = json.loads(report.stdout)["load"]
+    crossovers = {c["config"]: c for c in data["crossover_concurrency"]}
+    assert set(crossovers) == set(truths)
+    for name, truth in truths.items():
+        low, high = crossovers[name]["interval"]
+        assert (low if low is not None else float("-inf")) < truth <= (high if high is not None else float("inf")), \
+            (name, truth, crossovers[name])
+    grid = len(load_sweep(REPO / "sweeps" / "crossover-demo.toml").workloads[0].load.concurrency) * 7
+    assert data["grid_points"] == grid == 84
+    assert data["points_measured"] <= grid / 2, data["points_measured"]
+    measured = {(m["config"], m["load"]) for m in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())}
+    assert len(measured) == data["points_measured"]
+    again = subprocess.run([sys.executable, "-m", "specbench_tui", "run", "--resume", str(run_dir), "--headless"],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert "launching" not in again.stdout
+    after = {(m["config"], m["load"]) for m in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())}
+    assert after == measured
