@@ -37,9 +37,14 @@ async def steady(pilot) -> None:
     app = pilot.app
     app.drain_events()
     await pilot.pause()
-    await app.workers.wait_for_complete()
+    for _ in range(200):  # the analysis runs in a worker and may ask for another one when it ends
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        if app.analysis_settled and not any(worker.is_running for worker in app.workers):
+            break
     app.clear_notifications()
     await pilot.pause()
+    await pilot.pause()  # the tables measure their new rows' widths when idle
 
 
 def test_mid_run_wide(engine: FakeEngine, snap_compare) -> None:
