@@ -81,3 +81,11 @@ def test_an_agentic_workload_cannot_be_put_under_load(tmp_path: Path) -> None:
 def test_the_shipped_crossover_demo_validates() -> None:
     sweep = load_sweep(Path(__file__).parent.parent / "sweeps" / "crossover-demo.toml")
     assert sweep.workloads[0].load.concurrency == (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+
+
+def test_validate_prints_the_load_axis(tmp_path: Path) -> None:
+    from specbench_tui.core.planview import format_plan
+
+    text = format_plan(build_plan(load_sweep(write(tmp_path, "concurrency = [1, 8]\nslo = { ttft_ms = 500 }\n"))))
+    assert "under load: concurrency [1, 8] (closed loop); waves=4 × concurrency" in text
+    assert "search adaptive" in text and "SLO TTFT ≤ 500 ms" in text

@@ -49,6 +49,18 @@ def format_plan(plan: Plan, launcher_argv: list[str] | None = None) -> str:
         params = ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in w.params)
         lines.append(f"  {w.name} ({w.kind}): max_new_tokens={w.max_new_tokens}, repeats={w.repeats}, "
                      f"warmup={w.warmup}, temperature={w.temperature}" + (f", {params}" if params else ""))
+        if w.load is not None:
+            load = w.load
+            axes = []
+            if load.concurrency:
+                axes.append(f"concurrency {list(load.concurrency)} (closed loop)")
+            if load.request_rate:
+                axes.append(f"request_rate {list(load.request_rate)} req/s (open loop, arrival_seed={load.arrival_seed})")
+            per = f"requests={load.requests}" if load.requests is not None else f"waves={load.waves} × concurrency"
+            search = ("adaptive: the ends first, then towards each configuration's crossover"
+                      if load.search == "adaptive" else "grid: every point")
+            lines.append(f"    under load: {'; '.join(axes)}; {per} per point and repeat; search {search}"
+                         + (f"; SLO {load.slo.describe()}" if load.slo else ""))
     for note in plan.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines)
