@@ -275,3 +275,17 @@ def test_point_keys_cycle_items_and_number_rounds() -> None:
     assert [k[2] for k in keys[:5]] == ["a#0", "b#0", "a#1", "b#1", "a#2"]
     assert {k[3] for k in keys} == {1, 2} and {k[4] for k in keys} == {"c4"} and len(set(keys)) == 10
     assert LoadSpec(concurrency=(8,)).requests_at("c8") == 32 and LoadSpec(request_rate=(2.0,)).requests_at("r2") == 64
+
+
+def test_the_results_table_has_a_row_per_load_point_with_its_speedup_and_b_star() -> None:
+    from specbench_tui.core.state import RunState
+    from specbench_tui.tui.results_panel import build_rows
+
+    load = LoadSpec(concurrency=(1, 8, 16, 64), requests=2)
+    a = analyse(plan(AR, SP, load=load, repeats=1), _curve_ms({1: 2.0, 8: 1.2, 16: 0.9, 64: 0.5}), [])
+    rows = build_rows(RunState(), a)
+    spec_rows = sorted((r for r in rows.values() if r.config == "spec"), key=lambda r: r.order)
+    assert [r.workload for r in spec_rows] == ["w @c1", "w @c8", "w @c16", "w @c64"]
+    assert [round(r.speedup, 2) for r in spec_rows] == [2.0, 1.2, 0.9, 0.5]
+    assert all("B* (8, 16]" in r.note for r in spec_rows)
+    assert all(r.is_baseline for r in rows.values() if r.config == "ar")

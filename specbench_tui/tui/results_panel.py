@@ -131,6 +131,30 @@ def build_rows(state: RunState, analysis: RunAnalysis | None) -> dict[str, Resul
                 speedup=cell.speedup.median if cell.speedup and cell.speedup_note != "baseline" else None,
                 is_baseline=cell.speedup_note == "baseline", crashed=crashed, zero_output=cell.n_zero_output,
                 errors=cell.n_error, note=" · ".join(notes), partial=cell.partial)
+        load = analysis.load
+        for w_index, load_workload in enumerate(load.workloads if load is not None else ()):
+            crossover = load.crossover(config.id, load_workload.name)
+            labels = load_workload.spec.points()
+            for point in load.points_of(config.id, load_workload.name):  # a row per measured load point
+                notes = [f"✖ {signature or config.state}"] if crashed else []
+                if point.noisy:
+                    notes.append(f"noisy: {point.noise}")
+                if crossover is not None:
+                    notes.append(f"B* {crossover.text}")
+                if point.meets_slo is not None:
+                    notes.append(f"SLO {'met' if point.meets_slo else 'missed'}")
+                if point.n_error:
+                    notes.append(f"{point.n_error} failed")
+                rows[row_key(config.id, f"{load_workload.name}@{point.load}")] = ResultRow(
+                    config=config.name, workload=f"{load_workload.name} @{point.load}",
+                    order=(order, 2_000 + w_index * 100 + (labels.index(point.load) if point.load in labels else 99)),
+                    count=point.n_ok + point.n_zero_output + point.n_error,
+                    tps=point.per_user_tps.median if point.per_user_tps else None,
+                    all_zero=point.n_ok == 0 and point.n_zero_output > 0,
+                    ttft_ms=point.ttft_s.p50 * 1000 if point.ttft_s and point.ttft_s.p50 is not None else None,
+                    accept=point.accept_length, speedup=point.speedup.median if point.speedup else None,
+                    is_baseline=config.is_baseline, crashed=crashed, zero_output=point.n_zero_output,
+                    errors=point.n_error, note=" · ".join(notes))
         if crashed and not any(r.measured for r in cells):
             rows[row_key(config.id, None)] = ResultRow(
                 config=config.name, workload="—", order=(order, -1), count=0, tps=None, all_zero=False,
