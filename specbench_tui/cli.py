@@ -44,7 +44,9 @@ def _parser() -> argparse.ArgumentParser:
                     "(invalid sweep, pre-flight, the run directory owned by another specbench); 3 the run directory became unwritable; 4 a GPU stayed held; "
                     "129 SIGHUP; 130 stopped on request (continue with --resume).")
     run.add_argument("sweep", nargs="?", help="a sweep file, or the name of a shipped one (e.g. demo)")
-    run.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run directory")
+    run.add_argument("--resume", metavar="RUN_DIR",
+                     help="continue an interrupted run directory ('latest': the newest under --runs-dir, "
+                          "default runs/; 'specbench runs' lists them)")
     run.add_argument("--retry-crashed", action="store_true",
                      help="with --resume, run crashed and failed configurations again (with the request "
                           "that was in flight at the crash)")
@@ -56,6 +58,14 @@ def _parser() -> argparse.ArgumentParser:
                           "program or specbench holds is passed over with a notice)")
     run.add_argument("--no-mouse", action="store_true", help="do not capture the mouse (TUI)")
     run.add_argument("--theme", help="theme name (TUI; see themes/)")
+
+    runs = commands.add_parser(
+        "runs", help="list run directories: state, progress, owner pid while live, path",
+        description="List the run directories under a runs folder, oldest first: how each ended (or "
+                    "'running' with the pid of the specbench running it, or 'interrupted'), configurations "
+                    "finished of all, when it started, and its path (for --resume or report).")
+    runs.add_argument("runs_dir", nargs="?", default=None, help="the runs folder (default: runs)")
+    runs.add_argument("--runs-dir", dest="runs_dir_option", metavar="DIR", help="the same, as an option")
 
     report = commands.add_parser("report", help="write the tables of a run directory",
                                  description="Turn a run directory into tables: speedups, acceptance, "
@@ -93,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             return _validate(args)
         if args.command == "run":
             return _run(args)
+        if args.command == "runs":
+            return _runs(args)
         if args.command == "report":
             from specbench_tui.report.cli import report_command
 
@@ -152,9 +164,45 @@ def _launcher_prefix(plan) -> list[str]:  # noqa: ANN001
     return launcher_prefix(plan.sweep.engine, sys.executable)
 
 
+def _runs(args: argparse.Namespace) -> int:
+    from specbench_tui.report.runs import DEFAULT_RUNS_DIR, format_runs, list_runs
+
+    runs_dir = Path(args.runs_dir_option or args.runs_dir or DEFAULT_RUNS_DIR)
+    if not runs_dir.is_dir():
+        print(f"specbench runs: {runs_dir}: no such folder (runs go to the sweep's runs_dir, default runs/)",
+              file=sys.stderr)
+        return EXIT_INVALID
+    runs = list_runs(runs_dir)
+    if not runs:
+        print(f"no run directories in {runs_dir}")
+        return EXIT_OK
+    print(format_runs(runs))
+    return EXIT_OK
+
+
+def _resolve_latest(args: argparse.Namespace) -> bool:
+    """Turn ``--resume latest`` into the newest run directory's path; False (after saying why) when none."""
+    if args.resume != "latest" or Path("latest").is_dir():
+        return True
+    from specbench_tui.report.runs import DEFAULT_RUNS_DIR, latest_run
+
+    runs_dir = Path(args.runs_dir or DEFAULT_RUNS_DIR)
+    latest = latest_run(runs_dir)
+    if latest is None:
+        print(f"specbench run: --resume latest: no run directory in {runs_dir} (give --runs-dir, or a path)",
+              file=sys.stderr)
+        return False
+    print(f"specbench: resuming the latest run, {latest.path} ({latest.state}, {latest.progress} configurations)",
+          file=sys.stderr)
+    args.resume = str(latest.path)
+    return True
+
+
 def _run(args: argparse.Namespace) -> int:
     if not args.sweep and not args.resume:
         print("specbench run: give a sweep file (e.g. sweeps/demo.toml) or --resume RUN_DIR", file=sys.stderr)
+        return EXIT_INVALID
+    if args.resume and not _resolve_latest(args):
         return EXIT_INVALID
     # Whatever the umask (000 included), nothing a run writes is group- or world-writable: its own files are
     # created 0644/0755 explicitly, and this covers everything else (servers' files too).

@@ -66,6 +66,22 @@ def test_quitting_mid_sweep_says_how_to_continue_and_exits_130(capsys: pytest.Ca
     assert "continue with specbench run --resume runs/x" in capsys.readouterr().out
 
 
+def test_a_failed_preflight_prints_its_reasons_not_a_count(capsys: pytest.CaptureFixture) -> None:
+    from specbench_tui.core.events import ConfigState
+    from specbench_tui.engine.orchestrator import SweepOutcome
+    from specbench_tui.tui.main import _ending
+
+    outcome = SweepOutcome("failed", "pre-flight failed", states={"a": ConfigState.PENDING, "b": ConfigState.PENDING},
+                           failure="preflight")
+    reasons = ["GPU 3 is held by pid 4242 (python)", "port 30000 is in use"]
+    assert _ending(_Ended(outcome), 0, preflight_problems=reasons) == 2
+    out = capsys.readouterr().out
+    assert "pre-flight failed, nothing was launched" in out
+    assert "  - GPU 3 is held by pid 4242 (python)" in out and "  - port 30000 is in use" in out
+    assert "2 pending" not in out and "TABLE" not in out
+    assert "run directory" not in out  # a failed pre-flight leaves none behind
+
+
 def test_an_engine_error_is_said_and_fails(capsys: pytest.CaptureFixture) -> None:
     from specbench_tui.tui.main import _ending
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from specbench_tui.engine.ending import EXIT_CONFIG_FAILED as EXIT_FAILED
 from specbench_tui.engine.ending import EXIT_INVALID
@@ -55,11 +56,14 @@ def run_tui(args: argparse.Namespace) -> int:
         print(f"specbench run: stopping the servers failed: {app.stop_error}", file=sys.stderr)
         print(f"specbench: run directory {engine.run_dir}")
         return EXIT_FAILED
-    return _ending(engine, int(result or 0))
+    return _ending(engine, int(result or 0), preflight_problems=app.preflight_problems)
 
 
-def _ending(engine: object, app_result: int) -> int:
-    """Print the summary, how the sweep ended and the run directory; the exit code."""
+def _ending(engine: object, app_result: int, preflight_problems: list[str] | None = None) -> int:
+    """Print the summary, how the sweep ended and the run directory; the exit code.
+
+    A failed pre-flight launched nothing: its reasons are printed (what the screen showed until dismissed),
+    not a count of configurations that never had a chance to run."""
     from specbench_tui.engine.ending import ending_line, exit_code
     from specbench_tui.engine.store import StoreError
 
@@ -76,9 +80,14 @@ def _ending(engine: object, app_result: int) -> int:
                 print(f"no summary: {exc}")
         if error is not None:
             print(f"specbench run: the engine stopped unexpectedly: {error!r}", file=sys.stderr)
+        elif outcome is not None and outcome.failure == "preflight":
+            print("specbench: pre-flight failed, nothing was launched:")
+            for problem in preflight_problems or [outcome.reason or "(no reason given)"]:
+                print(f"  - {problem}")
         elif outcome is not None:
             print(f"specbench: {ending_line(outcome)}")
-        print(f"specbench: run directory {engine.run_dir}")  # type: ignore[attr-defined]
+        if outcome is None or outcome.failure != "preflight" or Path(engine.run_dir).exists():  # type: ignore[attr-defined]
+            print(f"specbench: run directory {engine.run_dir}")  # type: ignore[attr-defined]
     except OSError:  # the terminal went away as the app ended (a dropped SSH session): the code still counts
         pass
     if error is not None:
