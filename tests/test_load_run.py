@@ -114,3 +114,47 @@ def test_crossover_demo_finds_every_true_crossover_with_under_half_the_grid(tmp_
     assert "launching" not in again.stdout
     after = {(m["config"], m["load"]) for m in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())}
     assert after == measured
+
+
+OPEN_LOOP = """
+[sweep]
+name = "open-loop"
+gpus = 1
+repeats = 1
+warmup = 0
+[engine]
+launcher = "simulator"
+sim_profile = "PROFILE"
+startup_timeout_s = 60
+[server.args]
+model-path = "Qwen/Qwen3-8B"
+context-length = 4096
+[[configs]]
+name = "ar"
+[[workloads]]
+kind = "code"
+max_new_tokens = 9
+request_rate = [25]
+requests = 12
+arrival_seed = 5
+"""
+
+
+@pytest.mark.e2e
+def test_an_open_loop_point_sends_on_its_seeded_schedule_through_the_real_engine(tmp_path: Path) -> None:
+    sweep = tmp_path / "open.toml"
+    sweep.write_text(OPEN_LOOP.replace("PROFILE", str(REPO / "sweeps" / "sim-profiles" / "crossover.toml")))
+    run = subprocess.run([sys.executable, "-m", "specbench_tui", "run", str(sweep), "--headless", "--runs-dir",
+                          str(tmp_path / "runs")], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    run_dir = next((tmp_path / "runs").iterdir())
+    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 12 and {r["load"] for r in records} == {"r25"} and all(r["status"] == "ok" for r in records)
+    sent = sorted(r["started_at"] for r in records)
+    offsets = arrival_offsets(25.0, 12, 5, "code", "r25", 1)
+    assert max(abs((t - sent[0]) - o) for t, o in zip(sent, offsets)) < 0.02  # the seeded Poisson schedule
+    report = subprocess.run([sys.executable, "-m", "specbench_tui", "report", str(run_dir), "--format", "csv"],
+                            capture_output=True, text=True, timeout=60)
+    lines = report.stdout.splitlines()
+    assert "load,load_axis,load_value,output_tps" in lines[0]
+    assert any(",r25,request_rate,25," in line for line in lines[1:])
