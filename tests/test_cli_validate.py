@@ -95,3 +95,57 @@ def test_help_is_clear(capsys: pytest.CaptureFixture[str]) -> None:
     assert exited.value.code == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "exact server argv" in out and "--json print the plan as JSON" in out
+
+
+_CHOICES_SWEEP = """\
+[sweep]
+name = "choices"
+[engine]
+launcher = "simulator"
+[server.args]
+model-path = "Qwen/Qwen3-8B"
+[[configs]]
+name = "spec-b{{budget}}"
+algorithm = "{algorithm}"
+matrix = {{ budget = [8,
+   {bad_budget}] }}
+[configs.args]
+speculative-algorithm = "{flag}"
+speculative-draft-model-path = "z-lab/draft"
+speculative-num-draft-tokens = "{{budget}}"
+[[workloads]]
+name = "code"
+kind = "code"
+items = ["fibonacci"]
+max_new_tokens = 16
+"""
+
+
+def _choices(tmp_path: Path, **values: str) -> Path:
+    fields = {"algorithm": "dflash", "flag": "DFLASH", "bad_budget": "16", **values}
+    path = tmp_path / "sweep.toml"
+    path.write_text(_CHOICES_SWEEP.format(**fields))
+    return path
+
+
+def test_a_misspelt_algorithm_is_refused_with_did_you_mean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "validate", str(_choices(tmp_path, flag="DFLSH")))
+    assert code == 2
+    assert "sweep.toml:13: configs[0].args.speculative-algorithm: --speculative-algorithm DFLSH is not an " \
+           "algorithm of sglang 0.5.23" in err
+    assert "did you mean 'DFLASH'?" in err
+
+
+def test_a_fork_algorithm_the_sweep_declares_is_accepted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "validate", str(_choices(tmp_path, algorithm="ddtree", flag="DDTREE")))
+    assert code == 0, err
+    assert "does not ship: the server must be a build (a fork) that registers it" in out
+    code, _, err = run(capsys, "validate", str(_choices(tmp_path, algorithm="ddtree", flag="DDTRE")))
+    assert code == 2 and "did you mean 'DDTREE'?" in err
+
+
+def test_a_matrix_type_error_is_located_at_the_value(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "validate", str(_choices(tmp_path, bad_budget='"x"')))
+    assert code == 2
+    assert "sweep.toml:11: configs[0].matrix.budget[1]: --speculative-num-draft-tokens expects an integer, " \
+           "got 'x'" in err

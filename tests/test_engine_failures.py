@@ -51,7 +51,7 @@ speculative-draft-model-path = "z-lab/Qwen3-8B-DFlash-b16"
 speculative-num-draft-tokens = "{budget}"
 [[configs]]
 name = "bad-flag"
-algorithm = "broken"
+algorithm = "nope"  # declared, so the sweep loads; the server refuses it at start-up
 args = { tp-size = 1, speculative-algorithm = "NOPE" }
 [[workloads]]
 name = "code"

@@ -180,11 +180,11 @@ speculative-algorithm = "DFLASH"
            "--speculative-draft-model-path" in issues[0]
 
 
-def test_value_errors_point_at_the_matrix_axis(tmp_path: Path) -> None:
+def test_value_errors_point_at_the_matrix_value(tmp_path: Path) -> None:
     issues = issues_of(DDTREE.replace("budget = [8, 16]", "budget = [8, -1]").replace("budget = 8\ntp = 4",
                                                                                         "budget = 8\ntp = 1"), tmp_path)
     assert len(issues) == 1, issues
-    assert "configs[1].matrix.budget: --speculative-ddtree-budget expects a positive integer, got -1" in issues[0]
+    assert "configs[1].matrix.budget[1]: --speculative-ddtree-budget expects a positive integer, got -1" in issues[0]
 
 
 def test_excluded_point_may_exceed_the_gpu_pool(tmp_path: Path) -> None:

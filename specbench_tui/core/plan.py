@@ -338,6 +338,19 @@ class _Planner:
         used = sorted(placeholders(value)) if value is not None else []
         return (*where, "matrix", used[0]) if used else ("server", "args", flag)
 
+    def _value_origin(self, spec: ConfigSpec, flag: str, params: Mapping[str, Scalar]) -> KeyPath:
+        """Like :meth:`_origin`, down to the matrix value this point took (its own line when the axis spans
+        several): a bad value is reported where it is written, not at the axis or the name that uses it."""
+        origin = self._origin(spec, flag)
+        if len(origin) >= 2 and origin[-2] == "matrix":
+            axis = str(origin[-1])
+            values = dict(spec.matrix).get(axis, ())
+            value = params.get(axis)
+            index = next((i for i, v in enumerate(values) if v == value and type(v) is type(value)), None)
+            if index is not None:
+                return (*origin, index)
+        return origin
+
     def _point(self, spec: ConfigSpec, params: dict[str, Scalar], seen_names: dict[str, int],
                rules: _RuleIndex) -> PlannedConfig | None:
         where: KeyPath = ("configs", spec.index)
@@ -355,10 +368,10 @@ class _Planner:
 
         ok = True
         for flag, message, hint in _check_values(flags, {**args, **fork}):
-            self.error(self._origin(spec, flag), message, hint)  # identical issues collapse when sorted
+            self.error(self._value_origin(spec, flag, params), message, hint)  # identical ones collapse
             ok = False
         for flag, message, hint in _user_errors(args, flags.name):
-            self.error(self._origin(spec, flag) if flag else where, message, hint)
+            self.error(self._value_origin(spec, flag, params) if flag else where, message, hint)
             ok = False
         if not ok:
             return None
@@ -400,6 +413,23 @@ class _Planner:
             return None
 
         algorithm_flag = str(args.get("speculative-algorithm", "")) if args.get("speculative-algorithm") else ""
+        declared = {s.algorithm.upper() for s in self.sweep.configs if s.algorithm}
+        if (algorithm_flag and flags.known_algorithms and not spec.fork_args
+                and algorithm_flag.upper() not in flags.known_algorithms | declared):
+            # SGLang's parser takes any string and fails at start-up; a fork registers its own names, which a
+            # sweep declares by naming them as a configuration's algorithm (algorithm = "ddtree"), or by
+            # running that configuration with fork flags (fork_args: the server is a fork build).
+            origin = self._origin(spec, "speculative-algorithm")
+            shown = f"{origin[-1]} = {params[str(origin[-1])]!r}" if "matrix" in origin else \
+                f"--speculative-algorithm {algorithm_flag}"
+            choices = sorted(flags.known_algorithms | declared)
+            match = closest(algorithm_flag.upper(), choices)
+            self.error(self._value_origin(spec, "speculative-algorithm", params),
+                       f"{shown} is not an algorithm of {flags.name} {flags.release} "
+                       f"({', '.join(sorted(flags.known_algorithms))}) nor one this sweep declares",
+                       (f"did you mean '{match}'? " if match else "") + "a fork's own algorithm is declared by "
+                       "naming it as the configuration's algorithm (algorithm = \"ddtree\") or by its fork_args")
+            return None
         if algorithm_flag and flags.known_algorithms and algorithm_flag.upper() not in flags.known_algorithms:
             self.notes.append(
                 f"configs[{spec.index}] passes --speculative-algorithm {algorithm_flag}, which {flags.name} "
