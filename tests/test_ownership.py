@@ -76,6 +76,13 @@ def _escapees(marker: str, engine_pid: int | None) -> list[int]:
     return [pid for pid in marked(marker, {engine_pid} if engine_pid else set())]
 
 
+def _wait_ready(runs: Path) -> None:
+    """Until the first server is ready: the wrapped server, its daemon and the simulator's children are up
+    (counting processes is not enough: the env.json probe runs the wrapper too)."""
+    wait_for(lambda: the_run_dir(runs) and any(e.get("type") == "ServerReady" for e in events(the_run_dir(runs))),
+             60, what="a ready server")
+
+
 def _sessions(pids: list[int]) -> set[int]:
     out = set()
     for pid in pids:
@@ -109,8 +116,8 @@ def test_escaping_daemons_and_a_non_exec_wrapper_leave_nothing_after_any_ending(
             output = engine.stdout.read().decode(errors="replace") if engine.stdout else ""
             assert engine.returncode == 0, output
         else:
-            pids = wait_for(lambda: len(_escapees(marker, engine.pid)) >= 5 and _escapees(marker, engine.pid), 60,
-                            what="the wrapped server, its daemon and the simulator's children")
+            _wait_ready(runs)
+            pids = _escapees(marker, engine.pid)
             assert len(_sessions(pids)) >= 2, "the daemon escaped into a session of its own"
             engine.send_signal({"sigterm": signal.SIGTERM, "sighup": signal.SIGHUP,
                                 "sigkill": signal.SIGKILL}[ending])
@@ -142,7 +149,7 @@ def _quit_in_process(sweep: Path, runs: Path, marker: str) -> None:
         engine = make_engine(args)
         assert isinstance(engine, EngineThread)
         engine.start()
-        wait_for(lambda: len(marked(marker)) >= 5, 60, what="the wrapped server and its daemon")
+        _wait_ready(runs)
         engine.abort(now=True)
         assert engine.stop(timeout=30)
     finally:
@@ -192,7 +199,7 @@ def test_an_escaped_daemon_is_found_by_the_keepers_record_when_the_keeper_itself
     runs = tmp_path / "runs"
     engine = headless([str(sweep), "--runs-dir", str(runs)], tmp_path, marker_env(marker))
     try:
-        wait_for(lambda: len(_escapees(marker, engine.pid)) >= 5, 60, what="the wrapped server and its daemon")
+        _wait_ready(runs)
         launch = next(e for e in events(the_run_dir(runs)) if e.get("type") == "ServerLaunching")
         assert launch["keeper_pid"] and launch["tree_id"]
         os.kill(launch["keeper_pid"], signal.SIGKILL)

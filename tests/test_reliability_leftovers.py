@@ -164,7 +164,10 @@ def test_a_server_escaping_the_engine_is_found_from_the_real_run_directory(tmp_p
     env = marker_env(marker)
     engine = headless([str(sweep), "--runs-dir", str(runs)], tmp_path, env)
     try:
-        wait_for(lambda: len([p for p in _marked(marker) if p != engine.pid]) >= 5, 45, what="the wrapped server")
+        # Ready: the wrapped server and its children are up (not only the env.json probe, which runs the
+        # wrapper too, under a keeper of its own).
+        wait_for(lambda: the_run_dir(runs) and '"ServerReady"' in (the_run_dir(runs) / "events.jsonl").read_text(),
+                 45, what="the wrapped server")
         run_dir = the_run_dir(runs)
         launch = next(json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()
                       if '"ServerLaunching"' in line)
