@@ -408,3 +408,38 @@ async def test_live_log_and_log_screen_agree_on_the_crash_line(engine: SilentEng
         await pilot.press("c")
         await pilot.pause()
         assert screen.status == "no crash line in this log"
+
+
+# ---------------------------------------------------------------------------------------- results follow
+
+async def test_results_follow_a_new_crash_row_unless_scrolled_away(tmp_path: Path) -> None:
+    engine = FakeEngine(tmp_path / "run")
+    app = make_app(engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(app, pilot)
+        engine.play()
+        app.drain_events()
+        for _ in range(100):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            if app.analysis_settled:
+                break
+        results = app.sweep_screen.query_one(ResultsPanel)
+        b16 = engine.plan.by_name("ddtree-b16-tp1").id
+        index = results.get_row_index(f"{b16}\x1farithmetic")  # the newest alarming row: zero output
+        height = results.size.height - 3
+        assert index >= height  # below the fold in plan order …
+        assert results.scroll_y <= index < results.scroll_y + height  # … and yet on screen: followed
+        results.scroll_to(y=0, animate=False, immediate=True)  # back to the top: still following
+        results.scroll_to(y=1, animate=False, immediate=True)  # the user scrolls elsewhere
+        await pilot.pause()
+        b32 = engine.plan.by_name("ddtree-b32-tp1")
+        engine.emit(ConfigFinished(config_id=b32.id, name=b32.name, state=ConfigState.CRASHED,
+                                   signature="cuda_oom", ts=T0 + 999))
+        app.drain_events()
+        for _ in range(100):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            if app.analysis_settled:
+                break
+        assert results.scroll_y == 1  # not pulled away from what the user reads

@@ -90,3 +90,30 @@ def test_crash_log_screen(engine: FakeEngine, snap_compare) -> None:
         await steady(pilot)
 
     assert snap_compare(make_app(engine), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_crash_zero_output_and_partial_at_80x24(engine: FakeEngine, snap_compare) -> None:
+    """Three troubles, three looks: ✖ crashed, ▲ zero-out, ◐ partial (queue, results and header), at 80×24."""
+    async def run_before(pilot) -> None:
+        await ready(pilot)
+        engine.play()
+        await steady(pilot)
+        await pilot.press("1", "ctrl+end")  # the queue's last rows: crashed, zero-out, partial
+        await steady(pilot)
+
+    assert snap_compare(make_app(engine), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_crash_zero_output_and_partial_without_colour(engine: FakeEngine, snap_compare,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same with NO_COLOR: symbols and words carry the meaning; a crash is reversed, never a dim grey."""
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    async def run_before(pilot) -> None:
+        await ready(pilot)
+        engine.play()
+        await steady(pilot)
+        await pilot.press("2", "o")  # by tok/s: the crashed and partial rows come after the measured ones
+        await steady(pilot)
+
+    assert snap_compare(make_app(engine), terminal_size=(120, 36), run_before=run_before)

@@ -63,6 +63,7 @@ from specbench_tui.tui.gpu_panel import GpuLine, GpuPanel
 from specbench_tui.tui.header import SweepHeader
 from specbench_tui.tui.log_panel import MAX_LINES, ServerLogPanel
 from specbench_tui.tui.log_screen import FullLogScreen
+from specbench_tui.tui.looks import partial_configs
 from specbench_tui.tui.notifications_screen import NotificationsScreen
 from specbench_tui.tui.notifier import Notifier
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
@@ -163,6 +164,8 @@ class SpecbenchApp(App[int]):
         """config id → (state shown, note, when asked): what a key asked for, shown until the engine confirms."""
         self.pause_requested: bool | None = None
         """The queue state ``p`` asked for, shown in the header until the engine confirms it."""
+        self.partial_ids: frozenset[str] = frozenset()
+        """Configurations with a workload cut short, from the latest analysis (queue and header show them)."""
         self.preflight_problems: list[str] = []
         """Why the sweep could not start (pre-flight), as the engine said; printed again at exit."""
         self._log_screens: OrderedDict[str, FullLogScreen] = OrderedDict()
@@ -427,7 +430,7 @@ class SpecbenchApp(App[int]):
     def _sync_panels(self, *, queue: bool = False, results: bool = False, gpus: bool = False,
                      force: bool = False) -> None:
         if queue:
-            self._queue_panel().sync(self.state, force, self.optimistic, self.pause_requested)
+            self._queue_panel().sync(self.state, force, self.optimistic, self.pause_requested, self.partial_ids)
             self._log_panel().set_sources([v.name for v in self.state.active()])
         if force and self.analysis is not None:  # a new theme: redraw what is shown now, in its colours
             self._results_panel().sync(self.state, True, self.analysis)
@@ -464,8 +467,15 @@ class SpecbenchApp(App[int]):
         self._analysis_running = False
         if worker.state == WorkerState.SUCCESS and isinstance(worker.result, RunAnalysis):
             self.analysis = worker.result
+            partial = partial_configs(self.analysis)
+            partial_changed = partial != self.partial_ids
+            self.partial_ids = partial
             if self._panels_attached():
                 self._results_panel().sync(self.state, False, self.analysis)
+                if partial_changed:
+                    self._queue_panel().sync(self.state, False, self.optimistic, self.pause_requested,
+                                             self.partial_ids)
+                    self._header().refresh()
         elif worker.state == WorkerState.ERROR:
             self.log.warning(f"analysis failed: {worker.error!r}")
         if self._analysis_wanted:
@@ -500,7 +510,7 @@ class SpecbenchApp(App[int]):
     def _restyle_panels(self) -> None:
         if not self._panels_attached():
             return
-        self._queue_panel().sync(self.state, True, self.optimistic, self.pause_requested)
+        self._queue_panel().sync(self.state, True, self.optimistic, self.pause_requested, self.partial_ids)
         self._results_panel().restyle()
         self._gpu_panel().sync(self.state, True)
         self._header().refresh()
@@ -548,7 +558,7 @@ class SpecbenchApp(App[int]):
         """Show at once what a key asked of ``config_id`` (the engine confirms it with its own event)."""
         self.optimistic[config_id] = (shown_state, note, time.monotonic())
         if self._panels_attached():
-            self._queue_panel().sync(self.state, False, self.optimistic, self.pause_requested)
+            self._queue_panel().sync(self.state, False, self.optimistic, self.pause_requested, self.partial_ids)
             self._header().refresh()
 
     @property
@@ -566,7 +576,7 @@ class SpecbenchApp(App[int]):
         self._control(self.engine.pause if pause else self.engine.resume)
         self.notifier.post(_QUEUE_PAUSED if pause else _QUEUE_RESUMED, timeout=4, topic=("queue",), record=False)
         if self._panels_attached():
-            self._queue_panel().sync(self.state, False, self.optimistic, self.pause_requested)
+            self._queue_panel().sync(self.state, False, self.optimistic, self.pause_requested, self.partial_ids)
             self._header().refresh()
 
     def skip_config(self, config_id: str) -> None:

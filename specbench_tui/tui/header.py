@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.text import Text
 from textual.widget import Widget
 
+from specbench_tui.core.eta import estimate
 from specbench_tui.core.events import ConfigState
 from specbench_tui.core.state import RunState
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
@@ -67,23 +68,43 @@ class SweepHeader(Widget):
         if state.simulated:  # the simulator's servers on the fake GPU box: nothing here is real hardware
             text.append(" SIMULATED", style=palette.zero_output)
         text.append("  ")
-        text.append(f"{state.finished_count}/{state.total} configs", style="bold")
-        text.append(f" · {state.measurements} meas")
-        text.append(f"  ⏱ {format_duration(state.elapsed_s(now))}")
-        if state.outcome is not None:
-            text.append(f"  {state.outcome}", style=palette.success if state.outcome == "completed" else palette.crash)
-        else:
-            eta = state.eta_s(now)
-            text.append(f"  ETA {format_duration(eta) if eta is not None else 'learning'}", style=palette.muted
-                        if eta is None else "")
+        views = list(state.configs.values())
+        skipped = sum(1 for v in views if v.state is ConfigState.SKIPPED)
+        crashed = sum(1 for v in views if v.state in (ConfigState.CRASHED, ConfigState.FAILED))
+        done = sum(1 for v in views if v.state is ConfigState.DONE)
+        partial = getattr(self.app, "partial_ids", frozenset())
+        zero = sum(1 for v in views if v.state is ConfigState.DONE and v.zero_output)
+        cut = sum(1 for v in views if v.state is ConfigState.DONE and not v.zero_output and v.config_id in partial)
+        to_run = max(0, state.total - skipped)
+        narrow = self.size.width < 110
+        gap = " " if narrow else "  "
+        # Skipped configurations are not "done": they are counted apart, and out of the total to run. The
+        # outcome classes come before the clock and the measurement count, which a narrow terminal cuts first.
+        text.append(f"{done + crashed}/{to_run} ran", style="bold")
+        for count, glyph, word, style in ((crashed, "✖", "crashed", palette.crash),
+                                          (zero, "▲", "zero-out", palette.zero_output),
+                                          (cut, "◐", "partial", palette.warning),
+                                          (skipped, "↷", "skipped", palette.muted)):
+            if count:
+                text.append(f"{gap}{glyph}{'' if narrow else ' '}{count} {word}", style=style)
         if getattr(self.app, "paused_shown", state.paused):
-            text.append("  ⏸ PAUSED", style=palette.zero_output)
-        counts = state.counts()
-        crashed = counts.get(ConfigState.CRASHED.value, 0) + counts.get(ConfigState.FAILED.value, 0)
-        if crashed:
-            text.append(f"  ✖ {crashed} crashed", style=palette.crash)
-        if state.zero_output:
-            text.append(f"  ▲ {state.zero_output} zero-out", style=palette.zero_output)
+            text.append(f"{gap}⏸ PAUSED", style=palette.zero_output)
+        if state.outcome is not None:
+            text.append(f"{gap}{state.outcome}",
+                        style=palette.success if state.outcome == "completed" else palette.crash)
+        else:
+            text.append(f"{gap}ETA ")
+            eta = estimate(views, now)
+            if eta is None:
+                text.append("learning", style=palette.muted)
+            elif eta.settled:
+                text.append(f"~{format_duration(eta.likely)}")
+                if eta.high - eta.low >= 60:
+                    text.append(f" ({format_duration(eta.low)}–{format_duration(eta.high)})", style=palette.muted)
+            else:
+                text.append(f"{format_duration(eta.low)}–{format_duration(eta.high)}")
+        text.append(f"{gap}⏱ {format_duration(state.elapsed_s(now))}")
+        text.append(f" · {state.measurements} meas")
         if self._shown_run_dir:
             text.append("  ")
             text.append(clean(self._shown_run_dir, 300), style=palette.muted)

@@ -11,14 +11,12 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
 from specbench_tui.core.state import PAUSED, ConfigView, RunState
+from specbench_tui.tui.looks import GLYPHS, PARTIAL, ZERO_OUTPUT, outcome_word
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean, safe
 from specbench_tui.tui.table_cells import update_row
 
-STATE_GLYPHS = {
-    "pending": "·", PAUSED: "⏸", "launching": "◔", "ready": "◑", "running": "▶", "done": "✔",
-    "crashed": "✖", "failed": "✖", "skipped": "↷",
-}
+STATE_GLYPHS = GLYPHS
 COLUMNS = (("glyph", ""), ("config", "config"), ("state", "state"), ("gpus", "GPUs"), ("startup", "start-up"),
            ("note", "reason / progress"))
 COLUMN_KEYS = tuple(key for key, _ in COLUMNS)
@@ -28,8 +26,10 @@ def state_style(state: str, palette: Palette) -> Style:
     """The style of a state word (crashes follow the theme's error colour)."""
     if state in ("crashed", "failed"):
         return palette.crash
-    if state == PAUSED:
+    if state in (PAUSED, ZERO_OUTPUT):
         return palette.zero_output
+    if state == PARTIAL:
+        return palette.warning
     if state in ("running", "launching", "ready"):
         return palette.accent
     if state == "done":
@@ -46,7 +46,7 @@ def _note(view: ConfigView) -> str:
             return f"{view.workload} · {view.measurements} meas"
         return f"attempt {view.attempt}" if view.attempt > 1 else ""
     if view.zero_output:
-        return f"{view.zero_output} zero-output · {view.measurements} meas"
+        return f"{view.zero_output} of {view.measurements} answers with no tokens"
     if view.reason:
         return view.reason
     if view.state.value == "done":
@@ -88,11 +88,12 @@ class QueuePanel(DataTable):
             self.move_cursor(row=self.get_row_index(config_id))
 
     def sync(self, state: RunState, force: bool = False, asked: Mapping[str, tuple] | None = None,
-             paused: bool | None = None) -> None:
+             paused: bool | None = None, partial: frozenset[str] = frozenset()) -> None:
         """Bring the rows up to date with ``state`` (only changed cells are written).
 
         ``asked`` maps a configuration to the (state, note) a key asked for and the engine has not confirmed
         yet: the row shows that at once. ``paused`` overrides the queue's paused state the same way.
+        ``partial`` names the configurations with a workload cut short (from the analysis).
         """
         asked = asked or {}
         for view in state.ordered_configs():
@@ -103,6 +104,9 @@ class QueuePanel(DataTable):
                 shown_state, note = state.display_state(view), _note(view)
                 if paused is not None and view.state.value == "pending":
                     shown_state = PAUSED if paused else "pending"
+                shown_state = outcome_word(view, shown_state, partial)
+                if shown_state == PARTIAL:
+                    note = f"workload cut short · {view.measurements} meas"
             gpus = view.gpus or view.last_gpus
             values = (shown_state, view.name, ",".join(str(g) for g in gpus) if gpus else "–",
                       f"{view.startup_s:.1f}s" if view.startup_s is not None else "–", note,
@@ -122,13 +126,14 @@ class QueuePanel(DataTable):
         palette = self.palette
         style = state_style(shown_state, palette)
         alarming = shown_state in ("crashed", "failed")
+        warned = shown_state in (ZERO_OUTPUT, PARTIAL)
         return [
             Text(STATE_GLYPHS.get(shown_state, "?"), style=style),
             safe(name, palette.crash if alarming else "", 120),
             Text(shown_state, style=style),
             Text(gpus, style=palette.accent if holding else palette.muted),
             Text(startup),
-            safe(note, palette.crash if alarming else palette.muted, 200),
+            safe(note, palette.crash if alarming else (style if warned else palette.muted), 200),
         ]
 
     @staticmethod
@@ -137,5 +142,6 @@ class QueuePanel(DataTable):
         counts: dict[str, int] = {}
         for values in shown:
             counts[values[0]] = counts.get(values[0], 0) + 1
-        order = ("running", "launching", "ready", "pending", PAUSED, "done", "crashed", "failed", "skipped")
+        order = ("running", "launching", "ready", "pending", PAUSED, "done", ZERO_OUTPUT, PARTIAL, "crashed",
+                 "failed", "skipped")
         return clean(" ".join(f"{counts[k]} {k}" for k in order if counts.get(k)), 200)

@@ -46,6 +46,8 @@ class Cell(Text):
     """A table cell that carries the value it sorts by."""
 
     sort_value: Any = None
+    cut: bool = False
+    """The row's configuration crashed or its workload was cut short: sorted after every measured row."""
 
 
 def _cell(text: str, style: Style | str = "", sort_value: Any = None) -> Cell:
@@ -184,6 +186,8 @@ class ResultsPanel(DataTable):
         self.sort_reverse: bool | None = None
         """Overrides the sort's natural direction after a header click."""
         self._shown: dict[str, ResultRow] = {}
+        self._followed_y = 0.0
+        """Where the table was last scrolled to follow a new row (the user scrolling elsewhere stops it)."""
         self._restyle = SlicedRestyle(self, COLUMN_KEYS, self._cells_of)
 
     def _cells_of(self, key: str) -> list[Cell] | None:
@@ -216,6 +220,7 @@ class ResultsPanel(DataTable):
             return
         rows = build_rows(state, analysis)
         changed = False
+        alarming: list[str] = []
         for key in [k for k in self._shown if k not in rows]:
             self.remove_row(key)
             del self._shown[key]
@@ -224,16 +229,56 @@ class ResultsPanel(DataTable):
             if not force and self._shown.get(key) == row:
                 continue
             cells = self._cells(row)
+            before = self._shown.get(key)
             if key in self._shown:
                 update_row(self, key, COLUMN_KEYS, cells)
             else:
                 self.add_row(*cells, key=key)
+            if self.look(row) in ("✖", "▲") and (before is None or self.look(before) != self.look(row)):
+                alarming.append(key)
             self._shown[key] = row
             changed = True
         if changed:
             self.apply_sort()
+        if alarming and not force:
+            self.follow(alarming[-1])
+
+    def follow(self, key: str) -> None:
+        """Bring a new crash or zero-output row into view, unless the user has scrolled the table away
+        (done after the next refresh: the table measures its new rows first)."""
+        if abs(self.scroll_y - self._followed_y) >= 1 and self.scroll_y > 0:
+            return  # the user is reading elsewhere
+        self.call_after_refresh(self._scroll_to_row, key)
+
+    def _scroll_to_row(self, key: str) -> None:
+        try:
+            index = self.get_row_index(key)
+        except Exception:  # noqa: BLE001 - the row is gone again
+            return
+        visible = max(1, self.size.height - 3)  # border and header
+        top = int(self.scroll_y)
+        if not top <= index < top + visible:
+            self.scroll_to(y=max(0, index - visible // 2), animate=False, immediate=True, force=True)
+        self._followed_y = self.scroll_y
 
     def _cells(self, row: ResultRow) -> list[Cell]:
+        cells = self._styled_cells(row)
+        for cell in cells:
+            cell.cut = row.crashed or row.partial
+        return cells
+
+    @staticmethod
+    def look(row: ResultRow) -> str:
+        """The row's class glyph, so that crashed, zero output and partial read apart without colour."""
+        if row.crashed:
+            return "✖"
+        if row.zero_output:
+            return "▲"
+        if row.partial:
+            return "◐"
+        return ""
+
+    def _styled_cells(self, row: ResultRow) -> list[Cell]:
         palette = self.palette
         base = palette.crash if row.crashed else (palette.warning if row.partial else "")
         zero = palette.zero_output
@@ -250,7 +295,8 @@ class ResultsPanel(DataTable):
         else:
             speedup = _cell("–", base, None)
         return [
-            _cell(clean(row.config, 120), config_style, row.order),
+            _cell(f"{self.look(row)} {clean(row.config, 120)}" if self.look(row) else clean(row.config, 120),
+                  config_style, row.order),
             _cell(clean(row.workload, 60), base, row.order[1]),
             _cell(str(row.count), base, row.count),
             tps,
@@ -291,11 +337,14 @@ class ResultsPanel(DataTable):
             self.sort("config", key=lambda cell: cell.sort_value)
         else:
             def key(cell: Any) -> tuple:
+                # Measured rows first in either direction, then crashed or cut-short ones, then rows without
+                # the figure: a crashed configuration's two partial measurements never top a ranking.
                 value = getattr(cell, "sort_value", None)
                 missing = value is None
-                return (missing if not reverse else not missing, value if value is not None else 0)
+                number = value if isinstance(value, (int, float)) else 0
+                return (getattr(cell, "cut", False), missing, -number if reverse else number)
 
-            self.sort(column, key=key, reverse=reverse)
+            self.sort(column, key=key)
         self._update_subtitle()
 
     def _update_subtitle(self) -> None:

@@ -1,0 +1,64 @@
+"""The time left in a sweep, from what each configuration took, with a range while there is little to go on.
+
+Configurations end in classes that take very different times: one that ran its workloads (``done``), one whose
+server crashed or failed (often within seconds of its launch), one skipped (no time at all). Only the ``done``
+ones say how long a configuration still to run will take, so a couple of quick crashes never halve the
+estimate. With fewer than :data:`SETTLED_AFTER` of them the estimate is a range (their fastest to their
+slowest); after that, their median with the range of their middle half. Running configurations count with
+what they are expected to need beyond what they have already run.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from specbench_tui.core.events import ConfigState
+
+SETTLED_AFTER = 3
+"""Finished configurations from which the estimate is a single figure (with its middle-half range)."""
+NEARLY_DONE = 0.1
+"""A running configuration past its expected time is given this fraction of it more."""
+
+
+@dataclass(frozen=True)
+class Eta:
+    """Seconds left: ``low`` to ``high``, ``likely`` the single figure once settled."""
+
+    low: float
+    high: float
+    likely: float
+    settled: bool
+    samples: int
+
+
+def _quartiles(values: list[float]) -> tuple[float, float]:
+    if len(values) < 4:
+        return min(values), max(values)
+    q1, _, q3 = statistics.quantiles(values, n=4)
+    return q1, q3
+
+
+def estimate(configs: Iterable[object], now: float, slots: int | None = None) -> Eta | None:
+    """The time left over ``configs`` (:class:`~specbench_tui.core.state.ConfigView`-like: ``state``,
+    ``launched_at``, ``finished_at``); None while no configuration has run to its end."""
+    views = list(configs)
+    durations = [v.finished_at - v.launched_at for v in views  # type: ignore[attr-defined]
+                 if v.state is ConfigState.DONE and v.launched_at is not None  # type: ignore[attr-defined]
+                 and v.finished_at is not None and v.finished_at >= v.launched_at]  # type: ignore[attr-defined]
+    if not durations:
+        return None
+    pending = sum(1 for v in views if v.state is ConfigState.PENDING)  # type: ignore[attr-defined]
+    active = [v for v in views if v.state.active]  # type: ignore[attr-defined]
+    parallel = max(1, slots if slots is not None else len(active))
+    settled = len(durations) >= SETTLED_AFTER
+    middle = statistics.median(durations)
+    low_each, high_each = _quartiles(durations) if settled else (min(durations), max(durations))
+
+    def left(each: float) -> float:
+        running = sum(max(each - (now - (v.launched_at or now)), NEARLY_DONE * each) for v in active)
+        return (pending * each + running) / parallel
+
+    return Eta(low=left(low_each), high=left(high_each), likely=left(middle), settled=settled,
+               samples=len(durations))
