@@ -8,7 +8,7 @@ Run by the bench scripts inside a pseudo-terminal (see ``_pty.py``), never by ha
   ``LogLine`` events as the engine's log pump does (from another thread, in batches every 10 ms), with the
   mix of lines a speculative SGLang server prints (``Decode batch`` lines, access lines, prefill lines, an
   occasional warning).
-- With ``--sweep`` the engine is the real :class:`~specbench_tui.engine.runner.EngineThread` running that sweep
+- With ``--sweep`` the engine is the real :class:`~specbench_tui.application.runner.EngineThread` running that sweep
   against the simulator, *and* the flood thread publishes into the same app on top: the measuring engine
   thread, the UI thread and the flood share one process (and one GIL), as in ``specbench run``.
 
@@ -361,8 +361,8 @@ def main() -> int:
     from specbench_tui.tui.app import SpecbenchApp
 
     if args.sweep:
-        from specbench_tui.engine.runner import EngineThread
-        from specbench_tui.engine.store import RunDir
+        from specbench_tui.application.runner import EngineThread
+        from specbench_tui.store import RunDir
 
         plan = build_plan(load_sweep(Path(args.sweep)))
         run_dir = RunDir.create(Path(args.run_dir), plan.sweep.name, plan.sweep.text, plan.to_json())

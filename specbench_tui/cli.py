@@ -10,8 +10,12 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specbench_tui import __version__
+
+if TYPE_CHECKING:  # the CLI stays cheap to import: the plan's modules load when a command needs them
+    from specbench_tui.core.plan import Plan
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -124,26 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_INVALID
 
 
-def load_plan_or_report(sweep_argument: str):  # noqa: ANN201 - returns Plan | None, kept lazy
-    """Load and expand a sweep, printing the errors to stderr; None when invalid."""
-    from specbench_tui.core.errors import SweepError
-    from specbench_tui.core.plan import build_plan
-    from specbench_tui.core.sweep import load_sweep
-    from specbench_tui.paths import resolve_sweep
-
-    path = resolve_sweep(sweep_argument)
-    try:
-        sweep = load_sweep(path, display_path=str(path) if Path(sweep_argument).exists() else str(path))
-        return build_plan(sweep)
-    except SweepError as exc:
-        count = len(exc.issues)
-        print(f"specbench: {path}: {count} problem{'s' if count != 1 else ''}; nothing was launched", file=sys.stderr)
-        for issue in exc.issues:
-            print(f"  {issue}", file=sys.stderr)
-        return None
-
-
 def _validate(args: argparse.Namespace) -> int:
+    from specbench_tui.application.plans import load_plan_or_report
+
     plan = load_plan_or_report(args.sweep)
     if plan is None:
         return EXIT_INVALID
@@ -158,7 +145,7 @@ def _validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _launcher_prefix(plan) -> list[str]:  # noqa: ANN001
+def _launcher_prefix(plan: Plan) -> list[str]:
     from specbench_tui.core.launch import launcher_prefix
 
     return launcher_prefix(plan.sweep.engine, sys.executable)
@@ -209,9 +196,11 @@ def _run(args: argparse.Namespace) -> int:
     os.umask(os.umask(0o022) | 0o022)
     headless = args.headless or not (sys.stdout.isatty() and sys.stdin.isatty()) or os.environ.get("TERM") == "dumb"
     if headless:
-        from specbench_tui.engine.headless import run_headless
+        from specbench_tui.application.headless import run_headless
 
-        return run_headless(args)
+        from specbench_tui.application.session import RunRequest
+
+        return run_headless(RunRequest.of(args))
     from specbench_tui.tui.main import run_tui
 
     return run_tui(args)

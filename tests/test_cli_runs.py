@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from specbench_tui.cli import _resolve_latest, main
-from specbench_tui.engine.runlock import acquire
+from specbench_tui.runlock import acquire
 from specbench_tui.report.runs import latest_run, list_runs
 
 DATA = Path(__file__).parent / "data"

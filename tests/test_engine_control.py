@@ -32,7 +32,7 @@ from specbench_tui.core.events import (
 )
 from specbench_tui.core.plan import Plan
 from specbench_tui.engine.orchestrator import Orchestrator, SweepOutcome
-from specbench_tui.engine.store import RunDir
+from specbench_tui.store import RunDir
 
 pytestmark = pytest.mark.e2e
 
@@ -275,7 +275,7 @@ async def test_retry_a_crashed_configuration_reruns_only_what_is_missing(tmp_pat
     cut = [r for r in records if r["status"] != "ok"]
     assert len(cut) == 1 and cut[0]["error_kind"] == "crash" and cut[0]["config_id"] == crashing
     assert len(records) == 9 and record_key(cut[0]) in ok_keys
-    first_attempt = [e for e in sweep.measured("ar-tp2-s1")][:2]
+    first_attempt = list(sweep.measured("ar-tp2-s1"))[:2]
     assert len(first_attempt) == 2 and all(e.record["status"] == "ok" for e in first_attempt)
     assert_no_server_left(sweep.events, str(tmp_path))
 
@@ -323,7 +323,7 @@ async def test_abort_now_stops_at_once(tmp_path):
 
 
 def test_engine_thread_control_from_another_thread_and_stop(tmp_path):
-    from specbench_tui.engine.runner import EngineThread
+    from specbench_tui.application.runner import EngineThread
 
     plan = make_plan(tmp_path, seeds=(1, 2), count=6, tok_s=150.0)
     run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())

@@ -26,7 +26,7 @@ from specbench_tui.core.events import (
 from specbench_tui.core.plan import Plan
 from specbench_tui.engine.gpus import FakeBackend
 from specbench_tui.engine.orchestrator import Orchestrator
-from specbench_tui.engine.store import RunDir
+from specbench_tui.store import RunDir
 
 pytestmark = pytest.mark.e2e
 

@@ -40,7 +40,7 @@ from specbench_tui.core.events import (
     WorkloadNotRun,
 )
 from specbench_tui.engine.orchestrator import Orchestrator
-from specbench_tui.engine.store import RunDir
+from specbench_tui.store import RunDir
 
 pytestmark = pytest.mark.vllm
 

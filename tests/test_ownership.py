@@ -32,8 +32,8 @@ from reliability_helpers import (
 from specbench_tui.core.events import ConfigFinished, ConfigState, Notice, ServerLaunching, ServerReady
 from specbench_tui.engine.leases import Leases, describe_holder, lease_port
 from specbench_tui.engine.orchestrator import Orchestrator
-from specbench_tui.engine.runlock import RunDirBusy, acquire
-from specbench_tui.engine.store import RunDir
+from specbench_tui.runlock import RunDirBusy, acquire
+from specbench_tui.store import RunDir
 
 pytestmark = pytest.mark.e2e
 
@@ -73,7 +73,7 @@ def _wrapper(folder: Path, *, ignore_sigterm: bool = False) -> Path:
 
 def _escapees(marker: str, engine_pid: int | None) -> list[int]:
     """Marked processes outside the engine's own pid and outside the process group of any recorded server."""
-    return [pid for pid in marked(marker, {engine_pid} if engine_pid else set())]
+    return list(marked(marker, {engine_pid} if engine_pid else set()))
 
 
 def _wait_ready(runs: Path) -> None:
@@ -139,7 +139,7 @@ def test_escaping_daemons_and_a_non_exec_wrapper_leave_nothing_after_any_ending(
 def _quit_in_process(sweep: Path, runs: Path, marker: str) -> None:
     import argparse
 
-    from specbench_tui.engine.runner import EngineThread, make_engine
+    from specbench_tui.application.runner import EngineThread, make_engine
 
     previous = os.environ.get("SPECBENCH_TEST_MARKER")
     os.environ["SPECBENCH_TEST_MARKER"] = marker
@@ -286,7 +286,7 @@ def _tree_of(pid: int) -> set[int]:
 def test_the_run_lock_dies_with_its_holder(tmp_path):
     """An OS lock: the kernel releases it when the holder dies, even by SIGKILL; no stale lock is left."""
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from specbench_tui.engine.runlock import acquire\n"
+        "import sys, time; from pathlib import Path; from specbench_tui.runlock import acquire\n"
         f"lock = acquire(Path({str(tmp_path)!r})); print('held', flush=True); time.sleep(60)")],
         stdout=subprocess.PIPE)
     try:

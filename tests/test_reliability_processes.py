@@ -95,7 +95,7 @@ def test_sigterm_during_a_long_request_stops_within_seconds(tmp_path):
     request in flight (here one of ~90 s) while the server holds its GPUs: after the headless runner's grace
     (SIGNAL_GRACE_S) the request is abandoned and the servers are torn down."""
     try:
-        from specbench_tui.engine.headless import SIGNAL_GRACE_S as grace
+        from specbench_tui.application.headless import SIGNAL_GRACE_S as grace
     except ImportError:
         grace = 5.0
     bound = grace + 5.0
@@ -142,7 +142,7 @@ async def _until(predicate, timeout_s: float, what: str) -> None:
 
 
 async def test_tui_quit_with_the_real_engine_leaves_no_server(tmp_path, monkeypatch):
-    from specbench_tui.engine.runner import EngineThread, make_engine
+    from specbench_tui.application.runner import EngineThread, make_engine
     from specbench_tui.tui.app import SpecbenchApp
     from specbench_tui.tui.confirm_quit import ConfirmQuitScreen
 

@@ -17,16 +17,16 @@ def _args() -> argparse.Namespace:
 
 
 def test_missing_runner_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
-    monkeypatch.setitem(sys.modules, "specbench_tui.engine.runner", None)
+    monkeypatch.setitem(sys.modules, "specbench_tui.application.runner", None)
     assert run_tui(_args()) == 1
     assert "engine runner is not available" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("made", "code"), [(None, 2), (3, 3)])
 def test_refused_sweep_returns_the_factory_code(monkeypatch: pytest.MonkeyPatch, made: object, code: int) -> None:
-    runner = types.ModuleType("specbench_tui.engine.runner")
+    runner = types.ModuleType("specbench_tui.application.runner")
     runner.make_engine = lambda args: made  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "specbench_tui.engine.runner", runner)
+    monkeypatch.setitem(sys.modules, "specbench_tui.application.runner", runner)
     assert run_tui(_args()) == code
 
 

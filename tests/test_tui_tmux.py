@@ -1,6 +1,6 @@
 """End to end: the real terminal app (``specbench run sweeps/demo.toml``) inside tmux, driven by keys.
 
-Needs tmux, the shipped demo sweep and the engine runner (``specbench_tui.engine.runner``); skips with the
+Needs tmux, the shipped demo sweep and the engine runner (``specbench_tui.application.runner``); skips with the
 reason when one is missing.
 """
 
@@ -28,8 +28,8 @@ RUN_TIMEOUT_S = float(os.environ.get("SPECBENCH_E2E_TIMEOUT_S", "240"))
 def _missing() -> str | None:
     if shutil.which("tmux") is None:
         return "tmux is not installed"
-    if importlib.util.find_spec("specbench_tui.engine.runner") is None:
-        return "specbench_tui.engine.runner (make_engine) is not there yet: the TUI cannot start a real run"
+    if importlib.util.find_spec("specbench_tui.application.runner") is None:
+        return "specbench_tui.application.runner (make_engine) is not there yet: the TUI cannot start a real run"
     if not resolve_sweep("demo").is_file():
         return "sweeps/demo.toml is not shipped yet"
     return None

@@ -142,7 +142,7 @@ def vocab_entries(model_proto: bytes):
     return tokens, scores, types
 
 
-def make_weights(a: argparse.Namespace) -> dict[str, "object"]:
+def make_weights(a: argparse.Namespace) -> dict[str, object]:
     """All target tensors, drawn in a fixed order from one seeded generator."""
     import numpy as np
 

@@ -69,7 +69,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from specbench_tui.core.events import (
     ConfigFinished,
@@ -530,9 +530,8 @@ def _notices(events: list[Event], names: dict[str, str]) -> tuple[list[str], lis
     current_attempt = attempt_of[-1] if attempt_of else 0
     last_launch: dict[str, int] = {}
     for index, event in enumerate(events):
-        requeued = (isinstance(event, ConfigStateChanged) and event.state == ConfigState.PENDING
-                    and event.reason != "resumed")
-        if isinstance(event, ServerLaunching) or requeued:
+        if isinstance(event, ServerLaunching) or (isinstance(event, ConfigStateChanged)  # launched or requeued
+                                                   and event.state == ConfigState.PENDING and event.reason != "resumed"):
             last_launch[event.config_id] = index
     grouped: dict[tuple[bool, str, str], list[str]] = {}
     for index, event in enumerate(events):
@@ -796,7 +795,7 @@ def _speedup(ok: list[Measurement], base_ok: list[Measurement]) -> tuple[Spread 
     return Spread(central, min(min(ratios), central), max(max(ratios), central), len(ratios)), len(pairs)
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -957,6 +956,7 @@ def _best(rows: list[CellRow], configs: list[ConfigSummary], workloads: list[Wor
         if len(tps_values) > 1:
             groups += [(tp, [r for r in measured if r.tp == tp]) for tp in tps_values]
         for tp, group in groups:
+            # ``measured`` holds only rows with a decode figure; mypy does not narrow through the filter.
             ranked = sorted(group, key=lambda r: (-r.decode_tps.median, r.config))  # type: ignore[union-attr]
             eligible = [r for r in ranked if why_barred(r) is None]
             if not eligible:
@@ -1023,6 +1023,12 @@ def aggregate(analysis: RunAnalysis, config_id: str, metric: str,
 
 def to_json(analysis: RunAnalysis, digits: int = 4) -> dict[str, Any]:
     """The analysis as plain JSON data (floats rounded to ``digits`` decimals so output is stable)."""
+    data: dict[str, Any] = plain_json(analysis, digits)
+    return data
+
+
+def plain_json(value: object, digits: int = 4) -> Any:
+    """Dataclasses, mappings and sequences as plain JSON data, floats rounded to ``digits`` decimals."""
 
     def clean(value: Any) -> Any:
         if isinstance(value, float):
@@ -1036,4 +1042,4 @@ def to_json(analysis: RunAnalysis, digits: int = 4) -> dict[str, Any]:
                     if not name.startswith("_")}
         return value
 
-    return clean(analysis)  # type: ignore[no-any-return]
+    return clean(value)

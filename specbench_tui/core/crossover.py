@@ -42,7 +42,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from specbench_tui.core.events import Event, LoadPointFinished
 from specbench_tui.core.load import (
@@ -265,7 +265,7 @@ def load_workloads(plan_json: Mapping[str, Any]) -> list[LoadWorkload]:
 # ------------------------------------------------------------------------------------------------ the points
 
 
-def _finite(v: Any) -> bool:
+def _finite(v: Any) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -331,7 +331,7 @@ def _point_row(config_id: str, config: str, workload: LoadWorkload, label: str, 
             got = percentile([float(v) for v in vals if _finite(v)], q)
             if got is None or got * 1000.0 > limit:
                 meets = False
-    server = [e.server_log.get("accept_length") for e in events.values()
+    server = [float(e.server_log["accept_length"]) for e in events.values()
               if isinstance(e.server_log, dict) and _finite(e.server_log.get("accept_length"))]
     accept, _ = accept_fn(ok)
     per_user = stat_of(user_tps)
@@ -451,8 +451,8 @@ def _crossover(config: Any, workload: str, axis: str, grid: list[str], pts: list
                      for p in pts if p is not None)
     measured = sum(1 for p in pts if p is not None)
     usable = [(v, p.speedup.median) for v, p in zip(values, pts) if _usable(p) and p is not None and p.speedup]
-    base = dict(config_id=config.id, config=config.name, workload=workload, axis=axis, measured=measured,
-                grid=len(grid), evidence=evidence)
+    base = {"config_id": config.id, "config": config.name, "workload": workload, "axis": axis, "measured": measured,
+                "grid": len(grid), "evidence": evidence}
     if not usable:
         return Crossover(status=UNDETERMINED, low=None, high=None, estimate=None,
                          note="no load point with a speedup that is not noisy", **base)

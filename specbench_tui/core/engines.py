@@ -51,7 +51,7 @@ class FlagShape:
     """``int``, ``float``, ``str``, or ``other`` (a custom converter this module does not imitate)."""
     choices: tuple[str, ...] = ()
 
-    def problem(self, flag: str, value: object) -> tuple[str, str] | None:
+    def problem(self, flag: str, value: object) -> tuple[str, str | None] | None:
         """(message, hint) when ``value`` written for ``--flag`` in a sweep would fail to parse, else None."""
         if value is False:
             return None

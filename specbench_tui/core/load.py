@@ -95,6 +95,7 @@ class LoadSpec:
     def axis_points(self, axis: str) -> list[str]:
         values = self.concurrency if axis == AXIS_CONCURRENCY else self.request_rate
         label = concurrency_label if axis == AXIS_CONCURRENCY else rate_label
+        # concurrency values are ints and rates floats: each axis's label takes its own; mypy sees the union.
         return [label(v) for v in sorted(values)]  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:
@@ -121,7 +122,7 @@ class LoadSpec:
         return cls(concurrency=conc, request_rate=rate,
                    requests=requests if isinstance(requests, int) and requests > 0 else None,
                    waves=waves if isinstance(waves, int) and waves > 0 else DEFAULT_WAVES,
-                   search=raw.get("search") if raw.get("search") in SEARCHES else SEARCH_ADAPTIVE,
+                   search=str(raw["search"]) if raw.get("search") in SEARCHES else SEARCH_ADAPTIVE,
                    arrival_seed=seed if isinstance(seed, int) else 0,
                    noise_threshold=float(noise) if isinstance(noise, (int, float)) and noise > 0 else DEFAULT_NOISE,
                    slo=Slo.from_json(raw.get("slo")))

@@ -63,6 +63,11 @@ def _number(fields: dict[str, str], key: str, cast: type = float) -> float | int
         return None
 
 
+def _whole(value: float | int | None) -> int | None:
+    """A count read with ``cast=int`` (already an int; typed as one)."""
+    return None if value is None else int(value)
+
+
 def _first(fields: dict[str, str], keys: tuple[str, ...], cast: type = float) -> float | int | None:
     for key in keys:
         value = _number(fields, key, cast)
@@ -95,14 +100,14 @@ def parse_batch_line(line: str) -> BatchLine | None:
         time=match.group("time"),
         tp_rank=int(ranks["TP"]) if "TP" in ranks else None,
         dp_rank=int(ranks["DP"]) if "DP" in ranks else None,
-        running_req=_number(fields, "#running-req", int),  # type: ignore[arg-type]
-        queue_req=_number(fields, "#queue-req", int),  # type: ignore[arg-type]
-        num_token=_first(fields, ("#token", "#full token"), int),  # type: ignore[arg-type]
+        running_req=_whole(_number(fields, "#running-req", int)),
+        queue_req=_whole(_number(fields, "#queue-req", int)),
+        num_token=_whole(_first(fields, ("#token", "#full token"), int)),
         token_usage=_pool_usage(fields),
         accept_length=_number(fields, "accept len"),
         accept_rate=_number(fields, "accept rate"),
         gen_throughput=_number(fields, "gen throughput (token/s)"),
-        new_tokens=_number(fields, "#new-token", int),  # type: ignore[arg-type]
+        new_tokens=_whole(_number(fields, "#new-token", int)),
         input_throughput=_number(fields, "input throughput (token/s)"),
     )
 
@@ -256,7 +261,7 @@ def _counter(samples: dict[str, float], name: str | None) -> float | None:
 
 
 def spec_counter_figures(before: dict[str, float], after: dict[str, float],
-                         names: SpecCounterNames) -> dict[str, float | int | None] | None:
+                         names: SpecCounterNames) -> dict[str, float | int | str | None] | None:
     """Acceptance from the counters' difference over a window: ``accept_length`` = 1 + Δaccepted ÷ Δdrafts
     (1.0 when tokens were generated and nothing was drafted, including a server that has no draft counters at
     all but counts its generated tokens), ``accept_rate`` = Δaccepted ÷ Δdraft tokens. None when the counters

@@ -143,6 +143,7 @@ def _scalar_text(value: Scalar) -> str:
 def _resolve_value(value: ArgValue, params: Mapping[str, Scalar]) -> ArgValue:
     """A flag value with placeholders filled; ``"{p}"`` alone takes the parameter's own type."""
     if isinstance(value, tuple):
+        # A tuple's items are scalars, and a scalar resolves to a scalar: mypy cannot see the second part.
         return tuple(_resolve_value(v, params) for v in value)  # type: ignore[misc]
     if isinstance(value, str):
         whole = _PLACEHOLDER.fullmatch(value)
@@ -320,7 +321,7 @@ class _Planner:
             config = self._point(spec, params, seen_names, rules)
             if config is not None:
                 planned.append(config)
-        for j, rule in enumerate(spec.exclude):
+        for j, _rule in enumerate(spec.exclude):
             if not rules.used >> j & 1 and planned:
                 self.error((*where, "exclude", j), "this exclude rule matches no configuration",
                            "check its parameter values against the matrix")
@@ -370,8 +371,8 @@ class _Planner:
         for flag, message, hint in _check_values(flags, {**args, **fork}):
             self.error(self._value_origin(spec, flag, params), message, hint)  # identical ones collapse
             ok = False
-        for flag, message, hint in _user_errors(args, flags.name):
-            self.error(self._value_origin(spec, flag, params) if flag else where, message, hint)
+        for user_flag, message, hint in _user_errors(args, flags.name):
+            self.error(self._value_origin(spec, user_flag, params) if user_flag else where, message, hint)
             ok = False
         if not ok:
             return None
@@ -402,9 +403,9 @@ class _Planner:
         gpus_needed = flags.gpus_needed(args)
         pool = self.sweep.gpus
         if pool is not None and gpus_needed > len(pool) and skip_reason is None:
-            flag = next((f for f in (*flags.tp_flags, *flags.dp_flags, *flags.pp_flags) if f in args), None)
+            size_flag = next((f for f in (*flags.tp_flags, *flags.dp_flags, *flags.pp_flags) if f in args), None)
             gpus_line = self.locator.line(("sweep", "gpus"))
-            origin = self._origin(spec, flag) if flag else where
+            origin = self._origin(spec, size_flag) if size_flag else where
             # Named by the matrix value when it comes from one, so the points it spoils collapse into one issue.
             who = f"{origin[-1]} = {params[str(origin[-1])]!r}" if "matrix" in origin else f"'{name}'"
             self.error(origin, f"{who} needs {gpus_needed} GPUs (tp × dp × pp) but the GPU pool has {len(pool)} "

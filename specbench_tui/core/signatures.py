@@ -28,7 +28,7 @@ _OPTIONS.log_errors = False  # RE2 would print its parse errors to stderr; they 
 _OPTIONS.max_mem = 8 << 20
 
 
-def compile_pattern(pattern: str) -> Any:
+def compile_pattern(pattern: str | bytes) -> Any:
     """``pattern`` compiled with RE2; raises ``ValueError`` saying why when RE2 cannot take it."""
     try:
         return re2.compile(pattern, _OPTIONS)

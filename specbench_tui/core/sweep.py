@@ -435,14 +435,14 @@ def parse_sweep(text: str, path: Path, shown: str | None = None) -> Sweep:
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         match = re.search(r"\(at line (\d+), column (\d+)\)", message)
-        line = int(match.group(1)) if match else None
-        if line is None and "end of document" in message:
-            line = text.count("\n") + 1
+        toml_line = int(match.group(1)) if match else None
+        if toml_line is None and "end of document" in message:
+            toml_line = text.count("\n") + 1
         message = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", message)
         hint = _TOML_HINTS.get(message, "docs/sweep-format.md shows the syntax of every construct")
         if match:
             message += f" at column {match.group(2)}"
-        raise SweepError([SweepIssue(shown, line or 1, "", f"invalid TOML: {message}", hint)]) from None
+        raise SweepError([SweepIssue(shown, toml_line or 1, "", f"invalid TOML: {message}", hint)]) from None
     deep_path = _too_deep_path(data)
     if deep_path is not None:
         raise SweepError([_too_deep(shown, locator.line(deep_path) or 1)])
@@ -866,7 +866,7 @@ def _config(r: _Reader, index: int, raw: dict) -> ConfigSpec:
             r.error(pkey, "matrix values are strings, numbers or booleans")
             continue
         seen_values: set[tuple[str, Scalar]] = set()
-        duplicate = next((v for v in values if typed_key(v) in seen_values or seen_values.add(typed_key(v))), None)
+        duplicate = next((v for v in values if typed_key(v) in seen_values or _added(seen_values, typed_key(v))), None)
         if duplicate is not None:
             r.error(pkey, f"duplicate value {duplicate!r} in {_short(values)}", "list each value once")
             continue
@@ -1156,3 +1156,9 @@ def _check_prompts_file(r: _Reader, key: KeyPath, path: Path, params: Mapping[st
         r.error(key, f"the prompts file {path} holds {len(prompts):,} prompts (MAX_ITEMS = {MAX_ITEMS:,})", "set limit = N")
         return 0
     return len(prompts)
+
+
+def _added(seen: set[tuple[str, Scalar]], key: tuple[str, Scalar]) -> bool:
+    """Add ``key`` to ``seen``; false, so that a generator's filter can remember what it passed."""
+    seen.add(key)
+    return False

@@ -30,7 +30,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,7 +177,8 @@ async def _read_head(response: httpx.Response, limit: int = MAX_ERROR_BODY) -> b
             if len(head) >= limit:
                 break
     finally:
-        await chunks.aclose()
+        if isinstance(chunks, AsyncGenerator):  # httpx declares an iterator; it is a generator to close
+            await chunks.aclose()
     return bytes(head[:limit])
 
 

@@ -149,7 +149,7 @@ class NullBackend:
     """No GPUs visible; every figure is n/a."""
 
     def __init__(self, hint: str = "no NVIDIA driver or GPU found: GPU figures are n/a") -> None:
-        self.hint = hint
+        self.hint: str | None = hint
 
     def device_count(self) -> int:
         return 0
@@ -761,7 +761,7 @@ class GpuSampler:
         """Sample now, feed the open windows and the callback; what the thread does each round."""
         try:
             samples = self.backend.sample()
-        except Exception:  # noqa: BLE001 - a backend must not kill the thread; NVML getters do not raise
+        except Exception:  # a backend must not kill the thread (logged); NVML getters do not raise
             log.exception("GPU backend failed to sample")
             samples = []
         at = self._clock()
@@ -786,7 +786,7 @@ class GpuSampler:
                 self.callback(samples)
         except RuntimeError:  # the loop closed between the check and the call
             return
-        except Exception:  # noqa: BLE001 - a faulty consumer is reported once, polling goes on
+        except Exception:  # a faulty consumer is reported once (logged), polling goes on
             if not self._callback_failed:
                 self._callback_failed = True
                 log.exception("GPU sample callback failed")

@@ -66,7 +66,7 @@ class LoadDriver:
     def labels(self, config_id: str, workload: str) -> tuple[str, ...]:
         return self.step.needs.get(config_id, {}).get(workload, ())
 
-    def keys(self, config_id: str, workload: Workload) -> list[MeasurementKey]:
+    def keys(self, config_id: str, workload: Workload) -> list[tuple[str, str, str, int, str]]:
         """Every key of the points this configuration must have measured now (done ones included)."""
         spec = workload.spec
         assert spec.load is not None

@@ -75,7 +75,7 @@ from specbench_tui.core.events import (
 )
 from specbench_tui.core.launch import launch_env, redact_argv, server_argv
 from specbench_tui.core.logparse import BatchLine, summarize_decode
-from specbench_tui.core.placement import order_configs
+from specbench_tui.core.placement import Placeable, order_configs
 from specbench_tui.core.plan import Plan, PlannedConfig
 from specbench_tui.core.records import (
     ERROR_KIND_CRASH,
@@ -112,7 +112,7 @@ from specbench_tui.engine.server import (
     first_of,
     process_tree,
 )
-from specbench_tui.engine.store import ReadReport, RunDir, StoreError
+from specbench_tui.store import ReadReport, RunDir, StoreError
 from specbench_tui.engine.workloads import (
     Labels,
     Session,
@@ -595,7 +595,9 @@ class Orchestrator:
             doc = await collect_async(
                 backend=self.backend, sweep_path=self.run_dir.path / "sweep.toml",
                 python=self.sweep.engine.python or self._python,
-                extra={"sweep_source": str(Path(self.sweep.path).resolve()), "launcher": self.sweep.engine.launcher,
+                # One path resolution at start-up, before any server runs: not worth a thread.
+                extra={"sweep_source": str(Path(self.sweep.path).resolve()),  # noqa: ASYNC240
+                       "launcher": self.sweep.engine.launcher,
                        "engine_profile": self.profile.name, "concurrent": self.sweep.concurrent,
                        "gpu_pool": list(self.pool.indices)})
             self.run_dir.write_json("env.json", doc)
@@ -613,7 +615,7 @@ class Orchestrator:
         """Keys a workload must have for a configuration: its items × repeats, or (with a load axis) every
         request of the load points the search wants of it now."""
         if workload.spec.load is not None:
-            return self.load.keys(config_id, workload)
+            return [*self.load.keys(config_id, workload)]
         return expected_keys(config_id, workload)
 
     async def _search_rounds(self) -> None:
@@ -738,7 +740,7 @@ class Orchestrator:
         self._queue = deque(config.id for config in ordered)
         self._ordered_for = key
 
-    def _estimate(self, config: PlannedConfig) -> float | None:
+    def _estimate(self, config: Placeable) -> float | None:
         """Expected wall seconds of ``config`` from the configurations finished so far (None: unknown)."""
         if config.id in self._durations:
             return self._durations[config.id]
@@ -1058,7 +1060,7 @@ class Orchestrator:
 
     async def _healthy(self, running: _Running, client: ServerClient) -> bool:
         check = asyncio.ensure_future(client.healthy())
-        return bool(await self._guard(running, check, watch_stall=False))
+        return await self._guard(running, check, watch_stall=False)
 
     async def _run_workload(self, running: _Running, workload: Workload, session: Session, labels: Labels,
                             keys: list[MeasurementKey]) -> None:

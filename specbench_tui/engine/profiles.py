@@ -180,7 +180,8 @@ def _count(value: Any) -> int | None:
 def openai_usage_meta(payload: Mapping[str, Any]) -> dict[str, Any]:
     """What every OpenAI-compatible final chunk carries → ``meta_info``: ``usage`` token counts (cached prompt
     tokens from ``prompt_tokens_details``) and the first choice's ``finish_reason``."""
-    usage = payload.get("usage") if isinstance(payload.get("usage"), Mapping) else {}
+    raw_usage = payload.get("usage")
+    usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, Mapping) else {}
     meta: dict[str, Any] = {}
     for key in ("completion_tokens", "prompt_tokens"):
         value = _count(usage.get(key))
@@ -214,7 +215,8 @@ def llamacpp_final_meta(payload: Mapping[str, Any]) -> dict[str, Any]:
     """The last chunk of a llama.cpp stream → ``meta_info``: :func:`openai_usage_meta` (with ``timings`` as the
     fallback for the counts), and acceptance from ``timings.draft_n``/``draft_n_accepted`` (absent, not 0, when
     nothing was drafted: the baseline, an n-gram request without a match)."""
-    timings = payload.get("timings") if isinstance(payload.get("timings"), Mapping) else {}
+    raw_timings = payload.get("timings")
+    timings: Mapping[str, Any] = raw_timings if isinstance(raw_timings, Mapping) else {}
     meta = openai_usage_meta(payload)
     for key, fallback in (("completion_tokens", "predicted_n"), ("cached_tokens", "cache_n")):
         value = _count(timings.get(fallback))

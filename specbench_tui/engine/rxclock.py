@@ -33,7 +33,7 @@ from collections.abc import Iterable
 import httpcore
 import httpx
 
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None)
+SO_TIMESTAMPNS: int | None = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None)
 """``SO_TIMESTAMPNS`` (35 on Linux); the ancillary message type ``SCM_TIMESTAMPNS`` has the same value."""
 _TIMESPEC = struct.Struct("@qq")
 _ANCILLARY = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
@@ -154,7 +154,8 @@ class RxBackend(httpcore.AsyncNetworkBackend):
             try:
                 sock.setblocking(False)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                if SO_TIMESTAMPNS is not None:  # always so where this backend is used (supported())
+                    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
                 for option in socket_options or ():
                     sock.setsockopt(*option)
                 if local_address:

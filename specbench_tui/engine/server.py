@@ -54,7 +54,7 @@ from specbench_tui.core.signatures import (
 from specbench_tui.engine.client import ServerClient
 from specbench_tui.engine.logpump import LogPump
 from specbench_tui.engine.profiles import EngineProfile
-from specbench_tui.engine.store import StoreError
+from specbench_tui.store import StoreError
 from specbench_tui.keeper import TREE_VAR
 
 DEATH_CRASH = "crash"
@@ -492,7 +492,7 @@ class ServerProcess:
                 self._on_line(first + index, text, crash_lines is None or index in crash_lines,
                               index in level_lines, ready, stats)
             elif index in special:
-                self._on_line(first + index, text, index in crash_lines, index in level_lines, None, stats)
+                self._on_line(first + index, text, index in (crash_lines or ()), index in level_lines, None, stats)
             else:  # the common case, a plain line: only what every line needs
                 event = new(LogLine)  # LogLine(config_id, text, "info", ts=now) without the frozen __init__
                 event.__dict__.update(config_id=config_id, line=text, level=LEVEL_INFO, ts=now)
@@ -640,11 +640,10 @@ EXIT_POLL_S = 0.01
 async def first_of(*awaitables: Awaitable[object], timeout_s: float | None = None) -> None:
     """Wait until one of ``awaitables`` is done (or the timeout). Tasks made here from coroutines are
     cancelled afterwards, even when the caller is cancelled; futures passed in are left alone."""
-    created = [asyncio.ensure_future(a) for a in awaitables if asyncio.iscoroutine(a)]
-    given = [a for a in awaitables if not asyncio.iscoroutine(a)]
+    futures = [asyncio.ensure_future(a) for a in awaitables]  # a future passed in is itself
+    created = [future for future, a in zip(futures, awaitables) if asyncio.iscoroutine(a)]
     try:
-        await asyncio.wait([*created, *given], timeout=timeout_s,  # type: ignore[list-item]
-                           return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(futures, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for task in created:
             task.cancel()

@@ -22,7 +22,7 @@ from specbench_tui.core.analysis import (
     Spread,
     to_json,
 )
-from specbench_tui.engine.store import log_file_name, safe_filename
+from specbench_tui.store import log_file_name, safe_filename
 from specbench_tui.report.charts import budget_charts
 from specbench_tui.report.load import LoadedRun
 from specbench_tui.report.loadview import (

@@ -15,7 +15,7 @@ from typing import Any
 
 from specbench_tui.core.analysis import RunAnalysis
 from specbench_tui.core.ledger import Ledger
-from specbench_tui.engine.store import ReadReport, RunDir, StoreError, read_regular
+from specbench_tui.store import ReadReport, RunDir, StoreError, read_regular
 
 RUN_DIR_MARKERS = ("sweep.toml", "plan.json", "results.jsonl", "events.jsonl")
 """Files of which at least one must exist for a directory to be taken as a run directory."""

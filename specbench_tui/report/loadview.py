@@ -7,11 +7,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from specbench_tui.core.analysis import RunAnalysis, to_json
+from specbench_tui.core.analysis import RunAnalysis, plain_json
 from specbench_tui.core.crossover import (
-    ALWAYS_PAYS,
-    CROSSES,
-    NEVER_PAYS,
     Crossover,
     LoadAnalysis,
     PointRow,
@@ -130,7 +127,7 @@ def pareto_series(load: LoadAnalysis, workload: str) -> list[tuple[str, list[tup
         pts = sorted((p for p in load.points if p.config_id == config_id and p.workload == workload
                       and p.output_tps is not None and p.per_user_tps is not None),
                      key=lambda p: (p.axis, p.value))
-        if pts:
+        if pts:  # the filter above keeps only points with both figures; mypy does not narrow through it
             out.append((pts[0].config, [(p.output_tps.median, p.per_user_tps.median, p.load)  # type: ignore[union-attr]
                                         for p in pts]))
     return out
@@ -217,7 +214,7 @@ def load_json(analysis: RunAnalysis) -> dict[str, Any] | None:
     return {
         "crossover_concurrency": [cross(c) for c in load.crossovers if c.axis == AXIS_CONCURRENCY],
         "crossover_rate": [cross(c) for c in load.crossovers if c.axis == AXIS_RATE],
-        "schedule": to_json(list(load.schedule)),
+        "schedule": plain_json(list(load.schedule)),
         "points_measured": load.points_measured,
         "grid_points": load.grid_points,
         "pareto_front": {w.name: [list(p) for p in pareto_front(pareto_series(load, w.name))] for w in load.workloads},

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbench_tui.core.events import ConfigFinished, ConfigState, ConfigStateChanged, Event, SweepFinished
-from specbench_tui.engine.runlock import read_owner
-from specbench_tui.engine.store import ReadReport, RunDir, StoreError
+from specbench_tui.runlock import read_owner
+from specbench_tui.store import ReadReport, RunDir, StoreError
 from specbench_tui.report.load import RUN_DIR_MARKERS, engine_owns
 
 DEFAULT_RUNS_DIR = Path("runs")
@@ -59,7 +59,8 @@ def read_run(path: Path) -> RunInfo | None:
         events = run.read_events(ReadReport())
     except (StoreError, OSError):
         events = []
-    configs = plan.get("configs") if isinstance(plan.get("configs"), list) else []
+    listed = plan.get("configs")
+    configs = listed if isinstance(listed, list) else []
     sweep = plan.get("sweep") if isinstance(plan.get("sweep"), str) else None
     states = _final_states(events)
     done = sum(1 for state in states.values() if state.final)

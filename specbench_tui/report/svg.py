@@ -132,8 +132,8 @@ def line_chart(series: Sequence[tuple[str, Sequence[tuple[float, float | None]]]
         body.append(f'<rect x="{min(a, b)}" y="{f.py1}" width="{abs(b - a)}" height="{f.py0 - f.py1}" '
                     f'fill="{color}" opacity="0.10" class="band"/>')
     if ref_y is not None:
-        y = f.y(ref_y)
-        body.append(f'<line x1="{f.px0}" y1="{y}" x2="{f.px1}" y2="{y}" class="ref"/>')
+        ref_px = f.y(ref_y)
+        body.append(f'<line x1="{f.px0}" y1="{ref_px}" x2="{f.px1}" y2="{ref_px}" class="ref"/>')
     for i, (name, s) in enumerate(series):
         color = _color(i, name, colors)
         run: list[str] = []

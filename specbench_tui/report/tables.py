@@ -284,7 +284,7 @@ def env_facts(env: dict[str, Any] | None) -> dict[str, str]:
         facts["gpus"] = ", ".join(f"{names.count(n)}x {n}" for n in dict.fromkeys(names))
     server = env.get("server_python")
     packages = server.get("packages") if isinstance(server, dict) else None
-    if isinstance(packages, dict):
+    if isinstance(server, dict) and isinstance(packages, dict):
         for name in ENV_PACKAGES:
             if packages.get(name):
                 facts[name] = str(packages[name])

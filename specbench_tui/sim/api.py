@@ -177,7 +177,7 @@ class Api:
         if req.path == "/get_server_info":
             s.log.warning("Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
                           "Please use '/server_info' instead.")
-        values = {k: v for k, v in s.args.values.items()}
+        values = dict(s.args.values.items())
         # build_server_info: the resolved ServerArgs (context_length stays None unless --context-length was
         # passed; the model's limit is on /v1/models) merged with the scheduler's start-up info.
         values["max_total_num_tokens"] = s.engine.max_total_num_tokens
@@ -311,11 +311,12 @@ class Api:
         if out["eos"] and not ignore_eos:
             lo, hi = out["length"].get(kind, out["length"]["chat"])
             natural = lo + seed % max(1, hi - lo + 1)
+        received_at: dict[str, Any] = {"created_mono": received} if received is not None else {}
         return Request(
             rid=rid or uuid.uuid4().hex, input_ids=input_ids, prompt_text=prompt_text, kind=kind,
             max_new_tokens=max_new if max_new is not None else self.s.context_len - len(input_ids),
             temperature=temperature, ignore_eos=ignore_eos, natural_len=natural, seed=seed,
-            **({"created_mono": received} if received is not None else {}),
+            **received_at,
         )
 
     async def _wait(self, reqs: list[Request], http: HttpRequest) -> bool:
@@ -407,8 +408,8 @@ class Api:
             return StreamResponse(self._generate_stream(reqs, batch))
         if not await self._wait(reqs, http):
             return Response.json({"error": {"message": "Client disconnected"}}, 400)
-        refused = next((r.finish_reason for r in reqs if r.finish_reason.get("type") == "abort"
-                        and r.finish_reason.get("status_code") == 400), None)
+        refused = next((r.finish_reason for r in reqs if (r.finish_reason or {}).get("type") == "abort"
+                        and (r.finish_reason or {}).get("status_code") == 400), None)
         if refused is not None:  # _handle_abort_finish_reason: a non-stream 400 abort is the ValueError's 400
             return Response.json({"error": {"message": refused["message"]}}, 400)
         results = [{"text": r.text, "output_ids": r.output_ids, "meta_info": self.meta_info(r)} for r in reqs]

@@ -201,15 +201,17 @@ class HttpServer:
         finally:
             try:
                 writer.close()
-            except Exception:  # the socket may already be gone
+            except Exception:  # noqa: BLE001 - the socket may already be gone, in any of several ways
                 pass
 
     def _trace(self, req: HttpRequest, first_sent: float) -> None:
         """One line ``received_wall ttft path``: when the request had been read (``time.time()``), how many
         seconds later its first data chunk was handed to the kernel, and the path."""
         wall = time.time() - (time.monotonic() - req.received)
+        if self.wire_trace is None:
+            return
         try:
-            with open(self.wire_trace, "a", encoding="utf-8") as out:  # type: ignore[arg-type]
+            with open(self.wire_trace, "a", encoding="utf-8") as out:
                 out.write(f"{wall:.6f} {first_sent - req.received:.6f} {req.path}\n")
         except OSError:
             self.wire_trace = None

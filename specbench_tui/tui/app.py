@@ -56,7 +56,8 @@ from specbench_tui.core.plan import Plan
 from specbench_tui.core.ledger import LedgerSnapshot
 from specbench_tui.core.records import STATUS_ZERO_OUTPUT
 from specbench_tui.core.state import ConfigView, RunState
-from specbench_tui.engine.store import log_file_name
+from specbench_tui.engine.control import SweepControl
+from specbench_tui.store import log_file_name
 from specbench_tui.tui.commands import SweepCommands
 from specbench_tui.tui.confirm_quit import ConfirmQuitScreen
 from specbench_tui.tui.gpu_panel import GpuLine, GpuPanel
@@ -65,7 +66,7 @@ from specbench_tui.tui.log_panel import MAX_LINES, ServerLogPanel
 from specbench_tui.tui.log_screen import FullLogScreen
 from specbench_tui.tui.looks import partial_configs
 from specbench_tui.tui.notifications_screen import NotificationsScreen
-from specbench_tui.tui.notifier import Notifier
+from specbench_tui.tui.notifier import Notifier, Severity
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.preflight_screen import PreflightFailedScreen
 from specbench_tui.tui.queue_panel import QueuePanel
@@ -88,23 +89,18 @@ THROTTLE_RESULTS_FROM = 300
 """Measurements from which the results table is rebuilt at most every :data:`RESULTS_INTERVAL_S`."""
 
 
-class EngineAdapter(Protocol):
-    """What the app needs of the engine (the lead's adapter; a scripted fake in tests)."""
+class EngineAdapter(SweepControl, Protocol):
+    """What the app needs of the engine: the sweep's control commands plus its plan, run directory, event
+    stream and life cycle (the engine thread; a scripted fake in tests)."""
 
     plan: Plan
-    run_dir: Path
+
+    @property
+    def run_dir(self) -> Path: ...
 
     def subscribe(self, callback: Callable[[Event], None]) -> None: ...
     def start(self) -> None: ...
-    def stop(self, timeout: float) -> None: ...
-    def pause(self) -> None: ...
-    def resume(self) -> None: ...
-    def skip(self, config_id: str) -> None: ...
-    def retry(self, config_id: str) -> None: ...
-    def abort(self, now: bool = False) -> None: ...
-
-    @property
-    def paused(self) -> bool: ...
+    def stop(self, timeout: float) -> bool: ...
 
 
 _QUEUE_PAUSED = "Queue paused: the request in flight finishes, nothing new is launched (p resumes)."
@@ -152,7 +148,7 @@ class SpecbenchApp(App[int]):
         self.stop_error: BaseException | None = None
         self._inbox: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self._drain_interval_s = drain_interval_s
-        self._announced: set[tuple] = set()
+        self._announced: set[tuple[object, ...]] = set()
         self._pending_controls: list[Callable[[], None]] = []
         self._results_pending = False
         self._results_synced_at = float("-inf")
@@ -352,7 +348,7 @@ class SpecbenchApp(App[int]):
         notifier = self.notifier
         if isinstance(event, CrashDetected):
             view = state.configs.get(event.config_id)
-            key = ("crash", event.config_id, view.attempt if view else 0)
+            key: tuple[object, ...] = ("crash", event.config_id, view.attempt if view else 0)
             if key not in self._announced:
                 self._announced.add(key)
                 name = view.name if view else event.config_id
@@ -383,14 +379,15 @@ class SpecbenchApp(App[int]):
             key = ("notice", event.level, event.text)
             if key not in self._announced:
                 self._announced.add(key)
-                severity = {"error": "error", "warning": "warning"}.get(event.level, "information")
+                severities: dict[str, Severity] = {"error": "error", "warning": "warning"}
+                severity = severities.get(event.level, "information")
                 if event.level == "error" and event.text.startswith("pre-flight: "):
                     self.preflight_problems.append(event.text.removeprefix("pre-flight: "))
                     notifier.burst(("preflight",), event.text.removeprefix("pre-flight: "),
                                    lambda items: "\n".join(clean(i, 300) for i in items),
                                    title="✖ Pre-flight failed", severity="error", timeout=30)
                     return
-                notifier.post(clean(event.text, 500), severity=severity, timeout=10,  # type: ignore[arg-type]
+                notifier.post(clean(event.text, 500), severity=severity, timeout=10,
                               topic=("notice", event.config_id, event.level))
         elif isinstance(event, (QueuePaused, QueueResumed)):
             if ("queue",) not in notifier._live:  # the key already said so
@@ -493,7 +490,7 @@ class SpecbenchApp(App[int]):
         screen = self.sweep_screen
         for widget in (screen.query_one(SweepHeader), screen.query_one(QueuePanel), screen.query_one(ResultsPanel),
                        screen.query_one(GpuPanel), screen.query_one(GpuLine)):
-            widget.palette = self.palette  # type: ignore[attr-defined]
+            widget.palette = self.palette
         screen.query_one(ServerLogPanel).set_palette(self.palette)
         for pushed in {*self.screen_stack, *self._log_screens.values()}:
             if isinstance(pushed, FullLogScreen) and pushed.is_attached:
@@ -542,9 +539,9 @@ class SpecbenchApp(App[int]):
 
     # ------------------------------------------------------------------------------------ control
 
-    def _hint(self, message: str, severity: str = "warning") -> None:
+    def _hint(self, message: str, severity: Severity = "warning") -> None:
         """A short answer to a key (not kept in the history)."""
-        self.notifier.post(message, severity=severity, timeout=4, topic=("hint",), record=False)  # type: ignore[arg-type]
+        self.notifier.post(message, severity=severity, timeout=4, topic=("hint",), record=False)
 
     def _control(self, request: Callable[[], None]) -> None:
         """Send a control request now, or as soon as the sweep has started (earlier ones would be lost)."""

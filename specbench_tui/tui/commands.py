@@ -33,6 +33,7 @@ class SweepCommands(Provider):
     def _commands(self, every_config: bool = True) -> Iterator[tuple[str, Callable[[], object], str]]:
         """The commands, worded for the current state; ``every_config`` adds one per configuration (for a
         search: the list shown before anything is typed stays short, whatever the size of the sweep)."""
+        # Provider.app is typed App; this provider is registered on SpecbenchApp only (its COMMANDS).
         app: SpecbenchApp = self.app  # type: ignore[assignment]
         state = app.state
         if state.paused:

@@ -12,7 +12,7 @@ import mmap
 import os
 import re
 from pathlib import Path
-from typing import ClassVar
+from typing import BinaryIO, ClassVar
 
 from rich.segment import Segment
 from rich.text import Text
@@ -23,6 +23,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.worker import Worker
 
 from specbench_tui.tui.log_style import PROBLEM_KEYWORDS, LogHighlighter, classify, is_fatal
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
@@ -78,7 +79,7 @@ class LogFileView(ScrollView, can_focus=True):
         self._problems_scanned = 0
         self._line_cache: LRUCache[int, str] = LRUCache(4096)
         self._widest_line = 0
-        self._file_handle = None
+        self._file_handle: BinaryIO | None = None
         self.set_reactive(LogFileView.follow, follow)
 
     # ------------------------------------------------------------------------------------------ indexing
@@ -161,7 +162,7 @@ class LogFileView(ScrollView, can_focus=True):
         self.refresh()
         self.post_message(LogFileView.Changed())
 
-    def on_worker_state_changed(self, event) -> None:
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if getattr(event.worker, "group", None) == "log-index" and event.worker.is_finished:
             self._indexing = False
 
@@ -351,7 +352,7 @@ class LogFileView(ScrollView, can_focus=True):
                 current = (top - 1) if (forward and top is not None) else (top if top is not None else 0)
             candidates = self._matching_lines(pattern, mapped, limit, current, forward)
         visible = [line for line in candidates if self.row_of(line) is not None]
-        chosen = (visible or [None])[0]
+        chosen = visible[0] if visible else None
         if chosen is None:
             return None, total
         self.cursor_line = chosen

@@ -145,7 +145,7 @@ class ServerLogPanel(Log):
         return text
 
     @property
-    def lines(self) -> list[str]:  # type: ignore[override]
+    def lines(self) -> list[str]:
         """The kept lines, formatted as displayed (formats every one: for tests and selection only)."""
         return [self._text(i) for i in range(len(self._raw))]
 
@@ -158,6 +158,7 @@ class ServerLogPanel(Log):
 
     def set_palette(self, palette: Palette) -> None:
         """Recolour with the theme's styles."""
+        assert isinstance(self.highlighter, LogHighlighter)  # set in __init__; Log types it as any Highlighter
         self.highlighter.palette = palette
         self._strips.clear()
         self.refresh()

@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Protocol
 
 from specbench_tui.engine.ending import EXIT_CONFIG_FAILED as EXIT_FAILED
 from specbench_tui.engine.ending import EXIT_INVALID
@@ -19,14 +20,23 @@ from specbench_tui.engine.ending import EXIT_INVALID
 STOP_TIMEOUT_S = 60.0
 
 
+class EndedEngine(Protocol):
+    """What the ending needs of the engine (its ``outcome``, ``error`` and ``analysis`` are optional)."""
+
+    @property
+    def run_dir(self) -> Path: ...
+
+    def summary_table(self) -> str: ...
+
+
 def run_tui(args: argparse.Namespace) -> int:
     """Run the sweep named by ``args`` in the TUI; returns the process exit code.
 
-    The engine comes from ``specbench_tui.engine.runner.make_engine(args)``, which may return None (or an
+    The engine comes from ``specbench_tui.application.runner.make_engine(args)``, which may return None (or an
     exit code) after printing why the sweep cannot run.
     """
     try:
-        from specbench_tui.engine.runner import make_engine
+        from specbench_tui.application.runner import make_engine
     except ImportError as exc:
         print(f"specbench run: the engine runner is not available ({exc}). "
               "Reinstall specbench-tui, or run with --headless to see whether the engine works.", file=sys.stderr)
@@ -59,13 +69,13 @@ def run_tui(args: argparse.Namespace) -> int:
     return _ending(engine, int(result or 0), preflight_problems=app.preflight_problems)
 
 
-def _ending(engine: object, app_result: int, preflight_problems: list[str] | None = None) -> int:
+def _ending(engine: EndedEngine, app_result: int, preflight_problems: list[str] | None = None) -> int:
     """Print the summary, how the sweep ended and the run directory; the exit code.
 
     A failed pre-flight launched nothing: its reasons are printed (what the screen showed until dismissed),
     not a count of configurations that never had a chance to run."""
     from specbench_tui.engine.ending import ending_line, exit_code
-    from specbench_tui.engine.store import StoreError
+    from specbench_tui.store import StoreError
 
     outcome = getattr(engine, "outcome", None)
     error = getattr(engine, "error", None)
@@ -73,7 +83,7 @@ def _ending(engine: object, app_result: int, preflight_problems: list[str] | Non
     try:
         if outcome is not None and outcome.failure != "preflight":
             try:
-                print(engine.summary_table(), end="\n\n")  # type: ignore[attr-defined]
+                print(engine.summary_table(), end="\n\n")
                 analyse = getattr(engine, "analysis", None)
                 analysis = analyse() if callable(analyse) else None  # a silent server fails the run as headless
             except StoreError as exc:
@@ -86,8 +96,8 @@ def _ending(engine: object, app_result: int, preflight_problems: list[str] | Non
                 print(f"  - {problem}")
         elif outcome is not None:
             print(f"specbench: {ending_line(outcome)}")
-        if outcome is None or outcome.failure != "preflight" or Path(engine.run_dir).exists():  # type: ignore[attr-defined]
-            print(f"specbench: run directory {engine.run_dir}")  # type: ignore[attr-defined]
+        if outcome is None or outcome.failure != "preflight" or Path(engine.run_dir).exists():
+            print(f"specbench: run directory {engine.run_dir}")
     except OSError:  # the terminal went away as the app ended (a dropped SSH session): the code still counts
         pass
     if error is not None:

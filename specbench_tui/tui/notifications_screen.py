@@ -38,7 +38,7 @@ class NotificationsScreen(Screen):
         count = len(self.entries)
         yield Static(Text(f" notifications  {count} this session, newest first  (Esc: back)", no_wrap=True),
                      id="notifications-title")
-        table = DataTable(id="notifications-table", cursor_type="row", zebra_stripes=False)
+        table: DataTable[Text] = DataTable(id="notifications-table", cursor_type="row", zebra_stripes=False)
         yield table
         yield KeyBar()
 

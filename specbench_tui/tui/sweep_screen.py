@@ -33,7 +33,7 @@ class SweepScreen(Screen):
     120 columns the GPU panel gives way to a one-line GPU summary above it.
     """
 
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "app.request_quit", "Quit", id="quit", tooltip="quit (asks while servers run)"),
         Binding("p", "app.toggle_pause", "Pause", id="sweep-pause", tooltip="pause or resume the queue"),
@@ -122,4 +122,5 @@ class SweepScreen(Screen):
     @on(DataTable.RowSelected, "#results-panel")
     def _row_chosen(self, event: DataTable.RowSelected) -> None:
         event.stop()
+        # Screen.app is typed App; this screen is pushed by SpecbenchApp only.
         self.app.action_open_log()  # type: ignore[attr-defined]

@@ -1,0 +1,278 @@
+"""``specbench run --headless`` (also chosen when there is no TTY): the sweep as plain lines, then a summary.
+
+One line per event that matters (launches, readiness, crashes with their excerpt, workload summaries,
+failed or empty requests, notices, the end of each configuration) and a summary table at the end. No
+colour, no cursor movement: the output is meant for logs, ``tee`` and CI.
+
+The summary table and the exit codes are :mod:`specbench_tui.engine.ending`'s, shared with the TUI.
+
+Signals: Ctrl-C (SIGINT) once finishes the request in flight, tears the servers down and stops cleanly
+(resume later); a second one aborts at once (the request in flight is cancelled and not recorded; servers
+are killed). SIGTERM (systemd, Docker, ``kill``) and SIGHUP (the SSH session or terminal went away) ask for
+the same clean stop, but nobody is there to press Ctrl-C again, so after :data:`SIGNAL_GRACE_S` seconds the
+request in flight is abandoned and everything is torn down at once: abort-now cuts a server's
+``shutdown_grace_s`` wait short and SIGKILLs its whole tree, so the servers are gone within about
+``SIGNAL_GRACE_S`` + 0.5 s of the signal. A signal ignored when the program started
+(``nohup`` ignores SIGHUP) stays ignored. After SIGHUP the output may have nowhere to go; lines that
+cannot be written are dropped, never fatal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections import defaultdict
+from typing import Any, TextIO
+
+from specbench_tui.core.events import (
+    ConfigFinished,
+    ConfigState,
+    CrashDetected,
+    Event,
+    MeasurementRecorded,
+    Notice,
+    QueuePaused,
+    QueueResumed,
+    ServerLaunching,
+    ServerReady,
+    ServerStopped,
+    SweepFinished,
+    SweepStarted,
+    WorkloadFinished,
+    WorkloadNotRun,
+)
+from specbench_tui.core.ledger import Ledger
+from specbench_tui.core.plan import Plan
+from specbench_tui.core.records import ERROR_KIND_CRASH, STATUS_OK
+from specbench_tui.engine.ending import exit_code, render_summary, run_analysis
+from specbench_tui.application.session import RunRequest, give_up_ownership, make_backend, prepare_run
+from specbench_tui.store import StoreError
+
+SIMULATED_LINE = ("hardware: SIMULATED (the SGLang simulator on a scripted GPU box): the figures are the "
+                  "simulator's, not any GPU's")
+"""Said once at the start of a simulator sweep (its GPU names and driver are the fake box's inventions)."""
+
+SIGNAL_GRACE_S = 1.0
+"""After SIGTERM or SIGHUP, how long the request in flight may take to finish before it is abandoned and every
+server tree is SIGKILLed (whatever ``engine.shutdown_grace_s`` says: a stop signal leaves no time to wait)."""
+
+
+class Printer:
+    """Turns events into plain lines; every figure it prints comes from its :class:`Ledger`'s analysis."""
+
+    def __init__(self, plan: Plan, out: TextIO = sys.stdout, ledger: Ledger | None = None) -> None:
+        self.plan = plan
+        self.out = out
+        self.names = {c.id: c.name for c in plan.configs}
+        self.started = time.monotonic()
+        self.ledger = ledger if ledger is not None else Ledger(plan_json=plan.to_json())
+        """The run's results: the run directory's (on resume) kept current by the events printed."""
+        self.not_run: dict[str, list[str]] = defaultdict(list)
+        self.broken = False
+        """The output could not be written (its terminal went away): nothing more is printed."""
+
+    def _say(self, text: str) -> None:
+        elapsed = time.monotonic() - self.started
+        self.write(f"[{int(elapsed // 60):02d}:{elapsed % 60:04.1f}] {text}")
+
+    def write(self, text: str) -> None:
+        """One line (or block) out; when the output is gone (a dropped SSH session) it is dropped silently."""
+        if self.broken:
+            return
+        try:
+            print(text, file=self.out, flush=True)
+        except (OSError, ValueError):  # EIO from a vanished terminal, EPIPE, a closed file
+            self.broken = True
+            _silence(self.out)
+
+    def __call__(self, event: Event) -> None:
+        self.ledger.apply(event)
+        name = self.names.get(getattr(event, "config_id", ""), "")
+        if isinstance(event, SweepStarted):
+            self._say(f"sweep {event.sweep}: {event.total_configs} configurations"
+                      f"{' (resumed)' if event.resumed else ''} -> {event.run_dir}")
+            if self.plan.sweep.engine.launcher == "simulator":
+                self._say(SIMULATED_LINE)
+        elif isinstance(event, ServerLaunching):
+            attempt = f" attempt {event.attempt}" if event.attempt > 1 else ""
+            where = f"GPU {','.join(map(str, event.gpus))}" if event.gpus else "CPU (no GPU)"
+            self._say(f"{name}: launching{attempt} on {where}, port {event.port} "
+                      f"(pid {event.pid})")
+        elif isinstance(event, ServerReady):
+            context = f", context {event.context_length}" if event.context_length else ""
+            self._say(f"{name}: ready in {event.startup_s:.1f} s{context}")
+        elif isinstance(event, CrashDetected):
+            self._say(f"{name}: CRASH {event.signature} (log line {event.log_line_number}): {event.line.strip()[:200]}")
+            self.write("\n".join(f"    | {line[:300]}" for line in event.excerpt))
+        elif isinstance(event, MeasurementRecorded):
+            self._measurement(name, event)
+        elif isinstance(event, WorkloadFinished):
+            self._workload(name, event)
+        elif isinstance(event, WorkloadNotRun):
+            self.not_run[event.config_id].append(event.workload)
+        elif isinstance(event, ServerStopped):
+            if event.leftover_pids:
+                self._say(f"{name}: server stopped, but pids {list(event.leftover_pids)} survived")
+        elif isinstance(event, ConfigFinished):
+            self._not_run(event)
+            if event.state == ConfigState.SKIPPED and event.reason and not self._started_server(event.config_id):
+                self._say(f"{event.name}: skipped ({event.reason})")
+            else:
+                extra = f" [{event.signature}]" if event.signature else ""
+                self._say(f"{event.name}: {event.state.value.upper()}{extra}"
+                          f"{f' - {event.reason}' if event.reason else ''}")
+        elif isinstance(event, Notice):
+            self._say(f"{event.level}: {event.text}")
+        elif isinstance(event, (QueuePaused, QueueResumed)):
+            self._say("queue paused" if isinstance(event, QueuePaused) else "queue resumed")
+        elif isinstance(event, SweepFinished):
+            self._say(f"sweep {event.state}{f': {event.reason}' if event.reason else ''}")
+
+    def _started_server(self, config_id: str) -> bool:
+        return any(isinstance(e, ServerReady) and e.config_id == config_id for e in self.ledger.events)
+
+    def _not_run(self, event: ConfigFinished) -> None:
+        """The workloads a finished configuration did not measure: cut short (with how far) or not run."""
+        workloads = self.not_run.pop(event.config_id, [])
+        if not workloads:
+            return
+        analysis = self.ledger.analyse()
+        cut, never = [], []
+        for workload in workloads:
+            row = analysis.row(event.config_id, workload)
+            if row is not None and row.measured:
+                cut.append(f"{workload} {row.coverage_text() or 'partial'}")
+            else:
+                never.append(workload)
+        if cut:
+            self._say(f"{event.name}: cut short: {', '.join(cut)}")
+        if never:
+            self._say(f"{event.name}: not run: {', '.join(never)}")
+
+    def _measurement(self, name: str, event: MeasurementRecorded) -> None:
+        record = event.measurement
+        if record is None:
+            return
+        if record.status != STATUS_OK:
+            cut = " (in flight when the server died)" if record.error_kind == ERROR_KIND_CRASH else ""
+            self._say(f"{name}: {record.workload}/{record.item}#{record.repeat}: {record.status.upper()}{cut}"
+                      f" - {record.error or ''}")
+        elif record.clamped:
+            self._say(f"{name}: {record.workload}/{record.item}: prompt clamped to {record.prompt_tokens} tokens")
+
+    def _workload(self, name: str, event: WorkloadFinished) -> None:
+        row = self.ledger.analyse().row(event.config_id, event.workload)
+        tps = row.decode_tps.median if row is not None and row.decode_tps else None
+        ttft = row.ttft_s.median if row is not None and row.ttft_s else None
+        accept = row.accept_length if row is not None else None
+        log = event.server_log or {}
+        parts = [f"{event.measured} requests"]
+        if tps is not None:
+            parts.append(f"{tps:.1f} tok/s")
+        if row is not None and row.speedup is not None and row.speedup_note != "baseline":
+            parts.append(f"{row.speedup.median:.2f}x")
+        if ttft is not None:
+            parts.append(f"TTFT {ttft * 1000:.0f} ms")
+        if accept is not None:
+            parts.append(f"accept {accept:.2f}")
+        if log.get("lines"):
+            server = f"server log: {log['gen_throughput']:.1f} tok/s" if log.get("gen_throughput") else "server log:"
+            if log.get("accept_length") is not None:
+                server += f", accept {log['accept_length']:.2f}"
+            parts.append(server)
+        elif log.get("source") == "metrics" and log.get("accept_length") is not None:
+            drafted = log.get("draft_tokens") or 0
+            parts.append(f"server counters: accept {log['accept_length']:.2f}, "
+                         + (f"{log.get('accepted_tokens', 0)} of {drafted} drafted tokens accepted" if drafted
+                            else "nothing drafted"))
+        if event.errors:
+            parts.append(f"{event.errors} errors")
+        if event.zero_output:
+            parts.append(f"{event.zero_output} zero-output")
+        self._say(f"{name}: {event.workload}: " + ", ".join(parts))
+
+
+def _silence(out: TextIO) -> None:
+    """Point a dead output's file descriptor at /dev/null, so later writes and the final flush succeed."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fd = out.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+
+
+# ------------------------------------------------------------------------------------------------ entry point
+
+
+def run_headless(request: RunRequest | argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    """Run (or resume) a sweep without a UI; returns the exit code documented in this module."""
+    args = RunRequest.of(request)
+    loaded = prepare_run(args)
+    if isinstance(loaded, int):
+        return loaded
+    plan, run_dir = loaded
+    return asyncio.run(_run(plan, run_dir, args.resume is not None, args.retry_crashed, out,
+                            port_base=args.port_base))
+
+
+async def _run(plan: Plan, run_dir: Any, resumed: bool, retry_crashed: bool, out: TextIO,
+               port_base: int | None = None) -> int:
+    from specbench_tui.engine.orchestrator import Orchestrator
+
+    api_key = os.environ.get(plan.sweep.engine.api_key_env) if plan.sweep.engine.api_key_env else None
+    orchestrator = Orchestrator(plan, run_dir, backend=make_backend(plan), resumed=resumed, retry_crashed=retry_crashed,
+                                api_key=api_key, port_base=port_base)
+    ledger = Ledger(plan_json=plan.to_json())
+    if resumed:  # the earlier runs' results, so every figure printed is over the whole run
+        try:
+            ledger = Ledger.from_run(plan.to_json(), run_dir.read_measurements(), run_dir.read_events())
+        except StoreError:
+            pass
+    printer = Printer(plan, out, ledger)
+    orchestrator.subscribe(printer)
+    signals: list[int] = []
+    loop = asyncio.get_running_loop()
+
+    def on_signal(sig: int) -> None:
+        signals.append(sig)
+        if len(signals) > 1:
+            printer.write("\naborting now")
+            orchestrator.abort(now=True)
+            return
+        if sig == signal.SIGINT:
+            printer.write("\nstopping after the request in flight (Ctrl-C again to abort now)")
+        else:
+            printer.write(f"\n{signal.Signals(sig).name}: stopping after the request in flight "
+                          f"(at most {SIGNAL_GRACE_S:g} s more), then tearing everything down")
+            loop.call_later(SIGNAL_GRACE_S, orchestrator.abort, True)
+        orchestrator.abort(now=False)
+
+    handled = [sig for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+               if sig == signal.SIGTERM or signal.getsignal(sig) is not signal.SIG_IGN]  # nohup stays nohup
+    for sig in handled:
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        try:
+            outcome = await orchestrator.run()
+        finally:
+            run_dir.close()
+            give_up_ownership(run_dir)
+        if outcome.failure == "preflight":
+            return exit_code(outcome)
+        printer.write("")
+        analysis = None
+        try:
+            analysis = run_analysis(plan.to_json(), run_dir.read_measurements(), run_dir.read_events())
+            printer.write(render_summary(analysis, simulated=plan.sweep.engine.launcher == "simulator"))
+        except StoreError as exc:
+            printer.write(f"no summary: {exc}")
+        printer.write(f"\nrun directory: {run_dir.path}")
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+    return exit_code(outcome, hangup=bool(signals) and signals[0] == signal.SIGHUP, analysis=analysis)

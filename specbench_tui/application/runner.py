@@ -1,0 +1,165 @@
+"""The engine on a thread of its own, for the TUI.
+
+The orchestrator runs on a private asyncio loop in a dedicated thread, so a slow terminal or a busy
+render never delays a measurement's timestamps. Events reach subscribers on that thread (readers must hand
+them over to their own thread); control requests from any thread are marshalled onto the engine's loop.
+The thread that launches the servers lives exactly as long as the sweep, which matters because each server
+is tied to it by ``PR_SET_PDEATHSIG``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from specbench_tui.core.analysis import RunAnalysis
+from specbench_tui.core.events import Event, Notice, SweepFinished
+from specbench_tui.core.plan import Plan
+from specbench_tui.core.records import Measurement
+from specbench_tui.engine.orchestrator import Orchestrator, SweepOutcome
+from specbench_tui.application.session import RunRequest, give_up_ownership, make_backend, prepare_run
+from specbench_tui.store import RunDir
+
+Subscriber = Callable[[Event], None]
+
+
+class EngineThread:
+    """A running sweep with a thread-safe :class:`~specbench_tui.engine.control.SweepControl` surface."""
+
+    def __init__(self, plan: Plan, run_dir: RunDir, *, resumed: bool = False, retry_crashed: bool = False,
+                 port_base: int | None = None) -> None:
+        self.plan = plan
+        self._port_base = port_base
+        self._run_dir = run_dir
+        self._resumed = resumed
+        self._retry_crashed = retry_crashed
+        self._subscribers: list[Subscriber] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._orchestrator: Orchestrator | None = None
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="specbench-engine", daemon=True)
+        self.outcome: SweepOutcome | None = None
+        """How the sweep ended, once it has."""
+        self.error: BaseException | None = None
+        """An unexpected exception that ended the engine, if any."""
+
+    @property
+    def run_dir(self) -> Path:
+        return self._run_dir.path
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def subscribe(self, subscriber: Subscriber) -> None:
+        """Receive every event (on the engine thread); call before :meth:`start`."""
+        self._subscribers.append(subscriber)
+
+    def start(self) -> None:
+        self._thread.start()
+        self._started.wait(timeout=30)
+
+    def stop(self, timeout: float) -> bool:
+        """Abort now, tear every server down and wait for the engine to finish; True when it did in time."""
+        self.abort(now=True)
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def summary_table(self) -> str:
+        """The end-of-run table over the run directory (earlier runs of a resumed one included)."""
+        from specbench_tui.engine.ending import render_summary
+
+        return render_summary(self.analysis(), simulated=self.plan.sweep.engine.launcher == "simulator")
+
+    def analysis(self) -> RunAnalysis:
+        """The run directory's ledger analysed (what the summary and the exit code rest on)."""
+        from specbench_tui.engine.ending import run_analysis
+
+        return run_analysis(self.plan.to_json(), self._run_dir.read_measurements(), self._run_dir.read_events())
+
+    def history(self) -> tuple[list[Measurement], list[Event]]:
+        """What the run directory already holds (a resumed run's earlier results), for a view to start from."""
+        return self._run_dir.read_measurements(), self._run_dir.read_events()
+
+    # -- control, from any thread -------------------------------------------------------------------------
+
+    @property
+    def paused(self) -> bool:
+        return self._orchestrator.paused if self._orchestrator is not None else False
+
+    def pause(self) -> None:
+        self._call("pause")
+
+    def resume(self) -> None:
+        self._call("resume")
+
+    def skip(self, config_id: str) -> None:
+        self._call("skip", config_id)
+
+    def retry(self, config_id: str) -> None:
+        self._call("retry", config_id)
+
+    def abort(self, now: bool = False) -> None:
+        self._call("abort", now)
+
+    def _call(self, method: str, *args: object) -> None:
+        loop, orchestrator = self._loop, self._orchestrator
+        if loop is None or orchestrator is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(getattr(orchestrator, method), *args)
+        except RuntimeError:  # the loop closed between the check and the call: the sweep is over
+            pass
+
+    # -- the engine thread ----------------------------------------------------------------------------------
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._run())
+        except BaseException as exc:  # noqa: BLE001 - reported to the UI, never lost silently
+            self.error = exc
+            self._publish(Notice(level="error", text=f"the engine stopped unexpectedly: {exc!r}"))
+            self._publish(SweepFinished(state="failed", reason=f"engine error: {exc!r}"))
+        finally:
+            self._started.set()
+
+    async def _run(self) -> None:
+        api_key_env = self.plan.sweep.engine.api_key_env
+        orchestrator = Orchestrator(
+            self.plan, self._run_dir, backend=make_backend(self.plan), resumed=self._resumed,
+            retry_crashed=self._retry_crashed, api_key=os.environ.get(api_key_env) if api_key_env else None,
+            port_base=self._port_base,
+        )
+        for subscriber in self._subscribers:
+            orchestrator.subscribe(subscriber)
+        self._orchestrator = orchestrator
+        self._loop = asyncio.get_running_loop()
+        self._started.set()
+        try:
+            self.outcome = await orchestrator.run()
+        finally:
+            self._run_dir.close()
+            give_up_ownership(self._run_dir)
+
+    def _publish(self, event: Event) -> None:
+        for subscriber in list(self._subscribers):
+            try:
+                subscriber(event)
+            except Exception:  # noqa: BLE001 - a reader's bug must not hide the engine's error
+                pass
+
+
+def make_engine(request: RunRequest | argparse.Namespace) -> EngineThread | int:
+    """The engine for ``specbench run`` (not started), or an exit code after printing why it cannot run."""
+    args = RunRequest.of(request)
+    prepared = prepare_run(args)
+    if isinstance(prepared, int):
+        return prepared
+    plan, run_dir = prepared
+    return EngineThread(plan, run_dir, resumed=args.resume is not None, retry_crashed=args.retry_crashed,
+                        port_base=args.port_base)

@@ -1,0 +1,113 @@
+"""Setting up a run, shared by the headless runner and the TUI: the plan, the run directory, the GPU backend."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from specbench_tui.application.plans import load_plan_or_report
+from specbench_tui.core.errors import SweepError
+from specbench_tui.core.plan import Plan, build_plan
+from specbench_tui.core.sweep import parse_sweep
+from specbench_tui.engine.ending import EXIT_INVALID
+from specbench_tui.engine.gpus import GpuBackend, NullBackend, open_backend
+from specbench_tui.runlock import RunDirBusy, acquire
+from specbench_tui.store import RunDir, StoreError
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What ``specbench run`` was asked for: a sweep to start, or a run directory to resume."""
+
+    sweep: str | None = None
+    """The sweep file, or a shipped sweep's stem (ignored when resuming)."""
+    resume: Path | None = None
+    """A run directory to continue."""
+    runs_dir: Path | None = None
+    """Where a new run directory goes (default: the sweep's ``runs_dir``)."""
+    retry_crashed: bool = False
+    """With ``resume``: run crashed and failed configurations again."""
+    port_base: int | None = None
+    """The first port servers listen on (overrides the sweep's ``engine.port_base``)."""
+
+    @classmethod
+    def of(cls, args: RunRequest | argparse.Namespace) -> RunRequest:
+        """The request ``specbench run``'s parsed arguments make (a request is returned as it is)."""
+        if isinstance(args, RunRequest):
+            return args
+        resume, runs_dir = getattr(args, "resume", None), getattr(args, "runs_dir", None)
+        return cls(sweep=getattr(args, "sweep", None), resume=Path(resume) if resume else None,
+                   runs_dir=Path(runs_dir) if runs_dir else None,
+                   retry_crashed=bool(getattr(args, "retry_crashed", False)),
+                   port_base=getattr(args, "port_base", None))
+
+
+def prepare_run(request: RunRequest | argparse.Namespace) -> tuple[Plan, RunDir] | int:
+    """The plan and run directory (new, or resumed with ``request.resume``), or exit code 2 after saying why."""
+    args = RunRequest.of(request)
+    if args.resume:
+        try:
+            run_dir = RunDir.open(args.resume)
+            take_ownership(run_dir)
+            meta = run_dir.read_json("run.json") or {}
+            text = (run_dir.path / "sweep.toml").read_text(encoding="utf-8")
+            origin = Path(meta.get("sweep_path") or run_dir.path / "sweep.toml")
+            plan = build_plan(parse_sweep(text, origin, str(run_dir.path / "sweep.toml")))
+        except RunDirBusy as exc:
+            print(f"specbench: cannot resume: {exc}", file=sys.stderr)
+            return EXIT_INVALID
+        except (StoreError, OSError) as exc:
+            print(f"specbench: cannot resume {args.resume}: {exc}", file=sys.stderr)
+            return EXIT_INVALID
+        except SweepError as exc:
+            print(f"specbench: the sweep stored in {args.resume} no longer loads:", file=sys.stderr)
+            for issue in exc.issues:
+                print(f"  {issue}", file=sys.stderr)
+            return EXIT_INVALID
+        return plan, run_dir
+    loaded = load_plan_or_report(args.sweep) if args.sweep else None
+    if loaded is None:
+        return EXIT_INVALID
+    plan = loaded
+    runs_dir = args.runs_dir or plan.sweep.runs_dir
+    if not runs_dir.is_absolute():
+        runs_dir = Path.cwd() / runs_dir
+    try:
+        run_dir = RunDir.create(runs_dir, plan.sweep.name, plan.sweep.text, plan.to_json())
+        take_ownership(run_dir)
+        run_dir.write_json("run.json", {"sweep_path": str(plan.sweep.path.resolve()), "started": time.time(),
+                                        "argv": sys.argv})
+    except (StoreError, RunDirBusy) as exc:
+        print(f"specbench: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except OSError as exc:
+        print(f"specbench: cannot lock the run directory: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_INVALID
+    return plan, run_dir
+
+
+def take_ownership(run_dir: RunDir) -> None:
+    """Hold the run directory's lock (:mod:`specbench_tui.runlock`) until :func:`give_up_ownership`
+    or the end of the process; raises RunDirBusy naming the owner."""
+    run_dir.owner_lock = acquire(run_dir.path)
+
+
+def give_up_ownership(run_dir: RunDir) -> None:
+    """Release the run directory's lock (the sweep is over)."""
+    lock, run_dir.owner_lock = run_dir.owner_lock, None
+    if lock is not None:
+        lock.release()
+
+
+def make_backend(plan: Plan) -> GpuBackend:
+    """Real NVML for real servers; for the simulator, the scripted 8-GPU box that follows its servers."""
+    if plan.sweep.engine.launcher == "simulator":
+        count = max(8, max(plan.sweep.gpus or (0,)) + 1)
+        return open_backend("fake", count=count)
+    try:
+        return open_backend("auto")
+    except Exception as exc:  # noqa: BLE001 - telemetry is optional; the sweep still runs
+        return open_backend("none") if not str(exc) else NullBackend(f"GPU telemetry unavailable: {exc}")

@@ -1,0 +1,105 @@
+"""One owner per run directory: an exclusive OS file lock held by the engine for its whole life.
+
+``<run dir>/.owner.lock`` is locked with ``flock(LOCK_EX | LOCK_NB)`` before anything is written and held
+until the sweep ends; the kernel releases it when the process dies, however it dies, so a crash or a SIGKILL
+never leaves a stale lock behind. The file also says who holds it (pid, host, user, start time, command
+line), written by the holder after it took the lock. A second ``specbench run --resume`` of the same
+directory is refused at once (exit 2) with that owner named, having written nothing.
+
+The lock file is opened close-on-exec, so no server inherits it (a server outliving specbench could
+otherwise keep the directory locked).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import getpass
+import json
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LOCK_NAME = ".owner.lock"
+
+
+class RunDirBusy(Exception):
+    """The run directory is owned by another live specbench."""
+
+    def __init__(self, path: Path, owner: dict[str, Any]) -> None:
+        self.path = path
+        self.owner = owner
+        super().__init__(describe_owner(path, owner))
+
+
+def describe_owner(path: Path, owner: dict[str, Any]) -> str:
+    """The refusal: who owns ``path`` and how to watch or stop it."""
+    pid = owner.get("pid", "?")
+    host = owner.get("host") or "?"
+    user = owner.get("user") or "?"
+    started = owner.get("started")
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if isinstance(started, (int, float)) else "?"
+    command = " ".join(str(a) for a in owner.get("argv") or ()) or "specbench"
+    here = host == socket.gethostname()
+    where = "" if here else f" on {host}"
+    return (f"{path} is already being run by another specbench: pid {pid} on {host}, user {user}, "
+            f"started {when} ({command}). Only one specbench may own a run directory. "
+            f"Watch it with: tail -f {path / 'events.jsonl'}   "
+            f"Stop it with: kill -INT {pid}{where} (it stops cleanly), then resume it here")
+
+
+@dataclass
+class RunLock:
+    """A held lock; :meth:`release` (or the process's end) lets go of it."""
+
+    path: Path
+    fd: int | None
+
+    def release(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
+
+    def __del__(self) -> None:
+        self.release()
+
+
+def read_owner(run_dir: Path) -> dict[str, Any]:
+    """What the lock file says about its holder (empty when unreadable)."""
+    try:
+        data = json.loads((run_dir / LOCK_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def acquire(run_dir: Path) -> RunLock:
+    """Take the run directory's lock, or raise :class:`RunDirBusy` naming the owner (nothing is written then).
+    OSError when the lock file cannot be opened at all."""
+    path = run_dir / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RunDirBusy(run_dir, read_owner(run_dir)) from None
+    except OSError:
+        os.close(fd)
+        raise
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    note = {"pid": os.getpid(), "host": socket.gethostname(), "user": user, "started": time.time(),
+            "argv": sys.argv}
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(note) + "\n").encode(), 0)
+    return RunLock(path, fd)

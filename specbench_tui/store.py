@@ -1,0 +1,383 @@
+"""The run directory: the unit of truth, appended as things happen and read back for resume and reports.
+
+Layout::
+
+    runs/<started>_<sweep>/
+      sweep.toml  plan.json  env.json  events.jsonl  results.jsonl  logs/<config>.log
+
+Appends are whole lines written with one ``write`` and flushed (results are also fsynced); a line torn by a
+crash is skipped with a warning on reading, and the next append starts on a fresh line.
+
+Nothing read back is trusted: a file of the wrong kind (a directory, a FIFO, a link to ``/dev/zero``) is a
+:class:`StoreError` saying so, never a hang or a ``MemoryError``; a line too long, not JSON, or a record whose
+fields have the wrong types is skipped and counted (:class:`ReadReport`). Files are created ``0644`` and
+folders ``0755`` whatever the umask: nothing in a run directory is group- or world-writable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from specbench_tui.core.events import Event, event_from_json
+from specbench_tui.core.records import Measurement, MeasurementKey
+
+
+_log = logging.getLogger(__name__)
+
+
+class StoreError(Exception):
+    """The run directory cannot be written (full disk, permissions): the sweep must stop cleanly."""
+
+
+FILE_MODE = 0o644
+DIR_MODE = 0o755
+MAX_RECORD_BYTES = 16 << 20
+"""A line of ``events.jsonl`` or ``results.jsonl`` longer than this is skipped unread."""
+MAX_JSON_BYTES = 256 << 20
+"""``plan.json``, ``env.json``, ``run.json`` larger than this are not read."""
+EXAMPLES = 3
+"""Skipped lines quoted per file; the rest are counted."""
+
+
+@dataclass
+class ReadReport:
+    """What reading the run directory's files skipped: counted per file, with the first few examples."""
+
+    skipped: list[str] = field(default_factory=list)
+    """The first :data:`EXAMPLES` reasons per file."""
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, file: str, message: str) -> None:
+        self.counts[file] = self.counts.get(file, 0) + 1
+        if self.counts[file] <= EXAMPLES:
+            self.skipped.append(message)
+
+    def summary(self) -> list[str]:
+        """One warning per file that had skipped lines, with the count and the first reasons."""
+        out = []
+        for file, count in self.counts.items():
+            examples = [m for m in self.skipped if m.startswith(file)] or [f"{file}: a malformed record skipped"]
+            more = count - len(examples)
+            out.append("; ".join(examples) + (f" (and {more:,} more malformed records of {file} skipped: "
+                                              f"{count:,} in all)" if more > 0 else ""))
+        return out
+
+
+def check_regular(fd: int, path: Path) -> None:
+    """Raise :class:`StoreError` unless ``fd`` is a regular file (a run directory holds nothing else)."""
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+                "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+                else "not a regular file")
+        raise StoreError(f"{path} is {kind}, not a regular file: this run directory has been tampered with")
+
+
+def open_regular(path: Path, flags: int = os.O_RDONLY, mode: int = FILE_MODE) -> int:
+    """``os.open`` that never blocks on a FIFO and refuses anything but a regular file (:class:`StoreError`);
+    ``FileNotFoundError`` passes through."""
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    try:
+        check_regular(fd, path)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: Path, limit: int = MAX_JSON_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; :class:`StoreError` otherwise (missing files
+    raise ``FileNotFoundError``)."""
+    try:
+        fd = open_regular(path)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise StoreError(f"{path} is larger than {limit:,} bytes: not a file specbench wrote")
+    return data
+
+
+_PATH_LOCKS: dict[str, threading.Lock] = {}
+_PATH_LOCKS_GUARD = threading.Lock()
+
+
+def _lock_for(path: Path) -> threading.Lock:
+    """One lock per file in this process, shared by every :class:`JsonlFile` opened on it."""
+    key = os.path.abspath(path)
+    with _PATH_LOCKS_GUARD:
+        return _PATH_LOCKS.setdefault(key, threading.Lock())
+
+
+class JsonlFile:
+    """An append-only JSON-lines file safe for concurrent appends from one process.
+
+    Each record is encoded to one line and written with ``os.write`` on an ``O_APPEND`` descriptor under a
+    per-file lock, so threads never interleave partial lines and a reader sees whole lines or a torn last one.
+    """
+
+    def __init__(self, path: Path, fsync: bool = False) -> None:
+        self.path = path
+        self._fsync = fsync
+        self._lock = _lock_for(path)
+        self._fd: int | None = None
+
+    def _open(self) -> int:
+        if self._fd is None:
+            fd = open_regular(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+            try:
+                size = os.fstat(fd).st_size
+                if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+                    # A crash tore the last line: start ours on a fresh one so it stays readable.
+                    _write_all(fd, b"\n")
+            except OSError:
+                os.close(fd)
+                raise
+            self._fd = fd
+        return self._fd
+
+    def append(self, data: dict[str, Any]) -> None:
+        """Write one record as one line and flush it (and fsync it when asked); raise StoreError on failure."""
+        line = (json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        with self._lock:
+            try:
+                fd = self._open()
+                _write_all(fd, line)
+                if self._fsync:
+                    os.fsync(fd)
+            except OSError as exc:
+                raise StoreError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
+
+    def read(self, report: ReadReport | None = None) -> Iterator[dict[str, Any]]:
+        """Every well-formed line; torn or corrupt lines are counted in ``report`` and skipped. A path that is
+        not a regular file raises :class:`StoreError`; a missing one reads as empty."""
+        try:
+            fd = open_regular(self.path)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StoreError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
+        name = self.path.name
+        report = ReadReport() if report is None else report
+        with os.fdopen(fd, "rb") as handle:
+            number = 0
+            while True:
+                raw = handle.readline(MAX_RECORD_BYTES + 1)
+                if not raw:
+                    break
+                number += 1
+                if len(raw) > MAX_RECORD_BYTES and not raw.endswith(b"\n"):
+                    while raw and not raw.endswith(b"\n"):  # the rest of that line, unread
+                        raw = handle.readline(MAX_RECORD_BYTES)
+                    _skip(report, name, f"{name}:{number}: a line over {MAX_RECORD_BYTES:,} bytes, skipped")
+                    continue
+                if not raw.strip():
+                    continue
+                try:
+                    data = json.loads(raw.decode("utf-8", errors="replace"))
+                except (ValueError, RecursionError):
+                    _skip(report, name, f"{name}:{number}: unreadable line skipped (torn by a crash?)")
+                    continue
+                if isinstance(data, dict):
+                    yield data
+                else:
+                    _skip(report, name, f"{name}:{number}: not a JSON object, skipped")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                try:
+                    os.close(self._fd)
+                except OSError:
+                    pass
+                self._fd = None
+
+
+def _skip(report: ReadReport, file: str, message: str) -> None:
+    """Count a skipped line where the caller can show it; the first few also go to the log."""
+    report.add(file, message)
+    if report.counts[file] <= EXAMPLES:
+        _log.warning("%s", message)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+\-]")
+
+
+def safe_filename(name: str) -> str:
+    """A configuration name made safe as a file name."""
+    return _UNSAFE.sub("_", name)[:120] or "config"
+
+
+def log_file_name(config_name: str, config_id: str) -> str:
+    """A configuration's log file name: a readable slug of its name plus its id, so two configurations never
+    share one (names that differ only in characters the slug replaces, or past its length, included)."""
+    return f"{_UNSAFE.sub('_', config_name)[:80] or 'config'}-{_UNSAFE.sub('_', config_id)[:40]}.log"
+
+
+class OwnerLock(Protocol):
+    """A held lock on a run directory (:mod:`specbench_tui.runlock` makes them)."""
+
+    def release(self) -> None: ...
+
+
+class RunDir:
+    """One run directory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.events = JsonlFile(path / "events.jsonl")
+        self.results = JsonlFile(path / "results.jsonl", fsync=True)
+        self.logs = path / "logs"
+        self.created = False
+        """True when this process made the directory (it may then remove it, see :meth:`discard`)."""
+        self.discarded = False
+        self._made_runs_dir = False
+        self.owner_lock: OwnerLock | None = None
+        """The run directory's lock while this process owns the run (taken and released by the application)."""
+
+    @classmethod
+    def create(cls, runs_dir: Path, sweep_name: str, sweep_text: str, plan_json: dict[str, Any]) -> RunDir:
+        """Make a new run directory (respecting the umask) and write the sweep and plan into it."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        try:
+            made_runs_dir = not runs_dir.exists()
+            runs_dir.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+            path = runs_dir / f"{stamp}_{safe_filename(sweep_name)}"
+            suffix = 1
+            while path.exists():
+                suffix += 1
+                path = runs_dir / f"{stamp}-{suffix}_{safe_filename(sweep_name)}"
+            path.mkdir(mode=DIR_MODE)
+            os.chmod(path, DIR_MODE)  # whatever the umask: never group- or world-writable
+            (path / "logs").mkdir(mode=DIR_MODE)
+            os.chmod(path / "logs", DIR_MODE)
+            run = cls(path)
+            run.created = True
+            run._made_runs_dir = made_runs_dir
+            _write_atomic(path / "sweep.toml", sweep_text)
+            _write_atomic(path / "plan.json", json.dumps(plan_json, indent=2) + "\n")
+        except OSError as exc:
+            raise StoreError(f"cannot create a run directory under {runs_dir}: {exc.strerror or exc}") from exc
+        return run
+
+    @classmethod
+    def open(cls, path: Path) -> RunDir:
+        """An existing run directory, for resume or reports; its record files must be regular files."""
+        if not (path / "sweep.toml").is_file():
+            raise StoreError(f"{path} is not a run directory (no sweep.toml)")
+        for name in ("events.jsonl", "results.jsonl", "plan.json", "run.json"):
+            try:
+                os.close(open_regular(path / name))
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise StoreError(f"cannot read {path / name}: {exc.strerror or exc}") from exc
+        run = cls(path)
+        try:
+            run.logs.mkdir(exist_ok=True, mode=DIR_MODE)
+        except OSError as exc:
+            raise StoreError(f"cannot use {path}: {exc.strerror or exc}") from exc
+        return run
+
+    def log_path(self, config_name: str, config_id: str) -> Path:
+        return self.logs / log_file_name(config_name, config_id)
+
+    def discard(self) -> bool:
+        """Remove a run directory this process created and nothing ran in (a failed pre-flight), so that a
+        sweep that never started leaves nothing behind. True when it was removed."""
+        if not self.created:
+            return False
+        self.close()
+        try:
+            shutil.rmtree(self.path)
+        except OSError:
+            return False
+        self.discarded = True
+        if self._made_runs_dir:
+            with contextlib.suppress(OSError):
+                self.path.parent.rmdir()  # only when empty
+        return True
+
+    def write_json(self, name: str, data: dict[str, Any]) -> None:
+        try:
+            _write_atomic(self.path / name, json.dumps(data, indent=2, default=str) + "\n")
+        except OSError as exc:
+            raise StoreError(f"cannot write {self.path / name}: {exc.strerror or exc}") from exc
+
+    def read_json(self, name: str) -> dict[str, Any] | None:
+        """A JSON object the run directory holds, or None when it is missing or unreadable (a file of the
+        wrong kind raises :class:`StoreError`)."""
+        try:
+            data = json.loads(read_regular(self.path / name).decode("utf-8", errors="replace"))
+        except (OSError, ValueError, RecursionError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def append_event(self, event: Event) -> None:
+        if event.persist and not self.discarded:
+            self.events.append(event.to_json())
+
+    def append_measurement(self, measurement: Measurement) -> None:
+        self.results.append(measurement.to_json())
+
+    def read_events(self, report: ReadReport | None = None) -> list[Event]:
+        report = ReadReport() if report is None else report
+        out = []
+        for data in self.events.read(report):
+            try:
+                out.append(event_from_json(data))
+            except ValueError as exc:
+                _skip(report, "events.jsonl", f"events.jsonl: {exc}")
+        return out
+
+    def read_measurements(self, report: ReadReport | None = None) -> list[Measurement]:
+        """Every measurement; for a key recorded twice (a retried configuration), the last one wins."""
+        report = ReadReport() if report is None else report
+        latest: dict[MeasurementKey, Measurement] = {}
+        for data in self.results.read(report):
+            try:
+                measurement = Measurement.from_json(data)
+            except (TypeError, ValueError) as exc:
+                _skip(report, "results.jsonl", f"results.jsonl: malformed record skipped ({exc})")
+                continue
+            latest.pop(measurement.key, None)
+            latest[measurement.key] = measurement
+        return list(latest.values())
+
+    def close(self) -> None:
+        self.events.close()
+        self.results.close()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+    os.fchmod(fd, FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)

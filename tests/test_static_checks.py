@@ -1,0 +1,42 @@
+"""The house's checks, run by the README's test command: style (ruff), types (mypy) and the layers
+(import-linter), each configured in pyproject.toml. A failure prints the tool's own report."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def _tool(name: str) -> str:
+    path = BIN / name
+    if path.exists():
+        return str(path)
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not installed: pip install -e '.[test]' installs it")
+    return found
+
+
+def _run(argv: list[str], timeout: float = 600) -> None:
+    result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{' '.join(argv)} failed:\n{result.stdout}\n{result.stderr}"
+
+
+def test_ruff() -> None:
+    _run([_tool("ruff"), "check", "--no-cache", "."])
+
+
+def test_mypy() -> None:
+    # The cache lives in the checkout (.mypy_cache, ignored by git): a rerun checks only what changed.
+    _run([_tool("mypy")])
+
+
+def test_import_contracts() -> None:
+    _run([_tool("lint-imports"), "--no-cache"])
