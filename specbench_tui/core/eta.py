@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from specbench_tui.core.events import ConfigState
 
@@ -40,17 +41,30 @@ def _quartiles(values: list[float]) -> tuple[float, float]:
     return q1, q3
 
 
-def estimate(configs: Iterable[object], now: float, slots: int | None = None) -> Eta | None:
+class TimedConfig(Protocol):
+    """What the estimate reads of a configuration (:class:`~specbench_tui.core.state.ConfigView` fits)."""
+
+    @property
+    def state(self) -> ConfigState: ...
+
+    @property
+    def launched_at(self) -> float | None: ...
+
+    @property
+    def finished_at(self) -> float | None: ...
+
+
+def estimate(configs: Iterable[TimedConfig], now: float, slots: int | None = None) -> Eta | None:
     """The time left over ``configs`` (:class:`~specbench_tui.core.state.ConfigView`-like: ``state``,
     ``launched_at``, ``finished_at``); None while no configuration has run to its end."""
     views = list(configs)
-    durations = [v.finished_at - v.launched_at for v in views  # type: ignore[attr-defined]
-                 if v.state is ConfigState.DONE and v.launched_at is not None  # type: ignore[attr-defined]
-                 and v.finished_at is not None and v.finished_at >= v.launched_at]  # type: ignore[attr-defined]
+    durations = [v.finished_at - v.launched_at for v in views
+                 if v.state is ConfigState.DONE and v.launched_at is not None
+                 and v.finished_at is not None and v.finished_at >= v.launched_at]
     if not durations:
         return None
-    pending = sum(1 for v in views if v.state is ConfigState.PENDING)  # type: ignore[attr-defined]
-    active = [v for v in views if v.state.active]  # type: ignore[attr-defined]
+    pending = sum(1 for v in views if v.state is ConfigState.PENDING)
+    active = [v for v in views if v.state.active]
     parallel = max(1, slots if slots is not None else len(active))
     settled = len(durations) >= SETTLED_AFTER
     middle = statistics.median(durations)

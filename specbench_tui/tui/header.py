@@ -72,7 +72,7 @@ class SweepHeader(Widget):
         skipped = sum(1 for v in views if v.state is ConfigState.SKIPPED)
         crashed = sum(1 for v in views if v.state in (ConfigState.CRASHED, ConfigState.FAILED))
         done = sum(1 for v in views if v.state is ConfigState.DONE)
-        partial = getattr(self.app, "partial_ids", frozenset())
+        partial: frozenset[str] = getattr(self.app, "partial_ids", frozenset())
         zero = sum(1 for v in views if v.state is ConfigState.DONE and v.zero_output)
         cut = sum(1 for v in views if v.state is ConfigState.DONE and not v.zero_output and v.config_id in partial)
         to_run = max(0, state.total - skipped)
