@@ -672,3 +672,62 @@ def test_the_keeper_reports_a_server_that_cannot_be_executed():
     assert proc.wait(timeout=10) == 127
     with os.fdopen(read, "rb") as handle:
         assert handle.read().decode().strip() == f"error {2}"  # ENOENT
+
+
+# ------------------------------------------------------------------------------------------- GPUs held elsewhere
+
+
+async def test_a_gpu_holding_another_jobs_memory_is_not_placed_on_and_the_wait_names_it(tmp_path):
+    """A GPU with more than FOREIGN_MEMORY_MIB of other processes' memory is passed over; when every free GPU
+    is like that, the configuration waits and says who holds them; our own servers' pids never count."""
+    from specbench_tui.engine.gpus import GpuSample
+    from specbench_tui.engine.leases import FOREIGN_MEMORY_MIB, LeasedGpuPool
+
+    stranger = 999_999
+    samples = [GpuSample(index=0, pids=((stranger, FOREIGN_MEMORY_MIB * 4),)),
+               GpuSample(index=1, pids=((4242, FOREIGN_MEMORY_MIB * 4),)),  # our own server's
+               GpuSample(index=2, pids=((stranger, 10.0),))]  # below the threshold
+    pool = LeasedGpuPool((0, 1, 2), Leases(tmp_path), {i: f"gpu-index-{i}" for i in range(3)},
+                         samples=lambda: samples, ours=lambda: {4242})
+    assert await pool.acquire(2) == (1, 2)
+    said: list[str] = []
+    waiting = asyncio.ensure_future(pool.acquire(1, on_wait=said.append))
+    await asyncio.sleep(0.3)
+    assert not waiting.done() and said and "GPU 0 by other processes (4096 MiB)" in said[0]
+    samples[0] = GpuSample(index=0)  # the other job ended
+    assert await asyncio.wait_for(waiting, 5) == (0,)
+    pool.close()
+
+
+async def test_the_pre_flight_says_when_the_whole_gpu_pool_is_taken(tmp_path):
+    """Another specbench holds both GPUs of the pool: the sweep starts, says so naming the holder, and waits."""
+    leases = tmp_path / "leases"
+    leases.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import time; from pathlib import Path; from specbench_tui.engine.leases import Leases\n"
+        f"l = Leases(Path({str(leases)!r}), note={{'run_dir': 'runs/theirs'}})\n"
+        "held = [l.take('gpu-index-0'), l.take('gpu-index-1')]\n"
+        "print('held', flush=True); time.sleep(60)")], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline().strip() == b"held"
+        folder = tmp_path / "sweep"
+        write_sweep(folder, ID_SWEEP.replace("NAME", "x").replace("PORT", str(_free_port()))
+                    .replace("CONTEXT", "4096"), GPU_PROFILE)
+        plan = plan_for(folder / "sweep.toml")
+        run_dir = RunDir.create(folder / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
+        orchestrator = Orchestrator(plan, run_dir, write_env=False, lease_dir=leases)
+        seen: list = []
+        orchestrator.subscribe(seen.append)
+        task = asyncio.ensure_future(orchestrator.run())
+        await asyncio.sleep(2.0)
+        assert not [e for e in seen if isinstance(e, ServerLaunching)], "nothing is placed on a taken GPU"
+        orchestrator.abort(now=True)
+        await asyncio.wait_for(task, 30)
+        run_dir.close()
+        texts = [e.text for e in seen if isinstance(e, Notice)]
+        whole = [t for t in texts if "the whole GPU pool [0, 1] is taken" in t]
+        assert whole and f"specbench pid {holder.pid}" in whole[0] and "runs/theirs" in whole[0]
+        assert any("waiting for 1 GPU" in t for t in texts)
+    finally:
+        holder.kill()
+        holder.wait(5)
