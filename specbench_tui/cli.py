@@ -60,6 +60,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--port-base", metavar="PORT", type=_port,
                      help="the first port servers listen on (overrides engine.port_base; a port another "
                           "program or specbench holds is passed over with a notice)")
+    run.add_argument("--foreground", action="store_true",
+                     help="run the sweep inside this process (it ends with the terminal), not in a detached engine")
+    run.add_argument("--detach", action="store_true",
+                     help="with --headless (or no terminal): start the sweep in a detached engine and return")
     run.add_argument("--no-mouse", action="store_true", help="do not capture the mouse (TUI)")
     run.add_argument("--theme", help="theme name (TUI; see themes/)")
 
@@ -83,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
                                               "between two runs.")
     compare.add_argument("run_a")
     compare.add_argument("run_b")
+    from specbench_tui.campaign import add_commands
+
+    add_commands(commands)
     return parser
 
 
@@ -117,6 +124,11 @@ def main(argv: list[str] | None = None) -> int:
             from specbench_tui.report.cli import compare_command
 
             return compare_command(args)
+        from specbench_tui.campaign import dispatch
+
+        code = dispatch(args)
+        if code is not None:
+            return code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -195,12 +207,15 @@ def _run(args: argparse.Namespace) -> int:
     # created 0644/0755 explicitly, and this covers everything else (servers' files too).
     os.umask(os.umask(0o022) | 0o022)
     headless = args.headless or not (sys.stdout.isatty() and sys.stdin.isatty()) or os.environ.get("TERM") == "dumb"
-    if headless:
+    if headless and not args.detach:
         from specbench_tui.application.headless import run_headless
-
         from specbench_tui.application.session import RunRequest
 
         return run_headless(RunRequest.of(args))
-    from specbench_tui.tui.main import run_tui
+    if not headless and args.foreground:
+        from specbench_tui.tui.main import run_tui
 
-    return run_tui(args)
+        return run_tui(args)
+    from specbench_tui.campaign import run_detached  # the sweep in its own engine process (an SSH drop won't stop it)
+
+    return run_detached(args, tui=not headless)

@@ -217,8 +217,9 @@ def test_unhandled_exception_in_the_app_leaves_no_server(tmp_path, monkeypatch):
     assert survivors == [], f"servers outlived the app's crash: {survivors}"
 
 
-def _tui_in_a_pty(sweep, runs, env) -> tuple[subprocess.Popen[bytes], int]:
-    """``specbench run`` on a pseudo-terminal that is its controlling terminal (as over SSH)."""
+def _tui_in_a_pty(sweep, runs, env, extra: tuple[str, ...] = ("--foreground",)) -> tuple[subprocess.Popen[bytes], int]:
+    """``specbench run`` on a pseudo-terminal that is its controlling terminal (as over SSH); in the foreground
+    by default (the sweep lives in the TUI's process, so losing the terminal must take the servers down)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, b"\x24\x00\x78\x00\x00\x00\x00\x00")  # 36 rows, 120 cols
 
@@ -227,7 +228,7 @@ def _tui_in_a_pty(sweep, runs, env) -> tuple[subprocess.Popen[bytes], int]:
 
     env = {**env, "TERM": "xterm-256color"}
     proc = subprocess.Popen([sys.executable, "-m", "specbench_tui", "run", str(sweep), "--runs-dir", str(runs),
-                             "--no-mouse"], stdin=slave, stdout=slave, stderr=slave, env=env,
+                             "--no-mouse", *extra], stdin=slave, stdout=slave, stderr=slave, env=env,
                             start_new_session=True, preexec_fn=become_terminal_owner, close_fds=True)  # noqa: PLW1509
     os.close(slave)
 

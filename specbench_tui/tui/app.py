@@ -60,6 +60,7 @@ from specbench_tui.engine.control import SweepControl
 from specbench_tui.store import log_file_name
 from specbench_tui.tui.commands import SweepCommands
 from specbench_tui.tui.confirm_quit import ConfirmQuitScreen
+from specbench_tui.tui.detach_screen import DETACH, STOP, DetachOrStopScreen
 from specbench_tui.tui.gpu_panel import GpuLine, GpuPanel
 from specbench_tui.tui.header import SweepHeader
 from specbench_tui.tui.log_panel import MAX_LINES, ServerLogPanel
@@ -167,6 +168,8 @@ class SpecbenchApp(App[int]):
         self._log_screens: OrderedDict[str, FullLogScreen] = OrderedDict()
         """Full-log screens built so far (the most recent :data:`LOG_SCREENS_KEPT`), by configuration."""
         self._screen_size: tuple[int, int] | None = None
+        self.detached = False
+        """Whether this client left an engine process running (``q`` then detach)."""
         themes, problems = load_themes(themes_dir)
         self._theme_problems = problems
         self.specbench_themes = [t.name for t in themes]
@@ -563,8 +566,22 @@ class SpecbenchApp(App[int]):
         """Whether the header shows the queue paused (what ``p`` asked for, until the engine answers)."""
         return self.state.paused if self.pause_requested is None else self.pause_requested
 
+    @property
+    def attached(self) -> bool:
+        """Whether the engine runs in its own process and this app is one of its clients."""
+        return callable(getattr(self.engine, "detach", None))
+
+    def _refuse_read_only(self) -> bool:
+        """A view opened without control says so instead of acting."""
+        if getattr(self.engine, "read_only", False):
+            self._hint("This view is read-only (serve it with --control to steer the sweep).")
+            return True
+        return False
+
     def action_toggle_pause(self) -> None:
         """Pause or resume: the header and a toast say so at once; the engine confirms with its event."""
+        if self._refuse_read_only():
+            return
         if self.state.outcome is not None:
             self._hint("The sweep has ended: there is no queue to pause.")
             return
@@ -579,7 +596,7 @@ class SpecbenchApp(App[int]):
     def skip_config(self, config_id: str) -> None:
         """Skip ``config_id``: a pending one is dropped, a running one stopped; the row says so at once."""
         view = self.state.configs.get(config_id)
-        if view is None:
+        if view is None or self._refuse_read_only():
             return
         asked = self.optimistic.get(config_id)
         if asked is not None and asked[0] == ConfigState.SKIPPED.value:
@@ -595,7 +612,7 @@ class SpecbenchApp(App[int]):
     def retry_config(self, config_id: str) -> None:
         """Queue a crashed, failed or skipped configuration again (not one the sweep file excludes)."""
         view = self.state.configs.get(config_id)
-        if view is None:
+        if view is None or self._refuse_read_only():
             return
         planned = next((c for c in self.engine.plan.configs if c.id == config_id), None)
         if planned is not None and planned.skip_reason:
@@ -746,6 +763,9 @@ class SpecbenchApp(App[int]):
         if self._quitting:
             self._hint("Still stopping the servers…", "information")
             return
+        if self.attached:
+            self._ask_detach()
+            return
         running = [v.name for v in self.state.active()]
         if running and self.state.outcome is None:
             if any(isinstance(s, ConfirmQuitScreen) for s in self.screen_stack):
@@ -759,6 +779,10 @@ class SpecbenchApp(App[int]):
         confirm = next((s for s in self.screen_stack if isinstance(s, ConfirmQuitScreen)), None)
         if confirm is not None:
             confirm.dismiss(True)
+            return
+        detach = next((s for s in self.screen_stack if isinstance(s, DetachOrStopScreen)), None)
+        if detach is not None:  # a client's second Ctrl-C leaves; it never stops a sweep others may watch
+            detach.dismiss(DETACH)
             return
         self.action_request_quit()
 
@@ -777,6 +801,29 @@ class SpecbenchApp(App[int]):
             if screen is not None and screen.maximized_panel is not None:
                 screen.restore_panels()
         self._screen_size = size
+
+    def _ask_detach(self) -> None:
+        """An attached client: once the sweep has ended it just leaves; before, it asks detach or stop."""
+        if self.state.outcome is not None:
+            self.leave()
+            return
+        if not any(isinstance(s, DetachOrStopScreen) for s in self.screen_stack):
+            self.push_screen(DetachOrStopScreen(len(self.state.active()), getattr(self.engine, "engine_pid", None),
+                                                read_only=bool(getattr(self.engine, "read_only", False))),
+                             callback=self._detach_answered)
+
+    def _detach_answered(self, answer: Any) -> None:
+        if answer == DETACH:
+            self.leave()
+        elif answer == STOP:
+            self.shut_down()
+
+    def leave(self) -> None:
+        """Detach from the engine process (the sweep goes on) and exit."""
+        self.detached = self.state.outcome is None
+        self.engine.detach()  # type: ignore[attr-defined]
+        self.engine_stopped = True
+        self.exit(0)
 
     def _quit_answered(self, confirmed: Any) -> None:
         if confirmed:

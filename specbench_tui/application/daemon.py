@@ -1,0 +1,222 @@
+"""The engine process: a sweep that outlives the terminal that started it.
+
+``specbench run`` (without ``--foreground``) calls :func:`spawn`, which starts ``python -m
+specbench_tui.application.daemon`` in a session of its own (no controlling terminal, so an SSH drop's SIGHUP never
+reaches it), with standard input from ``/dev/null``. The engine prepares the run exactly as a foreground run
+does (same checks, same messages on the caller's terminal, same exit code 2 when nothing can run), takes the
+run directory's lock, then points its standard output and error at ``engine.log`` in the run directory, opens
+the control socket (:mod:`specbench_tui.engine.control_socket`) and tells the caller it is ready through a
+pipe. From then on clients attach and detach as they like.
+
+It ends when the sweep ends (``summary.txt`` and the exit code in ``run.json``), when stopped by a client or
+``specbench stop``, or on SIGTERM / SIGINT (the same clean stop as headless: the request in flight gets
+:data:`~specbench_tui.application.headless.SIGNAL_GRACE_S`, then everything is torn down). SIGHUP is ignored. The
+servers are the engine's children under the keeper, so no server outlives it, SIGKILL included; measurements
+are on disk as they happen, so ``specbench run --resume`` continues a killed engine's run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from specbench_tui.core.events import Event, MeasurementRecorded
+from specbench_tui.engine.control_socket import ControlServer
+from specbench_tui.engine.engines_registry import forget, register
+
+READY_TIMEOUT_S = 120.0
+"""How long :func:`spawn` waits for the engine to own its run directory and listen (pre-flight included)."""
+ENGINE_LOG = "engine.log"
+SUMMARY = "summary.txt"
+_ARGS = ("sweep", "resume", "retry_crashed", "runs_dir", "port_base")
+
+
+def spawn(args: argparse.Namespace) -> tuple[Path, int] | int:
+    """Start the engine process for ``specbench run`` ``args``; (run directory, engine pid) once it listens, or
+    the exit code after its reasons went to this terminal's standard error."""
+    read_fd, write_fd = os.pipe()
+    options = {name: getattr(args, name, None) for name in _ARGS}
+    options["argv"] = list(sys.argv)
+    command = [sys.executable, "-m", "specbench_tui.application.daemon", "--status-fd", str(write_fd),
+               json.dumps(options)]
+    try:
+        proc = subprocess.Popen(command, pass_fds=(write_fd,), start_new_session=True, stdin=subprocess.DEVNULL,
+                                stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), close_fds=True)
+    finally:
+        os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as status:
+        line = status.readline()  # EOF when the engine ended before it was ready
+    if line.startswith(b"ready\t"):
+        return Path(line[6:].decode("utf-8", errors="surrogateescape").rstrip("\n")), proc.pid
+    try:
+        code = proc.wait(timeout=READY_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = 1
+    return code if code else 1
+
+
+class _Progress:
+    """What ``specbench ps`` shows of this engine: kept current from the event stream."""
+
+    def __init__(self, orchestrator: Any, run_dir: Path, measurements: int) -> None:
+        self.orchestrator = orchestrator
+        self.run_dir = run_dir
+        self.measurements = measurements
+        self.started = time.time()
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, MeasurementRecorded):
+            self.measurements += 1
+
+    def status(self) -> dict[str, Any]:
+        plan = self.orchestrator.plan
+        states = dict(self.orchestrator.states)
+        names = {c.id: c.name for c in plan.configs}
+        return {"sweep": plan.sweep.name, "run_dir": str(self.run_dir), "pid": os.getpid(),
+                "since": self.started, "configs": len(plan.configs),
+                "finished": sum(1 for s in states.values() if s.final),
+                "running": [names.get(i, i) for i, s in states.items() if s.active],
+                "measurements": self.measurements, "paused": bool(self.orchestrator.paused)}
+
+
+async def _serve(plan: Any, run_dir: Any, args: argparse.Namespace, status_fd: int) -> int:
+    from specbench_tui.engine.ending import exit_code, render_summary, run_analysis
+    from specbench_tui.application.headless import SIGNAL_GRACE_S
+    from specbench_tui.engine.orchestrator import Orchestrator
+    from specbench_tui.application.session import make_backend
+    from specbench_tui.store import StoreError
+
+    api_key_env = plan.sweep.engine.api_key_env
+    orchestrator = Orchestrator(plan, run_dir, backend=make_backend(plan), resumed=bool(args.resume),
+                                retry_crashed=bool(args.retry_crashed),
+                                api_key=os.environ.get(api_key_env) if api_key_env else None,
+                                port_base=args.port_base)
+    earlier = 0
+    if args.resume:
+        with contextlib.suppress(StoreError):
+            earlier = len(run_dir.read_measurements())
+    progress = _Progress(orchestrator, run_dir.path, earlier)
+    names = {c.id: c.name for c in plan.configs}
+    server = ControlServer(run_dir.path, orchestrator, status=progress.status, publish=orchestrator.publish,
+                           names=names)
+    from specbench_tui.application.headless import Printer
+
+    orchestrator.subscribe(progress)
+    orchestrator.subscribe(Printer(plan, sys.stdout))  # engine.log: the headless lines of the whole run
+    orchestrator.subscribe(server)
+    await server.start()
+    loop = asyncio.get_running_loop()
+    signals: list[int] = []
+
+    def on_signal(sig: int) -> None:
+        signals.append(sig)
+        if len(signals) > 1:
+            orchestrator.abort(now=True)
+            return
+        print(f"specbench engine: {signal.Signals(sig).name}: stopping", flush=True)
+        orchestrator.abort(now=False)
+        loop.call_later(SIGNAL_GRACE_S, orchestrator.abort, True)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+    register(run_dir.path, plan.sweep.name)
+    with contextlib.suppress(OSError):
+        os.write(status_fd, f"ready\t{run_dir.path}\n".encode("utf-8", errors="surrogateescape"))
+        os.close(status_fd)
+    code = 1
+    ending: dict[str, Any] = {}
+    try:
+        try:
+            outcome = await orchestrator.run()
+        finally:
+            run_dir.close()
+        analysis = None
+        from specbench_tui.engine.ending import ending_line
+
+        ending = {"state": outcome.state, "ending": ending_line(outcome), "failure": outcome.failure}
+        if outcome.failure != "preflight":
+            try:
+                analysis = run_analysis(plan.to_json(), run_dir.read_measurements(), run_dir.read_events())
+                summary = render_summary(analysis, simulated=plan.sweep.engine.launcher == "simulator")
+                (run_dir.path / SUMMARY).write_text(summary + "\n", encoding="utf-8")
+            except (StoreError, OSError) as exc:
+                print(f"specbench engine: no summary: {exc}", flush=True)
+        code = exit_code(outcome, analysis=analysis)
+    except BaseException as exc:
+        print(f"specbench engine: stopped unexpectedly: {exc!r}", flush=True)
+        ending = {"state": "failed", "ending": f"the engine stopped unexpectedly: {exc!r}", "failure": "engine"}
+        raise
+    finally:
+        _record_end(run_dir, code, ending)
+        await server.close()
+        forget(run_dir.path)
+    return code
+
+
+def _record_end(run_dir: Any, code: int, ending: dict[str, Any]) -> None:
+    """The exit code and ending line in ``run.json`` (what ``attach``, ``stop`` and ``ps`` report)."""
+    meta: dict[str, Any] = {}
+    with contextlib.suppress(Exception):
+        meta = run_dir.read_json("run.json") or {}
+    meta.update({"exit_code": code, "ended": time.time(), **ending})
+    with contextlib.suppress(Exception):
+        run_dir.write_json("run.json", meta)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="specbench-engine")
+    parser.add_argument("--status-fd", type=int, required=True)
+    parser.add_argument("options")
+    ns = parser.parse_args(argv)
+    args = argparse.Namespace(**{name: None for name in _ARGS})
+    options = json.loads(ns.options)
+    for key, value in options.items():
+        if key in _ARGS:
+            setattr(args, key, value)
+    if isinstance(options.get("argv"), list):
+        sys.argv = [str(a) for a in options["argv"]]  # the lock and run.json name the command the user typed
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # no terminal to lose; a stray SIGHUP changes nothing
+    os.umask(os.umask(0o022) | 0o022)
+    from specbench_tui.application.session import RunRequest, give_up_ownership, prepare_run
+
+    prepared = prepare_run(RunRequest.of(args))
+    if isinstance(prepared, int):
+        return prepared
+    plan, run_dir = prepared
+    meta = run_dir.read_json("run.json") or {}
+    for stale in ("exit_code", "ended", "state", "ending", "failure"):
+        meta.pop(stale, None)
+    meta.update({"engine_pid": os.getpid(), "detached": True, "engine_started": time.time()})
+    run_dir.write_json("run.json", meta)
+    _redirect(run_dir.path / ENGINE_LOG)
+    try:
+        return asyncio.run(_serve(plan, run_dir, args, ns.status_fd))
+    finally:
+        give_up_ownership(run_dir)
+
+
+def _redirect(log: Path) -> None:
+    """Standard output and error to the run directory's engine log; standard input from /dev/null."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.close(null)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""How a run's engine stands, from the run directory alone: live, ended (with its exit code), or crashed.
+
+``attach``, ``stop`` and ``ps`` use it when no engine answers on the socket, and the attached TUI prints the
+ending a detached engine left (``summary.txt`` and the ending line and exit code in ``run.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_FAILED = 1
+
+
+def _meta(run_dir: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def run_condition(run_dir: Path) -> str:
+    """``live``, ``ended`` (the engine recorded its exit code) or ``crashed`` (gone without ending)."""
+    from specbench_tui.report.load import engine_owns
+
+    if engine_owns(run_dir):
+        return "live"
+    return "ended" if "exit_code" in _meta(run_dir) else "crashed"
+
+
+def report_unattachable(run_dir: Path, why: str) -> int:
+    """No engine answers in ``run_dir``: say whether its sweep ended or crashed, and what to do."""
+    condition = run_condition(run_dir)
+    if condition == "ended":
+        return print_ending(run_dir)
+    if condition == "crashed":
+        pid = _meta(run_dir).get("engine_pid")
+        print(f"specbench: the engine of {run_dir} (pid {pid}) is gone without finishing its sweep (crashed or "
+              f"killed). Its measurements are on disk; continue with: specbench run --resume {run_dir}",
+              file=sys.stderr)
+        return EXIT_FAILED
+    print(f"specbench: {why}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def print_ending(run_dir: Path) -> int:
+    """What an ended engine left: the summary, the ending line, the run directory; its exit code."""
+    meta = _meta(run_dir)
+    try:
+        summary = (run_dir / "summary.txt").read_text(encoding="utf-8")
+    except OSError:
+        summary = ""
+    try:
+        if summary:
+            print(summary.rstrip("\n"), end="\n\n")
+        if meta.get("failure") == "preflight":
+            _print_preflight(run_dir)
+        if meta.get("ending"):
+            print(f"specbench: {meta['ending']}")
+        print(f"specbench: run directory {run_dir}")
+    except OSError:
+        pass
+    code = meta.get("exit_code")
+    return code if isinstance(code, int) else EXIT_FAILED
+
+
+def _print_preflight(run_dir: Path) -> None:
+    try:
+        lines = (run_dir / "engine.log").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return
+    for line in lines:
+        if "pre-flight" in line:
+            print(line.split("] ", 1)[-1], file=sys.stderr)

@@ -1,0 +1,236 @@
+"""The campaign commands: a sweep in an engine process of its own, and the clients that watch and steer it.
+
+``specbench run`` (detached by default on a terminal; ``--detach`` for headless), ``attach``, ``ps``, ``stop``,
+``logs`` and ``serve``. Each imports what it needs when it runs, as the rest of the CLI does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from specbench_tui.application.runstatus import print_ending, report_unattachable, run_condition
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_INVALID = 2
+STOP_WAIT_S = 120.0
+"""How long ``specbench stop`` waits for the engine to tear its servers down and end."""
+
+
+def add_commands(commands: Any) -> None:
+    """The campaign subcommands, added to the CLI's parser."""
+    attach = commands.add_parser(
+        "attach", help="open the TUI on a running sweep (started by specbench run)",
+        description="Open the TUI on the engine of a running sweep. q asks: detach (the sweep goes on) or "
+                    "stop the sweep. Several terminals may attach at once; each sees the others' actions.")
+    attach.add_argument("run", nargs="?", default="latest",
+                        help="a run directory, its name, or 'latest' (the most recently started engine; default)")
+    attach.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
+    attach.add_argument("--theme", help="theme name (see themes/)")
+    attach.add_argument("--read-only", action="store_true", help=argparse.SUPPRESS)
+    commands.add_parser("ps", help="list the sweeps running on this machine (yours)",
+                        description="The engines you started on this machine: sweep, engine pid, progress, "
+                                    "current configuration, attached clients, since when. An engine that died "
+                                    "without finishing is listed as crashed, with the command that resumes it.")
+    stop = commands.add_parser("stop", help="stop a running sweep (servers torn down; resume later)",
+                               description="Stop the sweep of RUN: the request in flight finishes (or, with --now, "
+                                           "is abandoned), every server is torn down, the engine ends. Exit 0 "
+                                           "once it has.")
+    stop.add_argument("run", help="a run directory, its name, or 'latest'")
+    stop.add_argument("--now", action="store_true", help="do not wait for the request in flight")
+    logs = commands.add_parser("logs", help="print a run's events as plain lines, with progress and ETA",
+                               description="Print the event stream of RUN as headless lines, each with the "
+                                           "progress count and an ETA; --follow keeps printing while it runs.")
+    logs.add_argument("run", help="a run directory, its name, or 'latest'")
+    logs.add_argument("--follow", "-f", action="store_true", help="keep printing until the sweep ends")
+    serve = commands.add_parser(
+        "serve", help="serve the TUI of a running sweep to a browser (textual-serve)",
+        description="Serve RUN's TUI over HTTP for a browser: each tab is a client of the running engine. "
+                    "Bound to 127.0.0.1 (reach it with ssh -L PORT:127.0.0.1:PORT); the URL printed carries a "
+                    "random token, required for every connection. Read-only unless --control.")
+    serve.add_argument("run", help="a run directory, its name, or 'latest'")
+    serve.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765; 0 picks one)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to bind (default 127.0.0.1; any other still requires the token)")
+    serve.add_argument("--control", action="store_true", help="let the browser pause, skip, retry and stop")
+
+
+def dispatch(args: argparse.Namespace) -> int | None:
+    """Run a campaign command; None when ``args.command`` is not one."""
+    handlers = {"attach": attach_command, "ps": ps_command, "stop": stop_command, "logs": logs_command,
+                "serve": serve_command}
+    handler = handlers.get(args.command)
+    return handler(args) if handler else None
+
+
+# ------------------------------------------------------------------------------------------------ run
+
+
+def run_detached(args: argparse.Namespace, *, tui: bool) -> int:
+    """Start the engine process; then the TUI attached to it (``tui``), or say where it runs and return."""
+    from specbench_tui.application.daemon import spawn
+
+    started = spawn(args)
+    if isinstance(started, int):
+        return started
+    run_dir, pid = started
+    if tui:
+        from specbench_tui.tui.attach_main import attach_tui
+
+        return attach_tui(run_dir, theme=getattr(args, "theme", None), mouse=not getattr(args, "no_mouse", False))
+    print(f"specbench: the sweep runs in engine pid {pid}, detached; run directory {run_dir}\n"
+          f"  watch it:   specbench attach {run_dir}\n"
+          f"  follow it:  specbench logs {run_dir} --follow\n"
+          f"  stop it:    specbench stop {run_dir}")
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------------ finding runs
+
+
+def resolve_run(text: str | None) -> Path | None:
+    """A run directory from a path, a run directory's name or sweep name among the engines started here, or
+    'latest' (the most recently started one); None after saying why not."""
+    from specbench_tui.engine.engines_registry import entries
+
+    known = entries()
+    if text in (None, "", "latest"):
+        if not known:
+            print("specbench: no sweep was started on this machine by you (see specbench ps); give a run "
+                  "directory", file=sys.stderr)
+            return None
+        return Path(known[-1]["run_dir"])
+    path = Path(str(text)).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    matches = [e for e in known if Path(e["run_dir"]).name == text or e.get("sweep") == text]
+    if matches:
+        return Path(matches[-1]["run_dir"])
+    print(f"specbench: {text}: no such run directory, and no engine started here runs it (see specbench ps)",
+          file=sys.stderr)
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ commands
+
+
+def attach_command(args: argparse.Namespace) -> int:
+    run_dir = resolve_run(args.run)
+    if run_dir is None:
+        return EXIT_INVALID
+    if run_condition(run_dir) != "live":  # ended or crashed: said without opening a screen
+        return report_unattachable(run_dir, "no engine runs it")
+    from specbench_tui.tui.attach_main import attach_tui
+
+    web = bool(os.environ.get("TEXTUAL_DRIVER"))
+    if not web and not (sys.stdout.isatty() and sys.stdin.isatty()):
+        print("specbench attach needs a terminal; without one, use: specbench logs RUN --follow", file=sys.stderr)
+        return EXIT_INVALID
+    return attach_tui(run_dir, role="view" if args.read_only else "control", theme=args.theme,
+                      mouse=not args.no_mouse, name=None if not web else f"browser tab (pid {os.getpid()})")
+
+
+def ps_command(args: argparse.Namespace) -> int:
+    from specbench_tui.engine.attached import AttachError, engine_status
+    from specbench_tui.engine.engines_registry import drop, entries
+
+    rows = []
+    crashed = []
+    for entry in entries():
+        run_dir = Path(entry["run_dir"])
+        condition = run_condition(run_dir) if run_dir.is_dir() else "gone"
+        if condition in ("ended", "gone"):
+            drop(entry)
+            continue
+        if condition == "crashed":
+            crashed.append(entry)
+            continue
+        try:
+            status = engine_status(run_dir)
+        except AttachError as exc:
+            rows.append((entry.get("sweep", "?"), str(entry["pid"]), "?", f"not answering: {exc}", "?",
+                         _since(entry.get("started")), str(run_dir)))
+            continue
+        progress = (f"{status.get('finished', 0)}/{status.get('configs', 0)} configs, "
+                    f"{status.get('measurements', 0):,} meas" + (", PAUSED" if status.get("paused") else ""))
+        clients = status.get("clients") or []
+        rows.append((str(status.get("sweep", "?")), str(status.get("pid", entry["pid"])), progress,
+                     ", ".join(status.get("running") or []) or "-", str(len(clients)),
+                     _since(status.get("since")), str(run_dir)))
+    if not rows and not crashed:
+        print("specbench: no sweep of yours is running on this machine")
+        return EXIT_OK
+    if rows:
+        header = ("SWEEP", "PID", "PROGRESS", "CURRENT", "CLIENTS", "SINCE", "RUN DIRECTORY")
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+        for row in [header, *rows]:
+            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    for entry in crashed:
+        print(f"CRASHED  {entry.get('sweep', '?')}: engine pid {entry['pid']} is gone without finishing; "
+              f"resume with: specbench run --resume {entry['run_dir']}")
+    return EXIT_OK
+
+
+def _since(started: Any) -> str:
+    if not isinstance(started, (int, float)):
+        return "?"
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(started))
+
+
+def stop_command(args: argparse.Namespace) -> int:
+    run_dir = resolve_run(args.run)
+    if run_dir is None:
+        return EXIT_INVALID
+    from specbench_tui.engine.attached import AttachedEngine, AttachError, client_name
+
+    try:
+        engine = AttachedEngine(run_dir, role="control", name=client_name("specbench stop"))
+    except AttachError as exc:
+        condition = run_condition(run_dir)
+        if condition == "ended":
+            print(f"specbench: the sweep of {run_dir} has already ended")
+            print_ending(run_dir)
+            return EXIT_OK
+        return report_unattachable(run_dir, str(exc))
+    engine.start()
+    ident = engine._send("abort", now=bool(args.now))
+    ack = engine.wait_ack(ident)
+    if ack is not None and not ack.get("ok"):
+        print(f"specbench: the engine refused to stop: {ack.get('error')}", file=sys.stderr)
+        engine.detach()
+        return EXIT_FAILED
+    print(f"specbench: stopping the sweep of {run_dir} (engine pid {engine.engine_pid})"
+          + ("" if args.now else " after the request in flight") + "…", flush=True)
+    if not engine.stop(STOP_WAIT_S):
+        print(f"specbench: the engine has not ended within {STOP_WAIT_S:.0f} s; it is still tearing down. "
+              f"Force it with: kill -TERM {engine.engine_pid}", file=sys.stderr)
+        return EXIT_FAILED
+    print_ending(run_dir)
+    return EXIT_OK
+
+
+def logs_command(args: argparse.Namespace) -> int:
+    run_dir = resolve_run(args.run)
+    if run_dir is None:
+        return EXIT_INVALID
+    from specbench_tui.application.follow import follow
+
+    return follow(run_dir, live=bool(args.follow))
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    run_dir = resolve_run(args.run)
+    if run_dir is None:
+        return EXIT_INVALID
+    try:
+        from specbench_tui.tui.web import serve
+    except ImportError as exc:
+        print(f"specbench serve needs textual-serve ({exc}); install it with: pip install 'specbench-tui[serve]'",
+              file=sys.stderr)
+        return EXIT_FAILED
+    return serve(run_dir, host=args.host, port=args.port, control=args.control)
