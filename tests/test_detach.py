@@ -277,6 +277,13 @@ def test_the_socket_refuses_strangers_and_other_versions(tmp_path: Path) -> None
             answer = json.loads(raw.makefile("rb").readline())
         assert "protocol mismatch" in answer["refused"] and "speaks 99" in answer["refused"]
 
+        view = AttachedEngine(run_dir, role="view", name="a view")  # a browser tab opened without --control
+        view.start()
+        ident = view._send("pause")
+        ack = view.wait_ack(ident)
+        assert ack is not None and not ack["ok"] and "read-only" in ack["error"]
+        view.detach()
+
         other = _other_user()
         if other is None:
             pytest.skip("no second uid to test with (needs root and setpriv)")
@@ -311,3 +318,88 @@ def test_attach_without_an_engine_says_why(tmp_path: Path) -> None:
 
     with pytest.raises(AttachError, match="no engine is running"):
         connect(tmp_path, "view", "test")
+
+
+async def test_the_browser_view_needs_the_token_checks_the_origin_and_is_read_only(tmp_path: Path) -> None:
+    """`specbench serve`: no token, a wrong token or a foreign Origin gets 403; with the token, the page loads and
+    its websocket runs the attached app, which shows the queue; a key that would pause is refused (read-only)."""
+    import re
+
+    import aiohttp
+
+    pytest.importorskip("textual_serve")
+    from specbench_tui.engine.attached import engine_status
+    from specbench_tui.tui.web import free_port
+
+    marker = new_marker()
+    env = _env(tmp_path, marker)
+    run_dir = _start_detached(tmp_path, env, max_new_tokens=3000)
+    port = free_port("127.0.0.1")
+    server = subprocess.Popen([sys.executable, "-m", "specbench_tui", "serve", str(run_dir), "--port", str(port)],  # noqa: ASYNC220
+                              env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, start_new_session=True)
+    try:
+        printed = ""
+        while "ssh -L" not in printed:
+            line = await asyncio.to_thread(server.stdout.readline)  # type: ignore[union-attr]
+            assert line, f"serve ended early: {printed}"
+            printed += line
+        assert "read-only" in printed and "ssh -L" in printed
+        token = re.search(r"\?token=(\S+)", printed).group(1)  # type: ignore[union-attr]
+        base = f"http://127.0.0.1:{port}"
+        async with aiohttp.ClientSession() as http:
+            for _ in range(100):  # the server is up a moment after it printed the URL
+                try:
+                    async with http.get(f"{base}/") as response:
+                        break
+                except aiohttp.ClientConnectionError:
+                    await asyncio.sleep(0.05)
+            assert response.status == 403
+            async with http.get(f"{base}/?token=wrong") as response:
+                assert response.status == 403
+            async with http.get(f"{base}/static/js/textual.js") as response:
+                assert response.status == 403
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await http.ws_connect(f"{base}/ws")
+            assert refused.value.status == 403
+            with pytest.raises(aiohttp.WSServerHandshakeError) as foreign:
+                await http.ws_connect(f"{base}/ws?token={token}", headers={"Origin": "http://evil.example"})
+            assert foreign.value.status == 403
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{base}/?token={token}") as response:
+                assert response.status == 200
+                page = await response.text()
+            assert f"/ws?token={token}" in page
+            ws = await http.ws_connect(f"{base}/ws?token={token}&width=120&height=36",
+                                       headers={"Origin": base})
+            screen = ""
+
+            async def read_until(needle: str, timeout: float) -> None:
+                nonlocal screen
+                deadline = time.monotonic() + timeout
+                while needle not in screen:
+                    left = deadline - time.monotonic()
+                    assert left > 0, f"the view never showed {needle!r}: {screen[-2000:]!r}"
+                    try:
+                        message = await ws.receive(timeout=left)
+                    except asyncio.TimeoutError:
+                        continue
+                    if message.type == aiohttp.WSMsgType.TEXT:
+                        screen += message.data
+                    elif message.type == aiohttp.WSMsgType.BINARY:
+                        screen += message.data.decode("utf-8", errors="replace")
+                    else:
+                        raise AssertionError(f"the websocket closed: {message}")
+
+            await read_until("Sweep queue", 30)
+            for name in ("ar", "dflash-b8", "dflash-b16"):
+                await read_until(name, 10)
+            await ws.send_json(["stdin", "p"])
+            await read_until("read-only", 10)
+            assert engine_status(run_dir)["paused"] is False
+            await ws.close()
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(10)
+        _cli(env, "stop", str(run_dir), "--now")
+        wait_gone(marker, timeout_s=10)
