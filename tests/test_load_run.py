@@ -158,3 +158,66 @@ def test_an_open_loop_point_sends_on_its_seeded_schedule_through_the_real_engine
     lines = report.stdout.splitlines()
     assert "load,load_axis,load_value,output_tps" in lines[0]
     assert any(",r25,request_rate,25," in line for line in lines[1:])
+
+
+RESUME_SWEEP = """
+[sweep]
+name = "resume-search"
+gpus = 1
+repeats = 1
+warmup = 0
+baseline = "ar"
+[engine]
+launcher = "simulator"
+sim_profile = "PROFILE"
+startup_timeout_s = 60
+[server.args]
+model-path = "Qwen/Qwen3-8B"
+context-length = 4096
+max-running-requests = 64
+[[configs]]
+name = "ar"
+[[configs]]
+name = "eagle3-s7"
+args = { speculative-algorithm = "EAGLE3", speculative-draft-model-path = "d/e", speculative-num-steps = 7, speculative-eagle-topk = 1, speculative-num-draft-tokens = 8 }
+[[workloads]]
+kind = "code"
+max_new_tokens = 13
+concurrency = [1, 4, 8, 16, 24, 32, 64]
+waves = 1
+"""
+
+
+@pytest.mark.e2e
+def test_an_adaptive_search_stopped_between_rounds_resumes_where_it_was(tmp_path: Path) -> None:
+    """The search keeps nothing the run directory does not hold: stopped after its first round and resumed, it
+    measures no point twice and still brackets the true B* between grid neighbours."""
+    from specbench_tui.core.analysis import analyse
+    from specbench_tui.core.events import Notice
+    from specbench_tui.core.plan import build_plan
+    from specbench_tui.engine.orchestrator import Orchestrator
+    from specbench_tui.engine.store import RunDir
+
+    sweep = tmp_path / "s.toml"
+    sweep.write_text(RESUME_SWEEP.replace("PROFILE", str(REPO / "sweeps" / "sim-profiles" / "crossover.toml")))
+    plan = build_plan(load_sweep(sweep))
+    run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
+    first = Orchestrator(plan, run_dir)
+    first.subscribe(lambda e: first.abort() if isinstance(e, Notice) and "round 2" in e.text else None)
+    assert asyncio.run(first.run()).state != "completed"
+    run_dir.close()
+    before = {(m["config"], m["load"]) for m in map(json.loads, (run_dir.path / "results.jsonl").read_text().splitlines())}
+    ends = {("ar", "c1"), ("ar", "c64"), ("eagle3-s7", "c1"), ("eagle3-s7", "c64")}
+    assert ends < before and len(before - ends) == 1  # the ends, and the first probe (ahead of its baseline)
+    assert next(iter(before - ends))[0] == "eagle3-s7"
+    reopened = RunDir.open(run_dir.path)
+    second = Orchestrator(plan, reopened, resumed=True)
+    assert asyncio.run(second.run()).state == "completed"
+    reopened.close()
+    records = [json.loads(line) for line in (run_dir.path / "results.jsonl").read_text().splitlines()]
+    keys = [(r["config"], r["load"], r["item"], r["repeat"]) for r in records]
+    assert len(keys) == len(set(keys))  # nothing measured twice
+    analysis = analyse(plan.to_json(), RunDir.open(run_dir.path).read_measurements(),
+                       RunDir.open(run_dir.path).read_events())
+    c = analysis.load.crossover(plan.configs[1].id, "code")
+    assert (c.low, c.high) == (16.0, 24.0)  # B* = 19.6 (sim-profiles/crossover.toml)
