@@ -19,6 +19,7 @@ from specbench_tui.core.crossover import (
     stat_of,
 )
 from specbench_tui.core.events import LoadPointFinished
+from specbench_tui.core.ledger import Ledger
 from specbench_tui.core.load import LoadSpec, Slo, arrival_offsets, parse_label, point_item, point_keys
 from specbench_tui.core.records import Measurement
 from specbench_tui.sim.speed import ground_truth_crossover
@@ -56,7 +57,8 @@ SP = cfg("s1", "spec")
 def test_goodput_counts_only_requests_within_every_slo_limit() -> None:
     load = LoadSpec(concurrency=(4,), requests=4, slo=Slo(ttft_ms=100, itl_ms=20))
     ms = [
-        *point("a0", "ar", "c4", 1, 50.0, n=1, ttft=0.05, itl=0.010),   # good
+        *[Measurement(config_id="a0", config="ar", workload="w", item="a#0", repeat=1, status="ok", decode_tps=50,
+                      ttft_s=0.05, itl_p99_s=0.010, e2e_s=0.3, completion_tokens=13, load="c4")],  # good
         *[Measurement(config_id="a0", config="ar", workload="w", item="b#0", repeat=1, status="ok", decode_tps=50,
                       ttft_s=0.20, itl_p99_s=0.010, e2e_s=0.5, completion_tokens=13, load="c4"),   # TTFT too long
           Measurement(config_id="a0", config="ar", workload="w", item="a#1", repeat=1, status="ok", decode_tps=50,
@@ -64,8 +66,13 @@ def test_goodput_counts_only_requests_within_every_slo_limit() -> None:
           Measurement(config_id="a0", config="ar", workload="w", item="b#1", repeat=1, status="error",
                       error="x", load="c4")],                                                        # failed
     ]
-    events = [LoadPointFinished(config_id="a0", workload="w", load="c4", repeat=1, wall_s=2.0, requests=4)]
+    # without request start times, the window is the runner's (LoadPointFinished.wall_s)
+    events = [LoadPointFinished(config_id="a0", workload="w", load="c4", repeat=1, wall_s=2.0, requests=4,
+                                server_log={"accept_length": 2.5})]
     row = analyse(plan(AR, load=load, repeats=1), ms, events).load.point("a0", "w", "c4")
+    # every view reads the ledger: it keeps the point's window and the server's own acceptance
+    assert Ledger.from_run(plan(AR, load=load, repeats=1), ms, events).analyse().load.point("a0", "w", "c4") == row
+    assert row.server_accept_length == 2.5
     assert row.goodput_rps == pytest.approx(1 / 2.0)        # one good request in a 2 s window
     assert row.goodput_tps == pytest.approx(13 / 2.0)
     assert row.request_tps.median == pytest.approx(3 / 2.0)  # three ok requests
@@ -289,3 +296,13 @@ def test_the_results_table_has_a_row_per_load_point_with_its_speedup_and_b_star(
     assert [round(r.speedup, 2) for r in spec_rows] == [2.0, 1.2, 0.9, 0.5]
     assert all("B* (8, 16]" in r.note for r in spec_rows)
     assert all(r.is_baseline for r in rows.values() if r.config == "ar")
+
+
+def test_the_window_is_the_requests_own_span_when_they_carry_times() -> None:
+    load = LoadSpec(concurrency=(2,), requests=2)
+    ms = [Measurement(config_id="a0", config="ar", workload="w", item=f"a#{j}", repeat=1, status="ok",
+                      decode_tps=50.0, ttft_s=0.01, e2e_s=0.5, completion_tokens=10, started_at=100.0 + j * 0.5,
+                      load="c2") for j in range(2)]
+    events = [LoadPointFinished(config_id="a0", workload="w", load="c2", repeat=1, wall_s=9.0, requests=2)]
+    row = analyse(plan(AR, load=load, repeats=1), ms, events).load.point("a0", "w", "c2")
+    assert row.output_tps.median == pytest.approx(20 / 1.0)  # 100.0 → 101.0, not the runner's 9 s

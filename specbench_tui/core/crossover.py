@@ -11,8 +11,8 @@ Rules, and why:
   deviation), otherwise by the median and the range. A point whose relative spread (MAD ÷ median) exceeds the
   workload's ``noise_threshold`` (default 0.1, vLLM's tuner's rule) is **noisy**: it is shown, flagged, and never
   decides a crossover or a schedule entry;
-- total output tok/s = completion tokens of the repeat's ok requests ÷ the repeat's wall window (first request
-  sent to last answer read); per-user tok/s = the median request's decode tok/s; request throughput = ok
+- total output tok/s = completion tokens of the repeat's ok requests ÷ the repeat's window (its first request
+  starting to leave the client to its last answer read); per-user tok/s = the median request's decode tok/s; request throughput = ok
   requests ÷ window; TTFT, ITL (each request's p99 inter-token latency) and e2e as p50/p90/p99 over the
   point's ok requests; acceptance per request (verify-weighted) beside the server's own figure;
 - **goodput** under the workload's SLO: requests that met every limit (TTFT ≤ ttft_ms, the request's p99 ITL
@@ -285,13 +285,17 @@ def _good(m: Measurement, slo: Slo) -> bool:
 
 
 def _wall(ms: list[Measurement], event: LoadPointFinished | None) -> float | None:
+    """A repeat's window: its first request starting to leave the client to its last answer read (the requests'
+    own clocks, so the client's connection set-up before the first byte is not the server's time); the runner's
+    wall time of the point when the records lack times."""
+    spans = [(m.started_at, m.started_at + m.e2e_s) for m in ms if _finite(m.started_at) and _finite(m.e2e_s)]
+    if spans:
+        wall = max(e for _, e in spans) - min(s for s, _ in spans)
+        if wall > 0:
+            return wall
     if event is not None and _finite(event.wall_s) and event.wall_s > 0:
         return float(event.wall_s)
-    spans = [(m.started_at, m.started_at + m.e2e_s) for m in ms if _finite(m.started_at) and _finite(m.e2e_s)]
-    if not spans:
-        return None
-    wall = max(e for _, e in spans) - min(s for s, _ in spans)
-    return wall if wall > 0 else None
+    return None
 
 
 def _point_row(config_id: str, config: str, workload: LoadWorkload, label: str, ms: list[Measurement],

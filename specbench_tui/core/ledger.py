@@ -30,6 +30,7 @@ from specbench_tui.core.events import (
     ConfigStateChanged,
     CrashDetected,
     Event,
+    LoadPointFinished,
     MeasurementRecorded,
     Notice,
     ServerLaunching,
@@ -43,7 +44,7 @@ from specbench_tui.core.events import (
 from specbench_tui.core.records import STATUS_OK, STATUS_ZERO_OUTPUT, Measurement, MeasurementKey
 
 KEPT_EVENTS = (ConfigFinished, ConfigStateChanged, CrashDetected, Notice, ServerLaunching, ServerReady, SweepFinished,
-               SweepStarted, WorkloadFinished, WorkloadNotRun, WorkloadStarted)
+               SweepStarted, WorkloadFinished, WorkloadNotRun, WorkloadStarted, LoadPointFinished)
 """The events the analysis reads (a few per configuration and workload)."""
 
 
