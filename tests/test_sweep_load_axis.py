@@ -36,7 +36,8 @@ def test_concurrency_and_rate_with_their_defaults(tmp_path: Path) -> None:
     assert load == LoadSpec(concurrency=(1, 8, 64), request_rate=(0.5, 2.0))
     assert load.points() == ["c1", "c8", "c64", "r0.5", "r2"]
     assert load.search == "adaptive" and load.waves == 4 and load.slo is None
-    assert spec.requests == sum(load.requests_at(p) + spec.warmup for p in load.points())
+    assert spec.requests == sum(load.requests_at(p) + load.warmup_requests(p, spec.warmup) for p in load.points())
+    assert load.warmup_requests("c64", 1) == 64 and load.warmup_requests("r2", 1) == 1  # a wave, a request
     assert LoadSpec.from_json(load.to_json()) == load
 
 

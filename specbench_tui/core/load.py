@@ -92,6 +92,11 @@ class LoadSpec:
             return self.requests
         return int(value) * self.waves if axis == AXIS_CONCURRENCY else DEFAULT_OPEN_REQUESTS
 
+    def warmup_requests(self, label: str, warmup: int) -> int:
+        """Unmeasured requests before a point: ``warmup`` waves of N closed-loop, ``warmup`` requests open-loop."""
+        axis, value = parse_label(label)
+        return warmup * int(value) if axis == AXIS_CONCURRENCY else warmup
+
     def axis_points(self, axis: str) -> list[str]:
         values = self.concurrency if axis == AXIS_CONCURRENCY else self.request_rate
         label = concurrency_label if axis == AXIS_CONCURRENCY else rate_label

@@ -125,7 +125,8 @@ class WorkloadSpec:
         """Requests one configuration is sent for this workload: items × repeats + warm-up (with a load axis:
         every point's requests × repeats + its warm-up)."""
         if self.load is not None:
-            return sum(self.load.requests_at(p) * self.repeats + self.warmup for p in self.load.points())
+            return sum(self.load.requests_at(p) * self.repeats + self.load.warmup_requests(p, self.warmup)
+                       for p in self.load.points())
         return self.item_count * self.repeats + self.warmup
 
     def param(self, key: str) -> Any:

@@ -31,16 +31,19 @@ class PointRun:
 
 
 async def warm_up(workload: Workload, session: Session, label: str) -> None:
-    """The workload's ``warmup`` unmeasured requests, as many at once as the point has in flight (at most)."""
-    count = workload.spec.warmup
-    if count <= 0:
+    """Unmeasured warm-up before a point: closed loop, ``warmup`` waves of N requests at once (so the server
+    has run this batch size and the client holds a live connection per slot: the first measured wave then leaves
+    together, instead of one request per fresh connection, each arriving after the previous one's prefill);
+    open loop, ``warmup`` requests at once."""
+    waves = workload.spec.warmup
+    if waves <= 0:
         return
     axis, value = parse_label(label)
-    width = max(1, min(count, int(value))) if axis == AXIS_CONCURRENCY else count
+    width = int(value) if axis == AXIS_CONCURRENCY else waves
     text = workload.warmup_text()
-    for start in range(0, count, width):
+    for _ in range(waves if axis == AXIS_CONCURRENCY else 1):
         await asyncio.gather(*(session.generate(text, workload.spec.max_new_tokens, workload.spec)
-                               for _ in range(min(width, count - start))))
+                               for _ in range(width)))
 
 
 async def run_point(workload: Workload, session: Session, labels: Labels, label: str, repeat: int, count: int,
