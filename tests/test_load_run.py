@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -63,7 +64,9 @@ def test_open_loop_sends_on_the_seeded_poisson_schedule() -> None:
     offsets = arrival_offsets(40.0, 20, 11, "w", "r40", 1)
     sent = [t - workload.sent[0] for t in workload.sent]
     assert len(recorded) == 20 and {m.load for m in recorded} == {"r40"}
-    assert max(abs(a - b) for a, b in zip(sent, offsets)) < 0.03  # on schedule, whatever is in flight
+    late = [a - b for a, b in zip(sent, offsets)]
+    # on schedule, whatever is in flight: never early, and late only by the event loop's wake-ups
+    assert min(late) > -0.002 and statistics.median(late) < 0.01 and max(late) < 0.15, late
     assert workload.peak > 1  # arrivals do not wait for answers (open loop)
     assert time.monotonic() - start >= offsets[-1]
 
@@ -152,7 +155,8 @@ def test_an_open_loop_point_sends_on_its_seeded_schedule_through_the_real_engine
     assert len(records) == 12 and {r["load"] for r in records} == {"r25"} and all(r["status"] == "ok" for r in records)
     sent = sorted(r["started_at"] for r in records)
     offsets = arrival_offsets(25.0, 12, 5, "code", "r25", 1)
-    assert max(abs((t - sent[0]) - o) for t, o in zip(sent, offsets)) < 0.02  # the seeded Poisson schedule
+    late = [(t - sent[0]) - o for t, o in zip(sent, offsets)]
+    assert min(late) > -0.005 and statistics.median(late) < 0.015 and max(late) < 0.15, late  # the seeded schedule
     report = subprocess.run([sys.executable, "-m", "specbench_tui", "report", str(run_dir), "--format", "csv"],
                             capture_output=True, text=True, timeout=60)
     lines = report.stdout.splitlines()
