@@ -699,17 +699,23 @@ async def test_a_gpu_holding_another_jobs_memory_is_not_placed_on_and_the_wait_n
     pool.close()
 
 
-async def test_the_pre_flight_says_when_the_whole_gpu_pool_is_taken(tmp_path):
-    """Another specbench holds both GPUs of the pool: the sweep starts, says so naming the holder, and waits."""
-    leases = tmp_path / "leases"
-    leases.mkdir()
+def _hold_two_gpus(leases: Path) -> subprocess.Popen[bytes]:
+    """Another specbench, as far as leases go: a process holding GPUs 0 and 1 (returns once it holds them)."""
     holder = subprocess.Popen([sys.executable, "-c", (
         "import time; from pathlib import Path; from specbench_tui.engine.leases import Leases\n"
         f"l = Leases(Path({str(leases)!r}), note={{'run_dir': 'runs/theirs'}})\n"
         "held = [l.take('gpu-index-0'), l.take('gpu-index-1')]\n"
         "print('held', flush=True); time.sleep(60)")], stdout=subprocess.PIPE)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
+    return holder
+
+
+async def test_the_pre_flight_says_when_the_whole_gpu_pool_is_taken(tmp_path):
+    """Another specbench holds both GPUs of the pool: the sweep starts, says so naming the holder, and waits."""
+    leases = tmp_path / "leases"
+    leases.mkdir()
+    holder = _hold_two_gpus(leases)
     try:
-        assert holder.stdout.readline().strip() == b"held"
         folder = tmp_path / "sweep"
         write_sweep(folder, ID_SWEEP.replace("NAME", "x").replace("PORT", str(_free_port()))
                     .replace("CONTEXT", "4096"), GPU_PROFILE)
