@@ -28,6 +28,7 @@ SCRIPTS = {
     "startup": "bench/bench_startup.py",
     "analysis": "bench/bench_analysis.py",
     "logpump": "bench/bench_logpump.py",
+    "attach": "bench/bench_attach.py",
 }
 _PLACEMENT = re.compile(r"measured concurrent/lower-bound ratio ([0-9.]+)")
 _UI_ROW = re.compile(r"^(UI CPU.*?|key-to-screen.*?|peak RSS.*?)\s{2,}(\S+)\s+(< \S+)\s+(PASS|FAIL)$", re.MULTILINE)

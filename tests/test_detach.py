@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -159,8 +160,17 @@ async def test_an_ssh_drop_leaves_the_sweep_running_and_a_new_client_takes_over(
         await _until(lambda: engine.closed.is_set(), 10, "the detach", pilot)
     assert app.detached and not engine.finished
 
+    follower = subprocess.Popen([sys.executable, "-m", "specbench_tui", "logs", str(run_dir), "--follow"], env=env,  # noqa: ASYNC220
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wait_for(lambda: len(records(run_dir)) > 0, 5)
     result = _cli(env, "stop", str(run_dir))
     assert result.returncode == 0, result.stderr
+    lines = follower.communicate(timeout=30)[0].splitlines()
+    assert follower.returncode == 0
+    # Every line carries the progress and an ETA; the past came from the run directory, the end from the stream.
+    assert all(re.match(r"^\[\d\d:\d\d:\d\d \d+/3 cfg [\d,]+ meas ETA (\?|\d+h\d\dm|\d+m\d\ds)\] ", line)
+               for line in lines), lines
+    assert "skipped" in "\n".join(lines) and "stopped the sweep" in "\n".join(lines) and "sweep aborted" in lines[-1]
     assert "continue with specbench run --resume" in result.stdout
     assert wait_gone(marker, timeout_s=10) == [], "a server or the engine outlived `specbench stop`"
     meta = json.loads((run_dir / "run.json").read_text())
@@ -323,8 +333,6 @@ def test_attach_without_an_engine_says_why(tmp_path: Path) -> None:
 async def test_the_browser_view_needs_the_token_checks_the_origin_and_is_read_only(tmp_path: Path) -> None:
     """`specbench serve`: no token, a wrong token or a foreign Origin gets 403; with the token, the page loads and
     its websocket runs the attached app, which shows the queue; a key that would pause is refused (read-only)."""
-    import re
-
     import aiohttp
 
     pytest.importorskip("textual_serve")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import types
 import typing
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from enum import Enum
 from typing import Any
 
@@ -83,7 +83,9 @@ class Measurement:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Measurement:
-        names = {f.name for f in fields(cls)}
+        names = _FIELD_NAMES.get(cls)
+        if names is None:
+            names = _FIELD_NAMES[cls] = frozenset(f.name for f in fields(cls))
         missing = {"config_id", "config", "workload", "item", "repeat", "status"} - data.keys()
         if missing:
             raise ValueError(f"missing fields {sorted(missing)}")
@@ -91,12 +93,24 @@ class Measurement:
         check_field_types(cls, kwargs)
         if kwargs["status"] not in STATUSES:
             raise ValueError(f"unknown status {str(kwargs['status'])[:40]!r}")
-        return cls(**kwargs)
+        if cls is not Measurement:
+            return cls(**kwargs)
+        # Checked above, field by field: built without the frozen __init__'s per-field setattr (a run directory
+        # holds tens of thousands of these, and an attaching client reads them all before its first frame).
+        record = object.__new__(cls)
+        record.__dict__.update(_MEASUREMENT_DEFAULTS)
+        record.__dict__.update(kwargs)
+        return record
 
+
+_MEASUREMENT_DEFAULTS = {f.name: f.default for f in fields(Measurement) if f.default is not MISSING}
 
 _OMIT_WHEN_NONE = ("itl_p99_s", "load")
 
 _HINTS: dict[type, dict[str, Any]] = {}
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
+_FITTING: dict[type, set[tuple[str, type]]] = {}
+"""Per class, the (field, type of value) pairs known to fit: a value's type decides, but for a float's finiteness."""
 
 
 def check_field_types(cls: type, values: dict[str, Any]) -> None:
@@ -107,11 +121,20 @@ def check_field_types(cls: type, values: dict[str, Any]) -> None:
     hints = _HINTS.get(cls)
     if hints is None:
         hints = _HINTS[cls] = typing.get_type_hints(cls)
+    fitting = _FITTING.setdefault(cls, set())
     for name, value in values.items():
+        kind = type(value)
+        finite = kind is not float or math.isfinite(value)
+        if finite and (name, kind) in fitting:
+            continue
         expected = hints.get(name)
-        if expected is not None and not _fits(value, expected):
+        if expected is None:
+            continue
+        if not _fits(value, expected):
             shown = repr(value)
             raise ValueError(f"field {name!r} has the wrong type: {shown[:40] + '…' if len(shown) > 40 else shown}")
+        if finite:
+            fitting.add((name, kind))
 
 
 def _fits(value: Any, expected: Any) -> bool:

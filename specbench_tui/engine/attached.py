@@ -30,6 +30,8 @@ from specbench_tui.core.sweep import parse_sweep
 from specbench_tui.engine.control_socket import PROTOCOL, encode, hello, short_path, socket_path, version_mismatch
 
 CONNECT_TIMEOUT_S = 10.0
+MEASUREMENT_LINE = b'{"type":"MeasurementRecorded"'
+"""How the store writes a measurement's event (compact JSON, its type first)."""
 
 
 class AttachError(Exception):
@@ -59,8 +61,9 @@ def load_plan(run_dir: Path) -> Plan:
     return build_plan(parse_sweep(text, origin, str(run_dir / "sweep.toml")))
 
 
-def read_prefix(path: Path, size: int | None) -> list[dict[str, Any]]:
-    """The JSON objects in the first ``size`` bytes (None: all) of a JSON-lines file (a torn line is skipped)."""
+def read_prefix(path: Path, size: int | None, skip: bytes | None = None) -> list[dict[str, Any]]:
+    """The JSON objects in the first ``size`` bytes (None: all) of a JSON-lines file (a torn line is skipped);
+    lines that start with ``skip`` are passed over unparsed."""
     try:
         with open(path, "rb") as handle:
             data = handle.read() if size is None else handle.read(size)
@@ -68,7 +71,7 @@ def read_prefix(path: Path, size: int | None) -> list[dict[str, Any]]:
         return []
     out = []
     for raw in data.split(b"\n"):
-        if not raw.strip():
+        if not raw.strip() or skip is not None and raw.startswith(skip):
             continue
         try:
             value = json.loads(raw)
@@ -162,9 +165,10 @@ class AttachedEngine:
     def history(self) -> tuple[list[Measurement], list[Event]]:
         """What the run directory held when this client joined the stream (no more, no less)."""
         events: list[Event] = []
-        for data in read_prefix(self.run_dir / "events.jsonl", self.events_bytes):
+        # results.jsonl is the measurements' truth: their copies in events.jsonl (most of its bytes) are not parsed
+        for data in read_prefix(self.run_dir / "events.jsonl", self.events_bytes, skip=MEASUREMENT_LINE):
             if data.get("type") == "MeasurementRecorded":
-                continue  # results.jsonl is the measurements' truth
+                continue
             with contextlib.suppress(ValueError, TypeError):
                 events.append(event_from_json(data))
         latest: dict[MeasurementKey, Measurement] = {}
