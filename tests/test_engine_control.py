@@ -213,6 +213,9 @@ async def test_skip_the_running_and_a_pending_configuration(tmp_path):
     await sweep.until(lambda: sweep.measured("ar-tp1-s1"), what="a first measurement")
     await asyncio.sleep(0.08)
     sweep.orchestrator.skip(pending)
+    # A pending configuration is skipped at once, not when the queue reaches it (the TUI's row says so now).
+    assert [e for e in of_type(sweep.events, ConfigFinished) if e.config_id == pending][-1].state == \
+        ConfigState.SKIPPED
     sweep.orchestrator.skip(running)
     skipped_at = len(sweep.events)
     outcome = await sweep.finish()

@@ -318,7 +318,11 @@ class Orchestrator:
         if running is not None:
             running.skip.set()
         elif self.states.get(config_id) == ConfigState.PENDING:
-            self._skip_pending.add(config_id)
+            if config_id in self._queue:  # not reached yet: skipped now, so every view says so at once
+                self._queue.remove(config_id)
+                self._finish_config(self.plan.by_id(config_id), ConfigState.SKIPPED, "skipped by the user")
+            else:  # being placed (waiting for GPUs): the queue drops it there
+                self._skip_pending.add(config_id)
             self._queue_changed.set()
 
     def retry(self, config_id: str) -> None:

@@ -37,7 +37,7 @@ class ConfirmQuitScreen(ModalScreen[bool]):
         message.append(f"{count} server{'s are' if count != 1 else ' is'} running: ")
         message.append(names)
         message.append(".\nQuitting stops the sweep and tears the servers down. Finished measurements stay in "
-                       "the run directory; `specbench run --resume` continues later.")
+                       "the run directory; `specbench run --resume` continues later. Ctrl-C again quits.")
         with Vertical(id="quit-dialog"):
             yield Static(message, id="quit-message")
             with Horizontal(id="quit-buttons"):

@@ -69,7 +69,9 @@ class SweepHeader(Widget):
             text.append(" SIMULATED", style=palette.zero_output)
         text.append("  ")
         views = list(state.configs.values())
-        skipped = sum(1 for v in views if v.state is ConfigState.SKIPPED)
+        asked = getattr(self.app, "optimistic", {})  # what a key asked for counts at once, as in the queue
+        asked_skip = {cid for cid, request in asked.items() if request[0] == ConfigState.SKIPPED.value}
+        skipped = sum(1 for v in views if v.state is ConfigState.SKIPPED or v.config_id in asked_skip)
         crashed = sum(1 for v in views if v.state in (ConfigState.CRASHED, ConfigState.FAILED))
         done = sum(1 for v in views if v.state is ConfigState.DONE)
         partial: frozenset[str] = getattr(self.app, "partial_ids", frozenset())
