@@ -139,6 +139,7 @@ async def test_an_ssh_drop_leaves_the_sweep_running_and_a_new_client_takes_over(
         await _until(_settled(run_dir), 20, "the run directory to stop growing", pilot)
         folded, on_disk = _fold(run_dir), _states(run_dir)
         assert app.state.measurements == folded.counts.total > seen
+        assert all(view.gpus for view in app.state.active()), "a running configuration shown without its GPUs"
         for config_id, state in on_disk.items():
             assert app.state.configs[config_id].state.value == state, config_id
             assert app.state.configs[config_id].measurements == folded.config_counts(config_id).total
@@ -162,10 +163,10 @@ async def test_an_ssh_drop_leaves_the_sweep_running_and_a_new_client_takes_over(
 
     follower = subprocess.Popen([sys.executable, "-m", "specbench_tui", "logs", str(run_dir), "--follow"], env=env,  # noqa: ASYNC220
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    wait_for(lambda: len(records(run_dir)) > 0, 5)
+    first_line = follower.stdout.readline()  # type: ignore[union-attr]  # attached: the past is printed first
     result = _cli(env, "stop", str(run_dir))
     assert result.returncode == 0, result.stderr
-    lines = follower.communicate(timeout=30)[0].splitlines()
+    lines = [first_line.rstrip("\n"), *follower.communicate(timeout=30)[0].splitlines()]
     assert follower.returncode == 0
     # Every line carries the progress and an ETA; the past came from the run directory, the end from the stream.
     assert all(re.match(r"^\[\d\d:\d\d:\d\d \d+/3 cfg [\d,]+ meas ETA (\?|\d+h\d\dm|\d+m\d\ds)\] ", line)
@@ -295,25 +296,39 @@ def test_the_socket_refuses_strangers_and_other_versions(tmp_path: Path) -> None
         view.detach()
 
         other = _other_user()
+        if other is not None:
+            _a_stranger_is_refused(other, path)
+
+        # SIGTERM ends the engine as a stop does: its servers gone, the exit code and the ending in run.json.
+        pid = json.loads((run_dir / "run.json").read_text())["engine_pid"]
+        os.kill(pid, signal.SIGTERM)
+        wait_for(lambda: "exit_code" in json.loads((run_dir / "run.json").read_text()), 20, what="the engine's end")
+        assert json.loads((run_dir / "run.json").read_text())["exit_code"] == 130
+        assert wait_gone(marker, timeout_s=10) == [], "a server outlived the engine's SIGTERM"
+        assert not path.exists()
         if other is None:
-            pytest.skip("no second uid to test with (needs root and setpriv)")
-        probe = ("import socket, sys\n"
-                 "s = socket.socket(socket.AF_UNIX)\n"
-                 "try:\n    s.connect(sys.argv[1])\nexcept OSError as e:\n    print('DENIED', e.errno); sys.exit(0)\n"
-                 "print('ANSWER', s.makefile('rb').readline().decode().strip())\n")  # refused before any hello
-        first = subprocess.run([*other, "/usr/bin/python3", "-c", probe, str(path)], capture_output=True, text=True,
-                               timeout=30)
-        assert "DENIED 13" in first.stdout, first.stdout + first.stderr  # the file mode stops it
-        os.chmod(path, 0o666)  # even with the mode opened up, the engine checks the peer's uid
-        second = subprocess.run([*other, "/usr/bin/python3", "-c", probe, str(path)], capture_output=True, text=True,
-                                timeout=30)
-        os.chmod(path, 0o600)
-        assert "ANSWER" in second.stdout and "permission denied" in second.stdout, second.stdout + second.stderr
-        assert "welcome" not in second.stdout
+            pytest.skip("no second uid to test with (needs root and setpriv): the other user's refusal is untested")
     finally:
         _cli(env, "stop", "latest", "--now")
         wait_gone(marker, timeout_s=10)
         shutil.rmtree(runs, ignore_errors=True)
+
+
+def _a_stranger_is_refused(other: list[str], path: Path) -> None:
+    """Another uid cannot connect (the mode), and with the mode opened up the engine refuses it (the uid check)."""
+    probe = ("import socket, sys\n"
+             "s = socket.socket(socket.AF_UNIX)\n"
+             "try:\n    s.connect(sys.argv[1])\nexcept OSError as e:\n    print('DENIED', e.errno); sys.exit(0)\n"
+             "print('ANSWER', s.makefile('rb').readline().decode().strip())\n")  # refused before any hello
+    first = subprocess.run([*other, "/usr/bin/python3", "-c", probe, str(path)], capture_output=True, text=True,
+                           timeout=30)
+    assert "DENIED 13" in first.stdout, first.stdout + first.stderr  # the file mode stops it
+    os.chmod(path, 0o666)  # even with the mode opened up, the engine checks the peer's uid
+    second = subprocess.run([*other, "/usr/bin/python3", "-c", probe, str(path)], capture_output=True, text=True,
+                            timeout=30)
+    os.chmod(path, 0o600)
+    assert "ANSWER" in second.stdout and "permission denied" in second.stdout, second.stdout + second.stderr
+    assert "welcome" not in second.stdout
 
 
 def _other_user() -> list[str] | None:

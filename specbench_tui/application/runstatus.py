@@ -42,6 +42,14 @@ def report_unattachable(run_dir: Path, why: str) -> int:
               f"killed). Its measurements are on disk; continue with: specbench run --resume {run_dir}",
               file=sys.stderr)
         return EXIT_FAILED
+    if not (run_dir / "engine.sock").exists():  # owned, but by a foreground run: nothing to attach to
+        from specbench_tui.runlock import read_owner
+
+        pid = read_owner(run_dir).get("pid", "?")
+        print(f"specbench: {run_dir} is run in the foreground by pid {pid} (started with --foreground or "
+              "--headless), which has no control socket: watch it with `specbench logs RUN --follow`; only a "
+              "detached sweep (the default of `specbench run`) can be attached", file=sys.stderr)
+        return EXIT_FAILED
     print(f"specbench: {why}", file=sys.stderr)
     return EXIT_FAILED
 

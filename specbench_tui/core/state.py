@@ -135,10 +135,11 @@ class RunState:
 
     @classmethod
     def from_history(cls, plan: Plan, run_dir: str, measurements: Iterable[Measurement],
-                     events: Iterable[Event]) -> RunState:
+                     events: Iterable[Event], *, live: bool = False) -> RunState:
         """The state a run directory already holds (a resumed run): every earlier state, result and count, as
         ``specbench report`` reads them (a configuration a killed engine left running reads running until the
-        resumed engine re-queues it, a moment later); no GPU is held."""
+        resumed engine re-queues it, a moment later); no GPU is held. ``live``: the engine that wrote it still
+        runs (a client attaching), so the running configurations keep their GPUs."""
         state = cls.from_plan(plan, run_dir)
         for event in events:
             if not isinstance(event, MeasurementRecorded):  # results.jsonl is the measurements' truth
@@ -150,7 +151,8 @@ class RunState:
         for view in state.configs.values():
             counts = state.ledger.config_counts(view.config_id)
             view.measurements, view.zero_output, view.errors = counts.total, counts.zero_output, counts.errors
-            view.gpus = ()
+            if not (live and view.state.active):
+                view.gpus = ()
         return state
 
     def _config(self, config_id: str, name: str | None = None) -> ConfigView:

@@ -138,6 +138,8 @@ class AttachedEngine:
 
     def __init__(self, run_dir: Path, *, role: str = "control", name: str | None = None) -> None:
         self.run_dir = Path(run_dir).resolve()
+        self.live = True
+        """The engine that writes the run directory runs (the app keeps the running configurations' GPUs)."""
         self.read_only = role != "control"
         """Whether control requests are refused (a browser view opened without ``--control``)."""
         self.plan = load_plan(self.run_dir)

@@ -877,5 +877,6 @@ def _initial_state(engine: EngineAdapter) -> RunState:
         except Exception:  # noqa: BLE001 - an unreadable run directory: the engine itself will say why
             measurements, events = [], []
         if measurements or events:
-            return RunState.from_history(engine.plan, str(engine.run_dir), measurements, events)
+            return RunState.from_history(engine.plan, str(engine.run_dir), measurements, events,
+                                         live=bool(getattr(engine, "live", False)))
     return RunState.from_plan(engine.plan, run_dir=str(engine.run_dir))
