@@ -129,69 +129,74 @@ async def test_an_ssh_drop_leaves_the_sweep_running_and_a_new_client_takes_over(
         if master >= 0:
             os.close(master)
 
-    engine = AttachedEngine(run_dir)
-    app = SpecbenchApp(engine, drain_interval_s=0.05)
-    async with app.run_test(size=(120, 36)) as pilot:
-        await _until(lambda: app.panels_ready, 20, "the panels", pilot)
-        await pilot.press("p")
-        await _until(lambda: app.state.paused and app.pause_requested is None, 20, "the pause to be confirmed", pilot)
-        # Paused: the request in flight ends (half a second), then the run directory stops growing.
-        await _until(_settled(run_dir), 20, "the run directory to stop growing", pilot)
-        folded, on_disk = _fold(run_dir), _states(run_dir)
-        assert app.state.measurements == folded.counts.total > seen
-        assert all(view.gpus for view in app.state.active()), "a running configuration shown without its GPUs"
-        for config_id, state in on_disk.items():
-            assert app.state.configs[config_id].state.value == state, config_id
-            assert app.state.configs[config_id].measurements == folded.config_counts(config_id).total
-        running = [v.config_id for v in app.state.active()]
-        pending = [v.config_id for v in app.state.configs.values() if v.state == ConfigState.PENDING]
-        if running:  # paused between two requests: S stops it at once
-            skipped = running[0]
-            await pilot.press("S")
-        else:  # paused between two configurations (a loaded machine): a pending one is dropped when the queue
-            skipped = pending[-1]  # moves on; the queue stays paused, so the row shows what was asked
-            app.skip_config(skipped)
-        await _until(lambda: any(a.get("cmd") == "skip" and a.get("ok") for a in engine.acks), 10, "the skip's ack",
-                     pilot)
+    try:
+        engine = AttachedEngine(run_dir)
+        app = SpecbenchApp(engine, drain_interval_s=0.05)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await _until(lambda: app.panels_ready, 20, "the panels", pilot)
+            await pilot.press("p")
+            await _until(lambda: app.state.paused and app.pause_requested is None, 20, "the pause to be confirmed", pilot)
+            # Paused: the request in flight ends (half a second), then the run directory stops growing.
+            await _until(_settled(run_dir), 20, "the run directory to stop growing", pilot)
+            folded, on_disk = _fold(run_dir), _states(run_dir)
+            assert app.state.measurements == folded.counts.total > seen
+            assert all(view.gpus for view in app.state.active()), "a running configuration shown without its GPUs"
+            for config_id, state in on_disk.items():
+                assert app.state.configs[config_id].state.value == state, config_id
+                assert app.state.configs[config_id].measurements == folded.config_counts(config_id).total
+            running = [v.config_id for v in app.state.active()]
+            pending = [v.config_id for v in app.state.configs.values() if v.state == ConfigState.PENDING]
+            if running:  # paused between two requests: S stops it at once
+                skipped = running[0]
+                await pilot.press("S")
+            else:  # paused between two configurations (a loaded machine): a pending one is dropped when the queue
+                skipped = pending[-1]  # moves on; the queue stays paused, so the row shows what was asked
+                app.skip_config(skipped)
+            await _until(lambda: any(a.get("cmd") == "skip" and a.get("ok") for a in engine.acks), 10, "the skip's ack",
+                         pilot)
+            if running:
+                await _until(lambda: app.state.configs[skipped].state == ConfigState.SKIPPED and not app.optimistic, 20,
+                             "the skip to be confirmed", pilot)
+            await pilot.press("q")
+            await pilot.press("d")
+            await _until(lambda: engine.closed.is_set(), 10, "the detach", pilot)
+        assert app.detached and not engine.finished
+
+        follower = subprocess.Popen([sys.executable, "-m", "specbench_tui", "logs", str(run_dir), "--follow"], env=env,  # noqa: ASYNC220
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        first_line = follower.stdout.readline()  # type: ignore[union-attr]  # attached: the past is printed first
+        result = _cli(env, "stop", str(run_dir))
+        assert result.returncode == 0, result.stderr
+        rest = follower.stdout.read()  # type: ignore[union-attr]  # (communicate() would skip what readline buffered)
+        follower.wait(30)
+        lines = [first_line.rstrip("\n"), *rest.splitlines()]
+        assert follower.returncode == 0
+        # Every line carries the progress and an ETA; the past came from the run directory, the end from the stream.
+        assert all(re.match(r"^\[\d\d:\d\d:\d\d \d+/3 cfg [\d,]+ meas ETA (\?|\d+h\d\dm|\d+m\d\ds)\] ", line)
+                   for line in lines), lines
+        text = "\n".join(lines)
+        assert "skipped" in text and "stopped the sweep" in text and "sweep aborted" in lines[-1], text
+        assert "continue with specbench run --resume" in result.stdout
+        assert wait_gone(marker, timeout_s=10) == [], "a server or the engine outlived `specbench stop`"
+        meta = json.loads((run_dir / "run.json").read_text())
+        assert meta["exit_code"] == 130 and meta["state"] == "aborted"
         if running:
-            await _until(lambda: app.state.configs[skipped].state == ConfigState.SKIPPED and not app.optimistic, 20,
-                         "the skip to be confirmed", pilot)
-        await pilot.press("q")
-        await pilot.press("d")
-        await _until(lambda: engine.closed.is_set(), 10, "the detach", pilot)
-    assert app.detached and not engine.finished
+            assert _states(run_dir)[skipped] == "skipped"
 
-    follower = subprocess.Popen([sys.executable, "-m", "specbench_tui", "logs", str(run_dir), "--follow"], env=env,  # noqa: ASYNC220
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    first_line = follower.stdout.readline()  # type: ignore[union-attr]  # attached: the past is printed first
-    result = _cli(env, "stop", str(run_dir))
-    assert result.returncode == 0, result.stderr
-    rest = follower.stdout.read()  # type: ignore[union-attr]  # (communicate() would skip what readline buffered)
-    follower.wait(30)
-    lines = [first_line.rstrip("\n"), *rest.splitlines()]
-    assert follower.returncode == 0
-    # Every line carries the progress and an ETA; the past came from the run directory, the end from the stream.
-    assert all(re.match(r"^\[\d\d:\d\d:\d\d \d+/3 cfg [\d,]+ meas ETA (\?|\d+h\d\dm|\d+m\d\ds)\] ", line)
-               for line in lines), lines
-    text = "\n".join(lines)
-    assert "skipped" in text and "stopped the sweep" in text and "sweep aborted" in lines[-1], text
-    assert "continue with specbench run --resume" in result.stdout
-    assert wait_gone(marker, timeout_s=10) == [], "a server or the engine outlived `specbench stop`"
-    meta = json.loads((run_dir / "run.json").read_text())
-    assert meta["exit_code"] == 130 and meta["state"] == "aborted"
-    if running:
-        assert _states(run_dir)[skipped] == "skipped"
-
-    # The same sweep, uninterrupted (headless, in the foreground): every measurement of the interrupted run is
-    # the same, request for request.
-    reference = tmp_path / "reference"
-    done = _cli(env, "run", str(sweep), "--headless", "--runs-dir", str(reference), timeout=180)
-    assert done.returncode == 0, done.stdout
-    uninterrupted = _deterministic(next(reference.glob("*/results.jsonl")).parent)
-    interrupted = _deterministic(run_dir)
-    assert interrupted and all(v[0] == "ok" for v in interrupted.values())
-    assert {k: uninterrupted[k] for k in interrupted} == interrupted
-    assert len(records(run_dir)) == len(interrupted), "a measurement was recorded twice"
+        # The same sweep, uninterrupted (headless, in the foreground): every measurement of the interrupted run is
+        # the same, request for request.
+        reference = tmp_path / "reference"
+        done = _cli(env, "run", str(sweep), "--headless", "--runs-dir", str(reference), timeout=180)
+        assert done.returncode == 0, done.stdout
+        uninterrupted = _deterministic(next(reference.glob("*/results.jsonl")).parent)
+        interrupted = _deterministic(run_dir)
+        assert interrupted and all(v[0] == "ok" for v in interrupted.values())
+        assert {k: uninterrupted[k] for k in interrupted} == interrupted
+        assert len(records(run_dir)) == len(interrupted), "a measurement was recorded twice"
+    finally:  # a failure above must not leave the engine (and its servers) running
+        if run_dir.joinpath(SOCKET_NAME).exists():
+            _cli(env, "stop", str(run_dir), "--now")
+        wait_gone(marker, timeout_s=10)
 
 
 def _settled(run_dir: Path):
