@@ -75,6 +75,10 @@ def run_detached(args: argparse.Namespace, *, tui: bool) -> int:
     """Start the engine process; then the TUI attached to it (``tui``), or say where it runs and return."""
     from specbench_tui.application.daemon import spawn
 
+    if tui:  # the app's imports meanwhile: the engine prepares the run in its own process, on another core
+        import threading
+
+        threading.Thread(target=_import_app, daemon=True).start()
     started = spawn(args)
     if isinstance(started, int):
         return started
@@ -88,6 +92,11 @@ def run_detached(args: argparse.Namespace, *, tui: bool) -> int:
           f"  follow it:  specbench logs {run_dir} --follow\n"
           f"  stop it:    specbench stop {run_dir}")
     return EXIT_OK
+
+
+def _import_app() -> None:
+    import specbench_tui.tui.attach_main
+    import specbench_tui.tui.app  # noqa: F401
 
 
 # ------------------------------------------------------------------------------------------------ finding runs
