@@ -306,3 +306,25 @@ def test_the_window_is_the_requests_own_span_when_they_carry_times() -> None:
     events = [LoadPointFinished(config_id="a0", workload="w", load="c2", repeat=1, wall_s=9.0, requests=2)]
     row = analyse(plan(AR, load=load, repeats=1), ms, events).load.point("a0", "w", "c2")
     assert row.output_tps.median == pytest.approx(20 / 1.0)  # 100.0 → 101.0, not the runner's 9 s
+
+
+def test_the_search_and_the_crossover_work_on_the_request_rate_axis_too() -> None:
+    configs = [AR, {**cfg("s7", "s7"), "name": "s7"}]
+    rates = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 24.0, 32.0, 64.0)
+    load = LoadSpec(request_rate=rates, requests=2)
+    p = plan(*configs, load=load, repeats=1)
+    measured: dict[tuple[str, str], list[Measurement]] = {}
+    for _ in range(20):
+        a = analyse(p, [m for ms in measured.values() for m in ms], [])
+        step = search_needs(a.load, list(a.configs))
+        new = [(cid, label) for cid, ws in step.needs.items() for label in ws["w"] if (cid, label) not in measured]
+        if not new:
+            break
+        for cid, label in new:
+            rate = parse_label(label)[1]
+            tps = 100.0 if cid == "a0" else 100.0 * _truth_speedup(rate, *DEMO["s7"])
+            measured[(cid, label)] = point(cid, cid, label, 1, tps)
+    c = analyse(p, [m for ms in measured.values() for m in ms], []).load.crossover("s7", "w", "request_rate")
+    truth = ground_truth_crossover(100.0, *DEMO["s7"], 0.15)
+    assert c.status == CROSSES and (c.low, c.high) == (16.0, 24.0) and c.low < truth <= c.high
+    assert len(measured) < 2 * len(rates)
