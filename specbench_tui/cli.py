@@ -46,7 +46,9 @@ def _parser() -> argparse.ArgumentParser:
                     "measurement in a run directory as it happens. Exit codes: 0 every configuration done or "
                     "skipped; 1 one crashed or failed, or answered every request with no tokens; 2 nothing ran "
                     "(invalid sweep, pre-flight, the run directory owned by another specbench); 3 the run directory became unwritable; 4 a GPU stayed held; "
-                    "129 SIGHUP; 130 stopped on request (continue with --resume).")
+                    "129 SIGHUP; 130 stopped on request (continue with --resume). On a terminal the sweep runs in an "
+                    "engine process of its own and the TUI attaches to it: losing the terminal ends only the TUI "
+                    "(specbench attach brings it back; q asks: detach or stop the sweep).")
     run.add_argument("sweep", nargs="?", help="a sweep file, or the name of a shipped one (e.g. demo)")
     run.add_argument("--resume", metavar="RUN_DIR",
                      help="continue an interrupted run directory ('latest': the newest under --runs-dir, "
@@ -63,7 +65,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--foreground", action="store_true",
                      help="run the sweep inside this process (it ends with the terminal), not in a detached engine")
     run.add_argument("--detach", action="store_true",
-                     help="with --headless (or no terminal): start the sweep in a detached engine and return")
+                     help="start the sweep in a detached engine and return at once (no TUI; headless runs stay in "
+                          "the foreground without it)")
     run.add_argument("--no-mouse", action="store_true", help="do not capture the mouse (TUI)")
     run.add_argument("--theme", help="theme name (TUI; see themes/)")
 
@@ -218,4 +221,4 @@ def _run(args: argparse.Namespace) -> int:
         return run_tui(args)
     from specbench_tui.campaign import run_detached  # the sweep in its own engine process (an SSH drop won't stop it)
 
-    return run_detached(args, tui=not headless)
+    return run_detached(args, tui=not headless and not args.detach)
