@@ -112,6 +112,8 @@ async def test_s_marks_a_pending_row_skipped_at_once(engine: SilentEngine) -> No
         assert queue_state(app, "ddtree-b16-tp1") == "skipped"  # before any event from the engine
         assert ("skip", config_id) in engine.calls
         assert "1 skipped" in str(app.sweep_screen.query_one(QueuePanel).border_subtitle)
+        header = app.sweep_screen.query_one("#header").render().plain
+        assert "0/4 ran" in header and "↷ 1 skipped" in header  # skipped is counted apart, never as done
         await pilot.press("s")  # a second press does not ask again
         assert engine.calls.count(("skip", config_id)) == 1
         engine.emit(ConfigFinished(config_id=config_id, name="ddtree-b16-tp1", state=ConfigState.SKIPPED,
