@@ -4,9 +4,26 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sweep_builder
 
 # Port and GPU leases are machine-wide (engine/leases.py): a test session keeps its own lease directory, so
 # that test runs side by side (and a user's real sweeps) neither wait for each other's simulated GPUs nor see
 # each other's ports. Subprocess engines inherit it through the environment. Tests that need two sweeps to
 # contend share this one directory.
 os.environ.setdefault("SPECBENCH_LEASE_DIR", tempfile.mkdtemp(prefix="specbench-test-leases-"))
+
+
+@pytest.fixture
+def sweep_file(tmp_path: Path) -> Callable[..., Path]:
+    """Write a sweep built with :mod:`sweep_builder` (and its simulator profile) into this test's folder:
+    ``sweep_file(sim_sweep(...), sim_profile(...))`` returns the sweep's path."""
+
+    def write_into(sweep: Mapping[str, Any], profile: Mapping[str, Any] | None = None, **options: Any) -> Path:
+        return sweep_builder.write(tmp_path, sweep, profile, **options)
+
+    return write_into

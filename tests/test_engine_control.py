@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from engine_helpers import of_type, plan_for, record_key, wait_no_processes, write_sweep
+from engine_helpers import of_type, plan_for, record_key, wait_no_processes
+from sweep_builder import dumps, inline, sim_profile, sim_sweep, write
 
 from specbench_tui.core.events import (
     ConfigFinished,
@@ -36,69 +37,21 @@ from specbench_tui.store import RunDir
 
 pytestmark = pytest.mark.e2e
 
-PROFILE = """
-time_scale = 0.05
-seed = 5
-[deterministic]
-enabled = true
-tok_s = {tok_s}
-accept_length = 1.0
-ttft_ms = 5.0
-[output]
-eos = false
-[shutdown]
-poll_s = 0.05
-{extra}
-"""
-
-SWEEP = """
-[sweep]
-name = "control"
-gpus = 2
-repeats = 1
-warmup = 0
-
-[engine]
-launcher = "simulator"
-sim_profile = "sim_profile.toml"
-port_base = {port}
-startup_timeout_s = 30
-stall_timeout_s = 15
-shutdown_grace_s = 2
-gpu_release_timeout_s = 2
-
-[server.args]
-model-path = "Qwen/Qwen3-8B"
-context-length = 4096
-
-[[configs]]
-name = "ar-tp{tp}-s{seed}"
-algorithm = "autoregressive"
-matrix = { tp = TPS, seed = SEEDS }
-args = { tp-size = "{tp}", random-seed = "{seed}" }
-
-[[workloads]]
-name = "math"
-kind = "arithmetic"
-count = COUNT
-max_new_tokens = 48
-
-WORKLOADS
-"""
-
-CODE_WORKLOAD = """
-[[workloads]]
-name = "code"
-kind = "code"
-items = ["fibonacci"]
-max_new_tokens = 16
-"""
+def _profile(tok_s: float) -> dict:
+    return sim_profile(tok_s=tok_s, seed=5)
 
 
 def make_plan(folder: Path, *, tps=(1,), seeds=(1, 2), count=4, tok_s=300.0, code=False, extra="") -> Plan:
-    text = (SWEEP.replace("TPS", str(list(tps))).replace("SEEDS", str(list(seeds))).replace("COUNT", str(count))
-            .replace("WORKLOADS", CODE_WORKLOAD if code else ""))
-    return plan_for(write_sweep(folder, text, PROFILE.format(tok_s=tok_s, extra=extra)))
+    workloads = [{"name": "math", "kind": "arithmetic", "count": count, "max_new_tokens": 48}]
+    if code:
+        workloads.append({"name": "code", "kind": "code", "items": ["fibonacci"], "max_new_tokens": 16})
+    sweep = sim_sweep(
+        "control", sweep={"gpus": 2}, engine={"stall_timeout_s": 15},
+        configs=[{"name": "ar-tp{tp}-s{seed}", "algorithm": "autoregressive",
+                  "matrix": inline(tp=list(tps), seed=list(seeds)),
+                  "args": inline(**{"tp-size": "{tp}", "random-seed": "{seed}"})}],
+        workloads=workloads)
+    return plan_for(write(folder, sweep, _profile(tok_s), profile_extra=extra))
 
 
 class Sweep:
@@ -256,7 +209,7 @@ async def test_retry_a_crashed_configuration_reruns_only_what_is_missing(tmp_pat
 
     def retry_once(event: Event) -> None:
         if isinstance(event, ConfigFinished) and event.config_id == crashing and event.state == ConfigState.CRASHED:
-            (tmp_path / "sim_profile.toml").write_text(PROFILE.format(tok_s=400.0, extra=""))  # fixed now
+            (tmp_path / "sim_profile.toml").write_text(dumps(_profile(400.0)))  # fixed now
             loop.call_soon(sweep.orchestrator.retry, crashing)
 
     sweep.orchestrator.subscribe(retry_once)

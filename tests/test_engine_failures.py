@@ -7,68 +7,28 @@ import sys
 
 import pytest
 
-from engine_helpers import of_type, plan_for, run_plan, wait_no_processes, write_sweep
+from engine_helpers import of_type, plan_for, run_plan, wait_no_processes
+from sweep_builder import dflash_configs, inline, sim_profile, sim_sweep
 from specbench_tui.core.events import ConfigFinished, ConfigState, MeasurementRecorded, WorkloadNotRun
 
-PROFILE = """
-time_scale = 0.02
-[output]
-eos = false
-[shutdown]
-poll_s = 0.05
-[[hang]]
-algorithm = "DFLASH"
-budget = 8
-when = "after_requests"
-after_requests = 1
-[[empty_output]]
-algorithm = "DFLASH"
-budget = 16
-"""
+PROFILE = sim_profile(tok_s=None, time_scale=0.02,
+                      hang=[{"algorithm": "DFLASH", "budget": 8, "when": "after_requests", "after_requests": 1}],
+                      empty_output=[{"algorithm": "DFLASH", "budget": 16}])
 
-SWEEP = """
-[sweep]
-name = "failures"
-gpus = 1
-warmup = 0
-[engine]
-launcher = "simulator"
-sim_profile = "sim_profile.toml"
-port_base = {port}
-startup_timeout_s = 30
-stall_timeout_s = 1
-shutdown_grace_s = 2
-gpu_release_timeout_s = 1
-[server.args]
-model-path = "Qwen/Qwen3-8B"
-[[configs]]
-name = "dflash-b{budget}"
-algorithm = "dflash"
-matrix = { budget = [8, 16] }
-[configs.args]
-speculative-algorithm = "DFLASH"
-speculative-draft-model-path = "z-lab/Qwen3-8B-DFlash-b16"
-speculative-num-draft-tokens = "{budget}"
-[[configs]]
-name = "bad-flag"
-algorithm = "nope"  # declared, so the sweep loads; the server refuses it at start-up
-args = { tp-size = 1, speculative-algorithm = "NOPE" }
-[[workloads]]
-name = "code"
-kind = "code"
-items = ["fibonacci", "quicksort"]
-max_new_tokens = 32
-[[workloads]]
-name = "haiku"
-kind = "haiku"
-count = 1
-max_new_tokens = 16
-"""
+SWEEP = sim_sweep(
+    "failures", sweep={"repeats": None}, engine={"stall_timeout_s": 1, "gpu_release_timeout_s": 1},
+    server_args={"context-length": None},
+    configs=[*dflash_configs()[1:],
+             # declared, so the sweep loads; the server refuses it at start-up
+             {"name": "bad-flag", "algorithm": "nope",
+              "args": inline(**{"tp-size": 1, "speculative-algorithm": "NOPE"})}],
+    workloads=[{"name": "code", "kind": "code", "items": ["fibonacci", "quicksort"], "max_new_tokens": 32},
+               {"name": "haiku", "kind": "haiku", "count": 1, "max_new_tokens": 16}])
 
 
 @pytest.mark.e2e
-async def test_stall_empty_output_and_failed_start(tmp_path):
-    plan = plan_for(write_sweep(tmp_path, SWEEP, PROFILE))
+async def test_stall_empty_output_and_failed_start(sweep_file, tmp_path):
+    plan = plan_for(sweep_file(SWEEP, PROFILE))
     outcome, events, run_dir, _ = await run_plan(plan, tmp_path / "runs")
     finished = {e.name: e for e in of_type(events, ConfigFinished)}
     stalled = finished["dflash-b8"]

@@ -9,7 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-from engine_helpers import of_type, plan_for, run_plan, wait_no_processes, write_sweep
+from engine_helpers import of_type, plan_for, run_plan, wait_no_processes
+from sweep_builder import inline, sim_profile, sim_sweep, write
 
 from specbench_tui.core.events import (
     ConfigFinished,
@@ -30,59 +31,18 @@ from specbench_tui.store import RunDir
 
 pytestmark = pytest.mark.e2e
 
-PROFILE = """
-time_scale = 0.05
-[deterministic]
-enabled = true
-tok_s = 300.0
-accept_length = 1.0
-ttft_ms = 5.0
-[output]
-eos = false
-[shutdown]
-poll_s = 0.05
-"""
-
-SWEEP = """
-[sweep]
-name = "gpus"
-gpus = GPUS
-concurrent = CONCURRENT
-repeats = 1
-warmup = 0
-
-[engine]
-launcher = "simulator"
-sim_profile = "sim_profile.toml"
-port_base = {port}
-startup_timeout_s = 30
-shutdown_grace_s = 2
-gpu_release_timeout_s = RELEASE
-
-[server.args]
-model-path = "Qwen/Qwen3-8B"
-context-length = 4096
-mem-fraction-static = 0.5
-
-[[configs]]
-name = "ar-tp{tp}-s{seed}"
-algorithm = "autoregressive"
-matrix = { tp = TPS, seed = SEEDS }
-args = { tp-size = "{tp}", random-seed = "{seed}" }
-
-[[workloads]]
-name = "math"
-kind = "arithmetic"
-count = COUNT
-max_new_tokens = 48
-"""
+PROFILE = sim_profile(tok_s=300.0)
 
 
 def make_plan(folder: Path, *, gpus=2, tps=(2,), seeds=(1,), count=4, concurrent=False, release=2) -> Plan:
-    text = (SWEEP.replace("GPUS", str(gpus)).replace("TPS", str(list(tps))).replace("SEEDS", str(list(seeds)))
-            .replace("COUNT", str(count)).replace("CONCURRENT", str(concurrent).lower())
-            .replace("RELEASE", str(release)))
-    return plan_for(write_sweep(folder, text, PROFILE))
+    sweep = sim_sweep(
+        "gpus", sweep={"gpus": gpus, "concurrent": concurrent}, engine={"gpu_release_timeout_s": release},
+        server_args={"mem-fraction-static": 0.5},
+        configs=[{"name": "ar-tp{tp}-s{seed}", "algorithm": "autoregressive",
+                  "matrix": inline(tp=list(tps), seed=list(seeds)),
+                  "args": inline(**{"tp-size": "{tp}", "random-seed": "{seed}"})}],
+        workloads=[{"name": "math", "kind": "arithmetic", "count": count, "max_new_tokens": 48}])
+    return plan_for(write(folder, sweep, PROFILE))
 
 
 async def run(plan: Plan, runs: Path, **kwargs) -> tuple:

@@ -16,54 +16,22 @@ import time
 from pathlib import Path
 
 import pytest
-from engine_helpers import as_from_a_terminal, headless_engine, wait_no_processes, write_sweep
+from engine_helpers import as_from_a_terminal, headless_engine, wait_no_processes
+from sweep_builder import inline, sim_profile, sim_sweep, write
 
 pytestmark = pytest.mark.e2e
 
-PROFILE = """
-time_scale = 0.05
-[deterministic]
-enabled = true
-tok_s = 80.0
-accept_length = 1.0
-ttft_ms = 5.0
-[output]
-eos = false
-[shutdown]
-poll_s = 0.05
-"""
+PROFILE = sim_profile(tok_s=80.0)
 
-SWEEP = """
-[sweep]
-name = "signals"
-gpus = 1
-repeats = 1
-warmup = 0
 
-[engine]
-launcher = "simulator"
-sim_profile = "sim_profile.toml"
-port_base = {port}
-startup_timeout_s = 30
-shutdown_grace_s = 2
-gpu_release_timeout_s = 2
+def signals_sweep(name: str = "signals", seeds: tuple[int, ...] = (1, 2), **sweep: str) -> dict:
+    return sim_sweep(name, sweep=sweep,
+                     configs=[{"name": "ar-s{seed}", "algorithm": "autoregressive", "matrix": inline(seed=list(seeds)),
+                               "args": inline(**{"random-seed": "{seed}"})}],
+                     workloads=[{"name": "math", "kind": "arithmetic", "count": 6, "max_new_tokens": 48}])
 
-[server.args]
-model-path = "Qwen/Qwen3-8B"
-context-length = 4096
 
-[[configs]]
-name = "ar-s{seed}"
-algorithm = "autoregressive"
-matrix = { seed = [1, 2] }
-args = { random-seed = "{seed}" }
-
-[[workloads]]
-name = "math"
-kind = "arithmetic"
-count = 6
-max_new_tokens = 48
-"""
+SWEEP = signals_sweep()
 """48 tokens at 80 tok/s: each request takes ~0.6 s, so a signal lands while one is in flight."""
 
 
@@ -89,8 +57,8 @@ def _wait_records(engine: subprocess.Popen[bytes], runs: Path, count: int) -> No
     pytest.param([signal.SIGTERM], 130, True, id="sigterm"),
     pytest.param([signal.SIGHUP], 129, True, id="sighup"),
 ])
-def test_signal_stops_the_sweep_cleanly(tmp_path, signals, code, in_flight_recorded):
-    path = write_sweep(tmp_path, SWEEP, PROFILE)
+def test_signal_stops_the_sweep_cleanly(tmp_path, sweep_file, signals, code, in_flight_recorded):
+    path = sweep_file(SWEEP, PROFILE)
     runs = tmp_path / "runs"
     engine = headless_engine([str(path), "--runs-dir", str(runs)], tmp_path)
     try:
@@ -124,14 +92,14 @@ def test_signal_stops_the_sweep_cleanly(tmp_path, signals, code, in_flight_recor
         assert took < 5.0, f"the second Ctrl-C took {took:.1f} s to stop"
 
 
-def test_nohup_keeps_the_hang_up_ignored(tmp_path):
+def test_nohup_keeps_the_hang_up_ignored(tmp_path, sweep_file):
     """``nohup specbench run ...``: SIGHUP was ignored when the program started, so it stays ignored and the
     sweep goes on; SIGTERM still stops it cleanly."""
     def nohup() -> None:
         as_from_a_terminal()
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
-    path = write_sweep(tmp_path, SWEEP, PROFILE)
+    path = sweep_file(SWEEP, PROFILE)
     runs = tmp_path / "runs"
     engine = subprocess.Popen([sys.executable, "-m", "specbench_tui", "run", str(path), "--headless",
                                "--runs-dir", str(runs)], cwd=tmp_path, stdin=subprocess.DEVNULL,
@@ -151,13 +119,13 @@ def test_nohup_keeps_the_hang_up_ignored(tmp_path):
     assert not wait_no_processes(str(tmp_path)), "a simulator process survived"
 
 
-def test_sighup_after_the_terminal_is_gone(tmp_path):
+def test_sighup_after_the_terminal_is_gone(tmp_path, sweep_file):
     """The SSH session dropped: the terminal the lines go to is gone (writes fail with EIO), then SIGHUP.
     The engine still stops cleanly, tears the servers down and exits 129."""
     import os
     import pty
 
-    path = write_sweep(tmp_path, SWEEP, PROFILE)
+    path = sweep_file(SWEEP, PROFILE)
     runs = tmp_path / "runs"
     master, slave = pty.openpty()
     engine = subprocess.Popen([sys.executable, "-m", "specbench_tui", "run", str(path), "--headless",
@@ -198,8 +166,7 @@ def test_summary_uses_the_analysis(tmp_path):
     from specbench_tui.core.records import Measurement
     from specbench_tui.engine.ending import summary_table
 
-    text = SWEEP.replace('name = "signals"', 'name = "summary"\nbaseline = "ar-s1"').replace("[1, 2]", "[1, 2, 3]")
-    plan = plan_for(write_sweep(tmp_path, text, PROFILE))
+    plan = plan_for(write(tmp_path, signals_sweep("summary", (1, 2, 3), baseline="ar-s1"), PROFILE))
     ids = {c.name: c.id for c in plan.configs}
 
     def m(name: str, item: str, status: str = "ok", **fields) -> Measurement:

@@ -17,69 +17,19 @@ from engine_helpers import (
     processes_with_env,
     record_key,
     wait_no_processes,
-    write_sweep,
 )
+from sweep_builder import dflash_configs, sim_profile, sim_sweep
 
 pytestmark = pytest.mark.e2e
 
-PROFILE = """
-seed = 3
-[deterministic]
-enabled = true
-tok_s = 400.0
-accept_length = 2.0
-ttft_ms = 10.0
-[output]
-eos = false
-[shutdown]
-poll_s = 0.05
-"""
+PROFILE = sim_profile(tok_s=400.0, accept_length=2.0, ttft_ms=10.0, time_scale=None, seed=3)
 
-SWEEP = """
-[sweep]
-name = "kill-resume"
-gpus = 2
-repeats = 2
-warmup = 1
-
-[engine]
-launcher = "simulator"
-sim_profile = "sim_profile.toml"
-port_base = {port}
-startup_timeout_s = 60
-shutdown_grace_s = 5
-gpu_release_timeout_s = 1
-
-[server.args]
-model-path = "Qwen/Qwen3-8B"
-context-length = 8192
-
-[[configs]]
-name = "ar"
-algorithm = "autoregressive"
-args = { tp-size = 1 }
-
-[[configs]]
-name = "dflash-b{budget}"
-algorithm = "dflash"
-matrix = { budget = [8, 16] }
-[configs.args]
-speculative-algorithm = "DFLASH"
-speculative-draft-model-path = "z-lab/Qwen3-8B-DFlash-b16"
-speculative-num-draft-tokens = "{budget}"
-
-[[workloads]]
-name = "code"
-kind = "code"
-items = ["fibonacci", "quicksort"]
-max_new_tokens = 64
-
-[[workloads]]
-name = "math"
-kind = "arithmetic"
-count = 1
-max_new_tokens = 64
-"""
+SWEEP = sim_sweep(
+    "kill-resume", sweep={"gpus": 2, "repeats": 2, "warmup": 1},
+    engine={"startup_timeout_s": 60, "shutdown_grace_s": 5, "gpu_release_timeout_s": 1},
+    server_args={"context-length": 8192}, configs=dflash_configs(),
+    workloads=[{"name": "code", "kind": "code", "items": ["fibonacci", "quicksort"], "max_new_tokens": 64},
+               {"name": "math", "kind": "arithmetic", "count": 1, "max_new_tokens": 64}])
 
 EXPECTED = 3 * (2 * 2 + 1 * 2)
 KILL_AFTER = 8
@@ -178,9 +128,9 @@ def _wait_exit(engine: _Engine, run_dir: Path, marker: str) -> int:
     return engine.proc.returncode
 
 
-def test_sigkill_mid_sweep_then_resume(tmp_path):
+def test_sigkill_mid_sweep_then_resume(tmp_path, sweep_file):
     marker = str(tmp_path)
-    path = write_sweep(tmp_path, SWEEP, PROFILE)
+    path = sweep_file(SWEEP, PROFILE)
     runs = tmp_path / "runs"
     engine = _Engine(headless_engine([str(path), "--runs-dir", str(runs)], tmp_path))
     try:

@@ -86,6 +86,7 @@ def _truths() -> dict[str, float]:
 
 
 @pytest.mark.e2e
+@pytest.mark.xdist_group("default-port-30000")  # servers on the default port base: one xdist worker runs them
 def test_crossover_demo_finds_every_true_crossover_with_under_half_the_grid(tmp_path: Path) -> None:
     """Done-when: sweeps/crossover-demo.toml on the simulator; the report's crossover_concurrency intervals hold
     the closed-form B* of every configuration, found with at most half the (configuration, load point) grid;
@@ -144,6 +145,7 @@ arrival_seed = 5
 
 
 @pytest.mark.e2e
+@pytest.mark.xdist_group("default-port-30000")  # servers on the default port base: one xdist worker runs them
 def test_an_open_loop_point_sends_on_its_seeded_schedule_through_the_real_engine(tmp_path: Path) -> None:
     sweep = tmp_path / "open.toml"
     sweep.write_text(OPEN_LOOP.replace("PROFILE", str(REPO / "sweeps" / "sim-profiles" / "crossover.toml")))

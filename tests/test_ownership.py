@@ -564,6 +564,7 @@ max_new_tokens = 4000
 """
 
 
+@pytest.mark.xdist_group("default-port-30000")  # servers on the default port base: one xdist worker runs them
 def test_the_quick_start_works_while_another_specbench_holds_port_30000(tmp_path):
     """The README's quick start (``specbench run sweeps/demo.toml``) while another specbench's server holds
     port 30000: the demo's first server starts on another port with a notice, becomes ready and is measured."""
