@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specbench_tui import __version__
+from specbench_tui.core.outcomes import ExitCode
 
 if TYPE_CHECKING:  # the CLI stays cheap to import: the plan's modules load when a command needs them
     from specbench_tui.core.plan import Plan
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_INVALID = 2
+EXIT_OK = ExitCode.OK
+EXIT_FAILED = ExitCode.FAILED
+EXIT_INVALID = ExitCode.INVALID
 
 
 def _parser() -> argparse.ArgumentParser:

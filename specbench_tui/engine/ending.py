@@ -31,25 +31,26 @@ from typing import TYPE_CHECKING, Any
 from specbench_tui.core.analysis import ACCEPT_FROM_SERVER, FLAG_CRASH_CUT, FLAG_PARTIAL, RunAnalysis
 from specbench_tui.core.events import ConfigState, Event
 from specbench_tui.core.ledger import Ledger
+from specbench_tui.core.outcomes import ExitCode
 from specbench_tui.core.records import Measurement
 
 if TYPE_CHECKING:
     from specbench_tui.engine.orchestrator import SweepOutcome
 
-EXIT_OK = 0
-EXIT_CONFIG_FAILED = 1
-EXIT_INVALID = 2
-EXIT_STORE = 3
-EXIT_GPU_HELD = 4
-EXIT_HANGUP = 129
-EXIT_INTERRUPTED = 130
+EXIT_OK = ExitCode.OK
+EXIT_CONFIG_FAILED = ExitCode.FAILED
+EXIT_INVALID = ExitCode.INVALID
+EXIT_STORE = ExitCode.STORE
+EXIT_GPU_HELD = ExitCode.GPU_HELD
+EXIT_HANGUP = ExitCode.HANGUP
+EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 
 _STATE_ORDER = tuple(state.value for state in (ConfigState.DONE, ConfigState.CRASHED, ConfigState.FAILED,
                                                ConfigState.SKIPPED, ConfigState.LAUNCHING, ConfigState.READY,
                                                ConfigState.RUNNING, ConfigState.PENDING))
 
 
-def exit_code(outcome: SweepOutcome, *, hangup: bool = False, analysis: RunAnalysis | None = None) -> int:
+def exit_code(outcome: SweepOutcome, *, hangup: bool = False, analysis: RunAnalysis | None = None) -> ExitCode:
     """The exit code documented in this module for a sweep that ended with ``outcome`` (and, given the run's
     ``analysis``, a configuration that returned no tokens at all counts as failed)."""
     if outcome.failure == "preflight":

@@ -54,6 +54,7 @@ from typing import Any, TypeVar
 
 from specbench_tui.core.budget import planned_reserved_tokens
 from specbench_tui.core.engines import engine_flags
+from specbench_tui.core.outcomes import DEATH_CRASH, DEATH_STALL, DEATH_UNHEALTHY, SweepFailure, SweepState
 from specbench_tui.core.events import (
     ConfigFinished,
     ConfigState,
@@ -104,8 +105,6 @@ from specbench_tui.engine.leftovers import find_leftovers, format_leftovers
 from specbench_tui.engine.loadsweep import MAX_ROUNDS, LoadDriver
 from specbench_tui.engine.profiles import EngineProfile, get_profile
 from specbench_tui.engine.server import (
-    DEATH_CRASH,
-    DEATH_STALL,
     Death,
     ServerProcess,
     find_free_port,
@@ -151,11 +150,10 @@ class PreflightError(Exception):
 class SweepOutcome:
     """How the sweep ended, for the caller's exit code and summary."""
 
-    state: str
-    """completed, aborted or failed."""
+    state: SweepState
     reason: str | None = None
     states: dict[str, ConfigState] = field(default_factory=dict)
-    failure: str | None = None
+    failure: SweepFailure | None = None
     """For a failed sweep, what failed: ``preflight``, ``store`` (the run directory cannot be written) or
     ``gpu_release`` (a stopped server's GPUs stayed held past ``engine.gpu_release_timeout_s``)."""
 
@@ -1024,7 +1022,7 @@ class Orchestrator:
                 continue
             try:
                 if index > 0 and not await self._healthy(running, client):
-                    server.mark_dead(Death("unhealthy", "the server stopped answering its health check"))
+                    server.mark_dead(Death(DEATH_UNHEALTHY, "the server stopped answering its health check"))
                     raise ServerGone(server.death.result())
                 workload_labels = Labels(labels.config_id, labels.config, workload.spec.name)
                 if workload.spec.load is not None:
@@ -1054,7 +1052,7 @@ class Orchestrator:
         if state == ConfigState.PENDING:
             return state, reason
         death = gone.death
-        if death is not None and death.kind not in (DEATH_CRASH, DEATH_STALL, "unhealthy"):
+        if death is not None and death.kind not in (DEATH_CRASH, DEATH_STALL, DEATH_UNHEALTHY):
             state = ConfigState.CRASHED  # it served, then died
         if running.server is not None:
             reason = await self._final_reason(running.server, reason)
@@ -1220,7 +1218,8 @@ class Orchestrator:
                                           now=self._abort_now.is_set())
 
     def _finish(self) -> SweepOutcome:
-        failure: str | None = None
+        failure: SweepFailure | None = None
+        state: SweepState
         if self._store_error:
             state, reason = "failed", f"the run directory cannot be written: {self._store_error}"
             failure = "store"

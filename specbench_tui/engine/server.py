@@ -42,6 +42,7 @@ import psutil
 from specbench_tui.core.events import CrashDetected, Event, LogLine
 from specbench_tui.core.launch import argv_secrets, env_secrets, secret_redactor
 from specbench_tui.core.logparse import BatchLine
+from specbench_tui.core.outcomes import DEATH_CRASH, DEATH_EXIT, DEATH_STARTUP_TIMEOUT, DeathKind
 from specbench_tui.core.signatures import (
     LEVEL_FATAL,
     LEVEL_INFO,
@@ -57,10 +58,6 @@ from specbench_tui.engine.profiles import EngineProfile
 from specbench_tui.store import StoreError
 from specbench_tui.keeper import TREE_VAR
 
-DEATH_CRASH = "crash"
-DEATH_EXIT = "exit"
-DEATH_STALL = "stall"
-DEATH_STARTUP_TIMEOUT = "startup_timeout"
 
 
 
@@ -68,8 +65,7 @@ DEATH_STARTUP_TIMEOUT = "startup_timeout"
 class Death:
     """Why a server can no longer serve."""
 
-    kind: str
-    """crash, exit, stall or startup_timeout."""
+    kind: DeathKind
     reason: str
     signature: str | None = None
 

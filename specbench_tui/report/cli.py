@@ -11,13 +11,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from specbench_tui.core.outcomes import ExitCode
 from specbench_tui.report.compare import compare_runs, render_compare
 from specbench_tui.report.formats import render
 from specbench_tui.report.load import LoadedRun, NotARunDir, load_run
 
-EXIT_OK = 0
-EXIT_WRITE_FAILED = 1
-EXIT_NOT_A_RUN = 2
+EXIT_OK = ExitCode.OK
+EXIT_WRITE_FAILED = ExitCode.FAILED
+EXIT_NOT_A_RUN = ExitCode.INVALID
 
 
 def _load(path: str, command: str) -> LoadedRun | None:
