@@ -93,7 +93,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 
 @dataclass(frozen=True)
-class Spread:
+class RepeatSpread:
     """Median and spread of one figure over repeats."""
 
     n: int
@@ -110,13 +110,13 @@ class Spread:
                 "max": self.maximum, "mad": self.mad}
 
 
-def spread(values: Iterable[float | None]) -> Spread | None:
+def spread(values: Iterable[float | None]) -> RepeatSpread | None:
     """Median, mean, stdev, range and MAD of the values that are not None (None when there are none)."""
     kept = [float(v) for v in values if v is not None and math.isfinite(v)]
     if not kept:
         return None
     median = statistics.median(kept)
-    return Spread(n=len(kept), median=median, mean=statistics.fmean(kept),
+    return RepeatSpread(n=len(kept), median=median, mean=statistics.fmean(kept),
                   stdev=statistics.stdev(kept) if len(kept) > 1 else 0.0, minimum=min(kept), maximum=max(kept),
                   mad=statistics.median(abs(v - median) for v in kept))
 

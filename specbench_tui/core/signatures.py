@@ -99,7 +99,7 @@ BUILTIN_SIGNATURES: tuple[Signature, ...] = (
     _sig("sigquit_from_child", r"Received sigquit from a child proces|SIGQUIT received\. signum=", 40),
     _sig("python_traceback", r"^(?:\[[^\]]*\]\s*)?Traceback \(most recent call last\):", 10),
 )
-"""The built-in signatures, from ``reference/sglang.md`` §3.3 (the patterns SGLang 0.5.x prints)."""
+"""The built-in signatures: the patterns SGLang 0.5.x prints when it dies (docs/simulator.md lists them)."""
 
 SGLANG_SIGNATURES = BUILTIN_SIGNATURES
 """SGLang's profile uses every built-in (the simulator prints the same lines)."""

@@ -6,7 +6,7 @@ moment it exists. It implements :class:`~specbench_tui.engine.control.SweepContr
 flags, acted on at safe points (between requests, before a launch), except ``skip`` of the running
 configuration and ``abort(now=True)``, which cancel the request in flight.
 
-State rules (see ``ARCHITECTURE.md``): *crashed* means the server died after it was launched with a crash
+State rules: *crashed* means the server died after it was launched with a crash
 signature in its log, or died while serving; *failed* means it never became ready (exit before ready,
 start-up timeout, unusable launch), stalled, or stopped answering its health check. Either way the
 remaining workloads are published as :class:`WorkloadNotRun`, never as measurements. An interrupted
