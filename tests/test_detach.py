@@ -53,15 +53,18 @@ def _run_dir(runs: Path, timeout: float = 30) -> Path:
     return next(runs.glob(f"*/{SOCKET_NAME}")).parent
 
 
-def _sweep(tmp_path: Path, max_new_tokens: int = MAX_NEW_TOKENS) -> Path:
+def _sweep(tmp_path: Path, max_new_tokens: int = MAX_NEW_TOKENS, *, gpu: int) -> Path:
+    """The reliability sweep, longer, on a simulated GPU of its own: tests in parallel workers share the
+    machine-wide GPU leases, and GPU 0 is everybody's."""
     text = sweep_text(max_new_tokens=max_new_tokens).replace("count = 1", f"count = {MATH_ITEMS}")
-    assert f"count = {MATH_ITEMS}" in text
+    text = text.replace("gpus = 1\n", f"gpus = [{gpu}]\n")
+    assert f"count = {MATH_ITEMS}" in text and f"gpus = [{gpu}]" in text
     return write_sweep(tmp_path, text, PROFILE)
 
 
 def _start_detached(tmp_path: Path, env: dict[str, str], max_new_tokens: int = MAX_NEW_TOKENS,
-                    runs: Path | None = None) -> Path:
-    sweep = _sweep(tmp_path, max_new_tokens)
+                    runs: Path | None = None, *, gpu: int) -> Path:
+    sweep = _sweep(tmp_path, max_new_tokens, gpu=gpu)
     runs = runs or tmp_path / "runs"
     result = _cli(env, "run", str(sweep), "--headless", "--detach", "--runs-dir", str(runs))
     assert result.returncode == 0, result.stderr
@@ -111,7 +114,7 @@ async def test_an_ssh_drop_leaves_the_sweep_running_and_a_new_client_takes_over(
 
     marker = new_marker()
     env = _env(tmp_path, marker)
-    sweep = _sweep(tmp_path)
+    sweep = _sweep(tmp_path, gpu=5)
     runs = tmp_path / "runs"
     proc, master = _tui_in_a_pty(sweep, runs, env, extra=())
     try:
@@ -224,7 +227,7 @@ def test_two_clients_share_state_and_each_others_actions_then_a_killed_engine_re
     env = _env(tmp_path, marker)
     os.environ["SPECBENCH_ENGINES_DIR"] = env["SPECBENCH_ENGINES_DIR"]
     try:
-        run_dir = _start_detached(tmp_path, env)
+        run_dir = _start_detached(tmp_path, env, gpu=6)
         first = AttachedEngine(run_dir, name="first")
         state_first = _collect(first, run_dir)
         notices_first: list[str] = []
@@ -286,7 +289,7 @@ def test_the_socket_refuses_strangers_and_other_versions(tmp_path: Path) -> None
     runs = Path(tempfile.mkdtemp(prefix="specbench-detach-"))
     runs.chmod(0o755)
     try:
-        run_dir = _start_detached(tmp_path, env, runs=runs)
+        run_dir = _start_detached(tmp_path, env, runs=runs, gpu=7)
         path = run_dir / SOCKET_NAME
         assert path.stat().st_mode & 0o777 == 0o600 and run_dir.stat().st_mode & 0o005
 
@@ -364,7 +367,7 @@ async def test_the_browser_view_needs_the_token_checks_the_origin_and_is_read_on
 
     marker = new_marker()
     env = _env(tmp_path, marker)
-    run_dir = _start_detached(tmp_path, env, max_new_tokens=3000)
+    run_dir = _start_detached(tmp_path, env, max_new_tokens=3000, gpu=4)
     port = free_port("127.0.0.1")
     server = subprocess.Popen([sys.executable, "-m", "specbench_tui", "serve", str(run_dir), "--port", str(port)],  # noqa: ASYNC220
                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
