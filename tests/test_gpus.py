@@ -347,3 +347,16 @@ def test_nvml_is_imported_only_when_an_nvml_backend_is_built():
             "g.open_backend('fake'); assert 'pynvml' not in sys.modules\n"
             "g.NvmlBackend(); assert 'pynvml' in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_only_the_fake_box_is_scripted():
+    """The fake box's extra methods are a declared protocol (``ScriptedBackend``), checked by type, not looked
+    up by name: the orchestrator tells it what the servers do, and tells NVML or the null backend nothing."""
+    from specbench_tui.engine.gpus import DescribedBackend, NvmlBackend, ScriptedBackend, describe_backend
+
+    fake, null = FakeBackend(count=2), NullBackend("off")
+    assert isinstance(fake, ScriptedBackend) and isinstance(fake, DescribedBackend)
+    assert not isinstance(null, ScriptedBackend) and isinstance(null, DescribedBackend)
+    assert not issubclass(NvmlBackend, ScriptedBackend) and callable(NvmlBackend.describe)
+    assert [g.uuid for g in describe_backend(fake).gpus] == ["GPU-fake-0000", "GPU-fake-0001"]
+    assert describe_backend(null).backend == "none" and describe_backend(null).hint == "off"

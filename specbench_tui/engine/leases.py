@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specbench_tui.engine.gpus import GpuBackend, GpuPool, GpuSample
+from specbench_tui.engine.gpus import DescribedBackend, GpuBackend, GpuPool, GpuSample
 
 LEASE_DIR_VAR = "SPECBENCH_LEASE_DIR"
 FOREIGN_MEMORY_MIB = 1024.0
@@ -231,10 +231,9 @@ def gpu_keys(backend: GpuBackend, indices: Iterable[int]) -> dict[int, str]:
     """The lease name of each GPU: its UUID where the driver gives one (the same GPU whatever the index
     order), else its index."""
     uuids: dict[int, str] = {}
-    describe = getattr(backend, "describe", None)
-    if callable(describe):
+    if isinstance(backend, DescribedBackend):
         with contextlib.suppress(Exception):
-            for info in describe().gpus:
+            for info in backend.describe().gpus:
                 if info.uuid:
                     uuids[info.index] = info.uuid
     return {i: f"gpu-{_safe(uuids[i])}" if i in uuids else f"gpu-index-{i}" for i in indices}

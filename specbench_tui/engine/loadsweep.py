@@ -109,7 +109,7 @@ class LoadDriver:
                 warmed.add(label)
             in_flight: set[str] = set()
             running.stats = []
-            orch._script("set_busy", running.gpus, True)
+            orch._script(lambda box: box.set_busy(running.gpus, True))
             try:
                 point = await orch._guard(running, asyncio.ensure_future(run_point(
                     workload, session, labels, label, repeat, load.requests_at(label), load.arrival_seed,
@@ -124,7 +124,7 @@ class LoadDriver:
                                                  error=f"in flight when the server died: {death.reason}"[:500]))
                 raise
             finally:
-                orch._script("set_busy", running.gpus, False)
+                orch._script(lambda box: box.set_busy(running.gpus, False))
             summary = summarize_decode(running.stats or [])
             running.stats = None
             measured += point.sent

@@ -93,6 +93,7 @@ from specbench_tui.engine.gpus import (
     GpuBackend,
     GpuPool,
     GpuSample,
+    ScriptedBackend,
     GpuSampler,
     GpuSummary,
     NullBackend,
@@ -578,15 +579,15 @@ class Orchestrator:
     def _on_samples(self, samples: list[GpuSample]) -> None:
         self.publish(GpuSampled(samples=samples_to_json(samples, self.owners)))
 
-    def _script(self, method: str, *args: Any, **kwargs: Any) -> None:
+    def _script(self, tell: Callable[[ScriptedBackend], object]) -> None:
         """Tell a scripted backend what the servers do (``attach``, ``set_busy``, ``detach``): only the
-        simulator's fake box has these methods; a real backend has nothing to be told."""
-        script = getattr(self.backend, method, None)
-        if callable(script):
+        simulator's fake box is one (:class:`~specbench_tui.engine.gpus.ScriptedBackend`); a real backend
+        has nothing to be told."""
+        if isinstance(self.backend, ScriptedBackend):
             try:
-                script(*args, **kwargs)
+                tell(self.backend)
             except Exception as exc:  # noqa: BLE001 - telemetry must never cost a measurement
-                print(f"specbench: GPU backend {method} failed: {exc!r}", file=sys.stderr)
+                print(f"specbench: the scripted GPU backend failed: {exc!r}", file=sys.stderr)
 
     async def _write_env(self) -> None:
         """``env.json``, once per run directory (a resumed run keeps the first one)."""
@@ -812,7 +813,7 @@ class Orchestrator:
                 outcome = (ConfigState.FAILED, f"cannot start the server: {exc.strerror or exc}")
                 return
             self.owners[pid] = config.name
-            self._script("attach", config.name, gpus, (pid,), **self._mem_fraction(config))
+            self._script(lambda box: box.attach(config.name, gpus, (pid,), **self._mem_fraction(config)))
             self.publish(ServerLaunching(config_id=config.id, name=config.name, argv=redact_argv(argv), gpus=gpus,
                                          port=port, pid=pid, log_path=str(log_path), attempt=attempt,
                                          keeper_pid=server.keeper_pid, tree_id=server.tree_id))
@@ -827,7 +828,7 @@ class Orchestrator:
             if server.pid is not None:
                 await self._note_gpu_pids(config, running)
             report = await server.stop(engine.shutdown_grace_s, now=self._abort_now.is_set())
-            self._script("detach", gpus)
+            self._script(lambda box: box.detach(gpus))
             self._ever_ours |= server.pids_seen | running.gpu_pids | ({server.pid} if server.pid else set())
             holding = await self._wait_released(config, gpus, server.pids_seen | running.gpu_pids)
             for pid in server.pids_seen | running.gpu_pids | ({server.pid} if server.pid is not None else set()):
@@ -1077,7 +1078,7 @@ class Orchestrator:
                 self._record(Measurement(config_id=config.id, config=config.name, workload=key[1], item=key[2],
                                          repeat=key[3], status=STATUS_ERROR, error=str(exc)))
             return
-        self._script("set_busy", running.gpus, True)
+        self._script(lambda box: box.set_busy(running.gpus, True))
         try:
             await self._guard(running, asyncio.ensure_future(workload.warmup(session)))
             counters_before = await self._guard(running, asyncio.ensure_future(session.counters()))
@@ -1097,7 +1098,7 @@ class Orchestrator:
                 self._record(measurement)
                 counts[measurement.status] = counts.get(measurement.status, 0) + 1
         finally:
-            self._script("set_busy", running.gpus, False)
+            self._script(lambda box: box.set_busy(running.gpus, False))
         summary = summarize_decode(running.stats)
         running.stats = None
         if self._aborting or running.skip.is_set():
@@ -1154,9 +1155,9 @@ class Orchestrator:
         if self._unpaused.is_set():
             return
         assert running.server is not None
-        self._script("set_busy", running.gpus, False)
+        self._script(lambda box: box.set_busy(running.gpus, False))
         await first_of(self._unpaused.wait(), running.skip.wait(), running.server.death)
-        self._script("set_busy", running.gpus, True)
+        self._script(lambda box: box.set_busy(running.gpus, True))
 
     # -- guarding a request ------------------------------------------------------------------------------
 
