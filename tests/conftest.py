@@ -27,3 +27,12 @@ def sweep_file(tmp_path: Path) -> Callable[..., Path]:
         return sweep_builder.write(tmp_path, sweep, profile, **options)
 
     return write_into
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Real engines (llama.cpp, vLLM on the CPU) take whole cores while they load and serve: under pytest-xdist
+    their tests run one after another in one worker (``--dist loadgroup``), the rest of the suite beside them."""
+    for item in items:
+        if item.get_closest_marker("llamacpp") or item.get_closest_marker("vllm"):
+            item.add_marker(pytest.mark.xdist_group("real-engines"))

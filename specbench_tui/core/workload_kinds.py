@@ -51,7 +51,18 @@ KINDS: dict[str, dict[str, ParamSpec]] = {
         "limit": ParamSpec((int,), 0, "at most this many prompts (0: all)"),
     },
 }
-"""Kind name → its parameters."""
+"""Kind name → its parameters (the sweep loader validates ``[[workloads]]`` against them)."""
+
+
+def register_kind(name: str, params: dict[str, ParamSpec]) -> None:
+    """Declare a workload kind and its parameters; its builder is registered with the engine's
+    (:func:`specbench_tui.engine.workloads.register_workload_kind` does both)."""
+    if name in KINDS:
+        raise ValueError(f"workload kind {name!r} is already registered")
+    clash = sorted(set(params) & {"name", "kind", *COMMON_PARAMS})
+    if clash:
+        raise ValueError(f"workload kind {name!r}: {', '.join(clash)} are parameters of every workload")
+    KINDS[name] = dict(params)
 
 COMMON_PARAMS: dict[str, ParamSpec] = {
     "max_new_tokens": ParamSpec((int,), 256, "output tokens per request", positive=True),

@@ -48,6 +48,7 @@ from specbench_tui.core.records import (
     Measurement,
 )
 from specbench_tui.core.sweep import WorkloadSpec
+from specbench_tui.core.workload_kinds import ParamSpec, register_kind
 from specbench_tui.engine.client import GenerateResult, ServerClient
 
 
@@ -377,24 +378,42 @@ class CsvPipelineWorkload(Workload):
         return measurement_from(labels, item, repeat, results)
 
 
+WorkloadBuilder = Callable[[WorkloadSpec], Workload]
+"""Makes the workload object of one ``[[workloads]]`` block of its kind."""
+
+
+def _agentic(spec: WorkloadSpec) -> Workload:
+    return CsvPipelineWorkload(spec) if spec.param("task") == "csv_validator" else CalculatorWorkload(spec)
+
+
+def _prompts_file(spec: WorkloadSpec) -> Workload:
+    params = dict(spec.params)
+    return Workload(spec, load_prompts_file(params["path"], params.get("categories", ()), params.get("limit", 0)))
+
+
+BUILDERS: dict[str, WorkloadBuilder] = {
+    "code": lambda spec: Workload(spec, code_prompts(spec.param("items"))),
+    "arithmetic": lambda spec: Workload(spec, arithmetic_prompts(spec.param("count"))),
+    "json_extraction": lambda spec: Workload(spec, json_extraction_prompts(spec.param("count"))),
+    "haiku": lambda spec: Workload(spec, haiku_prompts(spec.param("count"))),
+    "long_context": LongContextWorkload,
+    "agentic": _agentic,
+    "prompts_file": _prompts_file,
+}
+"""Kind name → its builder; the kinds and their parameters are :data:`specbench_tui.core.workload_kinds.KINDS`."""
+
+
+def register_workload_kind(name: str, params: dict[str, ParamSpec], builder: WorkloadBuilder) -> None:
+    """Add a workload kind: its parameters (validated by the sweep loader, with errors naming file and line)
+    and its builder. A kind is then usable in any sweep loaded after this call."""
+    register_kind(name, params)
+    BUILDERS[name] = builder
+
+
 def build_workload(spec: WorkloadSpec) -> Workload:
     """The workload object for one ``[[workloads]]`` block."""
-    if spec.kind == "code":
-        return Workload(spec, code_prompts(spec.param("items")))
-    if spec.kind == "arithmetic":
-        return Workload(spec, arithmetic_prompts(spec.param("count")))
-    if spec.kind == "json_extraction":
-        return Workload(spec, json_extraction_prompts(spec.param("count")))
-    if spec.kind == "haiku":
-        return Workload(spec, haiku_prompts(spec.param("count")))
-    if spec.kind == "long_context":
-        return LongContextWorkload(spec)
-    if spec.kind == "agentic":
-        if spec.param("task") == "csv_validator":
-            return CsvPipelineWorkload(spec)
-        return CalculatorWorkload(spec)
-    if spec.kind == "prompts_file":
-        params = dict(spec.params)
-        return Workload(spec, load_prompts_file(params["path"], params.get("categories", ()), params.get("limit", 0)))
-    raise ValueError(f"unknown workload kind {spec.kind!r}")
+    builder = BUILDERS.get(spec.kind)
+    if builder is None:
+        raise ValueError(f"unknown workload kind {spec.kind!r}")
+    return builder(spec)
 
