@@ -18,6 +18,14 @@ import sweep_builder
 os.environ.setdefault("SPECBENCH_LEASE_DIR", tempfile.mkdtemp(prefix="specbench-test-leases-"))
 
 
+@pytest.fixture(autouse=True)
+def _own_lease_dir(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Each test its own lease directory: an engine of an earlier test still shutting down (or of a test in
+    another xdist worker) never holds this test's simulated GPUs or ports, so no "GPUs taken elsewhere"
+    notice reaches a test that counts notices. Two sweeps within one test still contend in it."""
+    monkeypatch.setenv("SPECBENCH_LEASE_DIR", str(tmp_path_factory.mktemp("leases")))
+
+
 @pytest.fixture
 def sweep_file(tmp_path: Path) -> Callable[..., Path]:
     """Write a sweep built with :mod:`sweep_builder` (and its simulator profile) into this test's folder:
