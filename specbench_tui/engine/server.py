@@ -27,7 +27,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import sys
 import time
 import uuid
@@ -53,6 +52,7 @@ from specbench_tui.core.signatures import (
     most_specific,
 )
 from specbench_tui.engine.client import ServerClient
+from specbench_tui.engine.leases import port_is_free
 from specbench_tui.engine.logpump import LogPump
 from specbench_tui.engine.profiles import EngineProfile
 from specbench_tui.store import StoreError
@@ -214,18 +214,6 @@ def kill_all_servers() -> None:
     for pid, keeper in list(_LIVE_KEEPERS.items()):
         keeper.signal(signal.SIGUSR2)
         _LIVE_KEEPERS.pop(pid, None)
-
-
-def port_is_free(host: str, port: int) -> bool:
-    """Whether a server could bind ``host:port`` now (SO_REUSEADDR, as uvicorn binds)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 def find_free_port(host: str, start: int, taken: frozenset[int] | set[int] = frozenset(), attempts: int = 200) -> int:
