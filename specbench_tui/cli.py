@@ -63,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--port-base", metavar="PORT", type=_port,
                      help="the first port servers listen on (overrides engine.port_base; a port another "
                           "program or specbench holds is passed over with a notice)")
+    run.add_argument("--ray-address", metavar="HOST:PORT",
+                     help="run the configurations on the nodes of this Ray cluster (the head `ray start --head` "
+                          "printed, or 'auto'; needs the ray extra): overrides [cluster] executor and address")
     run.add_argument("--foreground", action="store_true",
                      help="run the sweep inside this process (it ends with the terminal), not in a detached engine")
     run.add_argument("--detach", action="store_true",

@@ -37,7 +37,7 @@ READY_TIMEOUT_S = 120.0
 """How long :func:`spawn` waits for the engine to own its run directory and listen (pre-flight included)."""
 ENGINE_LOG = "engine.log"
 SUMMARY = "summary.txt"
-_ARGS = ("sweep", "resume", "retry_crashed", "runs_dir", "port_base")
+_ARGS = ("sweep", "resume", "retry_crashed", "runs_dir", "port_base", "ray_address")
 
 
 def spawn(args: argparse.Namespace) -> tuple[Path, int] | int:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from specbench_tui.application.plans import load_plan_or_report
+from specbench_tui.core.cluster import ClusterSpec, with_address
 from specbench_tui.core.errors import SweepError
 from specbench_tui.core.plan import Plan, build_plan
 from specbench_tui.core.sweep import parse_sweep
@@ -32,6 +34,8 @@ class RunRequest:
     """With ``resume``: run crashed and failed configurations again."""
     port_base: int | None = None
     """The first port servers listen on (overrides the sweep's ``engine.port_base``)."""
+    ray_address: str | None = None
+    """``--ray-address``: run on this Ray cluster (overrides the sweep's ``[cluster]``; a resume may name a new one)."""
 
     @classmethod
     def of(cls, args: RunRequest | argparse.Namespace) -> RunRequest:
@@ -42,12 +46,26 @@ class RunRequest:
         return cls(sweep=getattr(args, "sweep", None), resume=Path(resume) if resume else None,
                    runs_dir=Path(runs_dir) if runs_dir else None,
                    retry_crashed=bool(getattr(args, "retry_crashed", False)),
-                   port_base=getattr(args, "port_base", None))
+                   port_base=getattr(args, "port_base", None), ray_address=getattr(args, "ray_address", None))
 
 
 def prepare_run(request: RunRequest | argparse.Namespace) -> tuple[Plan, RunDir] | int:
     """The plan and run directory (new, or resumed with ``request.resume``), or exit code 2 after saying why."""
     args = RunRequest.of(request)
+    try:
+        with_address(ClusterSpec(), args.ray_address)
+    except ValueError as exc:
+        print(f"specbench: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    prepared = _prepare_run(args)
+    if isinstance(prepared, int) or args.ray_address is None:
+        return prepared
+    plan, run_dir = prepared
+    cluster = with_address(plan.sweep.cluster, args.ray_address)
+    return dataclasses.replace(plan, sweep=dataclasses.replace(plan.sweep, cluster=cluster)), run_dir
+
+
+def _prepare_run(args: RunRequest) -> tuple[Plan, RunDir] | int:
     if args.resume:
         try:
             run_dir = RunDir.open(args.resume)

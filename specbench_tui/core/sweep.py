@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specbench_tui.core.cluster import ClusterSpec, read_cluster
 from specbench_tui.core.engines import ENGINE_NAMES
 from specbench_tui.core.errors import SweepError, SweepIssue, did_you_mean
 from specbench_tui.core.load import SEARCHES, LoadSpec, Slo
@@ -155,6 +156,8 @@ class Sweep:
     workloads: tuple[WorkloadSpec, ...]
     display_path: str | None = None
     """The file as the user named it, for messages (None: ``str(path)``)."""
+    cluster: ClusterSpec = ClusterSpec()
+    """``[cluster]``: where configurations run (:mod:`specbench_tui.core.cluster`)."""
 
     @property
     def shown_path(self) -> str:
@@ -373,7 +376,7 @@ def _looks_like_secret(value: str) -> bool:
 
 # ------------------------------------------------------------------------------------------ the schema
 
-_TOP_KEYS = ("sweep", "engine", "server", "configs", "workloads")
+_TOP_KEYS = ("sweep", "engine", "server", "configs", "workloads", "cluster")
 _SWEEP_KEYS = ("name", "description", "baseline", "runs_dir", "gpus", "concurrent", "lossless_check",
                "repeats", "warmup")
 _ENGINE_KEYS = ("profile", "launcher", "python", "command", "host", "port_base", "startup_timeout_s",
@@ -535,6 +538,7 @@ def _build(r: _Reader, data: dict, text: str, path: Path, shown: str) -> Sweep:
     server_t = r.table(data.get("server", {}), ("server",), _SERVER_KEYS)
     server_args = _args(r, server_t.get("args", {}), ("server", "args"))
     server_env = _env(r, server_t.get("env", {}), ("server", "env"))
+    cluster = read_cluster(r, data.get("cluster", {}))
 
     configs_raw = data.get("configs")
     configs: list[ConfigSpec] = []
@@ -599,7 +603,7 @@ def _build(r: _Reader, data: dict, text: str, path: Path, shown: str) -> Sweep:
         path=path, text=text, name=name, description=description, baseline=baseline, runs_dir=runs_dir,
         gpus=gpus, concurrent=concurrent, lossless_check=lossless, engine=engine,
         server_args=server_args, server_env=server_env, configs=tuple(configs), workloads=tuple(workloads),
-        display_path=shown,
+        display_path=shown, cluster=cluster,
     )
 
 

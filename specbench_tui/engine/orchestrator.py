@@ -88,6 +88,7 @@ from specbench_tui.core.records import (
 )
 from specbench_tui.core.signatures import SignatureSet
 from specbench_tui.engine.client import ServerClient
+from specbench_tui.engine.cluster import cluster_problems
 from specbench_tui.engine.fingerprint import collect_async
 from specbench_tui.engine.gpus import (
     GpuBackend,
@@ -435,6 +436,7 @@ class Orchestrator:
         needed = max((c.gpus_needed for c in runnable), default=0)
         if indices and needed > len(indices):
             problems.append(f"a configuration needs {needed} GPUs but {len(indices)} are available")
+        problems.extend(cluster_problems(self.sweep.cluster))
         probe = self.run_dir.path / ".write-test"
         try:
             probe.write_text("ok")
