@@ -24,6 +24,7 @@ SCRIPTS = {
     "fidelity": "bench/bench_engine_fidelity.py",
     "crash": "bench/bench_crash_dead_time.py",
     "placement": "bench/bench_placement.py",
+    "cluster": "bench/bench_cluster_placement.py",
     "ui": "bench/bench_ui.py",
     "startup": "bench/bench_startup.py",
     "analysis": "bench/bench_analysis.py",

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import sweep_builder
 
+pytest_plugins = ["ray_cluster"]  # the ``ray_cluster`` fixture: a local fake Ray cluster (tests/ray_cluster.py)
+
 # Port and GPU leases are machine-wide (engine/leases.py): a test session keeps its own lease directory, so
 # that test runs side by side (and a user's real sweeps) neither wait for each other's simulated GPUs nor see
 # each other's ports. Subprocess engines inherit it through the environment. Tests that need two sweeps to
@@ -44,3 +46,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("llamacpp") or item.get_closest_marker("vllm"):
             item.add_marker(pytest.mark.xdist_group("real-engines"))
+        elif item.get_closest_marker("ray"):  # one fake Ray cluster at a time, started once per module
+            item.add_marker(pytest.mark.xdist_group("ray-cluster"))

@@ -82,6 +82,8 @@ class ServerLaunching(Event):
     """The keeper the server runs under (:mod:`specbench_tui.keeper`)."""
     tree_id: str | None = None
     """``SPECBENCH_TREE`` in the environment of every process of this server: how leftovers are recognised."""
+    node: str | None = None
+    """The cluster node it runs on (``host/node-id``, the Ray executor); None: this machine."""
 
 
 @dataclass(frozen=True)
