@@ -13,7 +13,7 @@ if str(ROOT) not in sys.path:
 
 from specbench_tui.core.events import Event  # noqa: E402
 from specbench_tui.core.plan import build_plan  # noqa: E402
-from specbench_tui.core.sweep import load_sweep  # noqa: E402
+from specbench_tui.core.sweep.loader import load_sweep  # noqa: E402
 from specbench_tui.engine.orchestrator import Orchestrator  # noqa: E402
 from specbench_tui.engine.server import find_free_port  # noqa: E402
 from specbench_tui.store import RunDir  # noqa: E402

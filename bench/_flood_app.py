@@ -51,7 +51,7 @@ from specbench_tui.core.events import (
 )
 from specbench_tui.core.plan import Plan, build_plan
 from specbench_tui.core.records import Measurement
-from specbench_tui.core.sweep import load_sweep, parse_sweep
+from specbench_tui.core.sweep.loader import load_sweep, parse_sweep
 
 FLOOD_SWEEP = Path(__file__).resolve().parent.parent / "sweeps" / "demo.toml"
 

@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from specbench_tui.core.events import ConfigFinished, Event, ServerLaunching  # noqa: E402
 from specbench_tui.core.placement import Job, best_order, lower_bound, sequential, tight_lower_bound  # noqa: E402
 from specbench_tui.core.plan import Plan, build_plan  # noqa: E402
-from specbench_tui.core.sweep import load_sweep  # noqa: E402
+from specbench_tui.core.sweep.loader import load_sweep  # noqa: E402
 from specbench_tui.engine.gpus import FakeBackend  # noqa: E402
 from specbench_tui.engine.orchestrator import Orchestrator  # noqa: E402
 from specbench_tui.engine.server import find_free_port  # noqa: E402

@@ -18,7 +18,7 @@ import pytest
 
 from specbench_tui.core.events import Event
 from specbench_tui.core.plan import Plan, build_plan
-from specbench_tui.core.sweep import load_sweep
+from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.engine.orchestrator import Orchestrator, SweepOutcome
 from specbench_tui.engine.server import find_free_port
 from specbench_tui.store import RunDir

@@ -10,7 +10,7 @@ import pytest
 
 from specbench_tui.cli import main
 from specbench_tui.core.plan import build_plan
-from specbench_tui.core.sweep import load_sweep
+from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.paths import resolve_sweep
 
 SEED = resolve_sweep("qwen-ddtree-sm120")

@@ -10,7 +10,7 @@ import pytest
 
 from specbench_tui.core.cluster import ClusterSpec, with_address
 from specbench_tui.core.errors import SweepError
-from specbench_tui.core.sweep import load_sweep, parse_sweep
+from specbench_tui.core.sweep.loader import load_sweep, parse_sweep
 
 BASE = """[sweep]
 name = "c"

@@ -24,7 +24,8 @@ from specbench_tui.core.logparse import (
 )
 from specbench_tui.core.plan import build_plan
 from specbench_tui.core.signatures import LLAMACPP_SIGNATURES, SignatureSet
-from specbench_tui.core.sweep import expand_env_refs, load_sweep
+from specbench_tui.core.sweep.env import expand_env_refs
+from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.engine.client import ERROR_CONNECTION, ServerClient
 from specbench_tui.engine.profiles import (
     LLAMACPP,

@@ -23,7 +23,7 @@ from specbench_tui.core.logparse import (
 )
 from specbench_tui.core.plan import build_plan
 from specbench_tui.core.signatures import VLLM_SIGNATURES, SignatureSet, most_specific
-from specbench_tui.core.sweep import load_sweep
+from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.engine.client import ServerClient
 from specbench_tui.engine.profiles import VLLM, get_profile, vllm_final_meta
 

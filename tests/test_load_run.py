@@ -15,7 +15,7 @@ import pytest
 
 from specbench_tui.core.load import arrival_offsets
 from specbench_tui.core.records import Measurement
-from specbench_tui.core.sweep import load_sweep
+from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.engine.loadrun import run_point
 from specbench_tui.engine.workloads import Labels
 from specbench_tui.sim.profile import load_profile

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from specbench_tui.core.plan import build_plan, config_id
-from specbench_tui.core.sweep import parse_sweep
+from specbench_tui.core.sweep.loader import parse_sweep
 
 A = '''
 [[configs]]

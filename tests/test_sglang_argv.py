@@ -27,7 +27,7 @@ import pytest
 
 from specbench_tui.core.launch import launcher_prefix, server_argv
 from specbench_tui.core.plan import build_plan
-from specbench_tui.core.sweep import load_sweep
+from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.paths import shipped_sweeps
 
 pytestmark = pytest.mark.sglang

@@ -20,7 +20,7 @@ from specbench_tui.core.budget import fits, plan_budget, reserved_speculative_to
 from specbench_tui.core.launch import server_argv
 from specbench_tui.core.plan import build_plan
 from specbench_tui.core.records import STATUS_ERROR, STATUS_OK
-from specbench_tui.core.sweep import load_sweep
+from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.engine.client import ERROR_ABORT, GenerateResult, ServerClient
 from specbench_tui.engine.leftovers import find_leftovers
 from specbench_tui.engine.profiles import SGLANG
@@ -168,7 +168,7 @@ async def test_without_any_context_length_sglang_refuses_to_guess_from_the_token
         client = ServerClient(sim.url, SGLANG)
         try:
             session = Session(client, lambda: None, None, lambda level, text: None)
-            from specbench_tui.core.sweep import WorkloadSpec
+            from specbench_tui.core.sweep.schema import WorkloadSpec
             from specbench_tui.engine.workloads import WorkloadError
 
             spec = WorkloadSpec("long", "long_context", 64, 1, 0, 0.0, True, (("prompt_tokens", ("max",)),))

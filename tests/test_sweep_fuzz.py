@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from specbench_tui.core.errors import SweepError
 from specbench_tui.core.plan import Plan, build_plan
-from specbench_tui.core.sweep import load_sweep, parse_sweep
+from specbench_tui.core.sweep.loader import load_sweep, parse_sweep
 from specbench_tui.paths import shipped_sweeps
 
 if sys.version_info >= (3, 11):

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from specbench_tui.core.errors import SweepError
-from specbench_tui.core.sweep import EngineSpec, load_sweep, parse_sweep
+from specbench_tui.core.sweep.loader import load_sweep, parse_sweep
+from specbench_tui.core.sweep.schema import EngineSpec
 from specbench_tui.paths import resolve_sweep, shipped_sweeps
 
 MINIMAL = '''

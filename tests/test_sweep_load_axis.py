@@ -9,7 +9,7 @@ import pytest
 from specbench_tui.core.errors import SweepError
 from specbench_tui.core.load import LoadSpec
 from specbench_tui.core.plan import build_plan
-from specbench_tui.core.sweep import load_sweep
+from specbench_tui.core.sweep.loader import load_sweep
 
 HEAD = '[sweep]\nname = "s"\n\n[[configs]]\nname = "ar"\n\n[[workloads]]\nkind = "code"\n'
 

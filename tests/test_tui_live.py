@@ -20,7 +20,7 @@ from specbench_tui.core.events import (
 )
 from specbench_tui.core.plan import build_plan
 from specbench_tui.core.records import Measurement
-from specbench_tui.core.sweep import parse_sweep
+from specbench_tui.core.sweep.loader import parse_sweep
 from specbench_tui.tui.app import SpecbenchApp
 from specbench_tui.tui.confirm_quit import ConfirmQuitScreen
 from specbench_tui.tui.gpu_panel import GpuLine

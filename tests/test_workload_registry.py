@@ -12,7 +12,7 @@ from sweep_builder import sim_profile, sim_sweep
 from specbench_tui.core.errors import SweepError
 from specbench_tui.core.events import ConfigFinished, ConfigState
 from specbench_tui.core.prompts import PromptItem
-from specbench_tui.core.sweep import WorkloadSpec
+from specbench_tui.core.sweep.schema import WorkloadSpec
 from specbench_tui.core.workload_kinds import KINDS, ParamSpec
 from specbench_tui.engine import workloads
 from specbench_tui.engine.workloads import BUILDERS, Workload, build_workload, register_workload_kind

@@ -40,7 +40,7 @@ from specbench_tui.core.events import (
 )
 from specbench_tui.core.plan import Plan, build_plan
 from specbench_tui.core.records import Measurement
-from specbench_tui.core.sweep import parse_sweep
+from specbench_tui.core.sweep.loader import parse_sweep
 
 T0 = 1_767_261_600.0
 """2026-01-01 10:00:00 UTC: the scripted run's start, so snapshots are deterministic."""

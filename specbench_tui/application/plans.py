@@ -8,7 +8,7 @@ from pathlib import Path
 
 from specbench_tui.core.errors import SweepError
 from specbench_tui.core.plan import Plan, build_plan
-from specbench_tui.core.sweep import load_sweep
+from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.paths import resolve_sweep
 
 

@@ -13,7 +13,7 @@ from specbench_tui.application.plans import load_plan_or_report
 from specbench_tui.core.cluster import ClusterSpec, with_address
 from specbench_tui.core.errors import SweepError
 from specbench_tui.core.plan import Plan, build_plan
-from specbench_tui.core.sweep import parse_sweep
+from specbench_tui.core.sweep.loader import parse_sweep
 from specbench_tui.engine.ending import EXIT_INVALID
 from specbench_tui.engine.gpus import GpuBackend, NullBackend, open_backend
 from specbench_tui.runlock import RunDirBusy, acquire

@@ -50,7 +50,7 @@ class ClusterSpec:
 
 
 class Reader(Protocol):
-    """What :func:`read_cluster` needs of the sweep reader (``core.sweep._Reader``)."""
+    """What :func:`read_cluster` needs of the sweep reader (:class:`specbench_tui.core.sweep.reader.Reader`)."""
 
     def error(self, key: KeyPath, message: str, hint: str | None = None) -> None: ...
 

@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterable, Mapping
 from specbench_tui.core.engines import engine_flags
 from specbench_tui.core.plan import PlannedConfig
 from specbench_tui.core.secrets import all_forms, is_secret_name
-from specbench_tui.core.sweep import EngineSpec, expand_env_refs, refers_to_secret
+from specbench_tui.core.sweep.env import expand_env_refs, refers_to_secret
+from specbench_tui.core.sweep.schema import EngineSpec
 
 SIMULATOR_MODULE = "specbench_tui.sim"
 SGLANG_MODULE = "sglang.launch_server"

@@ -22,17 +22,9 @@ from typing import Any
 
 from specbench_tui.core.engines import EngineFlags, engine_flags
 from specbench_tui.core.errors import SweepError, SweepIssue, closest
-from specbench_tui.core.sweep import (
-    ArgValue,
-    ConfigSpec,
-    Scalar,
-    Sweep,
-    WorkloadSpec,
-    sort_issues,
-    typed_key,
-    shown_name,
-    usable_name,
-)
+from specbench_tui.core.sweep.reader import sort_issues
+from specbench_tui.core.sweep.schema import ArgValue, ConfigSpec, Scalar, Sweep, WorkloadSpec
+from specbench_tui.core.sweep.values import shown_name, typed_key, usable_name
 from specbench_tui.core.tomlpos import KeyLocator, KeyPath, format_path
 
 _PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")

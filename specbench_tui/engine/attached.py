@@ -26,7 +26,7 @@ from specbench_tui.core.events import Event, Notice, QueuePaused, QueueResumed, 
     event_from_json
 from specbench_tui.core.plan import Plan, build_plan
 from specbench_tui.core.records import Measurement, MeasurementKey
-from specbench_tui.core.sweep import parse_sweep
+from specbench_tui.core.sweep.loader import parse_sweep
 from specbench_tui.engine.control_socket import PROTOCOL, encode, hello, short_path, socket_path, version_mismatch
 
 CONNECT_TIMEOUT_S = 10.0

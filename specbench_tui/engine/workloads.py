@@ -47,7 +47,7 @@ from specbench_tui.core.records import (
     STATUS_ZERO_OUTPUT,
     Measurement,
 )
-from specbench_tui.core.sweep import WorkloadSpec
+from specbench_tui.core.sweep.schema import WorkloadSpec
 from specbench_tui.core.workload_kinds import ParamSpec, register_kind
 from specbench_tui.engine.client import GenerateResult, ServerClient
 

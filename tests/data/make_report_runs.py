@@ -46,7 +46,7 @@ from specbench_tui.core.events import (  # noqa: E402
 )
 from specbench_tui.core.plan import PlannedConfig, build_plan  # noqa: E402
 from specbench_tui.core.records import Measurement  # noqa: E402
-from specbench_tui.core.sweep import load_sweep  # noqa: E402
+from specbench_tui.core.sweep.loader import load_sweep  # noqa: E402
 
 SWEEP = """\
 # Synthetic report fixture (tests/data/make_report_runs.py): small, realistic, deterministic.

@@ -1,0 +1,131 @@
+"""One ``[[configs]]`` block: its name template, algorithm, matrix axes (each value once, bounded in size) and
+exclude rules (each matching values the matrix has). The matrix is expanded by :mod:`specbench_tui.core.plan`."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from specbench_tui.core.errors import did_you_mean
+from specbench_tui.core.sweep.flags import args_table, env_table
+from specbench_tui.core.sweep.limits import MAX_CONFIGURATIONS, MAX_EXCLUDE_RULES
+from specbench_tui.core.sweep.reader import Reader, short_repr, type_name
+from specbench_tui.core.sweep.schema import ConfigSpec, ExcludeRule, Scalar
+from specbench_tui.core.sweep.values import is_scalar, typed_key
+from specbench_tui.core.tomlpos import KeyPath
+
+_PARAM_OK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CONFIG_KEYS = ("name", "algorithm", "matrix", "args", "fork_args", "env", "exclude")
+
+
+def config_spec(r: Reader, index: int, raw: dict) -> ConfigSpec:
+    key: KeyPath = ("configs", index)
+    t = r.table(raw, key, _CONFIG_KEYS)
+    name = r.get(t, key, "name", (str,), f"config{index}", required=True)
+    if not name.strip():
+        r.error((*key, "name"), "a configuration name cannot be empty", "e.g. name = \"ddtree-b{budget}-tp{tp}\"")
+        name = f"config{index}"
+    algorithm = r.get(t, key, "algorithm", (str,), "")
+    matrix_raw = r.get(t, key, "matrix", (dict,), {})
+    matrix: list[tuple[str, tuple[Scalar, ...]]] = []
+    points = 1
+    for param, values in matrix_raw.items():
+        pkey = (*key, "matrix", param)
+        if not _PARAM_OK.fullmatch(param):
+            r.error(pkey, f"'{param}' is not a usable parameter name",
+                    "use a Python-style identifier such as budget, tp or topk")
+            continue
+        if not isinstance(values, list):
+            values = [values]
+        if not values:
+            r.error(pkey, "empty matrix axis: it would expand to no configuration",
+                    "give at least one value, e.g. [8, 16]")
+            continue
+        if len(values) > MAX_CONFIGURATIONS:
+            r.too_large(pkey, "the number of values", len(values), MAX_CONFIGURATIONS, "MAX_CONFIGURATIONS")
+            matrix = []
+            points = MAX_CONFIGURATIONS + 1
+            break
+        if not all(is_scalar(v) for v in values):
+            r.error(pkey, "matrix values are strings, numbers or booleans")
+            continue
+        seen_values: set[tuple[str, Scalar]] = set()
+        duplicate = next((v for v in values if typed_key(v) in seen_values or _added(seen_values, typed_key(v))), None)
+        if duplicate is not None:
+            r.error(pkey, f"duplicate value {duplicate!r} in {short_repr(values)}", "list each value once")
+            continue
+        matrix.append((param, tuple(values)))
+        points *= len(values)
+        if points > MAX_CONFIGURATIONS:
+            break
+    if points > MAX_CONFIGURATIONS:
+        r.error((*key, "matrix"), f"the matrix expands to {points:,} configurations (at most "
+                f"{MAX_CONFIGURATIONS:,})", "split it into smaller sweeps or remove values")
+        matrix = []
+    excludes = _excludes(r, key, t.get("exclude", []), dict(matrix), set(matrix_raw))
+    return ConfigSpec(
+        index=index, name=name, algorithm=algorithm, matrix=tuple(matrix),
+        args=args_table(r, t.get("args", {}), (*key, "args")),
+        fork_args=args_table(r, t.get("fork_args", {}), (*key, "fork_args")),
+        env=env_table(r, t.get("env", {}), (*key, "env")), exclude=tuple(excludes), line=r.line_of(key),
+    )
+
+
+def _excludes(r: Reader, key: KeyPath, raw: Any, matrix: dict[str, tuple[Scalar, ...]],
+              declared: set[str]) -> list[ExcludeRule]:
+    """``[[configs.exclude]]`` rules: every key but ``reason`` names a matrix parameter and one of its values."""
+    if not isinstance(raw, list):
+        r.error((*key, "exclude"), f"expected an array of tables, got {type_name(raw)}",
+                "write each rule as [[configs.exclude]] with the parameters to match and reason = \"...\"")
+        return []
+    excludes: list[ExcludeRule] = []
+    if len(raw) > MAX_EXCLUDE_RULES:
+        r.error((*key, "exclude", MAX_EXCLUDE_RULES), f"more than {MAX_EXCLUDE_RULES:,} exclude rules "
+                "(MAX_EXCLUDE_RULES)", "exclude a whole axis value with one rule, e.g. { tp = 8, reason = ... }")
+        return []
+    axes = {k: {typed_key(v) for v in values} for k, values in matrix.items()}
+    by_text = {k: {str(v): v for v in reversed(values)} for k, values in matrix.items()}
+    for j, rule in enumerate(raw):
+        rkey = (*key, "exclude", j)
+        if not isinstance(rule, dict):
+            r.error(rkey, f"expected a table such as {{ budget = 8, tp = 1, reason = \"...\" }}, "
+                    f"got {type_name(rule)}")
+            continue
+        reason = rule.get("reason")
+        if "reason" not in rule:
+            r.error(rkey, "an exclude rule needs a reason, shown in the plan and the report",
+                    "add reason = \"why this point is skipped\"")
+        elif not isinstance(reason, str) or not reason.strip():
+            r.error((*rkey, "reason"), "expected a non-empty string saying why these points are skipped")
+        match = tuple((k, v) for k, v in rule.items() if k != "reason")
+        if not match:
+            r.error(rkey, "an exclude rule needs at least one parameter to match", "e.g. budget = 8")
+        ok = True
+        for k, v in match:
+            if k not in matrix:
+                ok = False
+                if k in declared:
+                    continue  # that axis is invalid and already reported
+                if not declared:
+                    r.error((*rkey, k), f"'{k}' cannot be matched: this configuration has no matrix",
+                            "add a matrix, or remove the exclude rule")
+                else:
+                    hint = did_you_mean(k, matrix)
+                    r.error((*rkey, k), f"'{k}' is not a matrix parameter of this configuration (it has "
+                            f"{', '.join(matrix) or 'none'})", hint)
+            elif not is_scalar(v) or typed_key(v) not in axes[k]:
+                ok = False
+                typed = by_text[k].get(str(v)) if is_scalar(v) else None
+                hint = (f"{k} = {v!r} is {type_name(v)} but the matrix has {typed!r}; write it without quotes"
+                        if typed is not None else f"use one of {short_repr(list(matrix[k]))}")
+                r.error((*rkey, k), f"{k} = {short_repr(v)[1:-1]} is not a value of matrix.{k}, so this rule matches "
+                        "nothing", hint)
+        if ok and match and isinstance(reason, str) and reason.strip():
+            excludes.append(ExcludeRule(match, reason.strip(), r.line_of(rkey)))
+    return excludes
+
+
+def _added(seen: set[tuple[str, Scalar]], key: tuple[str, Scalar]) -> bool:
+    """Add ``key`` to ``seen``; false, so that a generator's filter can remember what it passed."""
+    seen.add(key)
+    return False

@@ -1,0 +1,162 @@
+"""One ``[[workloads]]`` block: its kind, name, the parameters common to every kind (repeats, warm-up,
+max_new_tokens, ...), the kind's own parameters from :mod:`specbench_tui.core.workload_kinds`, a prompts file
+read now (so that a run cannot die on it), and how many items one repeat sends. The load axis is checked by
+:mod:`specbench_tui.core.sweep.load_axis`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from specbench_tui.core.errors import did_you_mean
+from specbench_tui.core.prompts import PromptsFileError, load_prompts_file
+from specbench_tui.core.sweep.limits import (
+    MAX_ITEMS,
+    MAX_NAME_CHARS,
+    MAX_NEW_TOKENS,
+    MAX_PROMPT_TOKENS,
+    MAX_PROMPTS_FILE_BYTES,
+    MAX_REPEATS,
+    MAX_TURNS,
+    MAX_WARMUP,
+)
+from specbench_tui.core.sweep.load_axis import LOAD_KEYS, load_spec
+from specbench_tui.core.sweep.reader import Reader, is_type, resolve_path, short_repr, type_name, types_text
+from specbench_tui.core.sweep.schema import WorkloadSpec
+from specbench_tui.core.sweep.values import shown_name, usable_name
+from specbench_tui.core.tomlpos import KeyPath
+from specbench_tui.core.workload_kinds import COMMON_PARAMS, KINDS
+
+_WORKLOAD_KEYS = ("name", "kind", *COMMON_PARAMS, *LOAD_KEYS)
+
+
+def workload_spec(r: Reader, index: int, raw: dict, repeats: int, warmup: int, base_dir: Path) -> WorkloadSpec | None:
+    key: KeyPath = ("workloads", index)
+    kind = r.get(raw, key, "kind", (str,), required=True)
+    if kind is None:
+        return None
+    if kind not in KINDS:
+        r.error((*key, "kind"), f"unknown workload kind '{kind}'", did_you_mean(kind, KINDS))
+        return None
+    kind_params = KINDS[kind]
+    allowed = (*_WORKLOAD_KEYS, *kind_params)
+    for pname in raw:
+        if pname not in allowed:
+            r.error((*key, pname), f"unknown key '{pname}' for a workload of kind '{kind}'",
+                    did_you_mean(pname, allowed))
+    name = r.get(raw, key, "name", (str,), kind)
+    if not usable_name(name):
+        r.error((*key, "name"), f"{shown_name(name)} is not a usable name",
+                f"use letters, digits, '.', '_', '-' and '+', at most {MAX_NAME_CHARS} characters")
+    common = {}
+    for pname, spec in COMMON_PARAMS.items():
+        default = {"repeats": repeats, "warmup": warmup}.get(pname, spec.default)
+        limit, limit_name = _COMMON_LIMITS.get(pname, (None, ""))
+        if spec.positive:
+            common[pname] = r.positive(raw, key, pname, spec.types, default, limit=limit, limit_name=limit_name)
+        elif pname == "warmup":
+            common[pname] = r.positive(raw, key, pname, spec.types, default, allow_zero=True, limit=limit,
+                                       limit_name=limit_name)
+        else:
+            common[pname] = r.get(raw, key, pname, spec.types, default)
+    temperature = common["temperature"]
+    if temperature is not None and temperature < 0:
+        r.error((*key, "temperature"), f"expected a temperature >= 0, got {temperature}", "0 means greedy")
+    params: dict[str, Any] = {}
+    for pname, spec in kind_params.items():
+        pkey = (*key, pname)
+        value = r.get(raw, key, pname, spec.types, spec.default, required=spec.default is None)
+        if value is None:
+            continue
+        if isinstance(value, list):
+            wrong = [i for i, v in enumerate(value) if spec.item_types and not is_type(v, spec.item_types)]
+            if wrong:
+                item = value[wrong[0]]
+                r.error((*pkey, wrong[0]), f"expected an array of {types_text(spec.item_types or ())}, got "
+                        f"{type_name(item)} {short_repr(item)}")
+                continue
+            if len(value) > MAX_ITEMS:
+                r.error(pkey, f"{len(value):,} items (MAX_ITEMS = {MAX_ITEMS:,})", "split the workload")
+                continue
+            for i, v in enumerate(value):
+                if spec.choices and v not in spec.choices:
+                    r.error((*pkey, i), f"unknown item '{v}'", did_you_mean(str(v), map(str, spec.choices)))
+            if not value and pname in ("items", "prompt_tokens"):
+                r.error(pkey, "empty list: this workload would send nothing", "give at least one item")
+            value = tuple(value)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and (
+                (spec.positive and value <= 0) or value < 0):
+            r.error(pkey, f"expected a {'positive' if spec.positive else 'non-negative'} number, got {value}")
+        elif isinstance(value, int) and pname in _KIND_LIMITS and value > _KIND_LIMITS[pname][0]:
+            r.too_large(pkey, pname, value, *_KIND_LIMITS[pname])
+            continue
+        elif spec.choices and value not in spec.choices:
+            r.error(pkey, f"unknown value '{value}'", did_you_mean(str(value), map(str, spec.choices)))
+        params[pname] = value
+    if kind == "long_context":
+        for i, v in enumerate(params.get("prompt_tokens", ())):
+            if isinstance(v, str) and v != "max":
+                r.error((*key, "prompt_tokens", i), f"'{v}' is neither a token count nor \"max\"",
+                        "\"max\" fills the context up to its limit")
+            elif isinstance(v, int) and v <= 0:
+                r.error((*key, "prompt_tokens", i), f"expected positive token counts, got {v}")
+            elif isinstance(v, int) and v > MAX_PROMPT_TOKENS:
+                r.too_large((*key, "prompt_tokens", i), "a prompt size", v, MAX_PROMPT_TOKENS, "MAX_PROMPT_TOKENS")
+    item_count = _item_count(kind, params)
+    if kind == "prompts_file" and "path" in params:
+        resolved = resolve_path(base_dir, params["path"])
+        params["path"] = str(resolved)
+        item_count = _check_prompts_file(r, (*key, "path"), resolved, params)
+    return WorkloadSpec(
+        name=name, kind=kind, max_new_tokens=common["max_new_tokens"] or 256, repeats=common["repeats"] or 1,
+        warmup=common["warmup"] if common["warmup"] is not None else 1, temperature=float(temperature or 0.0),
+        ignore_eos=bool(common["ignore_eos"]), params=tuple(sorted(params.items())), item_count=item_count,
+        load=load_spec(r, key, raw, kind),
+    )
+
+
+_COMMON_LIMITS: dict[str, tuple[int, str]] = {
+    "max_new_tokens": (MAX_NEW_TOKENS, "MAX_NEW_TOKENS"), "repeats": (MAX_REPEATS, "MAX_REPEATS"),
+    "warmup": (MAX_WARMUP, "MAX_WARMUP")}
+_KIND_LIMITS: dict[str, tuple[int, str]] = {
+    "count": (MAX_ITEMS, "MAX_ITEMS"), "limit": (MAX_ITEMS, "MAX_ITEMS"), "turns": (MAX_TURNS, "MAX_TURNS")}
+
+
+def _item_count(kind: str, params: Mapping[str, Any]) -> int:
+    """Items of one repeat, from the kind's parameters (a prompts file's are counted when it is read)."""
+    for name in ("items", "prompt_tokens"):
+        if isinstance(params.get(name), tuple):
+            return len(params[name])
+    count = params.get("count")
+    return count if isinstance(count, int) else 1
+
+
+def _check_prompts_file(r: Reader, key: KeyPath, path: Path, params: Mapping[str, Any]) -> int:
+    """Read and parse a prompts file now, so that the run cannot die on it; the number of prompts it gives."""
+    hint = "relative paths are taken from the sweep file's folder"
+    if not path.is_file():
+        r.error(key, f"prompts file not found: {path}" if not path.exists() else
+                f"the prompts file {path} is not a regular file",
+                hint)
+        return 0
+    try:
+        size = path.stat().st_size
+        if size > MAX_PROMPTS_FILE_BYTES:
+            r.error(key, f"the prompts file {path} is {size:,} bytes (MAX_PROMPTS_FILE_BYTES = {MAX_PROMPTS_FILE_BYTES:,})",
+                    "set limit = N and keep only the prompts you use in the file")
+            return 0
+        categories = params.get("categories") or ()
+        prompts = load_prompts_file(path, categories, params.get("limit") or 0)
+    except (OSError, PromptsFileError) as exc:
+        r.error(key, f"the prompts file cannot be used: {exc}", "each line is a JSON object with \"turns\", "
+                "\"prompt\" or \"text\" (blank and # lines are skipped)")
+        return 0
+    if not prompts:
+        r.error(key, f"the prompts file {path} gives no prompt" + (f" in categories {list(categories)}" if categories else ""),
+                "check the file and the categories")
+        return 0
+    if len(prompts) > MAX_ITEMS:
+        r.error(key, f"the prompts file {path} holds {len(prompts):,} prompts (MAX_ITEMS = {MAX_ITEMS:,})", "set limit = N")
+        return 0
+    return len(prompts)
