@@ -146,6 +146,7 @@ def attach_command(args: argparse.Namespace) -> int:
 
 def ps_command(args: argparse.Namespace) -> int:
     from specbench_tui.engine.attached import AttachError, engine_status
+    from specbench_tui.report.runs import progress_text
     from specbench_tui.engine.engines_registry import drop, entries
 
     rows = []
@@ -165,8 +166,9 @@ def ps_command(args: argparse.Namespace) -> int:
             rows.append((entry.get("sweep", "?"), str(entry["pid"]), "?", f"not answering: {exc}", "?",
                          _since(entry.get("started")), str(run_dir)))
             continue
-        progress = (f"{status.get('finished', 0)}/{status.get('configs', 0)} configs, "
-                    f"{status.get('measurements', 0):,} meas" + (", PAUSED" if status.get("paused") else ""))
+        skipped = int(status.get("skipped", 0))
+        ran = progress_text(int(status.get("finished", 0)) - skipped, int(status.get("configs", 0)), skipped)
+        progress = f"{ran}, {status.get('measurements', 0):,} meas" + (", PAUSED" if status.get("paused") else "")
         clients = status.get("clients") or []
         rows.append((str(status.get("sweep", "?")), str(status.get("pid", entry["pid"])), progress,
                      ", ".join(status.get("running") or []) or "-", str(len(clients)),

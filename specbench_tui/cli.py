@@ -198,7 +198,7 @@ def _resolve_latest(args: argparse.Namespace) -> bool:
         print(f"specbench run: --resume latest: no run directory in {runs_dir} (give --runs-dir, or a path)",
               file=sys.stderr)
         return False
-    print(f"specbench: resuming the latest run, {latest.path} ({latest.state}, {latest.progress} configurations)",
+    print(f"specbench: resuming the latest run, {latest.path} ({latest.state}, {latest.progress})",
           file=sys.stderr)
     args.resume = str(latest.path)
     return True

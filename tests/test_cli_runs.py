@@ -13,7 +13,7 @@ import pytest
 
 from specbench_tui.cli import _resolve_latest, main
 from specbench_tui.runlock import acquire
-from specbench_tui.report.runs import latest_run, list_runs
+from specbench_tui.report.runs import latest_run, list_runs, progress_text
 
 DATA = Path(__file__).parent / "data"
 
@@ -56,7 +56,7 @@ def test_lists_state_progress_owner_and_path(runs: Path, capsys: pytest.CaptureF
         assert out[0].split() == ["STATE", "PROGRESS", "OWNER", "STARTED", "SWEEP", "PATH"]
         live = next(line for line in out if "120000" in line)
         assert live.startswith("running") and f"pid {os.getpid()}" in live and str(second.path) in live
-        assert f"{first.done}/{first.total}" in next(line for line in out if "100000" in line)
+        assert f"{first.ran}/{first.total - first.skipped} ran" in next(line for line in out if "100000" in line)
         assert not any("notes" in line for line in out)
     finally:
         lock.release()
@@ -80,3 +80,11 @@ def test_resume_latest_takes_the_newest(runs: Path, capsys: pytest.CaptureFixtur
 def test_resume_latest_without_runs_says_so(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["run", "--resume", "latest", "--runs-dir", str(tmp_path), "--headless"]) == 2
     assert "no run directory in" in capsys.readouterr().err
+
+
+def test_progress_counts_skipped_configurations_apart_as_the_header_does() -> None:
+    """A skipped configuration never ran: it is out of the count to run and said apart ("0/11 ran, 3 skipped"
+    before anything ran, never "3/14")."""
+    assert progress_text(0, 14, 3) == "0/11 ran, 3 skipped"
+    assert progress_text(9, 9, 0) == "9/9 ran"
+    assert progress_text(1, 0, 0) == "1/? ran"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from specbench_tui.core.events import ConfigState
@@ -44,3 +46,25 @@ def test_counts_in_a_fixed_order_and_the_reason_with_the_resume_command() -> Non
     assert ending_line(outcome) == ("sweep aborted: 2 done, 1 crashed, 1 skipped, 1 pending; stopped on request; "
                                     "continue with specbench run --resume runs/x")
     assert ending_line(SweepOutcome("completed")) == "sweep completed: no configuration"
+
+
+class _Analysis:
+    """Just what :func:`state_counts` reads of a run's analysis: per configuration its totals and cells."""
+
+    def __init__(self, zero: set[str], partial: set[str]) -> None:
+        self.zero, self.partial = zero, partial
+
+    def totals_for(self, config_id: str) -> object:
+        return SimpleNamespace(n_zero_output=1 if config_id in self.zero else 0)
+
+    def rows_of(self, config_id: str) -> list[object]:
+        return [SimpleNamespace(partial=config_id in self.partial)]
+
+
+def test_done_configurations_that_answered_nothing_or_were_cut_are_said_inside_done() -> None:
+    """The end line agrees with the header: a zero-output or partial configuration is done, and said so."""
+    outcome = SweepOutcome("completed", states={"d1": DONE, "d2": DONE, "z": DONE, "p": DONE, "zp": DONE,
+                                                "c": CRASHED, "s": SKIPPED})
+    analysis = _Analysis(zero={"z", "zp", "c"}, partial={"p", "zp", "c"})
+    assert state_counts(outcome, analysis) == "5 done (2 zero-out, 1 partial), 1 crashed, 1 skipped"  # type: ignore[arg-type]
+    assert ending_line(outcome, _Analysis(set(), set())) == "sweep completed: 5 done, 1 crashed, 1 skipped"  # type: ignore[arg-type]

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from specbench_tui.core.events import Event, MeasurementRecorded
+from specbench_tui.core.events import ConfigState, Event, MeasurementRecorded
 from specbench_tui.engine.control_socket import ControlServer
 from specbench_tui.engine.engines_registry import forget, register
 
@@ -85,6 +85,7 @@ class _Progress:
         return {"sweep": plan.sweep.name, "run_dir": str(self.run_dir), "pid": os.getpid(),
                 "since": self.started, "configs": len(plan.configs),
                 "finished": sum(1 for s in states.values() if s.final),
+                "skipped": sum(1 for s in states.values() if s is ConfigState.SKIPPED),
                 "running": [names.get(i, i) for i, s in states.items() if s.active],
                 "measurements": self.measurements, "paused": bool(self.orchestrator.paused)}
 
@@ -143,7 +144,6 @@ async def _serve(plan: Any, run_dir: Any, args: argparse.Namespace, status_fd: i
         analysis = None
         from specbench_tui.engine.ending import ending_line
 
-        ending = {"state": outcome.state, "ending": ending_line(outcome), "failure": outcome.failure}
         if outcome.failure != "preflight":
             try:
                 analysis = run_analysis(plan.to_json(), run_dir.read_measurements(), run_dir.read_events())
@@ -151,6 +151,7 @@ async def _serve(plan: Any, run_dir: Any, args: argparse.Namespace, status_fd: i
                 (run_dir.path / SUMMARY).write_text(summary + "\n", encoding="utf-8")
             except (StoreError, OSError) as exc:
                 print(f"specbench engine: no summary: {exc}", flush=True)
+        ending = {"state": outcome.state, "ending": ending_line(outcome, analysis), "failure": outcome.failure}
         code = exit_code(outcome, analysis=analysis)
     except BaseException as exc:
         print(f"specbench engine: stopped unexpectedly: {exc!r}", flush=True)

@@ -73,17 +73,30 @@ def run_analysis(plan_json: dict[str, Any], measurements: list[Measurement], eve
     return Ledger.from_run(plan_json, measurements, events).analyse()
 
 
-def state_counts(outcome: SweepOutcome) -> str:
-    """``3 done, 1 crashed, 2 pending``: how many configurations ended in each state, in a fixed order."""
+def state_counts(outcome: SweepOutcome, analysis: RunAnalysis | None = None) -> str:
+    """``3 done, 1 crashed, 2 pending``: how many configurations ended in each state, in a fixed order.
+
+    Given the run's ``analysis``, the done ones that are not what "done" suggests are said inside it, with the
+    words the header uses: ``9 done (1 zero-out, 1 partial)`` (a zero-out one answered with no tokens on some
+    workload; a partial one had a workload cut short)."""
     counts = Counter(getattr(state, "value", str(state)) for state in outcome.states.values())
     order = [s for s in _STATE_ORDER if counts.get(s)] + sorted(set(counts) - set(_STATE_ORDER))
-    return ", ".join(f"{counts[s]} {s}" for s in order) or "no configuration"
+    parts = [f"{counts[s]} {s}" for s in order]
+    done = ConfigState.DONE.value
+    if analysis is not None and counts.get(done):
+        ids = [cid for cid, state in outcome.states.items() if getattr(state, "value", str(state)) == done]
+        zero = [cid for cid in ids if (t := analysis.totals_for(cid)) is not None and t.n_zero_output > 0]
+        cut = [cid for cid in ids if cid not in zero and any(r.partial for r in analysis.rows_of(cid))]
+        inner = [f"{len(group)} {word}" for group, word in ((zero, "zero-out"), (cut, "partial")) if group]
+        if inner:
+            parts[order.index(done)] += f" ({', '.join(inner)})"
+    return ", ".join(parts) or "no configuration"
 
 
-def ending_line(outcome: SweepOutcome) -> str:
+def ending_line(outcome: SweepOutcome, analysis: RunAnalysis | None = None) -> str:
     """One line saying how the sweep ended and what to do next (the reason carries the resume command)."""
     reason = f"; {outcome.reason}" if outcome.reason else ""
-    return f"sweep {outcome.state}: {state_counts(outcome)}{reason}"
+    return f"sweep {outcome.state}: {state_counts(outcome, analysis)}{reason}"
 
 
 SIMULATED_NOTE = ("SIMULATED: the SGLang simulator on a scripted GPU box made these figures; they say nothing "

@@ -28,8 +28,10 @@ class RunInfo:
     sweep: str
     state: str
     """running (a live specbench owns it), completed, aborted, failed, or interrupted (no end recorded)."""
-    done: int
-    """Configurations that reached an end (done, crashed, failed or skipped)."""
+    ran: int
+    """Configurations that ran to an end (done, crashed or failed)."""
+    skipped: int
+    """Configurations skipped (by the plan or the user): out of the count to run, as in the TUI's header."""
     total: int
     owner_pid: int | None
     """The pid of the specbench running it, while one does."""
@@ -37,7 +39,14 @@ class RunInfo:
 
     @property
     def progress(self) -> str:
-        return f"{self.done}/{self.total}" if self.total else f"{self.done}/?"
+        """``2/11 ran, 3 skipped``: the TUI header's words."""
+        return progress_text(self.ran, self.total, self.skipped)
+
+
+def progress_text(ran: int, total: int, skipped: int) -> str:
+    """``2/11 ran, 3 skipped``: what ran of what is to run (skipped ones are counted apart, never as done)."""
+    to_run = f"{max(0, total - skipped)}" if total else "?"
+    return f"{ran}/{to_run} ran" + (f", {skipped} skipped" if skipped else "")
 
 
 def _final_states(events: Iterable[Event]) -> dict[str, ConfigState]:
@@ -63,7 +72,8 @@ def read_run(path: Path) -> RunInfo | None:
     configs = listed if isinstance(listed, list) else []
     sweep = plan.get("sweep") if isinstance(plan.get("sweep"), str) else None
     states = _final_states(events)
-    done = sum(1 for state in states.values() if state.final)
+    skipped = sum(1 for state in states.values() if state is ConfigState.SKIPPED)
+    ran = sum(1 for state in states.values() if state.final and state is not ConfigState.SKIPPED)
     ended = next((e for e in reversed(events) if isinstance(e, SweepFinished)), None)
     owned = engine_owns(path)
     owner_pid: int | None = None
@@ -81,7 +91,7 @@ def read_run(path: Path) -> RunInfo | None:
             started = path.stat().st_mtime
         except OSError:
             started = 0.0
-    return RunInfo(path=path, sweep=str(sweep or path.name), state=state, done=done,
+    return RunInfo(path=path, sweep=str(sweep or path.name), state=state, ran=ran, skipped=skipped,
                    total=len(configs) or len(states), owner_pid=owner_pid, started=float(started))
 
 

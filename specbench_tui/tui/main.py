@@ -95,7 +95,7 @@ def _ending(engine: EndedEngine, app_result: int, preflight_problems: list[str] 
             for problem in preflight_problems or [outcome.reason or "(no reason given)"]:
                 print(f"  - {problem}")
         elif outcome is not None:
-            print(f"specbench: {ending_line(outcome)}")
+            print(f"specbench: {ending_line(outcome, analysis)}")
         if outcome is None or outcome.failure != "preflight" or Path(engine.run_dir).exists():
             print(f"specbench: run directory {engine.run_dir}")
     except OSError:  # the terminal went away as the app ended (a dropped SSH session): the code still counts
