@@ -10,14 +10,9 @@ from typing import Any
 import pytest
 
 from specbench_tui.core.analysis import analyse
-from specbench_tui.core.crossover import (
-    ALWAYS_PAYS,
-    CROSSES,
-    NEVER_PAYS,
-    _fit_root,
-    search_needs,
-    stat_of,
-)
+from specbench_tui.core.crossover.results import ALWAYS_PAYS, CROSSES, NEVER_PAYS
+from specbench_tui.core.crossover.search import _fit_root, search_needs
+from specbench_tui.core.crossover.stats import stat_of
 from specbench_tui.core.events import LoadPointFinished
 from specbench_tui.core.ledger import Ledger
 from specbench_tui.core.load import LoadSpec, Slo, arrival_offsets, parse_label, point_item, point_keys

@@ -354,8 +354,8 @@ class RunAnalysis:
     totals: tuple[ConfigTotals, ...] = ()
     """One per configuration, in plan order."""
     load: Any = None
-    """:class:`specbench_tui.core.crossover.LoadAnalysis` of the workloads with a load axis (they have no cells:
-    their figures are per load point), or None when the run has none."""
+    """:class:`specbench_tui.core.crossover.results.LoadAnalysis` of the workloads with a load axis (they have no
+    cells: their figures are per load point), or None when the run has none."""
     _rows_by_key: dict[tuple[str, str], CellRow] = field(default_factory=dict, repr=False, compare=False)
     _configs_by_id: dict[str, ConfigSummary] = field(default_factory=dict, repr=False, compare=False)
 
@@ -480,7 +480,7 @@ def analyse(plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurem
         by_config[m.config_id].append(m)
     load = None
     if loaded or load_ms:
-        from specbench_tui.core.crossover import analyse_load  # the load half of this one analysis
+        from specbench_tui.core.crossover.analyse import analyse_load  # the load half of this one analysis
 
         lossy = {r.config for r in rows if FLAG_MISMATCH in r.flags}
         load = analyse_load(plan_json, load_ms, events, configs, lossy)

@@ -2,7 +2,7 @@
 
 The orchestrator stays as it was for sequential workloads; for a workload with a load axis it asks this
 driver for the keys still to measure and hands it the live server. Which points are wanted comes from the
-single analysis (:func:`specbench_tui.core.crossover.search_needs` over
+single analysis (:func:`specbench_tui.core.crossover.search.search_needs` over
 :func:`specbench_tui.core.analysis.analyse`), recomputed after every point: with ``search = "adaptive"`` a
 configuration starts with the ends of the axis and probes towards its crossover, and its matched baseline
 measures the union of its configurations' probes. A configuration that finished while its search still wants
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from specbench_tui.core.analysis import analyse
-from specbench_tui.core.crossover import SearchStep, search_needs
+from specbench_tui.core.crossover.search import SearchStep, search_needs
 from specbench_tui.core.events import LoadPointFinished, Notice, WorkloadFinished, WorkloadStarted
 from specbench_tui.core.load import point_keys
 from specbench_tui.core.logparse import summarize_decode

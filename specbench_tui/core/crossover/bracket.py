@@ -1,0 +1,67 @@
+"""The crossover of a speculative configuration on one load axis: the interval (lo, hi] where its speedup over
+the matched baseline falls below 1, from the non-noisy points, with a log-linear estimate inside it."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from specbench_tui.core.crossover.results import (
+    ALWAYS_PAYS,
+    CROSSES,
+    NEVER_PAYS,
+    UNDETERMINED,
+    Crossover,
+    Evidence,
+    PointRow,
+)
+from specbench_tui.core.load import parse_label
+
+
+def is_usable(row: PointRow | None) -> bool:
+    return row is not None and row.speedup is not None and not row.noisy
+
+
+def crossover_of(config: Any, workload: str, axis: str, grid: list[str], pts: list[PointRow | None]) -> Crossover:
+    values = [parse_label(label)[1] for label in grid]
+    evidence = tuple(Evidence(p.load, p.value, p.speedup.median if p.speedup else None, p.noisy)
+                     for p in pts if p is not None)
+    measured = sum(1 for p in pts if p is not None)
+    usable = [(v, p.speedup.median) for v, p in zip(values, pts) if is_usable(p) and p is not None and p.speedup]
+    base = {"config_id": config.id, "config": config.name, "workload": workload, "axis": axis, "measured": measured,
+                "grid": len(grid), "evidence": evidence}
+    if not usable:
+        return Crossover(status=UNDETERMINED, low=None, high=None, estimate=None,
+                         note="no load point with a speedup that is not noisy", **base)
+    loses = [v for v, s in usable if s < 1.0]
+    hi = min(loses) if loses else None
+    pays = [(v, s) for v, s in usable if s >= 1.0 and (hi is None or v < hi)]
+    if hi is not None and hi == values[0]:
+        s0 = dict(usable)[hi]
+        return Crossover(status=NEVER_PAYS, low=None, high=hi, estimate=None,
+                         note=f"{s0:.2f}× at the lowest load: every higher load is dominated", **base)
+    if hi is None:
+        top = max(v for v, _ in usable)
+        status = ALWAYS_PAYS if top == values[-1] else UNDETERMINED
+        note = (f"{dict(usable)[top]:.2f}× at the highest load point" if status == ALWAYS_PAYS
+                else "no usable point under 1, and the highest load point is not usable")
+        return Crossover(status=status, low=top, high=None, estimate=None, note=note, **base)
+    if not pays:
+        return Crossover(status=CROSSES, low=None, high=hi, estimate=None,
+                         note="no usable point at or above 1 below this one", **base)
+    lo, s_lo = max(pays)
+    s_hi = dict(usable)[hi]
+    est = log_root(lo, s_lo, hi, s_hi)
+    inside = [v for v in values if lo < v < hi]
+    note = f"{len(inside)} grid point(s) inside not measured or noisy" if inside else ""
+    nonmono = [v for v, s in usable if v > hi and s >= 1.0]
+    if nonmono:
+        note = (note + "; " if note else "") + f"speedup back above 1 at {nonmono[0]:g} (not monotone)"
+    return Crossover(status=CROSSES, low=lo, high=hi, estimate=est, note=note, **base)
+
+
+def log_root(lo: float, s_lo: float, hi: float, s_hi: float) -> float | None:
+    if s_lo == s_hi or lo <= 0 or hi <= 0:
+        return None
+    t = (s_lo - 1.0) / (s_lo - s_hi)
+    return math.exp(math.log(lo) + t * (math.log(hi) - math.log(lo)))

@@ -1,0 +1,173 @@
+"""What the load analysis produces, as frozen data every view reads: one :class:`PointRow` per configuration ×
+workload × load point, a :class:`Crossover` per speculative configuration and load axis, a
+:class:`ScheduleEntry` per load point, all in one :class:`LoadAnalysis`; and the load workloads of a plan."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from specbench_tui.core.crossover.stats import Pcts, Stat
+from specbench_tui.core.load import AXIS_CONCURRENCY, LoadSpec
+
+NEVER_PAYS = "never_pays"
+ALWAYS_PAYS = "always_pays"
+CROSSES = "crosses"
+UNDETERMINED = "undetermined"
+
+
+@dataclass(frozen=True)
+class PointRow:
+    """One configuration × workload × load point."""
+
+    config_id: str
+    config: str
+    workload: str
+    load: str
+    axis: str
+    value: float
+    n_ok: int
+    n_error: int
+    n_zero_output: int
+    repeats: int
+    """Repeats with at least one measurement."""
+    complete: bool
+    """Every repeat sent all of its requests (what the search counts as measured)."""
+    output_tps: Stat | None = None
+    per_user_tps: Stat | None = None
+    request_tps: Stat | None = None
+    ttft_s: Pcts | None = None
+    itl_s: Pcts | None = None
+    e2e_s: Pcts | None = None
+    accept_length: float | None = None
+    server_accept_length: float | None = None
+    goodput_rps: float | None = None
+    goodput_tps: float | None = None
+    slo_attainment: float | None = None
+    """Fraction of the point's ok requests that met every SLO limit."""
+    meets_slo: bool | None = None
+    speedup: Stat | None = None
+    speedup_pairs: int = 0
+    baseline: str | None = None
+    noisy: bool = False
+    noise: str | None = None
+    """Why the point is noisy (or None)."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    load: str
+    value: float
+    speedup: float | None
+    noisy: bool
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where a speculative configuration's speedup over its matched baseline falls below 1 on one load axis."""
+
+    config_id: str
+    config: str
+    workload: str
+    axis: str
+    status: str
+    """crosses, never_pays, always_pays or undetermined."""
+    low: float | None
+    """B* > low (None: below the first point)."""
+    high: float | None
+    """B* ≤ high (None: beyond the last point)."""
+    estimate: float | None
+    """Log-linear interpolation of the speedup between ``low`` and ``high``."""
+    measured: int
+    grid: int
+    evidence: tuple[Evidence, ...] = ()
+    note: str = ""
+
+    @property
+    def interval_text(self) -> str:
+        if self.status == NEVER_PAYS:
+            return f"≤ {self.high:g}" if self.high is not None else "–"
+        if self.status == ALWAYS_PAYS:
+            return f"> {self.low:g}" if self.low is not None else "–"
+        if self.status == CROSSES:
+            return f"({self.low:g}, {self.high:g}]" if self.low is not None else f"≤ {self.high:g}"
+        return "?"
+
+    @property
+    def text(self) -> str:
+        """As a reader reads it: ``(16, 24]  ≈19.7``, ``never pays (under 1 at 1)``, ``pays at every point``."""
+        if self.status == NEVER_PAYS:
+            return f"never pays (under 1 at {self.high:g})" if self.high is not None else "never pays"
+        if self.status == ALWAYS_PAYS:
+            return f"pays at every point (> {self.low:g})" if self.low is not None else "pays at every point"
+        if self.status == CROSSES:
+            est = f"  ≈{self.estimate:.3g}" if self.estimate is not None else ""
+            return f"{self.interval_text}{est}"
+        return f"undetermined ({self.note})" if self.note else "undetermined"
+
+
+@dataclass(frozen=True)
+class ScheduleEntry:
+    workload: str
+    load: str
+    axis: str
+    value: float
+    best: str | None
+    best_tps: float | None
+    runner_up: str | None
+    runner_up_tps: float | None
+    margin: float | None
+    """best ÷ runner-up − 1."""
+    significant: bool | None
+    """Whether the margin exceeds the repeat spread (None: no runner-up)."""
+    candidates: int
+    excluded: tuple[tuple[str, str], ...] = ()
+    """(configuration, why) left out at this point: noisy, crashed, lossy."""
+
+
+@dataclass(frozen=True)
+class LoadWorkload:
+    name: str
+    spec: LoadSpec
+
+
+@dataclass(frozen=True)
+class LoadAnalysis:
+    workloads: tuple[LoadWorkload, ...] = ()
+    points: tuple[PointRow, ...] = ()
+    crossovers: tuple[Crossover, ...] = ()
+    schedule: tuple[ScheduleEntry, ...] = ()
+    points_measured: int = 0
+    """(configuration, load point) pairs measured, over every load workload."""
+    grid_points: int = 0
+    """(configuration, load point) pairs of the full grid (runnable configurations × points)."""
+    _rows: dict[tuple[str, str, str], PointRow] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._rows.update({(p.config_id, p.workload, p.load): p for p in self.points})
+
+    def point(self, config_id: str, workload: str, load: str) -> PointRow | None:
+        return self._rows.get((config_id, workload, load))
+
+    def points_of(self, config_id: str, workload: str) -> list[PointRow]:
+        return sorted((p for p in self.points if p.config_id == config_id and p.workload == workload),
+                      key=lambda p: (p.axis != AXIS_CONCURRENCY, p.value))
+
+    def crossover(self, config_id: str, workload: str, axis: str = AXIS_CONCURRENCY) -> Crossover | None:
+        return next((c for c in self.crossovers
+                     if c.config_id == config_id and c.workload == workload and c.axis == axis), None)
+
+    @property
+    def empty(self) -> bool:
+        return not self.workloads
+
+
+def load_workloads(plan_json: Mapping[str, Any]) -> list[LoadWorkload]:
+    out = []
+    for raw in plan_json.get("workloads", []) or []:
+        if isinstance(raw, Mapping) and isinstance(raw.get("name"), str):
+            spec = LoadSpec.from_json(raw.get("load"))
+            if spec is not None:
+                out.append(LoadWorkload(raw["name"], spec))
+    return out

@@ -1,0 +1,142 @@
+"""The adaptive search: which load points each configuration must have measured now, given what is measured so
+far: both ends of the axis first, then probes inside the bracket at the root of a fitted speedup curve (or of
+the log-linear interpolation), until the bracket's ends are neighbours on the grid."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from specbench_tui.core.crossover.bracket import is_usable, log_root
+from specbench_tui.core.crossover.results import LoadAnalysis
+from specbench_tui.core.load import AXIS_CONCURRENCY, AXIS_RATE, SEARCH_GRID, parse_label
+
+
+def _fit_root(points: list[tuple[float, float]]) -> float | None:
+    """Root of S(B) = 1 for S(B) = (p + qB) / (1 + rB) fitted to ``points`` by least squares on
+    p + qB − rSB = S (exact with three points)."""
+    if len(points) < 3:
+        return None
+    rows = [(1.0, b, -s * b, s) for b, s in points]
+    ata = [[sum(r[i] * r[j] for r in rows) for j in range(3)] for i in range(3)]
+    atb = [sum(r[i] * r[3] for r in rows) for i in range(3)]
+    sol = _solve3(ata, atb)
+    if sol is None:
+        return None
+    p, q, r = sol
+    if abs(q - r) < 1e-15:
+        return None
+    root = (1.0 - p) / (q - r)
+    return root if math.isfinite(root) and root > 0 else None
+
+
+def _solve3(a: list[list[float]], b: list[float]) -> tuple[float, float, float] | None:
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for col in range(3):
+        pivot = max(range(col, 3), key=lambda i: abs(m[i][col]))
+        if abs(m[pivot][col]) < 1e-18:
+            return None
+        m[col], m[pivot] = m[pivot], m[col]
+        for i in range(3):
+            if i != col:
+                f = m[i][col] / m[col][col]
+                m[i] = [x - f * y for x, y in zip(m[i], m[col])]
+    return m[0][3] / m[0][0], m[1][3] / m[1][1], m[2][3] / m[2][2]
+
+
+def _probes(values: list[float], usable: dict[float, float], measured: set[float]) -> tuple[list[float], str]:
+    """Load values to measure next on one axis for one configuration, and why (empty: the search is done)."""
+    ends = [values[0], values[-1]]
+    missing = [v for v in ends if v not in measured]
+    if missing:
+        return missing, "the ends of the load axis"
+    loses = [v for v, s in usable.items() if s < 1.0]
+    hi = min(loses) if loses else None
+    if hi is not None and hi == values[0]:
+        return [], "dominated: under 1 at the lowest load"
+    pays = [v for v, s in usable.items() if s >= 1.0 and (hi is None or v < hi)]
+    lo = max(pays) if pays else None
+    if hi is None and lo == values[-1]:
+        return [], "pays at the highest load"
+    low_v = lo if lo is not None else -math.inf
+    high_v = hi if hi is not None else math.inf
+    candidates = [v for v in values if low_v < v < high_v and v not in measured]
+    if not candidates:
+        return [], "bracketed"
+    guess = None
+    pts = sorted(usable.items())
+    if len(pts) >= 3:
+        guess = _fit_root(pts)
+    if guess is not None and lo is not None and hi is not None and lo < guess <= hi:
+        below = [v for v in values if v < guess]
+        above = [v for v in values if v >= guess]
+        pair = [v for v in (below[-1] if below else None, above[0] if above else None)
+                if v is not None and v in candidates]
+        if pair:
+            return pair, f"both neighbours of the fitted root {guess:.3g}"
+    if lo is not None and hi is not None:
+        guess = log_root(lo, usable[lo], hi, usable[hi])
+    if guess is None:
+        guess = math.sqrt(max(candidates[0], 1e-9) * candidates[-1])
+    best = min(candidates, key=lambda v: abs(math.log(v) - math.log(max(guess, 1e-9))))
+    return [best], f"nearest the interpolated root {guess:.3g}"
+
+
+@dataclass(frozen=True)
+class SearchStep:
+    needs: dict[str, dict[str, tuple[str, ...]]]
+    """config id → workload → load labels it must have measured (done ones included)."""
+    reasons: tuple[str, ...] = ()
+
+
+def search_needs(load: LoadAnalysis, configs: Sequence[Any]) -> SearchStep:
+    """Which load points each configuration must have measured now, given what is measured so far. A
+    configuration whose needs are all measured has nothing to run; the sweep is done when none has."""
+    by_name = {c.name: c for c in configs}
+    needs: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    reasons: list[str] = []
+    dependents: dict[str, list[Any]] = defaultdict(list)
+    for c in configs:
+        if c.speculative and c.baseline in by_name:
+            dependents[by_name[c.baseline].id].append(c)
+    for workload in load.workloads:
+        spec = workload.spec
+        for config in configs:
+            is_searched = config.speculative and config.baseline in by_name and spec.search != SEARCH_GRID
+            if spec.search == SEARCH_GRID or (not is_searched and not dependents.get(config.id)):
+                needs[config.id][workload.name].update(spec.points())
+                continue
+            if not is_searched:
+                continue
+            base = by_name[config.baseline]
+            for axis in (AXIS_CONCURRENCY, AXIS_RATE):
+                grid = spec.axis_points(axis)
+                if not grid:
+                    continue
+                values = [parse_label(g)[1] for g in grid]
+                label_of = dict(zip(values, grid))
+                measured = set()
+                usable: dict[float, float] = {}
+                for v, label in zip(values, grid):
+                    mine = load.point(config.id, workload.name, label)
+                    theirs = load.point(base.id, workload.name, label)
+                    if mine is not None and theirs is not None and mine.complete and theirs.complete:
+                        measured.add(v)
+                        if is_usable(mine) and mine.speedup is not None:
+                            usable[v] = mine.speedup.median
+                probes, why = _probes(values, usable, measured)
+                chosen = {label_of[v] for v in probes} | {label_of[v] for v in measured}
+                needs[config.id][workload.name].update(chosen)
+                needs[base.id][workload.name].update(chosen)
+                if probes:
+                    reasons.append(f"{config.name} {workload.name}: {', '.join(label_of[v] for v in probes)} ({why})")
+    return SearchStep({cid: {w: tuple(sorted(v, key=_label_order)) for w, v in ws.items()}
+                       for cid, ws in needs.items()}, tuple(reasons))
+
+
+def _label_order(label: str) -> tuple[int, float]:
+    axis, value = parse_label(label)
+    return (0 if axis == AXIS_CONCURRENCY else 1, value)
