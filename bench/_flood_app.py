@@ -350,6 +350,7 @@ def main() -> int:
     parser.add_argument("--run-dir", default=None)
     parser.add_argument("--exit-after", type=float, default=None, help="seconds after the first screen")
     parser.add_argument("--result", default=None)
+    parser.add_argument("--profile", default=None, help="sample the UI thread's stack into this file")
     parser.add_argument("--table", default=None, metavar="CONFIGSxWORKLOADS",
                         help="a stand-in plan this big, three quarters of it measured (e.g. 200x8)")
     parser.add_argument("--exit-when-done", action="store_true",
@@ -357,6 +358,11 @@ def main() -> int:
     args = parser.parse_args()
     for variable in ("COLUMNS", "LINES"):
         os.environ.pop(variable, None)
+    dump_samples = None
+    if args.profile:
+        from _sampler import start as start_sampler
+
+        dump_samples = start_sampler(args.profile, 0.002)
 
     from specbench_tui.tui.app import SpecbenchApp
 
@@ -406,6 +412,8 @@ def main() -> int:
 
     app = BenchApp(engine)
     app.run(mouse=False)
+    if dump_samples is not None:
+        dump_samples()
     engine.stop(60.0)
     info.setdefault("lines_published", engine.flood.sent)
     info["flood_s"] = (engine.flood.finished_at or time.monotonic()) - engine.flood.started_at

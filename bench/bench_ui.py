@@ -86,11 +86,15 @@ def row_with(name: str, word: str) -> re.Pattern[bytes]:
 class KeyBench:
     """Presses keys in the app and times each one until its effect is in the terminal output."""
 
+    only: set[str] = set(KEYS)
+    """The keys to press (all by default)."""
+
     def __init__(self, app: PtyProcess, presses: int) -> None:
         self.app = app
         self.presses = presses
         self.ms: dict[str, list[float]] = {key: [] for key in KEYS}
         self.misses: dict[str, int] = {key: 0 for key in KEYS}
+        self.windows: dict[str, list[tuple[float, float]]] = {key: [] for key in KEYS}
 
     def press(self, key: str, data: bytes, expect: bytes | re.Pattern[bytes], gap_s: float = 0.6) -> None:
         sent = self.app.send(data)
@@ -101,6 +105,7 @@ class KeyBench:
         if seen is None:
             self.misses[key] += 1
         self.ms[key].append((seen - sent) * 1000 if seen is not None else TIMEOUT_S * 1000)
+        self.windows[key].append((sent, seen if seen is not None else sent + TIMEOUT_S))
         time.sleep(max(0.0, sent + gap_s - time.monotonic()))
 
     def quiet(self, data: bytes, settle_s: float = 0.4) -> None:
@@ -110,48 +115,60 @@ class KeyBench:
 
     def run(self) -> None:
         n = self.presses
-        for i in range(n):
-            self.press("o", b"o", f"Results sorted by {SORT_LABELS[i % 5]}".encode(), 0.7)
-        for i in range(max(3, n // 2)):
-            self.press("t", b"t", f"Theme: {THEMES[i % 3]}".encode(), 1.0)
-        for i in range(n):
-            self.press("p", b"p", b"Queue paused" if i % 2 == 0 else b"Queue resumed", 0.7)
-        if n % 2:
-            self.quiet(b"p", 0.7)
-        self.quiet(b"1")
-        for i in range(n):
-            self.press("m", b"m", b"m restores" if i % 2 == 0 else b"3 Server log", 0.6)
-        if n % 2:
-            self.quiet(b"m")
-        for _ in range(n):
-            self.press("ctrl+p", b"\x10", b"earch for commands", 0.5)  # the cursor sits on the "S"
-            self.quiet(ESC, 0.5)
+        only = self.only
+        if "o" in only:
+            for i in range(n):
+                self.press("o", b"o", f"Results sorted by {SORT_LABELS[i % 5]}".encode(), 0.7)
+        if "t" in only:
+            for i in range(max(3, n // 2)):
+                self.press("t", b"t", f"Theme: {THEMES[i % 3]}".encode(), 1.0)
+        if "p" in only:
+            for i in range(n):
+                self.press("p", b"p", b"Queue paused" if i % 2 == 0 else b"Queue resumed", 0.7)
+            if n % 2:
+                self.quiet(b"p", 0.7)
+        if "m" in only:
+            self.quiet(b"1")
+            for i in range(n):
+                self.press("m", b"m", b"m restores" if i % 2 == 0 else b"3 Server log", 0.6)
+            if n % 2:
+                self.quiet(b"m")
+        if "ctrl+p" in only:
+            for _ in range(n):
+                self.press("ctrl+p", b"\x10", b"earch for commands", 0.5)  # the cursor sits on the "S"
+                self.quiet(ESC, 0.5)
         # The running configuration is the last row: open its log (and search in it) from there.
-        self.quiet(b"1")
-        self.quiet(CTRL_END, 0.6)
-        for _ in range(n):
-            self.press("l", b"l", b"Errors only", 0.6)
-            self.press("/", b"/", b"earch (Enter", 0.5)
-            self.quiet(ESC, 0.4)
-            self.quiet(ESC, 0.6)
+        if "l" in only or "/" in only:
+            self.quiet(b"1")
+            self.quiet(CTRL_END, 0.6)
+            for _ in range(n):
+                self.press("l", b"l", b"Errors only", 0.6)
+                self.press("/", b"/", b"earch (Enter", 0.5)
+                self.quiet(ESC, 0.4)
+                self.quiet(ESC, 0.6)
         # s and r on pending rows FIRST_PENDING + 10 …, then S on whatever runs.
-        self.quiet(b"\x1b[1;5H", 0.6)  # ctrl+home
-        self.quiet(DOWN * (FIRST_PENDING + 10), 1.0)
-        for i in range(n):
-            self.press("s", b"s", row_with(_config_name(FIRST_PENDING + 10 + i), "skipped"), 0.5)
-            self.quiet(DOWN, 0.25)
-        for i in reversed(range(n)):
-            self.quiet(UP, 0.25)
-            self.press("r", b"r", row_with(_config_name(FIRST_PENDING + 10 + i), "pending"), 0.5)
+        if "s" in only or "r" in only:
+            self.quiet(b"1")
+            self.quiet(b"\x1b[1;5H", 0.6)  # ctrl+home
+            self.quiet(DOWN * (FIRST_PENDING + 10), 1.0)
+            for i in range(n):
+                self.press("s", b"s", row_with(_config_name(FIRST_PENDING + 10 + i), "skipped"), 0.5)
+                self.quiet(DOWN, 0.25)
+            for i in reversed(range(n)):
+                self.quiet(UP, 0.25)
+                self.press("r", b"r", row_with(_config_name(FIRST_PENDING + 10 + i), "pending"), 0.5)
         # The cursor on a finished row: S takes the running configuration (off screen), so its effect is read
         # in the queue's summary line: one more configuration skipped each time.
-        self.quiet(b"\x1b[1;5H", 0.6)
-        for i in range(n):
-            self.press("S", b"S", re.compile(rb"(?<![0-9])%d skipped" % (i + 1)), 0.8)
+        if "S" in only:
+            self.quiet(b"1")
+            self.quiet(b"\x1b[1;5H", 0.6)
+            for i in range(n):
+                self.press("S", b"S", re.compile(rb"(?<![0-9])%d skipped" % (i + 1)), 0.8)
 
 
-def flood_figures(presses: int) -> dict[str, object]:
-    with _app(["--rate", str(RATE), "--table", TABLE, "--exit-after", "400"]) as app:
+def flood_figures(presses: int, profile: str | None = None) -> dict[str, object]:
+    extra = ["--profile", str(Path(profile) / "samples.pickle")] if profile else []
+    with _app(["--rate", str(RATE), "--table", TABLE, "--exit-after", "400", *extra]) as app:
         if app.wait_for(b"Sweep queue", 0, 30) is None:
             raise RuntimeError("the app did not draw its first screen")
         time.sleep(4.0)  # the table is filled, the flood is on and the panels have settled
@@ -162,10 +179,13 @@ def flood_figures(presses: int) -> dict[str, object]:
         keys.run()
         cpu2, wall2 = app.cpu_seconds(("bench-flood",)), time.monotonic()
         app.send(b"\x11")  # ctrl+q: quits at once (no real server runs)
+        if profile:  # the stand-in's running configuration can make it ask first: a second ctrl+c confirms
+            time.sleep(0.5)
+            app.send(b"\x03")
         app.wait(10)
     return {"cpu": (cpu1 - cpu0) / (wall1 - wall0), "cpu_with_generator": (total1 - total0) / (wall1 - wall0),
             "cpu_typing": (cpu2 - cpu1) / (wall2 - wall1), "keys": keys.ms, "misses": keys.misses,
-            "output_mb": app.total_bytes / 1e6}
+            "output_mb": app.total_bytes / 1e6, "windows": keys.windows}
 
 
 def memory_figure() -> dict[str, float]:
@@ -180,13 +200,32 @@ def memory_figure() -> dict[str, float]:
             "seconds": time.monotonic() - started}
 
 
+def _print_profile(path: Path, flood: dict[str, object]) -> None:
+    import pickle
+
+    from _sampler import report
+
+    samples = pickle.loads(path.read_bytes())
+    windows: dict[str, list[tuple[float, float]]] = flood["windows"]  # type: ignore[assignment]
+    for key, spans in windows.items():
+        if not spans:
+            continue
+        slow = [w for w in spans if (w[1] - w[0]) > 0.06]
+        print(f"\n== {key}: {len(slow)} of {len(spans)} presses over 60 ms")
+        print(report(samples, slow or spans))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="UI CPU, key latency and memory of the real app in a pty")
     parser.add_argument("--presses", type=int, default=20, help="presses per key (default 20; t: half)")
     parser.add_argument("--no-memory", action="store_true", help="leave the 1M-line memory figure out")
+    parser.add_argument("--keys", default=",".join(KEYS), help="only these keys (comma-separated)")
+    parser.add_argument("--profile", metavar="DIR", default=None,
+                        help="sample the app's UI thread and print where each key's slow presses went")
     options = parser.parse_args()
     started = time.monotonic()
-    flood = flood_figures(options.presses)
+    KeyBench.only = set(options.keys.split(","))
+    flood = flood_figures(options.presses, options.profile)
     memory = memory_figure() if not options.no_memory else None
     keys: dict[str, list[float]] = flood["keys"]  # type: ignore[assignment]
     misses: dict[str, int] = flood["misses"]  # type: ignore[assignment]
@@ -199,6 +238,8 @@ def main() -> int:
                                                    TARGETS["cpu"], "{:.3f}")]
     for key in KEYS:
         values = keys[key]
+        if not values:
+            continue
         p95 = percentile(values, 95) or 0.0
         median = percentile(values, 50) or 0.0
         missed = f"  ({misses[key]} never seen)" if misses[key] else ""
@@ -218,7 +259,7 @@ def main() -> int:
         print(f"{name:<46} {fmt.format(value):>8} {'< ' + fmt.format(target):>8}  {'PASS' if ok else 'FAIL'}")
         if not ok:
             failures.append(name)
-    worst = max((percentile(keys[k], 95) or 0.0) for k in KEYS)
+    worst = max((percentile(keys[k], 95) or 0.0) for k in KEYS if keys[k])
     print(f"\nran in {time.monotonic() - started:.1f} s")
     figure("UI CPU at 10k lines/s", f"{float(flood['cpu']):.3f} core", f"< {TARGETS['cpu']}",  # type: ignore[arg-type]
            float(flood["cpu"]) < TARGETS["cpu"])  # type: ignore[arg-type]
@@ -228,6 +269,8 @@ def main() -> int:
         figure("peak RSS after 1M log lines", f"{memory['rss_mb']:.0f} MB", f"< {TARGETS['rss_mb']:.0f} MB",
                memory["rss_mb"] < TARGETS["rss_mb"] and memory["lines"] >= MEMORY_LINES)
     print("PASS" if not failures else "FAIL: " + "; ".join(failures))
+    if options.profile:
+        _print_profile(Path(options.profile) / "samples.pickle", flood)
     return 1 if failures else 0
 
 

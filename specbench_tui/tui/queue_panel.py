@@ -14,7 +14,7 @@ from specbench_tui.core.state import PAUSED, ConfigView, RunState
 from specbench_tui.tui.looks import GLYPHS, PARTIAL, ZERO_OUTPUT, outcome_word
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean, safe
-from specbench_tui.tui.table_cells import update_row
+from specbench_tui.tui.table_cells import CachedCellsTable, update_row
 
 STATE_GLYPHS = GLYPHS
 COLUMNS = (("glyph", ""), ("config", "config"), ("state", "state"), ("gpus", "GPUs"), ("startup", "start-up"),
@@ -54,7 +54,7 @@ def _note(view: ConfigView) -> str:
     return ""
 
 
-class QueuePanel(DataTable):
+class QueuePanel(CachedCellsTable):
     """The configurations of the plan in run order; the cursor row is the 'selected' configuration."""
 
     ALLOW_MAXIMIZE = True

@@ -28,7 +28,7 @@ from specbench_tui.core.events import ConfigState
 from specbench_tui.core.state import RunState
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean
-from specbench_tui.tui.table_cells import SlicedRestyle, update_row
+from specbench_tui.tui.table_cells import CachedCellsTable, SlicedRestyle, update_row
 
 COLUMNS = (("config", "config"), ("workload", "workload"), ("n", "n"), ("tps", "tok/s"), ("ttft", "TTFT ms"),
            ("accept", "accept"), ("speedup", "speedup"), ("note", "note"))
@@ -171,7 +171,7 @@ def _number(value: float | None, digits: int, sort_value: float | None, style: S
     return _cell(f"{value:.{digits}f}", style, sort_value if sort_value is not None else value)
 
 
-class ResultsPanel(DataTable):
+class ResultsPanel(CachedCellsTable):
     """Configuration × workload medians (zero-output requests are kept out and flagged)."""
 
     ALLOW_MAXIMIZE = True

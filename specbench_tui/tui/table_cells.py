@@ -9,11 +9,103 @@ alone, which is what a live table wants anyway (columns that shrink and grow bac
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import Any
 
+from rich.padding import Padding
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
-from textual.widgets import DataTable
+from textual.renderables.styled import Styled
+from textual.dom import DOMNode
+from textual.geometry import Region
+from textual.strip import Strip
 from textual.timer import Timer
+from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
+
+_CellLines = list[list[Segment]]
+
+
+@lru_cache(maxsize=65536)
+def _meta_style(row: int, column: int) -> Style:
+    """The mouse metadata ``DataTable`` puts on a cell's segments (which row and column was clicked)."""
+    return Style.from_meta({"row": row, "column": column})
+
+
+class CachedCellsTable(DataTable[Any]):
+    """A ``DataTable`` that keeps each cell's rendering for as long as the cell and its styles stay the same.
+
+    ``DataTable`` keys its cell cache on a table-wide update counter and throws it away on every restyle, so one
+    changed cell, a new sort order, a resize (maximising a panel), a focus change or a moved cursor renders every
+    visible cell again through Rich (most of a key's cost on a big table). Here a cell is rendered again only when
+    its own value object, width or effective styles change; the row and column of the mouse metadata are added to
+    the kept segments (rows move when the table is sorted). Single-line rows only (the app's tables); anything
+    else takes ``DataTable``'s own path. Relies on ``DataTable._render_cell``, ``_data``, ``_row_locations``,
+    ``_column_locations`` and ``_get_styles_to_render_cell`` (Textual 8).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._kept_cells: dict[tuple[object, ...], tuple[object, tuple[object, ...], _CellLines]] = {}
+        self._frame_style: Style | None = None
+
+    @property
+    def rich_style(self) -> Style:
+        """The widget's style; worked out once per frame (``DataTable`` asks for it on every line, and each time
+        it walks every ancestor's styles)."""
+        if self._frame_style is not None:
+            return self._frame_style
+        return DOMNode.rich_style.fget(self)  # type: ignore[attr-defined, no-any-return]
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._frame_style = DOMNode.rich_style.fget(self)  # type: ignore[attr-defined]
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._frame_style = None
+
+    def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
+                     cursor: bool = False, hover: bool = False) -> _CellLines:
+        if row_index < 0 or column_index < 0:
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        row_key = self._row_locations.get_key(row_index)
+        column_key = self._column_locations.get_key(column_index)
+        row = self.rows.get(row_key) if row_key is not None else None
+        data = self._data.get(row_key) if row_key is not None else None
+        if row is None or data is None or row.height != 1 or column_key is None:
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        value = data.get(column_key)
+        if not isinstance(value, Text):
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        fixed = row_index < self.fixed_rows or column_index < self.fixed_columns
+        component_style, post_style = self._get_styles_to_render_cell(
+            False, False, fixed, hover, cursor, self.show_cursor, self._show_hover_cursor,
+            self.cursor_foreground_priority == "css", self.cursor_background_priority == "css")
+        pre_style = base_style + component_style
+        looks = (pre_style, post_style, width, self.cell_padding)
+        slot = (row_key, column_key, cursor, hover)
+        kept = self._kept_cells.get(slot)
+        if kept is not None and kept[0] is value and kept[1] == looks:
+            plain = kept[2]
+        else:
+            options = self.app.console_options.update_dimensions(width, 1).update(no_wrap=True)
+            plain = self.app.console.render_lines(
+                Styled(Padding(value, (0, self.cell_padding)), pre_style=pre_style, post_style=post_style), options)
+            self._kept_cells[slot] = (value, looks, plain)
+        meta = _meta_style(row_index, column_index)
+        return [[Segment(text, style + meta if style is not None else meta, control)
+                 for text, style, control in line] for line in plain]
+
+    def clear(self, columns: bool = False) -> Any:
+        self._kept_cells.clear()
+        return super().clear(columns)
+
+    def remove_row(self, row_key: RowKey | str) -> None:
+        super().remove_row(row_key)
+        key = row_key if isinstance(row_key, RowKey) else RowKey(row_key)
+        for slot in [slot for slot in self._kept_cells if slot[0] == key]:
+            del self._kept_cells[slot]
 
 
 def update_row(table: DataTable, row_key: str, column_keys: Sequence[str], cells: Sequence[Text]) -> None:

@@ -1,0 +1,83 @@
+"""Tables that keep each cell's rendering: they draw exactly what ``DataTable`` draws, and render a cell again only
+when it changed (a sort, a resize or a focus change re-renders nothing)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.coordinate import Coordinate
+from textual.widgets import DataTable
+
+from specbench_tui.tui.table_cells import CachedCellsTable
+
+ROWS = 30
+
+
+class Tables(App[None]):
+    CSS = "DataTable { height: 33; }"
+
+    def compose(self) -> ComposeResult:
+        yield CachedCellsTable(id="kept", cursor_type="row")
+        yield DataTable(id="plain", cursor_type="row")
+
+    def on_mount(self) -> None:
+        for table in self.query(DataTable):
+            table.add_column("name", key="name")
+            table.add_column("value", key="value")
+            for i in range(ROWS):
+                table.add_row(Text(f"row-{i:02d} [x]", style="bold" if i % 3 else "italic"),
+                              Text(f"{(i * 37) % 101}", style="red"), key=f"r{i}")
+
+
+def lines(table: DataTable) -> list[list[tuple[str, object, object]]]:
+    return [[(s.text, s.style, (s.style.meta if s.style else None)) for s in table.render_line(y)]
+            for y in range(table.size.height)]
+
+
+def draw(table: DataTable) -> None:
+    for y in range(table.size.height):
+        table.render_line(y)
+
+
+async def test_same_lines_as_datatable_through_updates_sorts_cursor_moves_and_focus() -> None:
+    app = Tables()
+    async with app.run_test(size=(60, 70)) as pilot:
+        kept, plain = app.query_one("#kept", CachedCellsTable), app.query_one("#plain", DataTable)
+        app.set_focus(None)
+        await pilot.pause()
+        assert lines(kept) == lines(plain)
+        for table in (kept, plain):
+            table.update_cell("r3", "value", Text("999", style="green"))
+            table.sort("value", key=lambda cell: int(cell.plain))
+            table.move_cursor(row=4)
+        await pilot.pause()
+        assert lines(kept) == lines(plain)
+        assert any(segment[2] == {"row": 0, "column": 1} for line in lines(kept) for segment in line)
+        kept.focus()
+        await pilot.pause()
+        focused_kept = lines(kept)
+        plain.focus()
+        await pilot.pause()
+        assert focused_kept == lines(plain)
+        assert lines(kept) != focused_kept  # the cursor row looks different without focus: not a stale cell
+
+
+async def test_a_sort_renders_no_cell_again_and_a_changed_cell_is_rendered_again() -> None:
+    app = Tables()
+    async with app.run_test(size=(60, 70)) as pilot:
+        kept = app.query_one("#kept", CachedCellsTable)
+        await pilot.pause()
+        draw(kept)
+        before = {slot: entry[2] for slot, entry in kept._kept_cells.items()}
+        assert before
+        kept.sort("value", key=lambda cell: int(cell.plain), reverse=True)
+        kept.sort("value", key=lambda cell: int(cell.plain))
+        kept.move_cursor(row=2)
+        draw(kept)
+        again = {slot: entry[2] for slot, entry in kept._kept_cells.items() if slot in before}
+        assert all(again[slot] is before[slot] for slot in again)  # the same rendering, not a new one
+        row_key, _ = kept.coordinate_to_cell_key(Coordinate(5, 0))
+        kept.update_cell(row_key, "value", Text("5", style="red"))
+        draw(kept)
+        changed = [slot for slot, entry in kept._kept_cells.items() if slot in before and entry[2] is not before[slot]]
+        assert [(slot[0], slot[1].value) for slot in changed] == [(row_key, "value")]
