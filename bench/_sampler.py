@@ -77,7 +77,7 @@ def report(samples: Sequence[tuple[float, Stack]], windows: Sequence[tuple[float
             if stack and not any(stack[0].split(":")[1] == name for name in IDLE):
                 busy += 1
                 leaf[stack[0]] += 1
-                for name in set(":".join(f.split(":")[:2]) for f in stack):
+                for name in {":".join(f.split(":")[:2]) for f in stack}:
                     inclusive[name] += 1
             j += 1
     lines = [f"  samples {total}, busy {busy}"]

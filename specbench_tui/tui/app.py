@@ -9,6 +9,11 @@ The results table shows the run's analysis, computed in a worker thread from a s
 (one analysis at a time; a newer one is asked for when the results changed meanwhile), never on the UI thread.
 A resumed run's state starts from its run directory (:meth:`RunState.from_history`), so the past is on screen
 from the first frame: earlier states, rows, speedups and counts, as ``specbench report`` shows them.
+
+The app is put together from parts by responsibility: :mod:`~specbench_tui.tui.announcements` (toasts for
+engine events), :mod:`~specbench_tui.tui.controls` (pause, skip, retry), :mod:`~specbench_tui.tui.screen_actions`
+(log and notification screens), :mod:`~specbench_tui.tui.quitting`, over :mod:`~specbench_tui.tui.app_base`
+(what they share). This module holds the event loop, the panels' updates, the analysis worker and themes.
 """
 
 from __future__ import annotations
@@ -16,20 +21,16 @@ from __future__ import annotations
 import gc
 import os
 import queue
-from collections import OrderedDict
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar
 
 from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
-from textual.css.query import QueryError
-from textual.events import Resize
-from textual.screen import Screen
 from textual.theme import Theme
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
@@ -37,14 +38,12 @@ from textual.worker import Worker, WorkerState
 from specbench_tui.core.analysis import RunAnalysis
 from specbench_tui.core.events import (
     ConfigFinished,
-    ConfigState,
     ConfigStateChanged,
     CrashDetected,
     Event,
     GpuSampled,
     LogLine,
     MeasurementRecorded,
-    Notice,
     QueuePaused,
     QueueResumed,
     ServerLaunching,
@@ -53,27 +52,24 @@ from specbench_tui.core.events import (
     SweepStarted,
     WorkloadNotRun,
 )
-from specbench_tui.core.plan import Plan
 from specbench_tui.core.ledger import LedgerSnapshot
-from specbench_tui.core.records import STATUS_ZERO_OUTPUT
-from specbench_tui.core.state import ConfigView, RunState
-from specbench_tui.engine.control import SweepControl
-from specbench_tui.store import log_file_name
+from specbench_tui.core.state import RunState
+from specbench_tui.tui.announcements import Announcements
+from specbench_tui.tui.app_base import AppBase, EngineAdapter
 from specbench_tui.tui.commands import SweepCommands
-from specbench_tui.tui.confirm_quit import ConfirmQuitScreen
-from specbench_tui.tui.detach_screen import DETACH, STOP, DetachOrStopScreen
+from specbench_tui.tui.controls import ControlActions
 from specbench_tui.tui.gpu_panel import GpuLine, GpuPanel
 from specbench_tui.tui.header import SweepHeader
 from specbench_tui.tui.log_panel import MAX_LINES, ServerLogPanel
 from specbench_tui.tui.log_screen import FullLogScreen
 from specbench_tui.tui.looks import partial_configs
-from specbench_tui.tui.notifications_screen import NotificationsScreen
-from specbench_tui.tui.notifier import Notifier, Severity
+from specbench_tui.tui.notifier import Notifier
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
-from specbench_tui.tui.preflight_screen import PreflightFailedScreen
 from specbench_tui.tui.queue_panel import QueuePanel
+from specbench_tui.tui.quitting import QuitActions
 from specbench_tui.tui.results_panel import ResultsPanel
 from specbench_tui.tui.safe_text import clean
+from specbench_tui.tui.screen_actions import ScreenActions
 from specbench_tui.tui.sweep_screen import SweepScreen
 from specbench_tui.tui.themes import DEFAULT_THEME, FALLBACK_THEME, load_themes
 
@@ -88,8 +84,6 @@ A full collection walks every tracked object; with a 1,600-row results table tha
 core, a pause that lands on whatever key is pressed then. Frozen objects are still freed by reference counting
 when they are dropped (cells, log lines, records); only a reference cycle that dies after its freeze is kept
 (a closed screen, a toast): a few kilobytes per freeze. Full collections then take about 10 ms."""
-LOG_SCREENS_KEPT = 4
-"""Full-log screens kept built after they close, so reopening one is instant."""
 OPTIMISTIC_TIMEOUT_S = 15.0
 """How long a row shows what a key asked for before the engine confirms it; then it shows the engine's state."""
 RESULTS_INTERVAL_S = 0.5
@@ -98,34 +92,7 @@ THROTTLE_RESULTS_FROM = 300
 """Measurements from which the results table is rebuilt at most every :data:`RESULTS_INTERVAL_S`."""
 
 
-class EngineAdapter(SweepControl, Protocol):
-    """What the app needs of the engine: the sweep's control commands plus its plan, run directory, event
-    stream and life cycle (the engine thread; a scripted fake in tests)."""
-
-    plan: Plan
-
-    @property
-    def run_dir(self) -> Path: ...
-
-    def subscribe(self, callback: Callable[[Event], None]) -> None: ...
-    def start(self) -> None: ...
-    def stop(self, timeout: float) -> bool: ...
-
-
-_QUEUE_PAUSED = "Queue paused: the request in flight finishes, nothing new is launched (p resumes)."
-_QUEUE_RESUMED = "Queue resumed."
-
-
-def _zero_output_text(name: str, workloads: list[str]) -> str:
-    """``dflash-b32: zero output on 4 workloads (code, …)``: one sentence for a burst."""
-    count = len(workloads)
-    shown = ", ".join(workloads[:4]) + (" …" if count > 4 else "")
-    noun = "workload" if count == 1 else "workloads"
-    return (f"{name}: zero output tokens on {count} {noun} ({shown}). Such requests are flagged and kept out of "
-            "the averages.")
-
-
-class SpecbenchApp(App[int]):
+class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, AppBase):
     """Header, sweep queue, results, server log and GPUs over one engine."""
 
     CSS_PATH = "app.tcss"
@@ -197,13 +164,6 @@ class SpecbenchApp(App[int]):
 
     def get_default_screen(self) -> SweepScreen:
         return SweepScreen(self.state, self.clock)
-
-    @property
-    def sweep_screen(self) -> SweepScreen:
-        for screen in self.screen_stack:
-            if isinstance(screen, SweepScreen):
-                return screen
-        raise LookupError("the sweep screen is not installed")
 
     def on_sweep_screen_panels_mounted(self, message: SweepScreen.PanelsMounted) -> None:
         """Colour and fill the panels, then subscribe to the engine and start it."""
@@ -287,13 +247,6 @@ class SpecbenchApp(App[int]):
             if self._results_pending:
                 self._sync_panels()
 
-    def _panels_attached(self) -> bool:
-        """Whether the panels can be updated (not before they mount, nor while the app shuts down)."""
-        try:
-            return self._panels_ready and self._header().is_attached
-        except (LookupError, QueryError):
-            return False
-
     def drain_events(self) -> int:
         """Fold every queued event into the state and update the panels once; returns how many."""
         if not self._panels_attached():
@@ -370,87 +323,6 @@ class SpecbenchApp(App[int]):
                                    severity="warning", topic=("control", config_id))
                 self._sync_panels(queue=True)
 
-    def _announce(self, event: Event) -> None:
-        """Notifications for what must not go unnoticed, whichever panel has focus: one toast per burst."""
-        state = self.state
-        notifier = self.notifier
-        if isinstance(event, CrashDetected):
-            view = state.configs.get(event.config_id)
-            key: tuple[object, ...] = ("crash", event.config_id, view.attempt if view else 0)
-            if key not in self._announced:
-                self._announced.add(key)
-                name = view.name if view else event.config_id
-                notifier.post(f"{clean(name, 80)} crashed: {clean(event.signature, 80)}\n{clean(event.line, 300)}",
-                              title="✖ Server crashed", severity="error", timeout=15,
-                              topic=("config", event.config_id))
-        elif isinstance(event, ConfigFinished) and event.state in (ConfigState.CRASHED, ConfigState.FAILED):
-            view = state.configs.get(event.config_id)
-            key = ("crash", event.config_id, view.attempt if view else 0)
-            if key not in self._announced:
-                self._announced.add(key)
-                detail = event.signature or event.reason or event.state.value
-                notifier.post(f"{clean(event.name, 80)} {event.state.value}: {clean(detail, 300)}",
-                              title=f"✖ Configuration {event.state.value}", severity="error", timeout=15,
-                              topic=("config", event.config_id))
-        elif isinstance(event, MeasurementRecorded):
-            measurement = event.measurement
-            if measurement is not None and measurement.status == STATUS_ZERO_OUTPUT:
-                workload = clean(measurement.workload, 60)
-                key = ("zero", event.config_id, workload)
-                if key not in self._announced:
-                    self._announced.add(key)
-                    view = state.configs.get(event.config_id)
-                    name = clean(view.name if view else event.config_id, 80)
-                    notifier.burst(("zero", event.config_id), workload, partial(_zero_output_text, name),
-                                   title="▲ Zero output", severity="warning")
-        elif isinstance(event, Notice):
-            key = ("notice", event.level, event.text)
-            if key not in self._announced:
-                self._announced.add(key)
-                severities: dict[str, Severity] = {"error": "error", "warning": "warning"}
-                severity = severities.get(event.level, "information")
-                if event.level == "error" and event.text.startswith("pre-flight: "):
-                    self.preflight_problems.append(event.text.removeprefix("pre-flight: "))
-                    notifier.burst(("preflight",), event.text.removeprefix("pre-flight: "),
-                                   lambda items: "\n".join(clean(i, 300) for i in items),
-                                   title="✖ Pre-flight failed", severity="error", timeout=30)
-                    return
-                notifier.post(clean(event.text, 500), severity=severity, timeout=10,
-                              topic=("notice", event.config_id, event.level))
-        elif isinstance(event, (QueuePaused, QueueResumed)):
-            if ("queue",) not in notifier._live:  # the key already said so
-                notifier.post(_QUEUE_PAUSED if isinstance(event, QueuePaused) else _QUEUE_RESUMED, timeout=4,
-                              topic=("queue",), record=False)
-        elif isinstance(event, SweepFinished):
-            if self.preflight_problems:
-                notifier.dismiss(("preflight",))
-                self.push_screen(PreflightFailedScreen(self.preflight_problems), callback=self._preflight_closed)
-                return
-            counts = state.counts()
-            summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-            notifier.post(f"Sweep {clean(event.state, 40)}: {summary}; {state.measurements} measurements. "
-                          "Press q to quit.", title="Sweep finished",
-                          severity="information" if event.state == "completed" else "warning", timeout=30,
-                          topic=("sweep",))
-
-    def _preflight_closed(self, quit_now: Any) -> None:
-        if quit_now:
-            self.action_request_quit()
-
-    def _header(self) -> SweepHeader:
-        return self.sweep_screen.query_one(SweepHeader)
-
-    def _log_panel(self) -> ServerLogPanel:
-        return self.sweep_screen.query_one(ServerLogPanel)
-
-    def _queue_panel(self) -> QueuePanel:
-        return self.sweep_screen.query_one(QueuePanel)
-
-    def _results_panel(self) -> ResultsPanel:
-        return self.sweep_screen.query_one(ResultsPanel)
-
-    def _gpu_panel(self) -> GpuPanel:
-        return self.sweep_screen.query_one(GpuPanel)
 
     def _sync_panels(self, *, queue: bool = False, results: bool = False, gpus: bool = False,
                      force: bool = False) -> None:
@@ -553,193 +425,6 @@ class SpecbenchApp(App[int]):
         self.set_theme(names[index % len(names)])
         self.notifier.post(f"Theme: {self.theme}", timeout=3, topic=("theme",), record=False)
 
-    # ------------------------------------------------------------------------------------ selection
-
-    def selected_config(self) -> ConfigView | None:
-        """The configuration under the cursor of the results table when it has focus, else of the queue."""
-        try:
-            screen = self.sweep_screen
-            results = screen.query_one(ResultsPanel)
-            config_id = results.selected_config_id if results.has_focus else None
-            if config_id is None:
-                config_id = screen.query_one(QueuePanel).selected_config_id
-        except LookupError:
-            return None
-        return self.state.configs.get(config_id) if config_id else None
-
-    # ------------------------------------------------------------------------------------ control
-
-    def _hint(self, message: str, severity: Severity = "warning") -> None:
-        """A short answer to a key (not kept in the history)."""
-        self.notifier.post(message, severity=severity, timeout=4, topic=("hint",), record=False)
-
-    def _control(self, request: Callable[[], None]) -> None:
-        """Send a control request now, or as soon as the sweep has started (earlier ones would be lost)."""
-        if self.state.started_at is None:
-            self._pending_controls.append(request)
-            self._hint("The sweep is still starting: the request is sent once it runs.", "information")
-        else:
-            request()
-
-    def _show_asked(self, config_id: str, shown_state: str, note: str) -> None:
-        """Show at once what a key asked of ``config_id`` (the engine confirms it with its own event)."""
-        self.optimistic[config_id] = (shown_state, note, time.monotonic())
-        if self._panels_attached():
-            self._queue_panel().sync(self.state, False, self.optimistic, self.pause_requested, self.partial_ids)
-            self._header().refresh()
-
-    @property
-    def paused_shown(self) -> bool:
-        """Whether the header shows the queue paused (what ``p`` asked for, until the engine answers)."""
-        return self.state.paused if self.pause_requested is None else self.pause_requested
-
-    @property
-    def attached(self) -> bool:
-        """Whether the engine runs in its own process and this app is one of its clients."""
-        return callable(getattr(self.engine, "detach", None))
-
-    def _refuse_read_only(self) -> bool:
-        """A view opened without control says so instead of acting."""
-        if getattr(self.engine, "read_only", False):
-            self._hint("This view is read-only (serve it with --control to steer the sweep).")
-            return True
-        return False
-
-    def action_toggle_pause(self) -> None:
-        """Pause or resume: the header and a toast say so at once; the engine confirms with its event."""
-        if self._refuse_read_only():
-            return
-        if self.state.outcome is not None:
-            self._hint("The sweep has ended: there is no queue to pause.")
-            return
-        pause = not self.paused_shown
-        self.pause_requested = pause
-        self._control(self.engine.pause if pause else self.engine.resume)
-        self.notifier.post(_QUEUE_PAUSED if pause else _QUEUE_RESUMED, timeout=4, topic=("queue",), record=False)
-        if self._panels_attached():
-            self._queue_panel().sync(self.state, False, self.optimistic, self.pause_requested, self.partial_ids)
-            self._header().refresh()
-
-    def skip_config(self, config_id: str) -> None:
-        """Skip ``config_id``: a pending one is dropped, a running one stopped; the row says so at once."""
-        view = self.state.configs.get(config_id)
-        if view is None or self._refuse_read_only():
-            return
-        asked = self.optimistic.get(config_id)
-        if asked is not None and asked[0] == ConfigState.SKIPPED.value:
-            self._hint(f"{clean(view.name, 80)} is being skipped already.", "information")
-            return
-        if view.state.final:
-            self._hint(f"{clean(view.name, 80)} is already {view.state.value}.")
-            return
-        self._control(partial(self.engine.skip, config_id))
-        note = "skipped by you: stopping its server…" if view.state.active else "skipped by you"
-        self._show_asked(config_id, ConfigState.SKIPPED.value, note)
-
-    def retry_config(self, config_id: str) -> None:
-        """Queue a crashed, failed or skipped configuration again (not one the sweep file excludes)."""
-        view = self.state.configs.get(config_id)
-        if view is None or self._refuse_read_only():
-            return
-        planned = next((c for c in self.engine.plan.configs if c.id == config_id), None)
-        if planned is not None and planned.skip_reason:
-            self.notifier.post(f"{clean(view.name, 80)} cannot run: the sweep file excludes it "
-                               f"({clean(planned.skip_reason, 200)}). Remove or narrow that exclude rule in "
-                               f"{clean(self.engine.plan.sweep.shown_path, 200)} and start a new run.",
-                               title="Excluded by the sweep", severity="warning", timeout=10,
-                               topic=("control", config_id))
-            return
-        asked = self.optimistic.get(config_id)
-        if asked is not None and asked[0] == ConfigState.PENDING.value:
-            self._hint(f"{clean(view.name, 80)} is queued again already.", "information")
-            return
-        if view.state not in (ConfigState.CRASHED, ConfigState.FAILED, ConfigState.SKIPPED):
-            self._hint(f"{clean(view.name, 80)} is {view.state.value}: only crashed, failed or skipped "
-                       "configurations can be retried.")
-            return
-        self._control(partial(self.engine.retry, config_id))
-        self._show_asked(config_id, ConfigState.PENDING.value, "queued again")
-
-    def action_skip_selected(self) -> None:
-        view = self.selected_config()
-        if view is None:
-            self._hint("Select a configuration in the queue first.")
-            return
-        self.skip_config(view.config_id)
-
-    def action_skip_running(self) -> None:
-        active = [v for v in self.state.active()
-                  if self.optimistic.get(v.config_id, ("",))[0] != ConfigState.SKIPPED.value]
-        if not active:
-            self._hint("No configuration is running.")
-            return
-        selected = self.selected_config()
-        target = selected if selected is not None and selected in active else active[0]
-        self.skip_config(target.config_id)
-
-    def action_retry_selected(self) -> None:
-        view = self.selected_config()
-        if view is None:
-            self._hint("Select a configuration in the queue first.")
-            return
-        self.retry_config(view.config_id)
-
-    def action_notifications(self) -> None:
-        """Open the history of this session's notifications."""
-        if not any(isinstance(s, NotificationsScreen) for s in self.screen_stack):
-            self.push_screen(NotificationsScreen(self.notifier.history, self.palette))
-
-    def log_path_of(self, view: ConfigView) -> Path:
-        """Where the configuration's server log is (as the engine announced it, else the run directory's)."""
-        if view.log_path:
-            path = Path(view.log_path)
-            return path if path.is_absolute() else Path(self.engine.run_dir) / path
-        return Path(self.engine.run_dir) / "logs" / log_file_name(view.name, view.config_id)
-
-    def open_log_of(self, config_id: str) -> None:
-        """Open the full-log screen for ``config_id``."""
-        view = self.state.configs.get(config_id)
-        if view is None:
-            return
-        path = self.log_path_of(view)
-        if not path.exists():
-            self._hint(f"{clean(view.name, 80)} has no log yet ({view.state.value}).")
-            return
-        screen = self._log_screens.get(config_id)
-        if screen is not None and screen.path == path and screen.is_attached:
-            self._log_screens.move_to_end(config_id)
-            screen.retarget(follow=view.state.active, crash_line_number=view.crash_log_line,
-                            crash_line=view.crash_line, signature=view.signature)
-            screen.set_palette(self.palette)
-        else:
-            if screen is not None:
-                self._forget_log_screen(config_id)
-            screen = FullLogScreen(view.name, path, palette=self.palette, follow=view.state.active,
-                                   crash_line_number=view.crash_log_line, crash_line=view.crash_line,
-                                   signature=view.signature)
-            # Kept once built: opening the same log again (l, Esc, l…) costs no compose and no styling.
-            self.install_screen(screen, f"specbench-log-{len(self._log_screens)}-{config_id}")
-            self._log_screens[config_id] = screen
-            for old_id in list(self._log_screens)[:-LOG_SCREENS_KEPT]:
-                self._forget_log_screen(old_id)
-        self.push_screen(screen)
-
-    def _forget_log_screen(self, config_id: str) -> None:
-        screen = self._log_screens.get(config_id)
-        if screen is None or screen in self.screen_stack:
-            return
-        del self._log_screens[config_id]
-        self.uninstall_screen(screen)
-        if screen.is_attached:
-            screen.remove()
-
-    def action_open_log(self) -> None:
-        view = self.selected_config()
-        if view is None:
-            self._hint("Select a configuration in the queue first.")
-            return
-        self.open_log_of(view.config_id)
-
     # ------------------------------------------------------------------------------------ panels
 
     def _panel_widget(self, panel: str) -> Widget:
@@ -782,89 +467,6 @@ class SpecbenchApp(App[int]):
     def action_cycle_sort(self) -> None:
         label = self._results_panel().cycle_sort()
         self.notifier.post(f"Results sorted by {label}.", timeout=3, topic=("sort",), record=False)
-
-    # ------------------------------------------------------------------------------------ quitting
-
-    def action_request_quit(self) -> None:
-        """Quit; while servers run, ask first, then stop the sweep and tear them down."""
-        if self._quitting:
-            self._hint("Still stopping the servers…", "information")
-            return
-        if self.attached:
-            self._ask_detach()
-            return
-        running = [v.name for v in self.state.active()]
-        if running and self.state.outcome is None:
-            if any(isinstance(s, ConfirmQuitScreen) for s in self.screen_stack):
-                return
-            self.push_screen(ConfirmQuitScreen(running), callback=self._quit_answered)
-        else:
-            self.shut_down()
-
-    def action_interrupt(self) -> None:
-        """Ctrl-C: the first asks (as q does) while servers run; a second one, in that dialog, quits."""
-        confirm = next((s for s in self.screen_stack if isinstance(s, ConfirmQuitScreen)), None)
-        if confirm is not None:
-            confirm.dismiss(True)
-            return
-        detach = next((s for s in self.screen_stack if isinstance(s, DetachOrStopScreen)), None)
-        if detach is not None:  # a client's second Ctrl-C leaves; it never stops a sweep others may watch
-            detach.dismiss(DETACH)
-            return
-        self.action_request_quit()
-
-    def get_system_commands(self, screen: Screen) -> Any:
-        """No Textual system commands: the palette holds the app's own (quit asks first, themes are ours)."""
-        return iter(())
-
-    def on_resize(self, event: Resize) -> None:
-        """A maximised panel is restored when the terminal changes size (the layout it was chosen for is gone)."""
-        size = (event.size.width, event.size.height)
-        if self._screen_size is not None and size != self._screen_size:
-            try:
-                screen = self.sweep_screen
-            except LookupError:
-                screen = None
-            if screen is not None and screen.maximized_panel is not None:
-                screen.restore_panels()
-        self._screen_size = size
-
-    def _ask_detach(self) -> None:
-        """An attached client: once the sweep has ended it just leaves; before, it asks detach or stop."""
-        if self.state.outcome is not None:
-            self.leave()
-            return
-        if not any(isinstance(s, DetachOrStopScreen) for s in self.screen_stack):
-            self.push_screen(DetachOrStopScreen(len(self.state.active()), getattr(self.engine, "engine_pid", None),
-                                                read_only=bool(getattr(self.engine, "read_only", False))),
-                             callback=self._detach_answered)
-
-    def _detach_answered(self, answer: Any) -> None:
-        if answer == DETACH:
-            self.leave()
-        elif answer == STOP:
-            self.shut_down()
-
-    def leave(self) -> None:
-        """Detach from the engine process (the sweep goes on) and exit."""
-        self.detached = self.state.outcome is None
-        self.engine.detach()  # type: ignore[attr-defined]
-        self.engine_stopped = True
-        self.exit(0)
-
-    def _quit_answered(self, confirmed: Any) -> None:
-        if confirmed:
-            self.shut_down()
-
-    def shut_down(self) -> None:
-        """Stop the engine in a worker (the screen keeps drawing) and exit when it is done."""
-        if self._quitting:
-            return
-        self._quitting = True
-        if self.state.active():
-            self.notifier.post("Stopping the sweep and tearing the servers down…", title="Quitting", timeout=60,
-                               topic=("quit",))
-        self._stop_engine(self.state.outcome is None)
 
 
 def _initial_state(engine: EngineAdapter) -> RunState:

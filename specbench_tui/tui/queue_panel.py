@@ -7,7 +7,6 @@ from collections.abc import Iterable, Mapping
 
 from rich.style import Style
 from rich.text import Text
-from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
 from specbench_tui.core.state import PAUSED, ConfigView, RunState

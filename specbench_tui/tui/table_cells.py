@@ -16,9 +16,9 @@ from rich.padding import Padding
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.renderables.styled import Styled
 from textual.dom import DOMNode
 from textual.geometry import Region
+from textual.renderables.styled import Styled
 from textual.strip import Strip
 from textual.timer import Timer
 from textual.widgets import DataTable
@@ -56,7 +56,7 @@ class CachedCellsTable(DataTable[Any]):
         it walks every ancestor's styles)."""
         if self._frame_style is not None:
             return self._frame_style
-        return DOMNode.rich_style.fget(self)  # type: ignore[attr-defined, no-any-return]
+        return DOMNode.rich_style.fget(self)  # type: ignore[attr-defined]
 
     def render_lines(self, crop: Region) -> list[Strip]:
         self._frame_style = DOMNode.rich_style.fget(self)  # type: ignore[attr-defined]

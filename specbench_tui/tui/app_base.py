@@ -1,0 +1,121 @@
+"""What every part of the app shares: its state, the engine it steers, the panels and a few helpers.
+
+:class:`~specbench_tui.tui.app.SpecbenchApp` is put together from parts by responsibility (announcements,
+control keys, screens, quitting); each part derives from :class:`AppBase`, which declares what they share.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from textual.app import App
+from textual.css.query import QueryError
+
+from specbench_tui.core.events import Event
+from specbench_tui.core.plan import Plan
+from specbench_tui.core.state import ConfigView, RunState
+from specbench_tui.engine.control import SweepControl
+from specbench_tui.tui.gpu_panel import GpuPanel
+from specbench_tui.tui.header import SweepHeader
+from specbench_tui.tui.log_panel import ServerLogPanel
+from specbench_tui.tui.log_screen import FullLogScreen
+from specbench_tui.tui.notifier import Notifier, Severity
+from specbench_tui.tui.palette import Palette
+from specbench_tui.tui.queue_panel import QueuePanel
+from specbench_tui.tui.results_panel import ResultsPanel
+from specbench_tui.tui.sweep_screen import SweepScreen
+
+
+class EngineAdapter(SweepControl, Protocol):
+    """What the app needs of the engine: the sweep's control commands plus its plan, run directory, event
+    stream and life cycle (the engine thread; a scripted fake in tests)."""
+
+    plan: Plan
+
+    @property
+    def run_dir(self) -> Path: ...
+
+    def subscribe(self, callback: Callable[[Event], None]) -> None: ...
+    def start(self) -> None: ...
+    def stop(self, timeout: float) -> bool: ...
+
+
+class AppBase(App[int]):
+    """The shared attributes and helpers of the app's parts (set in ``SpecbenchApp.__init__``)."""
+
+    engine: EngineAdapter
+    state: RunState
+    palette: Palette
+    notifier: Notifier
+    optimistic: dict[str, tuple[str, str, float]]
+    pause_requested: bool | None
+    partial_ids: frozenset[str]
+    preflight_problems: list[str]
+    detached: bool
+    engine_stopped: bool
+    _announced: set[tuple[object, ...]]
+    _pending_controls: list[Callable[[], None]]
+    _log_screens: OrderedDict[str, FullLogScreen]
+    _quitting: bool
+    _panels_ready: bool
+    _screen_size: tuple[int, int] | None
+
+    @property
+    def sweep_screen(self) -> SweepScreen:
+        for screen in self.screen_stack:
+            if isinstance(screen, SweepScreen):
+                return screen
+        raise LookupError("the sweep screen is not installed")
+
+    def _panels_attached(self) -> bool:
+        """Whether the panels can be updated (not before they mount, nor while the app shuts down)."""
+        try:
+            return self._panels_ready and self._header().is_attached
+        except (LookupError, QueryError):
+            return False
+
+    def _header(self) -> SweepHeader:
+        return self.sweep_screen.query_one(SweepHeader)
+
+    def _log_panel(self) -> ServerLogPanel:
+        return self.sweep_screen.query_one(ServerLogPanel)
+
+    def _queue_panel(self) -> QueuePanel:
+        return self.sweep_screen.query_one(QueuePanel)
+
+    def _results_panel(self) -> ResultsPanel:
+        return self.sweep_screen.query_one(ResultsPanel)
+
+    def _gpu_panel(self) -> GpuPanel:
+        return self.sweep_screen.query_one(GpuPanel)
+
+    def selected_config(self) -> ConfigView | None:
+        """The configuration under the cursor of the results table when it has focus, else of the queue."""
+        try:
+            screen = self.sweep_screen
+            results = screen.query_one(ResultsPanel)
+            config_id = results.selected_config_id if results.has_focus else None
+            if config_id is None:
+                config_id = screen.query_one(QueuePanel).selected_config_id
+        except LookupError:
+            return None
+        return self.state.configs.get(config_id) if config_id else None
+
+
+    def _hint(self, message: str, severity: Severity = "warning") -> None:
+        """A short answer to a key (not kept in the history)."""
+        self.notifier.post(message, severity=severity, timeout=4, topic=("hint",), record=False)
+
+    @property
+    def attached(self) -> bool:
+        """Whether the engine runs in its own process and this app is one of its clients."""
+        return callable(getattr(self.engine, "detach", None))
+
+    def action_request_quit(self) -> None:
+        raise NotImplementedError  # QuitActions
+
+    def _stop_engine(self, abort: bool) -> Any:
+        raise NotImplementedError  # SpecbenchApp

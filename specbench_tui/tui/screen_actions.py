@@ -1,0 +1,75 @@
+"""Opening screens over the sweep: a configuration's full log (kept once built) and the notifications history."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from specbench_tui.core.state import ConfigView
+from specbench_tui.store import log_file_name
+from specbench_tui.tui.app_base import AppBase
+from specbench_tui.tui.log_screen import FullLogScreen
+from specbench_tui.tui.notifications_screen import NotificationsScreen
+from specbench_tui.tui.safe_text import clean
+
+LOG_SCREENS_KEPT = 4
+"""Full-log screens kept built after they close, so reopening one is instant."""
+
+
+class ScreenActions(AppBase):
+    """Screen keys of :class:`~specbench_tui.tui.app.SpecbenchApp` (``l``, ``n``)."""
+
+    def action_notifications(self) -> None:
+        """Open the history of this session's notifications."""
+        if not any(isinstance(s, NotificationsScreen) for s in self.screen_stack):
+            self.push_screen(NotificationsScreen(self.notifier.history, self.palette))
+
+    def log_path_of(self, view: ConfigView) -> Path:
+        """Where the configuration's server log is (as the engine announced it, else the run directory's)."""
+        if view.log_path:
+            path = Path(view.log_path)
+            return path if path.is_absolute() else Path(self.engine.run_dir) / path
+        return Path(self.engine.run_dir) / "logs" / log_file_name(view.name, view.config_id)
+
+    def open_log_of(self, config_id: str) -> None:
+        """Open the full-log screen for ``config_id``."""
+        view = self.state.configs.get(config_id)
+        if view is None:
+            return
+        path = self.log_path_of(view)
+        if not path.exists():
+            self._hint(f"{clean(view.name, 80)} has no log yet ({view.state.value}).")
+            return
+        screen = self._log_screens.get(config_id)
+        if screen is not None and screen.path == path and screen.is_attached:
+            self._log_screens.move_to_end(config_id)
+            screen.retarget(follow=view.state.active, crash_line_number=view.crash_log_line,
+                            crash_line=view.crash_line, signature=view.signature)
+            screen.set_palette(self.palette)
+        else:
+            if screen is not None:
+                self._forget_log_screen(config_id)
+            screen = FullLogScreen(view.name, path, palette=self.palette, follow=view.state.active,
+                                   crash_line_number=view.crash_log_line, crash_line=view.crash_line,
+                                   signature=view.signature)
+            # Kept once built: opening the same log again (l, Esc, l…) costs no compose and no styling.
+            self.install_screen(screen, f"specbench-log-{len(self._log_screens)}-{config_id}")
+            self._log_screens[config_id] = screen
+            for old_id in list(self._log_screens)[:-LOG_SCREENS_KEPT]:
+                self._forget_log_screen(old_id)
+        self.push_screen(screen)
+
+    def _forget_log_screen(self, config_id: str) -> None:
+        screen = self._log_screens.get(config_id)
+        if screen is None or screen in self.screen_stack:
+            return
+        del self._log_screens[config_id]
+        self.uninstall_screen(screen)
+        if screen.is_attached:
+            screen.remove()
+
+    def action_open_log(self) -> None:
+        view = self.selected_config()
+        if view is None:
+            self._hint("Select a configuration in the queue first.")
+            return
+        self.open_log_of(view.config_id)
