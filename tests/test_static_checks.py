@@ -46,7 +46,7 @@ MAX_MODULE_LINES = 600
 """No module of the package is longer (issue #17): a module past it holds several jobs; split it by
 responsibility into a package whose modules each say what they own."""
 BEING_SPLIT = {
-    "core/analysis.py", "core/plan.py", "engine/orchestrator.py", "engine/server.py", "tui/app.py",
+    "core/analysis.py", "core/plan.py", "engine/orchestrator.py", "engine/server.py",
 }
 """Modules still over the limit while their split (issue #17) is under way; each leaves this set when it lands."""
 
