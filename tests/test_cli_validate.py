@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from specbench_tui.core.errors import did_you_mean
 from specbench_tui.cli import main
 from specbench_tui.core.plan import build_plan
 from specbench_tui.core.sweep.loader import load_sweep
@@ -149,3 +150,10 @@ def test_a_matrix_type_error_is_located_at_the_value(tmp_path: Path, capsys: pyt
     assert code == 2
     assert "sweep.toml:11: configs[0].matrix.budget[1]: --speculative-num-draft-tokens expects an integer, " \
            "got 'x'" in err
+
+
+def test_a_hint_never_lists_an_empty_choice() -> None:
+    """With no valid choice left (every matrix axis was itself invalid), no "valid: " hint with nothing after it."""
+    assert did_you_mean("budget", []) is None
+    assert did_you_mean("budgte", ["budget", "tp"]) == "did you mean 'budget'?"
+    assert did_you_mean("zzz", ["budget", "tp"]) == "valid: budget, tp"

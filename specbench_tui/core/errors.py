@@ -48,6 +48,6 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     match = closest(word, options)
     if match:
         return f"did you mean '{match}'?"
-    if len(options) <= 12:
+    if 0 < len(options) <= 12:  # none valid: a bare "valid: " would read as a cut-off message
         return "valid: " + ", ".join(options)
     return None
