@@ -122,7 +122,7 @@ async def _keeper_cost(rounds: int = 20) -> tuple[float, float, float]:
     """Medians (s) of: /bin/true spawned to exit directly; under a keeper; spawn to the keeper's pid report."""
     import os
 
-    from specbench_tui.engine.server import KEEPER_PATH, _read_report
+    from specbench_tui.engine.processes import KEEPER_PATH, _read_report
 
     direct, kept, reported = [], [], []
     for _ in range(rounds):

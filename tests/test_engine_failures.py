@@ -52,7 +52,8 @@ async def test_stall_empty_output_and_failed_start(sweep_file, tmp_path):
 def test_core_and_engine_import_no_textual():
     code = ("import sys, importlib\n"
             "for m in ('engine.orchestrator', 'application.headless', 'engine.server', 'engine.client',\n"
-            "          'engine.workloads', 'engine.logpump', 'engine.profiles'):\n"
+            "          'engine.workloads', 'engine.logpump', 'engine.profiles', 'engine.scheduler',\n"
+            "          'engine.local_executor'):\n"
             "    importlib.import_module('specbench_tui.' + m)\n"
             "for m in ('signatures', 'logparse', 'metrics', 'budget', 'prompts'):\n"
             "    importlib.import_module('specbench_tui.core.' + m)\n"

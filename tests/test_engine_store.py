@@ -66,4 +66,4 @@ def test_resume_reads_states_and_keys(tmp_path):
     assert (c3.id, "code", "fibonacci", 1) in orchestrator.done_keys
     orchestrator._forget_errors(c3.id)  # what --retry-crashed and retry() do
     assert (c3.id, "code", "fibonacci", 1) not in orchestrator.done_keys
-    assert orchestrator._all_done(c1) and not orchestrator._all_done(c2)
+    assert orchestrator.all_done(c1) and not orchestrator.all_done(c2)

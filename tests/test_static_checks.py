@@ -46,7 +46,7 @@ MAX_MODULE_LINES = 600
 """No module of the package is longer (issue #17): a module past it holds several jobs; split it by
 responsibility into a package whose modules each say what they own."""
 BEING_SPLIT = {
-    "core/analysis.py", "core/plan.py", "engine/orchestrator.py", "engine/server.py",
+    "core/analysis.py", "core/plan.py",
 }
 """Modules still over the limit while their split (issue #17) is under way; each leaves this set when it lands."""
 
@@ -61,3 +61,13 @@ def test_no_module_over_the_line_limit() -> None:
             too_long.append(f"specbench_tui/{name}: {lines:,} lines")
     assert not too_long, (f"over {MAX_MODULE_LINES} lines (split by responsibility, as core/sweep/ and "
                           "core/crossover/ are):\n" + "\n".join(too_long))
+
+
+MAX_ORCHESTRATOR_LINES = 400
+"""The orchestrator keeps the event bus, the resume fold and the control API; the queue, placement and what runs
+one configuration live at their seams (engine/scheduler.py, engine/executor.py, engine/local_executor.py)."""
+
+
+def test_the_orchestrator_stays_small() -> None:
+    lines = len((ROOT / "specbench_tui" / "engine" / "orchestrator.py").read_text(encoding="utf-8").splitlines())
+    assert lines < MAX_ORCHESTRATOR_LINES, f"engine/orchestrator.py has {lines} lines (< {MAX_ORCHESTRATOR_LINES})"

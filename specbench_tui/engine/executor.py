@@ -20,8 +20,9 @@ a node and streams what happens back. The contract, in order:
    does not write the log file itself. Only the engine writes the run directory. The final state is the
    engine's: it publishes ``ConfigFinished`` from the outcome.
 4. **What to measure.** The executor asks the sink, not its own memory: :meth:`JobSink.todo` before each
-   workload (the keys still missing), and :meth:`JobSink.points` before each load point (the adaptive search
-   is refreshed by every recorded measurement), so a resume and a retry measure only what is missing.
+   workload (the keys still missing), and, for a workload with a load axis, :meth:`JobSink.points` before each
+   load point (the adaptive search is refreshed by every recorded measurement), so a resume and a retry
+   measure only what is missing.
 5. **Control in.** :class:`JobControl` holds the engine's signals: ``skip`` (this configuration),
    ``stop_now`` (abort at once: cancel the request in flight, no grace), ``stop_soon`` (abort after the
    request in flight) and ``unpaused`` (cleared while the queue is paused: finish the request in flight, then
@@ -137,8 +138,13 @@ class JobSink(Protocol):
     def todo(self, workload: Workload) -> list[MeasurementKey]:
         """Keys of this configuration's ``workload`` still to measure, in run order (none: skip it)."""
 
-    def expected(self, workload: Workload) -> int:
-        """How many measurements ``workload`` has for this configuration in all (for ``WorkloadStarted``)."""
+    def expected(self, workload: Workload) -> list[MeasurementKey]:
+        """Every key ``workload`` has for this configuration now, measured or not (``WorkloadStarted`` counts
+        them): its items x repeats, or, with a load axis, every request of the points the search wants now."""
+
+    def points(self, workload: Workload) -> list[tuple[str, int]]:
+        """Load-axis workload: the ``(load label, repeat)`` points still to measure, in order, with the adaptive
+        search refreshed by every measurement so far (asked again before each point; empty: done)."""
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """The load axis inside a sweep: which load points each configuration runs, and running them.
 
-The orchestrator stays as it was for sequential workloads; for a workload with a load axis it asks this
-driver for the keys still to measure and hands it the live server. Which points are wanted comes from the
-single analysis (:func:`specbench_tui.core.crossover.search.search_needs` over
+The driver (:class:`LoadDriver`) is the engine's side: it says which points a configuration still misses
+(the job sink's ``points``); :func:`run_load_workload` is the executor's side, run against the live server.
+Which points are wanted comes from the single analysis
+(:func:`specbench_tui.core.crossover.search.search_needs` over
 :func:`specbench_tui.core.analysis.analyse`), recomputed after every point: with ``search = "adaptive"`` a
 configuration starts with the ends of the axis and probes towards its crossover, and its matched baseline
 measures the union of its configurations' probes. A configuration that finished while its search still wants
@@ -14,11 +15,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from specbench_tui.core.analysis import analyse
 from specbench_tui.core.crossover.search import SearchStep, search_needs
-from specbench_tui.core.events import LoadPointFinished, Notice, WorkloadFinished, WorkloadStarted
+from specbench_tui.core.events import LoadPointFinished, WorkloadFinished, WorkloadStarted
 from specbench_tui.core.load import point_keys
 from specbench_tui.core.logparse import summarize_decode
 from specbench_tui.core.plan import Plan
@@ -27,14 +28,14 @@ from specbench_tui.engine.loadrun import run_point, warm_up
 from specbench_tui.engine.workloads import Labels, Session, Workload, WorkloadError
 
 if TYPE_CHECKING:
-    from specbench_tui.engine.orchestrator import Orchestrator
+    from specbench_tui.engine.attempt import Attempt
 
 MAX_ROUNDS = 64
 """Search rounds (relaunches of the configurations that still miss points) before the sweep gives up."""
 
 
 class LoadDriver:
-    """Search state and the point runner for one orchestrator."""
+    """Search state of one sweep: which load points each configuration must still measure."""
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
@@ -74,67 +75,8 @@ class LoadDriver:
                 for k in point_keys(config_id, spec.name, workload.items(), label, spec.repeats,
                                     spec.load.requests_at(label))]
 
-    async def run_workload(self, orch: Orchestrator, running: Any, workload: Workload, session: Session,
-                           labels: Labels, done: set[MeasurementKey]) -> None:
-        """Measure every point-repeat this configuration still misses, refreshing the search after each, until
-        it wants nothing more of this server. A point-repeat is run whole (a cut one is sent again in full, so
-        its load is what it says)."""
-        spec = workload.spec
-        load = spec.load
-        assert load is not None
-        config = running.config
-        orch.publish(WorkloadStarted(config_id=config.id, workload=spec.name, expected=len(self.keys(config.id,
-                                                                                                  workload))))
-        try:
-            await orch._guard(running, asyncio.ensure_future(workload.prepare(session)))
-        except WorkloadError as exc:
-            orch.publish(Notice(level="error", config_id=config.id, text=f"{spec.name}: {exc}"))
-            for key in self.keys(config.id, workload):
-                orch._record(Measurement(config_id=config.id, config=config.name, workload=key[1], item=key[2],
-                                         repeat=key[3], status=STATUS_ERROR, error=str(exc), load=key[4]))
-            return
-        warmed: set[str] = set()
-        measured = errors = 0
-        while not orch._aborting and not running.skip.is_set():
-            self.refresh()
-            todo = self._todo(config.id, workload, done)
-            if not todo:
-                break
-            label, repeat = todo[0]
-            await orch._wait_unpaused(running)
-            if orch._aborting or running.skip.is_set():
-                break
-            if label not in warmed:
-                await orch._guard(running, asyncio.ensure_future(warm_up(workload, session, label)))
-                warmed.add(label)
-            in_flight: set[str] = set()
-            running.stats = []
-            orch._script(lambda box: box.set_busy(running.gpus, True))
-            try:
-                point = await orch._guard(running, asyncio.ensure_future(run_point(
-                    workload, session, labels, label, repeat, load.requests_at(label), load.arrival_seed,
-                    orch._record, in_flight)))
-            except BaseException as gone:
-                death = getattr(gone, "death", None)
-                for item in sorted(in_flight):  # the requests a dead server cut are on record, as sequentially
-                    if death is not None:
-                        orch._record(Measurement(config_id=config.id, config=config.name, workload=spec.name,
-                                                 item=item, repeat=repeat, status=STATUS_ERROR, load=label,
-                                                 error_kind=ERROR_KIND_CRASH,
-                                                 error=f"in flight when the server died: {death.reason}"[:500]))
-                raise
-            finally:
-                orch._script(lambda box: box.set_busy(running.gpus, False))
-            summary = summarize_decode(running.stats or [])
-            running.stats = None
-            measured += point.sent
-            errors += point.errors
-            orch.publish(LoadPointFinished(config_id=config.id, workload=spec.name, load=label, repeat=repeat,
-                                           wall_s=round(point.wall_s, 6), requests=point.sent, errors=point.errors,
-                                           server_log=summary.to_json()))
-        orch.publish(WorkloadFinished(config_id=config.id, workload=spec.name, measured=measured, errors=errors))
-
-    def _todo(self, config_id: str, workload: Workload, done: set[MeasurementKey]) -> list[tuple[str, int]]:
+    def todo(self, config_id: str, workload: Workload, done: set[MeasurementKey]) -> list[tuple[str, int]]:
+        """The ``(label, repeat)`` points of this configuration that still miss a measurement, in order."""
         spec = workload.spec
         assert spec.load is not None
         out = []
@@ -148,3 +90,63 @@ class LoadDriver:
 
     def describe(self) -> Callable[[], str]:
         return lambda: "; ".join(self.step.reasons)
+
+
+async def run_load_workload(attempt: Attempt, workload: Workload, session: Session, labels: Labels) -> None:
+    """Measure every point-repeat this configuration still misses, asking the sink after each (the search is
+    refreshed by every measurement), until it wants nothing more of this server. A point-repeat is run whole (a
+    cut one is sent again in full, so its load is what it says)."""
+    spec = workload.spec
+    load = spec.load
+    assert load is not None
+    config, sink = attempt.config, attempt.sink
+    keys = sink.expected(workload)
+    sink.publish(WorkloadStarted(config_id=config.id, workload=spec.name, expected=len(keys)))
+    try:
+        await attempt.guard(asyncio.ensure_future(workload.prepare(session)))
+    except WorkloadError as exc:
+        attempt.publish_notice("error", f"{spec.name}: {exc}")
+        for key in keys:
+            attempt.record(Measurement(config_id=config.id, config=config.name, workload=key[1], item=key[2],
+                                       repeat=key[3], status=STATUS_ERROR, error=str(exc),
+                                       load=key[4] if len(key) == 5 else None))
+        return
+    warmed: set[str] = set()
+    measured = errors = 0
+    while not attempt.aborting and not attempt.skipped:
+        todo = sink.points(workload)
+        if not todo:
+            break
+        label, repeat = todo[0]
+        await attempt.wait_unpaused()
+        if attempt.aborting or attempt.skipped:
+            break
+        if label not in warmed:
+            await attempt.guard(asyncio.ensure_future(warm_up(workload, session, label)))
+            warmed.add(label)
+        in_flight: set[str] = set()
+        attempt.stats = []
+        attempt.busy(True)
+        try:
+            point = await attempt.guard(asyncio.ensure_future(run_point(
+                workload, session, labels, label, repeat, load.requests_at(label), load.arrival_seed,
+                attempt.record, in_flight)))
+        except BaseException as gone:
+            death = getattr(gone, "death", None)
+            for item in sorted(in_flight):  # the requests a dead server cut are on record, as sequentially
+                if death is not None:
+                    attempt.record(Measurement(config_id=config.id, config=config.name, workload=spec.name,
+                                               item=item, repeat=repeat, status=STATUS_ERROR, load=label,
+                                               error_kind=ERROR_KIND_CRASH,
+                                               error=f"in flight when the server died: {death.reason}"[:500]))
+            raise
+        finally:
+            attempt.busy(False)
+        summary = summarize_decode(attempt.stats or [])
+        attempt.stats = None
+        measured += point.sent
+        errors += point.errors
+        sink.publish(LoadPointFinished(config_id=config.id, workload=spec.name, load=label, repeat=repeat,
+                                       wall_s=round(point.wall_s, 6), requests=point.sent, errors=point.errors,
+                                       server_log=summary.to_json()))
+    sink.publish(WorkloadFinished(config_id=config.id, workload=spec.name, measured=measured, errors=errors))

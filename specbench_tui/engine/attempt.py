@@ -1,0 +1,364 @@
+"""One launch of one configuration on this machine, from a started server to its verdict.
+
+Readiness, then the workloads with a health check between them; every request runs under a guard that
+cancels it at once when the server dies (crash signature, exit), stalls (no progress for
+``engine.stall_timeout_s``), is skipped, or the sweep aborts now. What it learns goes to the job's sink
+(:class:`~specbench_tui.engine.executor.JobSink`); what it is told comes from its
+:class:`~specbench_tui.engine.executor.JobControl`.
+
+State rules: *crashed* means the server died after it was launched with a crash signature in its log, or
+died while serving; *failed* means it never became ready (exit before ready, start-up timeout, unusable
+launch), stalled, or stopped answering its health check. Either way the remaining workloads are published as
+:class:`WorkloadNotRun`, never as measurements. The server's own figures: per workload,
+:attr:`WorkloadFinished.server_log` (mean ``accept len`` and ``gen throughput`` of the ``Decode batch`` lines
+logged during the measured requests); per configuration, the mean over all of them (the outcome's
+``server_log_accept_length``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING, TypeVar
+
+from specbench_tui.core.events import (
+    ConfigState,
+    Notice,
+    ServerReady,
+    WorkloadFinished,
+    WorkloadNotRun,
+    WorkloadStarted,
+)
+from specbench_tui.core.logparse import BatchLine, summarize_decode
+from specbench_tui.core.outcomes import DEATH_CRASH, DEATH_STALL, DEATH_UNHEALTHY
+from specbench_tui.core.records import (
+    ERROR_KIND_CRASH,
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_ZERO_OUTPUT,
+    Measurement,
+    MeasurementKey,
+)
+from specbench_tui.engine.client import ServerClient
+from specbench_tui.engine.executor import Job, JobControl, JobSink, StopJob
+from specbench_tui.engine.gpus import GpuSummary
+from specbench_tui.engine.loadsweep import run_load_workload
+from specbench_tui.engine.machine import Machine
+from specbench_tui.engine.profiles import EngineProfile
+from specbench_tui.engine.server import Death, ServerProcess, first_of, process_tree
+from specbench_tui.engine.workloads import Labels, Session, Workload, WorkloadError
+
+if TYPE_CHECKING:
+    from specbench_tui.core.sweep import EngineSpec
+
+T = TypeVar("T")
+Verdict = tuple[ConfigState, "str | None"]
+
+
+class ServerGone(Exception):
+    """The server died (or was skipped/aborted) while we waited on it."""
+
+    def __init__(self, death: Death | None) -> None:
+        super().__init__(death.reason if death else "interrupted")
+        self.death = death
+
+
+def expected_keys(config_id: str, workload: Workload) -> list[MeasurementKey]:
+    """Every measurement key a workload produces for one configuration, in run order."""
+    return [(config_id, workload.spec.name, item, repeat)
+            for repeat in range(1, workload.spec.repeats + 1) for item in workload.items()]
+
+
+class Attempt:
+    """One configuration's server on this machine while it is up, and the guard around its requests."""
+
+    def __init__(self, job: Job, sink: JobSink, control: JobControl, machine: Machine, profile: EngineProfile,
+                 engine: EngineSpec, *, sweep_reserved: int = 0) -> None:
+        self.job = job
+        self.config = job.config
+        self.gpus = job.placement.gpus
+        self.sink = sink
+        self.control = control
+        self.machine = machine
+        self.profile = profile
+        self.engine = engine
+        self.sweep_reserved = sweep_reserved
+        """The most context any configuration's server reserves for speculative decoding: long prompts are sized
+        with it for every configuration, so each one is sent the same prompt and the speedups stay paired."""
+        self.server: ServerProcess | None = None
+        self.stats: list[BatchLine] | None = None
+        self.all_stats: list[BatchLine] = []
+        self.last_progress = time.monotonic()
+        self.in_flight = False
+        self.gpu_summary: GpuSummary | None = None
+        """The GPUs over the measured window (from ready to the end of the last workload)."""
+        self.gpu_pids_before: frozenset[int] = frozenset()
+        """Pids NVML listed on these GPUs before the server was launched (normally none)."""
+        self.gpu_pids: set[int] = set()
+        """Pids NVML listed on these GPUs while the server was up that were not there before: the server's, in
+        whatever pid namespace NVML reports (a container's NVML gives the host's pids, which match none of ours)."""
+
+    @property
+    def aborting(self) -> bool:
+        return self.control.stop_soon.is_set()
+
+    @property
+    def skipped(self) -> bool:
+        return self.control.skip.is_set()
+
+    def publish_notice(self, level: str, text: str) -> None:
+        self.sink.publish(Notice(level=level, text=text, config_id=self.config.id))
+
+    # -- readiness -------------------------------------------------------------------------------------
+
+    async def serve(self, server: ServerProcess, client: ServerClient) -> tuple[Verdict, bool]:
+        """Readiness, then the workloads: the final state and reason, and whether it died before ready."""
+        ready = asyncio.ensure_future(server.wait_ready(client, self.engine.startup_timeout_s))
+        try:
+            death = await self.guard(ready, watch_stall=False)
+        except ServerGone as gone:
+            return self.interrupted(gone), True
+        if death is None:
+            return await self.serve_ready(server, client), False
+        state = ConfigState.CRASHED if death.kind == DEATH_CRASH else ConfigState.FAILED
+        return (state, death.reason), True
+
+    async def serve_ready(self, server: ServerProcess, client: ServerClient) -> Verdict:
+        """The server is ready: record it, then run the workloads."""
+        config = self.config
+        startup_s = time.monotonic() - server.started_at
+        info = await client.server_info() or {}
+        context_length = await client.context_length(info)
+        self.sink.publish(ServerReady(config_id=config.id, startup_s=round(startup_s, 3),
+                                      context_length=context_length))
+        too_long = next((w.spec for w in self.job.workloads
+                         if context_length and w.spec.max_new_tokens >= context_length), None)
+        if too_long is not None:  # refused before any request is sent: the server would answer each with a 400
+            why = (f"workload '{too_long.name}' asks for max_new_tokens = {too_long.max_new_tokens:,}, but the "
+                   f"server's context length is {context_length:,}: lower max_new_tokens (or raise the context)")
+            self.publish_notice("error", f"{config.name}: {why}")
+            self.not_run(0, why)
+            return ConfigState.FAILED, why
+        self.sink.state(ConfigState.RUNNING)
+        if server.pid is not None:  # the ranks' children exist now: name them in the GPU panel too
+            for pid in await asyncio.to_thread(process_tree, server.pid):
+                self.machine.owners.setdefault(pid, config.name)
+        await self.note_gpu_pids()  # the model is loaded: its CUDA contexts are listed
+        if self.machine.sampler is not None:
+            self.machine.sampler.open_window(config.id, self.gpus)
+        session = Session(client, self.progress, context_length, self.publish_notice,
+                          reserved_tokens=max(self.profile.reserved_tokens(info), self.sweep_reserved),
+                          max_req_input_len=self.profile.input_limit(info))
+        for index, workload in enumerate(self.job.workloads):
+            keys = self.sink.todo(workload)
+            if not keys:
+                continue
+            try:
+                if index > 0 and not await self.healthy(client):
+                    server.mark_dead(Death(DEATH_UNHEALTHY, "the server stopped answering its health check"))
+                    raise ServerGone(server.death.result())
+                labels = Labels(config.id, config.name, workload.spec.name)
+                if workload.spec.load is not None:
+                    await run_load_workload(self, workload, session, labels)
+                else:
+                    await self.run_workload(workload, session, labels, keys)
+            except ServerGone as gone:
+                return await self.gone(gone, index)
+            if self.aborting:
+                return ConfigState.PENDING, "aborted: resume runs the rest"
+        if self.skipped:
+            return ConfigState.SKIPPED, "skipped by the user"
+        return ConfigState.DONE, None
+
+    async def note_gpu_pids(self) -> None:
+        """Remember the pids that appeared on the server's GPUs since its launch, and name them in the GPU
+        panel: where NVML shares our pid namespace they are the server's own; in a container they are the
+        host's numbers for them, the only ones the release wait can watch."""
+        new = await self.machine.pids_on(self.gpus) - self.gpu_pids_before
+        self.gpu_pids |= new
+        for pid in new:
+            self.machine.owners.setdefault(pid, self.config.name)
+
+    # -- verdicts --------------------------------------------------------------------------------------
+
+    def not_run(self, first: int, why: str) -> None:
+        """Publish the workloads from index ``first`` that still miss measurements as not run, with why."""
+        for workload in self.job.workloads[first:]:
+            if self.sink.todo(workload):
+                self.sink.publish(WorkloadNotRun(config_id=self.config.id, workload=workload.spec.name, reason=why))
+
+    def interrupted(self, gone: ServerGone) -> Verdict:
+        if self.skipped:
+            return ConfigState.SKIPPED, "skipped by the user"
+        if gone.death is None:
+            return ConfigState.PENDING, "aborted: resume runs it again"
+        state = ConfigState.CRASHED if gone.death.kind == DEATH_CRASH else ConfigState.FAILED
+        return state, gone.death.reason
+
+    async def gone(self, gone: ServerGone, index: int) -> Verdict:
+        """The server is gone mid-run: the rest is not run (never measured); say why."""
+        state, reason = self.interrupted(gone)
+        if state == ConfigState.PENDING:
+            return state, reason
+        death = gone.death
+        if death is not None and death.kind not in (DEATH_CRASH, DEATH_STALL, DEATH_UNHEALTHY):
+            state = ConfigState.CRASHED  # it served, then died
+        if self.server is not None:
+            reason = await final_reason(self.server, reason)
+        why = "skipped by the user" if state == ConfigState.SKIPPED else f"server {state.value}: {reason}"
+        self.not_run(index, why)
+        return state, reason
+
+    # -- workloads -------------------------------------------------------------------------------------
+
+    async def healthy(self, client: ServerClient) -> bool:
+        check = asyncio.ensure_future(client.healthy())
+        return await self.guard(check, watch_stall=False)
+
+    async def run_workload(self, workload: Workload, session: Session, labels: Labels,
+                           keys: list[MeasurementKey]) -> None:
+        config = self.config
+        self.sink.publish(WorkloadStarted(config_id=config.id, workload=workload.spec.name,
+                                          expected=len(self.sink.expected(workload))))
+        try:
+            await self.guard(asyncio.ensure_future(workload.prepare(session)))
+        except WorkloadError as exc:
+            self.publish_notice("error", f"{workload.spec.name}: {exc}")
+            for key in keys:
+                self.record(Measurement(config_id=config.id, config=config.name, workload=key[1], item=key[2],
+                                        repeat=key[3], status=STATUS_ERROR, error=str(exc)))
+            return
+        self.busy(True)
+        try:
+            await self.guard(asyncio.ensure_future(workload.warmup(session)))
+            counters_before = await self.guard(asyncio.ensure_future(session.counters()))
+            self.stats = []
+            counts = {STATUS_OK: 0, STATUS_ERROR: 0, STATUS_ZERO_OUTPUT: 0}
+            for key in keys:
+                await self.wait_unpaused()
+                if self.aborting or self.skipped:
+                    break
+                try:
+                    measurement = await self.guard(asyncio.ensure_future(
+                        workload.run(key[2], key[3], session, labels)))
+                    await self.raise_if_died(measurement)
+                except ServerGone as gone:
+                    self.record_cut(key, gone)
+                    raise
+                self.record(measurement)
+                counts[measurement.status] = counts.get(measurement.status, 0) + 1
+        finally:
+            self.busy(False)
+        summary = summarize_decode(self.stats)
+        self.stats = None
+        if self.aborting or self.skipped:
+            if self.skipped:
+                raise ServerGone(None)
+            return
+        server_log = summary.to_json()
+        if counters_before is not None:  # the engine's own counters over the measured requests (llama.cpp)
+            counters_after = await self.guard(asyncio.ensure_future(session.counters()))
+            server_log.update(session.counter_figures(counters_before, counters_after, summary.accept_length))
+        self.sink.publish(WorkloadFinished(config_id=config.id, workload=workload.spec.name,
+                                           measured=sum(counts.values()), errors=counts[STATUS_ERROR],
+                                           zero_output=counts[STATUS_ZERO_OUTPUT], server_log=server_log))
+
+    def busy(self, busy: bool) -> None:
+        """Tell a scripted GPU backend (the simulator's fake box) whether this server's GPUs compute."""
+        self.machine.script(lambda box: box.set_busy(self.gpus, busy))
+
+    async def raise_if_died(self, measurement: Measurement) -> None:
+        """A request cut by a lost connection (a killed server's stream just ends, without ``[DONE]``), or by the
+        stream error an engine sends when its core died (the profile's ``fatal_stream_error``: vLLM's API server
+        answers in-flight streams with ``EngineCore encountered an issue`` and exits about 0.5 s later), is the
+        server's death, not a measurement, once the process exit is seen."""
+        server = self.server
+        if measurement.status != STATUS_ERROR or server is None:
+            return
+        fatal = self.profile.fatal_stream_error
+        dying = measurement.error_kind == "connection" or (
+            measurement.error_kind == "sse" and fatal is not None and fatal.search(measurement.error or ""))
+        if not dying:
+            return
+        await first_of(server.death, timeout_s=2.0)
+        if server.dead:
+            raise ServerGone(server.death.result())
+
+    def record_cut(self, key: MeasurementKey, gone: ServerGone) -> None:
+        """The request in flight when its server died is on record: an error whose reason is the death (a skip
+        or an abort records nothing; resume measures the key again). ``--retry-crashed`` re-runs it."""
+        if gone.death is None:
+            return
+        self.record(Measurement(config_id=self.config.id, config=self.config.name, workload=key[1], item=key[2],
+                                repeat=key[3], status=STATUS_ERROR, error_kind=ERROR_KIND_CRASH,
+                                error=f"in flight when the server died: {gone.death.reason}"[:500]))
+
+    def record(self, measurement: Measurement) -> None:
+        try:
+            self.sink.record(measurement)
+        except StopJob as exc:
+            raise ServerGone(None) from exc
+
+    async def wait_unpaused(self) -> None:
+        if self.control.unpaused.is_set():
+            return
+        assert self.server is not None
+        self.busy(False)
+        await first_of(self.control.unpaused.wait(), self.control.skip.wait(), self.server.death)
+        self.busy(True)
+
+    # -- guarding a request ------------------------------------------------------------------------------
+
+    def progress(self) -> None:
+        self.last_progress = time.monotonic()
+
+    async def guard(self, task: asyncio.Future[T], watch_stall: bool = True) -> T:
+        """Await ``task`` unless the server dies, stalls, is skipped or the sweep aborts now; then cancel it
+        at once and raise :class:`ServerGone` (with the death, or None for skip/abort)."""
+        server = self.server
+        assert server is not None
+        self.last_progress = time.monotonic()
+        self.in_flight = True
+        watchers = [self.control.skip.wait(), self.control.stop_now.wait(), server.death]
+        if watch_stall:
+            watchers.append(self.stall_watch())
+        try:
+            await first_of(task, *watchers)
+        finally:
+            self.in_flight = False
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        if not task.cancelled():
+            return task.result()
+        if server.dead:
+            raise ServerGone(server.death.result())
+        raise ServerGone(None)
+
+    async def stall_watch(self) -> None:
+        """Mark the server dead when the request in flight makes no progress for ``stall_timeout_s``."""
+        limit = self.engine.stall_timeout_s
+        server = self.server
+        assert server is not None
+        while True:
+            idle = time.monotonic() - self.last_progress
+            if idle >= limit:
+                server.mark_dead(Death(DEATH_STALL, f"stalled: no progress on the request in flight for "
+                                                    f"{idle:.0f} s (stall_timeout_s = {limit:g}) while the server "
+                                                    "process is alive"))
+                return
+            await asyncio.sleep(min(1.0, max(0.05, limit - idle)))
+
+    def on_stats(self, stats: BatchLine) -> None:
+        """Keep the server's figures logged while measured requests run (warm-up and idle lines are not)."""
+        if self.stats is not None:
+            self.stats.append(stats)
+            self.all_stats.append(stats)
+
+
+async def final_reason(server: ServerProcess, reason: str | None) -> str | None:
+    """The crash's final signature and line (after its trailing lines), else ``reason`` as it was."""
+    crash = await server.crash_report()
+    return f"{crash.signature}: {crash.line.strip()[:300]}" if crash is not None else reason

@@ -1,0 +1,100 @@
+"""This machine's GPUs as the engine sees them: the backend, the sampler, who owns which process, the pool.
+
+A :class:`~specbench_tui.engine.gpus.GpuSampler` polls the backend off the loop about twice a second and
+publishes :class:`GpuSampled` (each GPU process named by the configuration that owns it, :attr:`Machine.owners`).
+A backend that scripts itself after the servers (the simulator's fake box) is a
+:class:`~specbench_tui.engine.gpus.ScriptedBackend` and is told ``attach``/``set_busy``/``detach``; the real
+NVML path runs no fake-specific code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from specbench_tui.core.engines import engine_flags
+from specbench_tui.core.events import Event, GpuSampled
+
+from specbench_tui.engine.gpus import GpuBackend, GpuSample, GpuSampler, ScriptedBackend, samples_to_json
+
+if TYPE_CHECKING:
+    from specbench_tui.core.sweep import Sweep
+
+SIMULATOR_GPUS = 8
+"""GPUs the simulator pretends to have when the machine has none (the seed campaign's 8-GPU box)."""
+
+
+class Machine:
+    """The GPU side of this machine for one sweep."""
+
+    def __init__(self, backend: GpuBackend, sweep: Sweep, publish: Callable[[Event], None]) -> None:
+        self.backend = backend
+        self.sweep = sweep
+        self._publish = publish
+        self.sampler: GpuSampler | None = None
+        self.owners: dict[int, str] = {}
+        """pid -> configuration name of every server process we know of (the GPU panel's "held by")."""
+
+    def gpu_indices(self) -> tuple[int, ...]:
+        """The GPU pool: the sweep's list, else every visible GPU, else 8 pretend ones for the simulator."""
+        if self.sweep.gpus is not None:
+            return self.sweep.gpus
+        count = self.backend.device_count()
+        if count == 0 and self.sweep.engine.launcher == "simulator":
+            return tuple(range(SIMULATOR_GPUS))
+        return tuple(range(count))
+
+    def on_cpu(self) -> bool:
+        """The engine runs without a GPU (llama.cpp) and this machine has none: configurations take no GPU."""
+        return (engine_flags(self.sweep.engine.profile).runs_on_cpu and self.sweep.gpus is None
+                and self.sweep.engine.launcher != "simulator" and self.backend.device_count() == 0)
+
+    def start_sampler(self, interval_s: float) -> None:
+        """Poll the backend in its thread; samples come back on this loop as :class:`GpuSampled`."""
+        if self.backend.device_count() == 0:
+            # Nothing to poll: one empty sample says so, and the GPU panel shows "no GPU visible" instead of
+            # waiting for telemetry that will never come (the backend's hint is published as a notice).
+            self._publish(GpuSampled(samples=()))
+            return
+        self.sampler = GpuSampler(self.backend, self.on_samples, interval_s=interval_s,
+                                  loop=asyncio.get_running_loop())
+        self.sampler.start()
+
+    def on_samples(self, samples: list[GpuSample]) -> None:
+        self._publish(GpuSampled(samples=samples_to_json(samples, self.owners)))
+
+    def latest(self) -> list[GpuSample]:
+        return self.sampler.latest if self.sampler is not None else []
+
+    async def stop_sampler(self) -> None:
+        """Stop polling, then one sample after the last teardown, so the GPU panel is left showing the box as
+        the sweep left it (free, or what a leftover still holds), not as it was during the last request."""
+        if self.sampler is None:
+            return
+        self.sampler.stop()
+        try:
+            samples = await asyncio.to_thread(self.backend.sample)
+        except Exception:  # noqa: BLE001 - telemetry must never cost the end of a sweep
+            return
+        if samples:
+            self.on_samples(samples)
+
+    def script(self, tell: Callable[[ScriptedBackend], object]) -> None:
+        """Tell a scripted backend what the servers do (``attach``, ``set_busy``, ``detach``): only the
+        simulator's fake box is one; a real backend has nothing to be told."""
+        if isinstance(self.backend, ScriptedBackend):
+            try:
+                tell(self.backend)
+            except Exception as exc:  # noqa: BLE001 - telemetry must never cost a measurement
+                print(f"specbench: the scripted GPU backend failed: {exc!r}", file=sys.stderr)
+
+    async def pids_on(self, gpus: tuple[int, ...]) -> set[int]:
+        """Pids NVML lists on ``gpus`` now (none without GPUs; a failing backend counts as none)."""
+        if not gpus:
+            return set()
+        try:
+            return await asyncio.to_thread(self.backend.pids_holding, gpus)
+        except Exception:  # noqa: BLE001 - telemetry must never cost a measurement
+            return set()
