@@ -50,7 +50,7 @@ from specbench_tui.engine.server import Death, ServerProcess, first_of, process_
 from specbench_tui.engine.workloads import Labels, Session, Workload, WorkloadError
 
 if TYPE_CHECKING:
-    from specbench_tui.core.sweep import EngineSpec
+    from specbench_tui.core.sweep.schema import EngineSpec
 
 T = TypeVar("T")
 Verdict = tuple[ConfigState, "str | None"]

@@ -20,7 +20,7 @@ from specbench_tui.core.events import Event, GpuSampled
 from specbench_tui.engine.gpus import GpuBackend, GpuSample, GpuSampler, ScriptedBackend, samples_to_json
 
 if TYPE_CHECKING:
-    from specbench_tui.core.sweep import Sweep
+    from specbench_tui.core.sweep.schema import Sweep
 
 SIMULATOR_GPUS = 8
 """GPUs the simulator pretends to have when the machine has none (the seed campaign's 8-GPU box)."""
