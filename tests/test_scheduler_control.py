@@ -11,6 +11,8 @@ against the simulator, end to end.
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -24,9 +26,12 @@ from specbench_tui.core.events import (
     ConfigState,
     ConfigStateChanged,
     Event,
+    LogLine,
     MeasurementRecorded,
     QueuePaused,
     QueueResumed,
+    ServerLaunching,
+    ServerStopped,
 )
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import ERROR_KIND_CRASH, STATUS_ERROR, STATUS_OK, Measurement
@@ -38,9 +43,9 @@ from specbench_tui.store import RunDir
 REQUEST_S = 0.03
 
 
-def make_plan(folder: Path, *, seeds=(1, 2, 3), count=4, concurrent=False, cluster=None) -> Plan:
+def make_plan(folder: Path, *, seeds=(1, 2, 3), count=4, concurrent=False, cluster=None, engine=None) -> Plan:
     document = sim_sweep(
-        "fake", sweep={"gpus": 2, "concurrent": concurrent},
+        "fake", sweep={"gpus": 2, "concurrent": concurrent}, engine=engine,
         configs=[{"name": "c{seed}", "algorithm": "autoregressive", "matrix": inline(seed=list(seeds)),
                   "args": inline(**{"random-seed": "{seed}"})}],
         workloads=[{"name": "math", "kind": "arithmetic", "count": count, "max_new_tokens": 16}])
@@ -102,6 +107,7 @@ class FakeExecutor:
         name = job.config.name
         self.started.append((name, job.attempt, job.placement))
         sink.state(ConfigState.LAUNCHING)
+        sink.server_log([f"fake server of {name}, attempt {job.attempt}"])  # a remote executor's log lines
         if self.lose_node.get(name, 0) >= job.attempt:
             return Outcome("node_lost", f"node {job.placement.node} went away", wall_s=0.01)
         sink.state(ConfigState.RUNNING)
@@ -182,6 +188,8 @@ async def test_a_sweep_runs_every_configuration_through_the_executor(tmp_path):
         assert len(sweep.measured(name)) == 4 and [f.state for f in sweep.finished(name)] == [ConfigState.DONE]
     assert sweep.executor.closed is False and sweep.executor.placer.closed
     assert len(sweep.run_dir.path.joinpath("results.jsonl").read_text().splitlines()) == 12
+    c2 = sweep.plan.by_name("c2")
+    assert sweep.run_dir.log_path(c2.name, c2.id).read_text() == "fake server of c2, attempt 1\n"
 
 
 async def test_pause_finishes_the_request_in_flight_and_sends_nothing_more_until_resume(tmp_path):
@@ -341,3 +349,38 @@ async def test_concurrent_configurations_get_disjoint_gpus_and_skip_reaches_the_
     outcome = await sweep.finish()
     assert outcome.states[sweep.id(second[0])] == ConfigState.SKIPPED
     assert sorted(s for s in outcome.states.values()) == sorted([ConfigState.SKIPPED] + [ConfigState.DONE] * 3)
+
+
+# ---------------------------------------------------------------------- the local executor, a stand-in server
+
+
+async def test_cancelling_the_local_executor_tears_its_server_down_at_once(tmp_path):
+    """Cancellable (the executor contract): a cancelled run tears its server down without the shutdown grace,
+    here against a stand-in server that ignores SIGTERM and never becomes ready (grace 30 s)."""
+    stubborn = tmp_path / "stubborn.py"
+    stubborn.write_text(f"#!{sys.executable}\nimport signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                        "print('stand-in server up', flush=True)\nwhile True:\n    time.sleep(1)\n")
+    stubborn.chmod(0o755)
+    plan = make_plan(tmp_path, seeds=(1,), engine={"python": str(stubborn), "shutdown_grace_s": 30,
+                                                   "startup_timeout_s": 120})
+    run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
+    orchestrator = Orchestrator(plan, run_dir, write_env=False)
+    events: list[Event] = []
+    orchestrator.subscribe(events.append)
+    task = asyncio.create_task(orchestrator.run())
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while not any(isinstance(e, LogLine) and "stand-in server up" in e.line for e in events):
+        assert not task.done() and loop.time() < deadline, "the stand-in server never started"
+        await asyncio.sleep(0.01)
+    launch = of_type(events, ServerLaunching)[0]
+    cancelled = loop.time()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    took = loop.time() - cancelled
+    run_dir.close()
+    assert took < 10, f"a cancelled run waited {took:.1f} s (the shutdown grace is 30 s)"
+    with pytest.raises(ProcessLookupError):
+        os.killpg(launch.pid, 0)
+    assert [e.config_id for e in of_type(events, ServerStopped)] == [launch.config_id]
