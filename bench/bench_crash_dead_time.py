@@ -46,7 +46,7 @@ from specbench_tui.core.events import (
     ServerLaunching,
     ServerStopped,
 )
-from specbench_tui.core.logparse import line_timestamp
+from specbench_tui.core.engines.sglang import line_timestamp
 from specbench_tui.core.metrics import percentile
 from specbench_tui.sim.testing import group_pids
 

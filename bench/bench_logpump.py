@@ -21,8 +21,9 @@ from pathlib import Path
 from _common import figure, verdict
 
 from specbench_tui.core.signatures import SignatureSet
+from specbench_tui.core.engines.sglang import SGLANG_SIGNATURES
 from specbench_tui.engine.logpump import LogPump
-from specbench_tui.engine.profiles import SGLANG
+from specbench_tui.core.engines.sglang import SGLANG
 from specbench_tui.engine.server import ServerProcess
 
 TARGET_MB_S = 50.0
@@ -71,7 +72,7 @@ async def whole_watch(folder: Path) -> float:
     """MB/s through a real pipe from a child that writes as fast as it can, into a :class:`ServerProcess`."""
     published: list[object] = []
     server = ServerProcess("bench", [sys.executable, "-c", _WRITER, str(SERVER_MB), BLOCK.hex()], {},
-                           folder / "server.log", SGLANG, SignatureSet(), published.append, on_stats=lambda s: None)
+                           folder / "server.log", SGLANG, SignatureSet(builtins=SGLANG_SIGNATURES), published.append, on_stats=lambda s: None)
     started = time.perf_counter()
     await server.start()
     await asyncio.wait_for(server.death, 300)

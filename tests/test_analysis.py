@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specbench_tui.core.analysis import (
+from specbench_tui.core.results import (
     ACCEPT_FROM_SERVER,
     FLAG_BURST,
     FLAG_IDLE,
@@ -19,11 +19,10 @@ from specbench_tui.core.analysis import (
     LOSSLESS_MISMATCH,
     LOSSLESS_NOT_CHECKED,
     LOSSLESS_PASS,
-    acceptance,
-    analyse,
-    spread_of,
     to_json,
 )
+from specbench_tui.core.cells import acceptance, spread_of
+from specbench_tui.core.analysis import analyse
 from specbench_tui.core.events import (
     ConfigFinished,
     ConfigState,

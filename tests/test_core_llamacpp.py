@@ -12,27 +12,24 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specbench_tui.core.engines import ENGINE_NAMES, engine_flags
+from specbench_tui.core.engines.registry import engine_flags, engine_names
 from specbench_tui.core.errors import SweepError
 from specbench_tui.core.launch import server_argv
-from specbench_tui.core.logparse import (
+from specbench_tui.core.engines.llamacpp import (
     LLAMACPP_SPEC_COUNTERS,
     parse_draft_acceptance_line,
     parse_llamacpp_stats_line,
-    parse_prometheus,
-    spec_counter_figures,
 )
+from specbench_tui.core.logparse import parse_prometheus, spec_counter_figures
 from specbench_tui.core.plan import build_plan
-from specbench_tui.core.signatures import LLAMACPP_SIGNATURES, SignatureSet
+from specbench_tui.core.engines.llamacpp import LLAMACPP_SIGNATURES
+from specbench_tui.core.signatures import SignatureSet
 from specbench_tui.core.sweep.env import expand_env_refs
 from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.engine.client import ERROR_CONNECTION, ServerClient
-from specbench_tui.engine.profiles import (
-    LLAMACPP,
-    SGLANG,
-    get_profile,
-    llamacpp_final_meta,
-)
+from specbench_tui.core.engines.llamacpp import LLAMACPP, llamacpp_final_meta
+from specbench_tui.core.engines.sglang import SGLANG
+from specbench_tui.core.engines.registry import get_profile
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "llamacpp"
@@ -192,7 +189,7 @@ def test_profile_facts():
     assert LLAMACPP.context_length({"default_generation_settings": {"n_ctx": 1024}, "total_slots": 2}) == 1024
     assert LLAMACPP.context_length({}) is None
     assert LLAMACPP.exit_signatures[-11] == "segfault" and not SGLANG.exit_signatures
-    assert ENGINE_NAMES == ("sglang", "llamacpp", "vllm")
+    assert engine_names()[:3] == ("sglang", "llamacpp", "vllm")
 
 
 # ----------------------------------------------------------------------------------------------- signatures
@@ -246,7 +243,7 @@ def test_checked_in_flags_equal_the_dump_of_the_real_binary():
         pytest.skip("llama-server is not built: run tools/setup_llama_server.sh")
     dumped = subprocess.run([sys.executable, str(REPO / "tools/dump_llamacpp_flags.py"), binary],
                             capture_output=True, text=True, check=True).stdout
-    assert dumped == (REPO / "specbench_tui/core/llamacpp_flags.tsv").read_text()
+    assert dumped == (REPO / "specbench_tui/core/engines/llamacpp_flags.tsv").read_text()
 
 
 SWEEP = """

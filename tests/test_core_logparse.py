@@ -4,7 +4,8 @@ import time
 
 import pytest
 
-from specbench_tui.core.logparse import line_timestamp, parse_batch_line, summarize_decode
+from specbench_tui.core.engines.sglang import line_timestamp, parse_batch_line
+from specbench_tui.core.logparse import summarize_decode
 
 NEW = ("[2026-10-01 12:00:00] Decode batch, #running-req: 8, #token: 4096, token usage: 0.02, accept len: 3.12, "
        "accept rate: 0.71, cuda graph: True, gen throughput (token/s): 1234.56, #queue-req: 0")

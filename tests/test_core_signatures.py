@@ -1,5 +1,6 @@
 """Crash signatures: the built-ins match SGLang's fatal lines, the most specific name wins, sweeps extend them."""
 
+from specbench_tui.core.engines.sglang import SGLANG_SIGNATURES
 from specbench_tui.core.signatures import (
     LEVEL_ERROR,
     LEVEL_FATAL,
@@ -10,7 +11,7 @@ from specbench_tui.core.signatures import (
     most_specific,
 )
 
-SIGS = SignatureSet()
+SIGS = SignatureSet(builtins=SGLANG_SIGNATURES)
 
 
 def name(line: str) -> str | None:
@@ -54,7 +55,8 @@ def test_more_specific_wins_over_python_traceback():
 
 
 def test_sweep_signatures_extend_and_win():
-    sigs = SignatureSet([("draft_vocab_mismatch", r"vocab size mismatch"), ("my_cuda", r"CUDA error: an illegal")])
+    sigs = SignatureSet([("draft_vocab_mismatch", r"vocab size mismatch"), ("my_cuda", r"CUDA error: an illegal")],
+                        SGLANG_SIGNATURES)
     assert sigs.match("ValueError: draft vocab size mismatch 151936 != 32000").name == "draft_vocab_mismatch"
     assert sigs.match("CUDA error: an illegal instruction was encountered").name == "my_cuda"
     assert "python_traceback" in sigs.names

@@ -12,20 +12,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specbench_tui.core.engines import engine_flags
+from specbench_tui.core.engines.registry import engine_flags
 from specbench_tui.core.errors import SweepError
 from specbench_tui.core.launch import server_argv
-from specbench_tui.core.logparse import (
-    VLLM_SPEC_COUNTERS,
-    parse_prometheus,
-    parse_vllm_stats_line,
-    spec_counter_figures,
-)
+from specbench_tui.core.engines.vllm import VLLM_SPEC_COUNTERS, parse_vllm_stats_line
+from specbench_tui.core.logparse import parse_prometheus, spec_counter_figures
 from specbench_tui.core.plan import build_plan
-from specbench_tui.core.signatures import VLLM_SIGNATURES, SignatureSet, most_specific
+from specbench_tui.core.engines.vllm import VLLM_SIGNATURES
+from specbench_tui.core.signatures import SignatureSet, most_specific
 from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.engine.client import ServerClient
-from specbench_tui.engine.profiles import VLLM, get_profile, vllm_final_meta
+from specbench_tui.core.engines.vllm import VLLM, vllm_final_meta
+from specbench_tui.core.engines.registry import get_profile
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "vllm"
@@ -334,7 +332,7 @@ def test_checked_in_flags_equal_the_dump_of_the_real_parser():
         pytest.skip(message)
     dumped = subprocess.run([str(python), str(REPO / "tools/dump_vllm_flags.py")], capture_output=True, text=True,
                             check=True, timeout=300).stdout
-    assert dumped == (REPO / "specbench_tui/core/vllm_flags.tsv").read_text()
+    assert dumped == (REPO / "specbench_tui/core/engines/vllm_flags.tsv").read_text()
 
 
 def test_per_request_metrics_without_speculation_is_refused_before_launch(tmp_path):

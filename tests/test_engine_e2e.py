@@ -18,7 +18,7 @@ from specbench_tui.core.events import (
     WorkloadFinished,
     WorkloadNotRun,
 )
-from specbench_tui.core.logparse import line_timestamp
+from specbench_tui.core.engines.sglang import line_timestamp
 
 pytestmark = pytest.mark.e2e
 

@@ -52,10 +52,10 @@ async def test_stall_empty_output_and_failed_start(sweep_file, tmp_path):
 def test_core_and_engine_import_no_textual():
     code = ("import sys, importlib\n"
             "for m in ('engine.orchestrator', 'application.headless', 'engine.server', 'engine.client',\n"
-            "          'engine.workloads', 'engine.logpump', 'engine.profiles', 'engine.scheduler',\n"
-            "          'engine.local_executor'):\n"
+            "          'engine.workloads', 'engine.logpump', 'engine.scheduler', 'engine.local_executor'):\n"
             "    importlib.import_module('specbench_tui.' + m)\n"
-            "for m in ('signatures', 'logparse', 'metrics', 'budget', 'prompts'):\n"
+            "for m in ('signatures', 'logparse', 'metrics', 'budget', 'prompts', 'engines.registry', 'engines.sglang',\n"
+            "          'engines.llamacpp', 'engines.vllm'):\n"
             "    importlib.import_module('specbench_tui.core.' + m)\n"
             "assert 'textual' not in sys.modules, 'textual imported'\n")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -14,7 +14,7 @@ import pytest
 
 from specbench_tui.engine import rxclock
 from specbench_tui.engine.client import ERROR_CONNECTION, ServerClient
-from specbench_tui.engine.profiles import SGLANG
+from specbench_tui.core.engines.sglang import SGLANG
 
 pytestmark = pytest.mark.skipif(not rxclock.supported(), reason="kernel receive stamps are Linux-only")
 

@@ -16,7 +16,7 @@ from specbench_tui.engine.client import (
     ERROR_TIMEOUT,
     ServerClient,
 )
-from specbench_tui.engine.profiles import SGLANG
+from specbench_tui.core.engines.sglang import SGLANG
 
 TIMEOUT_S = 2.0
 SLACK_S = 3.0

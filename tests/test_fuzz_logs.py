@@ -18,14 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specbench_tui.core.logparse import (
-    line_timestamp,
-    parse_batch_line,
-    summarize_decode,
-)
+from specbench_tui.core.engines.sglang import line_timestamp, parse_batch_line
+from specbench_tui.core.logparse import summarize_decode
 from specbench_tui.core.signatures import SignatureSet, line_level
+from specbench_tui.core.engines.sglang import SGLANG_SIGNATURES
 from specbench_tui.engine.logpump import LogPump
-from specbench_tui.engine.profiles import SGLANG
+from specbench_tui.core.engines.sglang import SGLANG
 
 HOSTILE_PIECES = [
     b"\r", b"\n", b"\r\n", b"\x00", b"\xff\xfe", b"\xc3", b"\xe2\x82", b"\xed\xa0\x80", b"\x1b[31m", b"\x1b[0m",
@@ -48,7 +46,7 @@ class _Collector:
     def on_line(self, number: int, text: str) -> None:
         self.lines.append((number, text))
         # The engine's own per-line work, as ServerProcess._on_line does it.
-        SignatureSet().match(text)
+        SignatureSet(builtins=SGLANG_SIGNATURES).match(text)
         line_level(text)
         SGLANG.parse_stats_line(text)
         SGLANG.ready_line.search(text)
@@ -115,7 +113,7 @@ _PIPELINE = textwrap.dedent(r"""
     import asyncio, sys, time
     from pathlib import Path
     from specbench_tui.core.signatures import SignatureSet
-    from specbench_tui.engine.profiles import SGLANG
+    from specbench_tui.core.engines.sglang import SGLANG
     from specbench_tui.engine.server import ServerProcess
 
     FEEDER = r'''
@@ -148,7 +146,7 @@ _PIPELINE = textwrap.dedent(r"""
     async def main(kind):
         lines = []
         server = ServerProcess("c", [sys.executable, "-c", FEEDER, kind], {}, Path(sys.argv[2]) / f"{kind}.log",
-                               SGLANG, SignatureSet(), lambda e: lines.append(e), on_stats=lambda s: None)
+                               SGLANG, SignatureSet(builtins=SGLANG.crash_signatures), lambda e: lines.append(e), on_stats=lambda s: None)
         await server.start()
         death = await asyncio.wait_for(server.death, 60)
         await server.stop(1.0)
@@ -192,9 +190,9 @@ _ONE_PARSE = textwrap.dedent("""
     import sys, time
     line = sys.stdin.read()
     from specbench_tui.core.signatures import SignatureSet, line_level
-    from specbench_tui.engine.profiles import SGLANG
+    from specbench_tui.core.engines.sglang import SGLANG
     t = time.monotonic()
-    SGLANG.parse_stats_line(line); SignatureSet().match(line); line_level(line)
+    SGLANG.parse_stats_line(line); SignatureSet(builtins=SGLANG.crash_signatures).match(line); line_level(line)
     print(f"{time.monotonic() - t:.3f}")
 """)
 

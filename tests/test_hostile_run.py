@@ -305,7 +305,7 @@ _DAEMON = textwrap.dedent(r'''
     import asyncio, sys, tempfile, time
     from pathlib import Path
     from specbench_tui.engine.server import ServerProcess
-    from specbench_tui.engine.profiles import SGLANG
+    from specbench_tui.core.engines.sglang import SGLANG
     from specbench_tui.core.signatures import SignatureSet
     CMD = """
     import os, sys, time
@@ -320,7 +320,7 @@ _DAEMON = textwrap.dedent(r'''
     servers = []
     async def main():
         server = ServerProcess("c", [sys.executable, "-c", CMD], {}, Path(sys.argv[1]) / "x.log", SGLANG,
-                               SignatureSet(), lambda e: None)
+                               SignatureSet(builtins=SGLANG.crash_signatures), lambda e: None)
         servers.append(server)
         await server.start()
         await asyncio.sleep(0.5)

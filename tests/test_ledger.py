@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from specbench_tui.core.analysis import (
+from specbench_tui.core.results import (
     COVERAGE_COMPLETE,
     COVERAGE_NOT_RUN,
     COVERAGE_PARTIAL,
     FLAG_CRASH_CUT,
     FLAG_PARTIAL,
     aggregate,
-    analyse,
 )
+from specbench_tui.core.analysis import analyse
 from specbench_tui.core.events import (
     ConfigFinished,
     ConfigState,

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from specbench_tui.core.errors import SweepError
-from specbench_tui.core.plan import Plan, build_plan, eagle_skip_reason
+from specbench_tui.core.engines.sglang import eagle_skip_reason
+from specbench_tui.core.plan import Plan, build_plan
 from specbench_tui.core.sweep.loader import parse_sweep
 from specbench_tui.paths import resolve_sweep
 from specbench_tui.core.sweep.loader import load_sweep

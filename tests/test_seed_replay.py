@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from engine_helpers import headless_engine, plan_for, run_plan, wait_no_processes, write_sweep
-from specbench_tui.core.analysis import COVERAGE_COMPLETE, COVERAGE_NOT_RUN, COVERAGE_PARTIAL, aggregate
+from specbench_tui.core.results import COVERAGE_COMPLETE, COVERAGE_NOT_RUN, COVERAGE_PARTIAL, aggregate
 from specbench_tui.core.records import ERROR_KIND_CRASH
 from specbench_tui.report.load import load_run
 

@@ -171,11 +171,11 @@ def test_the_probe_can_fail(parsed: dict[str, Any]) -> None:
 @pytest.mark.parametrize(("dump", "resource"), [("flags", "sglang_0_5_23_flags.txt"),
                                                 ("shapes", "sglang_0_5_23_flag_shapes.tsv")])
 def test_checked_in_flag_lists_equal_the_parser(parsed: dict[str, Any], dump: str, resource: str) -> None:
-    shipped = resources.files("specbench_tui.core").joinpath(resource).read_text()
+    shipped = resources.files("specbench_tui.core.engines").joinpath(resource).read_text()
     assert shipped == parsed["dumps"][dump], (
-        f"specbench_tui/core/{resource} is stale: regenerate it with "
+        f"specbench_tui/core/engines/{resource} is stale: regenerate it with "
         f".venv-sglang/bin/python tools/dump_sglang_flags.py{' --shapes' if dump == 'shapes' else ''} > "
-        f"specbench_tui/core/{resource}")
+        f"specbench_tui/core/engines/{resource}")
 
 
 def test_strip_fork_flags_removes_values_too() -> None:

@@ -16,14 +16,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specbench_tui.core.budget import fits, plan_budget, reserved_speculative_tokens
+from specbench_tui.core.budget import fits, plan_budget
+from specbench_tui.core.engines.sglang import reserved_speculative_tokens
 from specbench_tui.core.launch import server_argv
 from specbench_tui.core.plan import build_plan
 from specbench_tui.core.records import STATUS_ERROR, STATUS_OK
 from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.engine.client import ERROR_ABORT, GenerateResult, ServerClient
 from specbench_tui.engine.leftovers import find_leftovers
-from specbench_tui.engine.profiles import SGLANG
+from specbench_tui.core.engines.registry import get_profile
+from specbench_tui.core.engines.sglang import SGLANG
 from specbench_tui.engine.workloads import Labels, LongContextWorkload, Session, measurement_from
 from specbench_tui.sim.testing import SimProcess
 
@@ -35,14 +37,17 @@ EAGLE3 = REPO / "sweeps" / "eagle3.toml"
 
 
 def test_reserved_tokens_per_engine_and_algorithm() -> None:
-    assert reserved_speculative_tokens("sglang", "EAGLE3", topk=8, steps=5, draft_tokens=32) == 40
-    assert reserved_speculative_tokens("sglang", "eagle", topk=1, steps=3, draft_tokens=4) == 4
-    assert reserved_speculative_tokens("sglang", "NEXTN", topk=4, steps=5, draft_tokens=8) == 20
-    assert reserved_speculative_tokens("sglang", "FROZEN_KV_MTP", topk=1, steps=2, draft_tokens=3) == 3
+    assert reserved_speculative_tokens("EAGLE3", topk=8, steps=5, draft_tokens=32) == 40
+    assert reserved_speculative_tokens("eagle", topk=1, steps=3, draft_tokens=4) == 4
+    assert reserved_speculative_tokens("NEXTN", topk=4, steps=5, draft_tokens=8) == 20
+    assert reserved_speculative_tokens("FROZEN_KV_MTP", topk=1, steps=2, draft_tokens=3) == 3
     for other in ("DFLASH", "DDTREE", "NGRAM", "STANDALONE", None):
-        assert reserved_speculative_tokens("sglang", other, topk=8, steps=5, draft_tokens=32) == 0
-    for engine in ("vllm", "llamacpp"):
-        assert reserved_speculative_tokens(engine, "EAGLE3", topk=8, steps=5, draft_tokens=32) == 0
+        assert reserved_speculative_tokens(other, topk=8, steps=5, draft_tokens=32) == 0
+    served = {"speculative_algorithm": "EAGLE3", "speculative_eagle_topk": 8, "speculative_num_steps": 5,
+              "speculative_num_draft_tokens": 32}
+    assert SGLANG.reserved_tokens(served) == 40
+    for engine in ("vllm", "llamacpp"):  # they shrink the draft to fit instead of reserving
+        assert get_profile(engine).reserved_tokens(served) == 0
 
 
 def test_budget_counts_the_reservation_and_the_scheduler_limit() -> None:
@@ -269,7 +274,7 @@ def test_sim_sends_no_spec_fields_without_a_verify_step() -> None:
 
 
 def test_hybrid_pool_fields_and_new_prefixes_are_read() -> None:
-    from specbench_tui.core.logparse import parse_batch_line
+    from specbench_tui.core.engines.sglang import parse_batch_line
     from specbench_tui.sim import logs
 
     swa = parse_batch_line("[2026-01-01 00:00:00 MOE_DP1 TP2] " + logs.format_decode(
@@ -283,7 +288,9 @@ def test_hybrid_pool_fields_and_new_prefixes_are_read() -> None:
 def test_crash_lines_of_0_5_23() -> None:
     from specbench_tui.core.signatures import SignatureSet
 
-    sigs = SignatureSet()
+    from specbench_tui.core.engines.sglang import SGLANG_SIGNATURES
+
+    sigs = SignatureSet(builtins=SGLANG_SIGNATURES)
     hard = sigs.match("[2026-01-01 00:00:00] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)")
     assert hard is not None and hard.name == "watchdog_timeout"
     assert sigs.match("[2026-01-01 00:00:00] Scheduler watchdog timeout (self.watchdog_timeout=60, self.soft=True)") \
@@ -307,15 +314,16 @@ def test_sim_freezes_gc_after_warmup_and_answers_it() -> None:
 
 
 def test_planned_reservation_from_argv() -> None:
-    from specbench_tui.core.budget import SGLANG_AUTO_RESERVED, planned_reserved_tokens
+    from specbench_tui.core.engines.sglang import AUTO_RESERVED, planned_reserved_tokens
 
     plan = build_plan(load_sweep(EAGLE3))
-    assert max(planned_reserved_tokens("sglang", c.argv) for c in plan.runnable()) == 40
-    assert planned_reserved_tokens("sglang", ["--speculative-algorithm=EAGLE3", "--speculative-num-steps", "3",
-                                              "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens=4"]) == 6
-    assert planned_reserved_tokens("sglang", ["--speculative-algorithm", "EAGLE"]) == SGLANG_AUTO_RESERVED
-    assert planned_reserved_tokens("sglang", ["--speculative-algorithm", "DFLASH"]) == 0
-    assert planned_reserved_tokens("vllm", ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "5"]) == 0
+    assert max(planned_reserved_tokens(c.argv) for c in plan.runnable()) == 40
+    assert planned_reserved_tokens(["--speculative-algorithm=EAGLE3", "--speculative-num-steps", "3",
+                                    "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens=4"]) == 6
+    assert planned_reserved_tokens(["--speculative-algorithm", "EAGLE"]) == AUTO_RESERVED
+    assert planned_reserved_tokens(["--speculative-algorithm", "DFLASH"]) == 0
+    assert SGLANG.planned_reserved(["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "5"]) == 5
+    assert get_profile("vllm").planned_reserved(["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "5"]) == 0
 
 
 SWEEP = """

@@ -24,13 +24,14 @@ import httpx
 import pytest
 import sglang_source as src
 
-from specbench_tui.core.budget import SGLANG_RESERVING_ALGORITHMS
-from specbench_tui.core.engines import SGLANG_ALGORITHMS
-from specbench_tui.core.logparse import parse_batch_line
-from specbench_tui.core.signatures import SGLANG_SIGNATURES, SignatureSet
+from specbench_tui.core.engines.sglang import RESERVING_ALGORITHMS
+from specbench_tui.core.engines.sglang import SGLANG_ALGORITHMS
+from specbench_tui.core.engines.sglang import parse_batch_line
+from specbench_tui.core.engines.sglang import SGLANG_SIGNATURES
+from specbench_tui.core.signatures import SignatureSet
 from specbench_tui.engine.client import GenerateResult, _take_abort
 from specbench_tui.engine.leftovers import SGLANG_TITLE_PREFIX
-from specbench_tui.engine.profiles import SGLANG
+from specbench_tui.core.engines.sglang import SGLANG
 from specbench_tui.sim import logs as sim_logs
 from specbench_tui.sim.testing import SimProcess, group_pids
 
@@ -240,7 +241,7 @@ def check_reserved_rule(root: Path, observed: dict[str, Any]) -> None:
     is_eagle = src.function(src.tree(root, "spec_info"), "is_eagle")
     members = {n.attr for n in ast.walk(is_eagle) if isinstance(n, ast.Attribute)
                and isinstance(n.value, ast.Name) and n.value.id == "SpeculativeAlgorithm"}
-    assert members == set(SGLANG_RESERVING_ALGORITHMS) - {"NEXTN"}, members
+    assert members == set(RESERVING_ALGORITHMS) - {"NEXTN"}, members
     validate = src.function(src.tree(root, "tokenizer_manager"), "_validate_one_request")
     assert any(isinstance(n, ast.AugAssign) and ast.unparse(n.value) == "self.num_reserved_tokens"
                for n in ast.walk(validate))

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from engine_helpers import headless_engine, processes_with_env, wait_no_processes, write_sweep
 
-from specbench_tui.core.analysis import RunAnalysis
+from specbench_tui.core.results import RunAnalysis
 from specbench_tui.application.runner import make_engine
 from specbench_tui.report.load import load_run
 from specbench_tui.tui.app import SpecbenchApp

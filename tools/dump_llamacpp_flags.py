@@ -1,7 +1,7 @@
-"""Print the options of a real ``llama-server`` (from its ``--help``) as ``specbench_tui/core/llamacpp_flags.tsv``.
+"""Print the options of a real ``llama-server`` (from its ``--help``) as ``specbench_tui/core/engines/llamacpp_flags.tsv``.
 
     eval "$(tools/setup_llama_server.sh)"
-    python3 tools/dump_llamacpp_flags.py "$LLAMA_SERVER" > specbench_tui/core/llamacpp_flags.tsv
+    python3 tools/dump_llamacpp_flags.py "$LLAMA_SERVER" > specbench_tui/core/engines/llamacpp_flags.tsv
 
 One line per option group of the help text (``--spec-draft-model, -md, --model-draft FNAME``)::
 
@@ -16,7 +16,7 @@ their dashes (``-md,--model-draft``), so short forms can be told apart from long
 ``type`` is ``str``, or ``csv`` for a comma-separated list whose items must be among ``choices``
 (``--spec-type none,draft-simple,...``). ``choices`` come from ``{a,b}``, ``<0|1>`` and ``[a|b]``
 placeholders. The help text does not say which values are integers, so no numeric type is recorded;
-``core/engines.py`` lists the few flags whose value must be a positive integer.
+``core/engines/llamacpp.py`` lists the few flags whose value must be a positive integer.
 
 ``tests/test_core_llamacpp.py`` checks that the checked-in file equals this script's output whenever the
 binary is present (``tools/setup_llama_server.sh`` builds it).

@@ -2,8 +2,8 @@
 
 Run it with the Python that has sglang (and a CPU torch) installed, e.g.::
 
-    .venv-sglang/bin/python tools/dump_sglang_flags.py > specbench_tui/core/sglang_0_5_23_flags.txt
-    .venv-sglang/bin/python tools/dump_sglang_flags.py --shapes > specbench_tui/core/sglang_0_5_23_flag_shapes.tsv
+    .venv-sglang/bin/python tools/dump_sglang_flags.py > specbench_tui/core/engines/sglang_0_5_23_flags.txt
+    .venv-sglang/bin/python tools/dump_sglang_flags.py --shapes > specbench_tui/core/engines/sglang_0_5_23_flag_shapes.tsv
 
 Without options it prints every long option, without dashes, one a line. With ``--shapes`` it prints, for
 each of them, ``name<TAB>arity<TAB>type<TAB>choices``: arity is ``0`` for a switch, ``1`` for one value, or

@@ -1,9 +1,9 @@
-"""Print the options of vLLM's real ``vllm serve`` argument parser as ``specbench_tui/core/vllm_flags.tsv``.
+"""Print the options of vLLM's real ``vllm serve`` argument parser as ``specbench_tui/core/engines/vllm_flags.tsv``.
 
 Run it with the Python of the vLLM venv (``tools/setup_vllm.sh`` creates it)::
 
     eval "$(tools/setup_vllm.sh)"
-    "$VLLM_PYTHON" tools/dump_vllm_flags.py > specbench_tui/core/vllm_flags.tsv
+    "$VLLM_PYTHON" tools/dump_vllm_flags.py > specbench_tui/core/engines/vllm_flags.tsv
 
 The parser is built exactly as the ``vllm`` CLI builds it (``vllm/entrypoints/cli/main.py``): a
 ``FlexibleArgumentParser`` with sub-commands, and ``ServeSubcommand().subparser_init`` for ``serve``

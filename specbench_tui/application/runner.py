@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from specbench_tui.core.analysis import RunAnalysis
+from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.events import Event, Notice, SweepFinished
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import Measurement

@@ -1,7 +1,8 @@
 """Context budgeting: a prompt plus its output must fit the server's context, or we would cause the 400.
 
 SGLang 0.5.23 (``managers/tokenizer_manager.py``) first adds the tokens it reserves for speculative decoding
-(:func:`reserved_speculative_tokens`) to the input, then rejects a request when ``input + reserved >=
+(each engine's rule: ``EngineProfile.reserved_tokens``; vLLM and llama.cpp reserve none, since they shrink the
+draft to fit) to the input, then rejects a request when ``input + reserved >=
 context_length`` or ``input + reserved + max_new_tokens > context_length``. Its scheduler then aborts an input
 of ``max_req_input_len`` tokens or more (``min(context - 1, kv_capacity - 1) - 5``, ``/server_info``) and
 silently clips ``max_new_tokens`` to ``max_req_input_len + 4 - input``. We keep ``prompt + max_new_tokens +
@@ -11,34 +12,11 @@ the server finally feeds the model. A requested size that cannot fit is clamped,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 DEFAULT_MARGIN = 32
 """Tokens kept free beyond prompt + output."""
 MAX = "max"
-
-SGLANG_RESERVING_ALGORITHMS = frozenset({"EAGLE", "EAGLE3", "FROZEN_KV_MTP", "NEXTN"})
-"""SGLang's ``SpeculativeAlgorithm.is_eagle()`` (NEXTN is EAGLE's alias): the algorithms whose draft tokens sit
-in the request's output slots, so the context check counts them (``managers/utils.py``,
-``compute_num_reserved_tokens``). Every other algorithm reserves nothing."""
-
-
-def reserved_speculative_tokens(engine: str, algorithm: str | None, *, topk: int | None = None,
-                                steps: int | None = None, draft_tokens: int | None = None) -> int:
-    """Context tokens a speculative server keeps per request on top of its input, by the engine's own rule.
-
-    - SGLang 0.5.23: ``max(topk * steps, max_speculative_num_draft_tokens)`` for the EAGLE family (EAGLE,
-      EAGLE3, FROZEN_KV_MTP; NEXTN is EAGLE), 0 for every other algorithm. ``draft_tokens`` is the resolved
-      ``speculative_num_draft_tokens`` (the maximum one unless ``--speculative-adaptive`` is on).
-    - vLLM: 0. Its v1 scheduler clips the scheduled draft tokens so a position never passes
-      ``max_model_len - 1`` (``v1/core/sched/scheduler.py``); admission checks the prompt alone.
-    - llama.cpp: 0. ``server_slot::get_n_draft_max`` shrinks the draft to ``n_ctx - prompt - 2``
-      (``tools/server/server-context.cpp``); admission checks ``n_tokens >= n_ctx`` alone.
-    """
-    if engine != "sglang" or not algorithm or algorithm.upper() not in SGLANG_RESERVING_ALGORITHMS:
-        return 0
-    return max((topk or 0) * (steps or 0), draft_tokens or 0)
 
 
 @dataclass(frozen=True)
@@ -57,41 +35,6 @@ class Budget:
 
 class BudgetError(ValueError):
     """Nothing useful fits: the context cannot hold even a minimal prompt and one output token."""
-
-
-SGLANG_AUTO_RESERVED = 20
-"""What an EAGLE-family server reserves at most when it picks its own (steps, topk, draft tokens): SGLang's
-``_auto_choose_speculative_params`` picks (5, 4, 8) at most, so ``max(4 * 5, 8)``."""
-
-_SPEC_FLAGS = {"--speculative-algorithm": "algorithm", "--speculative-eagle-topk": "topk",
-               "--speculative-num-steps": "steps", "--speculative-num-draft-tokens": "draft_tokens"}
-
-
-def planned_reserved_tokens(engine: str, argv: Sequence[str]) -> int:
-    """The tokens a configuration's server will reserve, from its argv (``--flag value`` or ``--flag=value``).
-
-    Known before any server runs, so a sweep can size its long prompts once for every configuration: the same
-    prompt for the baseline and for the most reserving configuration, whose measurements are then paired."""
-    found: dict[str, str] = {}
-    for i, part in enumerate(argv):
-        flag, eq, value = part.partition("=")
-        if flag in _SPEC_FLAGS:
-            found[_SPEC_FLAGS[flag]] = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
-    algorithm = found.get("algorithm")
-    if engine != "sglang" or not algorithm or algorithm.upper() not in SGLANG_RESERVING_ALGORITHMS:
-        return 0
-
-    def number(key: str) -> int | None:
-        try:
-            return int(found[key])
-        except (KeyError, ValueError):
-            return None
-
-    steps = number("steps")
-    if steps is None:
-        return SGLANG_AUTO_RESERVED
-    return reserved_speculative_tokens(engine, algorithm, topk=number("topk") or 1, steps=steps,
-                                       draft_tokens=number("draft_tokens"))
 
 
 def usable_context(context_length: int, reserved: int = 0, max_req_input_len: int | None = None) -> int:

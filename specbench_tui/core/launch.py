@@ -5,23 +5,22 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 
-from specbench_tui.core.engines import engine_flags
+from specbench_tui.core.engines.registry import engine_flags, get_profile
 from specbench_tui.core.plan import PlannedConfig
 from specbench_tui.core.secrets import all_forms, is_secret_name
 from specbench_tui.core.sweep.env import expand_env_refs, refers_to_secret
 from specbench_tui.core.sweep.schema import EngineSpec
 
-SIMULATOR_MODULE = "specbench_tui.sim"
-SGLANG_MODULE = "sglang.launch_server"
-
-
 def launcher_prefix(engine: EngineSpec, this_python: str) -> list[str]:
-    """What starts a server: ``python -m sglang.launch_server``, the simulator, or a user command."""
+    """What starts a server: a user command, or ``python -m`` the module the engine names for the launcher
+    (SGLang: ``sglang.launch_server``, or the simulator)."""
     if engine.launcher == "command":
         return list(engine.command)
-    python = engine.python or this_python
-    module = SIMULATOR_MODULE if engine.launcher == "simulator" else SGLANG_MODULE
-    return [python, "-m", module]
+    modules = get_profile(engine.profile).python_modules
+    if engine.launcher not in modules:
+        raise ValueError(f"engine profile {engine.profile!r} has no launcher {engine.launcher!r} "
+                         f"(it has: {', '.join(modules) or 'none'}); set launcher = \"command\" and its command")
+    return [engine.python or this_python, "-m", modules[engine.launcher]]
 
 
 def server_argv(engine: EngineSpec, config: PlannedConfig, this_python: str, port: int,

@@ -24,7 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from specbench_tui.core.analysis import RunAnalysis, analyse
+from specbench_tui.core.results import RunAnalysis
+from specbench_tui.core.analysis import analyse
 from specbench_tui.core.events import (
     ConfigFinished,
     ConfigStateChanged,

@@ -20,7 +20,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from specbench_tui.core.engines import EngineFlags, engine_flags
+from specbench_tui.core.engines.base import EngineFlags
+from specbench_tui.core.engines.registry import get_profile
 from specbench_tui.core.errors import SweepError, SweepIssue, closest
 from specbench_tui.core.sweep.reader import sort_issues
 from specbench_tui.core.sweep.schema import ArgValue, ConfigSpec, Scalar, Sweep, WorkloadSpec
@@ -29,9 +30,6 @@ from specbench_tui.core.tomlpos import KeyLocator, KeyPath, format_path
 
 _PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
 """``{param}``; ``${NAME}`` is an environment reference (kept for secrets, expanded at launch), not one."""
-_EAGLE_FAMILY = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
-_EAGLE_TRIPLE = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
-_DRAFT_MODEL_FLAGS = ("speculative-draft-model-path", "speculative-draft-model")
 
 
 @dataclass(frozen=True)
@@ -100,6 +98,7 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         return {
             "sweep": self.sweep.name,
+            "engine": self.sweep.engine.profile,
             "configs": [c.to_json() for c in self.configs],
             "workloads": [{"name": w.name, "kind": w.kind, "max_new_tokens": w.max_new_tokens,
                            "repeats": w.repeats, "warmup": w.warmup, "temperature": w.temperature,
@@ -254,7 +253,8 @@ class _Planner:
 
     def __init__(self, sweep: Sweep) -> None:
         self.sweep = sweep
-        self.flags = engine_flags(sweep.engine.profile)
+        self.engine = get_profile(sweep.engine.profile)
+        self.flags = self.engine.flags()
         self.locator = KeyLocator(sweep.text)
         self.shown = sweep.shown_path
         self.issues: list[SweepIssue] = []
@@ -266,6 +266,12 @@ class _Planner:
 
     def build(self) -> Plan:
         sweep = self.sweep
+        launcher = sweep.engine.launcher
+        if launcher != "command" and launcher not in self.engine.python_modules:
+            offered = ", ".join(f'"{name}"' for name in self.engine.python_modules)
+            self.error(("engine", "launcher"), f"engine profile '{self.engine.name}' has no launcher '{launcher}'"
+                       + (f" (it has {offered} and \"command\")" if offered else ""),
+                       "set launcher = \"command\" and command = [\"/path/to/the/server\", ...] in [engine]")
         self._check_flags(dict(sweep.server_args), {}, ("server", "args"))
         configs: list[PlannedConfig] = []
         seen_names: dict[str, int] = {}
@@ -363,7 +369,7 @@ class _Planner:
         for flag, message, hint in _check_values(flags, {**args, **fork}):
             self.error(self._value_origin(spec, flag, params), message, hint)  # identical ones collapse
             ok = False
-        for user_flag, message, hint in _user_errors(args, flags.name):
+        for user_flag, message, hint in self.engine.user_errors(args):
             self.error(self._value_origin(spec, user_flag, params) if user_flag else where, message, hint)
             ok = False
         if not ok:
@@ -371,7 +377,7 @@ class _Planner:
 
         skip_reason = rules.first_reason(params)
         if skip_reason is None:
-            skip_reason = eagle_skip_reason(args)
+            skip_reason = self.engine.skip_reason(args)
 
         if name in seen_names:
             other = seen_names[name]
@@ -405,19 +411,20 @@ class _Planner:
                        "remove that value, exclude the point with a reason, or enlarge sweep.gpus")
             return None
 
-        algorithm_flag = str(args.get("speculative-algorithm", "")) if args.get("speculative-algorithm") else ""
+        which = self.engine.algorithm_flag
+        algorithm_flag = str(args[which]) if which and args.get(which) else ""
         declared = {s.algorithm.upper() for s in self.sweep.configs if s.algorithm}
-        if (algorithm_flag and flags.known_algorithms and not spec.fork_args
+        if (algorithm_flag and which and flags.known_algorithms and not spec.fork_args
                 and algorithm_flag.upper() not in flags.known_algorithms | declared):
             # SGLang's parser takes any string and fails at start-up; a fork registers its own names, which a
             # sweep declares by naming them as a configuration's algorithm (algorithm = "ddtree"), or by
             # running that configuration with fork flags (fork_args: the server is a fork build).
-            origin = self._origin(spec, "speculative-algorithm")
+            origin = self._origin(spec, which)
             shown = f"{origin[-1]} = {params[str(origin[-1])]!r}" if "matrix" in origin else \
-                f"--speculative-algorithm {algorithm_flag}"
+                f"--{which} {algorithm_flag}"
             choices = sorted(flags.known_algorithms | declared)
             match = closest(algorithm_flag.upper(), choices)
-            self.error(self._value_origin(spec, "speculative-algorithm", params),
+            self.error(self._value_origin(spec, which, params),
                        f"{shown} is not an algorithm of {flags.name} {flags.release} "
                        f"({', '.join(sorted(flags.known_algorithms))}) nor one this sweep declares",
                        (f"did you mean '{match}'? " if match else "") + "a fork's own algorithm is declared by "
@@ -425,7 +432,7 @@ class _Planner:
             return None
         if algorithm_flag and flags.known_algorithms and algorithm_flag.upper() not in flags.known_algorithms:
             self.notes.append(
-                f"configs[{spec.index}] passes --speculative-algorithm {algorithm_flag}, which {flags.name} "
+                f"configs[{spec.index}] passes --{which} {algorithm_flag}, which {flags.name} "
                 f"{flags.release} does not ship: the server must be a build (a fork) that registers it")
         argv = tuple(_argv(args) + _argv(fork))
         env_items = tuple(sorted(env.items()))
@@ -574,58 +581,3 @@ def _show(value: ArgValue) -> str:
     if isinstance(value, tuple):
         return "[" + ", ".join(map(repr, value)) + "]"
     return repr(value)
-
-
-def _user_errors(args: Mapping[str, ArgValue], engine: str = "sglang") -> list[tuple[str | None, str, str | None]]:
-    """Misconfigurations the engine refuses at start-up, which no matrix point can make right: user errors."""
-    out: list[tuple[str | None, str, str | None]] = []
-    if engine == "vllm":
-        metrics = args.get("per-request-spec-decode-metrics")
-        if metrics not in (None, False, "none") and args.get("speculative-config") in (None, False):
-            out.append(("per-request-spec-decode-metrics", "--per-request-spec-decode-metrics requires a "
-                        "--speculative-config; vLLM refuses to start without one",
-                        "put it in the speculative configurations' args only, not in [server.args]"))
-        return out
-    algorithm = str(args.get("speculative-algorithm", "")).upper()
-    if algorithm == "DFLASH":
-        if not any(args.get(f) not in (None, False) for f in _DRAFT_MODEL_FLAGS):
-            out.append(("speculative-algorithm", "--speculative-algorithm DFLASH needs "
-                        "--speculative-draft-model-path; SGLang refuses to start without it",
-                        "add speculative-draft-model-path = \"/path/to/the/DFlash/draft\" to this configuration's "
-                        "args or to [server.args]"))
-        block = args.get("speculative-dflash-block-size")
-        ndt = args.get("speculative-num-draft-tokens")
-        if block is not None and ndt is not None and str(block) != str(ndt):
-            out.append(("speculative-dflash-block-size", f"--speculative-dflash-block-size {block} differs from "
-                        f"--speculative-num-draft-tokens {ndt}; SGLang requires them equal for DFLASH",
-                        "set only one of them: they are aliases for DFLASH"))
-        pp = args.get("pp-size", args.get("pipeline-parallel-size"))
-        if pp is not None and str(pp) != "1":
-            out.append(("pp-size", f"DFLASH requires --pp-size 1, got {pp}", "remove pp-size"))
-    return out
-
-
-def eagle_skip_reason(args: Mapping[str, ArgValue]) -> str | None:
-    """SGLang's EAGLE rules that make a matrix point meaningless, as a skip reason (None when valid).
-
-    SGLang asserts when only some of steps/topk/draft-tokens are set, and with topk = 1 it rewrites the draft
-    token count to steps + 1, so such a point would silently measure another point's server.
-    """
-    algorithm = str(args.get("speculative-algorithm", "")).upper()
-    if algorithm not in _EAGLE_FAMILY:
-        return None
-    present = [f for f in _EAGLE_TRIPLE if args.get(f) not in (None, False)]
-    if present and len(present) != 3:
-        return ("EAGLE needs speculative-num-steps, speculative-eagle-topk and speculative-num-draft-tokens "
-                "set together (SGLang asserts otherwise)")
-    if len(present) == 3:
-        try:
-            steps, topk, ndt = (int(str(args[f])) for f in _EAGLE_TRIPLE)
-        except ValueError:
-            return None
-        if steps * topk + 1 < ndt:
-            return f"steps×topk+1 = {steps * topk + 1} < num_draft_tokens = {ndt}: SGLang cannot build that draft tree"
-        if topk == 1 and ndt != steps + 1:
-            return (f"with topk=1 SGLang forces num_draft_tokens to steps+1 = {steps + 1}: it would measure "
-                    "that point's server again")
-    return None

@@ -76,68 +76,25 @@ class SignatureMatch:
         return self.signature.name
 
 
-def _sig(name: str, pattern: str, specificity: int) -> Signature:
+def signature(name: str, pattern: str, specificity: int) -> Signature:
+    """A built-in signature (an engine module's); the pattern is compiled with RE2."""
     return Signature(name, compile_pattern(pattern), specificity)
 
 
-BUILTIN_SIGNATURES: tuple[Signature, ...] = (
-    _sig("cuda_illegal_instruction", r"CUDA error: an illegal instruction was encountered", 100),
-    _sig("cuda_illegal_memory_access", r"CUDA error: an illegal memory access was encountered", 100),
-    _sig("cuda_graph_capture_failed", r"Capture cuda graph failed|Capture prefill CUDA graph failed", 95),
-    _sig("cuda_oom", r"OutOfMemoryError|CUDA out of memory|Not enough memory\. Please try to increase "
-                     r"--mem-fraction-static", 90),
-    _sig("cuda_error", r"CUDA error: ", 80),
-    _sig("nccl_error", r"NCCL error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|"
-                       r"ProcessGroupNCCL\.cpp.{0,300}?(?:watchdog thread terminated|Exception)", 85),
-    # A soft watchdog (``self.soft=True``) only dumps debug information; the server goes on.
-    _sig("watchdog_timeout", r"watchdog timeout \(self\.watchdog_timeout=[^,)]*(?:, self\.soft=False)?\)", 70),
-    _sig("initialization_failed", r"Initialization failed\. ", 60),
-    _sig("scheduler_died_at_init", r"Rank \d+ scheduler died during initialization", 55),
-    _sig("scheduler_exception", r"(?:Scheduler|DetokenizerManager|TokenizerManager|DataParallelController) "
-                                r"hit an exception", 50),
-    _sig("subprocess_crashed", r"Subprocess \S+ \(pid=\d+\) crashed with exit code", 45),
-    _sig("sigquit_from_child", r"Received sigquit from a child proces|SIGQUIT received\. signum=", 40),
-    _sig("python_traceback", r"^(?:\[[^\]]*\]\s*)?Traceback \(most recent call last\):", 10),
+CUDA_SIGNATURES: tuple[Signature, ...] = (
+    signature("cuda_illegal_instruction", r"CUDA error: an illegal instruction was encountered", 100),
+    signature("cuda_illegal_memory_access", r"CUDA error: an illegal memory access was encountered", 100),
+    signature("cuda_graph_capture_failed", r"Capture cuda graph failed|Capture prefill CUDA graph failed", 95),
+    signature("cuda_oom", r"OutOfMemoryError|CUDA out of memory|Not enough memory\. Please try to increase "
+                          r"--mem-fraction-static", 90),
+    signature("cuda_error", r"CUDA error: ", 80),
 )
-"""The built-in signatures: the patterns SGLang 0.5.x prints when it dies (docs/simulator.md lists them)."""
+"""Patterns any CUDA-backed engine can print (a llama.cpp CUDA build prints ``CUDA error: ...`` too); each engine
+module lists the signatures it uses (``EngineProfile.crash_signatures``)."""
 
-SGLANG_SIGNATURES = BUILTIN_SIGNATURES
-"""SGLang's profile uses every built-in (the simulator prints the same lines)."""
-
-GENERIC_SIGNATURES: tuple[Signature, ...] = tuple(s for s in BUILTIN_SIGNATURES if s.name.startswith("cuda_"))
-"""Patterns any CUDA-backed engine can print (a llama.cpp CUDA build prints ``CUDA error: ...`` too)."""
-
-LLAMACPP_SIGNATURES: tuple[Signature, ...] = (
-    *GENERIC_SIGNATURES,
-    _sig("llamacpp_ggml_assert", r"GGML_ASSERT\(.{0,500}?\) failed", 92),
-    _sig("llamacpp_ggml_abort", r"^(?:\S+\.(?:c|cpp|cu|h|m):\d+: (?:fatal error|GGML_ABORT)|.*\bggml_abort\b)", 88),
-    _sig("llamacpp_cpp_exception", r"terminate called after throwing an instance of", 75),
-    _sig("llamacpp_gguf_open_failed", r"failed to open GGUF file", 65),
-    _sig("llamacpp_model_load_failed", r"error loading model|exiting due to model loading error|"
-                                       r"\bload_model: failed to load model", 60),
-    _sig("llamacpp_fatal_error", r"^(?:\d+\.\d{2}\.\d{3}\.\d{3} [EW] )?(?:error|Error): ", 40),
-)
-"""llama.cpp ``llama-server``'s own fatal lines (ggml's assert/abort, an uncaught C++ exception, a model that
-cannot load, ``error: invalid argument: ...`` at start-up) plus the generic CUDA ones. Deliberately *not* every
-``E`` line: ``send_error: ... error: request exceeds the available context size`` is a failed request, not a
-crash. A SIGSEGV/SIGABRT/SIGBUS exit, which prints nothing, is named by the profile's exit signatures."""
-
-VLLM_SIGNATURES: tuple[Signature, ...] = (
-    *GENERIC_SIGNATURES,
-    next(s for s in BUILTIN_SIGNATURES if s.name == "nccl_error"),
-    _sig("vllm_engine_core_fatal", r"EngineCore encountered a fatal error|EngineCore failed to start", 55),
-    _sig("vllm_init_failed", r"Engine core initialization failed", 58),
-    _sig("vllm_worker_died", r"Worker proc \S+ died unexpectedly|WorkerProc hit an exception|"
-                             r"WorkerProc failed to start", 52),
-    _sig("vllm_engine_dead", r"Engine core proc \S+ died unexpectedly|\bEngineDeadError\b", 45),
-    _sig("vllm_config_error", r"pydantic_core\._pydantic_core\.ValidationError: \d+ validation errors? for ", 50),
-)
-"""vLLM (V1 engine) lines that mean the server is dying: the engine core's fatal error and its death as the API
-server sees it, a failed start-up (engine core or worker), a rejected configuration, and the generic CUDA/NCCL
-ones. A request vLLM refuses (``This model's maximum context length is ...``) is an HTTP 400, not a crash; a
-bare traceback is not one either (vLLM logs one for a failed request and goes on serving), and a start-up that
-dies with only a traceback is still seen, by its exit before ready.
-Lines carry a ``(APIServer pid=N)`` or ``(EngineCore pid=N)`` prefix (``tests/data/vllm``)."""
+NCCL_SIGNATURE = signature("nccl_error", r"NCCL error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|"
+                                         r"ProcessGroupNCCL\.cpp.{0,300}?(?:watchdog thread terminated|Exception)", 85)
+"""A collective-communication failure, in any engine that runs NCCL (tensor parallelism)."""
 
 EXIT_SIGNATURES: dict[int, str] = {-11: "segfault", -6: "abort", -7: "bus_error", -4: "illegal_instruction",
                                    139: "segfault", 134: "abort", 135: "bus_error", 132: "illegal_instruction"}
@@ -150,9 +107,9 @@ MATCH_WINDOW = 16 * 1024
 
 
 class SignatureSet:
-    """The signatures of one sweep: the built-ins plus the sweep's own, matched line by line."""
+    """The signatures of one sweep: its engine's (``builtins``) plus the sweep's own, matched line by line."""
 
-    def __init__(self, extra: Iterable[tuple[str, str]] = (), builtins: Iterable[Signature] = BUILTIN_SIGNATURES):
+    def __init__(self, extra: Iterable[tuple[str, str]] = (), builtins: Iterable[Signature] = ()):
         user = [Signature(name, compile_pattern(pattern), USER_SPECIFICITY) for name, pattern in extra]
         self.signatures: tuple[Signature, ...] = tuple(
             sorted([*user, *builtins], key=lambda s: -s.specificity))

@@ -45,7 +45,7 @@ from specbench_tui.engine.executor import Job, JobControl, JobSink, StopJob
 from specbench_tui.engine.gpus import GpuSummary
 from specbench_tui.engine.loadsweep import run_load_workload
 from specbench_tui.engine.machine import Machine
-from specbench_tui.engine.profiles import EngineProfile
+from specbench_tui.core.engines.base import EngineProfile
 from specbench_tui.engine.server import Death, ServerProcess, first_of, process_tree
 from specbench_tui.engine.workloads import Labels, Session, Workload, WorkloadError
 

@@ -39,7 +39,7 @@ import httpx
 from specbench_tui.core.logparse import parse_prometheus
 from specbench_tui.core.metrics import Chunk
 from specbench_tui.engine import rxclock
-from specbench_tui.engine.profiles import STREAM_OPENAI, EngineProfile
+from specbench_tui.core.engines.base import STREAM_OPENAI, EngineProfile
 from specbench_tui.engine.rxclock import RxClockTransport, rx_monotonic
 
 ERROR_HTTP = "http"

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from specbench_tui.core.analysis import ACCEPT_FROM_SERVER, FLAG_CRASH_CUT, FLAG_PARTIAL, RunAnalysis
+from specbench_tui.core.results import ACCEPT_FROM_SERVER, FLAG_CRASH_CUT, FLAG_PARTIAL, RunAnalysis
 from specbench_tui.core.events import ConfigState, Event
 from specbench_tui.core.ledger import Ledger
 from specbench_tui.core.outcomes import ExitCode

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specbench_tui.core.budget import planned_reserved_tokens
 from specbench_tui.core.events import ConfigState, Event, Notice, ServerLaunching, ServerStopped
 from specbench_tui.core.launch import launch_env, redact_argv, server_argv
 from specbench_tui.core.logparse import summarize_decode
@@ -34,7 +33,7 @@ from specbench_tui.engine.executor import Job, JobControl, JobSink, Outcome, Out
 from specbench_tui.engine.gpus import GpuPool, release_failure_message, wait_gpus_released
 from specbench_tui.engine.leases import Lease, LeasedGpuPool, Leases, gpu_keys, lease_port
 from specbench_tui.engine.machine import Machine
-from specbench_tui.engine.profiles import EngineProfile
+from specbench_tui.core.engines.base import EngineProfile
 from specbench_tui.engine.server import ServerProcess, find_free_port
 from specbench_tui.store import StoreError
 
@@ -104,7 +103,7 @@ class LocalExecutor:
         self.leases: Leases | None = None
         """Machine-wide port and GPU leases, taken when the executor opens."""
         self.placer: LocalPlacer | None = None
-        self._sweep_reserved = max((planned_reserved_tokens(profile.name, c.argv) for c in plan.runnable()),
+        self._sweep_reserved = max((profile.planned_reserved(c.argv) for c in plan.runnable()),
                                    default=0)
         self._attempts: dict[str, Attempt] = {}
         self._ports: set[int] = set()

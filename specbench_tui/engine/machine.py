@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from specbench_tui.core.engines import engine_flags
+from specbench_tui.core.engines.registry import engine_flags
 from specbench_tui.core.events import Event, GpuSampled
 
 from specbench_tui.engine.gpus import GpuBackend, GpuSample, GpuSampler, ScriptedBackend, samples_to_json

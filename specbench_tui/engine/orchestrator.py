@@ -60,7 +60,8 @@ from specbench_tui.engine.loadsweep import LoadDriver
 from specbench_tui.engine.local_executor import PORT_RETRIES, LocalExecutor, LocalPlacer
 from specbench_tui.engine.machine import SIMULATOR_GPUS, Machine
 from specbench_tui.engine.preflight import preflight, report_leftovers, say_gpus_taken, write_env
-from specbench_tui.engine.profiles import EngineProfile, get_profile
+from specbench_tui.core.engines.base import EngineProfile
+from specbench_tui.core.engines.registry import get_profile
 from specbench_tui.engine.scheduler import Scheduler
 from specbench_tui.engine.workloads import Workload, build_workload
 from specbench_tui.store import ReadReport, RunDir, StoreError

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from specbench_tui.core.engines import engine_flags
+from specbench_tui.core.engines.registry import engine_flags
 from specbench_tui.core.events import Event, Notice
 from specbench_tui.core.plan import Plan
 from specbench_tui.engine.cluster import cluster_problems

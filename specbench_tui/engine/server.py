@@ -70,7 +70,7 @@ from specbench_tui.engine.processes import (
     process_tree,
     tree_listens_on,
 )
-from specbench_tui.engine.profiles import EngineProfile
+from specbench_tui.core.engines.base import EngineProfile
 from specbench_tui.keeper import TREE_VAR
 from specbench_tui.store import StoreError
 

@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specbench_tui.core.analysis import RunAnalysis, aggregate
+from specbench_tui.core.results import RunAnalysis, aggregate
 
 MARKERS = "o+x*#@%&"
 """One marker per series, in order; line segments between points are drawn with '.'."""

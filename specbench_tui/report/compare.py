@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from specbench_tui.core.analysis import CellRow, ConfigSummary, Spread
+from specbench_tui.core.results import CellRow, ConfigSummary, Spread
 from specbench_tui.report.load import LoadedRun
 from specbench_tui.report.tables import Table, env_facts, env_simulated, fmt_seconds, render_text_table
 

@@ -14,14 +14,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from specbench_tui.core.analysis import (
-    ACCEPT_FROM_SERVER,
-    CellRow,
-    ConfigSummary,
-    RunAnalysis,
-    Spread,
-    to_json,
-)
+from specbench_tui.core.results import ACCEPT_FROM_SERVER, CellRow, ConfigSummary, RunAnalysis, Spread, to_json
 from specbench_tui.store import log_file_name, safe_filename
 from specbench_tui.report.charts import budget_charts
 from specbench_tui.report.load import LoadedRun

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specbench_tui.core.analysis import RunAnalysis
+from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.ledger import Ledger
 from specbench_tui.store import ReadReport, RunDir, StoreError, read_regular
 

@@ -7,9 +7,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from specbench_tui.core.analysis import RunAnalysis, plain_json
 from specbench_tui.core.crossover.results import Crossover, LoadAnalysis, PointRow
 from specbench_tui.core.crossover.stats import Stat
+from specbench_tui.core.results import RunAnalysis, plain_json
 from specbench_tui.core.load import AXIS_CONCURRENCY, AXIS_RATE
 from specbench_tui.report.charts import MARKERS, ChartSeries, render_chart
 from specbench_tui.report.tables import Table

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specbench_tui.core.analysis import (
+from specbench_tui.core.results import (
     ACCEPT_FROM_SERVER,
     FLAG_BURST,
     FLAG_CLAMPED,

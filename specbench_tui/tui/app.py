@@ -35,7 +35,7 @@ from textual.theme import Theme
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
-from specbench_tui.core.analysis import RunAnalysis
+from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.events import (
     ConfigFinished,
     ConfigStateChanged,

@@ -25,7 +25,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.worker import Worker
 
-from specbench_tui.tui.log_style import PROBLEM_KEYWORDS, LogHighlighter, classify, is_fatal
+from specbench_tui.tui.log_style import LogHighlighter, classify, is_fatal, problem_keywords
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import MAX_LINE_CHARS, clean
 
@@ -300,9 +300,9 @@ class LogFileView(ScrollView, can_focus=True):
         return bisect.bisect_right(self._starts, offset) - 1
 
     def _keyword_lines(self, mapped: mmap.mmap, start: int, limit: int) -> list[int]:
-        """Lines in ``[start, limit)`` holding any of :data:`PROBLEM_KEYWORDS`, in order."""
+        """Lines in ``[start, limit)`` holding any of :func:`problem_keywords`, in order."""
         lines: set[int] = set()
-        for keyword in PROBLEM_KEYWORDS:
+        for keyword in problem_keywords():
             position = mapped.find(keyword, start, limit)
             while position >= 0:
                 line = self._line_of_offset(position)
@@ -399,7 +399,7 @@ class LogFileView(ScrollView, can_focus=True):
         with mapped:
             end = min(self._file_size, len(mapped))
             while end > 0:
-                offset = max(mapped.rfind(keyword, 0, end) for keyword in PROBLEM_KEYWORDS)
+                offset = max(mapped.rfind(keyword, 0, end) for keyword in problem_keywords())
                 if offset < 0:
                     return None
                 line = self._line_of_offset(offset)

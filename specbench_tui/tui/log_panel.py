@@ -22,12 +22,7 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widgets import Log
 
-from specbench_tui.tui.log_style import (
-    MARKERS,
-    LogHighlighter,
-    classify,
-    compact_batch_line,
-)
+from specbench_tui.tui.log_style import MARKERS, LogHighlighter, classify, compact_line
 from specbench_tui.tui.palette import Palette
 from specbench_tui.tui.safe_text import clean
 
@@ -48,7 +43,7 @@ def format_live_line(name: str, line: str, level: str | None) -> str:
     text = clean(line)
     level_found = classify(text, level)
     if level_found == "info":
-        text = compact_batch_line(text)
+        text = compact_line(text)
     text = _SGLANG_STAMP.sub(lambda m: f"{m[1]}{m[2]} ", text, count=1)
     marker = MARKERS.get(level_found, " ")
     label = clean(name, 40)

@@ -8,31 +8,64 @@ Only a ``fatal`` line is drawn as a crash (``✖``, the error colour), and :func
 it: the live panel's marker and the full-log screen's crash finder (``c``) both call it, so the live log never
 flags a line red that the log screen then says is no crash. An ``error`` line (``!``) is drawn like a warning:
 SGLang prints some at a normal teardown (``Received sigquit from a child process … the child failed``).
+
+Engine-specific hints (extra fatal patterns, the compact form of stats lines, a shorter timestamp) come from each
+engine's module (``EngineProfile.log``); the patterns here are the ones every engine shares.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 
 from rich.highlighter import Highlighter
 from rich.text import Text
 
+from specbench_tui.core.engines.registry import all_profiles, engine_names, get_profile
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 
 FATAL_PATTERN = (r"Traceback \(most recent call last\)|CUDA error|AcceleratorError|OutOfMemoryError|"
                  r"CUDA out of memory|NCCL error|Segmentation fault|core dumped|Fatal Python error|"
-                 r"\bFATAL\b|illegal instruction|illegal memory access|Scheduler hit an exception")
+                 r"\bFATAL\b|illegal instruction|illegal memory access")
 ERROR_PATTERN = r"\bERROR\b|\b[A-Za-z]*Error\b|\bException\b|\bfailed\b"
 WARNING_PATTERN = r"\bWARN(?:ING)?\b|\bWarning\b|\bwarning:"
 
-_FATAL = re.compile(FATAL_PATTERN)
 _ERROR = re.compile(ERROR_PATTERN)
 _WARNING = re.compile(WARNING_PATTERN)
-PROBLEM_KEYWORDS = (b"Error", b"ERROR", b"error", b"Exception", b"Traceback", b"WARN", b"Warning", b"warning",
+_PROBLEM_KEYWORDS = (b"Error", b"ERROR", b"error", b"Exception", b"Traceback", b"WARN", b"Warning", b"warning",
                     b"FATAL", b"Fatal", b"illegal", b"failed", b"sigquit", b"Segmentation fault", b"core dumped",
                     b"out of memory", b"CUDA", b"NCCL")
-"""Literal bytes every fatal, error or warning line contains at least one of (a fast pre-filter for big logs;
-:func:`classify` decides)."""
+
+
+def _engine_hints() -> tuple[re.Pattern[str], tuple[bytes, ...]]:
+    """The fatal pattern and the keywords, with every registered engine's hints (built once per set of engines)."""
+    return _hints_of(engine_names())
+
+
+@functools.cache
+def _hints_of(names: tuple[str, ...]) -> tuple[re.Pattern[str], tuple[bytes, ...]]:
+    engines = [get_profile(name) for name in names]
+    fatal = [FATAL_PATTERN, *(p for engine in engines for p in engine.log.fatal)]
+    keywords = [*_PROBLEM_KEYWORDS, *(k for engine in engines for k in engine.log.keywords)]
+    return re.compile("|".join(f"(?:{p})" for p in fatal)), tuple(dict.fromkeys(keywords))
+
+
+def problem_keywords() -> tuple[bytes, ...]:
+    """Literal bytes every fatal, error or warning line contains at least one of (a fast pre-filter for big logs;
+    :func:`classify` decides): the shared words and every registered engine's."""
+    return _engine_hints()[1]
+
+
+def compact_line(text: str) -> str:
+    """An engine's stats line with its key figures first (the first engine whose hint rewrites it), for the
+    narrow live panel; other lines unchanged (the full-log screen always shows the original)."""
+    for engine in all_profiles():
+        if engine.log.compact is not None:
+            compacted = engine.log.compact(text)
+            if compacted != text:
+                return compacted
+    return text
+
 
 LEVEL_RANK = {"info": 0, "debug": 0, "warning": 1, "warn": 1, "error": 2, "fatal": 3, "critical": 3}
 MARKERS = {"fatal": "✖", "error": "!", "warning": "▲"}
@@ -41,46 +74,11 @@ MARKERS = {"fatal": "✖", "error": "!", "warning": "▲"}
 _DECODE_FIGURES = re.compile(r"(?:accept len: |gen throughput \(token/s\): |accept )([0-9.]+)|([0-9.]+)(?= tok/s)")
 _DECODE = re.compile(r"Decode (?:batch|▸)")
 _PREFILL = re.compile(r"Prefill (?:batch|▸)")
-_BATCH = re.compile(r"^(?P<head>.*?)(?P<kind>Decode|Prefill) batch[,.]\s*(?P<rest>.*)$")
 
 
 def is_fatal(line: str, level: str | None = None) -> bool:
     """Whether ``line`` is drawn as a crash line (live and in the full log) and found by the crash finder."""
     return classify(line, level) == "fatal"
-
-
-def compact_batch_line(text: str) -> str:
-    """``Decode batch`` / ``Prefill batch`` lines with their key figures first, for the narrow live panel.
-
-    ``[ts] Decode batch, #running-req: 1, … gen throughput (token/s): 182.30, #queue-req: 0`` becomes
-    ``[ts] Decode ▸ 182.30 tok/s · accept 3.91 (0.78) · run 1 · queue 0 · usage 0.01``; other lines are
-    returned unchanged (the full-log screen always shows the original).
-    """
-    match = _BATCH.match(text)
-    if match is None:
-        return text
-    fields: dict[str, str] = {}
-    for part in match["rest"].split(","):
-        key, colon, value = part.partition(":")
-        if colon:
-            fields[key.strip()] = value.strip()
-    items: list[str] = []
-    if match["kind"] == "Decode":
-        if "gen throughput (token/s)" in fields:
-            items.append(f"{fields['gen throughput (token/s)']} tok/s")
-        if "accept len" in fields:
-            rate = fields.get("accept rate")
-            items.append(f"accept {fields['accept len']}" + (f" ({rate})" if rate else ""))
-        labels = (("#running-req", "run"), ("#queue-req", "queue"), ("token usage", "usage"), ("#token", "tokens"))
-    else:
-        if "input throughput (token/s)" in fields:
-            items.append(f"in {fields['input throughput (token/s)']} tok/s")
-        labels = (("#new-token", "new"), ("#cached-token", "cached"), ("#running-req", "run"),
-                  ("#queue-req", "queue"))
-    items.extend(f"{label} {fields[key]}" for key, label in labels if key in fields)
-    if not items:
-        return text
-    return f"{match['head']}{match['kind']} ▸ " + " · ".join(items)
 
 
 def classify(line: str, level: str | None = None) -> str:
@@ -90,7 +88,7 @@ def classify(line: str, level: str | None = None) -> str:
     stopped; a line read back from disk has no level, and then the patterns alone decide.
     """
     found = "info"
-    if _FATAL.search(line):
+    if _engine_hints()[0].search(line):
         found = "fatal"
     elif _ERROR.search(line):
         found = "error"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from specbench_tui.core.analysis import RunAnalysis
+from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.state import ConfigView
 
 ZERO_OUTPUT = "zero-out"

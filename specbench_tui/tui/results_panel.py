@@ -16,7 +16,7 @@ from textual import on
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist
 
-from specbench_tui.core.analysis import (
+from specbench_tui.core.results import (
     ACCEPT_FROM_SERVER,
     COVERAGE_NOT_RUN,
     FLAG_BURST,

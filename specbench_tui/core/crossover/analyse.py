@@ -22,7 +22,8 @@ def analyse_load(plan_json: Mapping[str, Any], measurements: Iterable[Measuremen
     """The load figures of a run. ``measurements``: one per key (as the analysis keeps them); ``configs``: the
     analysis' :class:`~specbench_tui.core.analysis.ConfigSummary` list; ``lossy``: names of configurations
     whose outputs differ from their baseline's (barred from the schedule)."""
-    from specbench_tui.core.analysis import FAILED_STATES, acceptance, paired_speedup
+    from specbench_tui.core.cells import acceptance, paired_speedup
+    from specbench_tui.core.results import FAILED_STATES
 
     workloads = load_workloads(plan_json)
     if not workloads:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from specbench_tui.core.engines import ENGINE_NAMES
+from specbench_tui.core.engines.registry import engine_names
 from specbench_tui.core.errors import did_you_mean
 from specbench_tui.core.signatures import pattern_problem
 from specbench_tui.core.sweep.env import ENV_NAME_OK, expand_value, looks_like_secret
@@ -29,8 +29,8 @@ def engine_spec(r: Reader, raw: Any, base_dir: Path) -> EngineSpec:
     key: KeyPath = ("engine",)
     t = r.table(raw, key, _ENGINE_KEYS)
     profile = r.get(t, key, "profile", (str,), "sglang")
-    if profile not in ENGINE_NAMES:
-        r.error((*key, "profile"), f"unknown engine profile '{profile}'", did_you_mean(profile, ENGINE_NAMES))
+    if profile not in engine_names():
+        r.error((*key, "profile"), f"unknown engine profile '{profile}'", did_you_mean(profile, engine_names()))
         profile = "sglang"
     launcher = r.get(t, key, "launcher", (str,), "simulator")
     if launcher not in LAUNCHERS:

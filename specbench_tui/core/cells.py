@@ -1,0 +1,302 @@
+"""One configuration × workload cell of an analysis: its spreads, acceptance, paired speedup, losslessness,
+coverage and flags (:func:`cell_row`), and the best cell of each workload (:func:`best_cells`). The rules are
+:mod:`specbench_tui.core.analysis`'s docstring. Pure: no I/O, no Textual.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any, TypeGuard
+
+from specbench_tui.core.records import (
+    ERROR_KIND_CRASH,
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_ZERO_OUTPUT,
+    Measurement,
+)
+from specbench_tui.core.results import (
+    ACCEPT_FROM_SERVER,
+    COVERAGE_COMPLETE,
+    COVERAGE_NONE,
+    COVERAGE_NOT_RUN,
+    COVERAGE_PARTIAL,
+    COVERAGE_RUNNING,
+    FAILED_STATES,
+    FLAG_BURST,
+    FLAG_CLAMPED,
+    FLAG_CRASH_CUT,
+    FLAG_ERRORS,
+    FLAG_IDLE,
+    FLAG_MISMATCH,
+    FLAG_NO_BASELINE,
+    FLAG_PARTIAL,
+    FLAG_ZERO_OUTPUT,
+    IDLE_ACCEPTANCE,
+    LOSSLESS_MISMATCH,
+    LOSSLESS_NA,
+    LOSSLESS_NOT_CHECKED,
+    LOSSLESS_PASS,
+    Barred,
+    Best,
+    CellRow,
+    ConfigSummary,
+    LosslessCheck,
+    Mismatch,
+    Spread,
+    WorkloadInfo,
+)
+
+def _per_repeat_medians(ok: list[Measurement], attr: str) -> dict[int, float]:
+    by_repeat: dict[int, list[float]] = defaultdict(list)
+    for m in ok:
+        value = getattr(m, attr)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            by_repeat[m.repeat].append(float(value))
+    return {r: statistics.median(v) for r, v in sorted(by_repeat.items())}
+
+
+def spread_of(ok: list[Measurement], attr: str) -> Spread | None:
+    """Median of ``attr`` over the measurements, with the min..max of the per-repeat medians."""
+    values = [float(getattr(m, attr)) for m in ok
+              if isinstance(getattr(m, attr), (int, float)) and math.isfinite(getattr(m, attr))]
+    if not values:
+        return None
+    per_repeat = _per_repeat_medians(ok, attr)
+    return Spread(statistics.median(values), min(per_repeat.values()), max(per_repeat.values()), len(per_repeat))
+
+
+def acceptance(ok: list[Measurement]) -> tuple[float | None, str | None]:
+    """Mean acceptance length weighted by verify steps, else the plain mean; with the method used."""
+    weighted = [(m.accept_length, m.verify_ct) for m in ok
+                if m.accept_length is not None and m.verify_ct is not None and m.verify_ct > 0]
+    if weighted:
+        total = sum(v for _, v in weighted)
+        return sum(a * v for a, v in weighted) / total, "verify-weighted"
+    plain = [m.accept_length for m in ok if m.accept_length is not None]
+    if plain:
+        return statistics.fmean(plain), "mean"
+    return None, None
+
+
+def paired_speedup(ok: list[Measurement], base_ok: list[Measurement]) -> tuple[float | None, list[float], int]:
+    """Median tok/s over the (item, repeat) pairs both measured, over the baseline's median on the same pairs;
+    with the same ratio per repeat and how many pairs there were. The one speedup computation: cells and load
+    points (:mod:`specbench_tui.core.crossover`) both use it."""
+    mine = {(m.item, m.repeat): float(m.decode_tps) for m in ok if _finite(m.decode_tps)}
+    theirs = {(m.item, m.repeat): float(m.decode_tps) for m in base_ok if _finite(m.decode_tps)}
+    pairs = sorted(mine.keys() & theirs.keys())
+    if not pairs:
+        return None, [], 0
+    denominator = statistics.median(theirs[k] for k in pairs)
+    if denominator <= 0:
+        return None, [], len(pairs)
+    central = statistics.median(mine[k] for k in pairs) / denominator
+    ratios: list[float] = []
+    for repeat in sorted({r for _, r in pairs}):
+        keys = [k for k in pairs if k[1] == repeat]
+        below = statistics.median(theirs[k] for k in keys)
+        if below > 0:
+            ratios.append(statistics.median(mine[k] for k in keys) / below)
+    return central, ratios, len(pairs)
+
+
+def _speedup(ok: list[Measurement], base_ok: list[Measurement]) -> tuple[Spread | None, int]:
+    """:func:`paired_speedup` as a :class:`Spread` (its range: the per-repeat ratios)."""
+    central, ratios, n_pairs = paired_speedup(ok, base_ok)
+    if central is None:
+        return None, n_pairs
+    pairs = range(n_pairs)
+    if not ratios:
+        return Spread(central, central, central, 0), len(pairs)
+    return Spread(central, min(min(ratios), central), max(max(ratios), central), len(ratios)), len(pairs)
+
+
+def _finite(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _lossless(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement],
+              baseline: ConfigSummary | None, base_cell: list[Measurement]) -> LosslessCheck:
+    if config.is_baseline or not config.speculative:
+        return LosslessCheck(LOSSLESS_NA)
+    hashed = [m for m in cell if m.status == STATUS_OK and m.output_sha]
+    if not cell:
+        return LosslessCheck(LOSSLESS_NOT_CHECKED, note="no measurements")
+    if workload.temperature is None:
+        return LosslessCheck(LOSSLESS_NOT_CHECKED, note="sampling temperature unknown")
+    if workload.temperature != 0:
+        return LosslessCheck(LOSSLESS_NOT_CHECKED, note=f"sampling at temperature {workload.temperature:g}")
+    if baseline is None:
+        return LosslessCheck(LOSSLESS_NOT_CHECKED, note="no baseline")
+    if not hashed:
+        return LosslessCheck(LOSSLESS_NOT_CHECKED, note="no output hashes recorded")
+    exact = {(m.item, m.repeat): m.output_sha for m in base_cell if m.status == STATUS_OK and m.output_sha}
+    any_repeat: dict[str, str] = {}
+    for (item, _), sha in sorted(exact.items()):
+        any_repeat.setdefault(item, sha)
+    checked = 0
+    mismatches: list[Mismatch] = []
+    for m in sorted(hashed, key=lambda m: (m.item, m.repeat)):
+        reference = exact.get((m.item, m.repeat)) or any_repeat.get(m.item)
+        if reference is None:
+            continue
+        checked += 1
+        if reference != m.output_sha:
+            mismatches.append(Mismatch(config.name, workload.name, m.item, m.repeat, str(m.output_sha), reference))
+    if checked == 0:
+        return LosslessCheck(LOSSLESS_NOT_CHECKED, note=f"baseline '{baseline.name}' has no outputs to compare")
+    return LosslessCheck(LOSSLESS_MISMATCH if mismatches else LOSSLESS_PASS, checked, tuple(mismatches))
+
+
+def _coverage(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement], n_crash: int,
+              not_run_why: Mapping[str, str], current_workload: str | None, expected: int | None) -> str:
+    not_run = not_run_why.get(workload.name)
+    if not cell:
+        return COVERAGE_NOT_RUN if not_run else COVERAGE_NONE
+    items = len(cell) - n_crash
+    if current_workload == workload.name and config.state in ("launching", "ready", "running"):
+        return COVERAGE_RUNNING
+    if n_crash or not_run or (expected is not None and items < expected):
+        return COVERAGE_PARTIAL
+    return COVERAGE_COMPLETE
+
+
+def cell_row(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement],
+             baseline: ConfigSummary | None, base_cell: list[Measurement], not_run_why: Mapping[str, str],
+             current_workload: str | None, expected: int | None) -> CellRow:
+    """The cell of ``config`` × ``workload`` from its measurements and its baseline's; ``not_run_why``: why each
+    workload of the configuration was not run, ``current_workload``: the one its events say is running."""
+    ok = [m for m in cell if m.status == STATUS_OK]
+    n_zero = sum(1 for m in cell if m.status == STATUS_ZERO_OUTPUT)
+    n_error = sum(1 for m in cell if m.status == STATUS_ERROR or m.status not in (STATUS_OK, STATUS_ZERO_OUTPUT))
+    n_crash = sum(1 for m in cell if m.status == STATUS_ERROR and m.error_kind == ERROR_KIND_CRASH)
+    coverage = _coverage(config, workload, cell, n_crash, not_run_why, current_workload, expected)
+    accept, method = acceptance(ok)
+    server_accept = dict(config.workload_log_accept).get(workload.name)
+    if accept is None and ok and server_accept is not None:
+        # vLLM reports no acceptance per request: the server's own counters over the workload stand in.
+        accept, method = server_accept, ACCEPT_FROM_SERVER
+    speedup: Spread | None = None
+    note: str | None = None
+    paired = 0
+    tps = spread_of(ok, "decode_tps")
+    if not ok:
+        pass
+    elif tps is None:
+        note = "no decode rate"  # the answers came in one burst each (FLAG_BURST): nothing to compare
+    elif config.is_baseline:
+        speedup = Spread(1.0, 1.0, 1.0, tps.repeats)
+        note = "baseline"
+    elif config.baseline is None:
+        note = "no baseline declared"
+    elif baseline is None:
+        note = f"no baseline: '{config.baseline}' is not in this run"
+    else:
+        base_ok = [m for m in base_cell if m.status == STATUS_OK]
+        speedup, paired = _speedup(ok, base_ok)
+        if speedup is None and any(_finite(m.decode_tps) for m in base_ok):
+            note = f"no baseline: '{baseline.name}' measured none of the same items of {workload.name}"
+        elif speedup is None:
+            note = (f"no baseline: '{baseline.name}' {baseline.state}, no measurements of {workload.name}"
+                    if baseline.state in FAILED_STATES else
+                    f"no baseline: '{baseline.name}' has no ok measurements of {workload.name}")
+    lossless = _lossless(config, workload, cell, baseline, base_cell)
+    flags: list[str] = []
+    if coverage == COVERAGE_PARTIAL:
+        flags.append(FLAG_PARTIAL)
+    if n_crash:
+        flags.append(FLAG_CRASH_CUT)
+    if n_zero:
+        flags.append(FLAG_ZERO_OUTPUT)
+    if n_error:
+        flags.append(FLAG_ERRORS)
+    if config.speculative and not config.is_baseline:
+        per_workload_log = dict(config.workload_log_accept).get(workload.name)
+        shown = accept if accept is not None else (per_workload_log if ok else None)
+        if shown is not None and shown < IDLE_ACCEPTANCE:
+            flags.append(FLAG_IDLE)
+    if lossless.status == LOSSLESS_MISMATCH:
+        flags.append(FLAG_MISMATCH)
+    n_clamped = sum(1 for m in cell if m.clamped)
+    per_workload = dict(config.workload_log_accept).get(workload.name) if cell else None
+    # The server's figure only where this workload was measured: a lifetime figure on a workload that never ran
+    # would be a number without measurements behind it.
+    log_value = per_workload if per_workload is not None else (config.server_log_accept_length if cell else None)
+    log_scope = None if log_value is None else ("workload" if per_workload is not None else "lifetime")
+    if n_clamped:
+        flags.append(FLAG_CLAMPED)
+    if ok and speedup is None and not config.is_baseline and note != "no decode rate":
+        flags.append(FLAG_NO_BASELINE)
+    if ok and all(m.decode_tps is None and m.ttft_s is not None and m.e2e_s is not None and m.e2e_s - m.ttft_s < 1e-3
+                  and (m.completion_tokens or 0) > 1 for m in ok):
+        flags.append(FLAG_BURST)
+    errors = tuple(dict.fromkeys(str(m.error) for m in cell if m.status == STATUS_ERROR and m.error))[:3]
+    return CellRow(
+        config_id=config.id, config=config.name, workload=workload.name, algorithm=config.algorithm, tp=config.tp,
+        budget=config.budget, state=config.state, n_ok=len(ok), n_zero_output=n_zero, n_error=n_error,
+        n_clamped=n_clamped, decode_tps=tps, ttft_s=spread_of(ok, "ttft_s"),
+        accept_length=accept, accept_method=method, server_log_accept_length=log_value, server_log_scope=log_scope,
+        speedup=speedup, speedup_note=note, lossless=lossless, flags=tuple(flags), errors=errors,
+        n_crash=n_crash, expected=expected, coverage=coverage,
+        not_run=not_run_why.get(workload.name) if not cell else None, paired=paired,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ best
+
+
+def _why_barred(row: CellRow) -> str | None:
+    if row.state in FAILED_STATES:
+        return row.state
+    if row.coverage in (COVERAGE_PARTIAL, COVERAGE_RUNNING):
+        return row.coverage_text()
+    if row.n_zero_output:
+        return f"{row.n_zero_output} zero-output"
+    if row.lossless.status == LOSSLESS_MISMATCH:
+        return f"lossless mismatch ({len(row.lossless.mismatches)}/{row.lossless.checked})"
+    return None
+
+
+def best_cells(rows: list[CellRow], configs: list[ConfigSummary], workloads: list[WorkloadInfo]) -> list[Best]:
+    """The fastest eligible cell of each workload, over all TPs and per TP, with the faster ones barred and why."""
+    out: list[Best] = []
+    cut: dict[str, str] = {}
+    for row in rows:
+        if row.partial and row.config_id not in cut:
+            cut[row.config_id] = f"partial on {row.workload}"
+
+    def why_barred(row: CellRow) -> str | None:
+        return _why_barred(row) or cut.get(row.config_id)
+
+    tps_values = sorted({c.tp for c in configs if c.tp is not None})
+    for workload in workloads:
+        measured = [r for r in rows if r.workload == workload.name and r.decode_tps is not None]
+        groups: list[tuple[int | None, list[CellRow]]] = [(None, measured)]
+        if len(tps_values) > 1:
+            groups += [(tp, [r for r in measured if r.tp == tp]) for tp in tps_values]
+        for tp, group in groups:
+            # ``measured`` holds only rows with a decode figure; mypy does not narrow through the filter.
+            ranked = sorted(group, key=lambda r: (-r.decode_tps.median, r.config))  # type: ignore[union-attr]
+            eligible = [r for r in ranked if why_barred(r) is None]
+            if not eligible:
+                continue
+            winner = eligible[0]
+            assert winner.decode_tps is not None
+            barred = tuple(Barred(r.config, r.decode_tps.median if r.decode_tps else None, why_barred(r) or "")
+                           for r in ranked if why_barred(r) and r.decode_tps
+                           and r.decode_tps.median > winner.decode_tps.median)
+            runner = eligible[1] if len(eligible) > 1 else None
+            out.append(Best(
+                workload=workload.name, tp=tp, config_id=winner.config_id, config=winner.config,
+                decode_tps=winner.decode_tps, speedup=winner.speedup,
+                runner_up=runner.config if runner else None,
+                runner_up_tps=runner.decode_tps if runner else None,
+                close_call=bool(runner and runner.decode_tps and runner.decode_tps.overlaps(winner.decode_tps)
+                                and winner.decode_tps.repeats > 1),
+                barred=barred,
+            ))
+    return out

@@ -1,0 +1,415 @@
+"""SGLang 0.5.23 (``python -m sglang.launch_server``), and the simulator that speaks it: the primary engine.
+
+Everything the product knows about SGLang is here: its flags (generated from its own parser by
+``tools/dump_sglang_flags.py`` into ``sglang_0_5_23_flags.txt`` and ``sglang_0_5_23_flag_shapes.tsv``; a test
+checks both against SGLang 0.5.23 whenever its parser is installed), readiness, endpoints and shutdown, the
+``Decode batch``/``Prefill batch`` stats lines, its crash signatures, the tokens it reserves for speculative
+decoding, the start-up rules a sweep must respect, the EAGLE points it would rewrite, and the compact form of its
+stats lines in the live log.
+
+The simulator (``specbench_tui.sim``) is not a separate engine: it speaks SGLang's wire, prints SGLang's log lines
+and takes SGLang's flags, so a sweep reaches it as ``profile = "sglang"`` with ``launcher = "simulator"``
+(:data:`PYTHON_MODULES`).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from specbench_tui.core.engines.base import (
+    EngineFlags,
+    EngineProfile,
+    FlagShape,
+    LogHints,
+    UserError,
+    argv_value,
+    declared_speculation,
+    package_file,
+    positive,
+)
+from specbench_tui.core.logparse import MAX_STATS_LINE, BatchLine
+from specbench_tui.core.signatures import CUDA_SIGNATURES, NCCL_SIGNATURE, Signature, signature
+
+# ------------------------------------------------------------------------------------------------ flags
+
+_POSITIVE_INT = frozenset(
+    {
+        "tp-size", "tensor-parallel-size", "dp-size", "data-parallel-size", "pp-size",
+        "pipeline-parallel-size", "attn-dp-size", "context-length", "decode-log-interval",
+        "cuda-graph-max-bs-decode", "cuda-graph-max-bs-prefill", "max-running-requests",
+        "chunked-prefill-size", "max-prefill-tokens", "max-total-tokens", "page-size",
+        "speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens",
+        "speculative-dflash-block-size", "speculative-ddtree-budget", "stream-interval",
+    }
+)
+"""Flags whose value must be a positive integer, when present."""
+
+SGLANG_ALGORITHMS = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO",
+                               "FROZEN_KV_MTP", "NONE"})
+"""``--speculative-algorithm`` names SGLang 0.5.23 resolves (``spec_info.py`` plus the NEXTN alias)."""
+
+
+def _resource(name: str) -> str:
+    return package_file(__package__ or "specbench_tui.core.engines", name)
+
+
+def _flag_names() -> frozenset[str]:
+    text = _resource("sglang_0_5_23_flags.txt")
+    flags = {line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")}
+    return frozenset(flags - {"help"})  # argparse's own --help is no server flag
+
+
+def _shapes() -> dict[str, FlagShape]:
+    """``name<TAB>arity<TAB>type<TAB>choices`` lines (choices comma-separated) → shapes."""
+    shapes: dict[str, FlagShape] = {}
+    for line in _resource("sglang_0_5_23_flag_shapes.tsv").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, arity, kind, choices = (line.split("\t") + ["", "", ""])[:4]
+        shapes[name] = FlagShape(arity, kind, tuple(c for c in choices.split(",") if c))
+    return shapes
+
+
+@functools.cache
+def sglang_flags() -> EngineFlags:
+    """SGLang 0.5.23's flag facts."""
+    return EngineFlags(
+        name="sglang",
+        known_flags=_flag_names(),
+        release="0.5.23",
+        shapes=_shapes(),
+        known_algorithms=SGLANG_ALGORITHMS,
+        unit_fraction=frozenset({"mem-fraction-static"}),
+        known_fork_flags=frozenset({"speculative-ddtree-budget", "speculative-dflash-enable-ddtree",
+                                    "speculative-dflash-tree-verify"}),
+        positive_int=_POSITIVE_INT,
+        tp_flags=("tp-size", "tensor-parallel-size"),
+        dp_flags=("dp-size", "data-parallel-size"),
+        pp_flags=("pp-size", "pipeline-parallel-size"),
+    )
+
+
+# ------------------------------------------------------------------------------------------------ stats lines
+
+_HEAD = re.compile(
+    r"^\[(?P<time>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d{1,6})?)(?P<prefix>(?:\s+[A-Z_]+\d+)*)\]\s+"
+    r"(?P<kind>Decode|Prefill) batch(?: \[\d+\])?[.,]\s+(?P<body>.*)$"
+)
+_FIELD = re.compile(r"(?P<key>#?[A-Za-z][A-Za-z0-9 \-/()]{0,40}?):\s*(?P<value>-?[0-9]+(?:\.[0-9]+)?|True|False)")
+"""A ``key: value`` field; the key is bounded (the longest, ``input throughput (token/s)``, has 26 characters)
+so that a line without colons is scanned in linear time, not from every position to its end."""
+_RANK = re.compile(r"(?:^|\s)(DP|TP|PP|EP)(\d+)\b")
+"""Rank prefixes as whole words: 0.5.23 also prints ``ATTN_CPn`` and ``MOE_DPn`` (``MOE_DP1`` is no DP rank)."""
+_TIMESTAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:[.,](\d{1,6}))?")
+_USAGE_KEYS = ("token usage", "full token usage", "swa token usage", "mamba usage")
+"""The KV pool's usage fields: ``token usage``, or a hybrid model's ``full``/``swa``/``mamba`` ones."""
+
+
+def _number(fields: dict[str, str], key: str, cast: type = float) -> float | int | None:
+    value = fields.get(key)
+    if value is None or value in ("True", "False"):
+        return None
+    try:
+        return cast(float(value)) if cast is int else cast(value)
+    except ValueError:
+        return None
+
+
+def _whole(value: float | int | None) -> int | None:
+    """A count read with ``cast=int`` (already an int; typed as one)."""
+    return None if value is None else int(value)
+
+
+def _first(fields: dict[str, str], keys: tuple[str, ...], cast: type = float) -> float | int | None:
+    for key in keys:
+        value = _number(fields, key, cast)
+        if value is not None:
+            return value
+    return None
+
+
+def _pool_usage(fields: dict[str, str]) -> float | None:
+    """The fullest pool, as SGLang's own ``get_max_pool_usage`` takes it (hybrid models have two)."""
+    values = [v for v in (_number(fields, key) for key in _USAGE_KEYS) if v is not None]
+    return max(values) if values else None
+
+
+def parse_batch_line(line: str) -> BatchLine | None:
+    """A ``Decode batch`` / ``Prefill batch`` line's figures, or None for any other line.
+
+    Both forms are accepted: ``Decode batch, #running-req: ...`` (0.5.10 and later) and ``Decode batch.
+    #running-req: ...`` (older), with or without a ``DPn``/``TPn``/``PPn``/``EPn`` prefix, with or without
+    milliseconds in the timestamp, with or without a trailing comma, with or without the speculative ``accept
+    len`` / ``accept rate`` fields, with a full-attention pool's ``#token``/``token usage`` or a hybrid model's
+    ``#full token``/``full token usage`` plus ``swa token usage`` or ``mamba usage`` (the fullest pool is the
+    usage), and with 0.5.23's ``ATTN_CPn``/``MOE_DPn`` prefixes (not ranks). Fields are read by name, so new
+    fields in between do not break it."""
+    if len(line) > MAX_STATS_LINE:
+        return None
+    match = _HEAD.match(line.strip())
+    if match is None:
+        return None
+    fields = {m.group("key").strip(): m.group("value") for m in _FIELD.finditer(match.group("body"))}
+    ranks = dict(_RANK.findall(match.group("prefix")))
+    return BatchLine(
+        kind=match.group("kind").lower(),
+        time=match.group("time"),
+        tp_rank=int(ranks["TP"]) if "TP" in ranks else None,
+        dp_rank=int(ranks["DP"]) if "DP" in ranks else None,
+        running_req=_whole(_number(fields, "#running-req", int)),
+        queue_req=_whole(_number(fields, "#queue-req", int)),
+        num_token=_whole(_first(fields, ("#token", "#full token"), int)),
+        token_usage=_pool_usage(fields),
+        accept_length=_number(fields, "accept len"),
+        accept_rate=_number(fields, "accept rate"),
+        gen_throughput=_number(fields, "gen throughput (token/s)"),
+        new_tokens=_whole(_number(fields, "#new-token", int)),
+        input_throughput=_number(fields, "input throughput (token/s)"),
+    )
+
+
+def line_timestamp(line: str) -> float | None:
+    """The epoch seconds of an SGLang log line's ``[YYYY-mm-dd HH:MM:SS(.ms)]`` prefix (local time), or None."""
+    match = _TIMESTAMP.match(line)
+    if match is None:
+        return None
+    try:
+        stamp = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").timestamp()
+    except ValueError:
+        return None
+    fraction = match.group(2)
+    return stamp + (int(fraction) / 10 ** len(fraction) if fraction else 0.0)
+
+
+_BATCH = re.compile(r"^(?P<head>.*?)(?P<kind>Decode|Prefill) batch[,.]\s*(?P<rest>.*)$")
+
+
+def compact_batch_line(text: str) -> str:
+    """``Decode batch`` / ``Prefill batch`` lines with their key figures first, for the narrow live panel.
+
+    ``[ts] Decode batch, #running-req: 1, … gen throughput (token/s): 182.30, #queue-req: 0`` becomes
+    ``[ts] Decode ▸ 182.30 tok/s · accept 3.91 (0.78) · run 1 · queue 0 · usage 0.01``; other lines are
+    returned unchanged (the full-log screen always shows the original).
+    """
+    match = _BATCH.match(text)
+    if match is None:
+        return text
+    fields: dict[str, str] = {}
+    for part in match["rest"].split(","):
+        key, colon, value = part.partition(":")
+        if colon:
+            fields[key.strip()] = value.strip()
+    items: list[str] = []
+    if match["kind"] == "Decode":
+        if "gen throughput (token/s)" in fields:
+            items.append(f"{fields['gen throughput (token/s)']} tok/s")
+        if "accept len" in fields:
+            rate = fields.get("accept rate")
+            items.append(f"accept {fields['accept len']}" + (f" ({rate})" if rate else ""))
+        labels = (("#running-req", "run"), ("#queue-req", "queue"), ("token usage", "usage"), ("#token", "tokens"))
+    else:
+        if "input throughput (token/s)" in fields:
+            items.append(f"in {fields['input throughput (token/s)']} tok/s")
+        labels = (("#new-token", "new"), ("#cached-token", "cached"), ("#running-req", "run"),
+                  ("#queue-req", "queue"))
+    items.extend(f"{label} {fields[key]}" for key, label in labels if key in fields)
+    if not items:
+        return text
+    return f"{match['head']}{match['kind']} ▸ " + " · ".join(items)
+
+
+# ------------------------------------------------------------------------------------------------ crashes
+
+SGLANG_SIGNATURES: tuple[Signature, ...] = (
+    *CUDA_SIGNATURES,
+    NCCL_SIGNATURE,
+    # A soft watchdog (``self.soft=True``) only dumps debug information; the server goes on.
+    signature("watchdog_timeout", r"watchdog timeout \(self\.watchdog_timeout=[^,)]*(?:, self\.soft=False)?\)", 70),
+    signature("initialization_failed", r"Initialization failed\. ", 60),
+    signature("scheduler_died_at_init", r"Rank \d+ scheduler died during initialization", 55),
+    signature("scheduler_exception", r"(?:Scheduler|DetokenizerManager|TokenizerManager|DataParallelController) "
+                                     r"hit an exception", 50),
+    signature("subprocess_crashed", r"Subprocess \S+ \(pid=\d+\) crashed with exit code", 45),
+    signature("sigquit_from_child", r"Received sigquit from a child proces|SIGQUIT received\. signum=", 40),
+    signature("python_traceback", r"^(?:\[[^\]]*\]\s*)?Traceback \(most recent call last\):", 10),
+)
+"""The patterns SGLang 0.5.x prints when it dies (the simulator prints the same lines; docs/simulator.md lists
+them)."""
+
+# ------------------------------------------------------------------------------------------------ budget
+
+RESERVING_ALGORITHMS = frozenset({"EAGLE", "EAGLE3", "FROZEN_KV_MTP", "NEXTN"})
+"""SGLang's ``SpeculativeAlgorithm.is_eagle()`` (NEXTN is EAGLE's alias): the algorithms whose draft tokens sit
+in the request's output slots, so the context check counts them (``managers/utils.py``,
+``compute_num_reserved_tokens``). Every other algorithm reserves nothing."""
+
+AUTO_RESERVED = 20
+"""What an EAGLE-family server reserves at most when it picks its own (steps, topk, draft tokens): SGLang's
+``_auto_choose_speculative_params`` picks (5, 4, 8) at most, so ``max(4 * 5, 8)``."""
+
+
+def reserved_speculative_tokens(algorithm: str | None, *, topk: int | None = None, steps: int | None = None,
+                                draft_tokens: int | None = None) -> int:
+    """Context tokens SGLang 0.5.23 keeps per request on top of its input: ``max(topk * steps,
+    max_speculative_num_draft_tokens)`` for the EAGLE family (EAGLE, EAGLE3, FROZEN_KV_MTP; NEXTN is EAGLE), 0
+    for every other algorithm. ``draft_tokens`` is the resolved ``speculative_num_draft_tokens`` (the maximum
+    one unless ``--speculative-adaptive`` is on)."""
+    if not algorithm or algorithm.upper() not in RESERVING_ALGORITHMS:
+        return 0
+    return max((topk or 0) * (steps or 0), draft_tokens or 0)
+
+
+def _served_reserved_tokens(info: Mapping[str, Any]) -> int:
+    """The resolved speculative arguments of ``/server_info`` through SGLang's rule."""
+    algorithm = info.get("speculative_algorithm")
+    return reserved_speculative_tokens(
+        algorithm if isinstance(algorithm, str) else None, topk=positive(info.get("speculative_eagle_topk")),
+        steps=positive(info.get("speculative_num_steps")),
+        draft_tokens=positive(info.get("speculative_num_draft_tokens")))
+
+
+def planned_reserved_tokens(argv: Sequence[str]) -> int:
+    """The tokens a configuration's server will reserve, from its argv (``--flag value`` or ``--flag=value``).
+
+    Known before any server runs, so a sweep can size its long prompts once for every configuration: the same
+    prompt for the baseline and for the most reserving configuration, whose measurements are then paired."""
+    algorithm = argv_value(argv, "--speculative-algorithm")
+    if not algorithm or algorithm.upper() not in RESERVING_ALGORITHMS:
+        return 0
+
+    def number(flag: str) -> int | None:
+        try:
+            return int(argv_value(argv, flag) or "")
+        except ValueError:
+            return None
+
+    steps = number("--speculative-num-steps")
+    if steps is None:
+        return AUTO_RESERVED
+    return reserved_speculative_tokens(algorithm, topk=number("--speculative-eagle-topk") or 1, steps=steps,
+                                       draft_tokens=number("--speculative-num-draft-tokens"))
+
+
+# ------------------------------------------------------------------------------------------------ plan rules
+
+_EAGLE_FAMILY = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
+_EAGLE_TRIPLE = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
+_DRAFT_MODEL_FLAGS = ("speculative-draft-model-path", "speculative-draft-model")
+
+
+def user_errors(args: Mapping[str, object]) -> list[UserError]:
+    """Misconfigurations SGLang refuses at start-up, which no matrix point can make right: user errors."""
+    out: list[UserError] = []
+    algorithm = str(args.get("speculative-algorithm", "")).upper()
+    if algorithm == "DFLASH":
+        if not any(args.get(f) not in (None, False) for f in _DRAFT_MODEL_FLAGS):
+            out.append(("speculative-algorithm", "--speculative-algorithm DFLASH needs "
+                        "--speculative-draft-model-path; SGLang refuses to start without it",
+                        "add speculative-draft-model-path = \"/path/to/the/DFlash/draft\" to this configuration's "
+                        "args or to [server.args]"))
+        block = args.get("speculative-dflash-block-size")
+        ndt = args.get("speculative-num-draft-tokens")
+        if block is not None and ndt is not None and str(block) != str(ndt):
+            out.append(("speculative-dflash-block-size", f"--speculative-dflash-block-size {block} differs from "
+                        f"--speculative-num-draft-tokens {ndt}; SGLang requires them equal for DFLASH",
+                        "set only one of them: they are aliases for DFLASH"))
+        pp = args.get("pp-size", args.get("pipeline-parallel-size"))
+        if pp is not None and str(pp) != "1":
+            out.append(("pp-size", f"DFLASH requires --pp-size 1, got {pp}", "remove pp-size"))
+    return out
+
+
+def eagle_skip_reason(args: Mapping[str, object]) -> str | None:
+    """SGLang's EAGLE rules that make a matrix point meaningless, as a skip reason (None when valid).
+
+    SGLang asserts when only some of steps/topk/draft-tokens are set, and with topk = 1 it rewrites the draft
+    token count to steps + 1, so such a point would silently measure another point's server.
+    """
+    algorithm = str(args.get("speculative-algorithm", "")).upper()
+    if algorithm not in _EAGLE_FAMILY:
+        return None
+    present = [f for f in _EAGLE_TRIPLE if args.get(f) not in (None, False)]
+    if present and len(present) != 3:
+        return ("EAGLE needs speculative-num-steps, speculative-eagle-topk and speculative-num-draft-tokens "
+                "set together (SGLang asserts otherwise)")
+    if len(present) == 3:
+        try:
+            steps, topk, ndt = (int(str(args[f])) for f in _EAGLE_TRIPLE)
+        except ValueError:
+            return None
+        if steps * topk + 1 < ndt:
+            return f"steps×topk+1 = {steps * topk + 1} < num_draft_tokens = {ndt}: SGLang cannot build that draft tree"
+        if topk == 1 and ndt != steps + 1:
+            return (f"with topk=1 SGLang forces num_draft_tokens to steps+1 = {steps + 1}: it would measure "
+                    "that point's server again")
+    return None
+
+
+def speculates(argv: Sequence[str], algorithm: str) -> bool:
+    """A configuration passes ``--speculative-algorithm`` or declares a speculative algorithm."""
+    return "--speculative-algorithm" in argv or declared_speculation(argv, algorithm)
+
+
+# ------------------------------------------------------------------------------------------------ the wire
+
+
+def _context_length(info: Mapping[str, Any]) -> int | None:
+    """``/server_info`` carries the resolved ServerArgs; ``context_length`` may be None when not passed."""
+    for key in ("context_length", "max_model_len", "context_len"):
+        value = positive(info.get(key))
+        if value is not None:
+            return value
+    for state in info.get("internal_states") or ():
+        if isinstance(state, Mapping):
+            value = state.get("context_len") or state.get("context_length")
+            if isinstance(value, int) and value > 0:
+                return value
+    return None
+
+
+def _input_limit(info: Mapping[str, Any]) -> int | None:
+    """``/server_info`` merges the scheduler's start-up info: ``max_req_input_len`` (inputs of that many tokens
+    or more are aborted)."""
+    return positive(info.get("max_req_input_len"))
+
+
+PYTHON_MODULES = {"sglang": "sglang.launch_server", "simulator": "specbench_tui.sim"}
+"""Real SGLang, or the simulator that imitates it."""
+
+SGLANG = EngineProfile(
+    name="sglang",
+    load_flags=sglang_flags,
+    ready_line=re.compile(r"The server is fired up and ready to roll!"),
+    health_path="/health_generate",
+    info_path="/server_info",
+    generate_path="/generate",
+    tokenize_path="/v1/tokenize",
+    abort_path="/abort_request",
+    flush_cache_path="/flush_cache",
+    shutdown_env={"SGL_FORCE_SHUTDOWN": "1", "SGLANG_FORCE_SHUTDOWN": "1"},
+    parse_stats_line=parse_batch_line,
+    stats_hint=" batch",
+    context_length=_context_length,
+    # /v1/models carries model_config.context_len, the limit its tokenizer manager enforces, while
+    # /server_info's context_length is null unless --context-length was passed.
+    models_path="/v1/models",
+    reserved_tokens=_served_reserved_tokens,
+    planned_reserved=planned_reserved_tokens,
+    input_limit=_input_limit,
+    # The tokenize endpoint's max_model_len is the tokenizer's model_max_length: never the limit.
+    tokenize_reports_context=False,
+    crash_signatures=SGLANG_SIGNATURES,
+    python_modules=PYTHON_MODULES,
+    algorithm_flag="speculative-algorithm",
+    user_errors=user_errors,
+    skip_reason=eagle_skip_reason,
+    speculative=speculates,
+    budget_flags=("--speculative-ddtree-budget", "--speculative-num-draft-tokens"),
+    log=LogHints(fatal=(r"Scheduler hit an exception",), keywords=(b"Scheduler hit an exception",),
+                 compact=compact_batch_line),
+)
+"""SGLang's profile."""
