@@ -160,6 +160,8 @@ crash-after = 2
 
     run_dir, plan_json, measurements, events = _read_run(runs)
     assert plan_json["engine"] == "toy"
+    env = json.loads((run_dir / "env.json").read_text())
+    assert list(env["server_python"]["packages"]) == ["httpx"]  # the engine's own list of server packages
     launched = [e for e in events if type(e).__name__ == "ServerLaunching"]
     assert launched and all(e.argv[:2] == (sys.executable, str(SERVER)) for e in launched)
     analysis = analyse(plan_json, measurements, events)

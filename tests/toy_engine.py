@@ -104,6 +104,7 @@ TOY = register(EngineProfile(
     final_meta=final_meta,
     crash_signatures=(signature("toy_meltdown", r"TOY MELTDOWN", 90),),
     exit_signatures=EXIT_SIGNATURES,
+    python_packages=("httpx",),  # what env.json records of the server's interpreter
     user_errors=user_errors,
     speculative=speculates,
     budget_flags=("--draft-window",),

@@ -37,13 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from specbench_tui import __version__
+from specbench_tui.core.engines.sglang import SGLANG
 from specbench_tui.engine.gpus import GpuBackend, architecture, describe_backend
 
 REDACTED = "<redacted>"
 
-SERVER_PACKAGES = ("sglang", "sgl-kernel", "torch", "triton", "pytorch-triton", "flashinfer-python",
-                   "transformers", "xgrammar")
-"""Distributions whose versions are asked from the server's interpreter (by distribution name)."""
+SERVER_PACKAGES = SGLANG.python_packages
+"""Distributions whose versions are asked from the server's interpreter when the caller names none (each engine
+names its own: ``EngineProfile.python_packages``)."""
 
 ENV_PREFIXES = ("CUDA_", "NCCL_", "NVIDIA_", "SGLANG_", "SGL_", "TORCH", "PYTORCH_", "TRITON_", "FLASHINFER_",
                 "HF_", "HUGGING", "TRANSFORMERS_", "SPECBENCH_", "OMP_NUM_THREADS", "TOKENIZERS_PARALLELISM",
@@ -256,7 +257,7 @@ def gpu_section(backend: GpuBackend | None) -> dict[str, Any]:
 
 def collect(*, backend: GpuBackend | None = None, sweep_path: Path | str | None = None, python: str | None = None,
             timeout_s: float = 30.0, environ: Mapping[str, str] | None = None,
-            extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+            extra: Mapping[str, Any] | None = None, packages: tuple[str, ...] = SERVER_PACKAGES) -> dict[str, Any]:
     """The whole ``env.json`` document, redacted. Blocks for the subprocess: use :func:`collect_async`
     from the event loop."""
     environ = dict(os.environ if environ is None else environ)
@@ -276,7 +277,7 @@ def collect(*, backend: GpuBackend | None = None, sweep_path: Path | str | None 
         "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
                    "executable": sys.executable},
         "gpus": gpu_section(backend),
-        "server_python": server_versions(python, timeout_s, env=environ),
+        "server_python": server_versions(python, timeout_s, env=environ, packages=packages),
         "sweep": sweep,
         "env": relevant_env(environ),
     }

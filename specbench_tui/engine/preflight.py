@@ -18,6 +18,7 @@ from specbench_tui.core.engines.registry import engine_flags
 from specbench_tui.core.events import Event, Notice
 from specbench_tui.core.plan import Plan
 from specbench_tui.engine.cluster import cluster_problems
+from specbench_tui.core.engines.registry import get_profile
 from specbench_tui.engine.fingerprint import collect_async
 from specbench_tui.engine.leases import LeasedGpuPool
 from specbench_tui.engine.leftovers import find_leftovers, format_leftovers
@@ -122,6 +123,7 @@ async def write_env(plan: Plan, run_dir: RunDir, machine: Machine, gpu_pool: tup
     try:
         doc = await collect_async(
             backend=machine.backend, sweep_path=run_dir.path / "sweep.toml", python=sweep.engine.python or python,
+            packages=get_profile(profile).python_packages,
             # One path resolution at start-up, before any server runs: not worth a thread.
             extra={"sweep_source": str(Path(sweep.path).resolve()),  # noqa: ASYNC240
                    "launcher": sweep.engine.launcher, "engine_profile": profile, "concurrent": sweep.concurrent,

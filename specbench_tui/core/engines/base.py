@@ -352,6 +352,8 @@ class EngineProfile:
     """The scheduler's own input limit from the info endpoint's JSON (SGLang: ``max_req_input_len``)."""
     tokenize_reports_context: bool = True
     """Whether the tokenize endpoint's ``max_model_len`` is the server's context."""
+    python_packages: tuple[str, ...] = ()
+    """Distributions whose versions ``env.json`` records from the server's interpreter (none for a native binary)."""
     python_modules: Mapping[str, str] = field(default_factory=dict)
     """``[engine] launcher`` → the module ``python -m`` runs (a launcher not listed needs ``launcher = "command"``)."""
     algorithm_flag: str | None = None

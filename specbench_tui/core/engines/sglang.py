@@ -403,6 +403,8 @@ SGLANG = EngineProfile(
     # The tokenize endpoint's max_model_len is the tokenizer's model_max_length: never the limit.
     tokenize_reports_context=False,
     crash_signatures=SGLANG_SIGNATURES,
+    python_packages=("sglang", "sgl-kernel", "torch", "triton", "pytorch-triton", "flashinfer-python",
+                     "transformers", "xgrammar"),
     python_modules=PYTHON_MODULES,
     algorithm_flag="speculative-algorithm",
     user_errors=user_errors,

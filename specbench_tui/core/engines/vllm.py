@@ -230,6 +230,7 @@ VLLM = EngineProfile(
     stream_options={"include_usage": True, "continuous_usage_stats": True},
     # In-flight streams get {"error": {"message": "EngineCore encountered an issue. ...", "code": 500}} + [DONE].
     fatal_stream_error=re.compile(r"EngineCore encountered an issue|EngineDeadError"),
+    python_packages=("vllm", "torch", "triton", "transformers", "xgrammar"),
     user_errors=user_errors,
     speculative=speculates,
     budget_of=draft_budget,
