@@ -8,7 +8,6 @@ sees at most one redraw per refresh. The full history is in the run directory's 
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterable, Sequence
 
@@ -22,7 +21,7 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widgets import Log
 
-from specbench_tui.tui.log_style import MARKERS, LogHighlighter, classify, compact_line
+from specbench_tui.tui.log_style import MARKERS, LogHighlighter, classify, compact_line, short_stamp
 from specbench_tui.tui.palette import Palette
 from specbench_tui.tui.safe_text import clean
 
@@ -32,7 +31,6 @@ NAME_WIDTH = 16
 PAINT_INTERVAL_S = 0.25
 """Least time between two repaints of the panel while lines pour in (4 a second: a flood is not read line by
 line; the queue, results and keys are not held up by it)."""
-_SGLANG_STAMP = re.compile(r"^\[\d{4}-\d\d-\d\d (\d\d:\d\d:\d\d(?:\.\d+)?)((?: [A-Z]{2}\d+)*)\] ")
 
 RawLine = tuple[str, str, str | None]
 """(configuration name, line as the server printed it, the engine's level)."""
@@ -44,7 +42,7 @@ def format_live_line(name: str, line: str, level: str | None) -> str:
     level_found = classify(text, level)
     if level_found == "info":
         text = compact_line(text)
-    text = _SGLANG_STAMP.sub(lambda m: f"{m[1]}{m[2]} ", text, count=1)
+    text = short_stamp(text)
     marker = MARKERS.get(level_found, " ")
     label = clean(name, 40)
     return f"{marker} {label:<{NAME_WIDTH}} │ {text}"

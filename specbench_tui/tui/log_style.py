@@ -67,6 +67,16 @@ def compact_line(text: str) -> str:
     return text
 
 
+def short_stamp(text: str) -> str:
+    """The line with its timestamp shortened by the first engine whose hint recognises it (else unchanged)."""
+    for engine in all_profiles():
+        if engine.log.short_stamp is not None:
+            shortened = engine.log.short_stamp(text)
+            if shortened != text:
+                return shortened
+    return text
+
+
 LEVEL_RANK = {"info": 0, "debug": 0, "warning": 1, "warn": 1, "error": 2, "fatal": 3, "critical": 3}
 MARKERS = {"fatal": "✖", "error": "!", "warning": "▲"}
 """Glyph in front of a live log line, so its level reads without colour too."""

@@ -288,6 +288,9 @@ class LogHints:
     compact: Callable[[str], str] | None = None
     """The engine's stats line rewritten with its key figures first for the narrow live panel (``Decode ▸ ...``),
     other lines unchanged."""
+    short_stamp: Callable[[str], str] | None = None
+    """The line with its timestamp shortened for the live panel (SGLang: ``[date time TP0]`` → ``time TP0``),
+    other lines unchanged."""
 
 
 @dataclass(frozen=True)

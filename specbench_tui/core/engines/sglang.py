@@ -186,6 +186,12 @@ def line_timestamp(line: str) -> float | None:
 
 
 _BATCH = re.compile(r"^(?P<head>.*?)(?P<kind>Decode|Prefill) batch[,.]\s*(?P<rest>.*)$")
+_LIVE_STAMP = re.compile(r"^\[\d{4}-\d\d-\d\d (\d\d:\d\d:\d\d(?:\.\d+)?)((?: [A-Z]{2}\d+)*)\] ")
+
+
+def short_stamp(text: str) -> str:
+    """``[2025-01-01 12:00:01 TP0] ...`` → ``12:00:01 TP0 ...``: the date says nothing in a live panel."""
+    return _LIVE_STAMP.sub(lambda m: f"{m[1]}{m[2]} ", text, count=1)
 
 
 def compact_batch_line(text: str) -> str:
@@ -412,6 +418,6 @@ SGLANG = EngineProfile(
     speculative=speculates,
     budget_flags=("--speculative-ddtree-budget", "--speculative-num-draft-tokens"),
     log=LogHints(fatal=(r"Scheduler hit an exception",), keywords=(b"Scheduler hit an exception",),
-                 compact=compact_batch_line),
+                 compact=compact_batch_line, short_stamp=short_stamp),
 )
 """SGLang's profile."""
