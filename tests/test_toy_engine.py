@@ -117,6 +117,15 @@ def test_its_crash_signature_and_log_hints():
     assert get_profile("toy").parse_stats_line("toy stats: accept len 2.00, gen 250.5 tok/s").accept_length == 2.0
 
 
+def test_an_engine_not_loaded_says_how_to_load_it(tmp_path):
+    path = _sweep(tmp_path, "")
+    path.write_text(path.read_text().replace('profile = "toy"', 'profile = "toyy"'))
+    with pytest.raises(SweepError) as info:
+        load_sweep(path)
+    assert "toy.toml:7: engine.profile: unknown engine profile 'toyy'" in str(info.value)
+    assert "did you mean 'toy'?; an engine module of your own is named in SPECBENCH_ENGINES" in str(info.value)
+
+
 def test_a_broken_engine_module_is_named(monkeypatch):
     code = ("import os, sys\nos.environ['SPECBENCH_ENGINES'] = 'toy_engine, no_such_engine_module'\n"
             "from specbench_tui.core.engines import registry\n"
@@ -172,6 +181,10 @@ crash-after = 2
     by_config = {c.name: c for c in analysis.configs}
     assert not by_config["base"].speculative and by_config["draft-w4"].speculative
     assert by_config["draft-w4"].budget == 4  # from --draft-window, by the engine's budget flag
+    # plan.json records both, so a report in a process that never imported the engine module reads the same.
+    elsewhere = analyse({**plan_json, "engine": "not-registered-here"}, measurements, events)
+    assert [(c.speculative, c.budget) for c in elsewhere.configs] == [
+        (c.speculative, c.budget) for c in analysis.configs] == [(False, None), (True, 2), (True, 4), (True, 2)]
     for name in ("draft-w2", "draft-w4"):
         row = analysis.row(by_config[name].id, "code")
         assert row is not None and row.n_ok == 2, output

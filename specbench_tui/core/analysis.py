@@ -372,8 +372,10 @@ def _summary(raw: dict[str, Any], is_baseline: bool, fold: _Fold | None, measure
              engine: EngineProfile | None) -> ConfigSummary:
     argv = [str(a) for a in raw.get("argv") or []]
     algorithm = str(raw.get("algorithm") or "unknown")
-    speculative = (engine.speculative(argv, algorithm) if engine is not None
-                   else declared_speculation(argv, algorithm))
+    speculative = raw.get("speculative")
+    if not isinstance(speculative, bool):  # a plan.json from before plans recorded it: the engine's rule
+        speculative = (engine.speculative(argv, algorithm) if engine is not None
+                       else declared_speculation(argv, algorithm))
     state, reason, signature = "pending", raw.get("skip_reason"), None
     fold = fold or _Fold()
     finished = fold.finished
@@ -392,7 +394,7 @@ def _summary(raw: dict[str, Any], is_baseline: bool, fold: _Fold | None, measure
     tp = raw.get("tp")
     return ConfigSummary(
         id=str(raw["id"]), name=str(raw["name"]), algorithm=algorithm,
-        tp=int(tp) if isinstance(tp, int) else None, budget=_budget(raw.get("params") or {}, argv, engine),
+        tp=int(tp) if isinstance(tp, int) else None, budget=_budget(raw, argv, engine),
         baseline=raw.get("baseline"), is_baseline=is_baseline, speculative=speculative, state=state,
         reason=reason, signature=signature,
         crash_line=crash.line if show_crash and crash else None,
@@ -404,12 +406,17 @@ def _summary(raw: dict[str, Any], is_baseline: bool, fold: _Fold | None, measure
     )
 
 
-def _budget(params: Mapping[str, Any], argv: Sequence[str], engine: EngineProfile | None) -> int | None:
-    """A matrix parameter named as the draft budget, else what the engine reads from the argv."""
+def _budget(raw: Mapping[str, Any], argv: Sequence[str], engine: EngineProfile | None) -> int | None:
+    """A matrix parameter named as the draft budget, else the one the plan recorded from the argv (by the
+    engine's rule), else the engine's rule now (a plan.json from before plans recorded it)."""
+    params = raw.get("params") or {}
     for key in BUDGET_PARAMS:
         value = params.get(key)
         if isinstance(value, int) and not isinstance(value, bool):
             return value
+    if "draft_budget" in raw:
+        recorded = raw["draft_budget"]
+        return recorded if isinstance(recorded, int) and not isinstance(recorded, bool) else None
     return engine.draft_budget(argv) if engine is not None else None
 
 

@@ -55,6 +55,11 @@ class PlannedConfig:
     skip_reason: str | None = None
     source_index: int = 0
     """Index of the ``[[configs]]`` block this configuration expanded from."""
+    speculative: bool | None = None
+    """Whether the server speculates, by its engine's rule (recorded in plan.json, so that a report needs no
+    engine module); None when unknown."""
+    draft_budget: int | None = None
+    """The draft budget the argv sets, by its engine's rule (None: none)."""
 
     @property
     def skipped(self) -> bool:
@@ -437,13 +442,14 @@ class _Planner:
         argv = tuple(_argv(args) + _argv(fork))
         env_items = tuple(sorted(env.items()))
         baseline = self._baseline(spec, params, tp, dp)
+        algorithm = spec.algorithm or (algorithm_flag.lower() if algorithm_flag else "autoregressive")
         return PlannedConfig(
-            id=config_id(flags.name, argv, env_items), name=name,
-            algorithm=spec.algorithm or (algorithm_flag.lower() if algorithm_flag else "autoregressive"),
+            id=config_id(flags.name, argv, env_items), name=name, algorithm=algorithm,
             params=tuple(params.items()), argv=argv,
             fork_flags=tuple(f"--{k}" for k, v in fork.items() if v is not False),
             env=env_items, gpus_needed=gpus_needed, tp=tp, dp=dp, baseline=baseline, skip_reason=skip_reason,
-            source_index=spec.index,
+            source_index=spec.index, speculative=self.engine.speculative(argv, algorithm),
+            draft_budget=self.engine.draft_budget(argv),
         )
 
     def _baseline(self, spec: ConfigSpec, params: dict[str, Scalar], tp: int, dp: int) -> str | None:

@@ -30,7 +30,10 @@ def engine_spec(r: Reader, raw: Any, base_dir: Path) -> EngineSpec:
     t = r.table(raw, key, _ENGINE_KEYS)
     profile = r.get(t, key, "profile", (str,), "sglang")
     if profile not in engine_names():
-        r.error((*key, "profile"), f"unknown engine profile '{profile}'", did_you_mean(profile, engine_names()))
+        hint = did_you_mean(profile, engine_names())
+        r.error((*key, "profile"), f"unknown engine profile '{profile}'",
+                (f"{hint}; " if hint else "") + "an engine module of your own is named in SPECBENCH_ENGINES "
+                "(docs/adding-an-engine.md)")
         profile = "sglang"
     launcher = r.get(t, key, "launcher", (str,), "simulator")
     if launcher not in LAUNCHERS:
