@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from specbench_tui.core.events import Event, event_from_json
+from specbench_tui.core.events import Event, NodeFingerprinted, event_from_json
 from specbench_tui.core.records import Measurement, MeasurementKey
 
 
@@ -47,6 +47,7 @@ MAX_RECORD_BYTES = 16 << 20
 """A line of ``events.jsonl`` or ``results.jsonl`` longer than this is skipped unread."""
 MAX_JSON_BYTES = 256 << 20
 """``plan.json``, ``env.json``, ``run.json`` larger than this are not read."""
+ENV_JSON = "env.json"
 EXAMPLES = 3
 """Skipped lines quoted per file; the rest are counted."""
 
@@ -257,6 +258,8 @@ class RunDir:
         self._made_runs_dir = False
         self.owner_lock: OwnerLock | None = None
         """The run directory's lock while this process owns the run (taken and released by the application)."""
+        self.node_fingerprints: dict[str, dict[str, Any]] = {}
+        """Cluster node -> fingerprint, as :class:`NodeFingerprinted` events gave them: ``env.json``'s ``nodes``."""
 
     @classmethod
     def create(cls, runs_dir: Path, sweep_name: str, sweep_text: str, plan_json: dict[str, Any]) -> RunDir:
@@ -322,6 +325,10 @@ class RunDir:
         return True
 
     def write_json(self, name: str, data: dict[str, Any]) -> None:
+        """Write ``name`` atomically; ``env.json`` keeps the cluster nodes' fingerprints already recorded."""
+        if name == ENV_JSON and self.node_fingerprints:
+            nodes = data.get("nodes")
+            data = {**data, "nodes": {**(nodes if isinstance(nodes, dict) else {}), **self.node_fingerprints}}
         try:
             _write_atomic(self.path / name, json.dumps(data, indent=2, default=str) + "\n")
         except OSError as exc:
@@ -339,6 +346,16 @@ class RunDir:
     def append_event(self, event: Event) -> None:
         if event.persist and not self.discarded:
             self.events.append(event.to_json())
+            if isinstance(event, NodeFingerprinted):
+                self.record_node(event.node, event.fingerprint)
+
+    def record_node(self, node: str, fingerprint: dict[str, Any]) -> None:
+        """Add a cluster node's fingerprint to ``env.json`` under ``nodes`` (this machine's document stays as it
+        is). Before the engine has written ``env.json`` the fingerprint waits, and is written with it."""
+        self.node_fingerprints[node] = fingerprint
+        env = self.read_json(ENV_JSON)
+        if env is not None:
+            self.write_json(ENV_JSON, env)
 
     def append_measurement(self, measurement: Measurement) -> None:
         self.results.append(measurement.to_json())

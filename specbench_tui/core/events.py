@@ -206,8 +206,22 @@ class Notice(Event):
 
 @dataclass(frozen=True)
 class GpuSampled(Event):
+    """The latest sample of every GPU of one node (:func:`specbench_tui.engine.gpus.samples_to_json`)."""
+
     samples: tuple[dict[str, Any], ...]
+    node: str | None = None
+    """The node whose GPUs these are (as in :attr:`ServerLaunching.node`); None: this machine."""
     persist: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class NodeFingerprinted(Event):
+    """A cluster node's environment fingerprint (the document ``env.json`` holds for this machine, taken on that
+    node by a remote executor): the engine records it in ``env.json`` under ``nodes``."""
+
+    node: str
+    """As in :attr:`ServerLaunching.node` (``host/node-id``)."""
+    fingerprint: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -240,7 +254,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (SweepStarted, ConfigStateChanged, ServerLaunching, ServerReady, LogLine, CrashDetected,
                 WorkloadStarted, MeasurementRecorded, WorkloadNotRun, WorkloadFinished, ServerStopped,
-                ConfigFinished, QueuePaused, QueueResumed, Notice, GpuSampled, LoadPointFinished, SweepFinished)
+                ConfigFinished, QueuePaused, QueueResumed, Notice, GpuSampled, NodeFingerprinted, LoadPointFinished,
+                SweepFinished)
 }
 
 

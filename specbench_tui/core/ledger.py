@@ -33,6 +33,7 @@ from specbench_tui.core.events import (
     Event,
     LoadPointFinished,
     MeasurementRecorded,
+    NodeFingerprinted,
     Notice,
     ServerLaunching,
     ServerReady,
@@ -45,8 +46,8 @@ from specbench_tui.core.events import (
 from specbench_tui.core.records import STATUS_OK, STATUS_ZERO_OUTPUT, Measurement, MeasurementKey
 
 KEPT_EVENTS = (ConfigFinished, ConfigStateChanged, CrashDetected, Notice, ServerLaunching, ServerReady, SweepFinished,
-               SweepStarted, WorkloadFinished, WorkloadNotRun, WorkloadStarted, LoadPointFinished)
-"""The events the analysis reads (a few per configuration and workload)."""
+               SweepStarted, WorkloadFinished, WorkloadNotRun, WorkloadStarted, LoadPointFinished, NodeFingerprinted)
+"""The events the analysis and :mod:`~specbench_tui.core.nodes` read (a few per configuration and workload)."""
 
 
 @dataclass

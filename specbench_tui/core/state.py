@@ -25,6 +25,7 @@ from specbench_tui.core.events import (
     Event,
     GpuSampled,
     MeasurementRecorded,
+    NodeFingerprinted,
     Notice,
     QueuePaused,
     QueueResumed,
@@ -37,6 +38,7 @@ from specbench_tui.core.events import (
     event_from_json,
 )
 from specbench_tui.core.ledger import Ledger
+from specbench_tui.core.nodes import node_labels
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import Measurement
 
@@ -64,6 +66,8 @@ class ConfigView:
     """GPUs held right now (empty when no server runs)."""
     last_gpus: tuple[int, ...] = ()
     """GPUs of the latest launch, kept after teardown for display."""
+    node: str | None = None
+    """The cluster node of the latest launch (``ServerLaunching.node``), kept after teardown; None: this machine."""
     log_path: str | None = None
     attempt: int = 0
     startup_s: float | None = None
@@ -98,7 +102,12 @@ class RunState:
     workloads: list[str] = field(default_factory=list)
     """Workload names in plan order (extended as measurements arrive)."""
     gpu_samples: tuple[dict[str, Any], ...] = ()
+    """The latest sample of every GPU, node by node (this machine's first), each carrying its ``node``."""
+    gpu_samples_by_node: dict[str | None, tuple[dict[str, Any], ...]] = field(default_factory=dict)
+    """The latest samples of each node (None: this machine), as its last :class:`GpuSampled` gave them."""
     gpu_sampled_at: float | None = None
+    node_fingerprints: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Cluster node -> its environment fingerprint (:class:`NodeFingerprinted`)."""
     notices: list[Notice] = field(default_factory=list)
     ledger: Ledger = field(default_factory=Ledger)
     """The run's results (one measurement per key) and the events the analysis reads."""
@@ -187,6 +196,7 @@ class RunState:
                 self._set_state(view, ConfigState.LAUNCHING, None, event.ts)
             view.gpus = tuple(event.gpus)
             view.last_gpus = tuple(event.gpus)
+            view.node = event.node if isinstance(event.node, str) else None
             view.log_path = event.log_path
             view.attempt = event.attempt
             view.launched_at = event.ts
@@ -222,8 +232,10 @@ class RunState:
         elif isinstance(event, Notice):
             self.notices.append(event)
         elif isinstance(event, GpuSampled):
-            self.gpu_samples = tuple(s for s in event.samples if isinstance(s, dict))
-            self.gpu_sampled_at = event.ts
+            self._gpu_sampled(event)
+        elif isinstance(event, NodeFingerprinted):
+            if isinstance(event.fingerprint, dict):
+                self.node_fingerprints[event.node] = event.fingerprint
         elif isinstance(event, SweepFinished):
             self.finished_at = event.ts
             self.outcome = event.state
@@ -231,6 +243,15 @@ class RunState:
             self.paused = False
             for view in self.configs.values():
                 view.gpus = ()
+
+    def _gpu_sampled(self, event: GpuSampled) -> None:
+        node = event.node if isinstance(event.node, str) else None
+        samples = (sample if "node" in sample and sample["node"] == node else {**sample, "node": node}
+                   for sample in event.samples if isinstance(sample, dict))
+        self.gpu_samples_by_node[node] = tuple(sorted(samples, key=_by_index))
+        self.gpu_samples = tuple(sample for key in sorted(self.gpu_samples_by_node, key=lambda n: (n is not None, n))
+                                 for sample in self.gpu_samples_by_node[key])
+        self.gpu_sampled_at = event.ts
 
     def _set_state(self, view: ConfigView, state: ConfigState, reason: str | None, ts: float) -> None:
         if state in (ConfigState.PENDING, ConfigState.LAUNCHING) and (view.state.final or view.signature):
@@ -295,8 +316,34 @@ class RunState:
         return out
 
     def gpu_holders(self) -> dict[int, str]:
-        """GPU index → name of the configuration whose server holds it."""
-        return {gpu: view.name for view in self.ordered_configs() for gpu in view.gpus}
+        """GPU index of this machine → name of the configuration whose server holds it."""
+        return {gpu: view.name for view in self.ordered_configs() if view.node is None for gpu in view.gpus}
+
+    def node_gpu_holders(self) -> dict[tuple[str | None, int], str]:
+        """(node, GPU index) → name of the configuration whose server holds it (node None: this machine)."""
+        return {(view.node, gpu): view.name for view in self.ordered_configs() for gpu in view.gpus}
+
+    def node_labels(self) -> dict[str | None, str]:
+        """Each node's short label for display (:func:`~specbench_tui.core.nodes.node_labels`)."""
+        return node_labels(self.nodes())
+
+    @property
+    def on_nodes(self) -> bool:
+        """Whether any configuration ran, or any GPU was sampled, on a cluster node other than this machine."""
+        return (any(view.node is not None for view in self.configs.values())
+                or any(node is not None for node in self.gpu_samples_by_node))
+
+    def nodes(self) -> list[str | None]:
+        """Every node seen (launches, GPU samples, fingerprints), this machine (None) first when seen."""
+        seen: dict[str | None, None] = {}
+        for key in self.gpu_samples_by_node:
+            seen[key] = None
+        for view in self.ordered_configs():
+            if view.launched_at is not None or view.node is not None:
+                seen[view.node] = None
+        for node in self.node_fingerprints:
+            seen[node] = None
+        return sorted(seen, key=lambda n: (n is not None, n or ""))
 
     def elapsed_s(self, now: float) -> float:
         if self.started_at is None:
@@ -325,6 +372,11 @@ class RunState:
         active = [v for v in self.configs.values() if v.state.active]
         left = pending * mean + sum(max(mean - (now - (v.launched_at or now)), 0.1 * mean) for v in active)
         return left / max(1, len(active))
+
+
+def _by_index(sample: dict[str, Any]) -> tuple[bool, int]:
+    index = sample.get("index")
+    return (False, index) if isinstance(index, int) and not isinstance(index, bool) else (True, 0)
 
 
 def replay(events: Iterable[Event], plan: Plan | None = None) -> RunState:

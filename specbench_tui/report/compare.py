@@ -11,9 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from specbench_tui.core.nodes import compare_warnings
 from specbench_tui.core.results import CellRow, ConfigSummary, Spread
 from specbench_tui.report.load import LoadedRun
-from specbench_tui.report.tables import Table, env_facts, env_simulated, fmt_seconds, render_text_table
+from specbench_tui.report.nodesview import hardware_warnings
+from specbench_tui.report.tables import Table, clean_text, env_facts, env_simulated, fmt_seconds, render_text_table
 
 SIGNIFICANT_CHANGE = 0.05
 """Relative change below which nothing is called significant."""
@@ -58,7 +60,10 @@ class Comparison:
     env_changes: tuple[str, ...] = ()
     workloads_only: tuple[str, ...] = field(default=())
     warnings: tuple[str, ...] = ()
-    """What makes the two runs not comparable as they stand (a simulated run against a real one)."""
+    """What makes the two runs not comparable as they stand (a simulated run against a real one, configurations
+    measured on different GPU models)."""
+    places: tuple[tuple[str, str, str], ...] = ()
+    """(config, where A measured it, where B did), when either run ran on cluster nodes."""
 
 
 def _change(a: Spread | None, b: Spread | None, threshold: float) -> Change:
@@ -120,8 +125,26 @@ def compare_runs(a: LoadedRun, b: LoadedRun, threshold: float = SIGNIFICANT_CHAN
         env_changes=tuple(_env_changes(a.env, b.env)),
         workloads_only=tuple([f"{w} (only in A)" for w in workload_names_a - workloads_b]
                              + [f"{w} (only in B)" for w in workloads_b - workload_names_a]),
-        warnings=tuple(_simulation_warnings(a.env, b.env)),
+        warnings=(*_simulation_warnings(a.env, b.env), *_hardware_warnings(a, b, rows)),
+        places=_places(a, b, rows),
     )
+
+
+def _hardware_warnings(a: LoadedRun, b: LoadedRun, rows: list[CompareRow]) -> list[str]:
+    """The compared configurations measured on different GPU models, across the runs and within each."""
+    matched = {r.config_id: r.config for r in rows}
+    out = compare_warnings(a.hardware, b.hardware, matched)
+    for side, run in (("A", a), ("B", b)):
+        out += [f"run {side}: {w}" for w in hardware_warnings(run)]
+    return [clean_text(w) for w in out]
+
+
+def _places(a: LoadedRun, b: LoadedRun, rows: list[CompareRow]) -> tuple[tuple[str, str, str], ...]:
+    if not (a.hardware.on_nodes or b.hardware.on_nodes):
+        return ()
+    matched = {r.config_id: r.config for r in rows}
+    return tuple((name, clean_text(a.hardware.where(config_id) or "-", 120),
+                  clean_text(b.hardware.where(config_id) or "-", 120)) for config_id, name in matched.items())
 
 
 def _simulation_warnings(env_a: dict[str, Any] | None, env_b: dict[str, Any] | None) -> list[str]:
@@ -173,6 +196,10 @@ def render_compare(comparison: Comparison) -> str:
     table.notes.append(f"* significant: |change| >= {SIGNIFICANT_CHANGE * 100:.0f}% and the per-repeat ranges "
                        "do not overlap (tok/s: higher is better; TTFT: lower is better)")
     out += render_text_table(table)
+    if c.places:
+        where = Table("Where each configuration was measured", ["config", "A", "B"])
+        where.rows += [list(place) for place in c.places]
+        out += ["", *render_text_table(where)]
     if c.state_changes:
         out += ["", "State changes"]
         out += [f"  {name}: {sa} -> {sb}" for name, sa, sb in c.state_changes]

@@ -18,6 +18,7 @@ from specbench_tui.core.results import ACCEPT_FROM_SERVER, CellRow, ConfigSummar
 from specbench_tui.store import log_file_name, safe_filename
 from specbench_tui.report.charts import budget_charts
 from specbench_tui.report.load import LoadedRun
+from specbench_tui.report.nodesview import hardware_json, hardware_warnings, node_column, node_lines
 from specbench_tui.report.loadview import (
     LOAD_CSV_COLUMNS,
     crossover_table,
@@ -69,11 +70,14 @@ def render_txt(run: LoadedRun, chart_width: int = 72, chart_height: int = 10) ->
     env = env_line(run.env)
     if env:
         out.append(f"env: {env}")
+    out += [f"node {line}" for line in node_lines(run)]
+    out += [f"warning: {w}" for w in hardware_warnings(run)]
     out.append("")
     out += render_text_table(best_table(analysis))
+    nodes = node_column(run)
     for workload in analysis.workloads:
         out.append("")
-        out += render_text_table(results_table(analysis, workload))
+        out += render_text_table(results_table(analysis, workload, nodes))
     out += ["", *_wrap(LEGEND, 110), ""]
     out += render_text_table(problems_table(analysis))
     for config in analysis.problems():
@@ -119,9 +123,13 @@ def render_md(run: LoadedRun) -> str:
     env = env_line(run.env)
     if env:
         out += [f"Environment: {env}", ""]
+    if node_lines(run):
+        out += ["Nodes:", "", *(f"- {line}" for line in node_lines(run)), ""]
+    out += [f"> **Warning:** {w}\n" for w in hardware_warnings(run)]
     out += render_markdown_table(best_table(analysis), 2)
+    nodes = node_column(run)
     for workload in analysis.workloads:
-        out += render_markdown_table(results_table(analysis, workload), 2)
+        out += render_markdown_table(results_table(analysis, workload, nodes), 2)
     out += [LEGEND, ""]
     out += render_markdown_table(problems_table(analysis), 2)
     for config in analysis.problems():
@@ -223,6 +231,9 @@ def render_json(run: LoadedRun) -> str:
         analysis.pop("load", None)
     data = {"schema": JSON_SCHEMA, "run": run.name, "env": run.env, "warnings": list(run.warnings),
             "analysis": analysis}
+    hardware = hardware_json(run)
+    if hardware is not None:  # a run on this machine alone, on one GPU model, has none
+        data["hardware"] = hardware
     load = load_json(run.analysis)
     if load is not None:
         data["load"] = load

@@ -20,6 +20,7 @@ from specbench_tui.report.loadview import (
     schedule_table,
     speedup_series,
 )
+from specbench_tui.report.nodesview import hardware_warnings, node_lines
 from specbench_tui.report.svg import line_chart, scatter_chart
 from specbench_tui.report.tables import Table, env_line, summary_line
 
@@ -63,6 +64,10 @@ def render_html(run: LoadedRun, text_report: str) -> str:
     if env:
         cls = ' class="simulated"' if "SIMULATED" in env.upper() else ""
         parts.append(f"<p{cls}>Environment: {escape(env)}</p>")
+    nodes = node_lines(run)
+    if nodes:
+        parts.append("<p>Nodes:</p><ul>" + "".join(f"<li>{escape(line)}</li>" for line in nodes) + "</ul>")
+    parts += [f'<p class="simulated">Warning: {escape(w)}</p>' for w in hardware_warnings(run)]  # the alert box
     load = analysis.load
     if load is not None and not load.empty:
         colors = {c.name: i for i, c in enumerate(analysis.configs)}

@@ -15,6 +15,7 @@ from typing import Any
 
 from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.ledger import Ledger
+from specbench_tui.core.nodes import RunHardware, run_hardware
 from specbench_tui.store import ReadReport, RunDir, StoreError, read_regular
 
 RUN_DIR_MARKERS = ("sweep.toml", "plan.json", "results.jsonl", "events.jsonl")
@@ -34,6 +35,8 @@ class LoadedRun:
     env: dict[str, Any] | None
     warnings: tuple[str, ...] = field(default=())
     """What could not be read (torn lines, missing files), to be shown with the report."""
+    hardware: RunHardware = field(default_factory=RunHardware)
+    """Where each configuration ran: nodes, GPUs, GPU models (:mod:`specbench_tui.core.nodes`)."""
 
     @property
     def name(self) -> str:
@@ -87,7 +90,8 @@ def load_run(path: str | Path) -> LoadedRun:
         warnings.append("events.jsonl is missing: states, crash signatures and skip reasons are unknown")
     warnings.extend(report.summary())
     ledger = Ledger.from_run(plan, measurements, events, engine_alive=engine_owns(path) is not False)
-    return LoadedRun(path=path, analysis=ledger.analyse(), env=env, warnings=tuple(warnings))
+    return LoadedRun(path=path, analysis=ledger.analyse(), env=env, warnings=tuple(warnings),
+                     hardware=run_hardware(ledger.events, ledger.measurements.values(), env))
 
 
 def engine_owns(path: Path) -> bool | None:

@@ -168,17 +168,20 @@ def best_marks(analysis: RunAnalysis) -> dict[tuple[str, str], str]:
 # ---------------------------------------------------------------------------------------------- tables
 
 
-def results_table(analysis: RunAnalysis, workload: WorkloadInfo) -> Table:
-    """Every configuration that ran (or crashed) on one workload, in plan order."""
+def results_table(analysis: RunAnalysis, workload: WorkloadInfo, nodes: dict[str, str] | None = None) -> Table:
+    """Every configuration that ran (or crashed) on one workload, in plan order; ``nodes`` (config id -> where it
+    was measured) adds a node column after the configuration's name."""
     marks = best_marks(analysis)
     table = Table(f"Results: {workload.name} ({describe_workload(workload)})",
-                  ["", "config", "TP", "budget", "state", "tok/s", "speedup", "TTFT", "accept", "log", "n",
-                   "lossless", "flags"], align="lllrlrrrrrrll")
+                  ["", "config", *(["node"] if nodes is not None else []), "TP", "budget", "state", "tok/s",
+                   "speedup", "TTFT", "accept", "log", "n", "lossless", "flags"],
+                  align="ll" + ("l" if nodes is not None else "") + "lrlrrrrrrll")
     for row in analysis.rows_for(workload.name):
         if not row.measured and row.state not in ("crashed", "failed"):
             continue
         table.rows.append([
-            marks.get((row.config_id, row.workload), ""), row.config, fmt_tp(row.tp),
+            marks.get((row.config_id, row.workload), ""), row.config,
+            *([nodes.get(row.config_id) or DASH] if nodes is not None else []), fmt_tp(row.tp),
             DASH if row.budget is None else str(row.budget), fmt_state(row), fmt_range(row.decode_tps),
             fmt_speedup(row), fmt_seconds(row.ttft_s.median if row.ttft_s else None), fmt_accept(row),
             fmt_log_accept(row), fmt_counts(row), fmt_lossless(row), fmt_flags(row),

@@ -11,6 +11,7 @@ from textual.containers import Vertical
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
+from specbench_tui.core.nodes import node_totals
 from specbench_tui.core.state import RunState
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean, safe
@@ -46,7 +47,8 @@ class GpuPanel(Vertical):
         self.border_title = "4 GPUs"
         self.palette: Palette = DEFAULT_PALETTE
         """Styles from the current theme (set by the app)."""
-        self._shown: dict[int, tuple] = {}
+        self._shown: dict[str, tuple] = {}
+        """Row key → the plain values last written, in table order."""
 
     def compose(self) -> ComposeResult:
         yield Static(Text(WAITING_HINT), id="gpu-hint")
@@ -64,7 +66,8 @@ class GpuPanel(Vertical):
         return self.query_one("#gpu-table", DataTable)
 
     def sync(self, state: RunState, force: bool = False) -> None:
-        """Show ``state``'s latest samples with the holder of each GPU."""
+        """Show ``state``'s latest samples with the holder of each GPU; with cluster nodes, node by node, each
+        node's GPUs under a row of its totals."""
         hint = self.query_one("#gpu-hint", Static)
         table = self.table
         samples = [s for s in state.gpu_samples if isinstance(s.get("index"), int)]
@@ -75,28 +78,57 @@ class GpuPanel(Vertical):
             return
         hint.display = False
         table.display = True
-        holders = state.gpu_holders()
-        for sample in sorted(samples, key=lambda s: s["index"]):
-            index = sample["index"]
-            values = (index, clean(sample.get("name") or "", 40), _number(sample, "util_pct"),
-                      _number(sample, "mem_used_mib"), _number(sample, "mem_total_mib"), _number(sample, "temp_c"),
-                      _number(sample, "power_w"), _number(sample, "power_limit_w"), holders.get(index, ""))
-            if not force and self._shown.get(index) == values:
+        rows = self._rows(state, samples)
+        if list(self._shown) != [key for key, _ in rows][:len(self._shown)]:
+            table.clear()  # a node appeared before rows already shown: the groups are laid out again
+            self._shown.clear()
+        for key, values in rows:
+            if not force and self._shown.get(key) == values:
                 continue
             cells = self._cells(values)
-            if index in self._shown:
-                update_row(table, str(index), [key for key, _ in COLUMNS], cells)
+            if key in self._shown:
+                update_row(table, key, [key for key, _ in COLUMNS], cells)
             else:
-                table.add_row(*cells, key=str(index))
-            self._shown[index] = values
+                table.add_row(*cells, key=key)
+            self._shown[key] = values
         names = ", ".join(sorted({clean(s.get("name") or "", 200) for s in samples} - {""}))
+        nodes = len({s.get("node") for s in samples})
+        if state.on_nodes:
+            names = f"{nodes} node{'s' if nodes != 1 else ''} · {names}"
         if state.simulated:  # the fake box's names, memory and power are invented: say so where they show
             self.border_title = "4 GPUs · SIMULATED"
             names = f"simulated {names}"
         self.border_subtitle = Text(names if len(names) <= 48 else names[:47] + "…")
 
+    @staticmethod
+    def _rows(state: RunState, samples: list[dict[str, Any]]) -> list[tuple[str, tuple]]:
+        """(row key, plain values) in display order: GPUs by index, under a totals row per node on a cluster."""
+        grouped = state.on_nodes
+        labels = state.node_labels() if grouped else {}
+        holders = state.node_gpu_holders()
+        by_node: dict[str | None, list[dict[str, Any]]] = {}
+        for sample in samples:
+            by_node.setdefault(sample.get("node"), []).append(sample)
+        rows: list[tuple[str, tuple]] = []
+        for node, group in by_node.items():
+            prefix = f"{node}\0" if grouped else ""
+            if grouped:
+                totals = node_totals(group)
+                models = ", ".join(f"{count}× {clean(name, 40)}" for name, count in totals["models"].items())
+                rows.append((f"{prefix}node", (clean(labels.get(node, node or "?"), 40), "", totals["util_pct"],
+                                               totals["mem_used_mib"], totals["mem_total_mib"], totals["temp_c"],
+                                               totals["power_w"], totals["power_limit_w"], models, True)))
+            for sample in sorted(group, key=lambda s: s["index"]):
+                index = sample["index"]
+                rows.append((f"{prefix}{index}", (
+                    f"  {index}" if grouped else index, clean(sample.get("name") or "", 40), _number(sample, "util_pct"),
+                    _number(sample, "mem_used_mib"), _number(sample, "mem_total_mib"), _number(sample, "temp_c"),
+                    _number(sample, "power_w"), _number(sample, "power_limit_w"), holders.get((node, index), ""),
+                    False)))
+        return rows
+
     def _cells(self, values: tuple) -> list[Text]:
-        index, _, util, used, total, temp, power, limit, holder = values
+        index, _, util, used, total, temp, power, limit, holder, is_node = values
         palette = self.palette
         if used is not None and total:
             mem = f"{used / 1024:.1f}/{total / 1024:.1f}"
@@ -106,12 +138,12 @@ class GpuPanel(Vertical):
             mem = "n/a"
         hot = temp is not None and temp >= 85
         return [
-            Text(str(index), style="bold"),
+            Text(str(index), style=palette.accent if is_node else "bold"),
             Text(_bar(util), style=palette.accent if util and util > 5 else palette.muted),
             Text(mem),
             Text(f"{temp:.0f}°C" if temp is not None else "n/a", style=palette.crash if hot else ""),
             Text((f"{power:.0f}" if power is not None else "n/a") + (f"/{limit:.0f}W" if limit else "W")),
-            safe(holder or "–", palette.accent if holder else palette.muted, 60),
+            safe(holder or "–", palette.muted if is_node else palette.accent if holder else palette.muted, 60),
         ]
 
 
@@ -128,14 +160,21 @@ class GpuLine(Widget):
         state = self.state
         palette = self.palette
         text = Text(no_wrap=True, overflow="ellipsis", end="")
-        samples = sorted((s for s in state.gpu_samples if isinstance(s.get("index"), int)), key=lambda s: s["index"])
+        samples = [s for s in state.gpu_samples if isinstance(s.get("index"), int)]
         text.append(" GPUs ", style=palette.accent)
         if not samples:
             text.append(NO_GPU_HINT if state.gpu_sampled_at is not None else WAITING_HINT, style=palette.muted)
             return text
-        holders = state.gpu_holders()
-        for position, sample in enumerate(samples):
-            if position:
+        holders = state.node_gpu_holders()
+        labels = state.node_labels() if state.on_nodes else None
+        node: object = object()
+        for position, sample in enumerate(samples):  # node by node (the state's order), by index within one
+            if labels is not None and sample.get("node") != node:
+                node = sample.get("node")
+                if position:
+                    text.append(" ‖ ", style=palette.muted)
+                text.append(clean(labels.get(sample.get("node"), "?"), 24) + ": ", style=palette.accent)
+            elif position:
                 text.append(" │ ", style=palette.muted)
             index = sample["index"]
             util, used, total = _number(sample, "util_pct"), _number(sample, "mem_used_mib"), \
@@ -145,7 +184,7 @@ class GpuLine(Widget):
                         style=palette.accent if util and util > 5 else palette.muted)
             if used is not None:
                 text.append(f" {used / 1024:.0f}" + (f"/{total / 1024:.0f}G" if total else "G"))
-            holder = holders.get(index)
+            holder = holders.get((sample.get("node"), index))
             if holder:
                 text.append(" ")
                 text.append(clean(holder, 24), style=palette.accent)

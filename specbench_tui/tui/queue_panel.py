@@ -1,4 +1,7 @@
-"""The sweep queue: every configuration with its state, GPUs, start-up time and a one-line reason."""
+"""The sweep queue: every configuration with its state, GPUs, start-up time and a one-line reason.
+
+When any configuration ran on a cluster node, the GPUs cell names the node too (``0,1 @ gpu-a``); a sweep on this
+machine alone shows GPUs only."""
 
 from __future__ import annotations
 
@@ -95,6 +98,7 @@ class QueuePanel(CachedCellsTable):
         ``partial`` names the configurations with a workload cut short (from the analysis).
         """
         asked = asked or {}
+        labels = state.node_labels() if state.on_nodes else None
         for view in state.ordered_configs():
             request = asked.get(view.config_id)
             if request is not None:
@@ -107,7 +111,10 @@ class QueuePanel(CachedCellsTable):
                 if shown_state == PARTIAL:
                     note = f"workload cut short · {view.measurements} meas"
             gpus = view.gpus or view.last_gpus
-            values = (shown_state, view.name, ",".join(str(g) for g in gpus) if gpus else "–",
+            where = ",".join(str(g) for g in gpus) if gpus else "–"
+            if labels is not None and (view.node is not None or view.launched_at is not None):
+                where = f"{where if gpus else 'CPU'} @ {labels.get(view.node, view.node or '?')}"
+            values = (shown_state, view.name, where,
                       f"{view.startup_s:.1f}s" if view.startup_s is not None else "–", note,
                       bool(view.gpus))
             if not force and self._shown.get(view.config_id) == values:

@@ -33,6 +33,8 @@ class GpuSample:
     sm_clock_mhz: float | None = None
     pids: tuple[tuple[int, float | None], ...] = ()
     """(pid, used MiB) of the compute processes on it; the MiB is None where the driver cannot tell."""
+    node: str | None = None
+    """The cluster node it is on (``ServerLaunching.node``); None: this machine."""
 
 
 @dataclass(frozen=True)
@@ -119,15 +121,19 @@ class NullBackend:
         return BoxInfo(backend="none", hint=self.hint)
 
 
-def samples_to_json(samples: Iterable[GpuSample],
-                    owners: Mapping[int, str] | None = None) -> tuple[dict[str, Any], ...]:
+def samples_to_json(samples: Iterable[GpuSample], owners: Mapping[int, str] | None = None,
+                    node: str | None = None) -> tuple[dict[str, Any], ...]:
     """Samples as plain dicts for :class:`~specbench_tui.core.events.GpuSampled`: the fields of
-    :class:`GpuSample` (``pids`` as ``[[pid, MiB], ...]``) plus ``processes``, where each process names its
-    configuration when ``owners`` (pid -> configuration name) knows it."""
+    :class:`GpuSample` (``pids`` as ``[[pid, MiB], ...]``; ``node`` only for a cluster node's, ``node`` given
+    here or on the sample) plus ``processes``, where each process names its configuration when ``owners``
+    (pid -> configuration name) knows it."""
     owners = owners or {}
     out = []
     for s in samples:
         data = asdict(s)
+        data["node"] = node if node is not None else s.node
+        if data["node"] is None:
+            del data["node"]
         data["pids"] = [[pid, mem] for pid, mem in s.pids]
         data["processes"] = [{"pid": pid, "mem_mib": mem, "config": owners.get(pid)} for pid, mem in s.pids]
         out.append(data)

@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from specbench_tui.engine.gpus.backend import GpuBackend, GpuSample
 from specbench_tui.engine.gpus.summary import GpuSummariser, GpuSummary
@@ -23,12 +24,15 @@ class GpuSampler:
     NVML calls block for milliseconds, so they never run on the event loop. With ``loop`` given, the
     callback is scheduled on that loop (``call_soon_threadsafe``); otherwise it runs in the sampler thread.
     A backend with no device is not polled at all. Measured windows (:meth:`open_window` /
-    :meth:`close_window`) summarise the samples taken while they were open.
+    :meth:`close_window`) summarise the samples taken while they were open. ``node``: the cluster node the
+    backend is on (a remote executor's sampler); its samples and summaries carry it.
     """
 
     def __init__(self, backend: GpuBackend, callback: SampleCallback | None = None, *, interval_s: float = 0.5,
-                 loop: asyncio.AbstractEventLoop | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 loop: asyncio.AbstractEventLoop | None = None, clock: Callable[[], float] = time.monotonic,
+                 node: str | None = None) -> None:
         self.backend = backend
+        self.node = node
         self.callback = callback
         self.interval_s = interval_s
         self.loop = loop
@@ -80,6 +84,8 @@ class GpuSampler:
         except Exception:  # a backend must not kill the thread (logged); NVML getters do not raise
             log.exception("GPU backend failed to sample")
             samples = []
+        if self.node is not None:
+            samples = [replace(sample, node=self.node) for sample in samples]
         at = self._clock()
         with self._lock:
             self._latest = samples
@@ -116,7 +122,7 @@ class GpuSampler:
     def open_window(self, key: str, indices: Iterable[int]) -> None:
         """Start summarising ``indices`` under ``key`` (e.g. the configuration id); reopening restarts it."""
         with self._lock:
-            self._windows[key] = GpuSummariser(indices)
+            self._windows[key] = GpuSummariser(indices, self.node)
 
     def close_window(self, key: str) -> GpuSummary | None:
         """The summary of the window ``key`` (None if it was never opened). A window too short to see a

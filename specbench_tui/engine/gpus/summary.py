@@ -29,10 +29,14 @@ class GpuSummary:
     mean_power_total_w: float | None = None
     """Mean draw of all of the GPUs together."""
     max_temp_c: float | None = None
+    node: str | None = None
+    """The cluster node of the GPUs (``ServerLaunching.node``); None: this machine (then left out of the JSON)."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["gpus"] = list(self.gpus)
+        if self.node is None:
+            del data["node"]
         return data
 
 
@@ -43,8 +47,9 @@ def _mean(values: list[float]) -> float | None:
 class GpuSummariser:
     """Accumulates samples of some GPUs and summarises them; call :meth:`add` once per sampling instant."""
 
-    def __init__(self, indices: Iterable[int]) -> None:
+    def __init__(self, indices: Iterable[int], node: str | None = None) -> None:
         self.indices = tuple(indices)
+        self.node = node
         self._wanted = set(self.indices)
         self._instants = 0
         self._first: float | None = None
@@ -89,7 +94,7 @@ class GpuSummariser:
             peak_mem_mib=max(self._mem, default=None), peak_mem_total_mib=max(self._mem_total, default=None),
             mean_util_pct=rounded(_mean(self._util)), max_util_pct=max(self._util, default=None),
             mean_power_w=rounded(_mean(self._power)), mean_power_total_w=rounded(_mean(self._power_total)),
-            max_temp_c=max(self._temp, default=None),
+            max_temp_c=max(self._temp, default=None), node=self.node,
         )
 
 
