@@ -77,6 +77,29 @@ draft-window = "{w}"
 """
 
 
+def test_the_guide_names_every_field_of_the_interface():
+    """``docs/adding-an-engine.md`` walks through every field an engine module can set, and every helper it
+    names exists: the guide and the code cannot drift apart silently."""
+    import dataclasses
+    import re
+
+    from specbench_tui.core.engines import base, registry
+    from specbench_tui.core.engines.base import EngineFlags, LogHints
+
+    doc = (TESTS.parent / "docs" / "adding-an-engine.md").read_text()
+    named = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)", doc))
+    for cls in (EngineProfile, EngineFlags, LogHints):
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in named]
+        assert not missing, f"docs/adding-an-engine.md does not say what {cls.__name__}.{missing} is for"
+    for helper in ("flag_table", "table_release", "openai_usage_meta", "draft_acceptance_meta", "STREAM_OPENAI",
+                   "STREAM_SGLANG"):
+        assert helper in named and hasattr(base, helper), helper
+    assert "register(EngineProfile(" in doc and hasattr(registry, "register")
+    assert registry.ENV_MODULES in doc and registry.ENTRY_POINT_GROUP in doc
+    for path in re.findall(r"`((?:specbench_tui|tests)/[\w/.]+\.(?:py|tsv))`", doc):
+        assert (TESTS.parent / path).is_file(), path
+
+
 def test_the_module_registers_the_engine():
     assert get_profile("toy") is toy_engine.TOY
     assert "toy" in engine_names() and engine_names()[:3] == ("sglang", "llamacpp", "vllm")
