@@ -3,10 +3,15 @@ every node's fingerprint in env.json (driven by events a remote executor sends; 
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
 from pathlib import Path
 
 from node_fakes import H100, H200, NODE_A, NODE_B, fingerprint
+from tui_fakes import demo_plan
+
+from specbench_tui.application.headless import Printer
 
 from specbench_tui.core.events import (
     ConfigState,
@@ -148,3 +153,17 @@ def test_gpu_samples_and_summaries_carry_a_cluster_nodes_name() -> None:
     assert {s.node for s in sampler.poll_once()} == {NODE_B}
     summary = sampler.close_window("c")
     assert summary is not None and summary.node == NODE_B
+
+
+def test_headless_output_names_the_node() -> None:
+    plan = demo_plan()
+    out = io.StringIO()
+    printer = Printer(plan, out=out)
+    config = plan.configs[0]
+    printer(NodeFingerprinted(node=NODE_A, fingerprint=fingerprint(H200, "gpu-a")))
+    printer(dataclasses.replace(launch(config.id, NODE_A, (0, 1), 1.0), name=config.name))
+    printer(NodeFingerprinted(node=NODE_B, fingerprint={}))
+    lines = out.getvalue().splitlines()
+    assert lines[0].endswith(f"node {NODE_A}: 2x {H200} (driver 570.86.15)")
+    assert lines[1].endswith(f"{config.name}: launching on GPU 0,1 of node {NODE_A}, port 1 (pid 2)")
+    assert lines[2].endswith(f"node {NODE_B}: no fingerprint")

@@ -35,6 +35,7 @@ from specbench_tui.core.events import (
     CrashDetected,
     Event,
     MeasurementRecorded,
+    NodeFingerprinted,
     Notice,
     QueuePaused,
     QueueResumed,
@@ -47,6 +48,7 @@ from specbench_tui.core.events import (
     WorkloadNotRun,
 )
 from specbench_tui.core.ledger import Ledger
+from specbench_tui.core.nodes import describe_gpus
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import ERROR_KIND_CRASH, STATUS_OK
 from specbench_tui.engine.ending import exit_code, render_summary, run_analysis
@@ -101,8 +103,11 @@ class Printer:
         elif isinstance(event, ServerLaunching):
             attempt = f" attempt {event.attempt}" if event.attempt > 1 else ""
             where = f"GPU {','.join(map(str, event.gpus))}" if event.gpus else "CPU (no GPU)"
+            where += f" of node {event.node}" if event.node else ""
             self._say(f"{name}: launching{attempt} on {where}, port {event.port} "
                       f"(pid {event.pid})")
+        elif isinstance(event, NodeFingerprinted):
+            self._say(f"node {event.node}: {describe_gpus(event.fingerprint)}")
         elif isinstance(event, ServerReady):
             context = f", context {event.context_length}" if event.context_length else ""
             self._say(f"{name}: ready in {event.startup_s:.1f} s{context}")

@@ -71,6 +71,18 @@ def node_totals(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "models": dict(Counter(str(s["name"]) for s in samples if isinstance(s.get("name"), str) and s["name"]))}
 
 
+def describe_gpus(fingerprint: Mapping[str, Any] | None) -> str:
+    """A fingerprint's GPUs on one line: ``2x NVIDIA H200 (driver 570.86)``, ``no GPU``, ``no fingerprint``."""
+    gpus = fingerprint.get("gpus") if isinstance(fingerprint, Mapping) else None
+    if not isinstance(gpus, Mapping):
+        return "no fingerprint"
+    names = gpus.get("names")
+    text = ", ".join(f"{count}x {name}" for name, count in names.items()) \
+        if isinstance(names, Mapping) and names else "no GPU"
+    driver = gpus.get("driver_version")
+    return text + (f" (driver {driver})" if driver else "")
+
+
 def gpu_models(fingerprint: Mapping[str, Any] | None) -> tuple[dict[int, str], tuple[str, ...]]:
     """GPU index -> model name from a fingerprint's ``gpus.devices``, and the distinct models of ``gpus.names``."""
     gpus = fingerprint.get("gpus") if isinstance(fingerprint, Mapping) else None
@@ -166,16 +178,7 @@ class RunHardware:
         labels = self.labels
         lines = []
         for node in self.nodes:
-            fingerprint = self.fingerprints.get(node)
-            gpus = fingerprint.get("gpus") if isinstance(fingerprint, Mapping) else None
-            if not isinstance(gpus, Mapping):
-                lines.append(f"{labels[node]}: no fingerprint" + (f" ({node})" if node else ""))
-                continue
-            names = gpus.get("names")
-            text = ", ".join(f"{count}x {name}" for name, count in names.items()) \
-                if isinstance(names, Mapping) and names else "no GPU"
-            driver = gpus.get("driver_version")
-            lines.append(f"{labels[node]}: {text}" + (f" (driver {driver})" if driver else "")
+            lines.append(f"{labels[node]}: {describe_gpus(self.fingerprints.get(node))}"
                          + (f" [{node}]" if node and labels[node] != node else ""))
         return lines
 
