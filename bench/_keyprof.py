@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _flood_app import FloodEngine, table_sweep  # noqa: E402
 
 from specbench_tui.core.plan import build_plan  # noqa: E402
-from specbench_tui.core.sweep import parse_sweep  # noqa: E402
+from specbench_tui.core.sweep.loader import parse_sweep  # noqa: E402
 
 
 SORT = "cumulative"

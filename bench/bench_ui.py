@@ -167,6 +167,8 @@ class KeyBench:
 
 
 def flood_figures(presses: int, profile: str | None = None) -> dict[str, object]:
+    if profile:
+        Path(profile).mkdir(parents=True, exist_ok=True)
     extra = ["--profile", str(Path(profile) / "samples.pickle")] if profile else []
     with _app(["--rate", str(RATE), "--table", TABLE, "--exit-after", "400", *extra]) as app:
         if app.wait_for(b"Sweep queue", 0, 30) is None:

@@ -22,7 +22,7 @@ from textual.renderables.styled import Styled
 from textual.strip import Strip
 from textual.timer import Timer
 from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, RowKey
+from textual.widgets.data_table import CellDoesNotExist, CellKey, ColumnKey, RowKey
 
 _CellLines = list[list[Segment]]
 
@@ -48,7 +48,10 @@ class CachedCellsTable(DataTable[Any]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._kept_cells: dict[tuple[object, ...], tuple[object, tuple[object, ...], _CellLines]] = {}
+        self._kept_lines: dict[tuple[RowKey, int], tuple[tuple[object, ...], tuple[object, ...], Strip]] = {}
         self._frame_style: Style | None = None
+        self._frame_looks: tuple[object, ...] | None = None
+        self._styles_version = 0
 
     @property
     def rich_style(self) -> Style:
@@ -59,11 +62,46 @@ class CachedCellsTable(DataTable[Any]):
         return DOMNode.rich_style.fget(self)  # type: ignore[attr-defined]
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        self._frame_style = DOMNode.rich_style.fget(self)  # type: ignore[attr-defined]
+        self._frame_style = style = DOMNode.rich_style.fget(self)  # type: ignore[attr-defined]
+        widths = tuple(column.get_render_width(self) for column in self.ordered_columns)
+        self._frame_looks = (style, widths, self.cursor_type, self.show_cursor, self._show_hover_cursor,
+                             self.get_pseudo_class_state(), self.fixed_rows, self.fixed_columns, self.zebra_stripes,
+                             self.show_row_labels, self._styles_version, self.size.width)
         try:
             return super().render_lines(crop)
         finally:
             self._frame_style = None
+            self._frame_looks = None
+
+    def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
+        """A line of a row kept while the row's cells, its place, its cursor and hover state and the table's looks
+        stay the same (``DataTable`` draws every line again after any change anywhere in the table)."""
+        looks = self._frame_looks
+        if looks is None or self.cursor_type not in ("row", "none"):
+            return super()._render_line(y, x1, x2, base_style)
+        try:
+            row_key, line_no = self._get_offsets(y)
+        except LookupError:
+            return super()._render_line(y, x1, x2, base_style)
+        data = self._data.get(row_key)
+        row_index = self._row_locations.get(row_key)
+        if data is None or row_index is None:
+            return super()._render_line(y, x1, x2, base_style)
+        values = tuple(data.values())
+        state = (looks, base_style, x1, x2, row_index, self.cursor_coordinate.row == row_index,
+                 self.hover_coordinate.row == row_index)
+        kept = self._kept_lines.get((row_key, line_no))
+        if (kept is not None and kept[0] == state and len(kept[1]) == len(values)
+                and all(a is b for a, b in zip(kept[1], values))):
+            return kept[2]
+        strip = super()._render_line(y, x1, x2, base_style)
+        self._kept_lines[(row_key, line_no)] = (state, values, strip)
+        return strip
+
+    def notify_style_update(self) -> None:
+        self._styles_version += 1
+        self._kept_lines.clear()
+        super().notify_style_update()
 
     def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
                      cursor: bool = False, hover: bool = False) -> _CellLines:
@@ -99,6 +137,7 @@ class CachedCellsTable(DataTable[Any]):
 
     def clear(self, columns: bool = False) -> Any:
         self._kept_cells.clear()
+        self._kept_lines.clear()
         return super().clear(columns)
 
     def remove_row(self, row_key: RowKey | str) -> None:
@@ -106,15 +145,42 @@ class CachedCellsTable(DataTable[Any]):
         key = row_key if isinstance(row_key, RowKey) else RowKey(row_key)
         for slot in [slot for slot in self._kept_cells if slot[0] == key]:
             del self._kept_cells[slot]
+        for line in [line for line in self._kept_lines if line[0] == key]:
+            del self._kept_lines[line]
 
 
 def update_row(table: DataTable, row_key: str, column_keys: Sequence[str], cells: Sequence[Text]) -> None:
-    """Write ``cells`` into row ``row_key``; a column is widened only when a new cell is wider than it."""
+    """Write ``cells`` into row ``row_key``; a column is widened only when a new cell is wider than it.
+
+    One table update and one repaint request for the whole row (``update_cell`` makes one per cell: rewriting the
+    50 pending rows of a paused queue was 300 of each). Relies on ``DataTable._data``, ``_update_count``,
+    ``_updated_cells`` and ``_require_update_dimensions`` (Textual 8); without them, cell by cell.
+    """
+    data = getattr(table, "_data", None)
+    row = data.get(RowKey(row_key)) if isinstance(data, dict) else None
+    updated = getattr(table, "_updated_cells", None)
+    if row is None or not isinstance(updated, set) or not isinstance(getattr(table, "_update_count", None), int):
+        columns = table.columns
+        for column_key, cell in zip(column_keys, cells):
+            column = columns.get(ColumnKey(column_key))
+            grow = column is not None and cell.cell_len > column.content_width
+            table.update_cell(row_key, column_key, cell, update_width=grow)
+        return
     columns = table.columns
+    grow = False
     for column_key, cell in zip(column_keys, cells):
-        column = columns.get(ColumnKey(column_key))
-        grow = column is not None and cell.cell_len > column.content_width
-        table.update_cell(row_key, column_key, cell, update_width=grow)
+        key = ColumnKey(column_key)
+        column = columns.get(key)
+        if column is None:
+            raise CellDoesNotExist(f"No cell exists for row_key={row_key!r}, column_key={column_key!r}.")
+        row[key] = cell
+        if cell.cell_len > column.content_width:
+            updated.add(CellKey(RowKey(row_key), key))
+            grow = True
+    if grow:
+        table._require_update_dimensions = True
+    table._update_count += 1
+    table.refresh()
 
 
 def _write_off_screen(table: DataTable, row_key: str, column_keys: Sequence[str], cells: Sequence[Text]) -> bool:
