@@ -107,3 +107,15 @@ def test_compare_shows_where_each_side_measured(tmp_path: Path, two_nodes: Path)
     assert f"different GPU models: A measured on {H100} and B on {H200} (2 configurations: dflash-b16-tp1, " \
            "ddtree-b16-tp1)" in text
     assert f"warning: run A: {MIXED}" in text
+
+
+def test_a_tampered_nodes_section_is_read_as_far_as_it_goes(tmp_path: Path) -> None:
+    env = {"gpus": {"names": {H200: 2}, "devices": "x"}, "nodes": {NODE_A: 5, NODE_B: {"gpus": {"names": [1],
+                                                                                              "devices": [7, {}]}}}}
+    path = write_run(tmp_path, "a", env, nodes=True)
+    (path / "env.json").write_text(json.dumps(env))  # the events' fingerprints still say what the nodes are
+    run = load_run(path)
+    text = render(run, "txt")
+    assert f"node gpu-a: 2x {H200}" in text and f"warning: {PAIR}" in text
+    for fmt in ("md", "json", "html", "csv", "latex"):
+        render(run, fmt)
