@@ -3,6 +3,8 @@ different GPU models: one run spread over two nodes (H200 and H100), and two run
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -76,6 +78,9 @@ def test_markdown_html_and_json_say_it_too(two_nodes: Path) -> None:
     assert hardware["configs"][dflash.id] == {"launches": [{"node": NODE_B, "gpus": [0], "models": [H100]}],
                                               "gpu_model": H100}
     assert any(w.startswith(MIXED) for w in hardware["warnings"])
+    rows = list(csv.DictReader(io.StringIO(render(run, "csv"))))
+    assert {(r["config"], r["node"], r["gpu_model"]) for r in rows if r["workload"] == "code"} >= {
+        ("dflash-b16-tp1", "gpu-b 0", H100), ("ar-tp1", "gpu-a 0", H200)}
 
 
 def test_a_run_on_this_machine_alone_reports_as_before(tmp_path: Path) -> None:
