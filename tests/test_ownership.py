@@ -738,3 +738,29 @@ async def test_the_pre_flight_says_when_the_whole_gpu_pool_is_taken(tmp_path):
     finally:
         holder.kill()
         holder.wait(5)
+
+
+async def test_a_server_crashing_while_its_port_is_looked_at_is_not_a_stranger(tmp_path, monkeypatch):
+    """A server that dies before ready is looked at for a stranger on its port; when it crashes during that look
+    (the socket table still lists its listening socket, its process is already gone from the tree), it is our
+    own server, not a stranger (that mistake relaunched a crashing configuration on port after port)."""
+    from types import SimpleNamespace
+
+    from specbench_tui.core.engines.registry import get_profile
+    from specbench_tui.core.signatures import SignatureSet
+    from specbench_tui.engine import server as server_module
+    from specbench_tui.engine.server import ServerProcess
+
+    profile = get_profile("sglang")
+    server = ServerProcess("c", ["true"], {}, tmp_path / "c.log", profile,
+                           SignatureSet(builtins=profile.crash_signatures), lambda e: None, port=30123)
+    server._proc = SimpleNamespace(pid=4242)  # the keeper
+    server._server_pid = 4243  # our server, listed as listening, gone from the tree by the time it is read
+    monkeypatch.setattr(server_module, "process_tree", lambda root: set())
+    monkeypatch.setattr(server_module, "listening_pids", lambda port: {4243})
+    await server.look_for_stranger()
+    assert server.stranger is None
+    stranger = os.getpid()  # a live process outside the server's tree: a stranger, named
+    monkeypatch.setattr(server_module, "listening_pids", lambda port: {4243, stranger})
+    await server.look_for_stranger()
+    assert server.stranger is not None and f"pid {stranger} " in server.stranger

@@ -8,16 +8,10 @@ Everything the engine learns is an event, published to every subscriber (the run
 launch), except ``skip`` of the running configuration and ``abort(now=True)``, which cancel the request in
 flight.
 
-The rest lives at its seams:
-
-- :mod:`~specbench_tui.engine.scheduler`: the queue, placement (concurrent sweeps: configurations side by
-  side on disjoint GPUs, in :func:`~specbench_tui.core.placement.order_configs` order) and estimates; it hands
-  each configuration to an executor;
-- :mod:`~specbench_tui.engine.executor`: the executor interface (start, events out, control in, teardown);
-- :mod:`~specbench_tui.engine.local_executor` and :mod:`~specbench_tui.engine.attempt`: one configuration on
-  this machine (ports, server, readiness, workloads, guard and stall watch, teardown, GPU release wait);
-- :mod:`~specbench_tui.engine.machine`: this machine's GPUs (backend, sampler, owners);
-- :mod:`~specbench_tui.engine.preflight`: checks before the first launch, leftovers, ``env.json``.
+The rest lives at its seams (docs/executors.md): :mod:`~specbench_tui.engine.scheduler` (queue, placement,
+estimates) hands each configuration to an executor (:mod:`~specbench_tui.engine.executor`); the local one
+(:mod:`~specbench_tui.engine.local_executor`, :mod:`~specbench_tui.engine.attempt`) runs it on this machine,
+whose GPUs are :mod:`~specbench_tui.engine.machine`; :mod:`~specbench_tui.engine.preflight` checks first.
 
 A sweep fails cleanly (nothing new launches, ``SweepOutcome.failure``) when the run directory cannot be
 written (``store``) or a stopped server's GPUs stay held past ``engine.gpu_release_timeout_s``

@@ -286,11 +286,15 @@ class ServerProcess:
         port, and our server failed to bind); sets :attr:`stranger` when so."""
         if self.port is None or self._proc is None or self.stranger is not None:
             return
-        holders = await asyncio.to_thread(listening_pids, self.port)
+        # Our tree before and after the socket table, and every pid it ever had: a server that crashes while
+        # this looks (its socket still listed, its process gone from the tree) is ours, never a stranger.
         tree = await asyncio.to_thread(process_tree, self._proc.pid)
+        holders = await asyncio.to_thread(listening_pids, self.port)
         if holders is None:
             return
-        strangers = holders - tree
+        tree |= await asyncio.to_thread(process_tree, self._proc.pid)
+        ours = tree | self.pids_seen | {self._proc.pid} | ({self._server_pid} if self._server_pid else set())
+        strangers = holders - ours
         if strangers or (not holders and await asyncio.to_thread(port_listened, self.port)):
             who = ", ".join(describe_pid(pid) for pid in sorted(strangers)) or "a process of another user"
             self.stranger = f"port {self.port} is held by {who}, not by this server"
