@@ -18,6 +18,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from specbench_tui.core.events import Event, NodeFingerprinted, ServerLaunching
@@ -143,15 +144,16 @@ class RunHardware:
         """Whether anything ran on a cluster node (not this machine)."""
         return any(node is not None for config in self.configs.values() for node in config.nodes)
 
-    @property
+    @cached_property
     def nodes(self) -> list[str | None]:
         """Every node a configuration ran on or a fingerprint names, this machine first."""
         seen = {node: None for config in self.configs.values() for node in config.nodes}
         seen.update({node: None for node in self.fingerprints if node is not None})
         return sorted(seen, key=lambda n: (n is not None, n or ""))
 
-    @property
+    @cached_property
     def labels(self) -> dict[str | None, str]:
+        """Each node's short label (:func:`node_labels`), worked out once."""
         return node_labels(self.nodes)
 
     def where(self, config_id: str) -> str:
