@@ -134,3 +134,35 @@ def test_preflight_names_a_missing_ray(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(cluster, "ray_installed", lambda: False)
     assert cluster.cluster_problems(Spec(executor="ray")) == [cluster.RAY_MISSING]
     assert "pip install 'specbench-tui[ray]'" in cluster.RAY_MISSING
+
+
+def test_an_unreachable_ray_head_fails_the_pre_flight_at_once(tmp_path: Path) -> None:
+    """`specbench run --ray-address` to a head that is not there: a failed pre-flight naming the address and
+    what to do, within seconds (Ray itself would retry for minutes), and no run directory left."""
+    import time
+
+    from specbench_tui.engine.server import find_free_port
+
+    pytest.importorskip("ray")
+    sweep = tmp_path / "s.toml"
+    sweep.write_text(BASE)
+    port = find_free_port("127.0.0.1", 41000)
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "specbench_tui", "run", str(sweep), "--headless",
+                             "--runs-dir", str(tmp_path / "runs"), "--ray-address", f"127.0.0.1:{port}"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert f"cannot reach the Ray cluster at 127.0.0.1:{port}" in result.stdout + result.stderr
+    assert "ray start --head" in result.stdout + result.stderr
+    assert time.monotonic() - started < 60
+    assert not list((tmp_path / "runs").glob("*"))
+
+
+def test_load_axis_workloads_are_refused_on_ray(tmp_path: Path) -> None:
+    from specbench_tui.core.plan import build_plan
+    from specbench_tui.engine.cluster import cluster_workload_problems
+
+    text = BASE.replace('items = ["fibonacci"]', 'items = ["fibonacci"]\nconcurrency = [1, 4]')
+    plan = build_plan(parse_sweep(text + '\n[cluster]\nexecutor = "ray"\n', Path("/tmp/s.toml"), "s.toml"))
+    (problem,) = cluster_workload_problems(plan)
+    assert "load axis" in problem and "executor = 'local'" in problem

@@ -1,18 +1,228 @@
 """The Ray executor on a local fake cluster (tests/ray_cluster.py: a head without GPUs and three raylets with 8
-fake GPUs each), the simulator as the server."""
+fake GPUs each), the simulator as the server: placement on one node with disjoint GPUs, the same measurements
+as the local executor, node loss survived, and nothing left running."""
 
 from __future__ import annotations
 
-import pytest
-from ray_cluster import FakeCluster
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
 
-pytestmark = [pytest.mark.ray]
+import pytest
+from engine_helpers import of_type, plan_for, run_plan
+from ray_cluster import FakeCluster
+from sweep_builder import inline, sim_profile, sim_sweep, write
+
+from specbench_tui.core.events import ConfigFinished, ConfigStateChanged, Event, MeasurementRecorded, ServerLaunching
+from specbench_tui.core.plan import Plan
+
+pytestmark = [pytest.mark.ray, pytest.mark.e2e]
+
+TPS = (1, 4, 8, 4, 1)
+"""A mix whose TP8 needs a whole node: with three 8-GPU nodes some run side by side on one node."""
+
+DETERMINISTIC = ("config_id", "workload", "item", "repeat", "status", "completion_tokens", "accept_length",
+                 "finish_reason")
+"""The fields of a measurement the simulator's deterministic profile fixes (the rest are clocks)."""
+
+
+def _sweep(folder: Path, *, tps: tuple[int, ...] = TPS, count: int = 2, tok_s: float = 400.0,
+           cluster: dict[str, Any] | None = None, concurrent: bool = True) -> Plan:
+    configs = [{"name": f"ar-tp{tp}-{i}", "algorithm": "autoregressive", "args": inline(**{"tp-size": tp, "random-seed": i})}
+               for i, tp in enumerate(tps)]
+    sweep = sim_sweep("cluster", configs=configs,
+                      workloads=[{"kind": "code", "items": ["fibonacci", "quicksort"][:count],
+                                  "max_new_tokens": 48}],
+                      sweep={"gpus": 8, "concurrent": concurrent, "repeats": 1})
+    if cluster is not None:
+        sweep["cluster"] = cluster
+    return plan_for(write(folder, sweep, sim_profile(tok_s=tok_s, accept_length=2.5)))
+
+
+async def _run_on_ray(plan: Plan, runs: Path, timeout_s: float = 240.0) -> tuple[Any, list[Event], Any]:
+    """The engine as a sweep with ``[cluster] executor = "ray"`` runs it (Ray is already connected here)."""
+    assert plan.sweep.cluster.on_ray
+    outcome, events, run_dir, orchestrator = await run_plan(plan, runs, timeout_s=timeout_s)
+    assert type(orchestrator.executor).__name__ == "RayExecutor"
+    return outcome, events, run_dir
+
+
+def _windows(events: list[Event]) -> list[tuple[str, tuple[int, ...], float, float, str]]:
+    """(node, gpus, start, end, config id) of every launch."""
+    ends = {e.config_id: e.ts for e in events if isinstance(e, ConfigFinished)}
+    return [(e.node or "", e.gpus, e.ts, ends.get(e.config_id, float("inf")), e.config_id)
+            for e in events if isinstance(e, ServerLaunching)]
+
+
+async def test_mixed_tp_on_three_nodes_matches_the_local_executor(ray_cluster: FakeCluster, tmp_path: Path) -> None:
+    plan = _sweep(tmp_path / "ray", cluster={"executor": "ray"})
+    outcome, events, run_dir = await _run_on_ray(plan, tmp_path / "runs-ray")
+    assert outcome.state == "completed", outcome.reason
+    assert {s.value for s in outcome.states.values()} == {"done"}
+
+    launches = _windows(events)
+    assert len(launches) == len(TPS)
+    labels = {node for node, *_ in launches}
+    assert all(labels) and len(labels) >= 2, labels  # every launch names its node; the mix spreads out
+    tp_of = {c.id: c.gpus_needed for c in plan.configs}
+    for node, gpus, start, end, config_id in launches:
+        assert len(gpus) == tp_of[config_id] and len(set(gpus)) == len(gpus) and max(gpus) < 8
+        for other in launches:  # side by side on one node: disjoint GPUs
+            if other[4] != config_id and other[0] == node and other[2] < end and start < other[3]:
+                assert not set(gpus) & set(other[1]), (config_id, other[4], gpus, other[1])
+
+    local_plan = _sweep(tmp_path / "local")
+    local, _, local_dir, _ = await run_plan(local_plan, tmp_path / "runs-local", timeout_s=240)
+    assert local.state == "completed"
+
+    def shape(run: Any) -> list[tuple]:
+        return sorted(tuple(getattr(m, f) for f in DETERMINISTIC) for m in run.read_measurements())
+
+    on_ray = shape(run_dir)
+    assert on_ray == shape(local_dir) and len(on_ray) == len(TPS) * 2
+    assert all(m[4] == "ok" and m[5] == 48 for m in on_ray)
+    assert len(of_type(events, MeasurementRecorded)) == len(TPS) * 2
+    log = next(run_dir.path.glob("logs/*.log")).read_text()
+    assert "Decode batch" in log or "server" in log.lower()  # the server's log came back line by line
+
+
+async def test_node_lost_mid_configuration_reruns_elsewhere(ray_cluster: FakeCluster, tmp_path: Path) -> None:
+    plan = _sweep(tmp_path, tps=(4,), count=2, tok_s=40.0, cluster={"executor": "ray", "node_retries": 2},
+                  concurrent=False)
+    from specbench_tui.engine.orchestrator import Orchestrator
+    from specbench_tui.store import RunDir
+
+    run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
+    orchestrator = Orchestrator(plan, run_dir)
+    events: list[Event] = []
+    removed: list[str] = []
+
+    def on_event(event: Event) -> None:
+        events.append(event)
+        if isinstance(event, MeasurementRecorded) and not removed:  # one measurement in: the node goes
+            launch = next(e for e in reversed(events) if isinstance(e, ServerLaunching))
+            node_id = next(n for n in ray_cluster.node_ids() if launch.node and launch.node.endswith("/" + n))
+            removed.append(node_id)
+            ray_cluster.remove(node_id)
+
+    orchestrator.subscribe(on_event)
+    try:
+        outcome = await asyncio.wait_for(orchestrator.run(), 240)
+    finally:
+        run_dir.close()
+        if removed:
+            ray_cluster.add_node()  # the next test gets three nodes again
+    assert removed, "no measurement arrived before the node could be removed"
+    assert outcome.state == "completed", outcome.reason
+    launches = of_type(events, ServerLaunching)
+    assert len(launches) == 2 and launches[0].node != launches[1].node
+    states = [e.state.value for e in of_type(events, ConfigStateChanged)]
+    lost = states.index("node_lost")  # a state of its own, then queued again, then a fresh launch
+    assert states[lost + 1] == "pending" and "launching" in states[lost + 1:] and "crashed" not in states
+    keys = [m.key for m in run_dir.read_measurements()]
+    assert sorted(keys) == sorted(set(keys)) and len(keys) == 2  # every measurement exactly once
+    assert [e.state.value for e in of_type(events, ConfigFinished)] == ["done"]
 
 
 def test_fake_cluster_is_three_8_gpu_nodes(ray_cluster: FakeCluster) -> None:
     import ray
 
     assert ray.cluster_resources().get("GPU") == 24.0
+    started = time.monotonic()
     assert len(ray_cluster.node_ids()) == 3
-    alive = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get("GPU")]
-    assert sorted(n["NodeID"] for n in alive) == sorted(ray_cluster.node_ids())
+    assert time.monotonic() - started < 1
+
+
+def _wait_for(path: Path, what: str, count: int, timeout_s: float = 120.0) -> list[dict]:
+    """The events of type ``what`` in the one run directory under ``path`` once there are ``count``."""
+    import json
+
+    deadline = time.monotonic() + timeout_s
+    found: list[dict] = []
+    while time.monotonic() < deadline:
+        for events in path.glob("*/events.jsonl"):
+            found = [e for e in map(json.loads, events.read_text().splitlines()) if e.get("type") == what]
+            if len(found) >= count:
+                return found
+        time.sleep(0.2)
+    raise AssertionError(f"no {count} {what} events under {path} within {timeout_s} s (found {len(found)})")
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGKILL"])
+def test_no_server_survives_the_engine(ray_cluster: FakeCluster, tmp_path: Path, how: str) -> None:
+    """Ctrl-C (how a headless run is quit), SIGTERM and SIGKILL of an engine process whose servers run on the
+    cluster's nodes: afterwards no process of those servers is alive on any node."""
+    import signal
+
+    from engine_helpers import headless_engine, processes_with_env, wait_no_processes
+
+    _sweep(tmp_path, tps=(4, 4), count=2, tok_s=5.0, cluster={"executor": "ray"})
+    runs = tmp_path / "runs"
+    engine = headless_engine([str(tmp_path / "sweep.toml"), "--runs-dir", str(runs), "--foreground",
+                              "--ray-address", ray_cluster.address], tmp_path)
+    try:
+        launches = _wait_for(runs, "ServerReady", 2)
+        assert len(launches) == 2
+        assert processes_with_env(str(tmp_path)), "the servers run on the nodes with the sweep's environment"
+        engine.send_signal(getattr(signal, how))
+        engine.wait(timeout=90)
+    finally:
+        if engine.poll() is None:
+            engine.kill()
+            engine.wait()
+    survivors = wait_no_processes(str(tmp_path), timeout_s=45.0)
+    assert survivors == [], f"{how}: {survivors} outlived the engine"
+
+
+async def test_tui_shows_each_configurations_node_and_quit_leaves_nothing(ray_cluster: FakeCluster,
+                                                                          tmp_path: Path) -> None:
+    """The real app (Pilot) over the real engine on the cluster: the queue names each configuration's node with
+    its GPUs there; quitting (ctrl+q, then y) leaves no server process on any node."""
+    from engine_helpers import processes_with_env, wait_no_processes
+
+    from specbench_tui.application.runner import EngineThread, make_engine
+    from specbench_tui.application.session import RunRequest
+    from specbench_tui.tui.app import SpecbenchApp
+    from specbench_tui.tui.confirm_quit import ConfirmQuitScreen
+    from specbench_tui.tui.queue_panel import QueuePanel
+
+    plan = _sweep(tmp_path, tps=(8, 4), count=2, tok_s=5.0, cluster={"executor": "ray"})
+    engine = make_engine(RunRequest(sweep=str(tmp_path / "sweep.toml"), runs_dir=tmp_path / "runs"))
+    assert isinstance(engine, EngineThread)
+    app = SpecbenchApp(engine)
+    ids = ray_cluster.node_ids()
+
+    def shown() -> dict[str, str]:
+        queue = app.query_one(QueuePanel)
+        cells = {}
+        for config in plan.configs:
+            try:
+                cells[config.id] = str(queue.get_cell(config.id, "gpus"))
+            except Exception:  # noqa: BLE001 - the row is not there yet
+                pass
+        return cells
+
+    try:
+        async with app.run_test(size=(160, 40)) as pilot:
+            deadline = time.monotonic() + 120
+            while not (len(cells := shown()) == 2 and all(" @ " in text for text in cells.values())):
+                assert time.monotonic() < deadline, f"the queue never named the nodes: {shown()}"
+                await asyncio.sleep(0.2)
+            for config in plan.configs:  # "0,1,2,3 @ host/1a2b3c4d": the raylets share this host
+                gpus, node = cells[config.id].split(" @ ")
+                assert any(node.endswith("/" + node_id[:8]) for node_id in ids), cells
+                assert len(gpus.split(",")) == config.gpus_needed, cells
+            assert cells[plan.configs[0].id].split(" @ ")[1] != cells[plan.configs[1].id].split(" @ ")[1]
+            assert processes_with_env(str(tmp_path))
+            await pilot.press("ctrl+q")
+            await pilot.pause()
+            if isinstance(app.screen, ConfirmQuitScreen):
+                await pilot.press("y")
+            deadline = time.monotonic() + 60
+            while not (app.engine_stopped or app.stop_error is not None):
+                assert time.monotonic() < deadline, "the engine did not stop"
+                await asyncio.sleep(0.1)
+    finally:
+        engine.stop(timeout=30)
+    assert wait_no_processes(str(tmp_path), timeout_s=45.0) == []

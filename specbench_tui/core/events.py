@@ -26,6 +26,8 @@ class ConfigState(str, Enum):
     CRASHED = "crashed"
     FAILED = "failed"
     SKIPPED = "skipped"
+    NODE_LOST = "node_lost"
+    """The cluster node (or its worker) went away mid-run: not a crash; the configuration is queued again."""
 
     @property
     def final(self) -> bool:

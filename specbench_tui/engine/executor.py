@@ -63,6 +63,15 @@ OUTCOME_STATES: dict[OutcomeKind, ConfigState] = {
 """The configuration state each outcome leaves (``node_lost`` becomes ``failed`` once its retries are spent)."""
 
 
+class OpenFailed(Exception):
+    """Raised by :meth:`Executor.open` when nothing can run (a cluster that cannot be reached, no node wide
+    enough): each problem is a pre-flight problem, and the sweep fails as a failed pre-flight does."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
 class StopJob(Exception):
     """Raised by :meth:`JobSink.record` when the engine can take no more (the run directory cannot be written):
     the executor stops at once, tears down, and returns ``interrupted``."""

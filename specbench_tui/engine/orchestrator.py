@@ -29,24 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specbench_tui.core.events import (
-    ConfigFinished,
-    ConfigState,
-    ConfigStateChanged,
-    Event,
-    MeasurementRecorded,
-    Notice,
-    QueuePaused,
-    QueueResumed,
-    ServerLaunching,
-    SweepFinished,
-    SweepStarted,
-)
+from specbench_tui.core.events import (ConfigFinished, ConfigState, ConfigStateChanged, Event, MeasurementRecorded,
+                                       Notice, QueuePaused, QueueResumed, ServerLaunching, SweepFinished, SweepStarted)
 from specbench_tui.core.outcomes import SweepFailure, SweepState
 from specbench_tui.core.plan import Plan, PlannedConfig
 from specbench_tui.core.records import STATUS_ERROR, Measurement, MeasurementKey
 from specbench_tui.core.signatures import SignatureSet
 from specbench_tui.engine.attempt import ServerGone, expected_keys
+from specbench_tui.engine.cluster import cluster_executor
 from specbench_tui.engine.executor import Executor, StopJob
 from specbench_tui.engine.gpus import GpuBackend, GpuPool, GpuSampler, NullBackend
 from specbench_tui.engine.leases import Leases
@@ -111,6 +101,7 @@ class Orchestrator:
         self.port_base = port_base if port_base is not None else self.sweep.engine.port_base
         self.machine = Machine(self.backend, self.sweep, self.publish)
         self.local: LocalExecutor | None = None
+        executor = executor or cluster_executor(plan, self.publish, api_key, self.port_base, excerpt_wait_s)
         if executor is None:
             executor = self.local = LocalExecutor(
                 plan, run_dir, self.machine, self.publish, profile=self.profile, signatures=self.signatures,
@@ -281,7 +272,7 @@ class Orchestrator:
             if isinstance(event, ConfigFinished) and event.config_id in launched:
                 self.scheduler.durations[event.config_id] = max(0.0, event.ts - launched.pop(event.config_id))
             if isinstance(event, ConfigStateChanged) and event.config_id in self.states:
-                if event.state in (ConfigState.LAUNCHING, ConfigState.PENDING):
+                if event.state in (ConfigState.LAUNCHING, ConfigState.PENDING, ConfigState.NODE_LOST):
                     in_progress.add(event.config_id)
             if isinstance(event, ConfigFinished) and event.config_id in self.states:
                 self.states[event.config_id] = event.state
@@ -326,7 +317,8 @@ class Orchestrator:
                     if state in (ConfigState.CRASHED, ConfigState.FAILED):
                         self.states[config_id] = ConfigState.PENDING
                         self._forget_errors(config_id)
-        problems = self.preflight()
+        scheduler = self.scheduler
+        problems = self.preflight() or await scheduler.open()  # the executor's own problems (a Ray head not there)
         if problems:
             for problem in problems:
                 self.publish(Notice(level="error", text=f"pre-flight: {problem}"))
@@ -334,8 +326,7 @@ class Orchestrator:
             if not self._resumed and self.run_dir.discard():  # nothing ran: leave no run directory behind
                 self.publish(Notice(level="info", text=f"nothing ran: {self.run_dir.path} was removed"))
             return SweepOutcome("failed", "pre-flight failed", dict(self.states), failure="preflight")
-        scheduler = self.scheduler
-        placer = scheduler.placer = await self.executor.open()
+        placer = scheduler.opened
         self.publish(SweepStarted(sweep=self.sweep.name, run_dir=str(self.run_dir.path),
                                   total_configs=len(self.plan.configs), resumed=self._resumed))
         if not self._resumed:

@@ -17,8 +17,8 @@ from pathlib import Path
 from specbench_tui.core.engines.registry import engine_flags
 from specbench_tui.core.events import Event, Notice
 from specbench_tui.core.plan import Plan
-from specbench_tui.engine.cluster import cluster_problems
 from specbench_tui.core.engines.registry import get_profile
+from specbench_tui.engine.cluster import cluster_problems, cluster_workload_problems
 from specbench_tui.engine.fingerprint import collect_async
 from specbench_tui.engine.leases import LeasedGpuPool
 from specbench_tui.engine.leftovers import find_leftovers, format_leftovers
@@ -59,13 +59,15 @@ def preflight(plan: Plan, pending: Collection[str], machine: Machine, run_dir: R
         problems.append(f"engine.command {engine.command[0]} is not an executable path")
     indices = machine.gpu_indices()
     visible = machine.backend.device_count()
-    if runnable and visible == 0 and (not indices or engine.launcher != "simulator") and not machine.on_cpu():
+    if sweep.cluster.on_ray:  # the GPUs are the cluster's nodes' (checked when the executor opens)
+        problems.extend(cluster_workload_problems(plan))
+    elif runnable and visible == 0 and (not indices or engine.launcher != "simulator") and not machine.on_cpu():
         hint = machine.backend.hint or "no GPU is visible"
         problems.append(f"no GPUs to run on ({engine.launcher} launcher): {hint}")
     elif visible and sweep.gpus is not None and max(sweep.gpus) >= visible:
         problems.append(f"sweep.gpus asks for GPU {max(sweep.gpus)} but only {visible} are visible")
     needed = max((c.gpus_needed for c in runnable), default=0)
-    if indices and needed > len(indices):
+    if indices and needed > len(indices) and not sweep.cluster.on_ray:
         problems.append(f"a configuration needs {needed} GPUs but {len(indices)} are available")
     problems.extend(cluster_problems(sweep.cluster))
     probe = run_dir.path / ".write-test"

@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from specbench_tui.core.events import ConfigFinished, ConfigState, ConfigStateChanged, Event, Notice
+from specbench_tui.core.cluster_placement import order_on_cluster
 from specbench_tui.core.placement import Placeable, order_configs
 from specbench_tui.core.plan import PlannedConfig
 from specbench_tui.core.records import Measurement, MeasurementKey
-from specbench_tui.engine.executor import Executor, Job, JobControl, Outcome, Placement, Placer
+from specbench_tui.engine.executor import Executor, Job, JobControl, OpenFailed, Outcome, Placement, Placer
 from specbench_tui.engine.loadsweep import MAX_ROUNDS
 from specbench_tui.engine.server import first_of
 from specbench_tui.engine.workloads import Workload
@@ -229,6 +230,21 @@ class Scheduler:
             return None
         return placement
 
+    async def open(self) -> list[str]:
+        """Open the executor (its placer is then :attr:`opened`); the problems it raised instead
+        (:class:`~specbench_tui.engine.executor.OpenFailed`: nothing can run, a failed pre-flight)."""
+        try:
+            self.placer = await self.executor.open()
+        except OpenFailed as exc:
+            await self.executor.close(now=True)
+            return exc.problems
+        return []
+
+    @property
+    def opened(self) -> Placer:
+        assert self.placer is not None, "the executor is not open"
+        return self.placer
+
     def _order_queue(self) -> None:
         """Concurrent mode: the queue in placement order (widest and longest first, packed to end soonest).
         Recomputed only when the queue or the estimates changed since the last time (popping the head of
@@ -239,8 +255,12 @@ class Scheduler:
                                    and key[0] <= self._ordered_for[0]):
             return
         configs = [self.plan.by_id(config_id) for config_id in self.queue]
-        ordered = order_configs(configs, self.placer.indices, True, estimate=self.estimate)
-        self.queue = deque(config.id for config in ordered)
+        node_sizes = getattr(self.placer, "node_sizes", None)
+        if node_sizes:  # a cluster: each configuration on one node (core/cluster_placement.py)
+            self.queue = deque(order_on_cluster(configs, node_sizes, estimate=self.estimate))
+        else:
+            ordered = order_configs(configs, self.placer.indices, True, estimate=self.estimate)
+            self.queue = deque(config.id for config in ordered)
         self._ordered_for = key
 
     def estimate(self, config: Placeable) -> float | None:
@@ -270,7 +290,8 @@ class Scheduler:
         finally:
             self.controls.pop(config.id, None)
             assert self.placer is not None
-            await self.placer.release(placement, keep=tuple(self.held_gpus))
+            # only this run's held GPUs: on a cluster, another node's GPU of the same index is not held
+            await self.placer.release(placement, keep=outcome.held_gpus if outcome is not None else ())
             if outcome is not None and self._again(config, outcome) and not self.aborting:
                 self.queue.appendleft(config.id)  # first in line again
                 self.signals.queue_changed.set()
@@ -288,6 +309,7 @@ class Scheduler:
             orch.gpus_held(outcome.held_message or f"GPUs {list(outcome.held_gpus)} are still held")
         if outcome.kind == "node_lost":
             lost = self._node_lost[config.id] = self._node_lost.get(config.id, 0) + 1
+            orch.set_state(config, ConfigState.NODE_LOST, outcome.reason)  # a state of its own: never a crash
             if lost > self._node_retries:
                 orch.finish_config(config, ConfigState.FAILED, f"node lost {lost} times: {outcome.reason}")
             else:

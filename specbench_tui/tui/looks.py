@@ -17,7 +17,7 @@ ZERO_OUTPUT = "zero-out"
 PARTIAL = "partial"
 GLYPHS = {
     "pending": "·", "paused": "⏸", "launching": "◔", "ready": "◑", "running": "▶", "done": "✔",
-    "crashed": "✖", "failed": "✖", "skipped": "↷", ZERO_OUTPUT: "▲", PARTIAL: "◐",
+    "crashed": "✖", "failed": "✖", "skipped": "↷", "node_lost": "⚠", ZERO_OUTPUT: "▲", PARTIAL: "◐",
 }
 
 

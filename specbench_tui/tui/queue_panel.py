@@ -30,7 +30,7 @@ def state_style(state: str, palette: Palette) -> Style:
         return palette.crash
     if state in (PAUSED, ZERO_OUTPUT):
         return palette.zero_output
-    if state == PARTIAL:
+    if state in (PARTIAL, "node_lost"):
         return palette.warning
     if state in ("running", "launching", "ready"):
         return palette.accent
@@ -149,5 +149,5 @@ class QueuePanel(CachedCellsTable):
         for values in shown:
             counts[values[0]] = counts.get(values[0], 0) + 1
         order = ("running", "launching", "ready", "pending", PAUSED, "done", ZERO_OUTPUT, PARTIAL, "crashed",
-                 "failed", "skipped")
+                 "failed", "skipped", "node_lost")
         return clean(" ".join(f"{counts[k]} {k}" for k in order if counts.get(k)), 200)

@@ -7,15 +7,18 @@ nothing outside this package imports this package's Ray modules unless the sweep
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from specbench_tui.core.cluster import ClusterSpec
+from specbench_tui.core.events import Event
+from specbench_tui.core.plan import Plan
+
+if TYPE_CHECKING:
+    from specbench_tui.engine.executor import Executor
 
 RAY_MISSING = ("[cluster] executor = 'ray' needs Ray, which is not installed: "
                "pip install 'specbench-tui[ray]' (the same Ray version on every node)")
-
-RAY_NOT_WIRED = ("[cluster] executor = 'ray': this build validates the choice but does not run on Ray yet; "
-                 "remove [cluster] (or set executor = 'local') to run on this machine")
-
 
 def ray_installed() -> bool:
     """Whether Ray can be imported (without importing it)."""
@@ -28,4 +31,23 @@ def cluster_problems(spec: ClusterSpec) -> list[str]:
         return []
     if not ray_installed():
         return [RAY_MISSING]
-    return [RAY_NOT_WIRED]
+    return []
+
+
+def cluster_workload_problems(plan: Plan) -> list[str]:
+    """Workloads the Ray executor cannot run yet: those with a load axis (their adaptive search lives in the
+    engine, between every point)."""
+    return [f"workload '{w.name}' has a load axis (concurrency / request_rate), which the Ray executor does not "
+            "run yet: run it with the local executor (remove [cluster] or set executor = 'local')"
+            for w in plan.workloads if w.load is not None]
+
+
+def cluster_executor(plan: Plan, publish: Callable[[Event], None], api_key: str | None, port_base: int,
+                     excerpt_wait_s: float) -> Executor | None:
+    """The executor ``[cluster]`` chose, when it is not this machine's (None: the local executor). Ray is imported
+    here, and only here, when the sweep chose it."""
+    if not plan.sweep.cluster.on_ray:
+        return None
+    from specbench_tui.engine.cluster.ray_executor import RayExecutor
+
+    return RayExecutor(plan, publish, api_key=api_key, port_base=port_base, excerpt_wait_s=excerpt_wait_s)
