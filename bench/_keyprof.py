@@ -1,6 +1,9 @@
 """Headless CPU cost of each key on the 200×8 table (a development helper: cProfile per key).
 
     .venv/bin/python bench/_keyprof.py [KEYS...] [--profile KEY]
+
+Environment: ``SORT=tottime`` orders the profile; ``FRAMES=1`` prints each press's frames (start, CPU ms);
+``GCLOG=1`` prints the garbage collections (``GCLOG=2`` each full one).
 """
 from __future__ import annotations
 
@@ -47,6 +50,22 @@ async def main(keys: list[str], profile: str | None, rounds: int) -> None:
         return result
 
     Screen._compositor_refresh = timed  # type: ignore[method-assign]
+    import gc
+    collections: list[tuple[int, float, int]] = []
+    started: dict[str, float] = {}
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            started["t"] = time.perf_counter()
+        else:
+            collections.append((info["generation"], (time.perf_counter() - started.get("t", 0)) * 1000,
+                                info.get("collected", 0)))
+            if info["generation"] == 2 and os.environ.get("GCLOG") == "2":
+                print(f"gen2 at {time.monotonic():.1f}: {collections[-1][1]:.0f} ms, collected {info.get('collected')}, "
+                      f"frozen {gc.get_freeze_count()}, tracked {len(gc.get_objects(2))}")
+
+    if os.environ.get("GCLOG"):
+        gc.callbacks.append(on_gc)
     async with app.run_test(size=(160, 48), headless=True) as pilot:
         for _ in range(60):
             await pilot.pause(0.1)
@@ -80,6 +99,14 @@ async def main(keys: list[str], profile: str | None, rounds: int) -> None:
             if prof:
                 pstats.Stats(prof).sort_stats(SORT).print_stats(45)
         engine.flood.stop.set()
+        if os.environ.get("GCLOG"):
+            from collections import Counter
+            print(Counter(type(o).__name__ for o in gc.get_objects(2)).most_common(25))
+            for generation in (0, 1, 2):
+                times = sorted(ms for g, ms, _ in collections if g == generation)
+                if times:
+                    print(f"gc gen{generation}: {len(times)} collections, median {times[len(times)//2]:.1f} ms, "
+                          f"max {times[-1]:.1f} ms, total {sum(times):.0f} ms")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@ different GPU models: one run spread over two nodes (H200 and H100), and two run
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -76,6 +78,9 @@ def test_markdown_html_and_json_say_it_too(two_nodes: Path) -> None:
     assert hardware["configs"][dflash.id] == {"launches": [{"node": NODE_B, "gpus": [0], "models": [H100]}],
                                               "gpu_model": H100}
     assert any(w.startswith(MIXED) for w in hardware["warnings"])
+    rows = list(csv.DictReader(io.StringIO(render(run, "csv"))))
+    assert {(r["config"], r["node"], r["gpu_model"]) for r in rows if r["workload"] == "code"} >= {
+        ("dflash-b16-tp1", "gpu-b 0", H100), ("ar-tp1", "gpu-a 0", H200)}
 
 
 def test_a_run_on_this_machine_alone_reports_as_before(tmp_path: Path) -> None:
@@ -107,3 +112,15 @@ def test_compare_shows_where_each_side_measured(tmp_path: Path, two_nodes: Path)
     assert f"different GPU models: A measured on {H100} and B on {H200} (2 configurations: dflash-b16-tp1, " \
            "ddtree-b16-tp1)" in text
     assert f"warning: run A: {MIXED}" in text
+
+
+def test_a_tampered_nodes_section_is_read_as_far_as_it_goes(tmp_path: Path) -> None:
+    env = {"gpus": {"names": {H200: 2}, "devices": "x"}, "nodes": {NODE_A: 5, NODE_B: {"gpus": {"names": [1],
+                                                                                              "devices": [7, {}]}}}}
+    path = write_run(tmp_path, "a", env, nodes=True)
+    (path / "env.json").write_text(json.dumps(env))  # the events' fingerprints still say what the nodes are
+    run = load_run(path)
+    text = render(run, "txt")
+    assert f"node gpu-a: 2x {H200}" in text and f"warning: {PAIR}" in text
+    for fmt in ("md", "json", "html", "csv", "latex"):
+        render(run, fmt)

@@ -362,3 +362,19 @@ async def test_log_bursts_are_coalesced_into_one_write(engine: FakeEngine) -> No
         assert log.lines_received == count
         assert log.line_count == MAX_LINES
         assert log.lines[-1].endswith(f"line {count - 1}")
+
+
+async def test_full_garbage_collections_are_paced_while_the_app_runs(engine: FakeEngine) -> None:
+    import gc
+
+    from specbench_tui.tui.gc_pacing import OUT_OF_REACH
+
+    saved = gc.get_threshold()
+    app = make_app(engine)
+    async with app.run_test() as pilot:
+        await settle(app, pilot)
+        assert app.gc_pacer.running and gc.get_threshold()[2] == OUT_OF_REACH
+        before = app.gc_pacer._key_at
+        await press(pilot, "o")
+        assert app.gc_pacer._key_at > before  # a key keeps the collection away for a moment
+    assert gc.get_threshold() == saved  # the collector's own thresholds once the app has gone

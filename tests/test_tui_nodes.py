@@ -88,6 +88,9 @@ async def test_a_node_that_appears_later_keeps_the_groups_together(tmp_path: Pat
         engine.emit(GpuSampled(samples=(sample, {**sample, "index": 1}), ts=T0 + 1))
         await steady(pilot)
         assert [row[0] for row in gpu_rows(app)] == ["local", "  0", "  1", "gpu-a", "  0", "gpu-b", "  0", "  1"]
+        engine.emit(GpuSampled(samples=(), node=NODE_A, ts=T0 + 2))  # a lost node: its GPUs leave the panel
+        await steady(pilot)
+        assert [row[0] for row in gpu_rows(app)] == ["local", "  0", "  1", "gpu-b", "  0", "  1"]
 
 
 async def test_this_machine_alone_shows_no_node(tmp_path: Path) -> None:

@@ -161,11 +161,12 @@ CSV_COLUMNS = (
     "accept_length", "accept_method", "server_log_accept_length", "server_log_scope",
     "lossless", "lossless_checked", "lossless_mismatches",
     "best_for_workload", "best_at_tp", "flags", "signature", "reason",
-    "coverage", "items_measured", "items_expected", "n_crash", "speedup_pairs",
+    "coverage", "items_measured", "items_expected", "n_crash", "speedup_pairs", "node", "gpu_model",
 )
 """One row per configuration × workload; ``_min``/``_max`` are the range of per-repeat values; ``coverage`` is
 complete, partial (cut short: ``items_measured`` of ``items_expected``, ``n_crash`` requests cut by the crash),
-running, not run or none; ``speedup_pairs`` the (item, repeat) pairs the speedup is over."""
+running, not run or none; ``speedup_pairs`` the (item, repeat) pairs the speedup is over; ``node`` where it was
+measured (``gpu-a 0,1``; empty on this machine alone) and ``gpu_model`` on which GPU model."""
 
 
 def _num(value: float | int | None, digits: int = 4) -> str:
@@ -183,6 +184,7 @@ def _spread_cells(spread: Spread | None, digits: int = 4) -> list[str]:
 def csv_rows(run: LoadedRun) -> list[dict[str, str]]:
     analysis = run.analysis
     marks = best_marks(analysis)
+    nodes = node_column(run) or {}
     out = []
     for row in analysis.rows:
         config = analysis.config(row.config_id)
@@ -201,6 +203,7 @@ def csv_rows(run: LoadedRun) -> list[dict[str, str]]:
             "yes" if mark == "**" else "", "yes" if best_tp else "", " ".join(row.flags),
             (config.signature or "") if config else "", clean_text(config.reason or "") if config else "",
             row.coverage, str(row.items_measured), _num(row.expected), str(row.n_crash), str(row.paired),
+            nodes.get(row.config_id, ""), clean_text(run.hardware.model(row.config_id) or "", 200),
         ]
         out.append(dict(zip(CSV_COLUMNS, cells)))
     return out

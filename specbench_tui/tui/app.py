@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.theme import Theme
@@ -58,6 +58,7 @@ from specbench_tui.tui.announcements import Announcements
 from specbench_tui.tui.app_base import AppBase, EngineAdapter
 from specbench_tui.tui.commands import SweepCommands
 from specbench_tui.tui.controls import ControlActions
+from specbench_tui.tui.gc_pacing import GarbagePacer
 from specbench_tui.tui.gpu_panel import GpuLine, GpuPanel
 from specbench_tui.tui.header import SweepHeader
 from specbench_tui.tui.log_panel import MAX_LINES, ServerLogPanel
@@ -146,6 +147,8 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         self.detached = False
         """Whether this client left an engine process running (``q`` then detach)."""
         self._heap_frozen_at: float | None = None
+        self.gc_pacer = GarbagePacer()
+        """Full garbage collections while no key is being pressed (see :mod:`~specbench_tui.tui.gc_pacing`)."""
         themes, problems = load_themes(themes_dir)
         self._theme_problems = problems
         self.specbench_themes = [t.name for t in themes]
@@ -179,6 +182,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         self.engine.subscribe(self._engine_event)
         self.set_interval(self._drain_interval_s, self.drain_events)
         self.set_interval(1.0, self._tick)
+        self.gc_pacer.start()
         self._sync_panels(queue=True, results=True, gpus=True, force=True)
         self._start_engine()
 
@@ -232,8 +236,14 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
             gc.freeze()
             self._heap_frozen_at = now
 
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key):
+            self.gc_pacer.key_pressed()
+        await super().on_event(event)
+
     def on_unmount(self) -> None:
         """Give the frozen objects back to the garbage collector (the app is going; so are they)."""
+        self.gc_pacer.stop()
         if self._heap_frozen_at is not None:
             gc.unfreeze()
             self._heap_frozen_at = None
@@ -242,6 +252,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         if self._panels_attached():
             if self._heap_frozen_at is not None:
                 self._freeze_heap()
+            self.gc_pacer.tick()
             self._expire_optimistic()
             self._header().refresh()
             if self._results_pending:

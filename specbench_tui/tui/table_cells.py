@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.padding import Padding
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.cache import LRUCache
 from textual.dom import DOMNode
 from textual.geometry import Region
 from textual.renderables.styled import Styled
@@ -27,7 +28,26 @@ from textual.widgets.data_table import CellDoesNotExist, CellKey, ColumnKey, Row
 _CellLines = list[list[Segment]]
 
 
-@lru_cache(maxsize=65536)
+KEPT_CELLS = 3000
+"""Cell renderings kept per table (a few screens' worth; the oldest half goes when it is full)."""
+KEPT_LINES = 600
+"""Row lines kept per table."""
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _keep(kept: dict[_K, _V], key: _K, value: _V, limit: int) -> None:
+    """``kept[key] = value``; past ``limit`` entries the oldest half is dropped (a bounded cache without the cost
+    of an LRU's bookkeeping on every hit: what is on screen is simply kept again on its next draw)."""
+    kept.pop(key, None)
+    kept[key] = value
+    if len(kept) > limit:
+        for old in list(kept)[: limit // 2]:
+            del kept[old]
+
+
+@lru_cache(maxsize=4096)
 def _meta_style(row: int, column: int) -> Style:
     """The mouse metadata ``DataTable`` puts on a cell's segments (which row and column was clicked)."""
     return Style.from_meta({"row": row, "column": column})
@@ -52,6 +72,12 @@ class CachedCellsTable(DataTable[Any]):
         self._frame_style: Style | None = None
         self._frame_looks: tuple[object, ...] | None = None
         self._styles_version = 0
+        # DataTable's own caches sit behind these (misses only): small, so that they do not hold thousands of
+        # strips and segment lists that every full garbage collection walks.
+        self._row_render_cache = LRUCache(200)
+        self._cell_render_cache = LRUCache(400)
+        self._row_renderable_cache = LRUCache(200)
+        self._line_cache = LRUCache(200)
 
     @property
     def rich_style(self) -> Style:
@@ -95,7 +121,7 @@ class CachedCellsTable(DataTable[Any]):
                 and all(a is b for a, b in zip(kept[1], values))):
             return kept[2]
         strip = super()._render_line(y, x1, x2, base_style)
-        self._kept_lines[(row_key, line_no)] = (state, values, strip)
+        _keep(self._kept_lines, (row_key, line_no), (state, values, strip), KEPT_LINES)
         return strip
 
     def notify_style_update(self) -> None:
@@ -130,7 +156,7 @@ class CachedCellsTable(DataTable[Any]):
             options = self.app.console_options.update_dimensions(width, 1).update(no_wrap=True)
             plain = self.app.console.render_lines(
                 Styled(Padding(value, (0, self.cell_padding)), pre_style=pre_style, post_style=post_style), options)
-            self._kept_cells[slot] = (value, looks, plain)
+            _keep(self._kept_cells, slot, (value, looks, plain), KEPT_CELLS)
         meta = _meta_style(row_index, column_index)
         return [[Segment(text, style + meta if style is not None else meta, control)
                  for text, style, control in line] for line in plain]

@@ -1,0 +1,70 @@
+"""Full garbage collections when nobody is typing, instead of whenever the collector decides.
+
+A full (generation 2) collection walks every object it tracks; on the live screen that is ~100,000 objects
+(cached strips and segments of the panels, the latest analysis), about 100-200 ms on a slow core, and under a
+log flood the collector ran one every ~2 s, a pause that landed on whatever key was pressed then. While the app
+runs, automatic full collections are off (generation 2's threshold is set out of reach; the young generations
+are collected as usual) and :class:`GarbagePacer` runs one itself from the app's 1 s tick: once
+:data:`IDLE_S` have passed without a key, at most every :data:`EVERY_S`, and at the latest after :data:`AT_MOST_S`
+whatever the keyboard does, so cyclic garbage never piles up for long.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+
+IDLE_S = 1.5
+"""No key for this long: a full collection cannot delay an answer the user waits for."""
+EVERY_S = 20.0
+AT_MOST_S = 90.0
+OUT_OF_REACH = 1_000_000
+"""Generation 2's threshold while the pacer runs (counts generation-1 collections)."""
+
+
+class GarbagePacer:
+    """Decides when the app runs a full garbage collection (see the module docstring)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, collect: Callable[[], object] = gc.collect) -> None:
+        self.clock = clock
+        self.collect = collect
+        self.collections = 0
+        """Full collections run so far."""
+        self._saved: tuple[int, int, int] | None = None
+        self._key_at = float("-inf")
+        self._collected_at = clock()
+
+    @property
+    def running(self) -> bool:
+        return self._saved is not None
+
+    def start(self) -> None:
+        """Turn automatic full collections off (until :meth:`stop`)."""
+        if self._saved is None:
+            self._saved = gc.get_threshold()
+            gc.set_threshold(self._saved[0], self._saved[1], OUT_OF_REACH)
+            self._collected_at = self.clock()
+
+    def stop(self) -> None:
+        """Give the collector its own thresholds back."""
+        if self._saved is not None:
+            gc.set_threshold(*self._saved)
+            self._saved = None
+
+    def key_pressed(self) -> None:
+        self._key_at = self.clock()
+
+    def tick(self) -> bool:
+        """Run a full collection if one is due now; True when it ran."""
+        if self._saved is None:
+            return False
+        now = self.clock()
+        since = now - self._collected_at
+        idle = now - self._key_at >= IDLE_S
+        if since >= AT_MOST_S or (since >= EVERY_S and idle):
+            self.collect()
+            self.collections += 1
+            self._collected_at = self.clock()
+            return True
+        return False
