@@ -21,6 +21,10 @@ from test_sweep_corpus import FILES as EARLIER_CORPUS
 from test_sweep_corpus import expectation
 
 TIME_LIMIT_S = 5.0
+"""CPU seconds a file may cost (user + system, of the process that validates it): what a quadratic parse or an
+exponential pattern would blow through. CPU time, not wall time, so a busy shared machine cannot fail it."""
+WALL_LIMIT_S = 30.0
+"""Wall seconds a file may take: a hang that spends no CPU (a wait, a sleep) is caught here."""
 MEMORY_LIMIT = 200 << 20
 
 
@@ -94,6 +98,7 @@ _CHILD = textwrap.dedent('''
         os.close(read)
         _, status, usage = os.wait4(pid, 0)
         results.append({"path": path, "seconds": time.monotonic() - started, "status": status,
+                        "cpu_seconds": usage.ru_utime + usage.ru_stime,
                         "code": os.waitstatus_to_exitcode(status), "maxrss_kb": usage.ru_maxrss,
                         "output": b"".join(chunks).decode("utf-8", "replace")[-2000:]})
     print(json.dumps(results))
@@ -115,7 +120,9 @@ def test_each_file_takes_under_5_s_and_200_mb_and_writes_nothing(corpus: list[tu
             failures.append(f"{name}: exit {item['code']}\n{item['output']}")
         elif f"{item['path']}:{expected[item['path']]}:" not in item["output"]:
             failures.append(f"{name}: no issue at line {expected[item['path']]}\n{item['output']}")
-        if item["seconds"] > TIME_LIMIT_S:
+        if item["cpu_seconds"] > TIME_LIMIT_S:
+            failures.append(f"{name}: took {item['cpu_seconds']:.1f} s of CPU")
+        if item["seconds"] > WALL_LIMIT_S:
             failures.append(f"{name}: took {item['seconds']:.1f} s")
         if item["maxrss_kb"] * 1024 > MEMORY_LIMIT:
             failures.append(f"{name}: used {item['maxrss_kb'] // 1024} MB")

@@ -355,7 +355,9 @@ async def test_log_bursts_are_coalesced_into_one_write(engine: FakeEngine) -> No
         thread.start()
         thread.join()
         emit_s = time.perf_counter() - started
-        assert emit_s < 2.0  # the engine side only enqueues
+        # The engine side only enqueues (it took 2.7 s at load 9 on 2 cores). A round trip to the
+        # UI thread per line (what coalescing avoids) costs 50,000 of them, well over this limit on any machine.
+        assert emit_s < 6.0
         app.drain_events()
         await pilot.pause()
         log = app.sweep_screen.query_one(ServerLogPanel)
