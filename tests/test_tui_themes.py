@@ -76,3 +76,25 @@ async def test_theme_choice_and_palette_follow_theme(tmp_path: Path) -> None:
         await pilot.pause()
         assert app.palette.crash != light.crash
         assert near(app.palette.zero_output.color.triplet, (0xFF, 0xC4, 0x4D))
+
+
+async def test_a_theme_change_recolours_every_queue_row_on_screen_and_off(tmp_path: Path) -> None:
+    from specbench_tui.tui.queue_panel import QueuePanel, state_style
+
+    engine = FakeEngine(tmp_path / "run")
+    app = SpecbenchApp(engine, theme="specbench-light", clock=lambda: T0)
+    async with app.run_test(size=(100, 24)) as pilot:  # a short terminal: some queue rows are off screen
+        while not app.panels_ready:
+            await pilot.pause(0.02)
+        engine.play()
+        app.drain_events()
+        await pilot.pause()
+        queue = app.sweep_screen.query_one(QueuePanel)
+        app.set_theme(DEFAULT_THEME)
+        for _ in range(100):
+            await pilot.pause(0.02)
+            if queue._restyle.pending == 0:
+                break
+        for row in queue.ordered_rows:
+            state_cell = queue.get_cell(row.key, "state")
+            assert state_cell.style == state_style(state_cell.plain, app.palette), row.key.value

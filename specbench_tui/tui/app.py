@@ -413,14 +413,15 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         if not self._panels_ready:
             return
         self._apply_palette()
-        # The borders, backgrounds and toast of the new theme are drawn first; the cells built in Python are
-        # restyled right after (a big results table takes a moment, and the key has answered by then).
-        self.call_after_refresh(self._restyle_panels)
+        # The cells built in Python on screen take the new colours before the first frame of the new theme, so
+        # that the tables are drawn once (not with the old cells and then again); rows off screen are restyled a
+        # slice at a time afterwards.
+        self._restyle_panels()
 
     def _restyle_panels(self) -> None:
         if not self._panels_attached():
             return
-        self._queue_panel().sync(self.state, True, self.optimistic, self.pause_requested, self.partial_ids)
+        self._queue_panel().restyle()
         self._results_panel().restyle()
         self._gpu_panel().sync(self.state, True)
         self._header().refresh()

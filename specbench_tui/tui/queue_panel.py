@@ -16,7 +16,7 @@ from specbench_tui.core.state import PAUSED, ConfigView, RunState
 from specbench_tui.tui.looks import GLYPHS, PARTIAL, ZERO_OUTPUT, outcome_word
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean, safe
-from specbench_tui.tui.table_cells import CachedCellsTable, update_row
+from specbench_tui.tui.table_cells import CachedCellsTable, SlicedRestyle, update_row
 
 STATE_GLYPHS = GLYPHS
 COLUMNS = (("glyph", ""), ("config", "config"), ("state", "state"), ("gpus", "GPUs"), ("startup", "start-up"),
@@ -68,6 +68,15 @@ class QueuePanel(CachedCellsTable):
         """Styles from the current theme (set by the app)."""
         self._shown: dict[str, tuple] = {}
         """Row key → the plain values last written, so unchanged cells are not rewritten."""
+        self._restyle = SlicedRestyle(self, COLUMN_KEYS, self._cells_of)
+
+    def _cells_of(self, key: str) -> list[Text] | None:
+        values = self._shown.get(key)
+        return self._cells(values) if values is not None else None
+
+    def restyle(self) -> None:
+        """Recolour every row with the current palette (rows on screen at once, the rest in slices)."""
+        self._restyle.start()
 
     def on_mount(self) -> None:
         for key, label in COLUMNS:
