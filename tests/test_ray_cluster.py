@@ -14,7 +14,8 @@ from engine_helpers import of_type, plan_for, run_plan
 from ray_cluster import FakeCluster
 from sweep_builder import inline, sim_profile, sim_sweep, write
 
-from specbench_tui.core.events import ConfigFinished, ConfigStateChanged, Event, MeasurementRecorded, ServerLaunching
+from specbench_tui.core.events import (ConfigFinished, ConfigStateChanged, Event, GpuSampled, MeasurementRecorded,
+                                       NodeFingerprinted, ServerLaunching)
 from specbench_tui.core.plan import Plan
 
 pytestmark = [pytest.mark.ray, pytest.mark.e2e]
@@ -83,6 +84,15 @@ async def test_mixed_tp_on_three_nodes_matches_the_local_executor(ray_cluster: F
     assert on_ray == shape(local_dir) and len(on_ray) == len(TPS) * 2
     assert all(m[4] == "ok" and m[5] == 48 for m in on_ray)
     assert len(of_type(events, MeasurementRecorded)) == len(TPS) * 2
+    import json
+
+    env = json.loads((run_dir.path / "env.json").read_text())  # every node's fingerprint, taken on the node
+    assert set(env["nodes"]) == labels and all(doc["gpus"] and doc["host"] for doc in env["nodes"].values())
+    assert len(of_type(events, NodeFingerprinted)) == len(labels)  # once per node
+    sampled = {e.node for e in of_type(events, GpuSampled) if e.samples}  # each node samples its own GPUs
+    assert sampled == labels and all(s["node"] == e.node for e in of_type(events, GpuSampled) for s in e.samples)
+    summaries = [e.gpu_summary for e in of_type(events, ConfigFinished)]
+    assert all(summary and summary.get("node") in labels for summary in summaries), summaries
     log = next(run_dir.path.glob("logs/*.log")).read_text()
     assert "Decode batch" in log or "server" in log.lower()  # the server's log came back line by line
 

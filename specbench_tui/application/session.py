@@ -121,7 +121,10 @@ def give_up_ownership(run_dir: RunDir) -> None:
 
 
 def make_backend(plan: Plan) -> GpuBackend:
-    """Real NVML for real servers; for the simulator, the scripted 8-GPU box that follows its servers."""
+    """Real NVML for real servers; for the simulator, the scripted 8-GPU box that follows its servers; none on a
+    Ray cluster (each node samples its own GPUs and sends them with the node's name)."""
+    if plan.sweep.cluster.on_ray:
+        return NullBackend("GPUs are sampled on the Ray cluster's nodes, grouped by node in the GPU panel")
     if plan.sweep.engine.launcher == "simulator":
         count = max(8, max(plan.sweep.gpus or (0,)) + 1)
         return open_backend("fake", count=count)

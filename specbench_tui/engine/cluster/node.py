@@ -19,19 +19,22 @@ import contextlib
 import os
 import shutil
 import socket
+import sys
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from specbench_tui.core.engines.registry import get_profile
-from specbench_tui.core.events import ConfigState, Event, LogLine
+from specbench_tui.core.events import ConfigState, Event, GpuSampled, LogLine, NodeFingerprinted, Notice
 from specbench_tui.core.plan import Plan, PlannedConfig
 from specbench_tui.core.records import Measurement, MeasurementKey
 from specbench_tui.core.signatures import SignatureSet
+from specbench_tui.core.sweep.schema import Sweep
+from specbench_tui.engine.fingerprint import collect_async
 from specbench_tui.engine.executor import Job, JobControl, Outcome, Placement, StopJob
-from specbench_tui.engine.gpus import open_backend
+from specbench_tui.engine.gpus import GpuBackend, GpuSample, GpuSampler, open_backend, samples_to_json
 from specbench_tui.engine.local_executor import LocalExecutor
 from specbench_tui.engine.machine import Machine
 from specbench_tui.engine.workloads import Workload, build_workload
@@ -64,6 +67,11 @@ class NodeJob:
     api_key: str | None = None
     port_base: int = 30000
     excerpt_wait_s: float = 0.2
+    fingerprint: bool = False
+    """The first job on its node: take the node's environment fingerprint (``env.json``'s ``nodes``)."""
+    node: str = ""
+    """The node as events name it (``host/node-id``)."""
+    gpu_sample_interval_s: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -184,6 +192,25 @@ class NodeWorker:
                     await task
 
 
+class NodeMachine(Machine):
+    """This node's GPUs as a local executor on it sees them, with its samples, sampler windows and summaries
+    stamped with the node (the GPU panel groups them under it; ``Outcome.gpu_summary`` names it)."""
+
+    def __init__(self, backend: GpuBackend, sweep: Sweep, publish: Callable[[Event], None], node: str) -> None:
+        super().__init__(backend, sweep, publish)
+        self.node = node
+
+    def start_sampler(self, interval_s: float) -> None:
+        if self.backend.device_count() == 0:
+            return
+        self.sampler = GpuSampler(self.backend, self.on_samples, interval_s=interval_s,
+                                  loop=asyncio.get_running_loop(), node=self.node)
+        self.sampler.start()
+
+    def on_samples(self, samples: list[GpuSample]) -> None:
+        self._publish(GpuSampled(samples=samples_to_json(samples, self.owners, node=self.node), node=self.node))
+
+
 def _node_backend(plan: Plan) -> Any:
     if plan.sweep.engine.launcher == "simulator":
         return open_backend("fake", count=max(8, max(plan.sweep.gpus or (0,)) + 1))
@@ -199,11 +226,14 @@ async def _run_local(job: NodeJob, gpus: tuple[int, ...], node_id: str, sink: _S
         run_dir = RunDir.create(scratch, plan.sweep.name, plan.sweep.text, {})
         profile = get_profile(plan.sweep.engine.profile)
         signatures = SignatureSet(plan.sweep.engine.crash_signatures, builtins=profile.crash_signatures)
-        machine = Machine(_node_backend(plan), plan.sweep, sink.publish)
+        machine = NodeMachine(_node_backend(plan), plan.sweep, sink.publish, job.node)
         executor = LocalExecutor(plan, run_dir, machine, sink.publish, profile=profile, signatures=signatures,
                                  api_key=job.api_key, excerpt_wait_s=job.excerpt_wait_s, port_base=job.port_base,
                                  )
         await executor.open()
+        if job.fingerprint:
+            await _fingerprint(plan, machine, job.node, sink)
+        machine.start_sampler(job.gpu_sample_interval_s)
         try:
             workloads = [build_workload(spec) for spec in plan.workloads]
             local_job = Job(config=job.config, attempt=job.attempt, placement=Placement(gpus, node_id),
@@ -211,9 +241,23 @@ async def _run_local(job: NodeJob, gpus: tuple[int, ...], node_id: str, sink: _S
             return await executor.run(local_job, sink, control)
         finally:
             await executor.close(now=control.stop_now.is_set())
+            await machine.stop_sampler()  # one last sample: the node as this job left it
             run_dir.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+async def _fingerprint(plan: Plan, machine: Machine, node: str, sink: _Sink) -> None:
+    """This node's ``env.json`` document (taken here, redacted here), as :class:`NodeFingerprinted`."""
+    engine = plan.sweep.engine
+    try:
+        doc = await collect_async(backend=machine.backend, python=engine.python or sys.executable,
+                                  packages=get_profile(engine.profile).python_packages,
+                                  extra={"launcher": engine.launcher, "engine_profile": engine.profile})
+    except Exception as exc:  # noqa: BLE001 - a fingerprint problem is said, never fatal
+        sink.publish(Notice(level="warning", text=f"node {node}: no environment fingerprint: {exc}"))
+        return
+    sink.publish(NodeFingerprinted(node=node, fingerprint=doc))
 
 
 def is_server_line(event: Event) -> bool:

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -93,6 +95,20 @@ def unreachable(address: str) -> str | None:
             return None
     except (OSError, ValueError) as exc:
         return f"nothing answers on {host}:{port} ({getattr(exc, 'strerror', None) or exc})"
+
+
+def _faulthandler_on_a_real_file() -> None:
+    """``ray.init`` enables :mod:`faulthandler` on ``sys.stderr``, which fails where ``sys.stderr`` is not a file
+    (the TUI captures it): enable it first on the process's own standard error."""
+    if faulthandler.is_enabled():
+        return
+    try:
+        if sys.stderr.fileno() >= 0:  # Textual's capture answers -1
+            return
+    except (OSError, ValueError, AttributeError):
+        pass
+    with contextlib.suppress(Exception):
+        faulthandler.enable(file=2, all_threads=False)
 
 
 async def _in_daemon_thread(call: Callable[[], Any], timeout_s: float) -> Any:
@@ -269,6 +285,8 @@ class RayExecutor:
         self._excerpt_wait_s = excerpt_wait_s
         self.placer: RayPlacer | None = None
         self._initialised = False
+        self._fingerprinted: set[str] = set()
+        """Nodes whose environment fingerprint was asked for (once per node)."""
 
     async def open(self) -> RayPlacer:
         """Connect to the cluster (unless this process already is) and list its GPU nodes; raises
@@ -282,6 +300,7 @@ class RayExecutor:
             problem = await asyncio.to_thread(unreachable, address)
             if problem is not None:
                 raise OpenFailed([f"cannot reach the Ray cluster at {address}: {problem}; {hint}"])
+            _faulthandler_on_a_real_file()
             try:  # never a new local Ray instance: "auto" finds the one this machine joined, or fails
                 await _in_daemon_thread(lambda: ray.init(address=address, log_to_driver=False,
                                                          configure_logging=False), CONNECT_TIMEOUT_S)
@@ -320,8 +339,13 @@ class RayExecutor:
             todo[workload.spec.name] = list(sink.todo(workload))
             every = sink.expected(workload)
             expected[workload.spec.name] = list(every) if not isinstance(every, int) else []
+        node = job.placement.node or ""
+        first_on_node = node not in self._fingerprinted
+        self._fingerprinted.add(node)
+        held = self.placer.held(job.placement) if self.placer is not None else None
         return NodeJob(plan=self.plan, config=job.config, attempt=job.attempt, todo=todo, expected=expected,
-                       api_key=self._api_key, port_base=self._port_base,
+                       api_key=self._api_key, port_base=self._port_base, fingerprint=first_on_node,
+                       node=node_label(held.info.host, node) if held is not None else node,
                        excerpt_wait_s=self._excerpt_wait_s)
 
     async def run(self, job: Job, sink: JobSink, control: JobControl) -> Outcome:
