@@ -92,3 +92,17 @@ def test_the_built_ins_come_first_and_each_has_its_flags():
     assert get_profile("sglang").python_modules == {"sglang": "sglang.launch_server", "simulator": "specbench_tui.sim"}
     with pytest.raises(KeyError, match="no engine profile 'nope'; known: sglang, llamacpp, vllm"):
         get_profile("nope")
+
+
+def test_reports_show_the_server_packages_the_engine_named():
+    """``env.json`` records the versions of the packages the run's engine names (``python_packages``); the
+    report shows those, whatever the engine (a vLLM run shows vLLM's version, not SGLang's empty slots)."""
+    from specbench_tui.report.tables import MAX_ENV_PACKAGES, env_facts
+
+    vllm = {"server_python": {"packages": {"vllm": "0.32.0", "torch": "2.8.0+cpu", "triton": None}}}
+    assert env_facts(vllm) == {"vllm": "0.32.0", "torch": "2.8.0+cpu"}
+    assert list(get_profile("vllm").python_packages[:2]) == ["vllm", "torch"]
+    assert get_profile("llamacpp").python_packages == ()  # a native binary: no interpreter to ask
+    hostile = {"server_python": {"packages": {f"p{i}\x1b[2J": "1" for i in range(5000)}}}
+    facts = env_facts(hostile)
+    assert len(facts) == MAX_ENV_PACKAGES and all("\x1b" not in key for key in facts)

@@ -261,7 +261,10 @@ def summary_line(analysis: RunAnalysis) -> str:
     return f"{len(analysis.configs)} configurations ({states}) x {len(analysis.workloads)} workloads{under_load}"
 
 
-ENV_PACKAGES = ("sglang", "sgl-kernel", "torch", "triton", "flashinfer-python", "transformers")
+ENV_PACKAGES = ("sglang", "sgl-kernel", "torch", "triton", "flashinfer-python", "transformers", "vllm")
+"""Flat keys read from a hand-made ``env.json``; a fingerprint lists the packages its engine named instead."""
+MAX_ENV_PACKAGES = 16
+"""Recorded package versions shown at most (an engine names fewer; a hand-edited file may hold thousands)."""
 
 
 def env_facts(env: dict[str, Any] | None) -> dict[str, str]:
@@ -288,9 +291,10 @@ def env_facts(env: dict[str, Any] | None) -> dict[str, str]:
     server = env.get("server_python")
     packages = server.get("packages") if isinstance(server, dict) else None
     if isinstance(server, dict) and isinstance(packages, dict):
-        for name in ENV_PACKAGES:
-            if packages.get(name):
-                facts[name] = str(packages[name])
+        # The distributions the run's engine named (EngineProfile.python_packages), in its order.
+        found = [(name, version) for name, version in packages.items() if isinstance(name, str) and version]
+        for name, version in found[:MAX_ENV_PACKAGES]:
+            facts[clean_text(name, 40)] = str(version)
         if server.get("torch_cuda"):
             facts["torch cuda"] = str(server["torch_cuda"])
     for key in ("driver", "cuda", "compute_capability", *ENV_PACKAGES):
