@@ -106,3 +106,18 @@ def test_reports_show_the_server_packages_the_engine_named():
     hostile = {"server_python": {"packages": {f"p{i}\x1b[2J": "1" for i in range(5000)}}}
     facts = env_facts(hostile)
     assert len(facts) == MAX_ENV_PACKAGES and all("\x1b" not in key for key in facts)
+
+
+def test_the_simulator_is_a_launcher_of_the_sglang_engine(tmp_path: Path):
+    from specbench_tui.core.engines import simulator
+    from specbench_tui.core.launch import launcher_prefix
+    from specbench_tui.core.sweep.schema import EngineSpec
+
+    sim = EngineSpec(profile="sglang", launcher="simulator", sim_profile="/p/fast.toml")
+    real = EngineSpec(profile="sglang", launcher="sglang")
+    assert simulator.simulated(sim) and not simulator.simulated(real)
+    assert simulator.launch_env(sim) == {"SPECBENCH_SIM_PROFILE": "/p/fast.toml"} and simulator.launch_env(real) == {}
+    assert launcher_prefix(sim, "/py") == ["/py", "-m", "specbench_tui.sim"]
+    assert launcher_prefix(real, "/py") == ["/py", "-m", "sglang.launch_server"]
+    with pytest.raises(ValueError, match="engine profile 'vllm' has no launcher 'simulator'"):
+        launcher_prefix(EngineSpec(profile="vllm", launcher="simulator"), "/py")

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from specbench_tui.core.engines import simulator
 from specbench_tui.core.events import ConfigState, Event, MeasurementRecorded
 from specbench_tui.engine.control_socket import ControlServer
 from specbench_tui.engine.engines_registry import forget, register
@@ -147,7 +148,7 @@ async def _serve(plan: Any, run_dir: Any, args: argparse.Namespace, status_fd: i
         if outcome.failure != "preflight":
             try:
                 analysis = run_analysis(plan.to_json(), run_dir.read_measurements(), run_dir.read_events())
-                summary = render_summary(analysis, simulated=plan.sweep.engine.launcher == "simulator")
+                summary = render_summary(analysis, simulated=simulator.simulated(plan.sweep.engine))
                 (run_dir.path / SUMMARY).write_text(summary + "\n", encoding="utf-8")
             except (StoreError, OSError) as exc:
                 print(f"specbench engine: no summary: {exc}", flush=True)

@@ -29,6 +29,7 @@ import time
 from collections import defaultdict
 from typing import Any, TextIO
 
+from specbench_tui.core.engines import simulator
 from specbench_tui.core.events import (
     ConfigFinished,
     ConfigState,
@@ -98,7 +99,7 @@ class Printer:
         if isinstance(event, SweepStarted):
             self._say(f"sweep {event.sweep}: {event.total_configs} configurations"
                       f"{' (resumed)' if event.resumed else ''} -> {event.run_dir}")
-            if self.plan.sweep.engine.launcher == "simulator":
+            if simulator.simulated(self.plan.sweep.engine):
                 self._say(SIMULATED_LINE)
         elif isinstance(event, ServerLaunching):
             attempt = f" attempt {event.attempt}" if event.attempt > 1 else ""
@@ -273,7 +274,7 @@ async def _run(plan: Plan, run_dir: Any, resumed: bool, retry_crashed: bool, out
         analysis = None
         try:
             analysis = run_analysis(plan.to_json(), run_dir.read_measurements(), run_dir.read_events())
-            printer.write(render_summary(analysis, simulated=plan.sweep.engine.launcher == "simulator"))
+            printer.write(render_summary(analysis, simulated=simulator.simulated(plan.sweep.engine)))
         except StoreError as exc:
             printer.write(f"no summary: {exc}")
         printer.write(f"\nrun directory: {run_dir.path}")

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from specbench_tui.core.engines import simulator
 from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.events import Event, Notice, SweepFinished
 from specbench_tui.core.plan import Plan
@@ -74,7 +75,7 @@ class EngineThread:
         """The end-of-run table over the run directory (earlier runs of a resumed one included)."""
         from specbench_tui.engine.ending import render_summary
 
-        return render_summary(self.analysis(), simulated=self.plan.sweep.engine.launcher == "simulator")
+        return render_summary(self.analysis(), simulated=simulator.simulated(self.plan.sweep.engine))
 
     def analysis(self) -> RunAnalysis:
         """The run directory's ledger analysed (what the summary and the exit code rest on)."""

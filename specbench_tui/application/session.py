@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from specbench_tui.core.engines import simulator
 from specbench_tui.application.plans import load_plan_or_report
 from specbench_tui.core.cluster import ClusterSpec, with_address
 from specbench_tui.core.errors import SweepError
@@ -125,7 +126,7 @@ def make_backend(plan: Plan) -> GpuBackend:
     Ray cluster (each node samples its own GPUs and sends them with the node's name)."""
     if plan.sweep.cluster.on_ray:
         return NullBackend("GPUs are sampled on the Ray cluster's nodes, grouped by node in the GPU panel")
-    if plan.sweep.engine.launcher == "simulator":
+    if simulator.simulated(plan.sweep.engine):
         count = max(8, max(plan.sweep.gpus or (0,)) + 1)
         return open_backend("fake", count=count)
     try:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specbench_tui.core.engines import simulator
 from specbench_tui.core.events import (
     ConfigFinished,
     ConfigState,
@@ -130,7 +131,7 @@ class RunState:
     def from_plan(cls, plan: Plan, run_dir: str = "") -> RunState:
         """A state listing every configuration of ``plan`` as pending (or skipped with the plan's reason)."""
         state = cls(sweep_name=plan.sweep.name, run_dir=run_dir, total_configs=len(plan.configs),
-                    ledger=Ledger(plan_json=plan.to_json()), simulated=plan.sweep.engine.launcher == "simulator")
+                    ledger=Ledger(plan_json=plan.to_json()), simulated=simulator.simulated(plan.sweep.engine))
         baselines = {c.baseline for c in plan.configs if c.baseline}
         for order, config in enumerate(plan.configs):
             view = ConfigView(config_id=config.id, name=config.name, order=order, baseline=config.baseline,

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench_tui import __version__
+from specbench_tui.core.engines import simulator
 from specbench_tui.core.engines.sglang import SGLANG
 from specbench_tui.engine.gpus import GpuBackend, architecture, describe_backend
 
@@ -284,7 +285,7 @@ def collect(*, backend: GpuBackend | None = None, sweep_path: Path | str | None 
     if extra:
         doc["extra"] = dict(extra)
     # The simulator's servers, or the scripted GPU box, make invented figures: said at the top of the document.
-    doc["simulated"] = bool(doc["gpus"].get("simulated") or (extra or {}).get("launcher") == "simulator")
+    doc["simulated"] = bool(doc["gpus"].get("simulated") or (extra or {}).get("launcher") == simulator.LAUNCHER)
     return redact(doc, secret_values(environ))
 
 

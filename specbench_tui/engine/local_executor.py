@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from specbench_tui.core.engines import simulator
 from specbench_tui.core.events import ConfigState, Event, Notice, ServerLaunching, ServerStopped
 from specbench_tui.core.launch import launch_env, redact_argv, server_argv
 from specbench_tui.core.logparse import summarize_decode
@@ -298,8 +299,7 @@ class LocalExecutor:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA's default order can differ from NVML's (our indices)
         env["PYTHONUNBUFFERED"] = "1"
-        if self.sweep.engine.sim_profile:
-            env["SPECBENCH_SIM_PROFILE"] = self.sweep.engine.sim_profile
+        env.update(simulator.launch_env(self.sweep.engine))
         return env
 
     def _mem_fraction(self, config: PlannedConfig) -> dict[str, float]:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from specbench_tui.core.engines import simulator
 from specbench_tui.core.engines.registry import engine_flags
 from specbench_tui.core.events import Event, GpuSampled
 
@@ -42,14 +43,14 @@ class Machine:
         if self.sweep.gpus is not None:
             return self.sweep.gpus
         count = self.backend.device_count()
-        if count == 0 and self.sweep.engine.launcher == "simulator":
+        if count == 0 and simulator.simulated(self.sweep.engine):
             return tuple(range(SIMULATOR_GPUS))
         return tuple(range(count))
 
     def on_cpu(self) -> bool:
         """The engine runs without a GPU (llama.cpp) and this machine has none: configurations take no GPU."""
         return (engine_flags(self.sweep.engine.profile).runs_on_cpu and self.sweep.gpus is None
-                and self.sweep.engine.launcher != "simulator" and self.backend.device_count() == 0)
+                and not simulator.simulated(self.sweep.engine) and self.backend.device_count() == 0)
 
     def start_sampler(self, interval_s: float) -> None:
         """Poll the backend in its thread; samples come back on this loop as :class:`GpuSampled`."""

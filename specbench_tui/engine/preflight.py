@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Collection
 from pathlib import Path
 
+from specbench_tui.core.engines import simulator
 from specbench_tui.core.engines.registry import engine_flags
 from specbench_tui.core.events import Event, Notice
 from specbench_tui.core.plan import Plan
@@ -61,7 +62,7 @@ def preflight(plan: Plan, pending: Collection[str], machine: Machine, run_dir: R
     visible = machine.backend.device_count()
     if sweep.cluster.on_ray:  # the GPUs are the cluster's nodes' (checked when the executor opens)
         problems.extend(cluster_workload_problems(plan))
-    elif runnable and visible == 0 and (not indices or engine.launcher != "simulator") and not machine.on_cpu():
+    elif runnable and visible == 0 and (not indices or not simulator.simulated(engine)) and not machine.on_cpu():
         hint = machine.backend.hint or "no GPU is visible"
         problems.append(f"no GPUs to run on ({engine.launcher} launcher): {hint}")
     elif visible and sweep.gpus is not None and max(sweep.gpus) >= visible:

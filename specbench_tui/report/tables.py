@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specbench_tui.core.engines import simulator
 from specbench_tui.core.results import (
     ACCEPT_FROM_SERVER,
     FLAG_BURST,
@@ -318,7 +319,7 @@ def env_simulated(env: dict[str, Any] | None) -> bool:
     extra = env.get("extra")
     return bool(env.get("simulated") is True
                 or (isinstance(gpus, dict) and (gpus.get("backend") == "fake" or gpus.get("simulated") is True))
-                or (isinstance(extra, dict) and extra.get("launcher") == "simulator"))
+                or (isinstance(extra, dict) and extra.get("launcher") == simulator.LAUNCHER))
 
 
 def env_line(env: dict[str, Any] | None) -> str | None:

@@ -9,7 +9,7 @@ stats lines in the live log.
 
 The simulator (``specbench_tui.sim``) is not a separate engine: it speaks SGLang's wire, prints SGLang's log lines
 and takes SGLang's flags, so a sweep reaches it as ``profile = "sglang"`` with ``launcher = "simulator"``
-(:data:`PYTHON_MODULES`).
+(:data:`PYTHON_MODULES`); what a simulated run means to the rest of the program is :mod:`.simulator`'s.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from specbench_tui.core.engines import simulator
 from specbench_tui.core.engines.base import (
     EngineFlags,
     EngineProfile,
@@ -383,8 +384,8 @@ def _input_limit(info: Mapping[str, Any]) -> int | None:
     return positive(info.get("max_req_input_len"))
 
 
-PYTHON_MODULES = {"sglang": "sglang.launch_server", "simulator": "specbench_tui.sim"}
-"""Real SGLang, or the simulator that imitates it."""
+PYTHON_MODULES = {"sglang": "sglang.launch_server", simulator.LAUNCHER: simulator.MODULE}
+"""Real SGLang, or the simulator that imitates it (:mod:`.simulator`)."""
 
 SGLANG = EngineProfile(
     name="sglang",

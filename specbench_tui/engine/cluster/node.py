@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specbench_tui.core.engines import simulator
 from specbench_tui.core.engines.registry import get_profile
 from specbench_tui.core.events import ConfigState, Event, GpuSampled, LogLine, NodeFingerprinted, Notice
 from specbench_tui.core.plan import Plan, PlannedConfig
@@ -212,7 +213,7 @@ class NodeMachine(Machine):
 
 
 def _node_backend(plan: Plan) -> Any:
-    if plan.sweep.engine.launcher == "simulator":
+    if simulator.simulated(plan.sweep.engine):
         return open_backend("fake", count=max(8, max(plan.sweep.gpus or (0,)) + 1))
     return open_backend("auto")
 
