@@ -193,7 +193,7 @@ name = "eagle3-s7"
 args = { speculative-algorithm = "EAGLE3", speculative-draft-model-path = "d/e", speculative-num-steps = 7, speculative-eagle-topk = 1, speculative-num-draft-tokens = 8 }
 [[workloads]]
 kind = "code"
-max_new_tokens = 13
+max_new_tokens = 37  # 36 decode tokens, as in the demo: with 12, a loaded box's late reads flipped speedups near 1
 concurrency = [1, 4, 8, 16, 24, 32, 64]
 waves = 1
 """
