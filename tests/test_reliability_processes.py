@@ -271,3 +271,17 @@ def test_tui_losing_its_terminal_or_sigterm_leaves_no_server(tmp_path, ending):
             os.close(master)
         wait_gone(marker, proc.pid, timeout_s=5)
     assert survivors == [], f"{ending}: servers outlived the TUI: {survivors}"
+
+
+def test_a_ctrl_c_after_the_sweep_let_its_handlers_go_ends_as_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second of two Ctrl-C racing the sweep's end arrives after its handlers were let go: the program ends
+    with 130 (stopped on request), never killed by SIGINT itself (exit status -2, seen under load)."""
+    from specbench_tui.application import headless
+    from specbench_tui.application.session import RunRequest
+
+    async def interrupted_at_the_end(*args: object, **kwargs: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(headless, "prepare_run", lambda request: (object(), object()))
+    monkeypatch.setattr(headless, "_run", interrupted_at_the_end)
+    assert headless.run_headless(RunRequest(sweep="demo")) == 130

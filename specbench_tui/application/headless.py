@@ -52,7 +52,7 @@ from specbench_tui.core.ledger import Ledger
 from specbench_tui.core.nodes import describe_gpus
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import ERROR_KIND_CRASH, STATUS_OK
-from specbench_tui.engine.ending import exit_code, render_summary, run_analysis
+from specbench_tui.engine.ending import EXIT_INTERRUPTED, exit_code, render_summary, run_analysis
 from specbench_tui.application.session import RunRequest, give_up_ownership, make_backend, prepare_run
 from specbench_tui.store import StoreError
 
@@ -222,8 +222,14 @@ def run_headless(request: RunRequest | argparse.Namespace, out: TextIO = sys.std
     if isinstance(loaded, int):
         return loaded
     plan, run_dir = loaded
-    return asyncio.run(_run(plan, run_dir, args.resume is not None, args.retry_crashed, out,
-                            port_base=args.port_base))
+    try:
+        return asyncio.run(_run(plan, run_dir, args.resume is not None, args.retry_crashed, out,
+                                port_base=args.port_base))
+    except KeyboardInterrupt:
+        # A Ctrl-C outside the sweep's own handlers: the second of two racing the sweep's end, after the handlers
+        # were let go. The sweep is over and torn down; the program ends as stopped on request, not killed by
+        # the signal (Python would re-raise SIGINT at exit: status -2, no exit code a script can read).
+        return EXIT_INTERRUPTED
 
 
 async def _run(plan: Plan, run_dir: Any, resumed: bool, retry_crashed: bool, out: TextIO,
