@@ -138,6 +138,14 @@ def main(argv: list[str] | None = None) -> int:
             return code
     except KeyboardInterrupt:
         return 130
+    except ImportError as exc:
+        from specbench_tui.core.engines.registry import EngineLoadError  # loaded by now: it raised
+
+        if not isinstance(exc, EngineLoadError):
+            raise
+        print(f"specbench: {exc}\n  fix the module, or take it out of SPECBENCH_ENGINES (docs/adding-an-engine.md)",
+              file=sys.stderr)
+        return EXIT_INVALID
     except BrokenPipeError:
         # `specbench validate ... | head`: the reader left; exit quietly like other Unix tools.
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -158,6 +158,14 @@ def test_a_broken_engine_module_is_named(monkeypatch):
     assert "engine module 'no_such_engine_module' named by SPECBENCH_ENGINES=toy_engine, no_such_engine_module " \
            "cannot be imported: ModuleNotFoundError" in done.stdout, done.stdout + done.stderr
     assert issubclass(EngineLoadError, ImportError) and ENV_MODULES == "SPECBENCH_ENGINES"
+    # From the command line: the message and the fix, exit 2, no traceback.
+    done = subprocess.run([sys.executable, "-m", "specbench_tui", "validate", str(TESTS.parent / "sweeps" / "demo.toml")],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "SPECBENCH_ENGINES": "no_such_engine_module"})
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("specbench: engine module 'no_such_engine_module' named by SPECBENCH_ENGINES"), \
+        done.stderr
+    assert "take it out of SPECBENCH_ENGINES" in done.stderr
 
 
 def _read_run(runs: Path) -> tuple[Path, dict, list[Measurement], list]:
