@@ -165,7 +165,8 @@ class RayPlacer:
 
     async def refresh(self) -> None:
         """Ray's view of the nodes: new ones join the pool, dead ones leave it."""
-        for node in await asyncio.to_thread(cluster_nodes):
+        nodes = await asyncio.to_thread(cluster_nodes)
+        for node in nodes:
             known = self._nodes.get(node.node_id)
             if known is None:
                 self._nodes[node.node_id] = node
@@ -175,7 +176,7 @@ class RayPlacer:
                 known.alive = False
                 self._publish(Notice(level="warning", text=f"node {node_label(known.host, known.node_id)} is lost: "
                                                            "nothing more is placed on it"))
-        alive = {n.node_id for n in await asyncio.to_thread(cluster_nodes) if n.alive}
+        alive = {n.node_id for n in nodes if n.alive}
         for node in self._nodes.values():
             if node.alive and node.node_id not in alive:
                 node.alive = False
