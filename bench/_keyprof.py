@@ -3,7 +3,8 @@
     .venv/bin/python bench/_keyprof.py [KEYS...] [--profile KEY]
 
 Environment: ``SORT=tottime`` orders the profile; ``FRAMES=1`` prints each press's frames (start, CPU ms);
-``GCLOG=1`` prints the garbage collections (``GCLOG=2`` each full one).
+``GCLOG=1`` prints the garbage collections (``GCLOG=2`` each full one); ``GARBAGE=1`` what 5 s of flood leave
+as cyclic garbage; ``PACE=S`` runs the app's paced full collections every S seconds.
 """
 from __future__ import annotations
 
@@ -38,6 +39,9 @@ async def main(keys: list[str], profile: str | None, rounds: int) -> None:
         CSS_PATH = str(Path(app_module.__file__).with_name("app.tcss"))
 
     app = BenchApp(engine)
+    if os.environ.get("PACE"):
+        import specbench_tui.tui.gc_pacing as pacing
+        pacing.AT_MOST_S = pacing.EVERY_S = float(os.environ["PACE"])
     from textual.screen import Screen
     frames: list[tuple[float, float]] = []
     original = Screen._compositor_refresh
@@ -98,6 +102,16 @@ async def main(keys: list[str], profile: str | None, rounds: int) -> None:
             print(f"{key:8} cpu ms: median {times[len(times)//2]:.1f}  max {times[-1]:.1f}  {[round(t) for t in times]}")
             if prof:
                 pstats.Stats(prof).sort_stats(SORT).print_stats(45)
+        if os.environ.get("GARBAGE"):
+            import gc as _gc
+            from collections import Counter as _Counter
+            _gc.collect()
+            await pilot.pause(5.0)
+            _gc.set_debug(_gc.DEBUG_SAVEALL)
+            _gc.collect()
+            print("garbage in 5 s:", len(_gc.garbage), _Counter(type(o).__qualname__ for o in _gc.garbage).most_common(30))
+            _gc.set_debug(0)
+            _gc.garbage.clear()
         engine.flood.stop.set()
         if os.environ.get("GCLOG"):
             from collections import Counter

@@ -30,6 +30,10 @@ About 3 minutes on 2 cores. A p95 over 20 presses lies between their two slowest
 press in twenty that waits for the CPU moves it only a little, two decide it.
 
     .venv/bin/python bench/bench_ui.py            # --presses N (default 20 per key), --no-memory
+    .venv/bin/python bench/bench_ui.py --no-memory --keys m,t --profile /tmp/prof   # where slow presses went
+
+``--profile DIR`` samples the app's UI thread every 2 ms (``_sampler.py``) and prints, per key, the functions on
+its stack during the presses over 60 ms. ``bench/_keyprof.py`` gives the headless CPU cost of each key (cProfile).
 """
 
 from __future__ import annotations

@@ -380,3 +380,26 @@ async def test_full_garbage_collections_are_paced_while_the_app_runs(engine: Fak
         await press(pilot, "o")
         assert app.gc_pacer._key_at > before  # a key keeps the collection away for a moment
     assert gc.get_threshold() == saved  # the collector's own thresholds once the app has gone
+
+
+async def test_results_rows_are_built_off_the_ui_thread(engine: FakeEngine, monkeypatch) -> None:
+    import specbench_tui.tui.app as app_module
+    import specbench_tui.tui.results_panel as results_module
+
+    threads: list[int] = []
+    real = results_module.build_rows
+
+    def spy(*args, **kwargs):
+        threads.append(threading.get_ident())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(app_module, "build_rows", spy)
+    monkeypatch.setattr(results_module, "build_rows", spy)
+    app = make_app(engine)
+    async with app.run_test() as pilot:
+        await settle(app, pilot)
+        engine.play()
+        app.drain_events()
+        await analysed(app, pilot)
+        assert app.sweep_screen.query_one(ResultsPanel).row_count > 0
+    assert threads and threading.main_thread().ident not in threads  # 1,600 rows would hold up a key

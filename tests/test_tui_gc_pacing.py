@@ -16,8 +16,8 @@ class Clock:
 
 
 def test_collects_when_idle_and_due_and_at_the_latest_while_typing() -> None:
-    clock, runs = Clock(), []
-    pacer = GarbagePacer(clock, lambda: runs.append(clock.now))
+    clock, runs, freezes = Clock(), [], []
+    pacer = GarbagePacer(clock, lambda: runs.append(clock.now), lambda: freezes.append(clock.now))
     saved = gc.get_threshold()
     pacer.start()
     try:
@@ -37,6 +37,7 @@ def test_collects_when_idle_and_due_and_at_the_latest_while_typing() -> None:
         clock.now += 0.5
         assert pacer.tick()  # … yet never longer than AT_MOST_S without one
         assert pacer.collections == 2
+        assert freezes == runs  # what survives a collection is frozen: the next one walks only what is new
     finally:
         pacer.stop()
     assert gc.get_threshold() == saved

@@ -26,7 +26,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from textual import events, work
 from textual.app import App
@@ -68,7 +68,7 @@ from specbench_tui.tui.notifier import Notifier
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.queue_panel import QueuePanel
 from specbench_tui.tui.quitting import QuitActions
-from specbench_tui.tui.results_panel import ResultsPanel
+from specbench_tui.tui.results_panel import ConfigNotes, ResultRow, ResultsPanel, build_rows, config_notes
 from specbench_tui.tui.safe_text import clean
 from specbench_tui.tui.screen_actions import ScreenActions
 from specbench_tui.tui.sweep_screen import SweepScreen
@@ -91,6 +91,13 @@ RESULTS_INTERVAL_S = 0.5
 """Least time between two rebuilds of the results table once there are many measurements."""
 THROTTLE_RESULTS_FROM = 300
 """Measurements from which the results table is rebuilt at most every :data:`RESULTS_INTERVAL_S`."""
+
+
+class AnalysedRows(NamedTuple):
+    """What the analysis worker hands back: the run's analysis and the results table's rows built from it."""
+
+    analysis: RunAnalysis
+    rows: dict[str, ResultRow]
 
 
 class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, AppBase):
@@ -364,24 +371,27 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
             return
         self._analysis_running = True
         self._analysis_wanted = False
-        self._analyse_in_thread(self.state.ledger.snapshot())
+        self._analyse_in_thread(self.state.ledger.snapshot(), config_notes(self.state))
 
     @work(thread=True, group="analysis", exit_on_error=False)
-    def _analyse_in_thread(self, snapshot: LedgerSnapshot) -> RunAnalysis:
-        """The analysis of ``snapshot``, off the UI thread (it walks every measurement)."""
-        return snapshot.analyse()
+    def _analyse_in_thread(self, snapshot: LedgerSnapshot, notes: ConfigNotes) -> AnalysedRows:
+        """The analysis of ``snapshot`` and the results table's rows, off the UI thread (it walks every
+        measurement; the rows of a big run are thousands)."""
+        analysis = snapshot.analyse()
+        return AnalysedRows(analysis, build_rows(None, analysis, notes))
 
     def _analysis_done(self, worker: Worker) -> None:
         self._analysis_running = False
-        if worker.state == WorkerState.SUCCESS and isinstance(worker.result, RunAnalysis):
-            self.analysis = worker.result
+        if worker.state == WorkerState.SUCCESS and isinstance(worker.result, AnalysedRows):
+            self.analysis = worker.result.analysis
+            rows = worker.result.rows
             if self._heap_frozen_at is None:  # the run's past is loaded and shown: freeze it once now
                 self.call_after_refresh(self._freeze_heap, True)
             partial = partial_configs(self.analysis)
             partial_changed = partial != self.partial_ids
             self.partial_ids = partial
             if self._panels_attached():
-                self._results_panel().sync(self.state, False, self.analysis)
+                self._results_panel().sync(self.state, False, self.analysis, rows)
                 if partial_changed:
                     self._queue_panel().sync(self.state, False, self.optimistic, self.pause_requested,
                                              self.partial_ids)
