@@ -236,3 +236,39 @@ async def test_tui_shows_each_configurations_node_and_quit_leaves_nothing(ray_cl
     finally:
         engine.stop(timeout=30)
     assert wait_no_processes(str(tmp_path), timeout_s=45.0) == []
+
+
+def test_resume_after_the_engine_died_continues_on_the_cluster(ray_cluster: FakeCluster, tmp_path: Path) -> None:
+    """The run directory is the truth, not Ray: an engine killed mid-sweep (SIGKILL) is resumed with
+    ``--resume RUN --ray-address``; it measures only what is missing, so every measurement exists once."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from engine_helpers import headless_engine, wait_no_processes
+
+    _sweep(tmp_path, tps=(4, 1), count=2, tok_s=5.0, cluster={"executor": "ray"})
+    runs = tmp_path / "runs"
+    engine = headless_engine([str(tmp_path / "sweep.toml"), "--runs-dir", str(runs), "--foreground",
+                              "--ray-address", ray_cluster.address], tmp_path)
+    try:
+        _wait_for(runs, "MeasurementRecorded", 1)
+        engine.send_signal(signal.SIGKILL)
+        engine.wait(timeout=30)
+    finally:
+        if engine.poll() is None:
+            engine.kill()
+            engine.wait()
+    assert wait_no_processes(str(tmp_path), timeout_s=45.0) == []
+    (run_dir,) = runs.glob("*")
+    before = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+    assert 1 <= len(before) < 4
+    resumed = subprocess.run([sys.executable, "-m", "specbench_tui", "run", "--resume", str(run_dir), "--headless",
+                              "--foreground", "--ray-address", ray_cluster.address],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    after = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+    keys = [(m["config_id"], m["workload"], m["item"], m["repeat"]) for m in after]
+    assert len(keys) == 4 and len(set(keys)) == 4, keys
+    assert after[:len(before)] == before  # what arrived before the kill is kept as it was
