@@ -166,3 +166,20 @@ def test_load_axis_workloads_are_refused_on_ray(tmp_path: Path) -> None:
     plan = build_plan(parse_sweep(text + '\n[cluster]\nexecutor = "ray"\n', Path("/tmp/s.toml"), "s.toml"))
     (problem,) = cluster_workload_problems(plan)
     assert "load axis" in problem and "executor = 'local'" in problem
+
+
+def test_the_start_notice_says_how_configurations_are_placed() -> None:
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from specbench_tui.engine.cluster import placement_note
+
+    sweep = parse_sweep(BASE, Path("/tmp/s.toml"), "s.toml")
+    local = SimpleNamespace(indices=(0, 1))
+    cluster = SimpleNamespace(indices=tuple(range(12)), node_sizes=[8, 4])
+    assert placement_note(sweep, local) is None  # one at a time on this machine: nothing to say
+    assert "disjoint GPUs of the pool [0, 1]" in placement_note(replace(sweep, concurrent=True), local)
+    on_ray = replace(sweep, cluster=ClusterSpec(executor="ray"))
+    assert "set [sweep] concurrent = true" in placement_note(on_ray, cluster)
+    note = placement_note(replace(on_ray, concurrent=True), cluster)
+    assert "each on one node of the Ray cluster's 2 GPU nodes (8, 4 GPUs)" in note

@@ -36,7 +36,7 @@ from specbench_tui.core.plan import Plan, PlannedConfig
 from specbench_tui.core.records import STATUS_ERROR, Measurement, MeasurementKey
 from specbench_tui.core.signatures import SignatureSet
 from specbench_tui.engine.attempt import ServerGone, expected_keys
-from specbench_tui.engine.cluster import cluster_executor
+from specbench_tui.engine.cluster import cluster_executor, placement_note
 from specbench_tui.engine.executor import Executor, StopJob
 from specbench_tui.engine.gpus import GpuBackend, GpuPool, GpuSampler, NullBackend
 from specbench_tui.engine.leases import Leases
@@ -335,10 +335,8 @@ class Orchestrator:
         if self.backend.hint:
             self.publish(Notice(level="info", text=self.backend.hint))
         await say_gpus_taken(self.pool, self.machine, self.publish)
-        if self.sweep.concurrent:
-            self.publish(Notice(level="info", text=f"concurrent: configurations run side by side on disjoint GPUs "
-                                                   f"of the pool {list(placer.indices)}; neighbours can disturb "
-                                                   "each other's measurements (recorded in every result)"))
+        if placing := placement_note(self.sweep, placer):  # concurrent, or on a cluster: say how it places
+            self.publish(Notice(level="info", text=placing))
         if self._write_env_json:
             self._env_task = asyncio.create_task(write_env(
                 self.plan, self.run_dir, self.machine, placer.indices, python=self._python,

@@ -15,7 +15,8 @@ from specbench_tui.core.events import Event
 from specbench_tui.core.plan import Plan
 
 if TYPE_CHECKING:
-    from specbench_tui.engine.executor import Executor
+    from specbench_tui.core.sweep.schema import Sweep
+    from specbench_tui.engine.executor import Executor, Placer
 
 RAY_MISSING = ("[cluster] executor = 'ray' needs Ray, which is not installed: "
                "pip install 'specbench-tui[ray]' (the same Ray version on every node)")
@@ -51,3 +52,19 @@ def cluster_executor(plan: Plan, publish: Callable[[Event], None], api_key: str 
     from specbench_tui.engine.cluster.ray_executor import RayExecutor
 
     return RayExecutor(plan, publish, api_key=api_key, port_base=port_base, excerpt_wait_s=excerpt_wait_s)
+
+
+def placement_note(sweep: Sweep, placer: Placer) -> str | None:
+    """The notice at the start that says how configurations are placed (None: one at a time on this machine)."""
+    sizes = getattr(placer, "node_sizes", None)
+    if sweep.cluster.on_ray and sizes is not None:
+        nodes = f"{len(sizes)} GPU node{'s' if len(sizes) != 1 else ''} ({', '.join(str(n) for n in sizes)} GPUs)"
+        if not sweep.concurrent:
+            return (f"one configuration at a time on the Ray cluster's {nodes}: set [sweep] concurrent = true "
+                    "to use every node at once")
+        return (f"concurrent: configurations run side by side, each on one node of the Ray cluster's {nodes}; "
+                "neighbours on a node can disturb each other's measurements (recorded in every result)")
+    if sweep.concurrent:
+        return (f"concurrent: configurations run side by side on disjoint GPUs of the pool {list(placer.indices)}; "
+                "neighbours can disturb each other's measurements (recorded in every result)")
+    return None
