@@ -29,13 +29,13 @@ DETERMINISTIC = ("config_id", "workload", "item", "repeat", "status", "completio
 
 
 def _sweep(folder: Path, *, tps: tuple[int, ...] = TPS, count: int = 2, tok_s: float = 400.0,
-           cluster: dict[str, Any] | None = None, concurrent: bool = True) -> Plan:
+           cluster: dict[str, Any] | None = None, concurrent: bool = True, repeats: int = 1) -> Plan:
     configs = [{"name": f"ar-tp{tp}-{i}", "algorithm": "autoregressive", "args": inline(**{"tp-size": tp, "random-seed": i})}
                for i, tp in enumerate(tps)]
     sweep = sim_sweep("cluster", configs=configs,
                       workloads=[{"kind": "code", "items": ["fibonacci", "quicksort"][:count],
                                   "max_new_tokens": 48}],
-                      sweep={"gpus": 8, "concurrent": concurrent, "repeats": 1})
+                      sweep={"gpus": 8, "concurrent": concurrent, "repeats": repeats})
     if cluster is not None:
         sweep["cluster"] = cluster
     return plan_for(write(folder, sweep, sim_profile(tok_s=tok_s, accept_length=2.5)))
@@ -47,6 +47,17 @@ async def _run_on_ray(plan: Plan, runs: Path, timeout_s: float = 240.0) -> tuple
     outcome, events, run_dir, orchestrator = await run_plan(plan, runs, timeout_s=timeout_s)
     assert type(orchestrator.executor).__name__ == "RayExecutor"
     return outcome, events, run_dir
+
+
+def _all_gpus_free(timeout_s: float = 20.0) -> None:
+    """Every placement group removed: the cluster's GPUs are all available again."""
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while ray.available_resources().get("GPU", 0) < ray.cluster_resources().get("GPU", 0):
+        assert time.monotonic() < deadline, (ray.available_resources(), ray.cluster_resources())
+        time.sleep(0.2)
+    assert all(g["state"] == "REMOVED" for g in ray.util.placement_group_table().values())
 
 
 def _windows(events: list[Event]) -> list[tuple[str, tuple[int, ...], float, float, str]]:
@@ -72,6 +83,8 @@ async def test_mixed_tp_on_three_nodes_matches_the_local_executor(ray_cluster: F
         for other in launches:  # side by side on one node: disjoint GPUs
             if other[4] != config_id and other[0] == node and other[2] < end and start < other[3]:
                 assert not set(gpus) & set(other[1]), (config_id, other[4], gpus, other[1])
+
+    _all_gpus_free()
 
     local_plan = _sweep(tmp_path / "local")
     local, _, local_dir, _ = await run_plan(local_plan, tmp_path / "runs-local", timeout_s=240)
@@ -133,6 +146,7 @@ async def test_node_lost_mid_configuration_reruns_elsewhere(ray_cluster: FakeClu
     keys = [m.key for m in run_dir.read_measurements()]
     assert sorted(keys) == sorted(set(keys)) and len(keys) == 2  # every measurement exactly once
     assert [e.state.value for e in of_type(events, ConfigFinished)] == ["done"]
+    _all_gpus_free()
 
 
 def test_fake_cluster_is_three_8_gpu_nodes(ray_cluster: FakeCluster) -> None:
@@ -272,3 +286,50 @@ def test_resume_after_the_engine_died_continues_on_the_cluster(ray_cluster: Fake
     keys = [(m["config_id"], m["workload"], m["item"], m["repeat"]) for m in after]
     assert len(keys) == 4 and len(set(keys)) == 4, keys
     assert after[:len(before)] == before  # what arrived before the kill is kept as it was
+
+
+async def test_skip_and_pause_reach_the_node(ray_cluster: FakeCluster, tmp_path: Path) -> None:
+    """The control API on a cluster: a pause holds the next request on the node, and a skip of the running
+    configuration cancels its request there and tears its server down (skipped, never crashed)."""
+    from engine_helpers import wait_no_processes
+
+    from specbench_tui.core.events import QueuePaused, QueueResumed
+    from specbench_tui.engine.orchestrator import Orchestrator
+    from specbench_tui.store import RunDir
+
+    plan = _sweep(tmp_path, tps=(4,), count=2, tok_s=8.0, cluster={"executor": "ray"}, concurrent=False,
+                  repeats=2)  # 4 requests of 6 s each
+    run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
+    orchestrator = Orchestrator(plan, run_dir)
+    events: list[Event] = []
+    orchestrator.subscribe(events.append)
+    config_id = plan.configs[0].id
+
+    def measured() -> int:
+        return len(of_type(events, MeasurementRecorded))
+
+    task = asyncio.ensure_future(orchestrator.run())
+    try:
+        deadline = time.monotonic() + 120
+        while not measured():
+            assert time.monotonic() < deadline and not task.done(), "no first measurement"
+            await asyncio.sleep(0.1)
+        orchestrator.pause()  # the request in flight finishes; no new one is sent
+        await asyncio.sleep(8.0)
+        held = measured()
+        assert held <= 2
+        await asyncio.sleep(4.0)
+        assert measured() == held, "a request was sent while paused"
+        orchestrator.skip(config_id)
+        orchestrator.resume()
+        outcome = await asyncio.wait_for(task, 60)
+    finally:
+        if not task.done():
+            orchestrator.abort(now=True)
+            await asyncio.wait_for(task, 60)
+        run_dir.close()
+    assert outcome.states[config_id].value == "skipped" and measured() == held < 4
+    assert of_type(events, QueuePaused) and of_type(events, QueueResumed)
+    assert "crashed" not in {e.state.value for e in of_type(events, ConfigStateChanged)}
+    assert wait_no_processes(str(tmp_path), timeout_s=30.0) == []
+    _all_gpus_free()

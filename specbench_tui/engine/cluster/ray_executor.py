@@ -224,13 +224,13 @@ class RayPlacer:
             node.used -= count
             self._publish(Notice(level="warning", text=f"{config}: could not start on node "
                                                        f"{node_label(node.host, node.node_id)}: {exc!s:.300}"))
-            if actor is not None:
-                with contextlib.suppress(Exception):
-                    ray.kill(actor)
-            with contextlib.suppress(Exception):
-                remove_placement_group(group)
+            _undo(group, actor)
             await self.refresh()
             return None
+        except BaseException:  # cancelled while placing (skip, abort): nothing stays reserved
+            node.used -= count
+            _undo(group, actor)
+            raise
         node.host = info.host
         placement = Placement(gpus=info.gpus, node=info.node_id)
         self._held[(placement.node, placement.gpus)] = _Held(node, group, actor, info, count)
@@ -253,10 +253,16 @@ class RayPlacer:
 
 
 def _kill(held: _Held) -> None:
+    _undo(held.group, held.actor)
+
+
+def _undo(group: PlacementGroup, actor: Any) -> None:
+    """End the actor (its worker, and with it the keeper's tree) and free the placement group's GPUs."""
+    if actor is not None:
+        with contextlib.suppress(Exception):
+            ray.kill(actor)
     with contextlib.suppress(Exception):
-        ray.kill(held.actor)
-    with contextlib.suppress(Exception):
-        remove_placement_group(held.group)
+        remove_placement_group(group)
 
 
 def cluster_nodes() -> list[_Node]:
