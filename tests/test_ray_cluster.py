@@ -262,7 +262,7 @@ def test_resume_after_the_engine_died_continues_on_the_cluster(ray_cluster: Fake
 
     from engine_helpers import headless_engine, wait_no_processes
 
-    _sweep(tmp_path, tps=(4, 1), count=2, tok_s=5.0, cluster={"executor": "ray"})
+    _sweep(tmp_path, tps=(4, 1), count=2, tok_s=12.0, cluster={"executor": "ray"})
     runs = tmp_path / "runs"
     engine = headless_engine([str(tmp_path / "sweep.toml"), "--runs-dir", str(runs), "--foreground",
                               "--ray-address", ray_cluster.address], tmp_path)
