@@ -7,8 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
+from textual.command import CommandList
 from textual.widgets import DataTable
-from tui_fakes import CRASH_LINE, T0, FakeEngine
+from tui_fakes import CRASH_LINE, T0, FakeEngine, at_rest, until
 
 from specbench_tui.core.events import ConfigState, GpuSampled, LogLine
 from specbench_tui.tui.app import SpecbenchApp
@@ -78,7 +79,7 @@ async def test_events_from_another_thread_update_every_panel(engine: FakeEngine)
     app = make_app(engine)
     async with app.run_test(size=(120, 36)) as pilot:
         engine.play_from_thread()
-        await pilot.pause(0.3)  # the drain timer runs at 10 Hz
+        await at_rest(pilot)  # the drain timer (10 Hz) folds the events, then the analysis runs
         await analysed(app, pilot)
         state = app.state
         assert state.outcome == "completed"
@@ -163,8 +164,9 @@ async def test_open_crashed_log_and_search_finds_the_crash_line(engine: FakeEngi
         screen = app.screen
         assert isinstance(screen, FullLogScreen)
         view = screen.query_one(LogFileView)
-        await pilot.pause(0.2)
-        assert view.line_count == len(engine.script.log_lines["ddtree-b8-tp1"])
+        lines = len(engine.script.log_lines["ddtree-b8-tp1"])
+        await until(pilot, lambda: view.line_count == lines, "the log screen indexes the whole file")
+        assert view.line_count == lines
         await press(pilot, "slash", *"illegal", "enter")
         assert view.cursor_line is not None
         assert CRASH_LINE in view.line_text(view.cursor_line)
@@ -328,6 +330,15 @@ async def test_theme_key_cycles_and_recolours_cells(engine: FakeEngine) -> None:
         assert results.get_cell(f"{b8}\x1fcode", "note").style == app.palette.crash
 
 
+def highlighted_command(app: SpecbenchApp) -> str:
+    """The text of the command the palette would run on Enter ("" while it is still searching)."""
+    commands = app.screen.query(CommandList)
+    if not commands or commands.first().highlighted is None:
+        return ""
+    command_list = commands.first()
+    return str(command_list.get_option_at_index(command_list.highlighted).prompt)
+
+
 async def test_command_palette_runs_sweep_commands(engine: FakeEngine) -> None:
     app = make_app(engine)
     async with app.run_test(size=(120, 36)) as pilot:
@@ -335,9 +346,9 @@ async def test_command_palette_runs_sweep_commands(engine: FakeEngine) -> None:
         await settle(app, pilot)
         await press(pilot, "ctrl+p")
         await pilot.press(*"pause")
-        await pilot.pause(0.5)
+        await until(pilot, lambda: "pause" in highlighted_command(app).lower(), "the palette offers Pause")
         await press(pilot, "enter")
-        assert ("pause",) in engine.calls
+        await until(pilot, lambda: ("pause",) in engine.calls, "the palette's Pause reaches the engine")
 
 
 async def test_log_bursts_are_coalesced_into_one_write(engine: FakeEngine) -> None:

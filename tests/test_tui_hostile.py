@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tui_fakes import T0, FakeEngine
+from tui_fakes import T0, FakeEngine, until
 
 from specbench_tui.core.events import (
     ConfigFinished,
@@ -96,7 +96,7 @@ async def test_hostile_strings_reach_every_panel(tmp_path: Path) -> None:
         await pilot.pause()
         assert isinstance(app.screen, FullLogScreen)
         view = app.screen.query_one(LogFileView)
-        await pilot.pause(0.2)
+        await until(pilot, lambda: view.line_count == 8, "the log screen indexes the whole file")
         assert view.line_count == 8
         assert view.line_text(1) == "[/crash] [bold]x"
         assert "\ufffd" in view.line_text(2)

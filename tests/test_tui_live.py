@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from textual.color import Color
-from tui_fakes import DEMO_SWEEP, T0, FakeEngine
+from tui_fakes import DEMO_SWEEP, T0, FakeEngine, at_rest, until
 
 from specbench_tui.core.events import (
     ConfigFinished,
@@ -257,8 +257,7 @@ async def test_preflight_reasons_stay_until_dismissed(engine: SilentEngine) -> N
         engine.emit(Notice(level="error", text="pre-flight: port 30000 is in use", ts=T0))
         engine.emit(SweepFinished(state="failed", reason="pre-flight failed: …", ts=T0))
         app.drain_events()
-        await pilot.pause()
-        await pilot.pause(0.5)
+        await until(pilot, lambda: isinstance(app.screen, PreflightFailedScreen), "the pre-flight screen opens")
         assert isinstance(app.screen, PreflightFailedScreen)
         assert app.preflight_problems == ["GPU 3 is held by pid 4242 (python)", "port 30000 is in use"]
         await pilot.pause(1.0)
@@ -406,7 +405,7 @@ async def test_live_log_and_log_screen_agree_on_the_crash_line(engine: SilentEng
         assert not live.startswith("✖")
         screen = FullLogScreen(view.name, log, palette=app.palette)
         await app.push_screen(screen)
-        await pilot.pause(0.3)
+        await at_rest(pilot)  # the screen has indexed the file
         await pilot.press("c")
         await pilot.pause()
         assert screen.status == "no crash line in this log"
@@ -421,11 +420,7 @@ async def test_results_follow_a_new_crash_row_unless_scrolled_away(tmp_path: Pat
         await ready(app, pilot)
         engine.play()
         app.drain_events()
-        for _ in range(100):
-            await app.workers.wait_for_complete()
-            await pilot.pause()
-            if app.analysis_settled:
-                break
+        await at_rest(pilot)
         results = app.sweep_screen.query_one(ResultsPanel)
         b16 = engine.plan.by_name("ddtree-b16-tp1").id
         index = results.get_row_index(f"{b16}\x1farithmetic")  # the newest alarming row: zero output
@@ -439,9 +434,30 @@ async def test_results_follow_a_new_crash_row_unless_scrolled_away(tmp_path: Pat
         engine.emit(ConfigFinished(config_id=b32.id, name=b32.name, state=ConfigState.CRASHED,
                                    signature="cuda_oom", ts=T0 + 999))
         app.drain_events()
-        for _ in range(100):
-            await app.workers.wait_for_complete()
-            await pilot.pause()
-            if app.analysis_settled:
-                break
+        await at_rest(pilot)
         assert results.scroll_y == 1  # not pulled away from what the user reads
+
+
+async def test_a_followed_row_waits_for_the_table_to_measure_it(tmp_path: Path) -> None:
+    """On a busy machine a frame can come between a new row and the table's measuring of it (done when idle):
+    the follow then waits instead of scrolling a range that does not reach the row yet and stopping short."""
+    from rich.text import Text
+
+    from specbench_tui.tui.results_panel import COLUMN_KEYS
+
+    engine = FakeEngine(tmp_path / "run")
+    app = make_app(engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(app, pilot)
+        await at_rest(pilot)
+        results = app.sweep_screen.query_one(ResultsPanel)
+        for i in range(30):
+            results.add_row(*(Text(f"{key}-{i}") for key in COLUMN_KEYS), key=f"extra-{i}")
+        results.follow("extra-20")
+        results._scroll_to_followed()  # the refresh came first: nothing measured yet
+        assert results.follow_pending and results.scroll_y == 0
+        await at_rest(pilot)
+        index = results.get_row_index("extra-20")
+        height = results.size.height - 3
+        assert not results.follow_pending
+        assert results.scroll_y <= index < results.scroll_y + height

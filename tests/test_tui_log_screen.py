@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from textual.app import App
+from tui_fakes import SETTLE_TIMEOUT_S, until
 
 from specbench_tui.tui.log_file_view import LogFileView
 from specbench_tui.tui.log_screen import FullLogScreen
@@ -25,7 +26,7 @@ class LogApp(App):
         self.push_screen(self.log_screen)
 
 
-async def wait_indexed(view: LogFileView, pilot, lines: int, timeout: float = 10.0) -> None:
+async def wait_indexed(view: LogFileView, pilot, lines: int, timeout: float = SETTLE_TIMEOUT_S) -> None:
     deadline = time.monotonic() + timeout
     while view.line_count != lines and time.monotonic() < deadline:
         await pilot.pause(0.05)
@@ -82,7 +83,7 @@ async def test_follow_mode_reads_appended_lines(tmp_path: Path) -> None:
         with path.open("a") as handle:
             handle.write("".join(f"line {i}\n" for i in range(100)))
         await wait_indexed(view, pilot, 101)
-        deadline = time.monotonic() + 3.0  # the scroll follows on the next refresh (later on a busy machine)
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S  # the scroll follows on the next refresh (later when busy)
         while not view.is_vertical_scroll_end and time.monotonic() < deadline:
             await pilot.pause(0.05)
         assert view.is_vertical_scroll_end
@@ -106,6 +107,6 @@ async def test_truncated_file_is_reindexed_and_missing_file_is_reported(tmp_path
         await wait_indexed(view, pilot, 1)
         assert view.line_text(0) == "new"
         path.unlink()
-        await pilot.pause(0.8)
+        await until(pilot, lambda: view.missing is not None, "the next poll finds the file gone")
         assert view.missing is not None
         assert app.is_running

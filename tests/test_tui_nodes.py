@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from node_fakes import H100, H200, NODE_A, NODE_B, two_node_engine
-from tui_fakes import T0, FakeEngine
+from tui_fakes import T0, FakeEngine, at_rest
 
 from specbench_tui.core.events import GpuSampled, ServerLaunching
 from specbench_tui.tui.app import SpecbenchApp
@@ -23,19 +23,14 @@ def make_app(engine: FakeEngine) -> SpecbenchApp:
 
 
 async def steady(pilot) -> None:
+    """Fold pending events, drop toasts, and wait until the screen is at rest (see :func:`tui_fakes.at_rest`)."""
     app = pilot.app
     while not app.panels_ready:
         await pilot.pause(0.02)
     app.drain_events()
-    await pilot.pause()
-    for _ in range(200):
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        if app.analysis_settled and not any(worker.is_running for worker in app.workers):
-            break
+    await at_rest(pilot)
     app.clear_notifications()
-    await pilot.pause()
-    await pilot.pause()
+    await at_rest(pilot)
 
 
 def queue_gpus(app: SpecbenchApp) -> dict[str, str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tui_fakes import T0, FakeEngine
+from tui_fakes import T0, FakeEngine, at_rest
 
 from specbench_tui.tui.app import SpecbenchApp
 from specbench_tui.tui.queue_panel import QueuePanel
@@ -33,18 +33,13 @@ async def ready(pilot) -> None:
 
 
 async def steady(pilot) -> None:
-    """Fold pending events, drop toasts and wait for background width measurements."""
+    """Fold pending events, drop toasts, and wait until the screen is at rest: the analysis (which may ask for
+    another when it ends), the tables' measuring of new rows, a followed row, the log's repaint."""
     app = pilot.app
     app.drain_events()
-    await pilot.pause()
-    for _ in range(200):  # the analysis runs in a worker and may ask for another one when it ends
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        if app.analysis_settled and not any(worker.is_running for worker in app.workers):
-            break
+    await at_rest(pilot)
     app.clear_notifications()
-    await pilot.pause()
-    await pilot.pause()  # the tables measure their new rows' widths when idle
+    await at_rest(pilot)
 
 
 def test_mid_run_wide(engine: FakeEngine, snap_compare) -> None:
@@ -85,7 +80,7 @@ def test_crash_log_screen(engine: FakeEngine, snap_compare) -> None:
         queue = app.sweep_screen.query_one(QueuePanel)
         queue.select_config(engine.plan.by_name("ddtree-b8-tp1").id)
         await pilot.press("l")
-        await pilot.pause(0.2)
+        await at_rest(pilot)  # the log screen has indexed the file
         await pilot.press("c")
         await steady(pilot)
 

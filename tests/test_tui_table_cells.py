@@ -81,3 +81,20 @@ async def test_a_sort_renders_no_cell_again_and_a_changed_cell_is_rendered_again
         draw(kept)
         changed = [slot for slot, entry in kept._kept_cells.items() if slot in before and entry[2] is not before[slot]]
         assert [(slot[0], slot[1].value) for slot in changed] == [(row_key, "value")]
+
+
+async def test_the_header_follows_a_column_widened_by_a_new_row_drawn_before_it_was_measured() -> None:
+    """A row added, a frame drawn (a busy machine draws before the table's idle measuring), then the row measured
+    and its column widened: the header is drawn with the new width, not kept from that frame."""
+    app = Tables()
+    async with app.run_test(size=(60, 70)) as pilot:
+        kept = app.query_one("#kept", CachedCellsTable)
+        app.set_focus(None)
+        await pilot.pause()
+        kept.add_row(Text("a-much-longer-name-than-the-others"), Text("7"), key="wide")
+        draw(kept)  # before the idle measuring: the old widths
+        await pilot.pause()
+        assert not kept._new_rows and not kept._require_update_dimensions  # measured meanwhile
+        text = ["".join(segment[0] for segment in line) for line in lines(kept)]
+        row = next(line for line in text if "a-much-longer" in line)
+        assert text[0].index("value") == row.index("7"), text[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tui_fakes import T0, FakeEngine
+from tui_fakes import T0, FakeEngine, until
 
 from specbench_tui.tui.app import SpecbenchApp
 from specbench_tui.tui.palette import Palette
@@ -91,10 +91,7 @@ async def test_a_theme_change_recolours_every_queue_row_on_screen_and_off(tmp_pa
         await pilot.pause()
         queue = app.sweep_screen.query_one(QueuePanel)
         app.set_theme(DEFAULT_THEME)
-        for _ in range(100):
-            await pilot.pause(0.02)
-            if queue._restyle.pending == 0:
-                break
+        await until(pilot, lambda: queue._restyle.pending == 0, "the off-screen rows are restyled")
         for row in queue.ordered_rows:
             state_cell = queue.get_cell(row.key, "state")
             assert state_cell.style == state_style(state_cell.plain, app.palette), row.key.value

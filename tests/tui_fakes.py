@@ -447,3 +447,73 @@ def _main() -> int:
 
 if __name__ == "__main__":
     raise SystemExit(_main())
+
+
+# ------------------------------------------------------------------------------------------ waiting in tests
+
+SETTLE_TIMEOUT_S = 60.0
+"""How long :func:`at_rest` and :func:`until` wait for the screen to come to rest: generous, for a loaded 2-core CI box."""
+
+
+def unsettled(app) -> list[str]:
+    """What the app still has to do before the screen shows every event it was given (empty: at rest).
+
+    Every item is a condition the app reaches on its own given time (no timer of more than a fraction of a
+    second is involved), so a test waits for it instead of sleeping a fixed time that a loaded machine overruns.
+    """
+    from textual.widgets import DataTable
+    from textual.worker import WorkerState
+
+    from specbench_tui.tui.log_panel import ServerLogPanel
+    from specbench_tui.tui.results_panel import ResultsPanel
+
+    waiting: list[str] = []
+    if not app._inbox.empty():
+        waiting.append("engine events not drained")
+    if not app.analysis_settled:
+        waiting.append("analysis running or wanted")
+    busy = [w.name for w in app.workers if w.state in (WorkerState.PENDING, WorkerState.RUNNING)]
+    if busy:
+        waiting.append(f"workers {busy}")
+    for screen in app.screen_stack:
+        if screen._callbacks:
+            waiting.append(f"{screen!r}: callbacks after refresh")
+        for table in screen.query(DataTable):
+            if table._new_rows or table._require_update_dimensions or table._updated_cells:
+                waiting.append(f"{table!r}: rows or cells not measured")
+            restyle = getattr(table, "_restyle", None)
+            if restyle is not None and restyle.pending:
+                waiting.append(f"{table!r}: restyle slices")
+            if isinstance(table, ResultsPanel) and table.follow_pending:
+                waiting.append(f"{table!r}: follow a new row")
+        for log in screen.query(ServerLogPanel):
+            if log._paint_timer is not None:
+                waiting.append(f"{log!r}: repaint due")
+    return waiting
+
+
+async def at_rest(pilot, timeout: float = SETTLE_TIMEOUT_S) -> None:
+    """Wait until :func:`unsettled` is empty on two checks in a row (a finished analysis may ask for another,
+    a measured row may be followed), or fail naming what never came to rest."""
+    app = pilot.app
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    while True:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        waiting = unsettled(app)
+        quiet = quiet + 1 if not waiting else 0
+        if quiet >= 2:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the app did not come to rest in {timeout:.0f} s: {waiting}")
+
+
+async def until(pilot, predicate: Callable[[], bool], what: str, timeout: float = SETTLE_TIMEOUT_S) -> None:
+    """Let the app run until ``predicate()`` holds (a worker, a timer or a pushed screen finishing its work), or
+    fail saying ``what`` never happened: the test asserts the condition anyway, this only gives it time."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:.0f} s: {what}")
+        await pilot.pause(0.02)

@@ -8,7 +8,7 @@ alone, which is what a live table wants anyway (columns that shrink and grow bac
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -123,6 +123,16 @@ class CachedCellsTable(DataTable[Any]):
         strip = super()._render_line(y, x1, x2, base_style)
         _keep(self._kept_lines, (row_key, line_no), (state, values, strip), KEPT_LINES)
         return strip
+
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+        """Measure new rows (``DataTable`` does it when idle) and draw anew if that widened a column: the render
+        caches are keyed by the update counter, which ``add_row`` moved before the measuring, so lines drawn in
+        between (a frame on a busy machine) would otherwise be kept with the old widths, the header's too."""
+        widths = [column.content_width for column in self.ordered_columns]
+        super()._update_dimensions(new_rows)
+        if widths != [column.content_width for column in self.ordered_columns]:
+            self._update_count += 1
+            self.refresh()
 
     def notify_style_update(self) -> None:
         self._styles_version += 1
