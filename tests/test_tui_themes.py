@@ -95,3 +95,32 @@ async def test_a_theme_change_recolours_every_queue_row_on_screen_and_off(tmp_pa
         for row in queue.ordered_rows:
             state_cell = queue.get_cell(row.key, "state")
             assert state_cell.style == state_style(state_cell.plain, app.palette), row.key.value
+
+
+async def test_t_draws_the_new_theme_and_its_toast_in_one_frame(tmp_path: Path, monkeypatch) -> None:
+    """``t``: no frame is drawn in the new theme without its toast (the toast used to come a full frame later)."""
+    from textual.widgets._toast import Toast
+
+    engine = FakeEngine(tmp_path / "run")
+    app = SpecbenchApp(engine, theme="specbench-light", clock=lambda: T0)
+    frames: list[tuple[str, bool]] = []
+    display = app._display
+
+    def recorded(screen, renderable) -> None:  # noqa: ANN001
+        if renderable is not None and not app._batch_count:
+            toasts = [t for t in app.query(Toast) if t.is_mounted and t._notification.message == f"Theme: {app.theme}"]
+            frames.append((app.theme, bool(toasts)))
+        display(screen, renderable)
+
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        while not app.panels_ready:
+            await pilot.pause(0.02)
+        await pilot.pause(0.1)
+        monkeypatch.setattr(app, "_display", recorded)
+        for _ in range(3):
+            frames.clear()
+            await pilot.press("t")
+            await pilot.pause(0.2)
+            themed = [shown for theme, shown in frames if theme == app.theme]
+            assert themed and all(themed), (app.theme, frames)
+            assert app._batch_count == 0

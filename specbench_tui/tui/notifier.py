@@ -14,7 +14,10 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from textual.app import ScreenStackError
+from textual.css.query import NoMatches
 from textual.notifications import Notification
+from textual.widgets._toast import Toast, ToastRack
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -83,6 +86,20 @@ class Notifier:
         live = self._live.pop(topic, None)
         if live is not None:
             self._remove(live[0])
+
+    def toast_ready(self, topic: Hashable) -> bool:
+        """Whether the toast of ``topic`` is mounted (true too when there is none to wait for)."""
+        live = self._live.get(topic)
+        if live is None:
+            return True
+        try:
+            rack = self.app.screen.get_child_by_type(ToastRack)
+        except (NoMatches, ScreenStackError):
+            return True  # notifications off (tests) or no screen yet
+        for toast in rack.query(Toast):
+            if getattr(toast, "_notification", None) is live[0]:
+                return toast.is_mounted
+        return False  # the rack has not mounted it yet (its ``show`` is queued)
 
     def _show(self, entry: Entry, timeout: float, topic: Hashable | None) -> None:
         notification = Notification(entry.message, entry.title, entry.severity, timeout, markup=False)
