@@ -98,3 +98,33 @@ async def test_the_header_follows_a_column_widened_by_a_new_row_drawn_before_it_
         text = ["".join(segment[0] for segment in line) for line in lines(kept)]
         row = next(line for line in text if "a-much-longer" in line)
         assert text[0].index("value") == row.index("7"), text[0]
+
+
+def test_render_cell_gives_richs_segments_for_every_kind_of_cell() -> None:
+    """The fast path (a cell that fits, neither justified nor multi-line) and Rich's own path give the same segments;
+    cells that do not fit, justified or multi-line ones take Rich's path."""
+    from rich.console import Console
+    from rich.padding import Padding
+    from rich.style import Style
+    from textual.renderables.styled import Styled
+
+    from specbench_tui.tui.table_cells import render_cell
+
+    console = Console(width=160, color_system="truecolor", force_terminal=True)
+    spans = Text("ab cd", style="bold red")
+    spans.stylize("italic", 0, 1)
+    spans.stylize(Style(bgcolor="#102030"), 3, 5)
+    cells = [Text(""), Text("", style="red"), Text("abc"), Text("abc", style="red"), Text("a b  ", style="on blue"),
+             Text("é漢字x", style="red"), spans, Text("abcdefghij", no_wrap=True, overflow="ellipsis"),
+             Text("right", justify="right"), Text("two\nlines"), Text("a\tb")]
+    styles = [(Style(), Style()), (Style(color="green", bgcolor="black"), Style(bold=True)),
+              (Style(bgcolor="#123456"), Style(meta={"row": 1}))]
+    for cell in cells:
+        for width in (0, 1, 3, 5, 8, 12):
+            for padding in (0, 1, 2):
+                for pre, post in styles:
+                    options = console.options.update_dimensions(width, 1).update(no_wrap=True)
+                    rich = console.render_lines(Styled(Padding(cell, (0, padding)), pre_style=pre, post_style=post),
+                                                options)
+                    assert render_cell(console, console.options, cell, width, padding, pre, post) == rich, (
+                        repr(cell), width, padding, pre, post)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
 
+from rich.console import Console, ConsoleOptions
 from rich.padding import Padding
 from rich.segment import Segment
 from rich.style import Style
@@ -26,6 +27,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, CellKey, ColumnKey, RowKey
 
 _CellLines = list[list[Segment]]
+_NO_STYLE = Style.null()
 
 
 KEPT_CELLS = 3000
@@ -51,6 +53,34 @@ def _keep(kept: dict[_K, _V], key: _K, value: _V, limit: int) -> None:
 def _meta_style(row: int, column: int) -> Style:
     """The mouse metadata ``DataTable`` puts on a cell's segments (which row and column was clicked)."""
     return Style.from_meta({"row": row, "column": column})
+
+
+def render_cell(console: Console, options: ConsoleOptions, value: Text, width: int, padding: int,
+                pre_style: Style, post_style: Style) -> _CellLines:
+    """What ``DataTable`` draws for the one-line cell ``value`` (``Styled(Padding(value))`` through Rich's
+    ``render_lines``), the same segments; a cell that fits its column and is neither justified nor multi-line
+    (nearly every cell) is drawn without Rich's generic machinery, about three times faster: a theme change draws
+    every visible cell again."""
+    inner = width - 2 * padding
+    plain = value.plain
+    if (inner < 1 or value.justify not in (None, "default") or "\n" in plain or "\t" in plain
+            or value.cell_len > inner):
+        options = options.update_dimensions(width, 1).update(no_wrap=True)
+        return console.render_lines(Styled(Padding(value, (0, padding)), pre_style=pre_style, post_style=post_style),
+                                    options)
+    segments = [Segment(" " * padding, _NO_STYLE)] if padding else []
+    if value.spans:
+        segments.extend(value.render(console))
+    elif not value.style:
+        segments.append(Segment(plain))
+    elif plain:  # Rich gives a Text's own style to its segments through a span (``Text.join``), as here
+        segments.append(Segment(plain, console.get_style(value.style)))
+    fill = inner - value.cell_len
+    if fill:
+        segments.append(Segment(" " * fill, _NO_STYLE))
+    if padding:
+        segments.append(Segment(" " * padding, _NO_STYLE))
+    return [list(Segment.apply_style(segments, pre_style, post_style))]
 
 
 class CachedCellsTable(DataTable[Any]):
@@ -163,9 +193,8 @@ class CachedCellsTable(DataTable[Any]):
         if kept is not None and kept[0] is value and kept[1] == looks:
             plain = kept[2]
         else:
-            options = self.app.console_options.update_dimensions(width, 1).update(no_wrap=True)
-            plain = self.app.console.render_lines(
-                Styled(Padding(value, (0, self.cell_padding)), pre_style=pre_style, post_style=post_style), options)
+            plain = render_cell(self.app.console, self.app.console_options, value, width, self.cell_padding,
+                                pre_style, post_style)
             _keep(self._kept_cells, slot, (value, looks, plain), KEPT_CELLS)
         meta = _meta_style(row_index, column_index)
         return [[Segment(text, style + meta if style is not None else meta, control)
