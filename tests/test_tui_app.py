@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from textual.command import CommandList
 from textual.widgets import DataTable
-from tui_fakes import CRASH_LINE, T0, FakeEngine, at_rest, until
+from tui_fakes import CRASH_LINE, SETTLE_TIMEOUT_S, T0, FakeEngine, at_rest, until
 
 from specbench_tui.core.events import ConfigState, GpuSampled, LogLine
 from specbench_tui.tui.app import SpecbenchApp
@@ -39,7 +39,7 @@ async def settle(app: SpecbenchApp, pilot) -> None:
     await analysed(app, pilot)
 
 
-async def analysed(app: SpecbenchApp, pilot, timeout_s: float = 10.0) -> None:
+async def analysed(app: SpecbenchApp, pilot, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
     """Wait until the results table shows the ledger as it is (the analysis runs in a worker thread)."""
     deadline = time.monotonic() + timeout_s
     while not app.analysis_settled:

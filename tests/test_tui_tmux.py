@@ -23,6 +23,8 @@ pytestmark = pytest.mark.e2e
 
 WIDTH, HEIGHT = 120, 36
 RUN_TIMEOUT_S = float(os.environ.get("SPECBENCH_E2E_TIMEOUT_S", "240"))
+KEY_TIMEOUT_S = 60.0
+"""How long a key may take to show on screen: generous, for a loaded 2-core CI box (a wait ends when it shows)."""
 
 
 def _missing() -> str | None:
@@ -81,33 +83,33 @@ class Tmux:
 def drive_demo(tmux: Tmux, command: str, exit_code: int = 0) -> None:
     """Open the app, pause and resume, wait for the end, find the crash line in the crashed server's log, quit."""
     tmux.start(command)
-    tmux.wait_for(lambda s: "Sweep queue" in s and "Results" in s, 30, "the app to open")
+    tmux.wait_for(lambda s: "Sweep queue" in s and "Results" in s, KEY_TIMEOUT_S, "the app to open")
     tmux.keys("p")
-    tmux.wait_for(lambda s: "PAUSED" in s, 15, "the queue to pause")
+    tmux.wait_for(lambda s: "PAUSED" in s, KEY_TIMEOUT_S, "the queue to pause")
     tmux.keys("p")
-    tmux.wait_for(lambda s: "PAUSED" not in s, 15, "the queue to resume")
+    tmux.wait_for(lambda s: "PAUSED" not in s, KEY_TIMEOUT_S, "the queue to resume")
     screen = tmux.wait_for(lambda s: " completed" in s.splitlines()[0], RUN_TIMEOUT_S, "the sweep to complete")
     assert "crashed" in screen, "the demo's crash is not shown"
     assert "zero output" in screen or "zero-out" in screen, "the demo's zero-output case is not shown"
     crashed = re.findall(r"│ ✖\s+(\S+)\s+(?:crashed|failed)\b", screen)
     assert crashed, "no crashed configuration in the queue"
     tmux.keys("C-p")
-    tmux.wait_for(lambda s: "Search for commands" in s, 15, "the command palette")
+    tmux.wait_for(lambda s: "Search for commands" in s, KEY_TIMEOUT_S, "the command palette")
     tmux.type(f"log: {crashed[0]}")
-    tmux.wait_for(lambda s: s.count(f"log: {crashed[0]}") >= 2, 15, "the palette to offer the crashed log")
+    tmux.wait_for(lambda s: s.count(f"log: {crashed[0]}") >= 2, KEY_TIMEOUT_S, "the palette to offer the crashed log")
     time.sleep(0.5)
     tmux.keys("Enter")
-    tmux.wait_for(lambda s: s.startswith(" log ") and " lines" in s.splitlines()[0], 15, "the full log")
+    tmux.wait_for(lambda s: s.startswith(" log ") and " lines" in s.splitlines()[0], KEY_TIMEOUT_S, "the full log")
     tmux.keys("/")
-    tmux.wait_for(lambda s: "search (Enter" in s, 15, "the search box")
+    tmux.wait_for(lambda s: "search (Enter" in s, KEY_TIMEOUT_S, "the search box")
     time.sleep(0.3)
     tmux.type("illegal")
-    tmux.wait_for(lambda s: "illegal" in s.splitlines()[-3], 15, "the search text to be typed")
+    tmux.wait_for(lambda s: "illegal" in s.splitlines()[-3], KEY_TIMEOUT_S, "the search text to be typed")
     tmux.keys("Enter")
-    screen = tmux.wait_for(lambda s: "“illegal”: line" in s, 15, "the search to find the crash line")
+    screen = tmux.wait_for(lambda s: "“illegal”: line" in s, KEY_TIMEOUT_S, "the search to find the crash line")
     assert "illegal instruction" in screen
     tmux.keys("Escape")
-    tmux.wait_for(lambda s: "Sweep queue" in s, 15, "the main screen")
+    tmux.wait_for(lambda s: "Sweep queue" in s, KEY_TIMEOUT_S, "the main screen")
     tmux.keys("q")
     screen = tmux.wait_for(lambda s: "SPECBENCH-EXITED:" in s, 60, "the app to exit")
     assert f"SPECBENCH-EXITED:{exit_code}" in screen
