@@ -124,3 +124,38 @@ async def test_t_draws_the_new_theme_and_its_toast_in_one_frame(tmp_path: Path, 
             themed = [shown for theme, shown in frames if theme == app.theme]
             assert themed and all(themed), (app.theme, frames)
             assert app._batch_count == 0
+
+
+async def test_a_theme_seen_before_reuses_its_parsed_css_which_equals_a_fresh_parse(tmp_path: Path) -> None:
+    from textual.css.stylesheet import Stylesheet
+
+    from specbench_tui.tui.theme_css import ThemeStylesheet
+
+    engine = FakeEngine(tmp_path / "run")
+    app = SpecbenchApp(engine, theme="specbench-light", clock=lambda: T0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        while not app.panels_ready:
+            await pilot.pause(0.02)
+        sheet = app.stylesheet
+        assert isinstance(sheet, ThemeStylesheet)
+        cycle = ("specbench-dark", "specbench-high-contrast", "specbench-light")
+        for name in cycle:  # the first round parses each theme (and any widget CSS that came with a screen)
+            app.set_theme(name)
+            await pilot.pause(0.05)
+        reused = sheet.reused
+        for name in cycle:
+            app.set_theme(name)
+            await pilot.pause(0.05)
+            fresh = Stylesheet(variables=app.get_css_variables())
+            fresh.source = sheet.source.copy()
+            fresh.reparse()
+            assert [(r.selectors, repr(sorted(r.styles.get_rules().items()))) for r in sheet.rules] == [
+                (r.selectors, repr(sorted(r.styles.get_rules().items()))) for r in fresh.rules], name
+        assert sheet.reused == reused + 3  # Textual still parses through reparse() on a theme change, and the cache answers
+        light = app.screen.styles.background  # the kept rules are applied, not just kept
+        app.set_theme("specbench-dark")
+        await pilot.pause(0.05)
+        assert app.screen.styles.background != light
+        app.set_theme("specbench-light")
+        await pilot.pause(0.05)
+        assert app.screen.styles.background == light

@@ -73,6 +73,7 @@ from specbench_tui.tui.results_panel import ConfigNotes, ResultRow, ResultsPanel
 from specbench_tui.tui.safe_text import clean
 from specbench_tui.tui.screen_actions import ScreenActions
 from specbench_tui.tui.sweep_screen import SweepScreen
+from specbench_tui.tui.theme_css import ThemeStylesheet
 from specbench_tui.tui.themes import DEFAULT_THEME, FALLBACK_THEME, load_themes
 
 STOP_TIMEOUT_S = 60.0
@@ -119,6 +120,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
     def __init__(self, engine: EngineAdapter, *, theme: str | None = None, clock: Callable[[], float] = time.time,
                  drain_interval_s: float = 0.1, themes_dir: Path | None = None) -> None:
         super().__init__()
+        self.stylesheet = ThemeStylesheet.adopt(self.stylesheet)  # a theme's CSS is parsed once
         self.engine = engine
         """The engine adapter: events come from it, control goes to it."""
         self.clock = clock
