@@ -461,3 +461,27 @@ async def test_a_followed_row_waits_for_the_table_to_measure_it(tmp_path: Path) 
         height = results.size.height - 3
         assert not results.follow_pending
         assert results.scroll_y <= index < results.scroll_y + height
+
+
+async def test_a_followed_row_stays_in_view_when_the_panel_shrinks(tmp_path: Path) -> None:
+    """The follow was done at one height and the panel then got shorter (a line shown below it, a frame late on
+    a busy machine): the row is brought back into view, and not once the user has scrolled elsewhere."""
+    engine = FakeEngine(tmp_path / "run")
+    app = make_app(engine)
+    async with app.run_test(size=(80, 30)) as pilot:
+        await ready(app, pilot)
+        engine.play()
+        app.drain_events()
+        await at_rest(pilot)
+        results = app.sweep_screen.query_one(ResultsPanel)
+        b16 = engine.plan.by_name("ddtree-b16-tp1").id
+        index = results.get_row_index(f"{b16}\x1farithmetic")
+        await pilot.resize_terminal(80, 24)
+        await at_rest(pilot)
+        height = results.size.height - 3
+        assert results.scroll_y <= index < results.scroll_y + height
+        results.scroll_to(y=0, animate=False, immediate=True)
+        results.scroll_to(y=1, animate=False, immediate=True)  # the user scrolls elsewhere
+        await pilot.resize_terminal(80, 22)
+        await at_rest(pilot)
+        assert results.scroll_y == 1

@@ -489,6 +489,16 @@ def unsettled(app) -> list[str]:
         for log in screen.query(ServerLogPanel):
             if log._paint_timer is not None:
                 waiting.append(f"{log!r}: repaint due")
+    screen = app.screen
+    if screen._dirty_widgets or screen._layout_required or screen._repaint_required or screen._scroll_required:
+        waiting.append(f"{screen!r}: update due")
+    # A widget tells its screen that it needs drawing from its own message loop; scrollbars are no children of
+    # the screen, so the Pilot's pause does not wait for theirs (a stale scrollbar thumb in a snapshot).
+    for widget in screen.walk_children(with_self=False):
+        for node in (widget, *widget._get_virtual_dom()):
+            if (node._repaint_required or node._layout_required or node._scroll_required
+                    or not node._message_queue.empty()):
+                waiting.append(f"{node!r}: refresh not reported")
     return waiting
 
 

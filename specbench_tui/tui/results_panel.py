@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.style import Style
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist
 
@@ -203,8 +203,11 @@ class ResultsPanel(CachedCellsTable):
         """Overrides the sort's natural direction after a header click."""
         self._shown: dict[str, ResultRow] = {}
         self._followed_y = 0.0
-        self._follow_key: str | None = None
         """Where the table was last scrolled to follow a new row (the user scrolling elsewhere stops it)."""
+        self._follow_key: str | None = None
+        """The row to bring into view once the table has measured it."""
+        self._followed_key: str | None = None
+        """The row last brought into view (kept in view when the panel changes size)."""
         self._restyle = SlicedRestyle(self, COLUMN_KEYS, self._cells_of)
 
     def _cells_of(self, key: str) -> list[Cell] | None:
@@ -295,6 +298,15 @@ class ResultsPanel(CachedCellsTable):
         if not top <= index < top + visible:
             self.scroll_to(y=max(0, index - visible // 2), animate=False, immediate=True, force=True)
         self._followed_y = self.scroll_y
+        self._followed_key = key
+
+    def on_resize(self, event: events.Resize) -> None:
+        """The panel changed size (a panel maximised, a line shown below it): the followed row stays in view,
+        unless the user has scrolled away since (a follow done just before would otherwise be left cut off)."""
+        if (self._followed_key is not None and self._follow_key is None
+                and abs(self.scroll_y - self._followed_y) < 1):
+            self._follow_key = self._followed_key
+            self.call_after_refresh(self._scroll_to_followed)
 
     def _cells(self, row: ResultRow) -> list[Cell]:
         cells = self._styled_cells(row)
