@@ -208,3 +208,25 @@ def test_a_connection_the_server_closed_is_not_reused() -> None:
         assert srv.requests == 6
     finally:
         srv.close()
+
+
+class _PreemptedClocks:
+    """Clocks whose first monotonic-realtime-monotonic sandwich is cut by a 5 ms preemption, then read back to
+    back: the realtime clock is 1,000 s ahead of the monotonic one."""
+
+    def __init__(self) -> None:
+        self.mono = iter([10.0, 10.005, 10.006, 10.006001])
+        self.real = iter([1010.0002, 1010.0060005])
+
+    def monotonic(self) -> float:
+        return next(self.mono)
+
+    def time(self) -> float:
+        return next(self.real)
+
+
+def test_a_preempted_clock_read_does_not_shift_the_stamps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The offset that maps kernel stamps onto the monotonic clock comes from the narrowest of its reads: one
+    preempted between its two clocks (the first here, 5 ms wide) would put every stamp of that read late."""
+    monkeypatch.setattr(rxclock, "time", _PreemptedClocks())
+    assert rxclock.monotonic_minus_realtime() == pytest.approx(-1000.0, abs=1e-6)

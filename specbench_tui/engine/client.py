@@ -344,9 +344,12 @@ class ServerClient:
                     message = raw.strip()
                 result.error = f"HTTP {response.status_code}: {message}"[:2000]
                 return
+            last = result.start
             async for line in _sse_lines(response):
-                # When the line's last bytes reached the socket (kernel stamp), else when we read them.
-                now = rx_monotonic(response) or time.monotonic()
+                # When the line's last bytes reached the socket (kernel stamp), else when we read them; never
+                # before an earlier line of the same answer (stamps map onto this clock to within microseconds,
+                # and an answer's times must stay in order: its end never before its first token).
+                now = last = max(last, rx_monotonic(response) or time.monotonic())
                 if on_progress is not None:
                     on_progress()
                 if not line.startswith("data:"):
