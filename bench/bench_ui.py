@@ -17,7 +17,8 @@ Figures (issues 9, 5, 6 and 19):
    ``S``  the queue's summary counting one more skipped (the running row is off screen; the stand-in engine
           then launches the next configuration, so S can be pressed again);
    ``m``  the maximised panel's title ("m restores") / the log panel's title back;
-   ``o``  the toast naming the new sort order;  ``t``  the toast naming the theme (restyles the whole screen);
+   ``o``  the toast naming the new sort order;  ``t``  the toast naming the theme (restyles the whole screen; the
+          app draws the toast in the same frame as the new theme, tests/test_tui_themes.py holds it to that);
    ``l``  the full-log screen's footer;  ``/``  the search box in it;  ``ctrl+p``  the command palette's prompt.
 
    p95 target < 100 ms for every key.
