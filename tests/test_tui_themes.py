@@ -159,3 +159,21 @@ async def test_a_theme_seen_before_reuses_its_parsed_css_which_equals_a_fresh_pa
         app.set_theme("specbench-light")
         await pilot.pause(0.05)
         assert app.screen.styles.background == light
+
+
+async def test_every_theme_is_parsed_ahead_so_the_first_t_to_it_reuses_its_css(tmp_path: Path, monkeypatch) -> None:
+    import specbench_tui.tui.app as app_module
+
+    monkeypatch.setattr(app_module, "PRIME_THEMES_AFTER_S", 0.01)
+    engine = FakeEngine(tmp_path / "run")
+    app = SpecbenchApp(engine, theme="specbench-light", clock=lambda: T0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        while len(app._primed_themes) < len(app.specbench_themes):
+            await pilot.pause(0.05)
+        await pilot.pause(0.05)
+        sheet = app.stylesheet
+        reused = sheet.reused  # type: ignore[attr-defined]
+        for name in ("specbench-dark", "specbench-high-contrast"):
+            app.set_theme(name)
+            await pilot.pause(0.05)
+        assert sheet.reused == reused + 2  # type: ignore[attr-defined]

@@ -101,6 +101,8 @@ class AnalysedRows(NamedTuple):
     analysis: RunAnalysis
     rows: dict[str, ResultRow]
 
+PRIME_THEMES_AFTER_S = 2.0
+"""The themes' CSS is parsed ahead of ``t`` this long after the panels are up (one theme every 0.2 s)."""
 THEME_TOAST_WAIT_S = 0.05
 """At most this long a new theme's first frame waits for its toast to be mounted (it takes a few ms)."""
 
@@ -121,6 +123,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
                  drain_interval_s: float = 0.1, themes_dir: Path | None = None) -> None:
         super().__init__()
         self.stylesheet = ThemeStylesheet.adopt(self.stylesheet)  # a theme's CSS is parsed once
+        self._primed_themes: set[str] = set()
         self.engine = engine
         """The engine adapter: events come from it, control goes to it."""
         self.clock = clock
@@ -198,6 +201,25 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         self.gc_pacer.start()
         self._sync_panels(queue=True, results=True, gpus=True, force=True)
         self._start_engine()
+        self.set_timer(PRIME_THEMES_AFTER_S, self._prime_theme_css)
+
+    def _prime_theme_css(self) -> None:
+        """Parse the next theme's CSS ahead of ``t`` (one theme per call, a few ms each, when the app is idle)."""
+        if not isinstance(self.stylesheet, ThemeStylesheet):
+            return
+        for name in self.specbench_themes:
+            theme = self.get_theme(name)
+            if theme is None or name in self._primed_themes:
+                continue
+            self._primed_themes.add(name)
+            # As App.get_css_variables builds them for the current theme (which this must not change).
+            variables = {**self.get_theme_variable_defaults(), **theme.to_color_system().generate(), **theme.variables}
+            try:
+                self.stylesheet.prime(variables)
+            except Exception as error:  # noqa: BLE001 - a theme that fails here fails again, reported, on ``t``
+                self.log.warning(f"theme {name}: CSS not parsed ahead: {error!r}")
+            self.set_timer(0.2, self._prime_theme_css)
+            return
 
     def _engine_event(self, event: Event) -> None:
         """Called by the engine from its own thread: only enqueue (never touch widgets here)."""

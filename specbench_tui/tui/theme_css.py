@@ -35,6 +35,14 @@ class ThemeStylesheet(Stylesheet):
         adopted.source = stylesheet.source.copy()
         return adopted
 
+    def prime(self, variables: dict[str, str]) -> None:
+        """Parse the current sources with ``variables`` now (idle time) so that a change to that theme finds them."""
+        sheet = Stylesheet(variables=variables)
+        sheet.source = self.source.copy()
+        sheet.reparse()
+        key = (tuple(sorted(variables.items())), tuple(sheet.source.items()))
+        self._kept.setdefault(key, sheet._rules)
+
     def _key(self) -> Hashable:
         return (tuple(sorted(self._variables.items())), tuple(self.source.items()))
 
