@@ -485,3 +485,28 @@ async def test_a_followed_row_stays_in_view_when_the_panel_shrinks(tmp_path: Pat
         await pilot.resize_terminal(80, 22)
         await at_rest(pilot)
         assert results.scroll_y == 1
+
+
+async def test_a_followed_row_stays_in_view_when_the_horizontal_scrollbar_comes(tmp_path: Path) -> None:
+    """A follow done before the table's horizontal scrollbar came (a frame late on a busy machine) was held one
+    row short by the taller range of that moment; when the scrollbar comes the row is brought into view."""
+    engine = FakeEngine(tmp_path / "run")
+    app = make_app(engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(app, pilot)
+        engine.play_until_running()
+        app.drain_events()
+        await at_rest(pilot)
+        results = app.sweep_screen.query_one(ResultsPanel)
+        b16 = engine.plan.by_name("ddtree-b16-tp1").id
+        index = results.get_row_index(f"{b16}\x1farithmetic")
+        height = results.size.height - 3
+        assert results.show_horizontal_scrollbar
+        assert results.scroll_y <= index < results.scroll_y + height
+        results.show_horizontal_scrollbar = False  # as before it came …
+        results.scroll_to(y=results.scroll_y - 1, animate=False, immediate=True)
+        results._followed_y = results.scroll_y  # … with the follow held a row short
+        assert not results.scroll_y <= index < results.scroll_y + height
+        await at_rest(pilot)  # the layout brings the scrollbar back
+        assert results.show_horizontal_scrollbar
+        assert results.scroll_y <= index < results.scroll_y + height

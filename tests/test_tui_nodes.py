@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from node_fakes import H100, H200, NODE_A, NODE_B, two_node_engine
-from tui_fakes import T0, FakeEngine, at_rest
+from tui_fakes import T0, FakeEngine, at_rest, repaint_all
 
 from specbench_tui.core.events import GpuSampled, ServerLaunching
 from specbench_tui.tui.app import SpecbenchApp
@@ -30,6 +30,8 @@ async def steady(pilot) -> None:
     app.drain_events()
     await at_rest(pilot)
     app.clear_notifications()
+    await at_rest(pilot)
+    repaint_all(app)
     await at_rest(pilot)
 
 

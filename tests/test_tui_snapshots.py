@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tui_fakes import T0, FakeEngine, at_rest
+from tui_fakes import T0, FakeEngine, at_rest, repaint_all
 
 from specbench_tui.tui.app import SpecbenchApp
 from specbench_tui.tui.queue_panel import QueuePanel
@@ -39,6 +39,8 @@ async def steady(pilot) -> None:
     app.drain_events()
     await at_rest(pilot)
     app.clear_notifications()
+    await at_rest(pilot)
+    repaint_all(app)
     await at_rest(pilot)
 
 

@@ -502,6 +502,16 @@ def unsettled(app) -> list[str]:
     return waiting
 
 
+def repaint_all(app) -> None:
+    """Ask every widget of the current screen, scrollbars included, to be drawn again from its state now, and the
+    screen to be laid out again: a snapshot then shows the state, never a strip the compositor kept from before
+    (under load a scrollbar thumb or a scrolled table was seen drawn as one frame earlier)."""
+    for widget in app.screen.walk_children(with_self=False):
+        for node in (widget, *widget._get_virtual_dom()):
+            node.refresh()
+    app.screen.refresh(layout=True)
+
+
 async def at_rest(pilot, timeout: float = SETTLE_TIMEOUT_S) -> None:
     """Wait until :func:`unsettled` is empty on two checks in a row (a finished analysis may ask for another,
     a measured row may be followed), or fail naming what never came to rest."""

@@ -303,6 +303,14 @@ class ResultsPanel(CachedCellsTable):
     def on_resize(self, event: events.Resize) -> None:
         """The panel changed size (a panel maximised, a line shown below it): the followed row stays in view,
         unless the user has scrolled away since (a follow done just before would otherwise be left cut off)."""
+        self._follow_again()
+
+    def watch_show_horizontal_scrollbar(self, shown: bool) -> None:
+        """The horizontal scrollbar came or went: the rows' height changed without a resize (a follow done
+        before it came, a frame late on a busy machine, was held one row short of the row by the old range)."""
+        self._follow_again()
+
+    def _follow_again(self) -> None:
         if (self._followed_key is not None and self._follow_key is None
                 and abs(self.scroll_y - self._followed_y) < 1):
             self._follow_key = self._followed_key
