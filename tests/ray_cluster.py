@@ -53,7 +53,9 @@ def require_ray() -> Any:
     return ray
 
 
-def start_cluster(nodes: int = NODES, gpus: int = GPUS_PER_NODE) -> FakeCluster:
+def start_cluster(nodes: int = NODES, gpus: int = GPUS_PER_NODE, *, connect: bool = True) -> FakeCluster:
+    """A head without GPUs and ``nodes`` raylets of ``gpus`` fake GPUs; ``connect``: this process is its driver
+    (``ray.init``), else it only starts the processes (a second cluster, for an engine in another process)."""
     ray = require_ray()
     from ray.cluster_utils import Cluster
 
@@ -61,7 +63,8 @@ def start_cluster(nodes: int = NODES, gpus: int = GPUS_PER_NODE) -> FakeCluster:
     fake = FakeCluster(cluster=cluster, address=cluster.address)
     for _ in range(nodes):
         fake.nodes.append(cluster.add_node(num_cpus=1, num_gpus=gpus))
-    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+    if connect:
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
     cluster.wait_for_nodes()
     return fake
 

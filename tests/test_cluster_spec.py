@@ -79,6 +79,15 @@ def test_unknown_key_and_bad_retries() -> None:
     assert str(issue).startswith("s.toml:1:") and "expected a table" in str(issue)
 
 
+def test_head_timeout() -> None:
+    assert parse('[cluster]\nexecutor = "ray"\n').head_timeout_s == 10.0
+    assert parse('[cluster]\nexecutor = "ray"\nhead_timeout_s = 2.5\n').head_timeout_s == 2.5
+    (issue,) = issues('[cluster]\nexecutor = "ray"\nhead_timeout_s = 0\n')
+    assert issue.startswith("s.toml:14:") and "head_timeout_s" in issue and "positive" in issue
+    (issue,) = issues('[cluster]\nexecutor = "ray"\nhead_timeout_s = 900\n')
+    assert issue.startswith("s.toml:14:") and "MAX_HEAD_TIMEOUT_S" in issue
+
+
 def test_ray_address_option_chooses_the_ray_executor() -> None:
     assert with_address(ClusterSpec(), None) == ClusterSpec()
     spec = with_address(ClusterSpec(node_retries=5), "10.1.2.3:6379")

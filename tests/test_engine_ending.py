@@ -8,6 +8,7 @@ import pytest
 
 from specbench_tui.core.events import ConfigState
 from specbench_tui.engine.ending import (
+    EXIT_CLUSTER_LOST,
     EXIT_CONFIG_FAILED,
     EXIT_GPU_HELD,
     EXIT_HANGUP,
@@ -34,6 +35,7 @@ DONE, CRASHED, FAILED, SKIPPED, PENDING = (ConfigState.DONE, ConfigState.CRASHED
     (SweepOutcome("failed", failure="preflight"), False, EXIT_INVALID),
     (SweepOutcome("failed", failure="store", states={"a": CRASHED}), False, EXIT_STORE),
     (SweepOutcome("failed", failure="gpu_release", states={"a": DONE}), False, EXIT_GPU_HELD),
+    (SweepOutcome("failed", failure="cluster", states={"a": DONE, "b": PENDING}), False, EXIT_CLUSTER_LOST),
 ])
 def test_exit_code(outcome: SweepOutcome, hangup: bool, code: int) -> None:
     assert exit_code(outcome, hangup=hangup) == code

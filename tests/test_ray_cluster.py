@@ -288,6 +288,71 @@ def test_resume_after_the_engine_died_continues_on_the_cluster(ray_cluster: Fake
     assert after[:len(before)] == before  # what arrived before the kill is kept as it was
 
 
+def test_a_lost_head_stops_the_sweep_cleanly_and_resume_continues_on_a_new_cluster(ray_cluster: FakeCluster,
+                                                                                   tmp_path: Path) -> None:
+    """A second cluster (a head and one 8-GPU raylet) runs a sweep from an engine process; its head is killed
+    mid-sweep. The engine stops within the bound with exit code 5: the configurations in flight interrupted
+    (pending again: never crashed, never node_lost, no zero), what was measured kept, the reason naming the lost
+    head and the resume command, no server left. ``--resume RUN --ray-address`` on another cluster (the
+    module's) then measures only what is missing: every measurement exactly once."""
+    import json
+    import subprocess
+    import sys
+
+    from engine_helpers import headless_engine, wait_no_processes
+    from ray_cluster import start_cluster
+
+    from specbench_tui.engine.ending import EXIT_CLUSTER_LOST
+
+    # 12 s a request, and the head lost after 2 s of silence: the second requests are in flight at the loss
+    _sweep(tmp_path, tps=(4, 4), count=2, tok_s=4.0, cluster={"executor": "ray", "head_timeout_s": 2})
+    runs = tmp_path / "runs"
+    doomed = start_cluster(nodes=1, connect=False)
+    engine = None
+    try:
+        engine = headless_engine([str(tmp_path / "sweep.toml"), "--runs-dir", str(runs), "--foreground",
+                                  "--ray-address", doomed.address], tmp_path)
+        _wait_for(runs, "MeasurementRecorded", 1)
+        lost_at = time.monotonic()
+        doomed.cluster.remove_node(doomed.cluster.head_node, allow_graceful=False)
+        code = engine.wait(timeout=90)
+        stopped_s = time.monotonic() - lost_at
+        output = engine.stdout.read().decode(errors="replace") if engine.stdout else ""
+    finally:
+        if engine is not None and engine.poll() is None:
+            engine.kill()
+            engine.wait()
+        doomed.cluster.shutdown()
+    print(f"the engine stopped {stopped_s:.1f} s after its cluster's head was killed")
+    assert code == EXIT_CLUSTER_LOST, output[-3000:]
+    assert stopped_s < 2 + 40, output[-3000:]  # the bound ending.py states: head_timeout_s + 40 s
+    assert wait_no_processes(str(tmp_path), timeout_s=30.0) == []
+    (run_dir,) = runs.glob("*")
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    (finished,) = [e for e in events if e["type"] == "SweepFinished"]
+    resume = f"specbench run --resume {run_dir} --ray-address"
+    assert finished["state"] == "failed" and f"the Ray head at {doomed.address} is lost" in finished["reason"]
+    assert resume in finished["reason"] and resume in output, output[-3000:]
+    states = [e["state"] for e in events if e["type"] == "ConfigStateChanged"]
+    assert not {"crashed", "node_lost", "failed"} & set(states), states
+    assert not [e for e in events if e["type"] == "ConfigFinished"]  # both in flight: interrupted, to run again
+    interrupted = [e for e in events if e["type"] == "ConfigStateChanged" and e["state"] == "pending"
+                   and (e.get("reason") or "").startswith("interrupted: the Ray head")]
+    assert len(interrupted) == 2, states
+    before = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+    assert 1 <= len(before) < 4 and all(m["status"] == "ok" and m["completion_tokens"] == 48 for m in before)
+
+    resumed = subprocess.run([sys.executable, "-m", "specbench_tui", "run", "--resume", str(run_dir), "--headless",
+                              "--foreground", "--ray-address", ray_cluster.address],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    after = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+    keys = [(m["config_id"], m["workload"], m["item"], m["repeat"]) for m in after]
+    assert len(keys) == 4 and len(set(keys)) == 4, keys
+    assert after[:len(before)] == before
+    assert wait_no_processes(str(tmp_path), timeout_s=30.0) == []
+
+
 async def test_skip_and_pause_reach_the_node(ray_cluster: FakeCluster, tmp_path: Path) -> None:
     """The control API on a cluster: a pause holds the next request on the node, and a skip of the running
     configuration cancels its request there and tears its server down (skipped, never crashed)."""

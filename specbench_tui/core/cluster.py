@@ -6,6 +6,7 @@ executor = "ray"            # "local" (the default: this machine, no Ray) or "ra
 address = "10.0.0.1:6379"   # the head's address (``ray start --head`` prints it); "auto": the cluster this
                             # machine joined with ``ray start``; absent: Ray's own RAY_ADDRESS, else "auto"
 node_retries = 2            # a configuration whose node is lost is queued again at most this many times
+head_timeout_s = 10         # the head answers nothing this long: it is lost, the sweep stops (--resume continues)
 ```
 
 Pure (no I/O, no Ray): :func:`read_cluster` reads the table through the sweep reader's typed accessors, so
@@ -25,9 +26,11 @@ from specbench_tui.core.tomlpos import KeyPath
 
 Executor = Literal["local", "ray"]
 EXECUTORS: tuple[Executor, ...] = ("local", "ray")
-CLUSTER_KEYS = ("executor", "address", "node_retries")
+CLUSTER_KEYS = ("executor", "address", "node_retries", "head_timeout_s")
 MAX_NODE_RETRIES = 100
 """``node_retries`` is at most this (each retry re-launches a server on another node)."""
+MAX_HEAD_TIMEOUT_S = 300.0
+"""``head_timeout_s`` is at most this (Ray's nodes give up on a lost head after 60 s unless told otherwise)."""
 
 _ADDRESS = re.compile(r"(?:ray://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?)"
                       r":(?P<port>[0-9]{1,5})")
@@ -43,6 +46,8 @@ class ClusterSpec:
     the cluster this machine joined)."""
     node_retries: int = 2
     """How many times a configuration whose node (or actor) was lost is queued again before it fails."""
+    head_timeout_s: float = 10.0
+    """How long the head may answer nothing before it is lost: the sweep then stops cleanly (exit code 5)."""
 
     @property
     def on_ray(self) -> bool:
@@ -59,6 +64,9 @@ class Reader(Protocol):
 
     def get(self, data: dict, key: KeyPath, name: str, types: tuple[type, ...], default: Any = None,
             required: bool = False) -> Any: ...
+
+    def positive(self, data: dict, key: KeyPath, name: str, types: tuple[type, ...], default: Any,
+                 allow_zero: bool = False, limit: float | None = None, limit_name: str = "") -> Any: ...
 
 
 def address_problem(address: str) -> str | None:
@@ -100,7 +108,10 @@ def read_cluster(r: Reader, raw: Any) -> ClusterSpec:
         r.error((*key, "node_retries"), f"expected 0 to {MAX_NODE_RETRIES} (MAX_NODE_RETRIES), got {retries}",
                 "a configuration whose node is lost runs again on another node at most this many times")
         retries = 2
-    return ClusterSpec(executor=executor, address=address, node_retries=retries)
+    head_timeout_s = r.positive(t, key, "head_timeout_s", (int, float), 10.0, limit=MAX_HEAD_TIMEOUT_S,
+                                limit_name="MAX_HEAD_TIMEOUT_S")
+    return ClusterSpec(executor=executor, address=address, node_retries=retries,
+                       head_timeout_s=float(head_timeout_s))
 
 
 def with_address(spec: ClusterSpec, address: str | None) -> ClusterSpec:

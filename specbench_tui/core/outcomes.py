@@ -13,9 +13,9 @@ from typing import Final, Literal
 SweepState = Literal["completed", "aborted", "failed"]
 """How a sweep ended: every configuration concluded, the user stopped it, or it could not go on."""
 
-SweepFailure = Literal["preflight", "store", "gpu_release"]
-"""What failed a sweep: its pre-flight checks, the run directory (cannot be written), or a stopped server's
-GPUs that stayed held past ``engine.gpu_release_timeout_s``."""
+SweepFailure = Literal["preflight", "store", "gpu_release", "cluster"]
+"""What failed a sweep: its pre-flight checks, the run directory (cannot be written), a stopped server's
+GPUs that stayed held past ``engine.gpu_release_timeout_s``, or the Ray cluster's head, lost mid-sweep."""
 
 DeathKind = Literal["crash", "exit", "stall", "startup_timeout", "unhealthy"]
 """Why a server can no longer serve: a crash (a signature, a fatal exit code), an exit without one, no progress
@@ -41,6 +41,8 @@ class ExitCode(IntEnum):
     """The run directory could not be written."""
     GPU_HELD = 4
     """A stopped server's GPUs stayed held."""
+    CLUSTER_LOST = 5
+    """The Ray cluster's head was lost mid-sweep: continue on a new cluster with ``--resume --ray-address``."""
     HANGUP = 129
     """Stopped by SIGHUP (the terminal or SSH session went away)."""
     INTERRUPTED = 130

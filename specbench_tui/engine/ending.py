@@ -11,6 +11,11 @@ Exit codes (``specbench run``, with or without the TUI):
 - ``3``: the run directory could not be written mid-run (full disk, permissions): the sweep stopped;
 - ``4``: a stopped server's GPUs were still held after ``engine.gpu_release_timeout_s``: nothing more was
   launched (free the GPUs, then ``specbench run --resume RUN_DIR``);
+- ``5``: the Ray cluster's head was lost mid-sweep (``[cluster] executor = "ray"``): nothing answered at its
+  address for ``[cluster] head_timeout_s`` (10 s); the configurations in flight were interrupted (what they
+  measured is kept) and the sweep stopped, within ``head_timeout_s`` + 40 s of the loss at most (typically
+  ``head_timeout_s`` + 5-10 s); start a cluster again and continue with
+  ``specbench run --resume RUN_DIR --ray-address NEW_HEAD:6379``;
 - ``129``: stopped by SIGHUP; ``130``: stopped on request (Ctrl-C, SIGTERM, or quitting the TUI mid-sweep);
   continue with ``specbench run --resume RUN_DIR``.
 
@@ -42,6 +47,7 @@ EXIT_CONFIG_FAILED = ExitCode.FAILED
 EXIT_INVALID = ExitCode.INVALID
 EXIT_STORE = ExitCode.STORE
 EXIT_GPU_HELD = ExitCode.GPU_HELD
+EXIT_CLUSTER_LOST = ExitCode.CLUSTER_LOST
 EXIT_HANGUP = ExitCode.HANGUP
 EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 
@@ -57,6 +63,8 @@ def exit_code(outcome: SweepOutcome, *, hangup: bool = False, analysis: RunAnaly
         return EXIT_INVALID
     if outcome.failure == "gpu_release":
         return EXIT_GPU_HELD
+    if outcome.failure == "cluster":
+        return EXIT_CLUSTER_LOST
     if outcome.state == "failed":
         return EXIT_STORE if outcome.failure == "store" else EXIT_INVALID
     if outcome.state == "aborted":

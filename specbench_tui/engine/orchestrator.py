@@ -14,8 +14,9 @@ estimates) hands each configuration to an executor (:mod:`~specbench_tui.engine.
 whose GPUs are :mod:`~specbench_tui.engine.machine`; :mod:`~specbench_tui.engine.preflight` checks first.
 
 A sweep fails cleanly (nothing new launches, ``SweepOutcome.failure``) when the run directory cannot be
-written (``store``) or a stopped server's GPUs stay held past ``engine.gpu_release_timeout_s``
-(``gpu_release``: those GPUs are never reused). In a concurrent sweep every :class:`ConfigFinished` carries
+written (``store``), a stopped server's GPUs stay held past ``engine.gpu_release_timeout_s``
+(``gpu_release``: those GPUs are never reused) or the Ray cluster's head is lost (``cluster``: what runs is
+interrupted at once; ``--resume --ray-address`` continues on a new cluster). In a concurrent sweep every :class:`ConfigFinished` carries
 ``concurrent=True`` and a notice at the start says neighbours may disturb the measurements.
 """
 
@@ -97,11 +98,13 @@ class Orchestrator:
         self._attempts: dict[str, int] = {}
         self._store_error: str | None = None
         self._gpu_failure: str | None = None
+        self._cluster_lost: str | None = None
         self._env_task: asyncio.Task[None] | None = None
         self.port_base = port_base if port_base is not None else self.sweep.engine.port_base
         self.machine = Machine(self.backend, self.sweep, self.publish)
         self.local: LocalExecutor | None = None
-        executor = executor or cluster_executor(plan, self.publish, api_key, self.port_base, excerpt_wait_s)
+        executor = executor or cluster_executor(plan, self.publish, api_key, self.port_base, excerpt_wait_s,
+                                                self.cluster_lost)
         if executor is None:
             executor = self.local = LocalExecutor(
                 plan, run_dir, self.machine, self.publish, profile=self.profile, signatures=self.signatures,
@@ -171,6 +174,12 @@ class Orchestrator:
         if self._gpu_failure is None:
             self._gpu_failure = message
             self.abort(now=False)
+
+    def cluster_lost(self, reason: str) -> None:
+        """The cluster's head is lost: the sweep stops at once (what runs is interrupted, nothing new launches)."""
+        if self._cluster_lost is None:
+            self._cluster_lost = reason
+            self.abort(now=True)
 
     def set_state(self, config: PlannedConfig, state: ConfigState, reason: str | None = None) -> None:
         self.states[config.id] = state
@@ -371,6 +380,10 @@ class Orchestrator:
             state = "failed"
             reason = f"{self._gpu_failure}; the rest can run later with specbench run --resume {self.run_dir.path}"
             failure = "gpu_release"
+        elif self._cluster_lost:
+            state, failure = "failed", "cluster"
+            reason = (f"{self._cluster_lost}; start a cluster again and continue on it with specbench run --resume "
+                      f"{self.run_dir.path} --ray-address NEW_HEAD:6379")
         elif self.scheduler.aborting:
             state = "aborted"
             reason = f"stopped on request; continue with specbench run --resume {self.run_dir.path}"

@@ -44,14 +44,15 @@ def cluster_workload_problems(plan: Plan) -> list[str]:
 
 
 def cluster_executor(plan: Plan, publish: Callable[[Event], None], api_key: str | None, port_base: int,
-                     excerpt_wait_s: float) -> Executor | None:
+                     excerpt_wait_s: float, on_lost: Callable[[str], None]) -> Executor | None:
     """The executor ``[cluster]`` chose, when it is not this machine's (None: the local executor). Ray is imported
-    here, and only here, when the sweep chose it."""
+    here, and only here, when the sweep chose it. ``on_lost`` is called once if the cluster's head is lost."""
     if not plan.sweep.cluster.on_ray:
         return None
     from specbench_tui.engine.cluster.ray_executor import RayExecutor
 
-    return RayExecutor(plan, publish, api_key=api_key, port_base=port_base, excerpt_wait_s=excerpt_wait_s)
+    return RayExecutor(plan, publish, api_key=api_key, port_base=port_base, excerpt_wait_s=excerpt_wait_s,
+                       on_lost=on_lost)
 
 
 def placement_note(sweep: Sweep, placer: Placer) -> str | None:

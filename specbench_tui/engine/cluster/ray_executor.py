@@ -17,6 +17,12 @@ Teardown: the actor's server runs under the keeper (it dies with the actor's wor
 whole tree); :meth:`RayExecutor.close` kills every actor and removes every placement group; the actors are
 owned by this engine's Ray driver, so when the engine dies (even by SIGKILL) Ray ends them and with them
 their keepers' trees.
+
+A lost head (:mod:`~specbench_tui.engine.cluster.head`): the watch's verdict calls ``on_lost`` (the engine stops
+the sweep at once: ``failure == "cluster"``); each configuration in flight is told to stop now and ends
+``interrupted`` (never ``node_lost``, never a crash; what arrived is kept), and nothing more asks Ray's head for
+anything. Every call that needs the head runs in a daemon thread with a time limit, never on the engine's loop,
+so a head that vanishes mid-call cannot freeze the engine or keep its process from exiting.
 """
 
 from __future__ import annotations
@@ -42,13 +48,21 @@ from specbench_tui.core.cluster_placement import pick_node
 from specbench_tui.core.events import Event, Notice, ServerLaunching
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import MeasurementKey
+from specbench_tui.engine.cluster.head import GCS_RECONNECT_ENV, GCS_RECONNECT_S, HeadWatch
 from specbench_tui.engine.cluster.node import Item, NodeInfo, NodeJob, actor_class, is_server_line
 from specbench_tui.engine.executor import Job, JobControl, JobSink, OpenFailed, Outcome, Placement, StopJob
+from specbench_tui.engine.processes import first_of
 
 NODE_REFRESH_S = 2.0
 """How often a placement that waits for GPUs looks at the cluster's nodes again (joined, lost)."""
 ACTOR_START_TIMEOUT_S = 120.0
 """How long a node may take to start the actor once its placement group is ready."""
+RAY_CALL_TIMEOUT_S = 60.0
+"""How long one call that needs the head (list the nodes, create a placement group or an actor) may take."""
+STOP_AFTER_HEAD_LOST_S = 20.0
+"""Once the head is lost, how long a configuration in flight has to stop on its node and say so."""
+SHUTDOWN_TIMEOUT_S = 10.0
+"""How long disconnecting from the cluster may take (about 5 s without a head)."""
 
 
 @dataclass
@@ -111,15 +125,19 @@ def _faulthandler_on_a_real_file() -> None:
         faulthandler.enable(file=2, all_threads=False)
 
 
-async def _in_daemon_thread(call: Callable[[], Any], timeout_s: float) -> Any:
-    """``call()`` in a daemon thread, awaited at most ``timeout_s`` (a hung connect must not keep the process
-    from exiting, as a thread of the default executor would)."""
+async def _in_daemon_thread(call: Callable[[], Any], timeout_s: float,
+                            orphan: Callable[[Any], None] | None = None) -> Any:
+    """``call()`` in a daemon thread, awaited at most ``timeout_s`` (a hung connect, or a call waiting on a lost
+    head, must not keep the process from exiting, as a thread of the default executor would). ``orphan`` gets
+    the result of a call that returned after nobody waited for it any more (cancelled, timed out)."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
 
     def work() -> None:
         def settle(result: Any = None, error: BaseException | None = None) -> None:
             if future.done():
+                if orphan is not None and error is None and result is not None:
+                    orphan(result)
                 return
             if error is not None:
                 future.set_exception(error)
@@ -146,6 +164,27 @@ class RayPlacer:
         self._held: dict[tuple[str | None, tuple[int, ...]], _Held] = {}
         self._changed = asyncio.Event()
         self._closed = False
+        self.lost = asyncio.Event()
+        """Set when the head is lost: nothing more asks it anything (its placement groups went with it)."""
+
+    @property
+    def head_lost(self) -> bool:
+        return self.lost.is_set()
+
+    async def _ask(self, call: Callable[[], Any], orphan: Callable[[Any], None] | None = None) -> Any:
+        """``call()``, which needs the head, in a daemon thread; :class:`asyncio.TimeoutError` when it takes over
+        :data:`RAY_CALL_TIMEOUT_S` or the head is lost meanwhile (a late result goes to ``orphan``)."""
+        if self.head_lost:
+            raise asyncio.TimeoutError("the Ray head is lost")
+        answer = asyncio.ensure_future(_in_daemon_thread(call, RAY_CALL_TIMEOUT_S, orphan))
+        try:
+            await first_of(answer, self.lost.wait())
+        finally:
+            if not answer.done():
+                answer.cancel()
+        if answer.cancelled():
+            raise asyncio.TimeoutError("the Ray head is lost")
+        return answer.result()
 
     @property
     def indices(self) -> tuple[int, ...]:
@@ -165,7 +204,12 @@ class RayPlacer:
 
     async def refresh(self) -> None:
         """Ray's view of the nodes: new ones join the pool, dead ones leave it."""
-        nodes = await asyncio.to_thread(cluster_nodes)
+        if self.head_lost:
+            return
+        try:
+            nodes = await self._ask(cluster_nodes)
+        except asyncio.TimeoutError:
+            return  # the head is slow (or lost: the watch says so): the nodes stay as they were
         for node in nodes:
             known = self._nodes.get(node.node_id)
             if known is None:
@@ -205,51 +249,62 @@ class RayPlacer:
         """A placement group of ``count`` GPUs aimed at ``node`` and the actor in it; None when Ray put it
         elsewhere or could not start it (the node is looked at again)."""
         node.used += count
-        group = placement_group([{"GPU": float(count)}], strategy="STRICT_PACK", name=f"specbench-{config}",
-                                _soft_target_node_id=node.node_id)
+        group: PlacementGroup | None = None
         actor = None
         try:
-            await asyncio.wait_for(group.ready(), ACTOR_START_TIMEOUT_S)
-            table = await asyncio.to_thread(placement_group_table, group)
+            made: PlacementGroup = await self._ask(lambda: placement_group(
+                [{"GPU": float(count)}], strategy="STRICT_PACK", name=f"specbench-{config}",
+                _soft_target_node_id=node.node_id), orphan=lambda g: self._undo_soon(g, None))
+            group = made
+            await asyncio.wait_for(made.ready(), ACTOR_START_TIMEOUT_S)
+            table = await self._ask(lambda: placement_group_table(made))
             where = table.get("bundles_to_node_id", {}).get(0)
             if where is not None and where != node.node_id and where in self._nodes:
                 node.used -= count  # Ray chose another node: the books follow Ray
                 node = self._nodes[where]
                 node.used += count
-            actor = actor_class().options(
-                num_gpus=count, scheduling_strategy=PlacementGroupSchedulingStrategy(group, 0),
-                name=None).remote()
+            actor = await self._ask(lambda: actor_class().options(
+                num_gpus=count, scheduling_strategy=PlacementGroupSchedulingStrategy(made, 0),
+                name=None).remote(), orphan=lambda a: self._undo_soon(made, a))
             info: NodeInfo = await asyncio.wait_for(actor.where.remote(), ACTOR_START_TIMEOUT_S)
         except (asyncio.TimeoutError, ray.exceptions.RayError) as exc:
             node.used -= count
-            self._publish(Notice(level="warning", text=f"{config}: could not start on node "
-                                                       f"{node_label(node.host, node.node_id)}: {exc!s:.300}"))
-            _undo(group, actor)
+            if not self.head_lost:
+                self._publish(Notice(level="warning", text=f"{config}: could not start on node "
+                                                           f"{node_label(node.host, node.node_id)}: {exc!s:.300}"))
+            self._undo_soon(group, actor)
             await self.refresh()
             return None
         except BaseException:  # cancelled while placing (skip, abort): nothing stays reserved
             node.used -= count
-            _undo(group, actor)
+            self._undo_soon(group, actor)
             raise
         node.host = info.host
         placement = Placement(gpus=info.gpus, node=info.node_id)
-        self._held[(placement.node, placement.gpus)] = _Held(node, group, actor, info, count)
+        self._held[(placement.node, placement.gpus)] = _Held(node, made, actor, info, count)
         return placement
 
     async def release(self, placement: Placement, keep: tuple[int, ...] = ()) -> None:
         held = self._held.pop((placement.node, placement.gpus), None)
         if held is None:
             return
-        await asyncio.to_thread(_kill, held)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await self._ask(lambda: _kill(held))
         held.node.used -= held.count
         held.node.held += len(set(keep) & set(placement.gpus))
         self._changed.set()
 
     def close(self) -> None:
-        for held in list(self._held.values()):
-            _kill(held)
+        if not self.head_lost:
+            for held in list(self._held.values()):
+                _kill(held)
         self._held.clear()
         self._closed = True
+
+    def _undo_soon(self, group: PlacementGroup | None, actor: Any) -> None:
+        """:func:`_undo` in a daemon thread (the engine's loop never waits on the head); nothing once it is lost."""
+        if group is not None and not self.head_lost:
+            threading.Thread(target=_undo, args=(group, actor), name="ray-undo", daemon=True).start()
 
 
 def _kill(held: _Held) -> None:
@@ -263,6 +318,14 @@ def _undo(group: PlacementGroup, actor: Any) -> None:
             ray.kill(actor)
     with contextlib.suppress(Exception):
         remove_placement_group(group)
+
+
+def _gcs_address(address: str) -> str:
+    """The head's GCS ``host:port`` this process is connected to (``address`` when Ray does not say)."""
+    try:
+        return str(ray.get_runtime_context().gcs_address or address)
+    except Exception:  # noqa: BLE001 - Ray Client, or an older Ray: probe what the user named
+        return address
 
 
 def cluster_nodes() -> list[_Node]:
@@ -282,11 +345,14 @@ class RayExecutor:
 
     def __init__(self, plan: Plan, publish: Callable[[Event], None] | None = None, *, cluster: ClusterSpec | None = None,
                  api_key: str | None = None, port_base: int | None = None, excerpt_wait_s: float = 0.2,
-                 ) -> None:
+                 on_lost: Callable[[str], None] | None = None) -> None:
         self.plan = plan
         self.cluster = cluster or plan.sweep.cluster
         self.publish: Callable[[Event], None] = publish or (lambda event: None)
         """Notices that belong to no job (the cluster's nodes); the orchestrator sets it to its own."""
+        self.on_lost: Callable[[str], None] = on_lost or (lambda reason: None)
+        """Called once when the cluster's head is lost (the engine stops the sweep: ``failure == "cluster"``)."""
+        self.watch: HeadWatch | None = None
         self._api_key = api_key
         self._port_base = port_base if port_base is not None else plan.sweep.engine.port_base
         self._excerpt_wait_s = excerpt_wait_s
@@ -308,6 +374,7 @@ class RayExecutor:
             if problem is not None:
                 raise OpenFailed([f"cannot reach the Ray cluster at {address}: {problem}; {hint}"])
             _faulthandler_on_a_real_file()
+            os.environ.setdefault(GCS_RECONNECT_ENV, GCS_RECONNECT_S)  # the head watch decides, not Ray's 60 s
             try:  # never a new local Ray instance: "auto" finds the one this machine joined, or fails
                 await _in_daemon_thread(lambda: ray.init(address=address, log_to_driver=False,
                                                          configure_logging=False), CONNECT_TIMEOUT_S)
@@ -318,7 +385,7 @@ class RayExecutor:
                 raise OpenFailed([f"cannot reach the Ray cluster at {address}: {str(exc).strip()[:300]}; "
                                   f"{hint}"]) from exc
             self._initialised = True
-        nodes = await asyncio.to_thread(cluster_nodes)
+        nodes = await _in_daemon_thread(cluster_nodes, RAY_CALL_TIMEOUT_S)
         live = [n for n in nodes if n.alive]
         widest = max((n.gpus for n in live), default=0)
         needed = max((c.gpus_needed for c in self.plan.runnable()), default=0)
@@ -330,13 +397,25 @@ class RayExecutor:
         shown = ", ".join(f"{node_label(n.host, n.node_id)} ({n.gpus} GPUs)" for n in live)
         self.publish(Notice(level="info", text=f"Ray cluster at {shown_address}: {len(live)} GPU nodes: {shown}"))
         self.placer = RayPlacer(live, lambda event: self.publish(event))
+        self.watch = HeadWatch(_gcs_address(address), self._head_lost, lost_after_s=self.cluster.head_timeout_s)
+        self.watch.start()
         return self.placer
 
-    async def close(self, now: bool = False) -> None:
+    def _head_lost(self, reason: str) -> None:
         if self.placer is not None:
-            await asyncio.to_thread(self.placer.close)
-        if self._initialised:
-            await asyncio.to_thread(ray.shutdown)
+            self.placer.lost.set()
+        self.publish(Notice(level="error", text=f"{reason}: the sweep stops; what is running is interrupted"))
+        self.on_lost(reason)
+
+    async def close(self, now: bool = False) -> None:
+        if self.watch is not None:
+            await self.watch.stop()
+        if self.placer is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await _in_daemon_thread(self.placer.close, RAY_CALL_TIMEOUT_S)
+        if self._initialised:  # about 5 s without a head
+            with contextlib.suppress(asyncio.TimeoutError):
+                await _in_daemon_thread(ray.shutdown, SHUTDOWN_TIMEOUT_S)
             self._initialised = False
 
     def _node_job(self, job: Job, sink: JobSink) -> NodeJob:
@@ -362,27 +441,58 @@ class RayExecutor:
         started = time.monotonic()
         stream = held.actor.run.remote(self._node_job(job, sink), job.placement.gpus, held.info.node_id)
         forward = asyncio.ensure_future(_forward_control(control, held.actor))
-        outcome: Outcome | None = None
+        consume = asyncio.ensure_future(self._consume(stream, sink, held, label))
         try:
-            async for ref in stream:
-                batch: list[Item] = await ref
-                for item in batch:
-                    if item.kind == "outcome":
-                        outcome = item.value
-                    else:
-                        self._deliver(item, sink, held, label)
-        except ray.exceptions.RayError as exc:
-            outcome = self._node_lost(label, exc)
+            outcome = await self._outcome(consume, label)
         except asyncio.CancelledError:
+            consume.cancel()
             with contextlib.suppress(Exception):
                 held.actor.control.remote("stop_now")
             raise
         finally:
             forward.cancel()
-        if outcome is None:
-            outcome = self._node_lost(label, RuntimeError("the node's stream ended without an outcome"))
         outcome.wall_s = outcome.wall_s or time.monotonic() - started
         return outcome
+
+    async def _consume(self, stream: Any, sink: JobSink, held: _Held, label: str) -> Outcome | None:
+        """The node's items into the engine's sink, until its outcome (None: the stream ended without one)."""
+        outcome: Outcome | None = None
+        async for ref in stream:
+            batch: list[Item] = await ref
+            for item in batch:
+                if item.kind == "outcome":
+                    outcome = item.value
+                else:
+                    self._deliver(item, sink, held, label)
+        return outcome
+
+    async def _outcome(self, consume: asyncio.Future[Outcome | None], label: str) -> Outcome:
+        """How the job ended: the node's outcome; ``node_lost`` when the node or its worker went away;
+        ``interrupted`` when the head went (the node was told to stop now: its own outcome, when it can still
+        say it within :data:`STOP_AFTER_HEAD_LOST_S`)."""
+        watch = self.watch
+        try:
+            if watch is not None:
+                await first_of(consume, watch.lost_event.wait())
+                if not consume.done():  # the head is lost: the engine told the node to stop now
+                    await first_of(consume, timeout_s=STOP_AFTER_HEAD_LOST_S)
+                    if not consume.done():
+                        consume.cancel()
+                        return self._interrupted()
+            outcome = await consume
+        except ray.exceptions.RayError as exc:
+            if watch is not None and await watch.confirm():
+                return self._interrupted()
+            return self._node_lost(label, exc)
+        if watch is not None and watch.lost is not None and (outcome is None or outcome.kind == "interrupted"):
+            return self._interrupted()
+        if outcome is None:
+            return self._node_lost(label, RuntimeError("the node's stream ended without an outcome"))
+        return outcome
+
+    def _interrupted(self) -> Outcome:
+        lost = self.watch.lost if self.watch is not None else None
+        return Outcome("interrupted", f"interrupted: {lost or 'the Ray head is lost'}")
 
     def _deliver(self, item: Item, sink: JobSink, held: _Held, label: str) -> None:
         if item.kind == "event":
