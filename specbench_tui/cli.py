@@ -120,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "validate":
             return _validate(args)
         if args.command == "run":
-            return _run(args)
+            from specbench_tui.engine.cluster import end_process
+
+            return end_process(_run(args))
         if args.command == "runs":
             return _runs(args)
         if args.command == "report":

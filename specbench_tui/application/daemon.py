@@ -221,4 +221,6 @@ def _redirect(log: Path) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from specbench_tui.engine.cluster import end_process
+
+    sys.exit(end_process(main()))

@@ -14,7 +14,7 @@ Exit codes (``specbench run``, with or without the TUI):
 - ``5``: the Ray cluster's head was lost mid-sweep (``[cluster] executor = "ray"``): nothing answered at its
   address for ``[cluster] head_timeout_s`` (10 s); the configurations in flight were interrupted (what they
   measured is kept) and the sweep stopped, within ``head_timeout_s`` + 40 s of the loss at most (typically
-  ``head_timeout_s`` + 5-10 s); start a cluster again and continue with
+  ``head_timeout_s`` + 1-6 s); start a cluster again and continue with
   ``specbench run --resume RUN_DIR --ray-address NEW_HEAD:6379``;
 - ``129``: stopped by SIGHUP; ``130``: stopped on request (Ctrl-C, SIGTERM, or quitting the TUI mid-sweep);
   continue with ``specbench run --resume RUN_DIR``.

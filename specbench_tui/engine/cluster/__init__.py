@@ -7,6 +7,8 @@ nothing outside this package imports this package's Ray modules unless the sweep
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -20,6 +22,29 @@ if TYPE_CHECKING:
 
 RAY_MISSING = ("[cluster] executor = 'ray' needs Ray, which is not installed: "
                "pip install 'specbench-tui[ray]' (the same Ray version on every node)")
+
+_head_lost = False
+
+
+def mark_head_lost() -> None:
+    """This process's Ray lost its head (the Ray executor says so): see :func:`end_process`."""
+    global _head_lost
+    _head_lost = True
+
+
+def end_process(code: int) -> int:
+    """``code``, or, when this process's Ray lost its head, the process ends here with ``code``: Ray's own
+    teardown (``ray.shutdown``, at exit too) would end it with another code or crash it when the head took the
+    engine's own Ray node with it. Called by the entry points once everything is written."""
+    if _head_lost:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(int(code))
+    return code
+
 
 def ray_installed() -> bool:
     """Whether Ray can be imported (without importing it)."""

@@ -28,6 +28,7 @@ so a head that vanishes mid-call cannot freeze the engine or keep its process fr
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import faulthandler
 import os
@@ -48,6 +49,7 @@ from specbench_tui.core.cluster_placement import pick_node
 from specbench_tui.core.events import Event, Notice, ServerLaunching
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import MeasurementKey
+from specbench_tui.engine.cluster import mark_head_lost
 from specbench_tui.engine.cluster.head import GCS_RECONNECT_ENV, GCS_RECONNECT_S, HeadWatch
 from specbench_tui.engine.cluster.node import Item, NodeInfo, NodeJob, actor_class, is_server_line
 from specbench_tui.engine.executor import Job, JobControl, JobSink, OpenFailed, Outcome, Placement, StopJob
@@ -413,7 +415,13 @@ class RayExecutor:
         if self.placer is not None:
             with contextlib.suppress(asyncio.TimeoutError):
                 await _in_daemon_thread(self.placer.close, RAY_CALL_TIMEOUT_S)
-        if self._initialised:  # about 5 s without a head
+        if self._initialised and self.watch is not None and self.watch.lost is not None:
+            # no ray.shutdown: with the head gone it can take the engine's own Ray node (the head's) for dead and
+            # end this process on the spot, before the run directory says how the sweep ended (nor at exit)
+            atexit.unregister(ray.shutdown)
+            mark_head_lost()  # the entry point ends the process with the sweep's exit code
+            self._initialised = False
+        if self._initialised:
             with contextlib.suppress(asyncio.TimeoutError):
                 await _in_daemon_thread(ray.shutdown, SHUTDOWN_TIMEOUT_S)
             self._initialised = False
