@@ -379,12 +379,14 @@ async def test_skip_and_pause_reach_the_node(ray_cluster: FakeCluster, tmp_path:
         while not measured():
             assert time.monotonic() < deadline and not task.done(), "no first measurement"
             await asyncio.sleep(0.1)
-        orchestrator.pause()  # the request in flight finishes; no new one is sent
-        await asyncio.sleep(8.0)
+        orchestrator.pause()  # the request in flight (the second of four) finishes; no new one is sent
+        deadline = time.monotonic() + 60  # its measurement comes back over Ray: late on a loaded box
+        while measured() < 2:
+            assert time.monotonic() < deadline, "the request in flight at the pause never finished"
+            await asyncio.sleep(0.1)
         held = measured()
-        assert held <= 2
-        await asyncio.sleep(4.0)
-        assert measured() == held, "a request was sent while paused"
+        await asyncio.sleep(8.0)  # longer than a request (6 s): one sent while paused would be back by now
+        assert measured() == held == 2, "a request was sent while paused"
         orchestrator.skip(config_id)
         orchestrator.resume()
         outcome = await asyncio.wait_for(task, 60)
