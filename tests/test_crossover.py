@@ -215,12 +215,9 @@ DEMO = {"s2": (200.0, 2.4, 3), "s4": (95.0, 1.2, 5), "s5": (234.0, 3.0, 6), "s7"
         "s11": (166.0, 3.0, 12), "s15": (121.0, 4.0, 16)}
 
 
-def test_adaptive_search_on_the_closed_form_finds_every_crossover_with_under_half_the_grid() -> None:
-    """The search loop as the orchestrator runs it (refresh, measure what is wanted, repeat), against the
-    simulator's closed-form ground truth; every configuration's interval must hold its true B*."""
-    configs = [AR] + [{**cfg(k, k), "name": k} for k in DEMO]
-    load = LoadSpec(concurrency=GRID, waves=1)
-    p = plan(*configs, load=load, repeats=1)
+def _search_against_the_truth(p: dict[str, Any], load: LoadSpec) -> dict[tuple[str, str], list[Measurement]]:
+    """The search loop as the orchestrator runs it (refresh, measure what is wanted, repeat): each wanted point
+    measured at the simulator's closed-form speedup on its load axis (the baseline, a0, at 100 tok/s)."""
     measured: dict[tuple[str, str], list[Measurement]] = {}
     for _ in range(20):
         a = analyse(p, [m for ms in measured.values() for m in ms], [])
@@ -229,9 +226,19 @@ def test_adaptive_search_on_the_closed_form_finds_every_crossover_with_under_hal
         if not new:
             break
         for cid, label in new:
-            b = parse_label(label)[1]
-            tps = 100.0 if cid == "a0" else 100.0 * _truth_speedup(b, *DEMO[cid])
+            value = parse_label(label)[1]
+            tps = 100.0 if cid == "a0" else 100.0 * _truth_speedup(value, *DEMO[cid])
             measured[(cid, label)] = point(cid, cid, label, 1, tps, n=load.requests_at(label))
+    return measured
+
+
+def test_adaptive_search_on_the_closed_form_finds_every_crossover_with_under_half_the_grid() -> None:
+    """The search loop as the orchestrator runs it (refresh, measure what is wanted, repeat), against the
+    simulator's closed-form ground truth; every configuration's interval must hold its true B*."""
+    configs = [AR] + [{**cfg(k, k), "name": k} for k in DEMO]
+    load = LoadSpec(concurrency=GRID, waves=1)
+    p = plan(*configs, load=load, repeats=1)
+    measured = _search_against_the_truth(p, load)
     a = analyse(p, [m for ms in measured.values() for m in ms], []).load
     for cid, (tok_s, length, width) in DEMO.items():
         truth = ground_truth_crossover(100.0, tok_s, length, width, 0.15)
@@ -308,17 +315,7 @@ def test_the_search_and_the_crossover_work_on_the_request_rate_axis_too() -> Non
     rates = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 24.0, 32.0, 64.0)
     load = LoadSpec(request_rate=rates, requests=2)
     p = plan(*configs, load=load, repeats=1)
-    measured: dict[tuple[str, str], list[Measurement]] = {}
-    for _ in range(20):
-        a = analyse(p, [m for ms in measured.values() for m in ms], [])
-        step = search_needs(a.load, list(a.configs))
-        new = [(cid, label) for cid, ws in step.needs.items() for label in ws["w"] if (cid, label) not in measured]
-        if not new:
-            break
-        for cid, label in new:
-            rate = parse_label(label)[1]
-            tps = 100.0 if cid == "a0" else 100.0 * _truth_speedup(rate, *DEMO["s7"])
-            measured[(cid, label)] = point(cid, cid, label, 1, tps)
+    measured = _search_against_the_truth(p, load)
     c = analyse(p, [m for ms in measured.values() for m in ms], []).load.crossover("s7", "w", "request_rate")
     truth = ground_truth_crossover(100.0, *DEMO["s7"], 0.15)
     assert c.status == CROSSES and (c.low, c.high) == (16.0, 24.0) and c.low < truth <= c.high
