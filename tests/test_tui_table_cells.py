@@ -128,3 +128,19 @@ def test_render_cell_gives_richs_segments_for_every_kind_of_cell() -> None:
                                                 options)
                     assert render_cell(console, console.options, cell, width, padding, pre, post) == rich, (
                         repr(cell), width, padding, pre, post)
+
+
+async def test_a_scrollbar_that_comes_after_the_table_scrolled_shows_where_it_is() -> None:
+    """Textual sets a thumb only when the offset changes while its bar is shown: a table scrolled before its bar
+    came (a followed row, a frame early on a busy machine) must not draw the thumb at the top."""
+    app = Tables()
+    async with app.run_test(size=(60, 70)) as pilot:
+        table = app.query_one("#kept", CachedCellsTable)
+        table.styles.height = 10  # 30 rows in 10 lines: room to scroll
+        await pilot.pause()
+        assert table.max_scroll_y >= 5
+        table.show_vertical_scrollbar = False
+        table.scroll_y = 5
+        assert table.scroll_y == 5 and table.vertical_scrollbar.position == 0
+        table.show_vertical_scrollbar = True
+        assert table.vertical_scrollbar.position == 5

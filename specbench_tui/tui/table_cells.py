@@ -95,6 +95,12 @@ class CachedCellsTable(DataTable[Any]):
     ``_column_locations`` and ``_get_styles_to_render_cell`` (Textual 8).
     """
 
+    def watch_show_vertical_scrollbar(self, shown: bool) -> None:
+        """Textual sets a scrollbar's thumb only when the scroll offset changes while the bar is shown: a table
+        scrolled (a followed row) before its bar came would draw the thumb at the top of a scrolled table."""
+        if shown:
+            self.vertical_scrollbar.position = self.scroll_y
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._kept_cells: dict[tuple[object, ...], tuple[object, tuple[object, ...], _CellLines]] = {}
