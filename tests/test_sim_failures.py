@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from specbench_tui.sim.testing import SimProcess, group_pids
+from specbench_tui.sim.testing import SimProcess, group_left, group_pids
 
 pytestmark = pytest.mark.e2e
 
@@ -41,10 +41,7 @@ def _comm(pid: int) -> str:
 
 
 def _no_processes_left(sim: SimProcess) -> None:
-    deadline = time.monotonic() + 3
-    while group_pids(sim.pgid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert group_pids(sim.pgid) == []
+    assert group_left(sim.pgid) == []
 
 
 def test_ddtree_b8_crashes_in_warmup_like_sglang() -> None:
@@ -182,10 +179,7 @@ def test_children_die_when_the_parent_is_sigkilled() -> None:
         assert len(tree) >= 4  # main, two schedulers, detokenizer
         sim.signal(signal.SIGKILL)
         sim.wait_exit(5)
-        deadline = time.monotonic() + 3
-        while group_pids(sim.pgid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert group_pids(sim.pgid) == []
+        assert group_left(sim.pgid) == []
 
 
 def test_data_parallel_controller_tree() -> None:

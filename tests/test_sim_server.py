@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from specbench_tui.sim import logs
-from specbench_tui.sim.testing import SimProcess, group_pids
+from specbench_tui.sim.testing import SimProcess, group_left
 
 pytestmark = pytest.mark.e2e
 
@@ -287,7 +287,7 @@ def test_sigterm_drains_in_flight_requests_then_kills_the_tree() -> None:
         assert isinstance(events, list) and events[-1] == "[DONE]"
         assert json.loads(events[-2])["meta_info"]["completion_tokens"] == 120
         assert "Gracefully exiting... Remaining number of requests 0. Remaining requests remaining_rids=[]." in sim.stderr
-        assert group_pids(sim.pgid) == []
+        assert group_left(sim.pgid) == []
 
 
 def test_force_shutdown_skips_the_drain() -> None:

@@ -43,6 +43,20 @@ def group_pids(pgid: int) -> list[int]:
     return found
 
 
+def group_left(pgid: int, within: float = 10.0) -> list[int]:
+    """The processes of group ``pgid`` still alive after waiting up to ``within`` seconds for them to go.
+
+    Death is not instant: a child killed by ``PR_SET_PDEATHSIG`` (or by its own ``getppid()`` poll) needs a
+    scheduling slot to exit, which on a loaded machine can take seconds after its parent's exit status is
+    already known. Tests that check "nothing is left" ask this, never a single look."""
+    deadline = time.monotonic() + within
+    left = group_pids(pgid)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = group_pids(pgid)
+    return left
+
+
 class SimProcess:
     """One simulator subprocess: ``with SimProcess(["--tp-size", "2"]) as sim: sim.wait_ready()``."""
 
