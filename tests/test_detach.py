@@ -202,6 +202,33 @@ async def test_an_ssh_drop_leaves_the_sweep_running_and_a_new_client_takes_over(
         wait_gone(marker, timeout_s=10)
 
 
+def test_a_client_under_nohup_leaves_when_its_terminal_hangs_up(tmp_path: Path) -> None:
+    """`nohup specbench run …`: SIGHUP is ignored, so the SSH drop sends the client no signal it sees; it still
+    leaves once its terminal has hung up, as it would have without nohup (Textual alone spins on the dead terminal
+    at most of a core, forever), and the sweep goes on in its engine."""
+    marker = new_marker()
+    env = _env(tmp_path, marker)
+    runs = tmp_path / "runs"
+    proc, master = _tui_in_a_pty(_sweep(tmp_path, gpu=3), runs, env, extra=(), sighup=signal.SIG_IGN)
+    run_dir: Path | None = None
+    try:
+        run_dir = _run_dir(runs)
+        wait_for(lambda: len(records(run_dir)) >= 1, 60, what="a first measurement")
+        os.close(master)  # the terminal's other side is gone: the kernel hangs it up (its SIGHUP is ignored)
+        master = -1
+        assert proc.wait(timeout=30) == -signal.SIGHUP  # ended as SIGHUP would have ended it
+        seen = len(records(run_dir))
+        wait_for(lambda: len(records(run_dir)) > seen, 30, what="measurements after the client left")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if master >= 0:
+            os.close(master)
+        if run_dir is not None and run_dir.joinpath(SOCKET_NAME).exists():
+            _cli(env, "stop", str(run_dir), "--now")
+        assert wait_gone(marker, timeout_s=10) == []
+
+
 def _settled(run_dir: Path):
     """A predicate: results.jsonl has not grown for a second."""
     seen = {"size": -1, "since": time.monotonic()}

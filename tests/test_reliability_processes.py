@@ -217,14 +217,18 @@ def test_unhandled_exception_in_the_app_leaves_no_server(tmp_path, monkeypatch):
     assert survivors == [], f"servers outlived the app's crash: {survivors}"
 
 
-def _tui_in_a_pty(sweep, runs, env, extra: tuple[str, ...] = ("--foreground",)) -> tuple[subprocess.Popen[bytes], int]:
+def _tui_in_a_pty(sweep, runs, env, extra: tuple[str, ...] = ("--foreground",),
+                  sighup: signal.Handlers = signal.SIG_DFL) -> tuple[subprocess.Popen[bytes], int]:
     """``specbench run`` on a pseudo-terminal that is its controlling terminal (as over SSH); in the foreground
-    by default (the sweep lives in the TUI's process, so losing the terminal must take the servers down)."""
+    by default (the sweep lives in the TUI's process, so losing the terminal must take the servers down).
+    SIGHUP's disposition is set as a login shell's (default), whatever the test runner's is (``nohup`` makes it
+    ignored); ``sighup=signal.SIG_IGN`` starts it as ``nohup`` would."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, b"\x24\x00\x78\x00\x00\x00\x00\x00")  # 36 rows, 120 cols
 
     def become_terminal_owner() -> None:
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        signal.signal(signal.SIGHUP, sighup)
 
     env = {**env, "TERM": "xterm-256color"}
     proc = subprocess.Popen([sys.executable, "-m", "specbench_tui", "run", str(sweep), "--runs-dir", str(runs),
@@ -244,16 +248,19 @@ def _tui_in_a_pty(sweep, runs, env, extra: tuple[str, ...] = ("--foreground",)) 
     return proc, master
 
 
-@pytest.mark.parametrize("ending", ["hangup", "sigterm"])
+@pytest.mark.parametrize("ending", ["hangup", "hangup-under-nohup", "sigterm"])
 def test_tui_losing_its_terminal_or_sigterm_leaves_no_server(tmp_path, ending):
-    """The SSH session drops (the terminal hangs up: SIGHUP), or the TUI is sent SIGTERM."""
+    """The SSH session drops (the terminal hangs up: SIGHUP; under ``nohup`` the signal is ignored and the app
+    leaves on seeing its terminal hung up), or the TUI is sent SIGTERM."""
     marker = new_marker()
     sweep = make_sweep(tmp_path)
-    proc, master = _tui_in_a_pty(sweep, tmp_path / "runs", marker_env(marker))
+    nohup = ending == "hangup-under-nohup"
+    proc, master = _tui_in_a_pty(sweep, tmp_path / "runs", marker_env(marker),
+                                 sighup=signal.SIG_IGN if nohup else signal.SIG_DFL)
     try:
         _wait_servers(marker, proc, minimum=3, timeout_s=60)
         time.sleep(_random_moment(f"tui-{ending}"))
-        if ending == "hangup":
+        if ending.startswith("hangup"):
             os.close(master)
             master = -1
         else:
@@ -262,6 +269,8 @@ def test_tui_losing_its_terminal_or_sigterm_leaves_no_server(tmp_path, ending):
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             pass
+        if nohup:
+            assert proc.returncode == -signal.SIGHUP, "the app did not leave its hung-up terminal"
         survivors = wait_gone(marker, proc.pid, timeout_s=GONE_WITHIN_S)
     finally:
         if proc.poll() is None:

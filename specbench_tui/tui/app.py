@@ -73,6 +73,7 @@ from specbench_tui.tui.results_panel import ConfigNotes, ResultRow, ResultsPanel
 from specbench_tui.tui.safe_text import clean
 from specbench_tui.tui.screen_actions import ScreenActions
 from specbench_tui.tui.sweep_screen import SweepScreen
+from specbench_tui.tui.terminal_watch import HangupWatch
 from specbench_tui.tui.theme_css import ThemeStylesheet
 from specbench_tui.tui.themes import DEFAULT_THEME, FALLBACK_THEME, load_themes
 
@@ -199,6 +200,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         self.set_interval(self._drain_interval_s, self.drain_events)
         self.set_interval(1.0, self._tick)
         self.gc_pacer.start()
+        HangupWatch(self).start()
         self._sync_panels(queue=True, results=True, gpus=True, force=True)
         self._start_engine()
         self.set_timer(PRIME_THEMES_AFTER_S, self._prime_theme_css)
