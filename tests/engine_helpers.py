@@ -101,8 +101,10 @@ def processes_with_env(marker: str) -> list[int]:
     return processes_where(lambda environ: needle in environ)
 
 
-def wait_until_none(find: Callable[[], list[int]], timeout_s: float = 5.0) -> list[int]:
-    """Wait until ``find()`` comes back empty; the survivors (then SIGKILLed, so tests leave nothing)."""
+def wait_until_none(find: Callable[[], list[int]], timeout_s: float = 10.0) -> list[int]:
+    """Wait until ``find()`` comes back empty; the survivors (then SIGKILLed, so tests leave nothing). Death is
+    not instant: a process killed by its parent-death signal needs a scheduling slot to exit, seconds on a
+    loaded box, so the default is generous (the wait ends when nothing is left)."""
     deadline = time.monotonic() + timeout_s
     while True:
         alive = find()
@@ -117,7 +119,7 @@ def wait_until_none(find: Callable[[], list[int]], timeout_s: float = 5.0) -> li
     return alive
 
 
-def wait_no_processes(marker: str, timeout_s: float = 5.0) -> list[int]:
+def wait_no_processes(marker: str, timeout_s: float = 10.0) -> list[int]:
     """Wait until no process carries ``marker``; the survivors (then SIGKILLed, so tests leave nothing)."""
     return wait_until_none(lambda: processes_with_env(marker), timeout_s)
 

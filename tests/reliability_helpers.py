@@ -113,7 +113,7 @@ def server_pids(marker: str, engine_pid: int | None = None) -> list[int]:
     return marked(marker, {engine_pid} if engine_pid else set())
 
 
-def wait_gone(marker: str, engine_pid: int | None = None, timeout_s: float = 5.0) -> list[int]:
+def wait_gone(marker: str, engine_pid: int | None = None, timeout_s: float = 10.0) -> list[int]:
     """Survivors after ``timeout_s`` (SIGKILLed afterwards so a failing test leaves nothing behind)."""
     return wait_until_none(lambda: server_pids(marker, engine_pid), timeout_s)
 

@@ -111,7 +111,7 @@ def test_secrets_reach_no_file_no_output_no_log(tmp_path: Path) -> None:
     proc = headless([str(path), "--runs-dir", str(runs)], tmp_path,
                     marker_env(marker, {"SPECBENCH_NASTY_KEY": NASTY_KEY, "HF_TOKEN": TOKEN}))
     out = proc.communicate(timeout=180)[0]
-    assert wait_gone(marker, proc.pid, timeout_s=5) == []
+    assert wait_gone(marker, proc.pid) == []
     assert proc.returncode == 0, out.decode(errors="replace")
     run_dir = the_run_dir(runs)
     assert run_dir is not None
@@ -290,7 +290,7 @@ def test_umask_000_leaves_nothing_group_or_world_writable(tmp_path: Path) -> Non
     probe = "import os, sys\nos.umask(0)\nfrom specbench_tui.cli import main\nsys.exit(main(sys.argv[1:]))\n"
     proc = subprocess.run([sys.executable, "-c", probe, "run", str(sweep), "--headless", "--runs-dir", str(runs)],
                           cwd=tmp_path, env=marker_env(marker), capture_output=True, timeout=180, check=False)
-    assert wait_gone(marker, timeout_s=5) == []
+    assert wait_gone(marker) == []
     assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()
     run_dir = the_run_dir(runs)
     assert run_dir is not None and any((run_dir / "logs").iterdir())
@@ -350,7 +350,7 @@ def test_max_new_tokens_past_the_context_fails_before_any_request(tmp_path: Path
     runs = tmp_path / "runs"
     proc = headless([str(sweep), "--runs-dir", str(runs)], tmp_path, marker_env(marker))
     out = proc.communicate(timeout=180)[0].decode(errors="replace")
-    assert wait_gone(marker, proc.pid, timeout_s=5) == []
+    assert wait_gone(marker, proc.pid) == []
     assert proc.returncode == 1, out
     assert "asks for max_new_tokens = 900,000, but the server's context length is" in out
     run_dir = the_run_dir(runs)

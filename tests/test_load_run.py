@@ -57,17 +57,44 @@ def test_closed_loop_keeps_exactly_n_requests_in_flight() -> None:
     assert 0.05 < run.wall_s < 1.0  # three waves of 20 ms
 
 
+async def _with_wake_ups(run: Any) -> tuple[float, list[float]]:
+    """Await ``run`` (a coroutine) beside a probe that sleeps 2 ms at a time: when ``run`` was entered, and how
+    late each of the probe's wake-ups was. A loaded machine (or a GC pause) makes every wake-up of this event loop
+    late, the probe's and the runner's alike: the probe's figures are the yardstick for the runner's."""
+    late: list[float] = []
+
+    async def probe() -> None:
+        while True:
+            asked = time.monotonic()
+            await asyncio.sleep(0.002)
+            late.append(time.monotonic() - asked - 0.002)
+
+    task = asyncio.create_task(probe())
+    await asyncio.sleep(0)  # the probe sleeps from here on
+    entered = time.monotonic()  # run_point takes its start before its first await: at most a stall later
+    try:
+        await run
+    finally:
+        task.cancel()
+    return entered, late
+
+
 def test_open_loop_sends_on_the_seeded_poisson_schedule() -> None:
     workload, recorded = FakeWorkload(delay_s=0.05), []
     start = time.monotonic()
-    asyncio.run(run_point(workload, None, Labels("c", "cfg", "w"), "r40", 1, 20, 11,  # type: ignore[arg-type]
-                          recorded.append, set()))
+    entered, wake_ups = asyncio.run(_with_wake_ups(run_point(
+        workload, None, Labels("c", "cfg", "w"), "r40", 1, 20, 11, recorded.append, set())))  # type: ignore[arg-type]
     offsets = arrival_offsets(40.0, 20, 11, "w", "r40", 1)
-    sent = [t - workload.sent[0] for t in workload.sent]
     assert len(recorded) == 20 and {m.load for m in recorded} == {"r40"}
-    late = [a - b for a, b in zip(sent, offsets)]
-    # on schedule, whatever is in flight: never early, and late only by the event loop's wake-ups
-    assert min(late) > -0.002 and statistics.median(late) < 0.01 and max(late) < 0.15, late
+    # Measured from the point's start (not from the first send, which a stall may delay: the others then looked
+    # early), and against the loop's own wake-ups in the same run (on a loaded 2-core box they are late by tens
+    # of milliseconds, for the probe as for the runner).
+    late = [t - entered - o for t, o in zip(workload.sent, offsets)]
+    # on schedule, whatever is in flight: never early, and late only by the event loop's wake-ups (a schedule
+    # that drifted, or waited for answers, would be late by their sum)
+    assert min(late) > -0.002, late
+    assert statistics.median(late) < 0.01 + statistics.median(wake_ups), (late, statistics.median(wake_ups))
+    assert max(late) < 0.02 + max(wake_ups), (late, max(wake_ups))
     assert workload.peak > 1  # arrivals do not wait for answers (open loop)
     assert time.monotonic() - start >= offsets[-1]
 

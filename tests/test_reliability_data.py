@@ -89,7 +89,7 @@ def random_kill_soak(folder: Path, kills: int, seed_name: str = "random-kill", r
     reference, ref_states = _summary(ref_dir)
     assert len(reference) == CONFIGS * KEYS_PER_CONFIG * repeats
     assert set(ref_states.values()) == {"done"}
-    assert wait_gone(marker, timeout_s=5) == []
+    assert wait_gone(marker) == []
 
     runs = folder / "runs"
     run_dir: Path | None = None
@@ -114,7 +114,7 @@ def random_kill_soak(folder: Path, kills: int, seed_name: str = "random-kill", r
         engine.wait(10)
         engine.stdout.close()
         after_s = time.monotonic() - started
-        survivors = wait_gone(marker, engine.pid, timeout_s=5)
+        survivors = wait_gone(marker, engine.pid)
         assert survivors == [], f"kill {number + 1}: servers outlived SIGKILL: {survivors}"
         run_dir = run_dir or the_run_dir(runs)
         done = len({key(r) for r in records(run_dir)}) if run_dir else 0
@@ -129,7 +129,7 @@ def random_kill_soak(folder: Path, kills: int, seed_name: str = "random-kill", r
     else:
         code, out, _ = _complete(["--resume", str(run_dir)], folder, env)
     assert code == 0, out
-    assert wait_gone(marker, timeout_s=5) == []
+    assert wait_gone(marker) == []
     result, states = _summary(run_dir)
     assert set(result) == set(reference), (set(result) ^ set(reference))
     assert result == reference, "a measurement differs from the uninterrupted run"
@@ -193,7 +193,7 @@ async def test_full_disk_stops_cleanly_and_resume_completes(tmp_path, monkeypatc
     assert state["raised"] >= 1, "the injected ENOSPC never fired"
     assert outcome.state == "failed"
     assert "cannot be written" in (outcome.reason or "") and "No space left on device" in (outcome.reason or "")
-    assert wait_gone(marker, timeout_s=5) == [], "a server outlived the full disk"
+    assert wait_gone(marker) == [], "a server outlived the full disk"
     assert took < 30
     # Nothing half-written breaks resume: the same run directory resumes to a complete result.
     env = marker_env(marker)
@@ -202,7 +202,7 @@ async def test_full_disk_stops_cleanly_and_resume_completes(tmp_path, monkeypatc
     result, states = _summary(run_dir.path)
     assert len(result) == CONFIGS * KEYS_PER_CONFIG
     assert set(states.values()) == {"done"}
-    assert wait_gone(marker, timeout_s=5) == []
+    assert wait_gone(marker) == []
 
 
 async def test_full_disk_while_writing_a_server_log_stops_the_sweep(tmp_path, monkeypatch):
@@ -242,7 +242,7 @@ async def test_full_disk_while_writing_a_server_log_stops_the_sweep(tmp_path, mo
         outcome = await orchestrator.run()
     finally:
         run_dir.close()
-        alive = wait_gone(marker, timeout_s=5)
+        alive = wait_gone(marker)
         # The dead pump leaves "Task exception was never retrieved": let its finaliser log now. (Left to a
         # later garbage collection it can run inside pytest's ast.parse, whose Python 3.11 traceback caret
         # code calls ast.parse again: "SystemError: AST constructor recursion depth mismatch".)
@@ -266,7 +266,7 @@ def test_runs_dir_under_a_regular_file_is_refused_before_any_launch(tmp_path):
     assert code == 2, out
     assert "cannot create a run directory" in out and "Not a directory" in out, out
     assert "Traceback" not in out
-    assert wait_gone(marker, timeout_s=2) == []
+    assert wait_gone(marker) == []
     assert blocker.read_text() == "a file, not a folder\n"
 
 
@@ -298,16 +298,18 @@ def test_run_directory_becoming_unwritable_mid_run_stops_the_sweep(tmp_path):
                 continue
         assert logs.is_file()
         try:
-            out = engine.communicate(timeout=8)[0].decode(errors="replace")
+            # A hang guard (a sweep that went on instead would end with 0, not 3): the stop tears a server
+            # down, seconds on a loaded 2-core box.
+            out = engine.communicate(timeout=60)[0].decode(errors="replace")
         except subprocess.TimeoutExpired:
             engine.kill()
             out = engine.communicate(timeout=10)[0].decode(errors="replace")
-            pytest.fail(f"the engine did not stop within 8 s:\n{out}")
+            pytest.fail(f"the engine did not stop within 60 s:\n{out}")
     finally:
         if engine.poll() is None:
             engine.kill()
             engine.wait(5)
-    assert wait_gone(marker, engine.pid, timeout_s=5) == []
+    assert wait_gone(marker, engine.pid) == []
     assert engine.returncode == 3, out
     assert "cannot be written" in out and "logs" in out, out
     events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines() if x.strip()]

@@ -88,7 +88,7 @@ async def test_servers_bind_loopback_and_shell_metacharacters_are_literal(tmp_pa
         outcome = await asyncio.wait_for(orchestrator.run(), 90)
     finally:
         run_dir.close()
-        survivors = wait_gone(marker, timeout_s=5)
+        survivors = wait_gone(marker)
     assert survivors == []
     assert outcome.state == "completed", outcome
     launch = seen["launch"]
@@ -153,7 +153,7 @@ def _run_with_key(tmp_path: Path) -> tuple[Path, str]:
     runs = tmp_path / "runs"
     proc = headless([str(sweep), "--runs-dir", str(runs)], tmp_path, marker_env(marker, {KEY_VAR: SECRET}))
     out = proc.communicate(timeout=120)[0].decode(errors="replace")
-    assert wait_gone(marker, proc.pid, timeout_s=5) == []
+    assert wait_gone(marker, proc.pid) == []
     assert proc.returncode == 0, out
     run_dir = the_run_dir(runs)
     assert run_dir is not None
@@ -204,7 +204,7 @@ def test_run_directory_modes_follow_the_umask(tmp_path, umask):
     proc = subprocess.run([sys.executable, "-c", _UMASK_PROBE, umask, "run", str(sweep), "--headless",
                            "--runs-dir", str(runs)], cwd=tmp_path, env=marker_env(marker), capture_output=True,
                           timeout=120, check=False)
-    assert wait_gone(marker, timeout_s=5) == []
+    assert wait_gone(marker) == []
     assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()
     run_dir = the_run_dir(runs)
     assert run_dir is not None and any((run_dir / "logs").iterdir())

@@ -76,7 +76,7 @@ def test_crash_after_n_requests() -> None:
             assert httpx.post(f"{sim.url}/generate", json=body, timeout=5).status_code == 200
         with pytest.raises(httpx.TransportError):
             httpx.post(f"{sim.url}/generate", json=body, timeout=5)
-        assert sim.wait_exit(5) == -signal.SIGKILL
+        assert sim.wait_exit(15) == -signal.SIGKILL
         log = sim.stderr
     assert "Scheduler hit an exception: Traceback" in log and "tp_worker.py" in log
     assert "torch.AcceleratorError: CUDA error: an illegal memory access was encountered" in log
@@ -144,11 +144,12 @@ poll_s = 0.1
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(f"{sim.url}/generate", json={"text": "Hello"}, timeout=1.0)
         t0 = time.monotonic()
-        assert httpx.get(f"{sim.url}/health", timeout=5).status_code == 503
-        assert 0.4 < time.monotonic() - t0 < 2.0
+        assert httpx.get(f"{sim.url}/health", timeout=30).status_code == 503
+        # After the health timeout (0.5 s), not at once and not hanging: 10x that for a loaded 2-core box.
+        assert 0.4 < time.monotonic() - t0 < 5.0
         sim.wait_for_line("Health check failed. Server couldn't get a response from detokenizer for last")
         sim.signal(signal.SIGTERM)
-        assert sim.wait_exit(5) == -signal.SIGKILL
+        assert sim.wait_exit(15) == -signal.SIGKILL
         assert "Signal SIGTERM received while health check failed. Force exiting." in sim.stderr
 
 
@@ -169,7 +170,7 @@ def test_slow_start() -> None:
         time.sleep(0.5)
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"{sim.url}/health", timeout=1)
-        assert sim.wait_ready(5) > 1.0
+        assert sim.wait_ready(30) > 1.0
 
 
 def test_children_die_when_the_parent_is_sigkilled() -> None:
@@ -178,7 +179,7 @@ def test_children_die_when_the_parent_is_sigkilled() -> None:
         tree = group_pids(sim.pgid)
         assert len(tree) >= 4  # main, two schedulers, detokenizer
         sim.signal(signal.SIGKILL)
-        sim.wait_exit(5)
+        sim.wait_exit(15)
         assert group_left(sim.pgid) == []
 
 
@@ -188,7 +189,7 @@ def test_data_parallel_controller_tree() -> None:
         assert len(group_pids(sim.pgid)) >= 7  # main, controller, 4 schedulers, detokenizer
         assert " DP1 TP1] Load weight end." in sim.stderr
         sim.signal(signal.SIGKILL)
-        sim.wait_exit(5)
+        sim.wait_exit(15)
         _no_processes_left(sim)
 
 
@@ -196,7 +197,7 @@ def test_ctrl_c_kills_the_tree() -> None:
     with SimProcess() as sim:
         sim.wait_ready()
         sim.signal(signal.SIGINT)
-        assert sim.wait_exit(5) == -signal.SIGINT
+        assert sim.wait_exit(15) == -signal.SIGINT
         assert "INFO:     Shutting down" in sim.stderr
         _no_processes_left(sim)
 
@@ -207,7 +208,7 @@ def test_a_scheduler_killed_from_outside_takes_the_server_down() -> None:
         schedulers = [pid for pid in group_pids(sim.pgid) if _comm(pid).startswith("sglang::schedul")]
         assert len(schedulers) == 2
         os.kill(schedulers[1], signal.SIGKILL)
-        assert sim.wait_exit(5) == -signal.SIGKILL
+        assert sim.wait_exit(15) == -signal.SIGKILL
         assert "crashed with exit code -9. Triggering SIGQUIT for cleanup..." in sim.stderr
         assert RUNNING_SIGQUIT_LINE in sim.stderr and SIGQUIT_LINE not in sim.stderr
         _no_processes_left(sim)

@@ -72,10 +72,12 @@ def client(ddtree: SimProcess) -> Iterator[httpx.Client]:
         yield c
 
 
-def test_start_up_sequence_ready_under_2_s_and_health() -> None:
+def test_start_up_sequence_ready_within_seconds_and_health() -> None:
     with SimProcess() as sim:
-        took = sim.wait_ready(timeout=5)
-        assert took < 2.0, f"ready after {took:.2f} s"
+        took = sim.wait_ready(timeout=60)
+        # About 1 s quiet (docs/simulator.md), most of it Python starting four processes: a loaded 2-core box
+        # takes a few times that. The bound still fails a start-up that sleeps its way to SGLang's minutes.
+        assert took < 8.0, f"ready after {took:.2f} s"
         with httpx.Client(base_url=sim.url, timeout=5) as c:
             for path in ("/health", "/health_generate", "/ready"):
                 r = c.get(path)
@@ -294,5 +296,5 @@ def test_force_shutdown_skips_the_drain() -> None:
     with SimProcess(profile_toml=DETERMINISTIC, env={"SGL_FORCE_SHUTDOWN": "1"}) as sim:
         sim.wait_ready()
         sim.signal(signal.SIGTERM)
-        assert sim.wait_exit(5) == -signal.SIGKILL
+        assert sim.wait_exit(15) == -signal.SIGKILL
         assert "Signal SIGTERM received while force shutdown flag set. Force exiting." in sim.stderr

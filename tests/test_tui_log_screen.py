@@ -45,9 +45,11 @@ async def test_long_log_renders_only_visible_lines(tmp_path: Path) -> None:
     app = LogApp(screen)
     async with app.run_test(size=(100, 30)) as pilot:
         view = screen.view
-        started = time.monotonic()
+        started = time.process_time()
         await wait_indexed(view, pilot, count + 2)
-        assert time.monotonic() - started < 8
+        # Indexing 200,002 lines is quick: CPU seconds of this process (the UI and the index worker), which a
+        # loaded machine does not inflate as it does wall time (wait_indexed bounds the wall time).
+        assert time.process_time() - started < 8
         assert len(view._line_cache) < 200  # only what was shown was read
         await pilot.press("c")  # no line number known: the last fatal line
         await pilot.pause()
@@ -89,6 +91,7 @@ async def test_follow_mode_reads_appended_lines(tmp_path: Path) -> None:
         assert view.is_vertical_scroll_end
         await pilot.press("f")
         assert not view.follow
+        await app.workers.wait_for_complete()  # a read that the poll started before "f" ends before the write
         with path.open("a") as handle:
             handle.write("not read while not following\n")
         await pilot.pause(0.7)

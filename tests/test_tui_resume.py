@@ -113,7 +113,7 @@ def _kill_mid_sweep(tmp_path: Path) -> Path:
     finally:
         if engine.poll() is None:
             engine.kill()
-    assert wait_no_processes(str(tmp_path), timeout_s=5.0) == []
+    assert wait_no_processes(str(tmp_path)) == []
     return found[0].parent
 
 

@@ -108,8 +108,9 @@ class SimProcess:
         with self._lock:
             return "\n".join(self.lines)
 
-    def wait_ready(self, timeout: float = 10.0) -> float:
-        """Seconds from launch to the ready line; raises ``TimeoutError`` (with the log) otherwise."""
+    def wait_ready(self, timeout: float = 30.0) -> float:
+        """Seconds from launch to the ready line; raises ``TimeoutError`` (with the log) otherwise. The default is
+        generous (about 1 s quiet): the wait ends at the line, and a loaded 2-core CI box starts processes slowly."""
         deadline = time.monotonic() + timeout
         while not self._ready.wait(0.02):
             if self.proc is not None and self.proc.poll() is not None:
@@ -125,8 +126,9 @@ class SimProcess:
             self._reader.join(2.0)
         return code
 
-    def wait_for_line(self, text: str, timeout: float = 5.0) -> str:
-        """The first stderr line containing ``text``; raises ``TimeoutError`` otherwise."""
+    def wait_for_line(self, text: str, timeout: float = 30.0) -> str:
+        """The first stderr line containing ``text``; raises ``TimeoutError`` otherwise (generous by default: the
+        wait ends at the line)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
