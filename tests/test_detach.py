@@ -115,23 +115,7 @@ async def test_an_ssh_drop_leaves_the_sweep_running_and_a_new_client_takes_over(
     marker = new_marker()
     env = _env(tmp_path, marker)
     sweep = _sweep(tmp_path, gpu=5)
-    runs = tmp_path / "runs"
-    proc, master = _tui_in_a_pty(sweep, runs, env, extra=())
-    try:
-        run_dir = _run_dir(runs)
-        wait_for(lambda: len(records(run_dir)) >= 1, 60, what="a first measurement")
-        os.killpg(proc.pid, signal.SIGHUP)  # the SSH session drops: its whole session is hung up
-        os.close(master)
-        master = -1
-        proc.wait(timeout=20)
-        seen = len(records(run_dir))
-        wait_for(lambda: len(records(run_dir)) > seen, 30, what="measurements after the terminal died")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        if master >= 0:
-            os.close(master)
-
+    run_dir, seen, _ = _lose_the_terminal(sweep, tmp_path / "runs", env, nohup=False)
     try:
         engine = AttachedEngine(run_dir)
         app = SpecbenchApp(engine, drain_interval_s=0.05)
@@ -209,24 +193,37 @@ def test_a_client_under_nohup_leaves_when_its_terminal_hangs_up(tmp_path: Path) 
     marker = new_marker()
     env = _env(tmp_path, marker)
     runs = tmp_path / "runs"
-    proc, master = _tui_in_a_pty(_sweep(tmp_path, gpu=3), runs, env, extra=(), sighup=signal.SIG_IGN)
-    run_dir: Path | None = None
+    try:
+        _, _, status = _lose_the_terminal(_sweep(tmp_path, gpu=3), runs, env, nohup=True)
+        assert status == -signal.SIGHUP  # ended as SIGHUP would have ended it
+    finally:
+        for socket_path in runs.glob(f"*/{SOCKET_NAME}"):
+            _cli(env, "stop", str(socket_path.parent), "--now")
+        assert wait_gone(marker, timeout_s=10) == []
+
+
+def _lose_the_terminal(sweep: Path, runs: Path, env: dict[str, str], *, nohup: bool) -> tuple[Path, int, int | None]:
+    """Run the TUI (a client of its engine) on a terminal, lose the terminal after the first measurement, and
+    see the sweep go on: the run directory, the measurements when the client was gone, its exit status.
+    The SSH session drops: the whole session is sent SIGHUP, then the terminal's other side is gone; under
+    ``nohup`` (SIGHUP ignored) only the terminal hangs up."""
+    proc, master = _tui_in_a_pty(sweep, runs, env, extra=(), sighup=signal.SIG_IGN if nohup else signal.SIG_DFL)
     try:
         run_dir = _run_dir(runs)
         wait_for(lambda: len(records(run_dir)) >= 1, 60, what="a first measurement")
-        os.close(master)  # the terminal's other side is gone: the kernel hangs it up (its SIGHUP is ignored)
+        if not nohup:
+            os.killpg(proc.pid, signal.SIGHUP)
+        os.close(master)
         master = -1
-        assert proc.wait(timeout=30) == -signal.SIGHUP  # ended as SIGHUP would have ended it
+        status = proc.wait(timeout=30)
         seen = len(records(run_dir))
-        wait_for(lambda: len(records(run_dir)) > seen, 30, what="measurements after the client left")
+        wait_for(lambda: len(records(run_dir)) > seen, 30, what="measurements after the terminal died")
+        return run_dir, seen, status
     finally:
         if proc.poll() is None:
             proc.kill()
         if master >= 0:
             os.close(master)
-        if run_dir is not None and run_dir.joinpath(SOCKET_NAME).exists():
-            _cli(env, "stop", str(run_dir), "--now")
-        assert wait_gone(marker, timeout_s=10) == []
 
 
 def _settled(run_dir: Path):
