@@ -23,7 +23,10 @@ from specbench_tui.core.engines.sglang import line_timestamp
 pytestmark = pytest.mark.e2e
 
 
-async def test_seed_campaign_shape(tmp_path):
+async def test_seed_campaign_shape(tmp_path, monkeypatch):
+    # Log lines stamped to the millisecond (SGLang's SGLANG_LOG_MS, which the servers inherit): whole-second
+    # stamps put up to a second of rounding into "detected within a second of the line" below.
+    monkeypatch.setenv("SGLANG_LOG_MS", "1")
     folder = tmp_path / "sweep"
     folder.mkdir()
     copy_data(folder, "engine_seed.toml", "engine_sim_profile.toml")
@@ -46,7 +49,7 @@ async def test_seed_campaign_shape(tmp_path):
         assert any("illegal instruction" in line for line in crash.excerpt)
         assert any("Scheduler hit an exception" in line for line in crash.excerpt)
         first = next(line for line in crash.excerpt if "hit an exception" in line)
-        assert 0 <= crash.ts - line_timestamp(first) < 1.0
+        assert 0 <= crash.ts - line_timestamp(first) < 1.0, first  # milliseconds quiet
         assert not any(e.config_id == config.id for e in of_type(events, MeasurementRecorded))
         assert {e.workload for e in of_type(events, WorkloadNotRun) if e.config_id == config.id} == \
             {"code", "long-context", "agent-calculator"}

@@ -88,8 +88,8 @@ def test_signal_stops_the_sweep_cleanly(tmp_path, sweep_file, signals, code, in_
     if signals[0] != signal.SIGHUP:
         assert f"specbench run --resume {run_dir}" in output or "--resume" in output
         assert "run directory:" in output
-    if len(signals) == 2:
-        assert took < 5.0, f"the second Ctrl-C took {took:.1f} s to stop"
+    if len(signals) == 2:  # a hang guard (the records show the request in flight was not waited for)
+        assert took < 15.0, f"the second Ctrl-C took {took:.1f} s to stop"
 
 
 def test_nohup_keeps_the_hang_up_ignored(tmp_path, sweep_file):

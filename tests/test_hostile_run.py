@@ -238,7 +238,7 @@ def test_reading_a_fifo_never_blocks(tmp_path: Path) -> None:
         list(JsonlFile(tmp_path / "results.jsonl").read())
     with pytest.raises(StoreError, match="is a FIFO"):
         JsonlFile(tmp_path / "results.jsonl").append({"a": 1})
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 10  # milliseconds quiet (an open() that waited for a writer never returns)
 
 
 CONFUSED = [{"repeat": "x"}, {"accept_length": [1, 2]}, {"e2e_s": "fast"}, {"status": "weird"},

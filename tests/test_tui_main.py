@@ -100,7 +100,6 @@ def test_quitting_the_real_tui_in_a_terminal_leaves_the_ending_in_the_scrollback
     import re
     import subprocess
     import threading
-    import time
 
     from reliability_helpers import make_sweep, marker_env, new_marker, server_pids, wait_for, wait_gone
 
@@ -129,8 +128,19 @@ def test_quitting_the_real_tui_in_a_terminal_leaves_the_ending_in_the_scrollback
     try:
         wait_for(lambda: len(server_pids(marker, proc.pid)) >= 3, 60, what="a server with its children")
         os.write(master, b"q")
-        time.sleep(1.0)
-        os.write(master, b"y")
+
+        def shown(text: str) -> bool:
+            plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r", "", b"".join(chunks).decode(errors="replace"))
+            return text in plain
+
+        # A dialog asks first while the sweep runs (the TUI attached to its engine: detach or stop, y stops; on
+        # its own: quit, y quits): y only once it is up (a fixed second was not always enough under load).
+        wait_for(lambda: shown("Stop sweep (s)") or shown("Quit (y)") or proc.poll() is not None, 60,
+                 what="the quit dialog")
+        try:
+            os.write(master, b"y")
+        except OSError:  # the app had quit without asking, and the terminal with it
+            pass
         assert proc.wait(timeout=60) == 130
         reader.join(5)
     finally:

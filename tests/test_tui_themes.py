@@ -120,6 +120,8 @@ async def test_t_draws_the_new_theme_and_its_toast_in_one_frame(tmp_path: Path, 
         for _ in range(3):
             frames.clear()
             await pilot.press("t")
+            # the new theme's first frame (its CSS parsed and the screen drawn: late on a loaded box), then a few more
+            await until(pilot, lambda: any(theme == app.theme for theme, _ in frames), "a frame in the new theme")
             await pilot.pause(0.2)
             themed = [shown for theme, shown in frames if theme == app.theme]
             assert themed and all(themed), (app.theme, frames)
