@@ -175,7 +175,9 @@ def test_a_server_escaping_the_engine_is_found_from_the_real_run_directory(tmp_p
         time.sleep(0.3)
         engine.kill()
         engine.wait(5)
-        time.sleep(0.5)
+        # What the parent-death signals end (the wrapper) is gone before looking: it may take seconds under load,
+        # and one still dying when the survivors are counted would read as killed by the look.
+        _steady(lambda: set(_marked(marker)) - {engine.pid})
         found = find_leftovers([runs])
         assert len(found) == 1, found
         survivors = set(_marked(marker)) - {engine.pid}
@@ -187,6 +189,19 @@ def test_a_server_escaping_the_engine_is_found_from_the_real_run_directory(tmp_p
         if engine.poll() is None:
             engine.kill()
         wait_gone(marker, engine.pid, timeout_s=0.1)
+
+
+def _steady(look, quiet_s: float = 1.0, timeout_s: float = 30.0):
+    """What ``look()`` returns once it has not changed for ``quiet_s``."""
+    deadline = time.monotonic() + timeout_s
+    seen, since = look(), time.monotonic()
+    while time.monotonic() - since < quiet_s:
+        assert time.monotonic() < deadline, f"still changing after {timeout_s:g} s: {seen}"
+        time.sleep(0.05)
+        now = look()
+        if now != seen:
+            seen, since = now, time.monotonic()
+    return seen
 
 
 def _marked(marker: str) -> list[int]:
