@@ -12,6 +12,7 @@ from textual.widgets import DataTable
 from tui_fakes import CRASH_LINE, SETTLE_TIMEOUT_S, T0, FakeEngine, at_rest, until
 
 from specbench_tui.core.events import ConfigState, GpuSampled, LogLine
+from specbench_tui.core.ledger import LedgerSnapshot
 from specbench_tui.tui.app import SpecbenchApp
 from specbench_tui.tui.confirm_quit import ConfirmQuitScreen
 from specbench_tui.tui.gpu_panel import NO_GPU_HINT, WAITING_HINT, GpuPanel
@@ -89,6 +90,27 @@ async def test_events_from_another_thread_update_every_panel(engine: FakeEngine)
         log = app.sweep_screen.query_one(ServerLogPanel)
         assert any(CRASH_LINE in line and line.startswith("✖") for line in log.lines)
         assert app.sweep_screen.query_one(GpuPanel).table.row_count == 2
+
+
+async def test_an_analysis_does_not_write_the_ledger_out_as_text_on_the_ui_thread(
+        engine: FakeEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Textual describes a worker by the repr() of its arguments unless it is given a description: for the
+    analysis that is the whole ledger snapshot, written out on the UI thread at every analysis (8 ms and 1.4 MB of
+    text for 2,400 measurements; the paced full garbage collection then had that much more to walk)."""
+    described: list[int] = []
+
+    def counted_repr(snapshot: LedgerSnapshot) -> str:
+        described.append(len(snapshot.measurements))
+        return "LedgerSnapshot(…)"
+
+    monkeypatch.setattr(LedgerSnapshot, "__repr__", counted_repr)
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        engine.play_from_thread()
+        await at_rest(pilot)
+        await analysed(app, pilot)
+        assert app.analysis is not None
+    assert described == []
 
 
 async def test_gpu_panel_says_no_gpu_instead_of_waiting_forever(engine: FakeEngine) -> None:
