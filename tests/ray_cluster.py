@@ -19,6 +19,9 @@ import pytest
 
 NODES = 3
 GPUS_PER_NODE = 8
+NODES_UP_WITHIN_S = 120.0
+"""How long raylets may take to register (Ray's default, 30 s, is short for raylets starting on a loaded 2-core
+box); the wait ends as soon as they are all up."""
 
 
 @dataclass
@@ -32,7 +35,7 @@ class FakeCluster:
 
     def add_node(self, gpus: int = GPUS_PER_NODE) -> Any:
         node = self.cluster.add_node(num_cpus=1, num_gpus=gpus)
-        self.cluster.wait_for_nodes()
+        self.cluster.wait_for_nodes(timeout=NODES_UP_WITHIN_S)
         self.nodes.append(node)
         return node
 
@@ -65,7 +68,7 @@ def start_cluster(nodes: int = NODES, gpus: int = GPUS_PER_NODE, *, connect: boo
         fake.nodes.append(cluster.add_node(num_cpus=1, num_gpus=gpus))
     if connect:
         ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
-    cluster.wait_for_nodes()
+    cluster.wait_for_nodes(timeout=NODES_UP_WITHIN_S)
     return fake
 
 

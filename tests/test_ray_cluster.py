@@ -49,8 +49,9 @@ async def _run_on_ray(plan: Plan, runs: Path, timeout_s: float = 240.0) -> tuple
     return outcome, events, run_dir
 
 
-def _all_gpus_free(timeout_s: float = 20.0) -> None:
-    """Every placement group removed: the cluster's GPUs are all available again."""
+def _all_gpus_free(timeout_s: float = 60.0) -> None:
+    """Every placement group removed: the cluster's GPUs are all available again (Ray reports freed resources
+    asynchronously, late on a loaded box; the wait ends when they are back)."""
     import ray
 
     deadline = time.monotonic() + timeout_s
