@@ -5,8 +5,9 @@ A full (generation 2) collection walks every object it tracks; on the live scree
 log flood the collector ran one every ~2 s, a pause that landed on whatever key was pressed then. While the app
 runs, automatic full collections are off (generation 2's threshold is set out of reach; the young generations
 are collected as usual) and :class:`GarbagePacer` runs one itself from the app's 1 s tick: once
-:data:`IDLE_S` have passed without a key, at most every :data:`EVERY_S`, and at the latest after :data:`AT_MOST_S`
-whatever the keyboard does, so cyclic garbage never piles up for long. What is alive after that collection is
+:data:`IDLE_S` have passed without a key, at most every :data:`EVERY_S` (the first one :data:`FIRST_S` after
+start), and at the latest after :data:`AT_MOST_S` whatever the keyboard does, so cyclic garbage never piles up
+for long. What is alive after that collection is
 then frozen (``gc.freeze``: still freed by reference counting when dropped), so the next one walks only what was
 made since; the price is that a reference cycle alive at a freeze and dropped later is never collected (a few
 hundred objects per freeze on the live screen: 5 s of flood leave ~400 objects of cyclic garbage).
@@ -20,6 +21,10 @@ from collections.abc import Callable
 
 IDLE_S = 1.5
 """No key for this long: a full collection cannot delay an answer the user waits for."""
+FIRST_S = 3.0
+"""The first collection, the only one that walks the whole heap (Textual, the app, the filled panels: ~370,000
+objects, 100-250 ms), is due this soon after start, so that it runs before anyone types, not at
+:data:`AT_MOST_S` into a session of keys."""
 EVERY_S = 20.0
 AT_MOST_S = 45.0
 OUT_OF_REACH = 1_000_000
@@ -69,7 +74,8 @@ class GarbagePacer:
         now = self.clock()
         since = now - self._collected_at
         idle = now - self._key_at >= IDLE_S
-        if since >= AT_MOST_S or (since >= EVERY_S and idle):
+        due = EVERY_S if self.collections else FIRST_S
+        if since >= AT_MOST_S or (since >= due and idle):
             self.collect()
             self.freeze()
             self.collections += 1
