@@ -261,7 +261,7 @@ def test_a_second_resume_of_a_run_directory_is_refused_naming_the_owner_and_writ
         assert f"pid {owner.pid}" in message and socket.gethostname() in message and "started" in message
         assert f"kill -INT {owner.pid}" in message and "events.jsonl" in message
         assert after == before, "the refused resume wrote nothing"
-        assert took < 10
+        assert took < 30  # at once (Python starting: seconds on a loaded box); one that waited for the lock hangs
         assert not [p for p in marked(marker) if p not in _tree_of(owner.pid)], "it launched nothing"
         owner.wait(timeout=180)
         assert owner.returncode == 0, owner.stdout.read().decode(errors="replace") if owner.stdout else ""
