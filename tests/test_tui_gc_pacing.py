@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from specbench_tui.tui.gc_pacing import AT_MOST_S, EVERY_S, FIRST_S, IDLE_S, OUT_OF_REACH, GarbagePacer
+from specbench_tui.tui.gc_pacing import AT_MOST_S, EVERY_S, FIRST_S, HOLD_S, IDLE_S, OUT_OF_REACH, GarbagePacer
 
 
 class Clock:
@@ -59,4 +59,46 @@ def test_the_first_collection_waits_for_a_pause_in_typing_too() -> None:
         clock.now += IDLE_S
         assert pacer.tick() and len(runs) == 1
     finally:
+        pacer.stop()
+
+
+def test_a_key_holds_every_automatic_collection_until_its_answer_is_drawn() -> None:
+    """No collection (not even of the young generations) while a key's answer is being drawn: what it allocated
+    is collected after. A later key extends the hold; stopping the pacer ends it."""
+    clock = Clock()
+    later: list[tuple[float, object]] = []
+    pacer = GarbagePacer(clock, lambda: None, lambda: None, schedule=lambda delay, callback: later.append(
+        (clock.now + delay, callback)))
+    assert gc.isenabled()
+    pacer.start()
+    try:
+        pacer.key_pressed()
+        assert not gc.isenabled() and pacer.held
+        clock.now += HOLD_S / 2
+        pacer.key_pressed()  # a second key before the hold is over
+        due, release = later.pop(0)
+        clock.now = due
+        release()  # the first key's time is up, the second's is not: held on, asked again
+        assert not gc.isenabled() and len(later) == 1
+        due, release = later.pop(0)
+        clock.now = due
+        release()
+        assert gc.isenabled() and not pacer.held
+        pacer.key_pressed()
+        assert not gc.isenabled()
+    finally:
+        pacer.stop()
+    assert gc.isenabled() and not pacer.held  # stopping gives the collector back at once
+
+
+def test_a_key_does_not_enable_a_collector_someone_else_turned_off() -> None:
+    clock = Clock()
+    pacer = GarbagePacer(clock, lambda: None, lambda: None, schedule=lambda delay, callback: callback())
+    pacer.start()
+    gc.disable()
+    try:
+        pacer.key_pressed()
+        assert not pacer.held and not gc.isenabled()
+    finally:
+        gc.enable()
         pacer.stop()

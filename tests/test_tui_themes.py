@@ -179,3 +179,48 @@ async def test_every_theme_is_parsed_ahead_so_the_first_t_to_it_reuses_its_css(t
             app.set_theme(name)
             await pilot.pause(0.05)
         assert sheet.reused == reused + 2  # type: ignore[attr-defined]
+
+
+async def test_applying_a_theme_asks_every_node_to_refresh_once_and_repaints_every_panel(tmp_path: Path,
+                                                                                        monkeypatch) -> None:
+    """Applying a theme sets every colour rule of every node, and each rule asked its node to refresh: ~500
+    requests per ``t``. The stylesheet collects them and asks each node once, with a relayout if any rule wanted
+    one; every panel is still repainted with the new theme."""
+    from collections import Counter
+
+    from textual.widget import Widget
+
+    from specbench_tui.tui.theme_css import ThemeStylesheet
+
+    engine = FakeEngine(tmp_path / "run")
+    app = SpecbenchApp(engine, theme="specbench-light", clock=lambda: T0)
+    asked: Counter[Widget] = Counter()
+    applying = [False]
+    update, refresh = ThemeStylesheet.update, Widget.refresh
+
+    def tracked_update(self: ThemeStylesheet, root, animate: bool = False) -> None:  # noqa: ANN001
+        applying[0] = True
+        try:
+            update(self, root, animate)
+        finally:
+            applying[0] = False
+
+    def counted_refresh(self: Widget, *regions, **options) -> Widget:
+        if applying[0]:
+            asked[self] += 1
+        return refresh(self, *regions, **options)
+
+    async with app.run_test(size=(100, 24)) as pilot:
+        while not app.panels_ready:
+            await pilot.pause(0.02)
+        await pilot.pause()
+        monkeypatch.setattr(ThemeStylesheet, "update", tracked_update)
+        monkeypatch.setattr(Widget, "refresh", counted_refresh)
+        app.set_theme(DEFAULT_THEME)
+        await pilot.pause()
+        panels = [widget for widget in app.sweep_screen.walk_children(Widget) if widget.id and "panel" in widget.id]
+        # every panel is asked to repaint, once
+        assert panels and all(asked[panel] == 1 for panel in panels), {w.id: asked[w] for w in panels}
+        screen = app.sweep_screen
+        assert max(count for widget, count in asked.items() if widget is not screen) == 1
+        assert asked[screen] <= 2  # its own request, and the app's (the app repaints through its screen)

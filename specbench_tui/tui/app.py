@@ -164,7 +164,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         self.detached = False
         """Whether this client left an engine process running (``q`` then detach)."""
         self._heap_frozen_at: float | None = None
-        self.gc_pacer = GarbagePacer()
+        self.gc_pacer = GarbagePacer(schedule=lambda delay_s, callback: self.set_timer(delay_s, callback))
         """Full garbage collections while no key is being pressed (see :mod:`~specbench_tui.tui.gc_pacing`)."""
         themes, problems = load_themes(themes_dir)
         self._theme_problems = problems

@@ -26,6 +26,10 @@ FIRST_S = 3.0
 objects, 100-250 ms), is due this soon after start, so that it runs before anyone types, not at
 :data:`AT_MOST_S` into a session of keys."""
 EVERY_S = 20.0
+HOLD_S = 0.3
+"""After a key, no automatic collection at all (the young generations' included) for this long: the key's answer
+is drawn first and what it allocated is collected after (a theme change allocates enough for ~10 ms of young
+collections, a sixth of its cost)."""
 AT_MOST_S = 45.0
 OUT_OF_REACH = 1_000_000
 """Generation 2's threshold while the pacer runs (counts generation-1 collections)."""
@@ -35,10 +39,16 @@ class GarbagePacer:
     """Decides when the app runs a full garbage collection (see the module docstring)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic, collect: Callable[[], object] = gc.collect,
-                 freeze: Callable[[], object] = gc.freeze) -> None:
+                 freeze: Callable[[], object] = gc.freeze,
+                 schedule: Callable[[float, Callable[[], None]], object] | None = None) -> None:
         self.clock = clock
         self.collect = collect
         self.freeze = freeze
+        self.schedule = schedule
+        """``schedule(delay_s, callback)`` runs ``callback`` later (the app's timer); None: keys hold nothing."""
+        self.held = False
+        """Automatic collections are off until the last key's answer had its :data:`HOLD_S`."""
+        self._held_until = float("-inf")
         self.collections = 0
         """Full collections run so far."""
         self._saved: tuple[int, int, int] | None = None
@@ -58,6 +68,7 @@ class GarbagePacer:
 
     def stop(self) -> None:
         """Give the collector its own thresholds back, and the frozen objects."""
+        self._release(force=True)
         if self._saved is not None:
             gc.set_threshold(*self._saved)
             self._saved = None
@@ -65,7 +76,26 @@ class GarbagePacer:
                 gc.unfreeze()
 
     def key_pressed(self) -> None:
-        self._key_at = self.clock()
+        """A key: no automatic collection until its answer is drawn (:data:`HOLD_S`)."""
+        now = self._key_at = self.clock()
+        if self._saved is None or self.schedule is None:
+            return
+        self._held_until = now + HOLD_S
+        if not self.held and gc.isenabled():
+            gc.disable()
+            self.held = True
+            self.schedule(HOLD_S, self._release)
+
+    def _release(self, force: bool = False) -> None:
+        """Automatic collections on again, once the last key's hold is over (or at once with ``force``)."""
+        if not self.held:
+            return
+        left = self._held_until - self.clock()
+        if left > 0.005 and not force and self.schedule is not None:
+            self.schedule(left, self._release)  # a later key extended the hold
+            return
+        self.held = False
+        gc.enable()
 
     def tick(self) -> bool:
         """Run a full collection if one is due now; True when it ran."""
