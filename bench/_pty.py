@@ -44,6 +44,8 @@ class PtyProcess:
         self.master = master
         self.pid = self.proc.pid
         self.chunks: list[tuple[float, bytes]] = []
+        self.dropped = 0
+        """Chunks dropped from the front of ``chunks`` so far (the readers' positions count from the first ever)."""
         self.total_bytes = 0
         self._keep = keep_bytes
         self._kept = 0
@@ -57,19 +59,21 @@ class PtyProcess:
                 data = os.read(self.master, 1 << 16)
             except OSError:
                 data = b""
-            now = time.monotonic()
-            with self._lock:
-                if not data:
-                    self.chunks.append((now, b""))
-                    self._lock.notify_all()
-                    return
-                self.chunks.append((now, data))
-                self.total_bytes += len(data)
-                self._kept += len(data)
-                while self._kept > self._keep and len(self.chunks) > 1:
-                    self._kept -= len(self.chunks[0][1])
-                    del self.chunks[0]
-                self._lock.notify_all()
+            self._append(time.monotonic(), data)
+            if not data:
+                return
+
+    def _append(self, at: float, data: bytes) -> None:
+        """Keep a chunk read at ``at`` (empty: the end), dropping the oldest beyond ``keep_bytes``."""
+        with self._lock:
+            self.chunks.append((at, data))
+            self.total_bytes += len(data)
+            self._kept += len(data)
+            while self._kept > self._keep and len(self.chunks) > 1:
+                self._kept -= len(self.chunks[0][1])
+                del self.chunks[0]
+                self.dropped += 1
+            self._lock.notify_all()
 
     def send(self, data: bytes) -> float:
         """Write ``data`` to the terminal (as typed keys); returns the moment it was written."""
@@ -79,13 +83,13 @@ class PtyProcess:
     def wait_for(self, needle: bytes, after: float, timeout: float) -> float | None:
         """The arrival time of the first output chunk after ``after`` that completes ``needle``, or None."""
         deadline = time.monotonic() + timeout
-        index = 0
+        seen = 0  # chunks read so far, counted from the first ever (old ones are dropped from the front)
         tail = b""
         with self._lock:
             while True:
-                while index < len(self.chunks):
-                    at, data = self.chunks[index]
-                    index += 1
+                seen, unread = self._unread(seen)
+                for at, data in unread:
+                    seen += 1
                     if at < after:
                         continue
                     if not data:
@@ -97,20 +101,24 @@ class PtyProcess:
                 if remaining <= 0:
                     return None
                 self._lock.wait(remaining)
-                if index > len(self.chunks):  # old chunks were dropped: rescan what is left
-                    index = 0
+
+    def _unread(self, seen: int) -> tuple[int, list[tuple[float, bytes]]]:
+        """Where the chunks not yet read start (counted from the first ever; those dropped meanwhile are skipped)
+        and those chunks (under the lock)."""
+        start = max(seen, self.dropped)
+        return start, self.chunks[start - self.dropped:]
 
     def wait_for_pattern(self, pattern: re.Pattern[bytes], after: float, timeout: float) -> float | None:
         """The arrival time of the first output chunk after ``after`` where ``pattern`` is found (in that chunk
         joined to the 4 KiB before it), or None."""
         deadline = time.monotonic() + timeout
-        index = 0
+        seen = 0
         tail = b""
         with self._lock:
             while True:
-                while index < len(self.chunks):
-                    at, data = self.chunks[index]
-                    index += 1
+                seen, unread = self._unread(seen)
+                for at, data in unread:
+                    seen += 1
                     if at < after:
                         continue
                     if not data:
@@ -122,8 +130,6 @@ class PtyProcess:
                 if remaining <= 0:
                     return None
                 self._lock.wait(remaining)
-                if index > len(self.chunks):
-                    index = 0
 
     def output_since(self, after: float) -> bytes:
         with self._lock:
