@@ -8,7 +8,8 @@ ignores it) is never told; Textual's input thread then spins on the hung-up term
 
 :class:`HangupWatch` asks the kernel once a second whether the terminal hung up (``poll`` reports ``POLLHUP``
 on a tty whose other side is gone) and then ends the process by SIGHUP's default action: the same ending as
-without ``nohup``. Only an app drawing on a real terminal is watched (not headless tests, not a browser).
+without ``nohup``. Only an app drawing on a real terminal is watched (not headless tests, not a browser), on
+Linux.
 """
 
 from __future__ import annotations
@@ -65,8 +66,8 @@ class HangupWatch:
 
     def start(self) -> bool:
         """Start watching; False (and nothing watched) when the app does not draw on a real terminal."""
-        if self.app.is_headless or self.app.is_web:
-            return False
+        if self.app.is_headless or self.app.is_web or not sys.platform.startswith("linux"):
+            return False  # (macOS's poll() does not work on terminals: it would report every one as gone)
         self.fd = terminal_fd()
         if self.fd is None:
             return False
