@@ -156,7 +156,7 @@ OPEN_LOOP = """
 [sweep]
 name = "open-loop"
 gpus = 1
-repeats = 1
+repeats = 3
 warmup = 0
 [engine]
 launcher = "simulator"
@@ -186,16 +186,23 @@ def test_an_open_loop_point_sends_on_its_seeded_schedule_through_the_real_engine
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     run_dir = next((tmp_path / "runs").iterdir())
     records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
-    assert len(records) == 12 and {r["load"] for r in records} == {"r25"} and all(r["status"] == "ok" for r in records)
-    sent = sorted(r["started_at"] for r in records)
-    offsets = arrival_offsets(25.0, 12, 5, "code", "r25", 1)
-    # The point's start is not on record: measured from the send that was least late (the first send, late
-    # itself on a loaded box, made the others look early). Another schedule (a wrong seed, salt or rate) is off
-    # by tens of milliseconds from gap to gap, so the typical send would be far from the least late one.
-    origin = min(t - o for t, o in zip(sent, offsets))
-    late = [t - origin - o for t, o in zip(sent, offsets)]
-    assert statistics.median(late) < 0.015, late  # the seeded schedule
-    assert max(late) < 0.5, late  # no send waits for answers (a loaded box delays one by tens of milliseconds)
+    assert len(records) == 36 and {r["load"] for r in records} == {"r25"} and all(r["status"] == "ok" for r in records)
+    on_schedule = []
+    for repeat in sorted({r["repeat"] for r in records}):
+        sent = sorted(r["started_at"] for r in records if r["repeat"] == repeat)
+        offsets = arrival_offsets(25.0, 12, 5, "code", "r25", repeat)
+        # The point's start is not on record: measured from the send that was least late (the first send, late
+        # itself on a loaded box, made the others look early). Another schedule (a wrong seed, salt or rate) is
+        # off by tens of milliseconds from gap to gap, so the typical send would be far from the least late one.
+        origin = min(t - o for t, o in zip(sent, offsets))
+        late = [t - origin - o for t, o in zip(sent, offsets)]
+        assert len(late) == 12 and max(late) < 2.0, (repeat, late)  # a bound for a starved engine; the schedule: below
+        if statistics.median(late) < 0.015 and max(late) < 0.15:
+            on_schedule.append(repeat)
+    # A starved engine (on a loaded 2-core box its loop was seen stalled 0.5-1 s) sends what fell due in a stall
+    # late, all at once; a repeat it spared shows the schedule to the millisecond. A wrong seed, rate or salt, or
+    # sends that wait for answers, fail every repeat.
+    assert on_schedule, "no repeat followed its seeded schedule"
     report = subprocess.run([sys.executable, "-m", "specbench_tui", "report", str(run_dir), "--format", "csv"],
                             capture_output=True, text=True, timeout=60)
     lines = report.stdout.splitlines()
