@@ -40,8 +40,8 @@ class SlowFirstToken:
         self.close_after_each = close_after_each
         self.sent_first: list[float] = []
         self.sent: list[tuple[int, float, float]] = []
-        """Each token event of the last answer: its completion tokens, the clock just before and just after it
-        was handed to the kernel (on loopback the kernel stamps it in between)."""
+        """Each event of the last answer: its completion tokens (0 for the closing ``[DONE]``), the clock just before
+        and just after it was handed to the kernel (on loopback the kernel stamps it in between)."""
         self.requests = 0
         self.got_request = threading.Event()
         self.answered = threading.Event()
@@ -89,7 +89,7 @@ class SlowFirstToken:
                         self._send(conn, n, _event(n))
                     self._send(conn, 4, _event(4, finished=True))
                     done = b"data: [DONE]\n\n"
-                    conn.sendall(f"{len(done):x}\r\n".encode() + done + b"\r\n0\r\n\r\n")
+                    self._send(conn, 0, f"{len(done):x}\r\n".encode() + done + b"\r\n0\r\n\r\n")  # 0: the end
                     self.answered.set()
                 if self.close_after_each:
                     return
@@ -121,7 +121,7 @@ async def hog_the_loop(server: SlowFirstToken, sent: Callable[[], bool]) -> floa
 
 @pytest.fixture
 def server() -> Iterator[SlowFirstToken]:
-    srv = SlowFirstToken(gap_s=0.4)  # the next token comes after the hog below is over
+    srv = SlowFirstToken(gap_s=1.0)  # the next token comes well after the hog below is over (0.25 s after the first)
     yield srv
     srv.close()
 
@@ -194,11 +194,17 @@ def test_tokens_read_together_carry_the_last_ones_arrival() -> None:
     chunks = [c for c in result.chunks if c.completion_tokens > 0]
     assert len(chunks) >= 3
     sent = {tokens: (before, after) for tokens, before, after in srv.sent}
-    last_sent = max(after for _, after in sent.values())
+    last_sent = max(after for _, after in sent.values())  # the closing [DONE] may come in the same read
+    start = result.start
+    seen = ([(c.completion_tokens, round((c.at - start) * 1000, 1)) for c in chunks],
+            {k: (round((b - start) * 1000, 1), round((a - start) * 1000, 1)) for k, (b, a) in sent.items()},
+            round((let_go - start) * 1000, 1))  # milliseconds from the request's start, for a failure's message
     for chunk in chunks:
         before, _ = sent[chunk.completion_tokens]
-        assert before - 0.005 <= chunk.at <= last_sent + 0.01, (chunk, sent)  # never early; late by the gap at most
-        assert chunk.at < let_go - HOG_AFTER_ANSWER_S + 0.01, (chunk, let_go)  # far from the read time
+        # never early (a stamp of an earlier packet would be a 20 ms gap early), late by the gap to the last at most;
+        # 10 ms for the stamps' conversion to the monotonic clock
+        assert before - 0.01 <= chunk.at <= last_sent + 0.01, seen
+        assert chunk.at < let_go - HOG_AFTER_ANSWER_S + 0.01, seen  # far from the read time
 
 
 def test_refused_connection_is_a_connection_error() -> None:
