@@ -7,10 +7,11 @@ runs, automatic full collections are off (generation 2's threshold is set out of
 are collected as usual) and :class:`GarbagePacer` runs one itself from the app's 1 s tick: once
 :data:`IDLE_S` have passed without a key, at most every :data:`EVERY_S` (the first one :data:`FIRST_S` after
 start), and at the latest after :data:`AT_MOST_S` whatever the keyboard does, so cyclic garbage never piles up
-for long. What is alive after that collection is
-then frozen (``gc.freeze``: still freed by reference counting when dropped), so the next one walks only what was
-made since; the price is that a reference cycle alive at a freeze and dropped later is never collected (a few
-hundred objects per freeze on the live screen: 5 s of flood leave ~400 objects of cyclic garbage).
+for long. What is alive after that collection is then frozen (``gc.freeze``: still freed by reference counting
+when dropped), so the next one walks only what was made since; the price is that a reference cycle alive at a
+freeze and dropped later is never collected (a few hundred objects per freeze on the live screen: 5 s of flood
+leave ~400 objects of cyclic garbage). Within :data:`HOLD_S` of a key no collection runs at all, young
+generations included: the key's answer is drawn first.
 """
 
 from __future__ import annotations
