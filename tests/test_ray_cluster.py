@@ -5,6 +5,9 @@ as the local executor, node loss survived, and nothing left running."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -98,7 +101,6 @@ async def test_mixed_tp_on_three_nodes_matches_the_local_executor(ray_cluster: F
     assert on_ray == shape(local_dir) and len(on_ray) == len(TPS) * 2
     assert all(m[4] == "ok" and m[5] == 48 for m in on_ray)
     assert len(of_type(events, MeasurementRecorded)) == len(TPS) * 2
-    import json
 
     env = json.loads((run_dir.path / "env.json").read_text())  # every node's fingerprint, taken on the node
     assert set(env["nodes"]) == labels and all(doc["gpus"] and doc["host"] for doc in env["nodes"].values())
@@ -161,7 +163,6 @@ def test_fake_cluster_is_three_8_gpu_nodes(ray_cluster: FakeCluster) -> None:
 
 def _wait_for(path: Path, what: str, count: int, timeout_s: float = 120.0) -> list[dict]:
     """The events of type ``what`` in the one run directory under ``path`` once there are ``count``."""
-    import json
 
     deadline = time.monotonic() + timeout_s
     found: list[dict] = []
@@ -256,10 +257,7 @@ async def test_tui_shows_each_configurations_node_and_quit_leaves_nothing(ray_cl
 def test_resume_after_the_engine_died_continues_on_the_cluster(ray_cluster: FakeCluster, tmp_path: Path) -> None:
     """The run directory is the truth, not Ray: an engine killed mid-sweep (SIGKILL) is resumed with
     ``--resume RUN --ray-address``; it measures only what is missing, so every measurement exists once."""
-    import json
     import signal
-    import subprocess
-    import sys
 
     from engine_helpers import headless_engine, wait_no_processes
 
@@ -277,16 +275,26 @@ def test_resume_after_the_engine_died_continues_on_the_cluster(ray_cluster: Fake
             engine.wait()
     assert wait_no_processes(str(tmp_path), timeout_s=45.0) == []
     (run_dir,) = runs.glob("*")
-    before = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+    before = _results(run_dir)
     assert 1 <= len(before) < 4
+    _resume_completes_every_measurement_once(run_dir, before, ray_cluster.address, tmp_path)
+
+
+def _results(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+
+
+def _resume_completes_every_measurement_once(run_dir: Path, before: list[dict], address: str, cwd: Path) -> None:
+    """``specbench run --resume`` on the cluster at ``address`` ends well, with each of the sweep's 4 measurements
+    exactly once and what arrived before the interruption kept as it was."""
     resumed = subprocess.run([sys.executable, "-m", "specbench_tui", "run", "--resume", str(run_dir), "--headless",
-                              "--foreground", "--ray-address", ray_cluster.address],
-                             cwd=tmp_path, capture_output=True, text=True, timeout=240)
+                              "--foreground", "--ray-address", address],
+                             cwd=cwd, capture_output=True, text=True, timeout=240)
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
-    after = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+    after = _results(run_dir)
     keys = [(m["config_id"], m["workload"], m["item"], m["repeat"]) for m in after]
     assert len(keys) == 4 and len(set(keys)) == 4, keys
-    assert after[:len(before)] == before  # what arrived before the kill is kept as it was
+    assert after[:len(before)] == before
 
 
 def test_a_lost_head_stops_the_sweep_cleanly_and_resume_continues_on_a_new_cluster(ray_cluster: FakeCluster,
@@ -296,9 +304,6 @@ def test_a_lost_head_stops_the_sweep_cleanly_and_resume_continues_on_a_new_clust
     (pending again: never crashed, never node_lost, no zero), what was measured kept, the reason naming the lost
     head and the resume command, no server left. ``--resume RUN --ray-address`` on another cluster (the
     module's) then measures only what is missing: every measurement exactly once."""
-    import json
-    import subprocess
-    import sys
 
     from engine_helpers import headless_engine, wait_no_processes
     from ray_cluster import start_cluster
@@ -340,17 +345,10 @@ def test_a_lost_head_stops_the_sweep_cleanly_and_resume_continues_on_a_new_clust
     interrupted = [e for e in events if e["type"] == "ConfigStateChanged" and e["state"] == "pending"
                    and (e.get("reason") or "").startswith("interrupted: the Ray head")]
     assert len(interrupted) == 2, states
-    before = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+    before = _results(run_dir)
     assert 1 <= len(before) < 4 and all(m["status"] == "ok" and m["completion_tokens"] == 48 for m in before)
 
-    resumed = subprocess.run([sys.executable, "-m", "specbench_tui", "run", "--resume", str(run_dir), "--headless",
-                              "--foreground", "--ray-address", ray_cluster.address],
-                             cwd=tmp_path, capture_output=True, text=True, timeout=240)
-    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
-    after = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
-    keys = [(m["config_id"], m["workload"], m["item"], m["repeat"]) for m in after]
-    assert len(keys) == 4 and len(set(keys)) == 4, keys
-    assert after[:len(before)] == before
+    _resume_completes_every_measurement_once(run_dir, before, ray_cluster.address, tmp_path)
     assert wait_no_processes(str(tmp_path), timeout_s=30.0) == []
 
 

@@ -3,6 +3,7 @@ toasts and their history, the palette's own commands, Ctrl-C twice, small termin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -413,20 +414,31 @@ async def test_live_log_and_log_screen_agree_on_the_crash_line(engine: SilentEng
 
 # ---------------------------------------------------------------------------------------- results follow
 
+async def _b16_arithmetic(app: SpecbenchApp, engine: FakeEngine, pilot,
+                          play: Callable[[], None]) -> tuple[ResultsPanel, int]:
+    """Play the demo with ``play`` and settle: the results table and the index of ddtree-b16-tp1's arithmetic row
+    (the newest alarming row: zero output)."""
+    await ready(app, pilot)
+    play()
+    app.drain_events()
+    await at_rest(pilot)
+    results = app.sweep_screen.query_one(ResultsPanel)
+    return results, results.get_row_index(f"{engine.plan.by_name('ddtree-b16-tp1').id}\x1farithmetic")
+
+
+def _in_view(results: ResultsPanel, index: int, height: int) -> bool:
+    """Whether row ``index`` is on screen in a table that shows ``height`` rows."""
+    return results.scroll_y <= index < results.scroll_y + height
+
+
 async def test_results_follow_a_new_crash_row_unless_scrolled_away(tmp_path: Path) -> None:
     engine = FakeEngine(tmp_path / "run")
     app = make_app(engine)
     async with app.run_test(size=(80, 24)) as pilot:
-        await ready(app, pilot)
-        engine.play()
-        app.drain_events()
-        await at_rest(pilot)
-        results = app.sweep_screen.query_one(ResultsPanel)
-        b16 = engine.plan.by_name("ddtree-b16-tp1").id
-        index = results.get_row_index(f"{b16}\x1farithmetic")  # the newest alarming row: zero output
+        results, index = await _b16_arithmetic(app, engine, pilot, engine.play)
         height = results.size.height - 3
         assert index >= height  # below the fold in plan order …
-        assert results.scroll_y <= index < results.scroll_y + height  # … and yet on screen: followed
+        assert _in_view(results, index, height)  # … and yet on screen: followed
         results.scroll_to(y=0, animate=False, immediate=True)  # back to the top: still following
         results.scroll_to(y=1, animate=False, immediate=True)  # the user scrolls elsewhere
         await pilot.pause()
@@ -460,7 +472,7 @@ async def test_a_followed_row_waits_for_the_table_to_measure_it(tmp_path: Path) 
         index = results.get_row_index("extra-20")
         height = results.size.height - 3
         assert not results.follow_pending
-        assert results.scroll_y <= index < results.scroll_y + height
+        assert _in_view(results, index, height)
 
 
 async def test_a_followed_row_stays_in_view_when_the_panel_shrinks(tmp_path: Path) -> None:
@@ -469,17 +481,11 @@ async def test_a_followed_row_stays_in_view_when_the_panel_shrinks(tmp_path: Pat
     engine = FakeEngine(tmp_path / "run")
     app = make_app(engine)
     async with app.run_test(size=(80, 30)) as pilot:
-        await ready(app, pilot)
-        engine.play()
-        app.drain_events()
-        await at_rest(pilot)
-        results = app.sweep_screen.query_one(ResultsPanel)
-        b16 = engine.plan.by_name("ddtree-b16-tp1").id
-        index = results.get_row_index(f"{b16}\x1farithmetic")
+        results, index = await _b16_arithmetic(app, engine, pilot, engine.play)
         await pilot.resize_terminal(80, 24)
         await at_rest(pilot)
         height = results.size.height - 3
-        assert results.scroll_y <= index < results.scroll_y + height
+        assert _in_view(results, index, height)
         results.scroll_to(y=0, animate=False, immediate=True)
         results.scroll_to(y=1, animate=False, immediate=True)  # the user scrolls elsewhere
         await pilot.resize_terminal(80, 22)
@@ -493,20 +499,14 @@ async def test_a_followed_row_stays_in_view_when_the_horizontal_scrollbar_comes(
     engine = FakeEngine(tmp_path / "run")
     app = make_app(engine)
     async with app.run_test(size=(80, 24)) as pilot:
-        await ready(app, pilot)
-        engine.play_until_running()
-        app.drain_events()
-        await at_rest(pilot)
-        results = app.sweep_screen.query_one(ResultsPanel)
-        b16 = engine.plan.by_name("ddtree-b16-tp1").id
-        index = results.get_row_index(f"{b16}\x1farithmetic")
+        results, index = await _b16_arithmetic(app, engine, pilot, engine.play_until_running)
         height = results.size.height - 3
         assert results.show_horizontal_scrollbar
-        assert results.scroll_y <= index < results.scroll_y + height
+        assert _in_view(results, index, height)
         results.show_horizontal_scrollbar = False  # as before it came …
         results.scroll_to(y=results.scroll_y - 1, animate=False, immediate=True)
         results._followed_y = results.scroll_y  # … with the follow held a row short
-        assert not results.scroll_y <= index < results.scroll_y + height
+        assert not _in_view(results, index, height)
         await at_rest(pilot)  # the layout brings the scrollbar back
         assert results.show_horizontal_scrollbar
-        assert results.scroll_y <= index < results.scroll_y + height
+        assert _in_view(results, index, height)
