@@ -389,6 +389,20 @@ def test_teardown_sigquit_is_not_fatal_but_a_cuda_crash_is() -> None:
     assert is_fatal(CRASH_LINE) and format_live_line("ar-tp1", CRASH_LINE, "fatal").startswith("✖ ")
 
 
+CORE_DUMPED_INFO = "[2026-01-01 10:00:09] INFO: the tokenizer worker restarted (previous one core dumped)"
+
+
+def test_fatal_is_the_engines_verdict_only_never_a_pattern_of_the_tui() -> None:
+    """A line the engine called ``info`` is never drawn as a crash, whatever words it holds (issue 28: an INFO
+    line with "core dumped" was drawn red with no crash recorded); the engine's ``fatal`` always is."""
+    assert not is_fatal(CORE_DUMPED_INFO, "info")
+    assert not format_live_line("ar-tp1", CORE_DUMPED_INFO, "info").startswith("✖")
+    assert not is_fatal("Traceback (most recent call last):", "error")  # the engine said error: an error line
+    assert is_fatal("anything at all", "fatal")
+    # Read back from disk (no level), core's signature rule decides, as the engine does live.
+    assert not is_fatal(CORE_DUMPED_INFO) and is_fatal(CRASH_LINE)
+
+
 async def test_live_log_and_log_screen_agree_on_the_crash_line(engine: SilentEngine, tmp_path: Path) -> None:
     app = make_app(engine)
     async with app.run_test(size=(160, 48)) as pilot:

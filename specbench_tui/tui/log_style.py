@@ -1,15 +1,17 @@
 """Classifying and highlighting server log lines: fatal and warning lines, ``Decode batch`` figures.
 
-The live panel and the full-log screen share this: a line is ``fatal``, ``error``, ``warning`` or ``info``
-by the engine's own level when it has one and by these patterns otherwise, so a crash line stands out the
-moment it arrives even if nothing upstream recognised it.
+The live panel and the full-log screen share this: a line is ``fatal``, ``error``, ``warning`` or ``info``.
 
-Only a ``fatal`` line is drawn as a crash (``✖``, the error colour), and :func:`classify` is the one rule for
-it: the live panel's marker and the full-log screen's crash finder (``c``) both call it, so the live log never
-flags a line red that the log screen then says is no crash. An ``error`` line (``!``) is drawn like a warning:
-SGLang prints some at a normal teardown (``Received sigquit from a child process … the child failed``).
+Only a ``fatal`` line is drawn as a crash (``✖``, the error colour), and the TUI has no rule of its own for it:
+a live line is fatal when the engine said so (its crash signatures matched while the server was not being
+stopped); a line read back from disk has no level, and then core's rule decides, the one the engine applies
+(:func:`specbench_tui.core.signatures.line_level` over every registered engine's crash signatures). The
+patterns here only raise a line to ``error`` or ``warning`` for colour: ``core dumped`` or ``Traceback`` in a
+line no signature names is an error line (``!``, drawn like a warning), never a crash the engine did not record.
+SGLang prints some error lines at a normal teardown (``Received sigquit from a child process … the child
+failed``).
 
-Engine-specific hints (extra fatal patterns, the compact form of stats lines, a shorter timestamp) come from each
+Engine-specific hints (extra error patterns, the compact form of stats lines, a shorter timestamp) come from each
 engine's module (``EngineProfile.log``); the patterns here are the ones every engine shares.
 """
 
@@ -22,9 +24,10 @@ from rich.highlighter import Highlighter
 from rich.text import Text
 
 from specbench_tui.core.engines.registry import all_profiles, engine_names, get_profile
+from specbench_tui.core.signatures import LEVEL_ERROR, LEVEL_FATAL, LEVEL_INFO, LEVEL_WARNING, SignatureSet, line_level
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 
-FATAL_PATTERN = (r"Traceback \(most recent call last\)|CUDA error|AcceleratorError|OutOfMemoryError|"
+SERIOUS_PATTERN = (r"Traceback \(most recent call last\)|CUDA error|AcceleratorError|OutOfMemoryError|"
                  r"CUDA out of memory|NCCL error|Segmentation fault|core dumped|Fatal Python error|"
                  r"\bFATAL\b|illegal instruction|illegal memory access")
 ERROR_PATTERN = r"\bERROR\b|\b[A-Za-z]*Error\b|\bException\b|\bfailed\b"
@@ -37,17 +40,19 @@ _PROBLEM_KEYWORDS = (b"Error", b"ERROR", b"error", b"Exception", b"Traceback", b
                     b"out of memory", b"CUDA", b"NCCL")
 
 
-def _engine_hints() -> tuple[re.Pattern[str], tuple[bytes, ...]]:
-    """The fatal pattern and the keywords, with every registered engine's hints (built once per set of engines)."""
+def _engine_hints() -> tuple[re.Pattern[str], tuple[bytes, ...], SignatureSet]:
+    """The serious-line pattern, the keywords and the crash signatures of every registered engine (built once
+    per set of engines)."""
     return _hints_of(engine_names())
 
 
 @functools.cache
-def _hints_of(names: tuple[str, ...]) -> tuple[re.Pattern[str], tuple[bytes, ...]]:
+def _hints_of(names: tuple[str, ...]) -> tuple[re.Pattern[str], tuple[bytes, ...], SignatureSet]:
     engines = [get_profile(name) for name in names]
-    fatal = [FATAL_PATTERN, *(p for engine in engines for p in engine.log.fatal)]
+    serious = [SERIOUS_PATTERN, *(p for engine in engines for p in engine.log.fatal)]
     keywords = [*_PROBLEM_KEYWORDS, *(k for engine in engines for k in engine.log.keywords)]
-    return re.compile("|".join(f"(?:{p})" for p in fatal)), tuple(dict.fromkeys(keywords))
+    signatures = SignatureSet(builtins=[s for engine in engines for s in engine.crash_signatures])
+    return re.compile("|".join(f"(?:{p})" for p in serious)), tuple(dict.fromkeys(keywords)), signatures
 
 
 def problem_keywords() -> tuple[bytes, ...]:
@@ -78,6 +83,8 @@ def short_stamp(text: str) -> str:
 
 
 LEVEL_RANK = {"info": 0, "debug": 0, "warning": 1, "warn": 1, "error": 2, "fatal": 3, "critical": 3}
+_VERDICTS = {"fatal": LEVEL_FATAL, "critical": LEVEL_FATAL, "error": LEVEL_ERROR, "warning": LEVEL_WARNING,
+             "warn": LEVEL_WARNING}
 MARKERS = {"fatal": "✖", "error": "!", "warning": "▲"}
 """Glyph in front of a live log line, so its level reads without colour too."""
 
@@ -88,26 +95,25 @@ _PREFILL = re.compile(r"Prefill (?:batch|▸)")
 
 def is_fatal(line: str, level: str | None = None) -> bool:
     """Whether ``line`` is drawn as a crash line (live and in the full log) and found by the crash finder."""
-    return classify(line, level) == "fatal"
+    return classify(line, level) == LEVEL_FATAL
 
 
 def classify(line: str, level: str | None = None) -> str:
-    """``fatal``, ``error``, ``warning`` or ``info``: the higher of the engine's level and the patterns'.
+    """``fatal``, ``error``, ``warning`` or ``info``.
 
-    The engine says ``fatal`` only for a line that matched a crash signature while the server was not being
-    stopped; a line read back from disk has no level, and then the patterns alone decide.
+    ``fatal`` is the engine's verdict only: ``level`` as the engine gave it with a live line, or for a line read
+    back from disk (no level) core's signature rule. The patterns raise a line to ``error`` or ``warning`` for
+    colour, never to ``fatal``.
     """
-    found = "info"
-    if _engine_hints()[0].search(line):
-        found = "fatal"
-    elif _ERROR.search(line):
-        found = "error"
-    elif _WARNING.search(line):
-        found = "warning"
-    given = (level or "info").lower()
-    if LEVEL_RANK.get(given, 0) > LEVEL_RANK[found]:
-        return "fatal" if given == "critical" else ("warning" if given == "warn" else given)
-    return found
+    serious, _, signatures = _engine_hints()
+    verdict = _VERDICTS.get((level or "").lower(), LEVEL_INFO) if level else line_level(line, signatures)
+    if verdict == LEVEL_FATAL:
+        return LEVEL_FATAL
+    if serious.search(line) or _ERROR.search(line):
+        return LEVEL_ERROR
+    if verdict == LEVEL_INFO and _WARNING.search(line):
+        return LEVEL_WARNING
+    return verdict
 
 
 class LogHighlighter(Highlighter):
