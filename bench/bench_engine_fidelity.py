@@ -354,68 +354,72 @@ def sglang_client(port: int, folder: Path, concurrency: int = 1, prompts: int = 
             float(result["output_throughput"]))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--no-flood", action="store_true", help="leave out the TUI + flood row")
-    parser.add_argument("--no-sglang", action="store_true", help="leave out SGLang's client")
-    parser.add_argument("--no-load", action="store_true", help="leave out the concurrency 8 and 64 columns")
-    args = parser.parse_args()
-    started = time.monotonic()
-    phases: list[str] = []
+Row = tuple[str, str, float, float, float, bool]
+"""(client, config, tok/s, TTFT ms, TTFT error against the served TTFT ms, judged)"""
 
-    def phase(name: str, since: float) -> float:
+
+class _Phases:
+    """How long each phase of the bench took, for its closing line."""
+
+    def __init__(self) -> None:
+        self.started = self.mark = time.monotonic()
+        self.names: list[str] = []
+
+    def done(self, name: str) -> None:
         now = time.monotonic()
-        phases.append(f"{name} {now - since:.1f} s")
-        return now
+        self.names.append(f"{name} {now - self.mark:.1f} s")
+        self.mark = now
 
-    # (client, config, tok/s, TTFT ms, TTFT error against the served TTFT ms, judged)
-    rows: list[tuple[str, str, float, float, float, bool]] = []
-    load_rows: list[tuple[int, str, LoadRow | str]] = []
-    notes: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="specbench-fidelity-") as tmp:
-        folder = Path(tmp)
-        with wire_trace(folder / "sim-trace.txt") as trace, \
-                SimProcess([], model="Qwen/Qwen3-8B", profile_toml=PROFILE) as sim:  # started by `with`
-            sim.wait_ready()
-            mark = phase("simulator start", started)
-            ttft, rate, err = raw_socket_floor(sim.port, trace)
-            rows.append(("raw-socket floor", "ar", rate, ttft, err, False))
-            mark = phase("raw floor", mark)
-            if not args.no_sglang:
-                before = len(read_trace(trace))
-                got = sglang_client(sim.port, folder)
-                if isinstance(got, str):
-                    notes.append(f"SGLang bench_serving {got}")
-                else:
-                    # Its output has no per-request start times: median TTFT minus the median served TTFT.
-                    served = [ttft for _wall, ttft in read_trace(trace)[before:]]
-                    rows.append(("SGLang bench_serving", "ar", got[1], got[0],
-                                 got[0] - statistics.median(served) if served else float("nan"), False))
-                mark = phase("SGLang client", mark)
-                if not args.no_load and not isinstance(got, str):
-                    for n in LOADS:
-                        load_rows.append((n, "SGLang bench_serving", sglang_under_load(sim.port, folder, trace, n)))
-                    mark = phase("SGLang client under load", mark)
-        for name, (tps, ttft, err) in ours_alone(folder / "alone").items():
-            rows.append(("ours, alone", name, tps, ttft, err, True))
-        mark = phase("ours alone", mark)
-        if not args.no_load:
-            measured_load = ours_under_load(folder / "load")
+
+def _peers(args: argparse.Namespace, folder: Path, phases: _Phases, rows: list[Row],
+           load_rows: list[tuple[int, str, LoadRow | str]], notes: list[str]) -> None:
+    """The raw-socket floor and SGLang's own client against one simulator."""
+    with wire_trace(folder / "sim-trace.txt") as trace, \
+            SimProcess([], model="Qwen/Qwen3-8B", profile_toml=PROFILE) as sim:  # started by `with`
+        sim.wait_ready()
+        phases.done("simulator start")
+        ttft, rate, err = raw_socket_floor(sim.port, trace)
+        rows.append(("raw-socket floor", "ar", rate, ttft, err, False))
+        phases.done("raw floor")
+        if args.no_sglang:
+            return
+        before = len(read_trace(trace))
+        got = sglang_client(sim.port, folder)
+        if isinstance(got, str):
+            notes.append(f"SGLang bench_serving {got}")
+        else:
+            # Its output has no per-request start times: median TTFT minus the median served TTFT.
+            served = [ttft for _wall, ttft in read_trace(trace)[before:]]
+            rows.append(("SGLang bench_serving", "ar", got[1], got[0],
+                         got[0] - statistics.median(served) if served else float("nan"), False))
+        phases.done("SGLang client")
+        if not args.no_load and not isinstance(got, str):
             for n in LOADS:
-                load_rows.append((n, "ours", measured_load.get(n, "no successful measurement")))
-            mark = phase("ours under load", mark)
-        if not args.no_flood:
-            measured, info = ours_under_flood(folder / "flood")
-            for name, (tps, ttft, err) in measured.items():
-                rows.append(("ours, TUI + 10k lines/s", name, tps, ttft, err, True))
-            notes.append(f"flood: {info.get('lines_published', 0)} lines published into the app during the sweep")
-            phase("ours under flood", mark)
-    failures = []
-    seen = {(r[0], r[1]) for r in rows}
-    for client in ("ours, alone", *(() if args.no_flood else ("ours, TUI + 10k lines/s",))):
-        for name in STEP:
-            if (client, name) not in seen:
-                failures.append(f"{client} {name}: no successful measurement")
+                load_rows.append((n, "SGLang bench_serving", sglang_under_load(sim.port, folder, trace, n)))
+            phases.done("SGLang client under load")
+
+
+def _ours(args: argparse.Namespace, folder: Path, phases: _Phases, rows: list[Row],
+          load_rows: list[tuple[int, str, LoadRow | str]], notes: list[str]) -> None:
+    """Our engine alone, under load and beside the TUI's flood."""
+    for name, (tps, ttft, err) in ours_alone(folder / "alone").items():
+        rows.append(("ours, alone", name, tps, ttft, err, True))
+    phases.done("ours alone")
+    if not args.no_load:
+        measured_load = ours_under_load(folder / "load")
+        for n in LOADS:
+            load_rows.append((n, "ours", measured_load.get(n, "no successful measurement")))
+        phases.done("ours under load")
+    if not args.no_flood:
+        measured, info = ours_under_flood(folder / "flood")
+        for name, (tps, ttft, err) in measured.items():
+            rows.append(("ours, TUI + 10k lines/s", name, tps, ttft, err, True))
+        notes.append(f"flood: {info.get('lines_published', 0)} lines published into the app during the sweep")
+        phases.done("ours under flood")
+
+
+def _print_rows(rows: list[Row], failures: list[str]) -> dict[str, float]:
+    """The batch-1 table; returns the worst judged errors and adds the misses to ``failures``."""
     print(f"{'client':<26} {'config':<11} {'truth tok/s':>11} {'tok/s':>8} {'err':>7}  {'TTFT':>8} "
           f"{'- promised':>10} {'- served':>9}")
     worst = {"tok_s": 0.0, "ttft": 0.0}
@@ -424,17 +428,41 @@ def main() -> int:
         rel = (tps - truth) / truth
         print(f"{client:<26} {name:<11} {truth:>11.2f} {tps:>8.2f} {rel:>+7.2%}  {ttft:>6.2f}ms "
               f"{ttft - TTFT_MS:>+8.2f}ms {err:>+7.2f}ms")
-        if judged:
-            worst["tok_s"] = max(worst["tok_s"], abs(rel))
-            worst["ttft"] = float("inf") if math.isnan(err) else max(worst["ttft"], abs(err))
-            if abs(rel) > LIMITS["tok_s_rel"]:
-                failures.append(f"{client} {name}: tok/s error {rel:+.3%}")
-            if not abs(err) <= LIMITS["ttft_abs_ms"]:
-                failures.append(f"{client} {name}: TTFT error {err:+.2f} ms against the served TTFT")
+        if not judged:
+            continue
+        worst["tok_s"] = max(worst["tok_s"], abs(rel))
+        worst["ttft"] = float("inf") if math.isnan(err) else max(worst["ttft"], abs(err))
+        if abs(rel) > LIMITS["tok_s_rel"]:
+            failures.append(f"{client} {name}: tok/s error {rel:+.3%}")
+        if not abs(err) <= LIMITS["ttft_abs_ms"]:
+            failures.append(f"{client} {name}: TTFT error {err:+.2f} ms against the served TTFT")
+    return worst
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-flood", action="store_true", help="leave out the TUI + flood row")
+    parser.add_argument("--no-sglang", action="store_true", help="leave out SGLang's client")
+    parser.add_argument("--no-load", action="store_true", help="leave out the concurrency 8 and 64 columns")
+    args = parser.parse_args()
+    phases = _Phases()
+    rows: list[Row] = []
+    load_rows: list[tuple[int, str, LoadRow | str]] = []
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="specbench-fidelity-") as tmp:
+        _peers(args, Path(tmp), phases, rows, load_rows, notes)
+        _ours(args, Path(tmp), phases, rows, load_rows, notes)
+    failures = []
+    seen = {(r[0], r[1]) for r in rows}
+    for client in ("ours, alone", *(() if args.no_flood else ("ours, TUI + 10k lines/s",))):
+        for name in STEP:
+            if (client, name) not in seen:
+                failures.append(f"{client} {name}: no successful measurement")
+    worst = _print_rows(rows, failures)
     for note in notes:
         print(f"note: {note}")
     failures += _print_load(load_rows)
-    print(f"\nran in {time.monotonic() - started:.1f} s ({', '.join(phases)})")
+    print(f"\nran in {time.monotonic() - phases.started:.1f} s ({', '.join(phases.names)})")
     figure("fidelity: worst decode tok/s error (ours)", f"{worst['tok_s'] * 100:.3f} %", "< 0.5 %",
            worst["tok_s"] <= LIMITS["tok_s_rel"])
     figure("fidelity: worst TTFT error (ours)", f"{worst['ttft']:.2f} ms", "< 2 ms",

@@ -120,56 +120,79 @@ class KeyBench:
         time.sleep(settle_s)
 
     def run(self) -> None:
-        n = self.presses
-        only = self.only
-        if "o" in only:
+        """Every chosen key, in an order where each one's effect can be read (one step per key group)."""
+        for step in (self._sort, self._theme, self._pause, self._maximise, self._palette, self._log,
+                     self._skip_and_retry, self._skip_running):
+            step(self.presses)
+
+    def _sort(self, n: int) -> None:
+        if "o" in self.only:
             for i in range(n):
                 self.press("o", b"o", f"Results sorted by {SORT_LABELS[i % 5]}".encode(), 0.7)
-        if "t" in only:
+
+    def _theme(self, n: int) -> None:
+        if "t" in self.only:
             for i in range(max(3, n // 2)):
                 self.press("t", b"t", f"Theme: {THEMES[i % 3]}".encode(), 1.0)
-        if "p" in only:
-            for i in range(n):
-                self.press("p", b"p", b"Queue paused" if i % 2 == 0 else b"Queue resumed", 0.7)
-            if n % 2:
-                self.quiet(b"p", 0.7)
-        if "m" in only:
-            self.quiet(b"1")
-            for i in range(n):
-                self.press("m", b"m", b"m restores" if i % 2 == 0 else b"2 Results", 0.6)
-            if n % 2:
-                self.quiet(b"m")
-        if "ctrl+p" in only:
+
+    def _pause(self, n: int) -> None:
+        if "p" not in self.only:
+            return
+        for i in range(n):
+            self.press("p", b"p", b"Queue paused" if i % 2 == 0 else b"Queue resumed", 0.7)
+        if n % 2:
+            self.quiet(b"p", 0.7)
+
+    def _maximise(self, n: int) -> None:
+        if "m" not in self.only:
+            return
+        self.quiet(b"1")
+        for i in range(n):
+            self.press("m", b"m", b"m restores" if i % 2 == 0 else b"2 Results", 0.6)
+        if n % 2:
+            self.quiet(b"m")
+
+    def _palette(self, n: int) -> None:
+        if "ctrl+p" in self.only:
             for _ in range(n):
                 self.press("ctrl+p", b"\x10", b"earch for commands", 0.5)  # the cursor sits on the "S"
                 self.quiet(ESC, 0.5)
-        # The running configuration is the last row: open its log (and search in it) from there.
-        if "l" in only or "/" in only:
-            self.quiet(b"1")
-            self.quiet(CTRL_END, 0.6)
-            for _ in range(n):
-                self.press("l", b"l", b"Errors only", 0.6)
-                self.press("/", b"/", b"earch (Enter", 0.5)
-                self.quiet(ESC, 0.4)
-                self.quiet(ESC, 0.6)
-        # s and r on pending rows FIRST_PENDING + 10 …, then S on whatever runs.
-        if "s" in only or "r" in only:
-            self.quiet(b"1")
-            self.quiet(b"\x1b[1;5H", 0.6)  # ctrl+home
-            self.quiet(DOWN * (FIRST_PENDING + 10), 1.0)
-            for i in range(n):
-                self.press("s", b"s", row_with(_config_name(FIRST_PENDING + 10 + i), "skipped"), 0.5)
-                self.quiet(DOWN, 0.25)
-            for i in reversed(range(n)):
-                self.quiet(UP, 0.25)
-                self.press("r", b"r", row_with(_config_name(FIRST_PENDING + 10 + i), "pending"), 0.5)
-        # The cursor on a finished row: S takes the running configuration (off screen), so its effect is read
-        # in the queue's summary line: one more configuration skipped each time.
-        if "S" in only:
-            self.quiet(b"1")
-            self.quiet(b"\x1b[1;5H", 0.6)
-            for i in range(n):
-                self.press("S", b"S", re.compile(rb"(?<![0-9])%d skipped" % (i + 1)), 0.8)
+
+    def _log(self, n: int) -> None:
+        """The running configuration is the last row: open its log (and search in it) from there."""
+        if "l" not in self.only and "/" not in self.only:
+            return
+        self.quiet(b"1")
+        self.quiet(CTRL_END, 0.6)
+        for _ in range(n):
+            self.press("l", b"l", b"Errors only", 0.6)
+            self.press("/", b"/", b"earch (Enter", 0.5)
+            self.quiet(ESC, 0.4)
+            self.quiet(ESC, 0.6)
+
+    def _skip_and_retry(self, n: int) -> None:
+        """s and r on pending rows FIRST_PENDING + 10 …"""
+        if "s" not in self.only and "r" not in self.only:
+            return
+        self.quiet(b"1")
+        self.quiet(b"\x1b[1;5H", 0.6)  # ctrl+home
+        self.quiet(DOWN * (FIRST_PENDING + 10), 1.0)
+        for i in range(n):
+            self.press("s", b"s", row_with(_config_name(FIRST_PENDING + 10 + i), "skipped"), 0.5)
+            self.quiet(DOWN, 0.25)
+        for i in reversed(range(n)):
+            self.quiet(UP, 0.25)
+            self.press("r", b"r", row_with(_config_name(FIRST_PENDING + 10 + i), "pending"), 0.5)
+
+    def _skip_running(self, n: int) -> None:
+        """The cursor on a finished row: S takes the running configuration (off screen), so its effect is read
+        in the queue's summary line: one more configuration skipped each time."""
+        if "S" not in self.only:
+            return
+        self.quiet(b"1")
+        self.quiet(b"\x1b[1;5H", 0.6)
+        for i in range(n):
+            self.press("S", b"S", re.compile(rb"(?<![0-9])%d skipped" % (i + 1)), 0.8)
 
 
 def flood_figures(presses: int, profile: str | None = None) -> dict[str, object]:
