@@ -107,7 +107,7 @@ class Plan:
             "configs": [c.to_json() for c in self.configs],
             "workloads": [{"name": w.name, "kind": w.kind, "max_new_tokens": w.max_new_tokens,
                            "repeats": w.repeats, "warmup": w.warmup, "temperature": w.temperature,
-                           "ignore_eos": w.ignore_eos, "params": dict(w.params),
+                           "ignore_eos": w.ignore_eos, "params": dict(w.params), "cache": w.cache,
                            **({"load": w.load.to_json()} if w.load is not None else {})} for w in self.workloads],
             "notes": list(self.notes),
         }
@@ -284,6 +284,9 @@ class _Planner:
             configs.extend(self._expand(spec, seen_names))
         self._check_ids(configs)
         self._check_baselines(configs)
+        from specbench_tui.core.measure_notes import plan_warnings
+
+        self.notes.extend(plan_warnings(sweep, configs, self.engine))
         if self.issues:
             raise SweepError(sort_issues(self.issues))
         return Plan(sweep=sweep, configs=tuple(configs), workloads=sweep.workloads,

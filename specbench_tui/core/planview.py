@@ -48,7 +48,8 @@ def format_plan(plan: Plan, launcher_argv: list[str] | None = None) -> str:
     for w in plan.workloads:
         params = ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in w.params)
         lines.append(f"  {w.name} ({w.kind}): max_new_tokens={w.max_new_tokens}, repeats={w.repeats}, "
-                     f"warmup={w.warmup}, temperature={w.temperature}" + (f", {params}" if params else ""))
+                     f"warmup={w.warmup}, temperature={w.temperature}, cache={w.cache}"
+                     + (f", {params}" if params else ""))
         if w.load is not None:
             load = w.load
             axes = []
@@ -62,5 +63,5 @@ def format_plan(plan: Plan, launcher_argv: list[str] | None = None) -> str:
             lines.append(f"    under load: {'; '.join(axes)}; {per} per point and repeat; search {search}"
                          + (f"; SLO {load.slo.describe()}" if load.slo else ""))
     for note in plan.notes:
-        lines.append(f"note: {note}")
+        lines.append(note if ": warning: " in note else f"note: {note}")
     return "\n".join(lines)

@@ -19,6 +19,12 @@ STATUS_ZERO_OUTPUT = "zero_output"
 STATUS_ERROR = "error"
 STATUSES = (STATUS_OK, STATUS_ZERO_OUTPUT, STATUS_ERROR)
 
+CACHE_COLD = "cold"
+CACHE_WARM = "warm"
+CACHE_POLICIES = (CACHE_COLD, CACHE_WARM)
+"""``[measure] cache``: ``cold`` flushes the server's caches (radix prefix cache, an n-gram drafter's corpus)
+before every measured request at concurrency 1 and before every load point; ``warm`` keeps them."""
+
 ERROR_KIND_CRASH = "crash"
 """``error_kind`` of the request that was in flight when its server died: an error measurement whose ``error``
 is the crash, so the cut is on record and ``--retry-crashed`` measures that key again."""
@@ -67,6 +73,22 @@ class Measurement:
     load: str | None = None
     """The load point it was measured at (``c8``: 8 requests in flight; ``r2.5``: Poisson arrivals at 2.5 req/s);
     None for a sequential workload, which reads as concurrency 1 (:data:`specbench_tui.core.load.SEQUENTIAL`)."""
+    cache: str | None = None
+    """The workload's cache policy (``cold`` or ``warm``, :data:`CACHE_POLICIES`); None in records from before it."""
+    started_cold: bool | None = None
+    """The server's caches were flushed right before this request (or its load point): True only under ``cold``
+    when the flush was accepted."""
+    num_retractions: int | None = None
+    """How often the server retracted this request to free KV cache and prefilled it again (SGLang's
+    ``meta_info.num_retractions``): a retracted request's latency is the pool's, not the configuration's."""
+    running_cap: int | None = None
+    """The server's running-request cap when the request was sent (SGLang's ``/server_info``
+    ``max_running_requests``, per DP rank where it says): a load point above it queues on the server."""
+
+    @property
+    def retracted(self) -> bool:
+        """The server retracted this request at least once (kept out of latency percentiles unless asked)."""
+        return bool(self.num_retractions)
 
     @property
     def key(self) -> MeasurementKey:
@@ -105,7 +127,7 @@ class Measurement:
 
 _MEASUREMENT_DEFAULTS = {f.name: f.default for f in fields(Measurement) if f.default is not MISSING}
 
-_OMIT_WHEN_NONE = ("itl_p99_s", "load")
+_OMIT_WHEN_NONE = ("itl_p99_s", "load", "cache", "started_cold", "num_retractions", "running_cap")
 
 _HINTS: dict[type, dict[str, Any]] = {}
 _FIELD_NAMES: dict[type, frozenset[str]] = {}

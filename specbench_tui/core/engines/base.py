@@ -311,6 +311,8 @@ class EngineProfile:
     abort_path: str | None
     """Drops a request by id (None: closing the stream is the only way, as in llama.cpp)."""
     flush_cache_path: str | None
+    """Empties the server's caches (prefix cache, an n-gram drafter's corpus) when no request runs; None: the
+    engine offers no such endpoint and ``[measure] cache = "cold"`` is refused with :attr:`cache_flush_note`."""
     context_length: Callable[[Mapping[str, Any]], int | None] = _no_context
     """The context length from the info endpoint's JSON."""
     shutdown_env: Mapping[str, str] = field(default_factory=dict)
@@ -374,6 +376,22 @@ class EngineProfile:
     """The draft budget from an argv by the engine's own rule, tried after :attr:`budget_flags` (vLLM: a key of
     its ``--speculative-config`` JSON)."""
     log: LogHints = field(default_factory=LogHints)
+    cache_flush_note: str = ""
+    """How the engine's server flushes its caches between measurements, or why it cannot (shown by ``validate``
+    and in the refusal of ``cache = "cold"``)."""
+    running_cap: Callable[[Mapping[str, Any]], int | None] = lambda info: None
+    """The server's running-request cap from the info endpoint's JSON (SGLang: ``max_running_requests``, per
+    DP rank where ``internal_states`` says); None when it does not say."""
+    planned_running_cap: Callable[[Sequence[str]], int | None] = lambda argv: None
+    """The running-request cap a configuration's server will have, from its argv, when the argv decides it (an
+    explicit flag, or a speculative algorithm's reset); None: the server sizes it at start."""
+    graph_ceiling: Callable[[Mapping[str, Any]], int | None] = lambda info: None
+    """The largest batch the server runs as a CUDA graph, from the info endpoint's JSON (None: not exposed)."""
+    adaptive_flag: str | None = None
+    """The switch that lets the server change its speculative steps with the batch size (SGLang's
+    ``--speculative-adaptive``); None: the engine has none."""
+    adaptive_steps: Callable[[int], tuple[int, ...]] | None = None
+    """The candidate speculative steps an adaptive server chooses among at a running batch size."""
 
     def flags(self) -> EngineFlags:
         """The engine's flag facts."""

@@ -225,5 +225,8 @@ LLAMACPP = EngineProfile(
     speculative=speculates,
     budget_flags=("--spec-draft-n-max",),
     log=LogHints(fatal=(r"GGML_ASSERT\(.{0,500}?\) failed",), keywords=(b"GGML_ASSERT",)),
+    cache_flush_note=("llama-server has no server-wide flush: POST /slots/{id}?action=erase empties one slot's KV "
+                      "cache only, and its ngram-cache speculative types keep their own tables; run warm, or one "
+                      "configuration per measurement"),
 )
 """``llama-server``'s profile."""

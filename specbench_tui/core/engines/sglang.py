@@ -295,10 +295,34 @@ def planned_reserved_tokens(argv: Sequence[str]) -> int:
             return None
 
     steps = number("--speculative-num-steps")
+    if "--speculative-adaptive" in argv:  # buffers are sized for the largest candidate step (7: 8 draft tokens)
+        topk = number("--speculative-eagle-topk") or 1
+        return reserved_speculative_tokens(algorithm, topk=topk, steps=ADAPTIVE_MAX_STEPS,
+                                           draft_tokens=ADAPTIVE_MAX_STEPS + 1)
     if steps is None:
         return AUTO_RESERVED
     return reserved_speculative_tokens(algorithm, topk=number("--speculative-eagle-topk") or 1, steps=steps,
                                        draft_tokens=number("--speculative-num-draft-tokens"))
+
+
+# ------------------------------------------------------------------------------------------------ adaptive steps
+
+ADAPTIVE_TIERS: tuple[tuple[int, tuple[int, ...]], ...] = ((1, (1, 3, 5, 7)), (8, (0, 1, 3)), (32, (0, 1)),
+                                                           (64, (0,)))
+"""``speculative/adaptive_spec_params.py`` ``DEFAULT_ADAPTIVE_CONFIG``: from each batch size on, the candidate
+speculative steps ``--speculative-adaptive`` chooses among (0: no speculation)."""
+
+
+def adaptive_steps(batch: int) -> tuple[int, ...]:
+    """The candidate steps of SGLang's default adaptive tiers at a running batch of ``batch`` requests."""
+    chosen: tuple[int, ...] = ADAPTIVE_TIERS[0][1]
+    for start, steps in ADAPTIVE_TIERS:
+        if batch >= start:
+            chosen = steps
+    return chosen
+
+
+ADAPTIVE_MAX_STEPS = max(step for _, steps in ADAPTIVE_TIERS for step in steps)
 
 
 # ------------------------------------------------------------------------------------------------ plan rules
@@ -384,6 +408,48 @@ def _input_limit(info: Mapping[str, Any]) -> int | None:
     return positive(info.get("max_req_input_len"))
 
 
+def running_cap(info: Mapping[str, Any]) -> int | None:
+    """The running-request cap the scheduler enforces: the sum over DP ranks of ``internal_states[]``'s
+    ``effective_max_running_requests_per_dp`` (``scheduler.max_running_requests``), else the resolved
+    ``max_running_requests`` (48 for every speculative algorithm but UNO when the flag is unset)."""
+    per_dp = [positive(state.get("effective_max_running_requests_per_dp"))
+              for state in info.get("internal_states") or () if isinstance(state, Mapping)]
+    if per_dp and all(v is not None for v in per_dp):
+        return sum(v for v in per_dp if v is not None)
+    return positive(info.get("max_running_requests"))
+
+
+SPECULATIVE_RESET_CAP = 48
+"""``arg_groups/speculative_hook.py``: every speculative algorithm but UNO resets an unset
+``--max-running-requests`` to 48 ("Max running requests is reset to 48 for speculative decoding")."""
+
+
+def planned_running_cap(argv: Sequence[str]) -> int | None:
+    """``--max-running-requests`` when the argv sets it, else 48 for a speculative algorithm other than UNO, else
+    None (the scheduler sizes it from its KV pool at start)."""
+    explicit = argv_value(argv, "--max-running-requests")
+    if explicit is not None:
+        return int(explicit) if explicit.isdigit() else None
+    algorithm = (argv_value(argv, "--speculative-algorithm") or "").upper()
+    if algorithm and algorithm not in ("NONE", "UNO"):
+        return SPECULATIVE_RESET_CAP
+    return None
+
+
+def graph_ceiling(info: Mapping[str, Any]) -> int | None:
+    """The largest decode batch captured as a CUDA graph (``cuda_graph_max_bs_decode``, else
+    ``cuda_graph_max_bs``), when ``/server_info`` says."""
+    for key in ("cuda_graph_max_bs_decode", "cuda_graph_max_bs"):
+        value = positive(info.get(key))
+        if value is not None:
+            return value
+    return None
+
+
+CACHE_FLUSH_NOTE = ("POST /flush_cache empties the radix prefix cache, the KV pools and the n-gram drafter's corpus "
+                    "(scheduler.py flush_cache); SGLang refuses it with 400 while requests run or wait, so it is "
+                    "retried until accepted")
+
 PYTHON_MODULES = {"sglang": "sglang.launch_server", simulator.LAUNCHER: simulator.MODULE}
 """Real SGLang, or the simulator that imitates it (:mod:`.simulator`)."""
 
@@ -417,8 +483,15 @@ SGLANG = EngineProfile(
     user_errors=user_errors,
     skip_reason=eagle_skip_reason,
     speculative=speculates,
-    budget_flags=("--speculative-ddtree-budget", "--speculative-num-draft-tokens"),
+    budget_flags=("--speculative-ddtree-budget", "--speculative-num-draft-tokens",
+                  "--speculative-dflash-block-size", "--speculative-dspark-block-size"),
     log=LogHints(fatal=(r"Scheduler hit an exception",), keywords=(b"Scheduler hit an exception",),
                  compact=compact_batch_line, short_stamp=short_stamp),
+    cache_flush_note=CACHE_FLUSH_NOTE,
+    running_cap=running_cap,
+    planned_running_cap=planned_running_cap,
+    graph_ceiling=graph_ceiling,
+    adaptive_flag="--speculative-adaptive",
+    adaptive_steps=adaptive_steps,
 )
 """SGLang's profile."""

@@ -235,5 +235,7 @@ VLLM = EngineProfile(
     speculative=speculates,
     budget_of=draft_budget,
     log=LogHints(fatal=(r"EngineCore encountered a fatal error",), keywords=(b"EngineCore encountered a fatal",)),
+    cache_flush_note=("vllm serve offers POST /reset_prefix_cache only with VLLM_SERVER_DEV_MODE=1 (a development "
+                      "endpoint, not served by default): run warm"),
 )
 """``vllm serve``'s profile."""

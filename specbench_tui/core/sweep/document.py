@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from specbench_tui.core.cluster import read_cluster
 from specbench_tui.core.sweep.configs import config_spec
 from specbench_tui.core.sweep.engine_table import engine_spec
 from specbench_tui.core.sweep.flags import args_table, env_table
+from specbench_tui.core.sweep.measure import measure_spec
 from specbench_tui.core.sweep.limits import (
     MAX_CONFIGURATIONS,
     MAX_GPUS,
@@ -23,9 +25,9 @@ from specbench_tui.core.sweep.limits import (
 from specbench_tui.core.sweep.reader import Reader, short_repr, type_name
 from specbench_tui.core.sweep.schema import ConfigSpec, Sweep, WorkloadSpec
 from specbench_tui.core.sweep.values import shown_name, usable_name
-from specbench_tui.core.sweep.workloads import workload_spec
+from specbench_tui.core.sweep.workloads import WorkloadDefaults, workload_spec
 
-_TOP_KEYS = ("sweep", "engine", "server", "configs", "workloads", "cluster")
+_TOP_KEYS = ("sweep", "engine", "measure", "server", "configs", "workloads", "cluster")
 _SWEEP_KEYS = ("name", "description", "baseline", "runs_dir", "gpus", "concurrent", "lossless_check",
                "repeats", "warmup")
 _SERVER_KEYS = ("args", "env")
@@ -35,6 +37,27 @@ def build_sweep(r: Reader, data: dict, text: str, path: Path, shown: str) -> Swe
     """The sweep, with defaults standing in for every part that had an issue (recorded in ``r``)."""
     r.table(data, (), _TOP_KEYS)
     base_dir = path.parent
+    head = _sweep_table(r, data, path)
+    engine = engine_spec(r, data.get("engine", {}), base_dir)
+    measure = measure_spec(r, data.get("measure", {}), engine.profile)
+    server_t = r.table(data.get("server", {}), ("server",), _SERVER_KEYS)
+    server_args = args_table(r, server_t.get("args", {}), ("server", "args"))
+    server_env = env_table(r, server_t.get("env", {}), ("server", "env"))
+    cluster = read_cluster(r, data.get("cluster", {}))
+    configs = _configs(r, data.get("configs"))
+    defaults = WorkloadDefaults(head["repeats"], head["warmup"], measure.cache, engine.profile)
+    workloads = _workloads(r, data.get("workloads"), defaults, base_dir)
+    return Sweep(
+        path=path, text=text, name=head["name"], description=head["description"], baseline=head["baseline"],
+        runs_dir=head["runs_dir"], gpus=head["gpus"], concurrent=head["concurrent"],
+        lossless_check=head["lossless"], engine=engine, server_args=server_args, server_env=server_env,
+        configs=tuple(configs), workloads=tuple(workloads), display_path=shown, cluster=cluster,
+        cache=measure.cache, measure_note=measure.note,
+    )
+
+
+def _sweep_table(r: Reader, data: dict, path: Path) -> dict[str, Any]:
+    """``[sweep]``'s values by name (defaults for the ones with an issue)."""
     sweep_t = r.table(data.get("sweep", {}), ("sweep",), _SWEEP_KEYS)
     if "sweep" not in data:
         r.error((), "no [sweep] table", "start the file with [sweep] and name = \"...\"")
@@ -43,23 +66,23 @@ def build_sweep(r: Reader, data: dict, text: str, path: Path, shown: str) -> Swe
         r.error(("sweep", "name"), f"{shown_name(name)} is not a usable name",
                 "use letters, digits, '.', '_', '-' and '+': it becomes part of the run directory's name")
         name = path.stem
-    description = r.get(sweep_t, ("sweep",), "description", (str,), "")
-    baseline = r.get(sweep_t, ("sweep",), "baseline", (str,))
-    runs_dir = Path(r.get(sweep_t, ("sweep",), "runs_dir", (str,), "runs")).expanduser()
-    gpus = _gpus(r, sweep_t)
-    concurrent = r.get(sweep_t, ("sweep",), "concurrent", (bool,), False)
-    lossless = r.get(sweep_t, ("sweep",), "lossless_check", (bool,), False)
-    repeats = r.positive(sweep_t, ("sweep",), "repeats", (int,), 1, limit=MAX_REPEATS, limit_name="MAX_REPEATS")
-    warmup = r.positive(sweep_t, ("sweep",), "warmup", (int,), 1, allow_zero=True, limit=MAX_WARMUP,
-                        limit_name="MAX_WARMUP")
+    return {
+        "name": name,
+        "description": r.get(sweep_t, ("sweep",), "description", (str,), ""),
+        "baseline": r.get(sweep_t, ("sweep",), "baseline", (str,)),
+        "runs_dir": Path(r.get(sweep_t, ("sweep",), "runs_dir", (str,), "runs")).expanduser(),
+        "gpus": _gpus(r, sweep_t),
+        "concurrent": r.get(sweep_t, ("sweep",), "concurrent", (bool,), False),
+        "lossless": r.get(sweep_t, ("sweep",), "lossless_check", (bool,), False),
+        "repeats": r.positive(sweep_t, ("sweep",), "repeats", (int,), 1, limit=MAX_REPEATS,
+                              limit_name="MAX_REPEATS"),
+        "warmup": r.positive(sweep_t, ("sweep",), "warmup", (int,), 1, allow_zero=True, limit=MAX_WARMUP,
+                             limit_name="MAX_WARMUP"),
+    }
 
-    engine = engine_spec(r, data.get("engine", {}), base_dir)
-    server_t = r.table(data.get("server", {}), ("server",), _SERVER_KEYS)
-    server_args = args_table(r, server_t.get("args", {}), ("server", "args"))
-    server_env = env_table(r, server_t.get("env", {}), ("server", "env"))
-    cluster = read_cluster(r, data.get("cluster", {}))
 
-    configs_raw = data.get("configs")
+def _configs(r: Reader, configs_raw: Any) -> list[ConfigSpec]:
+    """The ``[[configs]]`` blocks, up to the sweep's limit of configurations."""
     configs: list[ConfigSpec] = []
     if configs_raw is None:
         r.error((), "no [[configs]]: a sweep needs at least one configuration",
@@ -81,9 +104,11 @@ def build_sweep(r: Reader, data: dict, text: str, path: Path, shown: str) -> Swe
                 break
             total += points
             configs.append(config)
+    return configs
 
-    workloads_raw = data.get("workloads")
-    workloads: list[WorkloadSpec] = []
+
+def _workloads(r: Reader, workloads_raw: Any, defaults: WorkloadDefaults, base_dir: Path) -> list[WorkloadSpec]:
+    """The ``[[workloads]]`` blocks, with the sweep's request total and duplicate names checked."""
     if workloads_raw is None:
         r.error((), "no [[workloads]]: a sweep needs at least one workload",
                 "add a [[workloads]] block, e.g. with kind = \"code\"")
@@ -96,34 +121,35 @@ def build_sweep(r: Reader, data: dict, text: str, path: Path, shown: str) -> Swe
         r.error(("workloads", MAX_WORKLOADS), f"more than {MAX_WORKLOADS} workloads (MAX_WORKLOADS)",
                 "split the sweep")
     else:
-        seen: dict[str, int] = {}
-        requests = 0
-        for i, w in enumerate(workloads_raw):
-            spec = workload_spec(r, i, w, repeats, warmup, base_dir)
-            if spec is None:
-                continue
-            requests += spec.requests
-            if requests > MAX_REQUESTS:
-                r.error(("workloads", i), f"each configuration would be sent more than {MAX_REQUESTS:,} requests "
-                        f"by the workloads up to this one (MAX_REQUESTS: items × repeats + warm-up, "
-                        "or each load point's requests × repeats + warm-up)",
-                        "lower repeats, count, the number of items, requests, waves or load points")
-                requests = -(1 << 62)  # said once
+        return _each_workload(r, workloads_raw, defaults, base_dir)
+    return []
 
-            if spec.name in seen:
-                implicit = "" if "name" in w else " (a workload without a name is named after its kind)"
-                r.error(("workloads", i, "name"), f"duplicate workload name '{spec.name}'{implicit}; "
-                        f"workloads[{seen[spec.name]}] on line {r.line_of(('workloads', seen[spec.name]))} "
-                        "has it too", "give each workload its own name = \"...\"")
-            else:
-                seen[spec.name] = i
-            workloads.append(spec)
-    return Sweep(
-        path=path, text=text, name=name, description=description, baseline=baseline, runs_dir=runs_dir,
-        gpus=gpus, concurrent=concurrent, lossless_check=lossless, engine=engine,
-        server_args=server_args, server_env=server_env, configs=tuple(configs), workloads=tuple(workloads),
-        display_path=shown, cluster=cluster,
-    )
+
+def _each_workload(r: Reader, workloads_raw: list[dict], defaults: WorkloadDefaults,
+                   base_dir: Path) -> list[WorkloadSpec]:
+    workloads: list[WorkloadSpec] = []
+    seen: dict[str, int] = {}
+    requests = 0
+    for i, w in enumerate(workloads_raw):
+        spec = workload_spec(r, i, w, defaults, base_dir)
+        if spec is None:
+            continue
+        requests += spec.requests
+        if requests > MAX_REQUESTS:
+            r.error(("workloads", i), f"each configuration would be sent more than {MAX_REQUESTS:,} requests "
+                    f"by the workloads up to this one (MAX_REQUESTS: items × repeats + warm-up, "
+                    "or each load point's requests × repeats + warm-up)",
+                    "lower repeats, count, the number of items, requests, waves or load points")
+            requests = -(1 << 62)  # said once
+        if spec.name in seen:
+            implicit = "" if "name" in w else " (a workload without a name is named after its kind)"
+            r.error(("workloads", i, "name"), f"duplicate workload name '{spec.name}'{implicit}; "
+                    f"workloads[{seen[spec.name]}] on line {r.line_of(('workloads', seen[spec.name]))} "
+                    "has it too", "give each workload its own name = \"...\"")
+        else:
+            seen[spec.name] = i
+        workloads.append(spec)
+    return workloads
 
 
 def _gpus(r: Reader, sweep_t: dict) -> tuple[int, ...] | None:

@@ -80,6 +80,9 @@ class WorkloadSpec:
     """How many items one repeat sends (the prompts a file holds, counted when it was validated)."""
     load: LoadSpec | None = None
     """The load axis (``concurrency`` / ``request_rate``); None: one request at a time (concurrency 1)."""
+    cache: str = "cold"
+    """The cache policy of its measurements: ``cold`` (the server is flushed before each measured request at
+    concurrency 1 and before each load point) or ``warm`` (:mod:`specbench_tui.core.sweep.measure`)."""
 
     @property
     def requests(self) -> int:
@@ -118,6 +121,10 @@ class Sweep:
     """The file as the user named it, for messages (None: ``str(path)``)."""
     cluster: ClusterSpec = ClusterSpec()
     """``[cluster]``: where configurations run (:mod:`specbench_tui.core.cluster`)."""
+    cache: str = "cold"
+    """``[measure] cache``: the workloads' default cache policy."""
+    measure_note: str | None = None
+    """Why the policy is not the one the file implies (an engine that cannot flush runs warm)."""
 
     @property
     def shown_path(self) -> str:

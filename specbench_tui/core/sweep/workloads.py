@@ -6,6 +6,7 @@ read now (so that a run cannot die on it), and how many items one repeat sends. 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +22,31 @@ from specbench_tui.core.sweep.limits import (
     MAX_TURNS,
     MAX_WARMUP,
 )
+from specbench_tui.core.records import CACHE_COLD
 from specbench_tui.core.sweep.load_axis import LOAD_KEYS, load_spec
+from specbench_tui.core.sweep.measure import cache_value
 from specbench_tui.core.sweep.reader import Reader, is_type, resolve_path, short_repr, type_name, types_text
 from specbench_tui.core.sweep.schema import WorkloadSpec
 from specbench_tui.core.sweep.values import shown_name, usable_name
 from specbench_tui.core.tomlpos import KeyPath
-from specbench_tui.core.workload_kinds import COMMON_PARAMS, KINDS
+from specbench_tui.core.workload_kinds import COMMON_PARAMS, KINDS, ParamSpec
 
-_WORKLOAD_KEYS = ("name", "kind", *COMMON_PARAMS, *LOAD_KEYS)
+_WORKLOAD_KEYS = ("name", "kind", "cache", *COMMON_PARAMS, *LOAD_KEYS)
 
 
-def workload_spec(r: Reader, index: int, raw: dict, repeats: int, warmup: int, base_dir: Path) -> WorkloadSpec | None:
+@dataclass(frozen=True)
+class WorkloadDefaults:
+    """What a workload takes from the rest of the sweep when it does not say."""
+
+    repeats: int
+    warmup: int
+    cache: str = CACHE_COLD
+    """``[measure] cache``."""
+    engine: str = "sglang"
+    """The engine profile (whether it can flush decides whether ``cache = "cold"`` is possible)."""
+
+
+def workload_spec(r: Reader, index: int, raw: dict, defaults: WorkloadDefaults, base_dir: Path) -> WorkloadSpec | None:
     key: KeyPath = ("workloads", index)
     kind = r.get(raw, key, "kind", (str,), required=True)
     if kind is None:
@@ -49,9 +64,29 @@ def workload_spec(r: Reader, index: int, raw: dict, repeats: int, warmup: int, b
     if not usable_name(name):
         r.error((*key, "name"), f"{shown_name(name)} is not a usable name",
                 f"use letters, digits, '.', '_', '-' and '+', at most {MAX_NAME_CHARS} characters")
-    common = {}
+    common = _common_params(r, key, raw, defaults)
+    params = _kind_params(r, key, raw, kind_params)
+    if kind == "long_context":
+        _check_prompt_sizes(r, key, params)
+    item_count = _item_count(kind, params)
+    if kind == "prompts_file" and "path" in params:
+        resolved = resolve_path(base_dir, params["path"])
+        params["path"] = str(resolved)
+        item_count = _check_prompts_file(r, (*key, "path"), resolved, params)
+    temperature = common["temperature"]
+    return WorkloadSpec(
+        name=name, kind=kind, max_new_tokens=common["max_new_tokens"] or 256, repeats=common["repeats"] or 1,
+        warmup=common["warmup"] if common["warmup"] is not None else 1, temperature=float(temperature or 0.0),
+        ignore_eos=bool(common["ignore_eos"]), params=tuple(sorted(params.items())), item_count=item_count,
+        load=load_spec(r, key, raw, kind), cache=cache_value(r, raw, key, defaults.cache, defaults.engine),
+    )
+
+
+def _common_params(r: Reader, key: KeyPath, raw: dict, defaults: WorkloadDefaults) -> dict[str, Any]:
+    """The parameters every kind takes (repeats and warm-up default to the sweep's)."""
+    common: dict[str, Any] = {}
     for pname, spec in COMMON_PARAMS.items():
-        default = {"repeats": repeats, "warmup": warmup}.get(pname, spec.default)
+        default = {"repeats": defaults.repeats, "warmup": defaults.warmup}.get(pname, spec.default)
         limit, limit_name = _COMMON_LIMITS.get(pname, (None, ""))
         if spec.positive:
             common[pname] = r.positive(raw, key, pname, spec.types, default, limit=limit, limit_name=limit_name)
@@ -63,57 +98,67 @@ def workload_spec(r: Reader, index: int, raw: dict, repeats: int, warmup: int, b
     temperature = common["temperature"]
     if temperature is not None and temperature < 0:
         r.error((*key, "temperature"), f"expected a temperature >= 0, got {temperature}", "0 means greedy")
+    return common
+
+
+def _kind_params(r: Reader, key: KeyPath, raw: dict, kind_params: Mapping[str, ParamSpec]) -> dict[str, Any]:
+    """The kind's own parameters, each checked against its :class:`ParamSpec` (a bad one is left out)."""
     params: dict[str, Any] = {}
     for pname, spec in kind_params.items():
-        pkey = (*key, pname)
         value = r.get(raw, key, pname, spec.types, spec.default, required=spec.default is None)
         if value is None:
             continue
-        if isinstance(value, list):
-            wrong = [i for i, v in enumerate(value) if spec.item_types and not is_type(v, spec.item_types)]
-            if wrong:
-                item = value[wrong[0]]
-                r.error((*pkey, wrong[0]), f"expected an array of {types_text(spec.item_types or ())}, got "
-                        f"{type_name(item)} {short_repr(item)}")
-                continue
-            if len(value) > MAX_ITEMS:
-                r.error(pkey, f"{len(value):,} items (MAX_ITEMS = {MAX_ITEMS:,})", "split the workload")
-                continue
-            for i, v in enumerate(value):
-                if spec.choices and v not in spec.choices:
-                    r.error((*pkey, i), f"unknown item '{v}'", did_you_mean(str(v), map(str, spec.choices)))
-            if not value and pname in ("items", "prompt_tokens"):
-                r.error(pkey, "empty list: this workload would send nothing", "give at least one item")
-            value = tuple(value)
-        elif isinstance(value, (int, float)) and not isinstance(value, bool) and (
-                (spec.positive and value <= 0) or value < 0):
-            r.error(pkey, f"expected a {'positive' if spec.positive else 'non-negative'} number, got {value}")
-        elif isinstance(value, int) and pname in _KIND_LIMITS and value > _KIND_LIMITS[pname][0]:
-            r.too_large(pkey, pname, value, *_KIND_LIMITS[pname])
-            continue
-        elif spec.choices and value not in spec.choices:
-            r.error(pkey, f"unknown value '{value}'", did_you_mean(str(value), map(str, spec.choices)))
-        params[pname] = value
-    if kind == "long_context":
-        for i, v in enumerate(params.get("prompt_tokens", ())):
-            if isinstance(v, str) and v != "max":
-                r.error((*key, "prompt_tokens", i), f"'{v}' is neither a token count nor \"max\"",
-                        "\"max\" fills the context up to its limit")
-            elif isinstance(v, int) and v <= 0:
-                r.error((*key, "prompt_tokens", i), f"expected positive token counts, got {v}")
-            elif isinstance(v, int) and v > MAX_PROMPT_TOKENS:
-                r.too_large((*key, "prompt_tokens", i), "a prompt size", v, MAX_PROMPT_TOKENS, "MAX_PROMPT_TOKENS")
-    item_count = _item_count(kind, params)
-    if kind == "prompts_file" and "path" in params:
-        resolved = resolve_path(base_dir, params["path"])
-        params["path"] = str(resolved)
-        item_count = _check_prompts_file(r, (*key, "path"), resolved, params)
-    return WorkloadSpec(
-        name=name, kind=kind, max_new_tokens=common["max_new_tokens"] or 256, repeats=common["repeats"] or 1,
-        warmup=common["warmup"] if common["warmup"] is not None else 1, temperature=float(temperature or 0.0),
-        ignore_eos=bool(common["ignore_eos"]), params=tuple(sorted(params.items())), item_count=item_count,
-        load=load_spec(r, key, raw, kind),
-    )
+        checked = (_list_param(r, (*key, pname), pname, spec, value) if isinstance(value, list)
+                   else _scalar_param(r, (*key, pname), pname, spec, value))
+        if checked is not _BAD:
+            params[pname] = checked
+    return params
+
+
+_BAD = object()
+"""A parameter value that had an issue and is left out."""
+
+
+def _list_param(r: Reader, pkey: KeyPath, pname: str, spec: ParamSpec, value: list[Any]) -> Any:
+    wrong = [i for i, v in enumerate(value) if spec.item_types and not is_type(v, spec.item_types)]
+    if wrong:
+        item = value[wrong[0]]
+        r.error((*pkey, wrong[0]), f"expected an array of {types_text(spec.item_types or ())}, got "
+                f"{type_name(item)} {short_repr(item)}")
+        return _BAD
+    if len(value) > MAX_ITEMS:
+        r.error(pkey, f"{len(value):,} items (MAX_ITEMS = {MAX_ITEMS:,})", "split the workload")
+        return _BAD
+    for i, v in enumerate(value):
+        if spec.choices and v not in spec.choices:
+            r.error((*pkey, i), f"unknown item '{v}'", did_you_mean(str(v), map(str, spec.choices)))
+    if not value and pname in ("items", "prompt_tokens"):
+        r.error(pkey, "empty list: this workload would send nothing", "give at least one item")
+    return tuple(value)
+
+
+def _scalar_param(r: Reader, pkey: KeyPath, pname: str, spec: ParamSpec, value: Any) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and (
+            (spec.positive and value <= 0) or value < 0):
+        r.error(pkey, f"expected a {'positive' if spec.positive else 'non-negative'} number, got {value}")
+    elif isinstance(value, int) and pname in _KIND_LIMITS and value > _KIND_LIMITS[pname][0]:
+        r.too_large(pkey, pname, value, *_KIND_LIMITS[pname])
+        return _BAD
+    elif spec.choices and value not in spec.choices:
+        r.error(pkey, f"unknown value '{value}'", did_you_mean(str(value), map(str, spec.choices)))
+    return value
+
+
+def _check_prompt_sizes(r: Reader, key: KeyPath, params: Mapping[str, Any]) -> None:
+    """``long_context``'s ``prompt_tokens``: positive token counts within the limit, or ``"max"``."""
+    for i, v in enumerate(params.get("prompt_tokens", ())):
+        if isinstance(v, str) and v != "max":
+            r.error((*key, "prompt_tokens", i), f"'{v}' is neither a token count nor \"max\"",
+                    "\"max\" fills the context up to its limit")
+        elif isinstance(v, int) and v <= 0:
+            r.error((*key, "prompt_tokens", i), f"expected positive token counts, got {v}")
+        elif isinstance(v, int) and v > MAX_PROMPT_TOKENS:
+            r.too_large((*key, "prompt_tokens", i), "a prompt size", v, MAX_PROMPT_TOKENS, "MAX_PROMPT_TOKENS")
 
 
 _COMMON_LIMITS: dict[str, tuple[int, str]] = {
