@@ -33,12 +33,14 @@ RESERVING_ALGORITHMS = ("EAGLE", "EAGLE3", "FROZEN_KV_MTP")
 
 
 def reserved_tokens(args: Any) -> int:
-    """SGLang's ``compute_num_reserved_tokens``: ``max(topk * steps, num_draft_tokens)`` for the EAGLE family,
-    else 0 (the simulator has no ``--speculative-adaptive``, so the maximum draft width is the configured one)."""
+    """SGLang's ``compute_num_reserved_tokens``: ``max(topk * steps, max_speculative_num_draft_tokens())`` for the
+    EAGLE family, else 0; with ``--speculative-adaptive`` the largest draft width is the largest candidate step
+    + 1 (8 with the default tiers), not the configured one."""
     if args.algorithm not in RESERVING_ALGORITHMS:
         return 0
     topk, steps = args.speculative_eagle_topk or 0, args.speculative_num_steps or 0
-    return max(topk * steps, args.speculative_num_draft_tokens or 0)
+    widest = max(args.speculative_num_draft_tokens or 0, args.values.get("max_speculative_num_draft_tokens") or 0)
+    return max(topk * steps, widest)
 
 
 class RequestError(Exception):
@@ -78,8 +80,9 @@ class Api:
 
     def __init__(self, state: ServerState) -> None:
         self.s = state
+        self._flush_pending = False
         get, post = ("GET", "HEAD"), ("POST",)
-        self.routes: dict[str, tuple[tuple[str, ...], Callable[[HttpRequest], Awaitable[Any]]]] = {
+        self.routes: dict[str, tuple[tuple[str, ...], Callable[[HttpRequest], Awaitable[Response | StreamResponse]]]] = {
             "/health": (get, self.health),
             "/health_generate": (get, self.health),
             "/ready": (get, self.ready),
@@ -213,7 +216,32 @@ class Api:
         return Response(200, self.s.metrics.render().encode(), "text/plain; version=0.0.4; charset=utf-8")
 
     async def flush_cache(self, req: HttpRequest) -> Response:
-        if self.s.engine.flush_cache():
+        """``/flush_cache[?timeout=S]``: refused (400) while requests run or wait; with a timeout the scheduler
+        defers the flush until idle (``SchedulerFlushWrapper``), one deferred flush at a time."""
+        try:
+            timeout = float(req.query.get("timeout", "0") or 0)
+        except ValueError:
+            timeout = -1.0
+        if timeout < 0:
+            return Response.json({"detail": [{"type": "greater_than_equal", "loc": ["query", "timeout"],
+                                              "msg": "Input should be greater than or equal to 0",
+                                              "input": req.query.get("timeout"), "ctx": {"ge": 0.0}}]}, 422)
+        engine = self.s.engine
+        if timeout > 0 and engine.in_flight:
+            if self._flush_pending:
+                return Response(400, b"Another flush_cache is already in progress.", None)
+            self._flush_pending = True
+            try:
+                try:
+                    await asyncio.wait_for(engine.idle.wait(), timeout)
+                except asyncio.TimeoutError:
+                    pass
+                if engine.in_flight:
+                    engine.log.warning("Deferred flush_cache timed out while waiting for idle state.")
+                    return Response(400, b"Timed out waiting for idle state.", None)
+            finally:
+                self._flush_pending = False
+        if engine.flush_cache():
             return Response(200, FLUSH_OK.encode(), None)
         return Response(400, b"Flush cache failed.\n", None)
 
@@ -360,7 +388,7 @@ class Api:
         m: dict[str, Any] = {
             "id": req.rid, "finish_reason": req.finish_reason, "prompt_tokens": len(req.input_ids),
             "weight_version": "default", "completion_tokens": req.completion_tokens,
-            "cached_tokens": req.cached_tokens, "reasoning_tokens": 0, "num_retractions": 0,
+            "cached_tokens": req.cached_tokens, "reasoning_tokens": 0, "num_retractions": req.retractions,
         }
         if req.finished:
             m["e2e_latency"] = (req.finished_mono or time.monotonic()) - req.created_mono

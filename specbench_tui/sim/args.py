@@ -17,8 +17,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+from specbench_tui.sim import spec_hook
+from specbench_tui.sim.spec_hook import (
+    BUILTIN_ALGORITHMS,
+    EAGLE_FAMILY,
+    FORK_ALGORITHMS,
+    ResolutionError,
+)
+
+__all__ = ["BUILTIN_ALGORITHMS", "EAGLE_FAMILY", "FORK_ALGORITHMS", "ResolutionError", "Resolved", "build_parser",
+           "human_readable_int", "parse_args", "resolve"]
 
 ATTENTION_BACKENDS = (
     "triton", "torch_native", "flex_attention", "dsa", "nsa", "qsa", "dsv4", "compressed", "fa3", "fa4",
@@ -30,10 +41,7 @@ CUDA_GRAPH_BACKENDS = ("full", "breakable", "disabled")
 MAMBA_STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
 DRAFT_KV_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16")
 
-BUILTIN_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO", "FROZEN_KV_MTP")
-FORK_ALGORITHMS = ("DDTREE",)
-"""Registered by the DDTree forks (sgl-project/sglang PR #29907); the simulator plays such a build."""
-EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE", "FROZEN_KV_MTP")
+ALGORITHMS = BUILTIN_ALGORITHMS + FORK_ALGORITHMS
 
 _HUMAN_INT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgGtT]i?)?\s*$")
 _MULTIPLIERS = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
@@ -186,15 +194,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class ResolutionError(Exception):
-    """SGLang would raise ``exc_type: message`` in the main process while resolving its arguments."""
-
-    def __init__(self, exc_type: str, message: str) -> None:
-        super().__init__(message)
-        self.exc_type = exc_type
-        self.message = message
-
-
 @dataclasses.dataclass
 class Resolved:
     """Arguments after SGLang's resolution, plus the few derived facts the simulator models with.
@@ -219,11 +218,14 @@ class Resolved:
             raise AttributeError(name) from exc
 
 
-def resolve(ns: argparse.Namespace, auto_params: tuple[int, int, int] = (3, 1, 4)) -> Resolved:
+def resolve(ns: argparse.Namespace, auto_params: tuple[int, int, int] = (3, 1, 4),
+            draft_block_size: int = 16) -> Resolved:
     """Apply SGLang's resolution rules to parsed flags (``arg_groups/speculative_hook.py`` and friends).
 
     ``auto_params`` is what ``_auto_choose_speculative_params`` picks for the model's architecture
-    (``(5, 4, 8)`` for Llama, ``(3, 1, 4)`` for most others).
+    (``(5, 4, 8)`` for Llama, ``(3, 1, 4)`` for most others); ``draft_block_size`` is what DFLASH reads from
+    the draft model's config when no flag sets the draft tokens. ``max_running_requests`` stays None for
+    UNO and the autoregressive baseline (the scheduler sizes it from the KV pool).
     """
     v: dict[str, Any] = dict(vars(ns))
     warnings: list[str] = []
@@ -248,13 +250,7 @@ def resolve(ns: argparse.Namespace, auto_params: tuple[int, int, int] = (3, 1, 4
     v["cuda_graph_backend_decode"] = v["cuda_graph_backend_decode"] or "full"
     v["cuda_graph_backend_prefill"] = v["cuda_graph_backend_prefill"] or "breakable"
 
-    algorithm, budget = _resolve_speculative(v, warnings, auto_params)
-    if algorithm != "NONE" and v["max_running_requests"] is None:
-        v["max_running_requests"] = 48
-        warnings.append(
-            "Max running requests is reset to 48 for speculative decoding. "
-            "You can override this by explicitly setting --max-running-requests."
-        )
+    algorithm, budget = _resolve_speculative(v, warnings, auto_params, draft_block_size)
     if v["cuda_graph_max_bs_decode"] is None:
         v["cuda_graph_max_bs_decode"] = v["max_running_requests"] or 256
     if v["chunked_prefill_size"] is None:
@@ -262,75 +258,41 @@ def resolve(ns: argparse.Namespace, auto_params: tuple[int, int, int] = (3, 1, 4
     return Resolved(values=v, warnings=warnings, algorithm=algorithm, budget=budget)
 
 
-def _resolve_speculative(v: dict[str, Any], warnings: list[str], auto: tuple[int, int, int]) -> tuple[str, int]:
-    """Resolve the speculative fields in place; return the modelled algorithm and its budget."""
+def _resolve_speculative(v: dict[str, Any], warnings: list[str], auto: tuple[int, int, int],
+                         draft_block_size: int = 16) -> tuple[str, int]:
+    """``handle_speculative_decoding``: the alias, the adaptive set-up, then the algorithm's handler (in place);
+    return the modelled algorithm and its budget."""
     name = v["speculative_algorithm"]
     if name is None or name.upper() == "NONE":
         v["speculative_algorithm"] = None
+        spec_hook.handle_adaptive(v, warnings)
         return "NONE", 0
-    algo = name.upper()
-    if algo == "NEXTN":
-        algo = "EAGLE"
-    if algo not in BUILTIN_ALGORITHMS + FORK_ALGORITHMS:
+    algo = "EAGLE" if name.upper() == "NEXTN" else name.upper()
+    if algo not in ALGORITHMS:
         raise ResolutionError("ValueError", f"Unknown speculative algorithm name: {name}")
-    v["speculative_algorithm"] = algo
-    steps, topk, ndt = v["speculative_num_steps"], v["speculative_eagle_topk"], v["speculative_num_draft_tokens"]
-    if algo in ("DFLASH", "DDTREE", "EAGLE3", "STANDALONE") and not v["speculative_draft_model_path"]:
+    v["speculative_algorithm"] = algo  # DFLASH + --speculative-dflash-enable-ddtree stays "DFLASH" here
+    if algo == "DFLASH" and v["speculative_dflash_enable_ddtree"]:
+        algo = "DDTREE"
+    if algo in ("EAGLE3", "STANDALONE") and not v["speculative_draft_model_path"]:
         raise ResolutionError(
             "ValueError", f"{algo} speculative decoding requires --speculative-draft-model-path to be set."
         )
+    spec_hook.handle_adaptive(v, warnings)
+    return algo, _HANDLERS[algo](v, warnings, auto, draft_block_size)
 
-    if algo in EAGLE_FAMILY:
-        if steps is None:
-            assert_msg = "" if topk is None and ndt is None else (
-                "speculative_eagle_topk and speculative_num_draft_tokens should be None "
-                "when speculative_num_steps is None"
-            )
-            if assert_msg:
-                raise ResolutionError("AssertionError", assert_msg)
-            steps, topk, ndt = auto
-        topk = 1 if topk is None else topk
-        if topk == 1 and ndt != steps + 1:
-            if ndt is not None:
-                warnings.append(
-                    "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 "
-                    "when speculative_eagle_topk == 1"
-                )
-            ndt = steps + 1
-        budget = ndt - 1
-    elif algo in ("DFLASH", "DDTREE", "DSPARK"):
-        if steps not in (None, 1):
-            warnings.append(f"{algo} only supports speculative_num_steps == 1; overriding speculative_num_steps={steps} to 1.")
-        if topk not in (None, 1):
-            warnings.append(f"{algo} only supports speculative_eagle_topk == 1; overriding speculative_eagle_topk={topk} to 1.")
-        steps, topk = 1, 1
-        block = v["speculative_dflash_block_size"] if algo != "DSPARK" else v["speculative_dspark_block_size"]
-        if block is not None and ndt is not None and block != ndt:
-            raise ResolutionError(
-                "ValueError",
-                f"--speculative-{algo.lower()}-block-size ({block}) must equal "
-                f"--speculative-num-draft-tokens ({ndt}) when both are set.",
-            )
-        if algo == "DDTREE" or v["speculative_dflash_enable_ddtree"]:
-            budget = v["speculative_ddtree_budget"]
-            if budget is None:
-                budget = (ndt or block or 16) - 1
-            v["speculative_ddtree_budget"] = budget
-            ndt = budget + 1
-            if v["page_size"] != 1:
-                raise ResolutionError("ValueError", "DDTree speculative decoding requires --page-size 1.")
-            v["disable_overlap_schedule"] = True
-            v["speculative_num_steps"], v["speculative_eagle_topk"], v["speculative_num_draft_tokens"] = steps, topk, ndt
-            return "DDTREE", budget
-        ndt = ndt or block or 16
-        budget = ndt - 1
-    else:  # NGRAM, UNO
-        ndt = ndt or 8
-        steps = steps or ndt - 1
-        topk = topk or 1
-        budget = ndt - 1
-    v["speculative_num_steps"], v["speculative_eagle_topk"], v["speculative_num_draft_tokens"] = steps, topk, ndt
-    return algo, budget
+
+_HANDLERS: dict[str, Callable[[dict[str, Any], list[str], tuple[int, int, int], int], int]] = {
+    "EAGLE": lambda v, w, auto, _block: spec_hook.handle_eagle_family(v, w, auto),
+    "EAGLE3": lambda v, w, auto, _block: spec_hook.handle_eagle_family(v, w, auto),
+    "STANDALONE": lambda v, w, auto, _block: spec_hook.handle_eagle_family(v, w, auto),
+    "FROZEN_KV_MTP": lambda v, w, _auto, _block: spec_hook.handle_frozen_kv_mtp(v, w),
+    "DFLASH": lambda v, w, _auto, block: spec_hook.handle_dflash(v, w, block),
+    "DDTREE": lambda v, w, _auto, block: spec_hook.handle_ddtree(v, w, block),
+    "DSPARK": lambda v, w, _auto, _block: spec_hook.handle_dspark(v, w),
+    "NGRAM": lambda v, w, _auto, _block: spec_hook.handle_ngram(v, w),
+    "UNO": lambda v, w, _auto, _block: spec_hook.handle_uno(v, w),
+}
+"""``SpeculativeAlgorithm.handle_server_args``: one handler per algorithm (DDTree: the forks' DFLASH)."""
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -18,12 +18,15 @@ import os
 import random
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from specbench_tui.sim import logs, tokenizer
+from specbench_tui.sim import kvpool, logs, tokenizer
+from specbench_tui.sim.adaptive import AdaptiveSteps
+from specbench_tui.sim.caches import NgramCorpus, PrefixCache
 from specbench_tui.sim.metrics import Metrics
+from specbench_tui.sim.spec_hook import load_adaptive_config
 from specbench_tui.sim.speed import SpeedModel
 
 PRECISE_SLEEP_S = 0.0015
@@ -55,6 +58,9 @@ class Request:
     histogram: list[int] = field(default_factory=list)
     first_token_mono: float | None = None
     finished_mono: float | None = None
+    retractions: int = 0  # meta_info.num_retractions (Req.retraction_count)
+    retracted: bool = False  # waiting to be prefilled again after a retraction
+    dp_rank: int = 0
     event: asyncio.Event = field(default_factory=asyncio.Event)
     _pieces: Iterator[str] | None = None
     _rng: random.Random | None = None
@@ -76,6 +82,11 @@ class Request:
     def context_tokens(self) -> int:
         return len(self.input_ids) + len(self.output_ids)
 
+    @property
+    def stream_key(self) -> tuple[str, int]:
+        """What fixes the output tokens (prompt kind and seed): NGRAM's corpus knows a stream by it."""
+        return (self.kind, self.seed)
+
 
 class Engine:
     """The scheduler loop and its server-wide state (stats, prefix cache, failure triggers)."""
@@ -83,7 +94,8 @@ class Engine:
     def __init__(self, *, speed: SpeedModel, resolved: Any, profile: dict[str, Any], logger: logs.Logger,
                  max_total_num_tokens: int, context_len: int, metrics: Metrics,
                  crash_rule: Mapping[str, Any] | None, hang_rule: Mapping[str, Any] | None, empty_output: bool,
-                 on_crash: Callable[[str], None], on_watchdog: Callable[[], None]) -> None:
+                 on_crash: Callable[[str], None], on_watchdog: Callable[[], None],
+                 rank_logs: list[logs.Logger] | None = None, cuda_graph_bs: list[int] | None = None) -> None:
         self.speed = speed
         self.args = resolved
         self.profile = profile
@@ -101,13 +113,28 @@ class Engine:
         self.empty_output = empty_output
         self.on_crash = on_crash
         self.on_watchdog = on_watchdog
-        self.max_running = resolved.max_running_requests or 2048
+        self.max_running = kvpool.max_running_requests(resolved.max_running_requests, self.max_total_num_tokens,
+                                                       context_len, resolved.attn_dp_size)
+        """The scheduler's cap (``effective_max_running_requests_per_dp``); admission beyond it queues."""
+        self.rank_logs = rank_logs or [logger]
+        """One logger per DP rank's stats-logging scheduler (``DPn TP0``); the engine plays them all."""
+        self._next_dp = 0
+        self.prefix = PrefixCache(self.max_total_num_tokens, enabled=not resolved.disable_radix_cache)
+        self.corpus = NgramCorpus(resolved.speculative_ngram_capacity) if speed.algorithm == "NGRAM" else None
+        self.ratio = kvpool.TokenRatio(float(resolved.schedule_conservativeness))
+        self.retracted_total = 0
+        self.adaptive = (AdaptiveSteps(int(resolved.speculative_num_steps),
+                                       load_adaptive_config(resolved.speculative_adaptive_config),
+                                       cuda_graph_bs, logger.info)
+                         if resolved.speculative_adaptive else None)
         self.eos_id = int(profile["model"]["eos_token_id"])
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.rng = random.Random(resolved.random_seed)
         self._wake = asyncio.Event()
-        self._prefix_cache: deque[list[int]] = deque(maxlen=256)
+        self.idle = asyncio.Event()
+        """Set while nothing runs or waits (a deferred ``/flush_cache`` waits for it)."""
+        self.idle.set()
         self.hung = False  # the scheduler stopped (crash pending, or hang)
         self.server_frozen = False  # a hang with scope "server": HTTP stops answering too
         self.serving = False  # set once the server is ready: warm-up does not count towards after_requests
@@ -155,13 +182,15 @@ class Engine:
                 self._finish(req, {"type": "abort", "message": message, "status_code": 400,
                                    "err_type": "BadRequestError"})
                 return
-        if not self.args.disable_radix_cache:
-            req.cached_tokens = self._cached_prefix(req.input_ids)
+        req.cached_tokens = self.prefix.match(req.input_ids)
+        if len(self.rank_logs) > 1:  # the DP controller's round robin
+            req.dp_rank, self._next_dp = self._next_dp, (self._next_dp + 1) % len(self.rank_logs)
         req._pieces = tokenizer.output_pieces(req.kind, req.seed)
         req._rng = random.Random(f"{self.args.random_seed}:{req.rid}")
         req._alpha = self.speed.alpha(req.kind, req.temperature)
         req.histogram = [0] * (self.speed.depth + 1)
         self.waiting.append(req)
+        self.idle.clear()
         self._wake.set()
 
     def abort(self, rid: str | None = None, message: str = "Abort in waiting queue") -> int:
@@ -185,14 +214,21 @@ class Engine:
         self.spec_total_forward_ct = 0
 
     def flush_cache(self) -> bool:
-        """Flush the prefix cache if idle (SGLang refuses while requests run or wait)."""
+        """``Scheduler.flush_cache``: when idle, clear the radix cache, NGRAM's corpus and the accept totals and
+        log on every DP leader; while requests run or wait, refuse with SGLang's warning."""
         if self.in_flight:
+            self.log.warning(f"Cache not flushed because there are pending requests. #queue-req: {len(self.waiting)}, "
+                             f"#running-req: {len(self.running)}")
             return False
-        self._prefix_cache.clear()
+        self.prefix.reset()
+        if self.corpus is not None:
+            self.corpus.reset()  # draft_worker.clear_cache_pool()
         self.reset_spec_totals()  # reset_metrics: the interval's counts too
-        self._iv_accept_tokens = self._iv_correct = self._iv_forwards = 0
+        for iv in self._iv:
+            iv.accept_tokens = iv.correct = iv.forwards = 0
         self.metrics.reset_spec()
-        self.log.info("Cache flushed successfully!")
+        for log in self.rank_logs:
+            log.info("Cache flushed successfully!")
         return True
 
     @property
@@ -204,8 +240,9 @@ class Engine:
         """``_average_accept_length`` is None (the key absent) until a decode line added forwards."""
         return self.spec_total_forward_ct > 0
 
-    def used_tokens(self) -> int:
-        return sum(r.context_tokens for r in self.running)
+    def used_tokens(self, rank: int | None = None) -> int:
+        """KV tokens the running requests hold (of one DP rank's, or all)."""
+        return sum(r.context_tokens for r in self.running if rank is None or r.dp_rank == rank)
 
     # -- the loop ---------------------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -213,6 +250,7 @@ class Engine:
             if not self.waiting and not self.running:
                 self._cadence = None
                 self._idle_since = time.monotonic()
+                self.idle.set()
                 self._wake.clear()
                 await self._wake.wait()
                 continue
@@ -267,16 +305,7 @@ class Engine:
             time.sleep(rest)  # noqa: ASYNC251 - deliberate: at most PRECISE_SLEEP_S, for timer precision
 
     async def _prefill(self) -> None:
-        batch: list[Request] = []
-        new_tokens = 0
-        while self.waiting and len(self.running) + len(batch) < self.max_running:
-            req = self.waiting[0]
-            extend = max(1, len(req.input_ids) - req.cached_tokens)
-            if batch and new_tokens + extend > self.args.max_prefill_tokens:
-                break
-            batch.append(self.waiting.popleft())
-            new_tokens += extend
-        cached = sum(r.cached_tokens for r in batch)
+        batch, new_tokens, cached = self._admit()
         chunk = max(1, self.args.chunked_prefill_size or new_tokens)
         start = time.monotonic()
         idle_since, self._idle_since = self._idle_since, None
@@ -288,37 +317,111 @@ class Engine:
             begin = start
             if idle_since is not None:
                 begin = min(start, max(idle_since, max(r.created_mono for r in batch)))
-            self._log_prefill(len(batch), new_tokens, cached)
+            self._log_prefill(batch, new_tokens, cached)
             await self._sleep_until(begin + self.speed.prefill_seconds(new_tokens))
         else:
             done = 0
             while done < new_tokens:
                 part = min(chunk, new_tokens - done)
                 await self._sleep_until(time.monotonic() + self.speed.prefill_seconds(part))
-                self._log_prefill(len(batch), part, cached if done == 0 else 0)
+                self._log_prefill(batch, part, cached if done == 0 else 0)
                 done += part
         now = time.monotonic()
         for req in batch:
-            if req.finished:  # aborted while prefilling
-                continue
-            self._add_to_cache(req.input_ids)
-            if self.empty_output and not req.internal:
-                self._finish(req, {"type": "stop", "matched": self.eos_id})
-                continue
-            if req.max_new_tokens <= 0:
-                self._finish(req, {"type": "length", "length": 0})
-                continue
-            self._commit(req, 1)
-            req.first_token_mono = now
-            if not req.finished:
-                self.running.append(req)
+            self._after_prefill(req, now)
         self._cadence = now
         self.last_receive = now
 
+    def _admit(self) -> tuple[list[Request], int, int]:
+        """The next prefill batch: waiting requests in order, within the running cap, ``--max-prefill-tokens``
+        and the KV pool's budget (``PrefillAdder``); a retracted request prefills its input and output again.
+        Returns the batch, its new (uncached) tokens and its cached ones."""
+        batch: list[Request] = []
+        new_tokens = cached = 0
+        used, admitted = self.used_tokens(), 0.0
+        while self.waiting and len(self.running) + len(batch) < self.max_running:
+            req = self.waiting[0]
+            extend = req.context_tokens if req.retracted else max(1, len(req.input_ids) - req.cached_tokens)
+            if batch and new_tokens + extend > self.args.max_prefill_tokens:
+                break
+            if (self.running or batch) and not kvpool.admits(self.max_total_num_tokens, used, self.running,
+                                                             self.ratio.current, extend, req, admitted):
+                break
+            batch.append(self.waiting.popleft())
+            admitted += kvpool.need(req, extend)
+            new_tokens += extend
+            cached += 0 if req.retracted else req.cached_tokens
+        return batch, new_tokens, cached
+
+    def _after_prefill(self, req: Request, now: float) -> None:
+        if req.finished:  # aborted while prefilling
+            return
+        if req.retracted:  # the prefill of a retracted request computes its next token
+            req.retracted = False
+            self._commit(req, 1)
+            if not req.finished:
+                self.running.append(req)
+            return
+        self.prefix.insert(req.input_ids)  # cache_unfinished_req: the prompt is shared from now on
+        if self.empty_output and not req.internal:
+            self._finish(req, {"type": "stop", "matched": self.eos_id})
+            return
+        if req.max_new_tokens <= 0:
+            self._finish(req, {"type": "length", "length": 0})
+            return
+        self._commit(req, 1)
+        req.first_token_mono = now
+        if not req.finished:
+            self.running.append(req)
+
+    def _retract_if_full(self) -> None:
+        """``update_running_batch``: retract requests when the next decode step does not fit in the KV pool,
+        else let the new-token ratio decay."""
+        width = max(1, self.speed.verify_width)
+        if self.used_tokens() + len(self.running) * width <= self.max_total_num_tokens:
+            self.ratio.decay_step()
+            return
+        order = kvpool.retraction_order(self.running)
+        keep = [self.running[i] for i in order]
+        retracted: list[Request] = []
+        while len(keep) > 1 and (not retracted or sum(r.context_tokens for r in keep) + len(keep) * width
+                                 > self.max_total_num_tokens):
+            retracted.append(keep.pop())
+        old_ratio, self.ratio.current = self.ratio.current, kvpool.TokenRatio.after_retract(keep)
+        self.rank_logs[0].warning(kvpool.retract_message(len(retracted), sum(r.context_tokens for r in retracted),
+                                                         old_ratio, self.ratio.current))
+        self.running = keep
+        for req in retracted:
+            req.retractions += 1
+            req.retracted = True
+            self.waiting.append(req)
+        self.retracted_total += len(retracted)
+        self.metrics.update_gauges(num_retracted_reqs=len(retracted))
+        self.metrics.counters["num_retracted_requests"] += len(retracted)
+
+    def _warm_drafts(self, req: Request, depth: int) -> int:
+        """NGRAM: how many of this step's draft positions the corpus holds from an earlier run of the stream."""
+        if self.corpus is None:
+            return 0
+        return max(0, min(depth, self.corpus.known(req.stream_key, req.rid) - req.completion_tokens))
+
+    def _draw(self, req: Request, depth: int) -> int:
+        """Tokens one verify step commits for ``req`` (bonus included), ``depth`` drafts at most."""
+        warm = self._warm_drafts(req, depth)
+        det = self.speed.deterministic
+        if det:
+            if warm:
+                return min(det.committed(req.verify_ct, det.warm_accept_length), warm + 1)
+            return min(det.committed(req.verify_ct), depth + 1)
+        return 1 + self.speed.draw_accepted(req._rng or self.rng, req._alpha, depth, warm)
+
     async def _decode_step(self) -> None:
+        self._retract_if_full()
         batch = list(self.running)
         bs = len(batch)
-        duration = self.speed.step_seconds(bs, sum(r.context_tokens for r in batch), self.rng)
+        steps = self.adaptive.activate_for_batch(bs) if self.adaptive else None
+        depth = self.speed.depth if steps is None else steps
+        duration = self.speed.step_seconds(bs, sum(r.context_tokens for r in batch), self.rng, steps)
         now = time.monotonic()
         base = self._cadence if self._cadence is not None and now - self._cadence < duration else now
         deadline = base + duration
@@ -326,24 +429,22 @@ class Engine:
         self._cadence = deadline
         if self.record_step_time:
             self.step_time_dict.setdefault(str(bs), []).append(duration)
-        det = self.speed.deterministic
+        correct: list[int] = []
         for req in batch:
             if req.finished:
                 continue
-            if det:
-                committed = det.committed(req.verify_ct)
-            else:
-                committed = 1 + self.speed.draw_accepted(req._rng or self.rng, req._alpha)
-            got = self._commit(req, committed)
+            got = self._commit(req, self._draw(req, depth))
+            if self.corpus is not None:
+                self.corpus.put(req.stream_key, req.rid, req.completion_tokens)  # _update_ngram_corpus
             accepted = max(0, got - 1)
+            correct.append(accepted)
             req.verify_ct += 1
             req.correct_drafts += accepted
             if req.histogram:
                 req.histogram[min(accepted, len(req.histogram) - 1)] += 1
-            self._iv_tokens += got
-            self._iv_accept_tokens += got
-            self._iv_correct += accepted
-            self._iv_forwards += 1
+            self._iv[req.dp_rank].add(got, accepted, depth)
+        if self.adaptive:
+            self.adaptive.on_verify_complete(correct, bs)
         self.running = [r for r in self.running if not r.finished]
         self.decode_steps += 1
         self.metrics.spec_verify_calls += 1 if self.speed.algorithm != "NONE" else 0
@@ -376,67 +477,97 @@ class Engine:
         req.finish_reason = reason
         req.finished_mono = time.monotonic()
         req.event.set()
+        if reason["type"] != "abort":
+            self.prefix.insert(req.input_ids + req.output_ids[:-1])  # cache_finished_req
+            if self.corpus is not None:
+                self.corpus.settle(req.stream_key, req.rid)
         if req.internal:
             return
         if self.serving:
             self.finished_requests += 1
         self.metrics.observe_finished(req, aborted=reason["type"] == "abort")
 
-    def _cached_prefix(self, ids: list[int]) -> int:
-        best = 0
-        for seen in self._prefix_cache:
-            n = 0
-            for a, b in zip(seen, ids):
-                if a != b:
-                    break
-                n += 1
-            best = max(best, n)
-        return min(best, max(0, len(ids) - 1))
-
-    def _add_to_cache(self, ids: list[int]) -> None:
-        if not self.args.disable_radix_cache and len(ids) > 1:
-            self._prefix_cache.append(ids)
-
     # -- log lines ---------------------------------------------------------------------------------------
     def _reset_interval(self, now: float) -> None:
         self._iv_start = now
-        self._iv_tokens = 0
-        self._iv_accept_tokens = 0
-        self._iv_correct = 0
-        self._iv_forwards = 0
+        self._iv = [_Interval() for _ in self.rank_logs]
 
-    def _log_prefill(self, new_seq: int, new_tokens: int, cached: int) -> None:
+    def _log_prefill(self, batch: list[Request], new_tokens: int, cached: int) -> None:
+        """One ``Prefill batch`` line per DP rank with requests in the batch (its own counts)."""
         now = time.monotonic()
         gap = max(now - self._last_prefill_log, 1e-6)
         self._last_prefill_log = now
-        usage = (self.used_tokens() + new_tokens) / self.max_total_num_tokens
         graph = self.args.cuda_graph_backend_prefill != "disabled" and new_tokens <= (
             self.args.cuda_graph_max_bs_prefill or 0)
-        self.log.info(logs.format_prefill(self.style, new_seq, new_tokens, cached, usage, len(self.running),
-                                          len(self.waiting), 0, graph, new_tokens / gap,
-                                          self.profile["logs"]["pool"]))
+        ranks = sorted({r.dp_rank for r in batch}) or [0]
+        for rank in ranks:
+            mine = [r for r in batch if r.dp_rank == rank]
+            share = new_tokens if len(ranks) == 1 else sum(max(1, len(r.input_ids) - r.cached_tokens) for r in mine)
+            rank_cached = cached if len(ranks) == 1 else sum(r.cached_tokens for r in mine)
+            usage = (self.used_tokens(rank) + share) / self.max_total_num_tokens
+            self.rank_logs[rank].info(logs.format_prefill(
+                self.style, len(mine), share, rank_cached, usage, self._count(self.running, rank),
+                self._count(self.waiting, rank), 0, graph, share / gap, self.profile["logs"]["pool"]))
+
+    def _count(self, reqs: Iterable[Request], rank: int) -> int:
+        return sum(1 for r in reqs if r.dp_rank == rank)
 
     def _log_decode(self, bs: int) -> None:
-        """Every ``--decode-log-interval`` decode steps: the ``Decode batch`` line, and the server-wide accept
-        totals behind ``avg_spec_accept_length`` (SGLang adds the interval's counts here, in
+        """Every ``--decode-log-interval`` decode steps: the ``Decode batch`` line of every DP rank, and the
+        server-wide accept totals behind ``avg_spec_accept_length`` (SGLang adds the interval's counts here, in
         ``report_decode_stats``, so the average is absent until the first decode line)."""
         now = time.monotonic()
-        self.spec_total_accept_tokens += self._iv_accept_tokens
-        self.spec_total_forward_ct += self._iv_forwards
-        gen = self._iv_tokens / max(now - self._iv_start, 1e-6)
+        elapsed = max(now - self._iv_start, 1e-6)
         spec = self.speed.algorithm != "NONE"
-        accept_len = self._iv_accept_tokens / self._iv_forwards if spec and self._iv_forwards else None
-        proposed = self._iv_forwards * max(1, (self.args.speculative_num_draft_tokens or 1) - 1)
-        accept_rate = self._iv_correct / proposed if spec and proposed else None
-        if spec and accept_len is None:
-            accept_len, accept_rate = 0.0, 0.0
-        graph = self.args.cuda_graph_backend_decode != "disabled" and bs <= (self.args.cuda_graph_max_bs_decode or 0)
-        used = self.used_tokens()
-        usage = used / self.max_total_num_tokens
-        self.log.info(logs.format_decode(self.style, len(self.running), used, usage, accept_len, accept_rate, graph,
-                                         gen, len(self.waiting), self.profile["logs"]["pool"]))
+        total = _Interval()
+        for rank, iv in enumerate(self._iv):
+            total.merge(iv)
+            rank_bs = self._count(self.running, rank) if len(self._iv) > 1 else bs
+            graph = self.args.cuda_graph_backend_decode != "disabled" and rank_bs <= (
+                self.args.cuda_graph_max_bs_decode or 0)
+            accept_len, accept_rate = iv.accept(spec)
+            used = self.used_tokens(rank if len(self._iv) > 1 else None)
+            self.rank_logs[rank].info(logs.format_decode(
+                self.style, self._count(self.running, rank), used, used / self.max_total_num_tokens, accept_len,
+                accept_rate, graph, iv.tokens / elapsed, self._count(self.waiting, rank), self.profile["logs"]["pool"]))
+        self.spec_total_accept_tokens += total.accept_tokens
+        self.spec_total_forward_ct += total.forwards
+        gen = total.tokens / elapsed
+        accept_len, accept_rate = total.accept(spec)
         self.last_gen_throughput = gen
         self.metrics.update_gauges(gen_throughput=gen, num_running_reqs=len(self.running),
-                                   num_queue_reqs=len(self.waiting), token_usage=usage,
+                                   num_queue_reqs=len(self.waiting),
+                                   token_usage=self.used_tokens() / self.max_total_num_tokens,
                                    spec_accept_length=accept_len or 0.0, spec_accept_rate=accept_rate or 0.0)
         self._reset_interval(now)
+
+
+@dataclass
+class _Interval:
+    """One DP rank's counts between two ``Decode batch`` lines."""
+
+    tokens: int = 0
+    accept_tokens: int = 0
+    correct: int = 0
+    forwards: int = 0
+    proposed: int = 0
+
+    def add(self, got: int, accepted: int, depth: int) -> None:
+        self.tokens += got
+        self.accept_tokens += got
+        self.correct += accepted
+        self.forwards += 1
+        self.proposed += max(1, depth)
+
+    def merge(self, other: _Interval) -> None:
+        for name in ("tokens", "accept_tokens", "correct", "forwards", "proposed"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def accept(self, spec: bool) -> tuple[float | None, float | None]:
+        """``accept len`` (tokens per forward) and ``accept rate`` (correct drafts / proposed); None without
+        speculation, 0.00 for an interval without forwards."""
+        if not spec:
+            return None, None
+        if not self.forwards:
+            return 0.0, 0.0
+        return self.accept_tokens / self.forwards, self.correct / self.proposed if self.proposed else 0.0

@@ -31,6 +31,7 @@ _GAUGE_HELP = {
     "kv_cache_memory_usage_gb": "KV cache memory usage in GB.",
     "weight_memory_usage_gb": "Model weight memory usage in GB.",
     "graph_memory_usage_gb": "CUDA graph memory usage in GB.",
+    "num_retracted_reqs": "The number of retracted requests.",
 }
 _COUNTER_HELP = {
     "prompt_tokens": "Number of prefill tokens processed.",
@@ -39,6 +40,7 @@ _COUNTER_HELP = {
     "num_requests": "Number of requests processed.",
     "num_aborted_requests": "Number of requests aborted.",
     "spec_verify_calls": "Number of speculative verify forward calls.",
+    "num_retracted_requests": "Total number of retracted requests.",
 }
 _HISTOGRAM_HELP = {
     "time_to_first_token_seconds": "Histogram of time to first token in seconds.",

@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -117,7 +117,7 @@ def _sleep(seconds: float, parent: int) -> None:
         time.sleep(min(left, 0.2))
 
 
-def _capture_sizes(max_bs: int) -> list[int]:
+def capture_sizes(max_bs: int) -> list[int]:
     sizes = [bs for bs in (1, 2, 4, 8, 12) if bs <= max_bs]
     sizes += list(range(16, max_bs + 1, 8))
     return sizes or [1]
@@ -167,25 +167,38 @@ def scheduler_main(conn: Connection, cfg: dict[str, Any]) -> None:
     set_process_title("sglang::scheduler" + prefix.replace(" ", "_"))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's business
     log = logs.Logger(prefix, cfg["log_level"])
-    st, mem, scale = cfg["startup"], cfg["memory"], cfg["time_scale"]
-    first = cfg["tp_rank"] == 0
     crash = cfg.get("startup_crash")  # {"stage": ..., "signature": ..., "ranks": "all" | [int]} or None
     if crash and crash["ranks"] != "all" and cfg["tp_rank"] not in crash["ranks"]:
         crash = None
+    stage = crash["stage"] if crash else None
+
+    def crash_at(name: str) -> None:
+        if crash and stage == name:
+            _crash(log, cfg, logs.startup_traceback(name), crash["signature"], parent)
 
     log.info("Init torch distributed begin.")
-    _sleep(st["init_s"] * scale, parent)
+    _sleep(cfg["startup"]["init_s"] * cfg["time_scale"], parent)
     log.info("Init torch distributed ends. mem usage=0.09 GB")
-    if cfg.get("startup_hang"):
-        log.info(f"Load weight begin. avail mem={mem['total_gb'] - 0.5:.2f} GB")
-        while True:
-            _sleep(3600, parent)
+    avail = _load_weights(log, cfg, crash_at)
+    avail = _allocate_kv(log, cfg, avail, crash_at)
+    avail = _capture_graphs(log, cfg, avail, crash_at)
+    _log_pool_limits(log, cfg, avail)
+    conn.send(("ready", {"pid": os.getpid(), "tp_rank": cfg["tp_rank"], "dp_rank": cfg["dp_rank"]}))
+    _serve_orders(conn, log, cfg)
+
+
+def _load_weights(log: logs.Logger, cfg: dict[str, Any], crash_at: Callable[[str], None]) -> float:
+    """``Load weight begin/end`` for the target (and the draft model with speculation); a start-up hang stays
+    inside the first; return the memory left (GB)."""
+    parent, st, mem, scale = cfg["parent_pid"], cfg["startup"], cfg["memory"], cfg["time_scale"]
     avail = mem["total_gb"] - 0.5
     log.info(f"Load weight begin. avail mem={avail:.2f} GB")
+    if cfg.get("startup_hang"):
+        while True:
+            _sleep(3600, parent)
     t0 = time.monotonic()
     _sleep(st["weight_load_s"] * scale + cfg["extra_delay_s"], parent)
-    if crash and crash["stage"] == "load":
-        _crash(log, cfg, logs.startup_traceback("load"), crash["signature"], parent)
+    crash_at("load")
     avail -= mem["weights_gb"]
     log.info(f"Load weight end. elapsed={time.monotonic() - t0:.2f} s, type={cfg['architecture']}, "
              f"avail mem={avail:.2f} GB, mem usage={mem['weights_gb']:.2f} GB.")
@@ -196,29 +209,44 @@ def scheduler_main(conn: Connection, cfg: dict[str, Any]) -> None:
         avail -= mem["draft_gb"]
         log.info(f"Load weight end. elapsed={time.monotonic() - t0:.2f} s, type={cfg['draft_architecture']}, "
                  f"avail mem={avail:.2f} GB, mem usage={mem['draft_gb']:.2f} GB.")
-    _sleep(st["kv_alloc_s"] * scale, parent)
-    if crash and crash["stage"] == "kv":
-        _crash(log, cfg, logs.startup_traceback("kv"), crash["signature"], parent)
+    return float(avail)
+
+
+def _allocate_kv(log: logs.Logger, cfg: dict[str, Any], avail: float, crash_at: Callable[[str], None]) -> float:
+    """``KV Cache is allocated`` and ``Memory pool end``; return the memory left (GB)."""
+    mem = cfg["memory"]
+    _sleep(cfg["startup"]["kv_alloc_s"] * cfg["time_scale"], cfg["parent_pid"])
+    crash_at("kv")
     half = max(mem["pool_gb"], 0.0) / 2
     log.info(f"KV Cache is allocated. #tokens: {cfg['max_total_num_tokens']}, K size: {half:.2f} GB, V size: {half:.2f} GB")
     avail -= mem["pool_gb"]
     log.info(f"Memory pool end. avail mem={avail:.2f} GB")
-    if cfg["decode_graph"]:
-        log.info(f"Capture cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB")
-        sizes = _capture_sizes(cfg["cuda_graph_max_bs"])
-        log.info(f"Capture cuda graph bs {sizes}")
-        t0 = time.monotonic()
-        if first:
-            _progress_bar(sizes, avail, st["cuda_graph_s"] * scale, parent)
-        else:
-            _sleep(st["cuda_graph_s"] * scale, parent)
-        if crash and crash["stage"] == "graph":
-            _crash(log, cfg, logs.startup_traceback("graph"), crash["signature"], parent)
-        avail -= mem["graph_gb"]
-        log.info(f"Capture cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. "
-                 f"mem usage={mem['graph_gb']:.2f} GB. avail mem={avail:.2f} GB.")
-    elif crash and crash["stage"] == "graph":
-        _crash(log, cfg, logs.startup_traceback("graph"), crash["signature"], parent)
+    return avail
+
+
+def _capture_graphs(log: logs.Logger, cfg: dict[str, Any], avail: float, crash_at: Callable[[str], None]) -> float:
+    """The decode CUDA-graph capture (a ``\\r`` progress bar on rank 0); return the memory left (GB)."""
+    if not cfg["decode_graph"]:
+        crash_at("graph")
+        return avail
+    parent, seconds, mem = cfg["parent_pid"], cfg["startup"]["cuda_graph_s"] * cfg["time_scale"], cfg["memory"]
+    log.info(f"Capture cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB")
+    sizes = capture_sizes(cfg["cuda_graph_max_bs"])
+    log.info(f"Capture cuda graph bs {sizes}")
+    t0 = time.monotonic()
+    if cfg["tp_rank"] == 0:
+        _progress_bar(sizes, avail, seconds, parent)
+    else:
+        _sleep(seconds, parent)
+    crash_at("graph")
+    avail -= mem["graph_gb"]
+    log.info(f"Capture cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. "
+             f"mem usage={mem['graph_gb']:.2f} GB. avail mem={avail:.2f} GB.")
+    return avail
+
+
+def _log_pool_limits(log: logs.Logger, cfg: dict[str, Any], avail: float) -> None:
+    """The small-pool warning (``TpModelWorker``) and the scheduler's ``max_total_num_tokens=...`` line."""
     if cfg["max_total_num_tokens"] < cfg["context_len"]:  # TpModelWorker: not an error, long requests will be refused
         log.warning(f"KV pool holds {cfg['max_total_num_tokens']} tokens, fewer than --context-length "
                     f"{cfg['context_len']}. One full-length request cannot fit, so long requests will be refused or "
@@ -227,7 +255,11 @@ def scheduler_main(conn: Connection, cfg: dict[str, Any]) -> None:
     log.info(f"max_total_num_tokens={cfg['max_total_num_tokens']}, chunked_prefill_size={cfg['chunked_prefill_size']}, "
              f"max_prefill_tokens={cfg['max_prefill_tokens']}, max_running_requests={cfg['max_running_requests']}, "
              f"context_len={cfg['context_len']}, available_gpu_mem={avail:.2f} GB")
-    conn.send(("ready", {"pid": os.getpid(), "tp_rank": cfg["tp_rank"], "dp_rank": cfg["dp_rank"]}))
+
+
+def _serve_orders(conn: Connection, log: logs.Logger, cfg: dict[str, Any]) -> None:
+    """Carry out the main process's orders: ``crash``, ``watchdog``, ``stop``."""
+    parent = cfg["parent_pid"]
     for order in _orders(conn, parent):
         if order[0] == "crash" and (order[3] == "all" or cfg["tp_rank"] in order[3]):
             _crash(log, cfg, logs.forward_traceback(order[2]), order[1], parent)

@@ -77,6 +77,9 @@ DEFAULTS: dict[str, Any] = {
         },
         "tree_gain": 0.068,  # a tree of n nodes cuts the rejection probability by 1 + tree_gain * ln(n)
         "temperature_penalty": 0.1,  # alpha *= 1 - penalty * min(temperature, 1)
+        # NGRAM: a draft position the server-wide corpus already holds (the same output decoded before and not
+        # flushed) is accepted with this probability instead of alpha
+        "ngram_warm_alpha": 0.97,
     },
     "output": {
         "eos": True,  # stop at a natural length unless ignore_eos
@@ -94,6 +97,9 @@ DEFAULTS: dict[str, Any] = {
         # ground truth under load: a verify step at batch bs takes step + batch_ms_per_token·(bs−1)·V ms
         # (V = verify width: draft tokens, 1 without speculation); 0 keeps it independent of the batch
         "batch_ms_per_token": 0.0,
+        # NGRAM: tokens per verify step where the corpus holds the output (a warm repeat); unset: every draft
+        # accepted (speculative_num_draft_tokens)
+        "warm_accept_length": None,
         "config": [],  # [[deterministic.config]]: match keys + tok_s/step_ms/accept_length/ttft_ms
     },
     # style "period": the pre-0.5.10 "Decode batch. ..." form with a TP0 prefix; pool: the KV pool's usage
@@ -115,7 +121,8 @@ RULE_KEYS: dict[str, tuple[str, ...]] = {
     "hang": ("when", "after_requests", "after_steps", "scope"),
     "slow_start": ("delay_s",),
     "empty_output": (),
-    "deterministic.config": ("tok_s", "step_ms", "accept_length", "ttft_ms", "batch_ms_per_token"),
+    "deterministic.config": ("tok_s", "step_ms", "accept_length", "ttft_ms", "batch_ms_per_token",
+                             "warm_accept_length"),
 }
 CRASH_SIGNATURES = ("cuda_illegal_instruction", "cuda_illegal_memory_access", "cuda_oom", "cuda_graph_oom",
                     "kv_pool_oom", "nccl_error")

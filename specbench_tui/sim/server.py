@@ -28,7 +28,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from specbench_tui.sim import logs, procs
+from specbench_tui.sim import kvpool, logs, procs
 from specbench_tui.sim.api import Api, ServerState
 from specbench_tui.sim.args import ResolutionError, Resolved, parse_args, resolve
 from specbench_tui.sim.engine import Engine
@@ -126,7 +126,9 @@ class Server:
             spec_on=a.spec_on, decode_graph=a.cuda_graph_backend_decode != "disabled",
             cuda_graph_max_bs=a.cuda_graph_max_bs_decode, max_total_num_tokens=self.memory.max_total_num_tokens,
             chunked_prefill_size=a.chunked_prefill_size, max_prefill_tokens=a.max_prefill_tokens,
-            max_running_requests=a.max_running_requests or 2048, context_len=self.context_len,
+            max_running_requests=kvpool.max_running_requests(a.max_running_requests, self.memory.max_total_num_tokens,
+                                                             self.context_len, a.attn_dp_size),
+            context_len=self.context_len,
             watchdog_timeout=a.watchdog_timeout, startup_crash=crash, startup_hang=hang,
         )
 
@@ -164,6 +166,10 @@ class Server:
             hang_rule=hang if hang and hang.get("when", "after_requests") != "startup" else None,
             empty_output=first_rule(self.profile["empty_output"], self.facts) is not None,
             on_crash=self._order_crash(crash), on_watchdog=self._order_watchdog,
+            rank_logs=[Logger(logs.scheduler_prefix(rank, 0, a.tp_size, self.style), a.log_level)
+                       for rank in range(a.dp_size)] if a.dp_size > 1 else None,
+            cuda_graph_bs=(procs.capture_sizes(a.cuda_graph_max_bs_decode)
+                           if a.cuda_graph_backend_decode != "disabled" else None),
         )
         self.state = ServerState(args=a, engine=self.engine, metrics=metrics, log=self.log, profile=self.profile,
                                  memory=self.memory, context_len=self.context_len,
@@ -361,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       [(f"{SITE}/transformers/utils/hub.py", 511, "cached_files", "raise OSError(")])
     auto = (5, 4, 8) if "llama" in model_path.lower() else (3, 1, 4)
     try:
-        resolved = resolve(ns, auto)
+        resolved = resolve(ns, auto, int(profile["model"]["draft_block_size"]))
     except ResolutionError as exc:
         return _fatal(exc.exc_type, exc.message)
     if profile["seed"] is not None:

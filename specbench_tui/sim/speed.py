@@ -41,14 +41,17 @@ class Deterministic:
     batch_s_per_token: float = 0.0
     """Ground truth under load: each request beyond the first adds this × the verify width to a step."""
     verify_width: int = 1
+    warm_accept_length: float = 1.0
+    """NGRAM: tokens per step while the corpus holds the output (a warm repeat)."""
 
-    def step_at(self, batch_size: int) -> float:
+    def step_at(self, batch_size: int, verify_width: int | None = None) -> float:
         """A verify step's time at ``batch_size`` running requests: ``step_s + c·(bs − 1)·V``."""
-        return self.step_s + self.batch_s_per_token * max(0, batch_size - 1) * self.verify_width
+        width = self.verify_width if verify_width is None else verify_width
+        return self.step_s + self.batch_s_per_token * max(0, batch_size - 1) * width
 
-    def committed(self, step_index: int) -> int:
+    def committed(self, step_index: int, length: float | None = None) -> int:
         """Tokens committed by a request's ``step_index``-th verify step (0-based)."""
-        length = self.accept_length
+        length = self.accept_length if length is None else length
         return math.floor((step_index + 1) * length + 1e-9) - math.floor(step_index * length + 1e-9)
 
 
@@ -100,19 +103,23 @@ class SpeedModel:
         rule = first_rule(det["config"], config_facts(resolved))
         if rule:
             det.update({k: v for k, v in rule.items()
-                        if k in ("tok_s", "step_ms", "accept_length", "ttft_ms", "batch_ms_per_token")})
+                        if k in ("tok_s", "step_ms", "accept_length", "ttft_ms", "batch_ms_per_token",
+                                 "warm_accept_length")})
             if "tok_s" in rule and "step_ms" not in rule:
                 det["step_ms"] = None
         accept = float(det["accept_length"]) if self.algorithm != "NONE" else 1.0
         accept = min(accept, float(self.depth + 1))
         step_s = det["step_ms"] / 1000.0 if det["step_ms"] else accept / float(det["tok_s"])
+        warm = det.get("warm_accept_length")
+        warm = float(self.depth + 1) if warm is None else min(float(warm), float(self.depth + 1))
         return Deterministic(step_s=step_s, accept_length=accept, ttft_s=float(det["ttft_ms"]) / 1000.0,
                              batch_s_per_token=float(det.get("batch_ms_per_token") or 0.0) / 1000.0,
-                             verify_width=self.verify_width)
+                             verify_width=self.verify_width,
+                             warm_accept_length=warm if self.algorithm == "NGRAM" else accept)
 
     @property
     def tp_factor(self) -> float:
-        return self.tp ** float(self.speed["tp_exponent"])
+        return float(self.tp ** float(self.speed["tp_exponent"]))
 
     def prefill_seconds(self, new_tokens: int) -> float:
         """Time of a prefill forward over ``new_tokens`` tokens."""
@@ -121,26 +128,30 @@ class SpeedModel:
         per_s = float(self.speed["prefill_tok_s"]) * self.tp_factor
         return (float(self.speed["overhead_ms"]) / 1000.0 + new_tokens / per_s) * self.time_scale
 
-    def draft_ms(self, batch_size: int) -> float:
-        """Draft cost of one verify step at TP1 (NGRAM's is CPU time)."""
-        if self.algorithm == "NONE":
+    def draft_ms(self, batch_size: int, steps: int | None = None) -> float:
+        """Draft cost of one verify step at TP1 (NGRAM's is CPU time); ``steps`` overrides the draft steps
+        (``--speculative-adaptive``; 0: no drafting)."""
+        if self.algorithm == "NONE" or steps == 0:
             return 0.0
         base = float(self.speed["draft_ms"].get(self.algorithm, 1.0))
         if self.algorithm in ("EAGLE", "EAGLE3", "STANDALONE", "FROZEN_KV_MTP"):
-            base *= self.num_steps * (1.0 + 0.1 * (self.topk - 1))
+            base *= (self.num_steps if steps is None else steps) * (1.0 + 0.1 * (self.topk - 1))
         if self.algorithm == "DDTREE":
             base += float(self.speed["tree_build_ms_per_node"]) * self.budget
         return base * (1.0 + 0.02 * (batch_size - 1))
 
-    def step_seconds(self, batch_size: int, context_tokens: int, rng: random.Random | None = None) -> float:
-        """Time of one decode (verify) step for ``batch_size`` requests holding ``context_tokens`` in all."""
+    def step_seconds(self, batch_size: int, context_tokens: int, rng: random.Random | None = None,
+                     steps: int | None = None) -> float:
+        """Time of one decode (verify) step for ``batch_size`` requests holding ``context_tokens`` in all;
+        ``steps`` (adaptive) verifies ``steps + 1`` tokens per request instead of the configured width."""
+        width = self.verify_width if steps is None else steps + 1
         if self.deterministic:
-            return self.deterministic.step_at(batch_size)
+            return self.deterministic.step_at(batch_size, width)
         s = self.speed
-        draft = self.draft_ms(batch_size)
+        draft = self.draft_ms(batch_size, steps)
         cpu_draft = draft if self.algorithm == "NGRAM" else 0.0
-        parallel = (float(s["weights_ms"]) + float(s["compute_ms_per_token"]) * batch_size * self.verify_width
-                    + float(s["verify_ms_per_token"]) * (self.verify_width - 1)
+        parallel = (float(s["weights_ms"]) + float(s["compute_ms_per_token"]) * batch_size * width
+                    + float(s["verify_ms_per_token"]) * (width - 1)
                     + float(s["kv_ms_per_1k_ctx"]) * context_tokens / 1000.0 + (draft - cpu_draft))
         ms = float(s["overhead_ms"]) + cpu_draft + parallel / self.tp_factor
         if rng is not None and float(s["jitter"]) > 0:
@@ -156,19 +167,31 @@ class SpeedModel:
             alpha = 1.0 - (1.0 - alpha) / (1.0 + float(a["tree_gain"]) * math.log(self.tree_nodes))
         return min(max(alpha, 0.0), 0.999)
 
-    def draw_accepted(self, rng: random.Random, alpha: float) -> int:
-        """Accepted drafts in one verify step (0..depth), excluding the bonus token."""
+    @property
+    def warm_alpha(self) -> float:
+        """NGRAM: the acceptance of a draft the corpus holds (``acceptance.ngram_warm_alpha``)."""
+        return float(self.acceptance["ngram_warm_alpha"])
+
+    def draw_accepted(self, rng: random.Random, alpha: float, depth: int | None = None, warm: int = 0) -> int:
+        """Accepted drafts in one verify step (0..depth), excluding the bonus token; the first ``warm`` draft
+        positions are known to NGRAM's corpus and accepted with :attr:`warm_alpha`."""
+        depth = self.depth if depth is None else depth
         accepted = 0
-        while accepted < self.depth and rng.random() < alpha:
+        while accepted < depth and rng.random() < (self.warm_alpha if accepted < warm else alpha):
             accepted += 1
         return accepted
 
-    def expected_accept_length(self, kind: str, temperature: float = 0.0) -> float:
-        """Mean tokens per verify step (bonus included) for ``kind``: what ``accept len`` converges to."""
+    def expected_accept_length(self, kind: str, temperature: float = 0.0, *, warm: bool = False,
+                               steps: int | None = None) -> float:
+        """Mean tokens per verify step (bonus included) for ``kind``: what ``accept len`` converges to.
+        ``warm``: NGRAM on a repeat whose output the corpus holds (not flushed since); ``steps``: an adaptive
+        tier's steps (0: one token per step)."""
+        depth = self.depth if steps is None else steps
         if self.deterministic:
-            return self.deterministic.accept_length
-        alpha = self.alpha(kind, temperature)
-        return 1.0 + sum(alpha**i for i in range(1, self.depth + 1))
+            length = self.deterministic.warm_accept_length if warm else self.deterministic.accept_length
+            return min(length, float(depth + 1))
+        alpha = self.warm_alpha if warm and self.algorithm == "NGRAM" else self.alpha(kind, temperature)
+        return 1.0 + sum(alpha**i for i in range(1, depth + 1))
 
 
 def ground_truth_crossover(ar_tok_s: float, spec_tok_s: float, accept_length: float, verify_width: int,
