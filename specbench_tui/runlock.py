@@ -24,7 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-LOCK_NAME = ".owner.lock"
+from specbench_tui.store import EVENTS, OWNER_LOCK, StoreError, check_regular, read_regular
+
+LOCK_NAME = OWNER_LOCK
+NOTE_LIMIT = 64 << 10
+"""A lock note larger than this is not one specbench wrote."""
 
 
 class RunDirBusy(Exception):
@@ -42,13 +46,16 @@ def describe_owner(path: Path, owner: dict[str, Any]) -> str:
     host = owner.get("host") or "?"
     user = owner.get("user") or "?"
     started = owner.get("started")
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if isinstance(started, (int, float)) else "?"
+    when = "?"
+    if isinstance(started, (int, float)) and not isinstance(started, bool):
+        with contextlib.suppress(OverflowError, OSError, ValueError):
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started))
     command = " ".join(str(a) for a in owner.get("argv") or ()) or "specbench"
     here = host == socket.gethostname()
     where = "" if here else f" on {host}"
     return (f"{path} is already being run by another specbench: pid {pid} on {host}, user {user}, "
             f"started {when} ({command}). Only one specbench may own a run directory. "
-            f"Watch it with: tail -f {path / 'events.jsonl'}   "
+            f"Watch it with: tail -f {path / EVENTS}   "
             f"Stop it with: kill -INT {pid}{where} (it stops cleanly), then resume it here")
 
 
@@ -72,19 +79,33 @@ class RunLock:
 
 
 def read_owner(run_dir: Path) -> dict[str, Any]:
-    """What the lock file says about its holder (empty when unreadable)."""
+    """What the lock file says about its holder (empty when unreadable, too large or not a regular file: a FIFO
+    is refused unopened, never waited on)."""
     try:
-        data = json.loads((run_dir / LOCK_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_regular(run_dir / LOCK_NAME, NOTE_LIMIT).decode("utf-8", errors="replace"))
+    except (OSError, StoreError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 
 
 def acquire(run_dir: Path) -> RunLock:
     """Take the run directory's lock, or raise :class:`RunDirBusy` naming the owner (nothing is written then).
-    OSError when the lock file cannot be opened at all."""
+    OSError when the lock file cannot be opened at all, :class:`StoreError` when it is not a regular file (a
+    FIFO, a device, a symbolic link: never followed, never waited on)."""
     path = run_dir / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise StoreError(f"{path} is a symbolic link, not a regular file: this run directory has been "
+                             "tampered with") from None
+        raise StoreError(f"cannot open {path}: {exc.strerror or exc}") from None
+    try:
+        check_regular(fd, path)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -6,7 +6,9 @@ Layout::
       sweep.toml  plan.json  env.json  events.jsonl  results.jsonl  logs/<config>.log
 
 Appends are whole lines written with one ``write`` and flushed (results are also fsynced); a line torn by a
-crash is skipped with a warning on reading, and the next append starts on a fresh line.
+crash is skipped with a warning on reading, and the next append starts on a fresh line. A measurement is written
+once, to ``results.jsonl``; ``events.jsonl`` holds everything else that happened (run directories written before
+this rule also hold copies of the measurements there, which every reader passes over).
 
 Nothing read back is trusted: a file of the wrong kind (a directory, a FIFO, a link to ``/dev/zero``) is a
 :class:`StoreError` saying so, never a hang or a ``MemoryError``; a line too long, not JSON, or a record whose
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from specbench_tui.core.events import Event, NodeFingerprinted, event_from_json
+from specbench_tui.core.events import Event, MeasurementRecorded, NodeFingerprinted, event_from_json
 from specbench_tui.core.records import Measurement, MeasurementKey
 
 
@@ -47,7 +49,18 @@ MAX_RECORD_BYTES = 16 << 20
 """A line of ``events.jsonl`` or ``results.jsonl`` longer than this is skipped unread."""
 MAX_JSON_BYTES = 256 << 20
 """``plan.json``, ``env.json``, ``run.json`` larger than this are not read."""
+EVENTS = "events.jsonl"
+RESULTS = "results.jsonl"
+RUN_JSON = "run.json"
+PLAN_JSON = "plan.json"
+SWEEP_TOML = "sweep.toml"
 ENV_JSON = "env.json"
+OWNER_LOCK = ".owner.lock"
+SUMMARY = "summary.txt"
+ENGINE_LOG = "engine.log"
+ENGINE_SOCKET = "engine.sock"
+"""The run directory's files: only the run-directory package (this module, :mod:`specbench_tui.runlock`,
+:mod:`specbench_tui.rundir`) names them."""
 EXAMPLES = 3
 """Skipped lines quoted per file; the rest are counted."""
 
@@ -249,8 +262,8 @@ class RunDir:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.events = JsonlFile(path / "events.jsonl")
-        self.results = JsonlFile(path / "results.jsonl", fsync=True)
+        self.events = JsonlFile(path / EVENTS)
+        self.results = JsonlFile(path / RESULTS, fsync=True)
         self.logs = path / "logs"
         self.created = False
         """True when this process made the directory (it may then remove it, see :meth:`discard`)."""
@@ -280,8 +293,8 @@ class RunDir:
             run = cls(path)
             run.created = True
             run._made_runs_dir = made_runs_dir
-            _write_atomic(path / "sweep.toml", sweep_text)
-            _write_atomic(path / "plan.json", json.dumps(plan_json, indent=2) + "\n")
+            _write_atomic(path / SWEEP_TOML, sweep_text)
+            _write_atomic(path / PLAN_JSON, json.dumps(plan_json, indent=2) + "\n")
         except OSError as exc:
             raise StoreError(f"cannot create a run directory under {runs_dir}: {exc.strerror or exc}") from exc
         return run
@@ -289,9 +302,9 @@ class RunDir:
     @classmethod
     def open(cls, path: Path) -> RunDir:
         """An existing run directory, for resume or reports; its record files must be regular files."""
-        if not (path / "sweep.toml").is_file():
-            raise StoreError(f"{path} is not a run directory (no sweep.toml)")
-        for name in ("events.jsonl", "results.jsonl", "plan.json", "run.json"):
+        if not (path / SWEEP_TOML).is_file():
+            raise StoreError(f"{path} is not a run directory (no {SWEEP_TOML})")
+        for name in (EVENTS, RESULTS, PLAN_JSON, RUN_JSON, SWEEP_TOML):
             try:
                 os.close(open_regular(path / name))
             except FileNotFoundError:
@@ -343,8 +356,42 @@ class RunDir:
             return None
         return data if isinstance(data, dict) else None
 
+    def read_meta(self) -> dict[str, Any]:
+        """``run.json`` (how the run was started, how its engine ended); ``{}`` when missing or unreadable."""
+        try:
+            return self.read_json(RUN_JSON) or {}
+        except StoreError:
+            return {}
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        self.write_json(RUN_JSON, meta)
+
+    def update_meta(self, **fields: Any) -> None:
+        """``run.json`` with ``fields`` added (the rest kept)."""
+        self.write_meta({**self.read_meta(), **fields})
+
+    def read_plan_json(self) -> dict[str, Any] | None:
+        """``plan.json`` as written at the start (None when missing or unreadable)."""
+        return self.read_json(PLAN_JSON)
+
+    @property
+    def sweep_file(self) -> Path:
+        """The copy of the sweep the run directory keeps (``--resume`` runs it)."""
+        return self.path / SWEEP_TOML
+
+    def write_env(self, doc: dict[str, Any]) -> None:
+        """The environment fingerprint (cluster nodes' fingerprints recorded so far are kept in it)."""
+        self.write_json(ENV_JSON, doc)
+
+    def has_env(self) -> bool:
+        """Whether ``env.json`` has been written (a resumed run keeps the first one)."""
+        return os.path.lexists(self.path / ENV_JSON)
+
     def append_event(self, event: Event) -> None:
-        if event.persist and not self.discarded:
+        """Persist an event (those that say so). A measurement is written once, to ``results.jsonl`` (its truth,
+        fsynced, what resume and every reader fold): its :class:`MeasurementRecorded` event is streamed to live
+        readers but not copied into ``events.jsonl``; older run directories that hold copies read the same."""
+        if event.persist and not self.discarded and not isinstance(event, MeasurementRecorded):
             self.events.append(event.to_json())
             if isinstance(event, NodeFingerprinted):
                 self.record_node(event.node, event.fingerprint)
@@ -367,7 +414,7 @@ class RunDir:
             try:
                 out.append(event_from_json(data))
             except ValueError as exc:
-                _skip(report, "events.jsonl", f"events.jsonl: {exc}")
+                _skip(report, EVENTS, f"{EVENTS}: {exc}")
         return out
 
     def read_measurements(self, report: ReadReport | None = None) -> list[Measurement]:
@@ -378,7 +425,7 @@ class RunDir:
             try:
                 measurement = Measurement.from_json(data)
             except (TypeError, ValueError) as exc:
-                _skip(report, "results.jsonl", f"results.jsonl: malformed record skipped ({exc})")
+                _skip(report, RESULTS, f"{RESULTS}: malformed record skipped ({exc})")
                 continue
             latest.pop(measurement.key, None)
             latest[measurement.key] = measurement

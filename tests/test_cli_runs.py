@@ -79,7 +79,7 @@ def test_resume_latest_takes_the_newest(runs: Path, capsys: pytest.CaptureFixtur
 
 def test_resume_latest_without_runs_says_so(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["run", "--resume", "latest", "--runs-dir", str(tmp_path), "--headless"]) == 2
-    assert "no run directory in" in capsys.readouterr().err
+    assert "there is no run directory under" in capsys.readouterr().err
 
 
 def test_progress_counts_skipped_configurations_apart_as_the_header_does() -> None:

@@ -159,7 +159,7 @@ async def test_an_ssh_drop_leaves_the_sweep_running_and_a_new_client_takes_over(
         lines = [first_line.rstrip("\n"), *rest.splitlines()]
         assert follower.returncode == 0
         # Every line carries the progress and an ETA; the past came from the run directory, the end from the stream.
-        assert all(re.match(r"^\[\d\d:\d\d:\d\d \d+/3 cfg [\d,]+ meas ETA (\?|\d+h\d\dm|\d+m\d\ds)\] ", line)
+        assert all(re.match(r"^\[\d\d:\d\d:\d\d \d+/[23] ran(, 1 skipped)?, [\d,]+ meas, ETA (learning|~?[\d:]+( ?\(?[\d:–]+\)?)?)\] ", line)
                    for line in lines), lines
         text = "\n".join(lines)
         assert "skipped" in text and "stopped the sweep" in text and "sweep aborted" in lines[-1], text

@@ -168,7 +168,11 @@ def _wait_for(path: Path, what: str, count: int, timeout_s: float = 120.0) -> li
     found: list[dict] = []
     while time.monotonic() < deadline:
         for events in path.glob("*/events.jsonl"):
-            found = [e for e in map(json.loads, events.read_text().splitlines()) if e.get("type") == what]
+            if what == "MeasurementRecorded":  # a measurement is written once, to results.jsonl
+                results = events.with_name("results.jsonl")
+                found = [json.loads(x) for x in results.read_text().splitlines()] if results.exists() else []
+            else:
+                found = [e for e in map(json.loads, events.read_text().splitlines()) if e.get("type") == what]
             if len(found) >= count:
                 return found
         time.sleep(0.2)

@@ -2,24 +2,35 @@
 
 The past comes from the run directory; with ``--follow`` and a live engine the lines go on from its stream
 (attached read-only, exactly where the file ended) until the sweep ends. Each line reads
-``[HH:MM:SS 12/200 cfg 1,234 meas ETA 1h02m] text``: configurations finished of the plan's, measurements on
-record, and the time left at the pace of the configurations finished so far in this run.
+``[HH:MM:SS 12/200 ran, 3 skipped, 1,234 meas, ETA ~1:02:00] text``: configurations ran of those to run (the
+skipped and excluded ones apart), measurements on record (one per key), and the time left, counted and
+estimated as the TUI's header does (the ledger's progress, :mod:`specbench_tui.core.eta`).
 """
 
 from __future__ import annotations
 
+import heapq
 import queue
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TextIO
 
-from specbench_tui.core.events import ConfigFinished, Event, MeasurementRecorded, SweepFinished, SweepStarted
+from specbench_tui.core.errors import SweepError
+from specbench_tui.core.eta import describe, estimate
+from specbench_tui.core.events import Event, MeasurementRecorded, SweepFinished
 from specbench_tui.core.plan import Plan
+from specbench_tui.core.records import Measurement
+from specbench_tui.core.state import RunState
 from specbench_tui.application.headless import Printer
+from specbench_tui.rundir import load_plan
+from specbench_tui.store import StoreError
 
 
 def eta_text(seconds: float | None) -> str:
+    """Seconds as ``ETA 1h02m`` / ``ETA 5m49s`` (kept for callers of the old name; the lines use
+    :func:`~specbench_tui.core.eta.describe`)."""
     if seconds is None:
         return "ETA ?"
     seconds = max(0, int(seconds))
@@ -28,52 +39,50 @@ def eta_text(seconds: float | None) -> str:
 
 
 class ProgressPrinter(Printer):
-    """The headless printer, its lines stamped with the event's time, progress and ETA."""
+    """The headless printer, its lines stamped with the event's time, progress and ETA: the ledger's
+    :class:`~specbench_tui.core.ledger.Progress` and :func:`~specbench_tui.core.eta.estimate`, as the TUI's
+    header counts and estimates them."""
 
     def __init__(self, plan: Plan, out: TextIO = sys.stdout) -> None:
         super().__init__(plan, out)
-        self.total = sum(1 for c in plan.configs if not c.skip_reason)
-        self.finished: set[str] = set()
-        self.measurements = 0
-        self.started_at: float | None = None
-        self.finished_this_run = 0
+        self.view = RunState.from_plan(plan)
+        """Each configuration's times (what the estimate reads)."""
         self._ts = time.time()
 
     def __call__(self, event: Event) -> None:
         self._ts = event.ts
-        if isinstance(event, SweepStarted):
-            self.started_at = event.ts
-            self.finished_this_run = 0
-        elif isinstance(event, ConfigFinished):
-            if event.config_id not in self.finished and event.state.final:
-                self.finished_this_run += 1
-            self.finished.add(event.config_id)
-        elif isinstance(event, MeasurementRecorded):
-            self.measurements += 1
+        self.view.apply(event)
         super().__call__(event)
 
-    def eta(self) -> float | None:
-        left = max(0, self.total - len(self.finished))
-        if left == 0:
-            return 0.0
-        if self.started_at is None or self.finished_this_run == 0:
-            return None
-        return (self._ts - self.started_at) / self.finished_this_run * left
+    def eta(self) -> str:
+        progress = self.ledger.progress()
+        return describe(estimate(self.view.configs.values(), self._ts), left=progress.left)
 
     def _say(self, text: str) -> None:
         stamp = time.strftime("%H:%M:%S", time.localtime(self._ts))
-        self.write(f"[{stamp} {len(self.finished)}/{self.total} cfg {self.measurements:,} meas "
-                   f"{eta_text(self.eta())}] {text}")
+        progress = self.ledger.progress()
+        self.write(f"[{stamp} {progress.text}, ETA {self.eta()}] {text}")
+
+
+def _when(measurement: Measurement) -> float:
+    started = measurement.started_at or 0.0
+    return started + (measurement.e2e_s or 0.0)
+
+
+def in_order(events: Iterable[Event], measurements: Iterable[Measurement]) -> Iterator[Event]:
+    """The run's events with its measurements (the results file, their only record) put back among them by time."""
+    recorded = sorted((MeasurementRecorded(config_id=m.config_id, record=m.to_json(), ts=_when(m))
+                       for m in measurements), key=lambda e: e.ts)
+    return heapq.merge(events, recorded, key=lambda e: e.ts)
 
 
 def follow(run_dir: Path, *, live: bool, out: TextIO = sys.stdout) -> int:
     """Print the run's events (and, ``live``, the engine's until the sweep ends); the exit code."""
-    from specbench_tui.core.events import event_from_json
-    from specbench_tui.engine.attached import AttachedEngine, AttachError, client_name, load_plan, read_prefix
+    from specbench_tui.engine.attached import AttachedEngine, AttachError, client_name, history_of
 
     try:
         plan = load_plan(run_dir)
-    except Exception as exc:  # noqa: BLE001 - an unreadable run directory is said, not raised
+    except (OSError, StoreError, SweepError) as exc:  # an unreadable run directory is said, not raised
         print(f"specbench logs: cannot read {run_dir}: {exc}", file=sys.stderr)
         return 2
     printer = ProgressPrinter(plan, out)
@@ -83,16 +92,13 @@ def follow(run_dir: Path, *, live: bool, out: TextIO = sys.stdout) -> int:
             engine = AttachedEngine(run_dir, role="view", name=client_name("specbench logs"))
         except AttachError as exc:
             printer.write(f"(no live engine: {exc}; printing what the run directory holds)")
-    limit = engine.events_bytes if engine is not None else None
     try:
-        for data in read_prefix(run_dir / "events.jsonl", limit):  # in the order the engine published them
-            try:
-                printer(event_from_json(data))
-            except (ValueError, TypeError):
-                continue
-    except OSError as exc:
+        measurements, events = (engine.history() if engine is not None else history_of(run_dir, None, None))
+    except (OSError, StoreError) as exc:
         print(f"specbench logs: cannot read {run_dir}: {exc}", file=sys.stderr)
         return 2
+    for event in in_order(events, measurements):  # in the order the engine published them
+        printer(event)
     if engine is None:
         return 0
     inbox: queue.SimpleQueue[Event] = queue.SimpleQueue()

@@ -1,31 +1,25 @@
 """How a run's engine stands, from the run directory alone: live, ended (with its exit code), or crashed.
 
 ``attach``, ``stop`` and ``ps`` use it when no engine answers on the socket, and the attached TUI prints the
-ending a detached engine left (``summary.txt`` and the ending line and exit code in ``run.json``).
+ending a detached engine left (its summary, and the ending line and exit code in the run's metadata), all read
+through the run-directory package.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
-from typing import Any
+
+from specbench_tui.rundir import ENGINE_LOG, ENGINE_SOCKET, SUMMARY, engine_owns, has_file, read_text
+from specbench_tui.rundir import read_meta as _meta
+from specbench_tui.runlock import read_owner
+from specbench_tui.store import StoreError
 
 EXIT_FAILED = 1
 
 
-def _meta(run_dir: Path) -> dict[str, Any]:
-    try:
-        data = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def run_condition(run_dir: Path) -> str:
     """``live``, ``ended`` (the engine recorded its exit code) or ``crashed`` (gone without ending)."""
-    from specbench_tui.report.load import engine_owns
-
     if engine_owns(run_dir):
         return "live"
     return "ended" if "exit_code" in _meta(run_dir) else "crashed"
@@ -35,6 +29,8 @@ def report_unattachable(run_dir: Path, why: str) -> int:
     """No engine answers in ``run_dir``: say whether its sweep ended or crashed, and what to do."""
     condition = run_condition(run_dir)
     if condition == "ended":
+        print(f"specbench: nothing is live in {run_dir}: its sweep has ended. Its summary follows; the full "
+              f"tables: specbench report {run_dir}", file=sys.stderr)
         return print_ending(run_dir)
     if condition == "crashed":
         pid = _meta(run_dir).get("engine_pid")
@@ -42,9 +38,7 @@ def report_unattachable(run_dir: Path, why: str) -> int:
               f"killed). Its measurements are on disk; continue with: specbench run --resume {run_dir}",
               file=sys.stderr)
         return EXIT_FAILED
-    if not (run_dir / "engine.sock").exists():  # owned, but by a foreground run: nothing to attach to
-        from specbench_tui.runlock import read_owner
-
+    if not has_file(run_dir, ENGINE_SOCKET):  # owned, but by a foreground run: nothing to attach to
         pid = read_owner(run_dir).get("pid", "?")
         print(f"specbench: {run_dir} is run in the foreground by pid {pid} (started with --foreground or "
               "--headless), which has no control socket: watch it with `specbench logs RUN --follow`; only a "
@@ -58,8 +52,8 @@ def print_ending(run_dir: Path) -> int:
     """What an ended engine left: the summary, the ending line, the run directory; its exit code."""
     meta = _meta(run_dir)
     try:
-        summary = (run_dir / "summary.txt").read_text(encoding="utf-8")
-    except OSError:
+        summary = read_text(run_dir, SUMMARY)
+    except (OSError, StoreError):
         summary = ""
     try:
         if summary:
@@ -77,8 +71,8 @@ def print_ending(run_dir: Path) -> int:
 
 def _print_preflight(run_dir: Path) -> None:
     try:
-        lines = (run_dir / "engine.log").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        lines = read_text(run_dir, ENGINE_LOG).splitlines()
+    except (OSError, StoreError):
         return
     for line in lines:
         if "pre-flight" in line:

@@ -13,10 +13,10 @@ from specbench_tui.core.engines import simulator
 from specbench_tui.application.plans import load_plan_or_report
 from specbench_tui.core.cluster import ClusterSpec, with_address
 from specbench_tui.core.errors import SweepError
-from specbench_tui.core.plan import Plan, build_plan
-from specbench_tui.core.sweep.loader import parse_sweep
+from specbench_tui.core.plan import Plan
 from specbench_tui.engine.ending import EXIT_INVALID
 from specbench_tui.engine.gpus import GpuBackend, NullBackend, open_backend
+from specbench_tui.rundir import load_plan
 from specbench_tui.runlock import RunDirBusy, acquire
 from specbench_tui.store import RunDir, StoreError
 
@@ -71,10 +71,7 @@ def _prepare_run(args: RunRequest) -> tuple[Plan, RunDir] | int:
         try:
             run_dir = RunDir.open(args.resume)
             take_ownership(run_dir)
-            meta = run_dir.read_json("run.json") or {}
-            text = (run_dir.path / "sweep.toml").read_text(encoding="utf-8")
-            origin = Path(meta.get("sweep_path") or run_dir.path / "sweep.toml")
-            plan = build_plan(parse_sweep(text, origin, str(run_dir.path / "sweep.toml")))
+            plan = load_plan(run_dir.path)
         except RunDirBusy as exc:
             print(f"specbench: cannot resume: {exc}", file=sys.stderr)
             return EXIT_INVALID
@@ -97,8 +94,7 @@ def _prepare_run(args: RunRequest) -> tuple[Plan, RunDir] | int:
     try:
         run_dir = RunDir.create(runs_dir, plan.sweep.name, plan.sweep.text, plan.to_json())
         take_ownership(run_dir)
-        run_dir.write_json("run.json", {"sweep_path": str(plan.sweep.path.resolve()), "started": time.time(),
-                                        "argv": sys.argv})
+        run_dir.write_meta({"sweep_path": str(plan.sweep.path.resolve()), "started": time.time(), "argv": sys.argv})
     except (StoreError, RunDirBusy) as exc:
         print(f"specbench: {exc}", file=sys.stderr)
         return EXIT_INVALID

@@ -76,3 +76,26 @@ def estimate(configs: Iterable[TimedConfig], now: float, slots: int | None = Non
 
     return Eta(low=left(low_each), high=left(high_each), likely=left(middle), settled=settled,
                samples=len(durations))
+
+
+def clock(seconds: float) -> str:
+    """``1:02:03`` / ``2:03``."""
+    whole = max(0, round(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def describe(eta: Eta | None, *, left: int | None = None) -> str:
+    """The estimate in words, the same in every view: ``learning`` (nothing finished yet), ``~5:49`` with its
+    range when that is a minute or more (``~5:49 (5:10–6:40)``), a range while unsettled (``4:10–6:40``), one
+    figure when the range is a point (never ``5:49–5:49``). ``left``: configurations still to run (0: ``0:00``)."""
+    if left == 0:
+        return clock(0)
+    if eta is None:
+        return "learning"
+    low, high = clock(eta.low), clock(eta.high)
+    if eta.settled:
+        spread = f" ({low}–{high})" if eta.high - eta.low >= 60 and low != high else ""
+        return f"~{clock(eta.likely)}{spread}"
+    return low if low == high else f"{low}–{high}"

@@ -1,6 +1,6 @@
 """The results ledger: one fold of a run's events and measurements that every view reads.
 
-A :class:`Ledger` is built from what a run directory holds (``plan.json``, ``events.jsonl``, ``results.jsonl``)
+A :class:`Ledger` is built from what a run directory holds (the plan, the events, the results)
 and kept current by the live event stream; ``specbench report``, ``compare``, the headless printer, the end
 summary and the TUI all read one, and all take their figures from :func:`~specbench_tui.core.analysis.analyse`
 over it. A resume, or a client that attaches late, replays the same fold, so it sees the same truth.
@@ -12,7 +12,13 @@ What it keeps:
 - the events the analysis reads (states, launches, crashes, workloads started / finished / not run, notices,
   sweep starts and ends), in order; log lines and GPU samples are not kept;
 - counts of ok / zero-output / error measurements, overall and per configuration, updated as measurements
-  replace each other (cheap enough to read on every frame).
+  replace each other (cheap enough to read on every frame);
+- where each configuration stands (its last state event) and so the run's :class:`Progress`: configurations
+  ran of those to run, skipped ones apart, measurements on record. ``logs``, ``ps``, ``runs``, the TUI's header
+  and ``report`` all count with :func:`progress` (``tests/test_counts_agree.py`` holds them to it).
+
+"The last record per key wins" is written here once (:meth:`Ledger.add`); readers of the run directory fold
+into a ledger rather than keep a dictionary of their own.
 
 It is pure: no I/O, no threads, no Textual. :meth:`Ledger.snapshot` hands an immutable copy to another thread,
 where :meth:`LedgerSnapshot.analyse` runs the analysis (the TUI does so off its UI thread).
@@ -28,6 +34,7 @@ from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.analysis import analyse
 from specbench_tui.core.events import (
     ConfigFinished,
+    ConfigState,
     ConfigStateChanged,
     CrashDetected,
     Event,
@@ -72,6 +79,49 @@ class Counts:
 
 
 @dataclass(frozen=True)
+class Progress:
+    """How far a run is: the one count every view shows (``2/11 ran, 3 skipped · 40 meas``)."""
+
+    total: int
+    """Configurations in the plan (every one, the excluded and skipped included)."""
+    ran: int
+    """Configurations that ran to an end: done, crashed or failed."""
+    skipped: int
+    """Configurations skipped, by the plan (excluded) or by a user: out of the count to run."""
+    measurements: int
+    """Measurements on record, one per key (a retried request counts once)."""
+
+    @property
+    def to_run(self) -> int:
+        return max(0, self.total - self.skipped)
+
+    @property
+    def left(self) -> int:
+        """Configurations still to run to an end."""
+        return max(0, self.to_run - self.ran)
+
+    @property
+    def configs_text(self) -> str:
+        """``2/11 ran, 3 skipped``: what ran of what is to run (skipped ones apart, never as done)."""
+        to_run = f"{self.to_run}" if self.total else "?"
+        return f"{self.ran}/{to_run} ran" + (f", {self.skipped} skipped" if self.skipped else "")
+
+    @property
+    def text(self) -> str:
+        """``2/11 ran, 3 skipped, 40 meas``."""
+        return f"{self.configs_text}, {self.measurements:,} meas"
+
+
+def progress(states: Mapping[str, ConfigState], total: int, measurements: int) -> Progress:
+    """The run's :class:`Progress` from where each configuration stands (``total``: the plan's configurations;
+    0 when unknown, then the configurations seen)."""
+    skipped = sum(1 for state in states.values() if state is ConfigState.SKIPPED)
+    ran = sum(1 for state in states.values() if state.final and state is not ConfigState.SKIPPED)
+    return Progress(total=max(total, len(states)) if total else len(states), ran=ran, skipped=skipped,
+                    measurements=measurements)
+
+
+@dataclass(frozen=True)
 class LedgerSnapshot:
     """An immutable copy of a ledger at one version, safe to analyse on another thread."""
 
@@ -99,6 +149,8 @@ class Ledger:
     engine_alive: bool = True
     """Whether an engine owns the run (a live view, or a run directory whose lock is held); without one, a
     configuration left running is read as interrupted."""
+    states: dict[str, ConfigState] = field(default_factory=dict)
+    """Config id -> its last state event."""
     _analysis: tuple[int, RunAnalysis] | None = field(default=None, repr=False)
 
     @classmethod
@@ -106,7 +158,7 @@ class Ledger:
                  events: Iterable[Event], *, engine_alive: bool = True) -> Ledger:
         """The fold of a run directory's contents (measurements in file order: the last per key wins).
 
-        Measurements come from ``results.jsonl`` only (the store's truth, checked when read); the copies the
+        Measurements come from the results file only (the store's truth, checked when read); the copies the
         events carry are not taken from a file."""
         ledger = cls(plan_json=dict(plan_json or {}), engine_alive=engine_alive)
         for event in events:
@@ -123,6 +175,8 @@ class Ledger:
             return self.add(measurement) if measurement is not None else None
         if isinstance(event, KEPT_EVENTS):
             self.events.append(event)
+            if isinstance(event, (ConfigStateChanged, ConfigFinished)):
+                self.states[event.config_id] = event.state
             self.version += 1
         return None
 
@@ -138,6 +192,14 @@ class Ledger:
         per_config.add(measurement)
         self.version += 1
         return old
+
+    def progress(self) -> Progress:
+        """Configurations ran / to run / skipped and measurements, as every view counts them."""
+        listed = self.plan_json.get("configs")
+        configs = [c for c in listed if isinstance(c, Mapping)] if isinstance(listed, list) else []
+        states = {str(c.get("id")): ConfigState.SKIPPED for c in configs if c.get("skip_reason")}
+        states.update(self.states)  # the plan's exclusions stand until the engine says so itself
+        return progress(states, len(configs), len(self.measurements))
 
     def config_counts(self, config_id: str) -> Counts:
         return self.by_config.get(config_id) or Counts()

@@ -2,7 +2,7 @@
 
 :class:`AttachedEngine` is what the TUI, ``specbench logs --follow`` and ``specbench stop`` hold instead of an
 engine of their own. It connects to the run directory's control socket
-(:mod:`specbench_tui.engine.control_socket`), reads exactly the bytes of ``events.jsonl`` and ``results.jsonl``
+(:mod:`specbench_tui.engine.control_socket`), reads exactly the bytes of the run's event and result records
 the engine had written when the client joined (:meth:`history`, the ledger's fold), then hands every streamed
 event to its subscribers from a reader thread. Control requests are sent at once and acknowledged by the
 engine; a refusal comes back as a warning notice. It has the TUI's ``EngineAdapter`` surface, so the app
@@ -12,6 +12,7 @@ neither knows nor cares whether the engine runs in its own process.
 from __future__ import annotations
 
 import contextlib
+from concurrent.futures import Future
 import getpass
 import json
 import os
@@ -24,9 +25,10 @@ from typing import Any
 
 from specbench_tui.core.events import Event, Notice, QueuePaused, QueueResumed, SweepFinished, \
     event_from_json
-from specbench_tui.core.plan import Plan, build_plan
-from specbench_tui.core.records import Measurement, MeasurementKey
-from specbench_tui.core.sweep.loader import parse_sweep
+from specbench_tui.core.ledger import Ledger
+from specbench_tui.core.records import Measurement
+from specbench_tui.rundir import EVENTS, RESULTS, load_plan, read_prefix
+from specbench_tui.engine.control import Answer, Outcome
 from specbench_tui.engine.control_socket import PROTOCOL, encode, hello, short_path, socket_path, version_mismatch
 
 CONNECT_TIMEOUT_S = 10.0
@@ -51,35 +53,24 @@ def client_name(kind: str = "terminal") -> str:
     return f"{user} on {where} (pid {os.getpid()})"
 
 
-def load_plan(run_dir: Path) -> Plan:
-    """The plan of a run directory, from the sweep it stores (as ``--resume`` rebuilds it)."""
-    meta = {}
-    with contextlib.suppress(OSError, ValueError):
-        meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-    text = (run_dir / "sweep.toml").read_text(encoding="utf-8")
-    origin = Path(meta.get("sweep_path") or run_dir / "sweep.toml")
-    return build_plan(parse_sweep(text, origin, str(run_dir / "sweep.toml")))
-
-
-def read_prefix(path: Path, size: int | None, skip: bytes | None = None) -> list[dict[str, Any]]:
-    """The JSON objects in the first ``size`` bytes (None: all) of a JSON-lines file (a torn line is skipped);
-    lines that start with ``skip`` are passed over unparsed."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read() if size is None else handle.read(size)
-    except FileNotFoundError:
-        return []
-    out = []
-    for raw in data.split(b"\n"):
-        if not raw.strip() or skip is not None and raw.startswith(skip):
+def history_of(run_dir: Path, events_bytes: int | None, results_bytes: int | None) \
+        -> tuple[list[Measurement], list[Event]]:
+    """What the run directory held up to those byte counts (None: all): measurements (the last per key) from
+    the results file, the measurements' truth, and the other events (their copies in the events file, most of
+    its bytes in older run directories, are passed over unparsed)."""
+    events: list[Event] = []
+    for data in read_prefix(run_dir, EVENTS, events_bytes, skip=MEASUREMENT_LINE):
+        if data.get("type") == "MeasurementRecorded":
             continue
+        with contextlib.suppress(ValueError, TypeError):
+            events.append(event_from_json(data))
+    ledger = Ledger()
+    for data in read_prefix(run_dir, RESULTS, results_bytes):
         try:
-            value = json.loads(raw)
-        except ValueError:
+            ledger.add(Measurement.from_json(data))
+        except (TypeError, ValueError):
             continue
-        if isinstance(value, dict):
-            out.append(value)
-    return out
+    return list(ledger.measurements.values()), events
 
 
 def connect(run_dir: Path, role: str, name: str, timeout: float = CONNECT_TIMEOUT_S) -> tuple[socket.socket, Any,
@@ -140,6 +131,8 @@ class AttachedEngine:
         self.run_dir = Path(run_dir).resolve()
         self.live = True
         """The engine that writes the run directory runs (the app keeps the running configurations' GPUs)."""
+        self._waiting: dict[int, tuple[Answer, str, str | None]] = {}
+        """Commands sent and not yet acknowledged: their futures, by id."""
         self.read_only = role != "control"
         """Whether control requests are refused (a browser view opened without ``--control``)."""
         self.plan = load_plan(self.run_dir)
@@ -148,7 +141,7 @@ class AttachedEngine:
         status = self.welcome.get("status") or {}
         self._paused = bool(status.get("paused"))
         self.events_bytes = int(self.welcome.get("events_bytes") or 0)
-        """Bytes of ``events.jsonl`` written before this client joined the stream (the rest comes streamed)."""
+        """Bytes of the events file written before this client joined the stream (the rest comes streamed)."""
         self._results_bytes = int(self.welcome.get("results_bytes") or 0)
         self._subscribers: list[Callable[[Event], None]] = []
         self._send_lock = threading.Lock()
@@ -166,22 +159,7 @@ class AttachedEngine:
 
     def history(self) -> tuple[list[Measurement], list[Event]]:
         """What the run directory held when this client joined the stream (no more, no less)."""
-        events: list[Event] = []
-        # results.jsonl is the measurements' truth: their copies in events.jsonl (most of its bytes) are not parsed
-        for data in read_prefix(self.run_dir / "events.jsonl", self.events_bytes, skip=MEASUREMENT_LINE):
-            if data.get("type") == "MeasurementRecorded":
-                continue
-            with contextlib.suppress(ValueError, TypeError):
-                events.append(event_from_json(data))
-        latest: dict[MeasurementKey, Measurement] = {}
-        for data in read_prefix(self.run_dir / "results.jsonl", self._results_bytes):
-            try:
-                measurement = Measurement.from_json(data)
-            except (TypeError, ValueError):
-                continue
-            latest.pop(measurement.key, None)
-            latest[measurement.key] = measurement
-        return list(latest.values()), events
+        return history_of(self.run_dir, self.events_bytes, self._results_bytes)
 
     # -- the live stream ---------------------------------------------------------------------------------------
 
@@ -223,6 +201,7 @@ class AttachedEngine:
                     self._publish(event)
                 elif "ack" in message:
                     self.acks.append(message)
+                    self._acknowledged(message)
                     if not message.get("ok"):
                         self._publish(Notice(level="warning", text=f"the engine refused {message.get('cmd')}: "
                                                                    f"{message.get('error')}"))
@@ -235,6 +214,7 @@ class AttachedEngine:
                                                          f"{self.run_dir}"))
                 self._publish(SweepFinished(state="failed", reason="the engine process is gone"))
             self.closed.set()
+            self._answer_all()
 
     # -- control ---------------------------------------------------------------------------------------------
 
@@ -252,20 +232,53 @@ class AttachedEngine:
                 pass
         return ident
 
-    def pause(self) -> None:
-        self._send("pause")
+    def _command(self, command: str, config_id: str | None = None, **extra: Any) -> Answer:
+        """Send ``command``; the future gets the engine's :class:`Outcome` from its acknowledgement (None when
+        the engine goes before it answers)."""
+        future: Answer = Future()
+        with self._send_lock:
+            self._ids += 1
+            ident = self._ids
+            self._waiting[ident] = (future, command, config_id)
+            message = {"cmd": command, "id": ident, **extra, **({"config_id": config_id} if config_id else {})}
+            try:
+                self._sock.sendall(encode(message))
+            except OSError:
+                self._waiting.pop(ident, None)
+                future.set_result(None)
+        if self.closed.is_set():
+            self._answer_all()
+        return future
 
-    def resume(self) -> None:
-        self._send("resume")
+    def _acknowledged(self, ack: dict[str, Any]) -> None:
+        with self._send_lock:
+            ident = ack.get("ack")
+            waiting = self._waiting.pop(ident, None) if isinstance(ident, int) else None
+        if waiting is not None:
+            future, command, config_id = waiting
+            future.set_result(Outcome.from_ack(command, ack, config_id))
 
-    def skip(self, config_id: str) -> None:
-        self._send("skip", config_id=config_id)
+    def _answer_all(self) -> None:
+        """The engine is gone: every command still waiting is answered with None."""
+        with self._send_lock:
+            waiting, self._waiting = self._waiting, {}
+        for future, _, _ in waiting.values():
+            future.set_result(None)
 
-    def retry(self, config_id: str) -> None:
-        self._send("retry", config_id=config_id)
+    def pause(self) -> Answer:
+        return self._command("pause")
 
-    def abort(self, now: bool = False) -> None:
-        self._send("abort", now=now)
+    def resume(self) -> Answer:
+        return self._command("resume")
+
+    def skip(self, config_id: str) -> Answer:
+        return self._command("skip", config_id)
+
+    def retry(self, config_id: str) -> Answer:
+        return self._command("retry", config_id)
+
+    def abort(self, now: bool = False) -> Answer:
+        return self._command("abort", now=now)
 
     def wait_ack(self, ident: int, timeout: float = 10.0) -> dict[str, Any] | None:
         deadline = time.monotonic() + timeout

@@ -129,13 +129,13 @@ class JobSink(Protocol):
     """Engine side, per job: where the executor's events and measurements go, and what is left to measure."""
 
     def publish(self, event: Event) -> None:
-        """An event for every reader (persisted in ``events.jsonl`` when the event says so)."""
+        """An event for every reader (persisted in the run directory when the event says so)."""
 
     def state(self, state: ConfigState, reason: str | None = None) -> None:
         """The configuration moved to ``launching`` or ``running`` (final states come from the outcome)."""
 
     def record(self, measurement: Measurement) -> None:
-        """Append one measurement to ``results.jsonl``; raises :class:`StopJob` when it cannot."""
+        """Append one measurement to the run's results; raises :class:`StopJob` when it cannot."""
 
     def server_log(self, lines: Sequence[str]) -> None:
         """Raw (already redacted) server output lines, appended to ``logs/<config>.log`` by the engine: for an

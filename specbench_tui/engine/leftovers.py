@@ -22,6 +22,9 @@ set by its keeper). Whether a living process belongs to a recorded server is dec
   life, running the same program, repeating a distinctive argument of it, or carrying one of SGLang's own
   process titles (``sglang::scheduler_TP0``: ``setproctitle`` replaces their command line).
 
+A server whose run directory a live specbench still runs (another sweep of this machine holds its lock) is
+not a leftover: it is that run's, and is named as such (run, pid, user), never with a command to end it.
+
 Run directories last written before the machine booted cannot hold a living server and are not read
 further. Processes are read with psutil (only this user's environments can be read, which is where our
 servers are).
@@ -29,6 +32,7 @@ servers are).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -40,6 +44,8 @@ from pathlib import Path
 import psutil
 
 from specbench_tui.keeper import TREE_VAR
+from specbench_tui.rundir import engine_owns, event_lines, records_mtime
+from specbench_tui.runlock import read_owner
 
 LAUNCH_SLACK_S = 60.0
 """How long before its ``ServerLaunching`` event a server may have started (the event follows the fork)."""
@@ -60,6 +66,26 @@ class _Proc:
     cmdline: tuple[str, ...]
     tree: str | None = None
     """``SPECBENCH_TREE`` from its environment (None when absent or unreadable)."""
+
+
+@dataclass(frozen=True)
+class RunOwner:
+    """A live specbench that runs a run directory (from its lock)."""
+
+    run: str
+    pid: int | str
+    user: str
+
+
+def live_owner(run_dir: Path) -> RunOwner | None:
+    """Who runs ``run_dir`` now, when another live specbench holds its lock (None: nobody, or this process)."""
+    if not engine_owns(run_dir):
+        return None
+    note = read_owner(run_dir)
+    pid = note.get("pid")
+    if pid == os.getpid():
+        return None
+    return RunOwner(run=run_dir.name, pid=pid if isinstance(pid, int) else "?", user=str(note.get("user") or "?"))
 
 
 @dataclass(frozen=True)
@@ -84,6 +110,8 @@ class Leftover:
     """The server's keeper, when it is still alive (``kill -TERM`` to it ends the whole tree)."""
     outside_group: tuple[int, ...] = ()
     """Living processes of the server outside its process group (escaped sessions), found by the tree identity."""
+    owner: RunOwner | None = None
+    """The live specbench whose run it is (not a leftover then: it is that run's server)."""
 
     @property
     def orphaned(self) -> bool:
@@ -178,14 +206,14 @@ class _Launch:
 
 
 def _run_dirs(roots: Iterable[Path | str]) -> Iterator[Path]:
-    """Each root is a run directory (has ``events.jsonl``) or a folder of them; missing ones are skipped."""
+    """Each root is a run directory (has an event record) or a folder of them; missing ones are skipped."""
     seen: set[Path] = set()
     for root in roots:
         root = Path(root)
-        candidates = [root] if (root / "events.jsonl").is_file() else []
+        candidates = [root] if records_mtime(root) is not None else []
         if not candidates:
             try:
-                candidates = sorted(p for p in root.iterdir() if (p / "events.jsonl").is_file())
+                candidates = sorted(p for p in root.iterdir() if records_mtime(p) is not None)
             except OSError:
                 continue
         for path in candidates:
@@ -202,34 +230,29 @@ def _launches(run_dir: Path) -> tuple[list[_Launch], float]:
     """The launches recorded in one run directory and the time of its last readable event."""
     launches: list[_Launch] = []
     last = 0.0
-    try:
-        handle = open(run_dir / "events.jsonl", "rb")  # noqa: SIM115 - closed below
-    except OSError:
-        return launches, last
-    with handle:
-        for raw in handle:
-            if b'"ts"' not in raw:
-                continue
-            try:
-                data = json.loads(raw)
-            except ValueError:
-                continue  # a line torn by a crash
-            if not isinstance(data, dict):
-                continue
-            ts = data.get("ts")
-            if isinstance(ts, (int, float)):
-                last = max(last, float(ts))
-            if data.get("type") != "ServerLaunching":
-                continue
-            pid, argv = data.get("pid"), data.get("argv")
-            if not isinstance(pid, int) or pid <= 1 or not isinstance(ts, (int, float)) or not isinstance(argv, list):
-                continue
-            keeper, tree = data.get("keeper_pid"), data.get("tree_id")
-            launches.append(_Launch(run_dir, str(data.get("name") or data.get("config_id") or "?"),
-                                    str(data.get("config_id") or ""), pid,
-                                    tuple(str(a) for a in argv), float(ts),
-                                    keeper if isinstance(keeper, int) and keeper > 1 else None,
-                                    tree if isinstance(tree, str) and tree else None))
+    for raw in event_lines(run_dir):
+        if b'"ts"' not in raw:
+            continue
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            continue  # a line torn by a crash
+        if not isinstance(data, dict):
+            continue
+        ts = data.get("ts")
+        if isinstance(ts, (int, float)):
+            last = max(last, float(ts))
+        if data.get("type") != "ServerLaunching":
+            continue
+        pid, argv = data.get("pid"), data.get("argv")
+        if not isinstance(pid, int) or pid <= 1 or not isinstance(ts, (int, float)) or not isinstance(argv, list):
+            continue
+        keeper, tree = data.get("keeper_pid"), data.get("tree_id")
+        launches.append(_Launch(run_dir, str(data.get("name") or data.get("config_id") or "?"),
+                                str(data.get("config_id") or ""), pid,
+                                tuple(str(a) for a in argv), float(ts),
+                                keeper if isinstance(keeper, int) and keeper > 1 else None,
+                                tree if isinstance(tree, str) and tree else None))
     return launches, last
 
 
@@ -246,20 +269,19 @@ def find_leftovers(runs_dirs: Iterable[Path | str], *, exclude: Iterable[int] = 
     found: list[Leftover] = []
     procs: dict[int, _Proc] | None = None
     for run_dir in _run_dirs(runs_dirs):
-        try:
-            if (run_dir / "events.jsonl").stat().st_mtime < boot - CLOCK_SLACK_S:
-                continue  # written before this boot: nothing it launched can be alive
-        except OSError:
-            continue
+        written = records_mtime(run_dir)
+        if written is None or written < boot - CLOCK_SLACK_S:
+            continue  # written before this boot: nothing it launched can be alive
         launches, last = _launches(run_dir)
         if not launches:
             continue
         if procs is None:
             procs = _all_procs(need_environ=True)
+        owner = live_owner(run_dir)
         for launch in launches:
             leftover = _check(launch, last, procs, excluded)
             if leftover is not None:
-                found.append(leftover)
+                found.append(leftover if owner is None else dataclasses.replace(leftover, owner=owner))
     return found
 
 
@@ -341,6 +363,10 @@ def format_leftovers(leftovers: Iterable[Leftover]) -> list[str]:
     for item in leftovers:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item.launched_at))
         pids = ", ".join(str(p) for p in item.pids)
+        if item.owner is not None:
+            out.append(f"server '{item.config}' (pids {pids}) is the live run {item.owner.run}'s (specbench pid "
+                       f"{item.owner.pid}, user {item.owner.user}), not a leftover: it ends with that run")
+            continue
         owner = ("" if item.orphaned else
                  f"; its parent, pid {item.parent_pid}, is still alive (another specbench may be using it)")
         head = "server" if item.main_alive else "child processes of the server"

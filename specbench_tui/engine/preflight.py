@@ -1,7 +1,7 @@
 """Before the first launch: what would make every launch fail, what is left of earlier runs, who holds our GPUs,
-and the run directory's ``env.json``.
+and the run directory's environment fingerprint.
 
-``env.json`` (:mod:`specbench_tui.engine.fingerprint`) is written once per run directory, in a worker thread,
+The fingerprint (:mod:`specbench_tui.engine.fingerprint`) is written once per run directory, in a worker thread,
 while the first server starts.
 """
 
@@ -93,8 +93,9 @@ async def report_leftovers(plan: Plan, run_dir: RunDir, publish: Publish) -> Non
     except Exception as exc:  # noqa: BLE001 - a look at /proc must never stop a sweep
         print(f"specbench: looking for leftover servers failed: {exc!r}", file=sys.stderr)
         return
-    for text in format_leftovers(found):
-        publish(Notice(level="warning", text=text))
+    for item in found:  # another live run's server is said as that run's, never as ours to end
+        for text in format_leftovers([item]):
+            publish(Notice(level="info" if item.owner is not None else "warning", text=text))
 
 
 async def say_gpus_taken(pool: object, machine: Machine, publish: Publish) -> None:
@@ -119,18 +120,18 @@ async def say_gpus_taken(pool: object, machine: Machine, publish: Publish) -> No
 
 async def write_env(plan: Plan, run_dir: RunDir, machine: Machine, gpu_pool: tuple[int, ...], *, python: str,
                     profile: str, publish: Publish) -> None:
-    """``env.json``, once per run directory (a resumed run keeps the first one)."""
+    """The environment fingerprint, once per run directory (a resumed run keeps the first one)."""
     sweep = plan.sweep
-    if (run_dir.path / "env.json").exists():
+    if run_dir.has_env():
         return
     try:
         doc = await collect_async(
-            backend=machine.backend, sweep_path=run_dir.path / "sweep.toml", python=sweep.engine.python or python,
+            backend=machine.backend, sweep_path=run_dir.sweep_file, python=sweep.engine.python or python,
             packages=get_profile(profile).python_packages,
             # One path resolution at start-up, before any server runs: not worth a thread.
             extra={"sweep_source": str(Path(sweep.path).resolve()),  # noqa: ASYNC240
                    "launcher": sweep.engine.launcher, "engine_profile": profile, "concurrent": sweep.concurrent,
                    "gpu_pool": list(gpu_pool)})
-        run_dir.write_json("env.json", doc)
+        run_dir.write_env(doc)
     except Exception as exc:  # noqa: BLE001 - a fingerprint problem is said, never fatal
-        publish(Notice(level="warning", text=f"env.json could not be written: {exc}"))
+        publish(Notice(level="warning", text=f"the environment fingerprint could not be written: {exc}"))

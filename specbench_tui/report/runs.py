@@ -1,21 +1,24 @@
 """Finding runs: every run directory under a runs folder with its state, progress and live owner.
 
-``specbench runs`` prints them; ``specbench run --resume latest`` takes the newest. A run's state is read
+``specbench runs`` prints them; ``latest`` (every command that takes a run) is the newest of them, live or not
+(:func:`resolve_run`). Counts are the ledger's (:class:`~specbench_tui.core.ledger.Progress`), as in every view. A run's state is read
 from its events (how the sweep ended), its owner from the run directory's lock (a live specbench holds it), so
 a run whose engine died mid-sweep reads ``interrupted`` and can be resumed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import re
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from specbench_tui.core.events import ConfigFinished, ConfigState, ConfigStateChanged, Event, SweepFinished
+from specbench_tui.core.events import SweepFinished
+from specbench_tui.core.ledger import Ledger, Progress
+from specbench_tui.rundir import PLAN_JSON, RUN_JSON, engine_owns, is_run_dir, plausible_time, read_object
 from specbench_tui.runlock import read_owner
 from specbench_tui.store import ReadReport, RunDir, StoreError
-from specbench_tui.report.load import RUN_DIR_MARKERS, engine_owns
 
 DEFAULT_RUNS_DIR = Path("runs")
 
@@ -27,7 +30,8 @@ class RunInfo:
     path: Path
     sweep: str
     state: str
-    """running (a live specbench owns it), completed, aborted, failed, or interrupted (no end recorded)."""
+    """running (a live specbench owns it), completed, aborted, failed, interrupted (no end recorded), or
+    unreadable (a state file of the wrong kind: :attr:`problem` says which)."""
     ran: int
     """Configurations that ran to an end (done, crashed or failed)."""
     skipped: int
@@ -36,63 +40,77 @@ class RunInfo:
     owner_pid: int | None
     """The pid of the specbench running it, while one does."""
     started: float
+    measurements: int = 0
+    """Measurements on record, one per key (as every view counts them)."""
+    problem: str | None = None
+    """What could not be read in this directory (said per directory; the listing goes on)."""
+
+    @property
+    def counts(self) -> Progress:
+        return Progress(total=self.total, ran=self.ran, skipped=self.skipped, measurements=self.measurements)
 
     @property
     def progress(self) -> str:
         """``2/11 ran, 3 skipped``: the TUI header's words."""
-        return progress_text(self.ran, self.total, self.skipped)
+        return self.counts.configs_text
 
 
 def progress_text(ran: int, total: int, skipped: int) -> str:
     """``2/11 ran, 3 skipped``: what ran of what is to run (skipped ones are counted apart, never as done)."""
-    to_run = f"{max(0, total - skipped)}" if total else "?"
-    return f"{ran}/{to_run} ran" + (f", {skipped} skipped" if skipped else "")
+    return Progress(total=total, ran=ran, skipped=skipped, measurements=0).configs_text
 
 
-def _final_states(events: Iterable[Event]) -> dict[str, ConfigState]:
-    states: dict[str, ConfigState] = {}
-    for event in events:
-        if isinstance(event, (ConfigStateChanged, ConfigFinished)):
-            states[event.config_id] = event.state
-    return states
+def _started(path: Path, meta: dict[str, object], problems: list[str]) -> float:
+    """When the run started: the run's recorded start when it is a time, else the directory's modification time."""
+    recorded = meta.get("started")
+    started = plausible_time(recorded)
+    if started is None and recorded is not None:
+        problems.append(f"{path / RUN_JSON}: 'started' = {str(recorded)[:40]} is not a time; ignored")
+    if started is None:
+        try:
+            started = plausible_time(path.stat().st_mtime) or 0.0
+        except OSError:
+            started = 0.0
+    return started
 
 
 def read_run(path: Path) -> RunInfo | None:
-    """What ``path`` holds, or None when it is not a run directory."""
-    if not path.is_dir() or not any((path / marker).exists() for marker in RUN_DIR_MARKERS):
+    """What ``path`` holds, or None when it is not a run directory. A file that cannot be read is said in
+    :attr:`RunInfo.problem` (state ``unreadable`` when the run's own records cannot be); nothing raises."""
+    if not is_run_dir(path):
         return None
-    run = RunDir(path)
-    plan = run.read_json("plan.json") or {}
-    meta = run.read_json("run.json") or {}
-    try:
-        events = run.read_events(ReadReport())
-    except (StoreError, OSError):
-        events = []
-    listed = plan.get("configs")
-    configs = listed if isinstance(listed, list) else []
-    sweep = plan.get("sweep") if isinstance(plan.get("sweep"), str) else None
-    states = _final_states(events)
-    skipped = sum(1 for state in states.values() if state is ConfigState.SKIPPED)
-    ran = sum(1 for state in states.values() if state.final and state is not ConfigState.SKIPPED)
-    ended = next((e for e in reversed(events) if isinstance(e, SweepFinished)), None)
-    owned = engine_owns(path)
-    owner_pid: int | None = None
-    if owned:
-        pid = read_owner(path).get("pid")
-        owner_pid = pid if isinstance(pid, int) else None
-        state = "running"
-    elif ended is not None:
-        state = ended.state
-    else:
-        state = "interrupted"
-    started = meta.get("started")
-    if not isinstance(started, (int, float)):
+    problems: list[str] = []
+    objects: dict[str, dict[str, object]] = {}
+    for name in (PLAN_JSON, RUN_JSON):
         try:
-            started = path.stat().st_mtime
-        except OSError:
-            started = 0.0
-    return RunInfo(path=path, sweep=str(sweep or path.name), state=state, ran=ran, skipped=skipped,
-                   total=len(configs) or len(states), owner_pid=owner_pid, started=float(started))
+            objects[name] = read_object(path, name) or {}
+        except (StoreError, OSError) as exc:
+            problems.append(str(exc))
+            objects[name] = {}
+    plan, meta = objects[PLAN_JSON], objects[RUN_JSON]
+    run = RunDir(path)
+    unreadable = False
+    try:
+        ledger = Ledger.from_run(plan, run.read_measurements(ReadReport()), run.read_events(ReadReport()))
+    except (StoreError, OSError) as exc:
+        problems.append(str(exc))
+        ledger, unreadable = Ledger(plan_json=plan), True
+    counts = ledger.progress()
+    ended = next((e for e in reversed(ledger.events) if isinstance(e, SweepFinished)), None)
+    owner_pid: int | None = None
+    if unreadable:
+        state = "unreadable"
+    elif engine_owns(path):
+        pid = read_owner(path).get("pid")
+        owner_pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+        state = "running"
+    else:
+        state = ended.state if ended is not None else "interrupted"
+    sweep = plan.get("sweep")
+    return RunInfo(path=path, sweep=sweep if isinstance(sweep, str) and sweep else path.name, state=state,
+                   ran=counts.ran, skipped=counts.skipped, total=counts.total, owner_pid=owner_pid,
+                   started=_started(path, meta, problems), measurements=counts.measurements,
+                   problem="; ".join(problems) or None)
 
 
 def list_runs(runs_dir: Path = DEFAULT_RUNS_DIR) -> list[RunInfo]:
@@ -101,7 +119,7 @@ def list_runs(runs_dir: Path = DEFAULT_RUNS_DIR) -> list[RunInfo]:
         children = list(runs_dir.iterdir())
     except OSError:
         return []
-    runs = [info for child in children if (info := read_run(child)) is not None]
+    runs = [info for child in sorted(children) if (info := read_run(child)) is not None]
     return sorted(runs, key=lambda r: (r.started, r.path.name))
 
 
@@ -111,16 +129,66 @@ def latest_run(runs_dir: Path = DEFAULT_RUNS_DIR) -> RunInfo | None:
     return runs[-1] if runs else None
 
 
+class RunNotFound(Exception):
+    """A run reference names no run directory; the message says what there is instead (never blames the user
+    for there being no run)."""
+
+
+_LATEST = re.compile(r"latest(?:~(\d{1,6}))?")
+
+
+def is_latest(text: str | None) -> bool:
+    """``latest`` or ``latest~N`` (or nothing: the same as ``latest``)."""
+    return not text or _LATEST.fullmatch(text) is not None
+
+
+def find_run(text: str | None, runs_dir: Path = DEFAULT_RUNS_DIR, *, live: bool = False) -> RunInfo:
+    """The run ``text`` names: ``latest`` (the newest run directory under ``runs_dir``, live or not; with
+    ``live``, the newest one a live specbench runs), ``latest~N`` (the one N before it), a run directory's path,
+    or the name of a run directory under ``runs_dir``. :class:`RunNotFound` saying why not."""
+    match = _LATEST.fullmatch(text or "latest")
+    if match is None:
+        path = Path(str(text)).expanduser()
+        for candidate in (path, runs_dir / str(text)):
+            if candidate.is_dir():
+                info = read_run(candidate)
+                if info is None:
+                    raise RunNotFound(f"{candidate} is not a run directory (it holds no sweep, plan, results or "
+                                      "events)")
+                return info
+        raise RunNotFound(f"{text}: no such run directory (nor one of that name under {runs_dir})")
+    back = int(match.group(1) or 0)
+    runs = list_runs(runs_dir)
+    if live:
+        runs = [r for r in runs if r.state == "running"]
+    if not runs:
+        where = f"under {runs_dir}" if runs_dir.is_dir() else f"yet: {runs_dir} does not exist"
+        what = "no sweep is running" if live else "there is no run directory"
+        newest = latest_run(runs_dir) if live else None
+        also = (f"; the newest run is {newest.path} ({newest.state}): specbench report {newest.path}"
+                if newest is not None else "")
+        raise RunNotFound(f"{what} {where} (a sweep writes its run directory in its runs_dir; give --runs-dir DIR "
+                          f"or the run directory itself; specbench ps lists the sweeps running here){also}")
+    if back >= len(runs):
+        raise RunNotFound(f"latest~{back}: there are only {len(runs)} {'live ' if live else ''}run directories "
+                          f"under {runs_dir} (latest~{len(runs) - 1} is the oldest)")
+    return runs[-1 - back]
+
+
 def format_runs(runs: list[RunInfo], now: float | None = None) -> str:
     """A table: state, progress, owner pid (while live), when it started, and the path."""
     now = time.time() if now is None else now
     head = ("STATE", "PROGRESS", "OWNER", "STARTED", "SWEEP", "PATH")
     rows = [head]
     for run in runs:
-        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.started)) if run.started else "?"
-        rows.append((run.state, run.progress, f"pid {run.owner_pid}" if run.owner_pid else "-", started,
+        started = "?"
+        if run.started:
+            with contextlib.suppress(OverflowError, OSError, ValueError):
+                started = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.started))
+        rows.append((run.state, f"{run.progress}, {run.measurements:,} meas", f"pid {run.owner_pid}" if run.owner_pid else "-", started,
                      run.sweep, str(run.path)))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(head) - 1)]
     lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row[:-1], widths)) + "  " + str(row[-1])
              for row in rows]
+    lines += [f"  {run.path.name}: {run.problem}" for run in runs if run.problem]
     return "\n".join(lines)

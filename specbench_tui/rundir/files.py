@@ -1,0 +1,207 @@
+"""The small state files of a run directory, read by the run directory's rules (see the package docstring).
+
+``run.json`` (how the run was started and how its engine ended), ``plan.json``, ``sweep.toml`` (the plan as
+``--resume`` rebuilds it), ``.owner.lock`` (who runs it, and whether that process still lives), and the record
+files read up to a byte count (what a client that attaches late reads before the live stream).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from specbench_tui.store import (
+    ENGINE_LOG,
+    ENGINE_SOCKET,
+    ENV_JSON,
+    EVENTS,
+    OWNER_LOCK,
+    PLAN_JSON,
+    RESULTS,
+    RUN_JSON,
+    SUMMARY,
+    SWEEP_TOML,
+    StoreError,
+    open_regular,
+    read_regular,
+)
+
+if TYPE_CHECKING:
+    from specbench_tui.core.plan import Plan
+
+RUN_DIR_MARKERS = (SWEEP_TOML, PLAN_JSON, RESULTS, EVENTS)
+"""Files of which at least one must exist for a directory to be taken as a run directory."""
+META_LIMIT = 1 << 20
+"""``run.json`` and ``.owner.lock`` larger than this are not a file specbench wrote."""
+TEXT_LIMIT = 16 << 20
+"""``sweep.toml``, ``summary.txt``, ``engine.log`` read at most this much."""
+FUTURE_SLACK_S = 86_400.0
+"""A time stamp this far past now is no time (a clock may be off by hours, never by days)."""
+
+__all__ = ["ENGINE_LOG", "ENGINE_SOCKET", "ENV_JSON", "EVENTS", "OWNER_LOCK", "PLAN_JSON", "RESULTS",
+           "RUN_DIR_MARKERS", "RUN_JSON", "SUMMARY", "SWEEP_TOML"]
+
+
+def has_file(run_dir: Path, name: str) -> bool:
+    """Whether ``name`` exists in the run directory (whatever it is: a reader still checks it)."""
+    return os.path.lexists(run_dir / name)
+
+
+def is_run_dir(path: Path) -> bool:
+    """A directory holding at least one of :data:`RUN_DIR_MARKERS`."""
+    return path.is_dir() and any(has_file(path, marker) for marker in RUN_DIR_MARKERS)
+
+
+def plausible_time(value: object, now: float | None = None) -> float | None:
+    """``value`` as epoch seconds when it can be one (finite, after 1970, not days in the future); else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    seconds = float(value)
+    limit = (time.time() if now is None else now) + FUTURE_SLACK_S
+    return seconds if math.isfinite(seconds) and 0 < seconds <= limit else None
+
+
+def read_object(run_dir: Path, name: str, limit: int = META_LIMIT) -> dict[str, Any] | None:
+    """The JSON object in ``name``: None when it is missing; :class:`StoreError` naming the file when it is not a
+    regular file, too large, not JSON or not an object."""
+    path = run_dir / name
+    try:
+        raw = read_regular(path, limit)
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(raw.decode("utf-8", errors="replace"))
+    except (ValueError, RecursionError) as exc:
+        raise StoreError(f"{path} is unreadable (not JSON: {str(exc)[:120]})") from None
+    if not isinstance(data, dict):
+        raise StoreError(f"{path} is unreadable (not a JSON object)")
+    return data
+
+
+def read_meta(run_dir: Path) -> dict[str, Any]:
+    """``run.json``, or ``{}`` when it is missing or unusable (a reader that must say why calls
+    :func:`read_object`)."""
+    try:
+        return read_object(run_dir, RUN_JSON) or {}
+    except (StoreError, OSError):
+        return {}
+
+
+def read_text(run_dir: Path, name: str, limit: int = TEXT_LIMIT) -> str:
+    """A text file of the run directory (``sweep.toml``, ``summary.txt``, ``engine.log``): the regular-file and
+    size rules; ``FileNotFoundError`` when missing, :class:`StoreError` otherwise."""
+    return read_regular(run_dir / name, limit).decode("utf-8", errors="replace")
+
+
+def load_plan(run_dir: Path) -> Plan:
+    """The plan of a run directory, from the sweep it stores (as ``--resume`` rebuilds it). Raises
+    :class:`StoreError` for a file of the wrong kind, ``FileNotFoundError`` without a sweep, and
+    :class:`~specbench_tui.core.errors.SweepError` when the stored sweep no longer loads."""
+    from specbench_tui.core.plan import build_plan
+    from specbench_tui.core.sweep.loader import parse_sweep
+
+    meta = read_meta(run_dir)
+    text = read_text(run_dir, SWEEP_TOML)
+    stored = run_dir / SWEEP_TOML
+    origin = meta.get("sweep_path")
+    return build_plan(parse_sweep(text, Path(origin) if isinstance(origin, str) and origin else stored, str(stored)))
+
+
+def read_owner_note(run_dir: Path) -> dict[str, Any]:
+    """What ``.owner.lock`` says about its holder; empty when it is missing, unreadable or of the wrong kind
+    (never blocks: a FIFO is refused unopened)."""
+    try:
+        data = read_object(run_dir, OWNER_LOCK, 64 << 10)
+    except (StoreError, OSError):
+        return {}
+    return data or {}
+
+
+def engine_owns(run_dir: Path) -> bool | None:
+    """Whether a live specbench holds the run directory's lock (``.owner.lock``), read from ``/proc/locks``
+    without taking any lock (taking one, even shared, could make a starting engine refuse the directory); None
+    when it cannot be told (no lock file: an older run directory; no ``/proc/locks``). A lock file that is not
+    a regular file is nobody's: specbench never locks anything else."""
+    try:
+        info = os.lstat(run_dir / OWNER_LOCK)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return False
+    try:
+        locks = Path("/proc/locks").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    wanted = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    for line in locks.splitlines():
+        fields = line.split()
+        if "FLOCK" in fields and any(f.lower() == wanted for f in fields):
+            return True
+    return False
+
+
+def file_size(run_dir: Path, name: str) -> int:
+    """Bytes in a record file now (0 when missing or not a regular file)."""
+    try:
+        info = os.lstat(run_dir / name)
+    except OSError:
+        return 0
+    return info.st_size if stat.S_ISREG(info.st_mode) else 0
+
+
+def records_mtime(run_dir: Path) -> float | None:
+    """When ``events.jsonl`` was last written (None when it is missing or not a regular file)."""
+    try:
+        info = os.lstat(run_dir / EVENTS)
+    except OSError:
+        return None
+    return info.st_mtime if stat.S_ISREG(info.st_mode) else None
+
+
+def read_prefix(run_dir: Path, name: str, size: int | None, skip: bytes | None = None) -> list[dict[str, Any]]:
+    """The JSON objects in the first ``size`` bytes (None: all) of a record file (a torn line is skipped); lines
+    that start with ``skip`` are passed over unparsed. Missing: empty; not a regular file: :class:`StoreError`."""
+    out = []
+    for raw in _lines(run_dir / name, size):
+        if not raw.strip() or skip is not None and raw.startswith(skip):
+            continue
+        try:
+            value = json.loads(raw)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out
+
+
+def event_lines(run_dir: Path) -> Iterator[bytes]:
+    """The raw lines of ``events.jsonl`` (for scanners that look for one kind of event); nothing when it is
+    missing or not a regular file."""
+    try:
+        yield from _lines(run_dir / EVENTS, None)
+    except (StoreError, OSError):
+        return
+
+
+def _lines(path: Path, size: int | None) -> Iterator[bytes]:
+    try:
+        fd = open_regular(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    with os.fdopen(fd, "rb") as handle:
+        left = size
+        while left is None or left > 0:
+            raw = handle.readline(-1 if left is None else left)
+            if not raw:
+                break
+            if left is not None:
+                left -= len(raw)
+            yield raw
