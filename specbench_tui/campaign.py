@@ -28,8 +28,7 @@ def add_commands(commands: Any) -> None:
         "attach", help="open the TUI on a running sweep (started by specbench run)",
         description="Open the TUI on the engine of a running sweep. q asks: detach (the sweep goes on) or "
                     "stop the sweep. Several terminals may attach at once; each sees the others' actions.")
-    attach.add_argument("run", nargs="?", default="latest",
-                        help="a run directory, its name, or 'latest' (the most recently started engine; default)")
+    _run_arguments(attach, "latest")
     attach.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
     attach.add_argument("--theme", help="theme name (see themes/)")
     attach.add_argument("--read-only", action="store_true", help=argparse.SUPPRESS)
@@ -41,19 +40,19 @@ def add_commands(commands: Any) -> None:
                                description="Stop the sweep of RUN: the request in flight finishes (or, with --now, "
                                            "is abandoned), every server is torn down, the engine ends. Exit 0 "
                                            "once it has.")
-    stop.add_argument("run", help="a run directory, its name, or 'latest'")
+    _run_arguments(stop)
     stop.add_argument("--now", action="store_true", help="do not wait for the request in flight")
     logs = commands.add_parser("logs", help="print a run's events as plain lines, with progress and ETA",
                                description="Print the event stream of RUN as headless lines, each with the "
                                            "progress count and an ETA; --follow keeps printing while it runs.")
-    logs.add_argument("run", help="a run directory, its name, or 'latest'")
+    _run_arguments(logs)
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing until the sweep ends")
     serve = commands.add_parser(
         "serve", help="serve the TUI of a running sweep to a browser (textual-serve)",
         description="Serve RUN's TUI over HTTP for a browser: each tab is a client of the running engine. "
                     "Bound to 127.0.0.1 (reach it with ssh -L PORT:127.0.0.1:PORT); the URL printed carries a "
                     "random token, required for every connection. Read-only unless --control.")
-    serve.add_argument("run", help="a run directory, its name, or 'latest'")
+    _run_arguments(serve)
     serve.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765; 0 picks one)")
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to bind (default 127.0.0.1; any other still requires the token)")
@@ -102,34 +101,49 @@ def _import_app() -> None:
 # ------------------------------------------------------------------------------------------------ finding runs
 
 
-def resolve_run(text: str | None) -> Path | None:
-    """A run directory from a path, a run directory's name or sweep name among the engines started here, or
-    'latest' (the most recently started one); None after saying why not."""
-    from specbench_tui.engine.engines_registry import entries
+def resolve_run(text: str | None, args: argparse.Namespace | None = None) -> Path | None:
+    """The run directory ``text`` names, as every command reads it (:func:`~specbench_tui.report.runs.find_run`):
+    ``latest`` is the newest run directory under ``--runs-dir`` (default runs/), live or not; with ``--live``, the
+    newest live one; ``latest~N``, a path, or a run directory's name there (else the run directory or sweep name of
+    an engine started here). None after saying why not."""
+    from specbench_tui.report.runs import DEFAULT_RUNS_DIR, RunNotFound, find_run, is_latest
 
-    known = entries()
-    if text in (None, "", "latest"):
-        if not known:
-            print("specbench: no sweep was started on this machine by you (see specbench ps); give a run "
-                  "directory", file=sys.stderr)
-            return None
-        return Path(known[-1]["run_dir"])
-    path = Path(str(text)).expanduser()
-    if path.is_dir():
-        return path.resolve()
-    matches = [e for e in known if Path(e["run_dir"]).name == text or e.get("sweep") == text]
-    if matches:
-        return Path(matches[-1]["run_dir"])
-    print(f"specbench: {text}: no such run directory, and no engine started here runs it (see specbench ps)",
-          file=sys.stderr)
-    return None
+    runs_dir = Path(getattr(args, "runs_dir", None) or DEFAULT_RUNS_DIR)
+    live = bool(getattr(args, "live", False))
+    if not is_latest(text):
+        path = Path(str(text)).expanduser()
+        if path.is_dir():
+            return path.resolve()
+        if not (runs_dir / str(text)).is_dir():
+            from specbench_tui.engine.engines_registry import entries
+
+            matches = [e for e in entries() if Path(e["run_dir"]).name == text or e.get("sweep") == text]
+            if matches:
+                return Path(matches[-1]["run_dir"])
+    try:
+        return find_run(text, runs_dir, live=live).path.resolve()
+    except RunNotFound as exc:
+        print(f"specbench: {exc}", file=sys.stderr)
+        return None
+
+
+def _run_arguments(parser: Any, default: str | None = None) -> None:
+    """RUN, ``--runs-dir`` and ``--live``: how every command that takes a run names it."""
+    help_text = ("a run directory, its name, 'latest' (the newest run directory under --runs-dir, live or not; "
+                 "with --live the newest live one) or 'latest~N'")
+    if default is None:
+        parser.add_argument("run", help=help_text)
+    else:
+        parser.add_argument("run", nargs="?", default=default, help=f"{help_text} (default: {default})")
+    parser.add_argument("--runs-dir", metavar="DIR", help="where 'latest' and names are looked up (default: runs)")
+    parser.add_argument("--live", action="store_true", help="'latest' is the newest run a live engine runs")
 
 
 # ------------------------------------------------------------------------------------------------ commands
 
 
 def attach_command(args: argparse.Namespace) -> int:
-    run_dir = resolve_run(args.run)
+    run_dir = resolve_run(args.run, args)
     if run_dir is None:
         return EXIT_INVALID
     if run_condition(run_dir) != "live":  # ended or crashed: said without opening a screen
@@ -146,7 +160,7 @@ def attach_command(args: argparse.Namespace) -> int:
 
 def ps_command(args: argparse.Namespace) -> int:
     from specbench_tui.engine.attached import AttachError, engine_status
-    from specbench_tui.report.runs import progress_text
+    from specbench_tui.core.ledger import Progress
     from specbench_tui.engine.engines_registry import drop, entries
 
     rows = []
@@ -167,8 +181,10 @@ def ps_command(args: argparse.Namespace) -> int:
                          _since(entry.get("started")), str(run_dir)))
             continue
         skipped = int(status.get("skipped", 0))
-        ran = progress_text(int(status.get("finished", 0)) - skipped, int(status.get("configs", 0)), skipped)
-        progress = f"{ran}, {status.get('measurements', 0):,} meas" + (", PAUSED" if status.get("paused") else "")
+        ran = int(status["ran"]) if "ran" in status else int(status.get("finished", 0)) - skipped  # older engines
+        counts = Progress(total=int(status.get("configs", 0)), ran=ran, skipped=skipped,
+                          measurements=int(status.get("measurements", 0)))
+        progress = counts.text + (", PAUSED" if status.get("paused") else "")
         clients = status.get("clients") or []
         rows.append((str(status.get("sweep", "?")), str(status.get("pid", entry["pid"])), progress,
                      ", ".join(status.get("running") or []) or "-", str(len(clients)),
@@ -194,7 +210,7 @@ def _since(started: Any) -> str:
 
 
 def stop_command(args: argparse.Namespace) -> int:
-    run_dir = resolve_run(args.run)
+    run_dir = resolve_run(args.run, args)
     if run_dir is None:
         return EXIT_INVALID
     from specbench_tui.engine.attached import AttachedEngine, AttachError, client_name
@@ -226,7 +242,7 @@ def stop_command(args: argparse.Namespace) -> int:
 
 
 def logs_command(args: argparse.Namespace) -> int:
-    run_dir = resolve_run(args.run)
+    run_dir = resolve_run(args.run, args)
     if run_dir is None:
         return EXIT_INVALID
     from specbench_tui.application.follow import follow
@@ -235,7 +251,7 @@ def logs_command(args: argparse.Namespace) -> int:
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    run_dir = resolve_run(args.run)
+    run_dir = resolve_run(args.run, args)
     if run_dir is None:
         return EXIT_INVALID
     try:

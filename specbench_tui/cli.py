@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("sweep", nargs="?", help="a sweep file, or the name of a shipped one (e.g. demo)")
     run.add_argument("--resume", metavar="RUN_DIR",
                      help="continue an interrupted run directory ('latest': the newest under --runs-dir, "
-                          "default runs/; 'specbench runs' lists them)")
+                          "default runs/, live or not; 'latest~N': N before it; 'specbench runs' lists them)")
     run.add_argument("--retry-crashed", action="store_true",
                      help="with --resume, run crashed and failed configurations again (with the request "
                           "that was in flight at the crash)")
@@ -85,15 +85,18 @@ def _parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="write the tables of a run directory",
                                  description="Turn a run directory into tables: speedups, acceptance, "
                                              "crashes with their signatures, best configuration per workload.")
-    report.add_argument("run_dir", help="a run directory")
+    report.add_argument("run_dir", help="a run directory, its name under --runs-dir, 'latest' (the newest) or "
+                                        "'latest~N' (N before it)")
+    report.add_argument("--runs-dir", metavar="DIR", help="where 'latest' and names are looked up (default: runs)")
     report.add_argument("--format", choices=("txt", "md", "csv", "json", "latex", "html"), default="txt")
     report.add_argument("--output", "-o", help="write to this file instead of standard output")
 
     compare = commands.add_parser("compare", help="compare two run directories",
                                   description="Per configuration (matched by id) and workload, what changed "
                                               "between two runs.")
-    compare.add_argument("run_a")
-    compare.add_argument("run_b")
+    compare.add_argument("run_a", help="a run directory, its name, 'latest' or 'latest~N' (e.g. latest~1)")
+    compare.add_argument("run_b", help="the same (e.g. latest)")
+    compare.add_argument("--runs-dir", metavar="DIR", help="where 'latest' and names are looked up (default: runs)")
     from specbench_tui.campaign import add_commands
 
     add_commands(commands)
@@ -128,11 +131,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             from specbench_tui.report.cli import report_command
 
-            return report_command(args)
+            return report_command(args) if _resolve_runs(args, "run_dir") else EXIT_INVALID
         if args.command == "compare":
             from specbench_tui.report.cli import compare_command
 
-            return compare_command(args)
+            return compare_command(args) if _resolve_runs(args, "run_a", "run_b") else EXIT_INVALID
         from specbench_tui.campaign import dispatch
 
         code = dispatch(args)
@@ -197,20 +200,39 @@ def _runs(args: argparse.Namespace) -> int:
 
 
 def _resolve_latest(args: argparse.Namespace) -> bool:
-    """Turn ``--resume latest`` into the newest run directory's path; False (after saying why) when none."""
-    if args.resume != "latest" or Path("latest").is_dir():
-        return True
-    from specbench_tui.report.runs import DEFAULT_RUNS_DIR, latest_run
+    """Turn ``--resume latest`` (or ``latest~N``) into that run directory's path, as every command that takes a
+    run reads ``latest`` (:func:`~specbench_tui.report.runs.find_run`); False (after saying why) when none."""
+    from specbench_tui.report.runs import DEFAULT_RUNS_DIR, RunNotFound, find_run, is_latest
 
+    if not is_latest(args.resume) or Path(args.resume).is_dir():
+        return True
     runs_dir = Path(args.runs_dir or DEFAULT_RUNS_DIR)
-    latest = latest_run(runs_dir)
-    if latest is None:
-        print(f"specbench run: --resume latest: no run directory in {runs_dir} (give --runs-dir, or a path)",
-              file=sys.stderr)
+    try:
+        latest = find_run(args.resume, runs_dir)
+    except RunNotFound as exc:
+        print(f"specbench run: --resume {args.resume}: {exc}", file=sys.stderr)
         return False
     print(f"specbench: resuming the latest run, {latest.path} ({latest.state}, {latest.progress})",
           file=sys.stderr)
     args.resume = str(latest.path)
+    return True
+
+
+def _resolve_runs(args: argparse.Namespace, *names: str) -> bool:
+    """``report`` and ``compare``: each run argument named ``latest``, ``latest~N`` or a run's name under
+    ``--runs-dir`` becomes that run directory's path; False (after saying why) when one names none."""
+    from specbench_tui.report.runs import DEFAULT_RUNS_DIR, RunNotFound, find_run, is_latest
+
+    runs_dir = Path(getattr(args, "runs_dir", None) or DEFAULT_RUNS_DIR)
+    for name in names:
+        text = getattr(args, name)
+        if Path(text).expanduser().exists() or not (is_latest(text) or (runs_dir / text).is_dir()):
+            continue  # a path (whatever it holds: the report says) is taken as it is
+        try:
+            setattr(args, name, str(find_run(text, runs_dir).path))
+        except RunNotFound as exc:
+            print(f"specbench {args.command}: {text}: {exc}", file=sys.stderr)
+            return False
     return True
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench_tui.core.engines import simulator
-from specbench_tui.core.events import ConfigState, Event, MeasurementRecorded
+from specbench_tui.core.events import Event
 from specbench_tui.engine.control_socket import ControlServer
 from specbench_tui.engine.engines_registry import forget, register
 
@@ -67,28 +67,34 @@ def spawn(args: argparse.Namespace) -> tuple[Path, int] | int:
 
 
 class _Progress:
-    """What ``specbench ps`` shows of this engine: kept current from the event stream."""
+    """What ``specbench ps`` shows of this engine: the ledger's progress (as every view counts), kept current
+    from the event stream."""
 
-    def __init__(self, orchestrator: Any, run_dir: Path, measurements: int) -> None:
+    def __init__(self, orchestrator: Any, run_dir: Any, resumed: bool) -> None:
+        from specbench_tui.core.ledger import Ledger
+
         self.orchestrator = orchestrator
-        self.run_dir = run_dir
-        self.measurements = measurements
+        self.run_dir = run_dir.path
+        self.ledger = Ledger(plan_json=orchestrator.plan.to_json())
+        if resumed:
+            with contextlib.suppress(Exception):
+                self.ledger = Ledger.from_run(self.ledger.plan_json, run_dir.read_measurements(),
+                                              run_dir.read_events())
         self.started = time.time()
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, MeasurementRecorded):
-            self.measurements += 1
+        self.ledger.apply(event)
 
     def status(self) -> dict[str, Any]:
         plan = self.orchestrator.plan
         states = dict(self.orchestrator.states)
         names = {c.id: c.name for c in plan.configs}
+        counts = self.ledger.progress()
         return {"sweep": plan.sweep.name, "run_dir": str(self.run_dir), "pid": os.getpid(),
-                "since": self.started, "configs": len(plan.configs),
-                "finished": sum(1 for s in states.values() if s.final),
-                "skipped": sum(1 for s in states.values() if s is ConfigState.SKIPPED),
+                "since": self.started, "configs": counts.total, "ran": counts.ran,
+                "finished": counts.ran + counts.skipped, "skipped": counts.skipped,
                 "running": [names.get(i, i) for i, s in states.items() if s.active],
-                "measurements": self.measurements, "paused": bool(self.orchestrator.paused)}
+                "measurements": counts.measurements, "paused": bool(self.orchestrator.paused)}
 
 
 async def _serve(plan: Any, run_dir: Any, args: argparse.Namespace, status_fd: int) -> int:
@@ -103,11 +109,7 @@ async def _serve(plan: Any, run_dir: Any, args: argparse.Namespace, status_fd: i
                                 retry_crashed=bool(args.retry_crashed),
                                 api_key=os.environ.get(api_key_env) if api_key_env else None,
                                 port_base=args.port_base)
-    earlier = 0
-    if args.resume:
-        with contextlib.suppress(StoreError):
-            earlier = len(run_dir.read_measurements())
-    progress = _Progress(orchestrator, run_dir.path, earlier)
+    progress = _Progress(orchestrator, run_dir, bool(args.resume))
     names = {c.id: c.name for c in plan.configs}
     server = ControlServer(run_dir.path, orchestrator, status=progress.status, publish=orchestrator.publish,
                            names=names)

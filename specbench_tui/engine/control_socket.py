@@ -7,7 +7,7 @@ A Unix domain socket in the run directory (``engine.sock``, mode 0600) speaks ne
    then the engine closes the connection: what ``specbench ps`` asks).
 2. The engine checks the peer's credentials (``SO_PEERCRED``: the same uid as the engine's, else refused) and
    the protocol version, and answers ``{"welcome": ..., "events_bytes": E, "results_bytes": R, ...}``, or
-   ``{"refused": "why"}`` and closes. ``E`` and ``R`` are the sizes of ``events.jsonl`` and ``results.jsonl``
+   ``{"refused": "why"}`` and closes. ``E`` and ``R`` are the sizes of the run's event and result records
    at the moment the client joined the stream: the client replays exactly those bytes from the run directory
    (the ledger's fold), then applies the streamed events, so nothing is missed and nothing is counted twice.
 3. The engine streams ``{"event": {...}}`` for every event published after the welcome (log lines and GPU
@@ -35,6 +35,7 @@ from typing import Any
 
 from specbench_tui import __version__
 from specbench_tui.core.events import Event, Notice
+from specbench_tui.rundir import EVENTS, RESULTS, file_size
 
 PROTOCOL = 1
 """The control protocol's version; a client and an engine that differ refuse each other with a clear message."""
@@ -219,8 +220,8 @@ class ControlServer:
         name = str(message.get("name") or f"pid {pid}")[:100]
         # From here to registering the client nothing awaits: no event can fall between the sizes and the stream.
         welcome = {"welcome": HELLO, "protocol": PROTOCOL, "version": __version__, "pid": os.getpid(),
-                   "events_bytes": _size(self.run_dir / "events.jsonl"),
-                   "results_bytes": _size(self.run_dir / "results.jsonl"),
+                   "events_bytes": file_size(self.run_dir, EVENTS),
+                   "results_bytes": file_size(self.run_dir, RESULTS),
                    "status": {**self.status(), "clients": self._described()}}
         if role == "status":
             writer.write(encode(welcome))
@@ -278,10 +279,3 @@ class ControlServer:
                 "abort": "stopped the sweep" + (" at once" if now else " after the request in flight")}[command]
         self.publish(Notice(level="info", text=f"{client.name} {what}", config_id=config_id
                             if command in ("skip", "retry") else None))
-
-
-def _size(path: Path) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0

@@ -1,8 +1,8 @@
 """The orchestrator: one plan into one run directory; the event bus, the resume fold and the control API.
 
-Everything the engine learns is an event, published to every subscriber (the run directory's
-``events.jsonl`` first, then the TUI or the headless printer), and every measurement is appended to
-``results.jsonl`` the moment it exists. The orchestrator implements
+Everything the engine learns is an event, published to every subscriber (the run directory's event record
+first, then the TUI or the headless printer), and every measurement is appended to the run's results (its one
+record) the moment it exists. The orchestrator implements
 :class:`~specbench_tui.engine.control.SweepControl`, in one place (:meth:`Orchestrator.pause` ...
 :meth:`Orchestrator.abort`); commands only set flags, acted on at safe points (between requests, before a
 launch), except ``skip`` of the running configuration and ``abort(now=True)``, which cancel the request in
@@ -191,7 +191,7 @@ class Orchestrator:
                                     concurrent=self.sweep.concurrent, **extra))
 
     def record(self, measurement: Measurement) -> None:
-        """One measurement into ``results.jsonl`` and the fold; :class:`StopJob` when it cannot be written."""
+        """One measurement into the run's results (its one record) and the fold; :class:`StopJob` when it cannot be written."""
         try:
             self.run_dir.append_measurement(measurement)
         except StoreError as exc:
