@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from specbench_tui import __version__
 from specbench_tui.core.outcomes import ExitCode
+from specbench_tui.paths import PrivateDirError
 
 if TYPE_CHECKING:  # the CLI stays cheap to import: the plan's modules load when a command needs them
     from specbench_tui.core.plan import Plan
@@ -150,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"specbench: {exc}\n  fix the module, or take it out of SPECBENCH_ENGINES (docs/adding-an-engine.md)",
               file=sys.stderr)
+        return EXIT_INVALID
+    except PrivateDirError as exc:  # this user's private folder is someone else's: said with the fix
+        print(exc, file=sys.stderr)
         return EXIT_INVALID
     except BrokenPipeError:
         # `specbench validate ... | head`: the reader left; exit quietly like other Unix tools.

@@ -1,7 +1,8 @@
 """The engine process: a sweep that outlives the terminal that started it.
 
 ``specbench run`` (without ``--foreground``) calls :func:`spawn`, which starts ``python -m
-specbench_tui.application.daemon`` in a session of its own (no controlling terminal, so an SSH drop's SIGHUP never
+specbench_tui.application.daemon`` (isolated: :func:`specbench_tui.paths.isolated_python`, so that nothing is
+imported from the working directory or the user site) in a session of its own (no controlling terminal, so an SSH drop's SIGHUP never
 reaches it), with standard input from ``/dev/null``. The engine prepares the run exactly as a foreground run
 does (same checks, same messages on the caller's terminal, same exit code 2 when nothing can run), takes the
 run directory's lock, then points its standard output and error at ``engine.log`` in the run directory, opens
@@ -32,7 +33,8 @@ from typing import Any
 from specbench_tui.core.engines import simulator
 from specbench_tui.core.events import Event
 from specbench_tui.engine.control_socket import ControlServer
-from specbench_tui.engine.engines_registry import forget, register
+from specbench_tui.engine.engines_registry import forget, register, registry_dir
+from specbench_tui.paths import PrivateDirError, isolated_python
 
 READY_TIMEOUT_S = 120.0
 """How long :func:`spawn` waits for the engine to own its run directory and listen (pre-flight included)."""
@@ -44,11 +46,16 @@ _ARGS = ("sweep", "resume", "retry_crashed", "runs_dir", "port_base", "ray_addre
 def spawn(args: argparse.Namespace) -> tuple[Path, int] | int:
     """Start the engine process for ``specbench run`` ``args``; (run directory, engine pid) once it listens, or
     the exit code after its reasons went to this terminal's standard error."""
+    try:
+        registry_dir()  # the engine registers in this user's private folder: refused here, with the fix
+    except PrivateDirError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     read_fd, write_fd = os.pipe()
     options = {name: getattr(args, name, None) for name in _ARGS}
     options["argv"] = list(sys.argv)
-    command = [sys.executable, "-m", "specbench_tui.application.daemon", "--status-fd", str(write_fd),
-               json.dumps(options)]
+    command = isolated_python("specbench_tui.application.daemon", "--status-fd", str(write_fd),
+                              json.dumps(options))  # nothing imported from the working directory
     try:
         proc = subprocess.Popen(command, pass_fds=(write_fd,), start_new_session=True, stdin=subprocess.DEVNULL,
                                 stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), close_fds=True)

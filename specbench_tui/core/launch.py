@@ -20,7 +20,28 @@ def launcher_prefix(engine: EngineSpec, this_python: str) -> list[str]:
     if engine.launcher not in modules:
         raise ValueError(f"engine profile {engine.profile!r} has no launcher {engine.launcher!r} "
                          f"(it has: {', '.join(modules) or 'none'}); set launcher = \"command\" and its command")
-    return [engine.python or this_python, "-m", modules[engine.launcher]]
+    python = engine.python or this_python
+    return [python, *safe_path_flag(engine), "-m", modules[engine.launcher]]
+
+
+SAFE_PATH_PROFILES = frozenset({"sglang"})
+"""Profiles whose own launcher's Python is 3.11 or later, whatever interpreter runs it (SGLang 0.5.23 requires
+Python 3.11)."""
+
+
+def safe_path_flag(engine: EngineSpec) -> list[str]:
+    """``["-P"]`` where the server's Python is known to have it (3.11+: this interpreter when the sweep names
+    none; the interpreter of SGLang's own launcher), else nothing: ``python -m`` puts the working directory first on ``sys.path``, and
+    ``-P`` keeps it off in the server and in the processes its ``multiprocessing`` starts (which inherit the
+    flag), so that a module left in a shared working directory is never imported by a server. Nothing else of
+    the server's import path changes (``PYTHONPATH``, the user site); the scripts a server runs by path keep
+    their own folder. A Python 3.10 named by ``engine.python`` for another profile starts as before (it has
+    no ``-P``)."""
+    import sys
+
+    if engine.python is None:
+        return ["-P"] if sys.version_info >= (3, 11) else []
+    return ["-P"] if engine.profile in SAFE_PATH_PROFILES and engine.launcher == "sglang" else []
 
 
 def server_argv(engine: EngineSpec, config: PlannedConfig, this_python: str, port: int,

@@ -161,9 +161,9 @@ def _kept(python: str) -> list[str]:
     found = shutil.which(python)
     if not sys.platform.startswith("linux") or found is None or os.path.isdir(found):
         return []
-    from specbench_tui.engine.server import KEEPER_PATH
+    from specbench_tui.engine.processes import keeper_argv
 
-    return [sys.executable, "-s", str(KEEPER_PATH), "--parent", str(os.getpid()), "--"]
+    return [*keeper_argv("--parent", str(os.getpid())), "--"]
 
 
 def _empty_versions(python: str, packages: tuple[str, ...], error: str) -> dict[str, Any]:

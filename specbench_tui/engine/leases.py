@@ -1,16 +1,28 @@
 """Ports and GPUs leased machine-wide, across every specbench on the box (any user), with file locks.
 
 The lease directory is ``$SPECBENCH_LEASE_DIR``, else ``<tmp>/specbench-leases`` (``/tmp/specbench-leases``
-on Linux). It is created with mode ``1777`` (sticky and world-writable, like ``/tmp`` itself) so that every
-user's specbench can take leases in it, and each lease file (``port-30000.lease``, ``gpu-<uuid>.lease``) is
-created with mode ``0666``, so that whoever holds the lease can say who they are in it. A lease is an
-exclusive ``flock`` on its file: it is held while the resource is used and the kernel releases it when its
-holder dies, however it dies, so a lease is never stale. The file's content (pid, user, host, run directory,
-configuration) is only a note for messages; the lock is the lease. Lease files are never deleted (deleting
-a file someone else holds a lock on would let a third process lock a new file of the same name).
+on Linux). A lease is an exclusive ``flock`` on its file (``port-30000.lease``, ``gpu-<uuid>.lease``): it is
+held while the resource is used and the kernel releases it when its holder dies, however it dies, so a lease
+is never stale. The file's content (pid, user, host, run directory, configuration) is only a note for
+messages; the lock is the lease. Lease files are never deleted (deleting a file someone else holds a lock on
+would let a third process lock a new file of the same name).
 
-If the directory cannot be used (it exists but belongs to someone who made it private), leasing falls back
-to ``<tmp>/specbench-leases-<uid>`` and says that other users' specbench instances are not seen.
+The directory is shared with every other user of the box, some of whom may be hostile, so:
+
+- it is used only when it is a real directory (not a link) owned by root or by this user and, when others may
+  write in it, sticky (``1777``, like ``/tmp``: nobody removes or renames another's file). A directory that
+  another user created (a fresh box whose ``/tmp`` was wiped) is not used: its owner could remove anyone's
+  lease files. Leasing then falls back to this user's private folder (:func:`specbench_tui.paths.private_dir`)
+  and says so, with the fix: an administrator creates the shared one (``install -d -m 1777 -o root -g root
+  /tmp/specbench-leases``, or a ``d /tmp/specbench-leases 1777 root root -`` line in ``tmpfiles.d``).
+  When specbench creates it (no such directory yet), it makes it ``1777``;
+- a lease file is created with ``O_EXCL`` (mode ``0666``, so that the next holder, of any user, can write its
+  note) and opened otherwise with ``O_NOFOLLOW | O_NONBLOCK``: a planted symbolic link is never followed,
+  a FIFO never blocks, and only a file this call created is ever ``fchmod``-ed;
+- anything at a lease's name that is not a regular file with one link (a directory, a link, a loop, a FIFO,
+  a hard link to another file) is a lease held by someone else: that resource is passed over, and the message
+  says what is there;
+- a note is read up to :data:`NOTE_LIMIT` bytes and is data: :func:`describe_holder` escapes control characters.
 
 A GPU is also not placed on when it holds more than :data:`FOREIGN_MEMORY_MIB` of other processes' memory
 (a job that does not use specbench), whatever its lease says.
@@ -20,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import getpass
 import json
@@ -33,13 +46,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specbench_tui.core.safetext import printable
 from specbench_tui.engine.gpus import DescribedBackend, GpuBackend, GpuPool, GpuSample
+from specbench_tui.paths import PrivateDirError, private_dir
 
 LEASE_DIR_VAR = "SPECBENCH_LEASE_DIR"
 FOREIGN_MEMORY_MIB = 1024.0
 """Memory held on a GPU by processes that are not this specbench's servers above which it is not placed on."""
 POLL_S = 1.0
 """How often a configuration waiting for GPUs leased elsewhere looks again (another process frees them)."""
+NOTE_LIMIT = 4096
+"""The most bytes of a lease's note read (a note is a line of JSON; a larger file is someone else's)."""
+SHARED_FIX = ("an administrator can create it for everyone: install -d -m 1777 -o root -g root {path} "
+              "(or set SPECBENCH_LEASE_DIR to a shared directory owned by root, mode 1777)")
 
 
 def lease_dir() -> tuple[Path, str | None]:
@@ -49,14 +68,17 @@ def lease_dir() -> tuple[Path, str | None]:
     problem = _usable(shared, shared_mode=not configured)
     if problem is None:
         return shared, None
-    private = Path(tempfile.gettempdir()) / f"specbench-leases-{os.getuid()}"
-    if _usable(private, shared_mode=False) is None:
-        return private, (f"the shared lease directory {shared} cannot be used ({problem}); leases are kept in "
-                         f"{private}, so other users' specbench runs are not seen")
-    raise OSError(f"no usable lease directory: {shared} ({problem})")
+    try:
+        private = private_dir("leases")
+    except PrivateDirError as exc:
+        raise OSError(f"no usable lease directory: {shared} ({problem}); and {exc}") from exc
+    return private, (f"the shared lease directory {shared} cannot be used ({problem}); leases are kept in "
+                     f"{private}, so other users' specbench runs are not seen; "
+                     + SHARED_FIX.format(path=shared))
 
 
 def _usable(path: Path, shared_mode: bool) -> str | None:
+    """None when ``path`` can hold leases safely, else why not (see the module's notes)."""
     try:
         path.mkdir(mode=0o700, exist_ok=False)
         created = True
@@ -65,18 +87,45 @@ def _usable(path: Path, shared_mode: bool) -> str | None:
     except OSError as exc:
         return exc.strerror or str(exc)
     try:
-        info = path.lstat()
-        if not stat.S_ISDIR(info.st_mode):
-            return "not a directory"
         if created and shared_mode:
-            os.chmod(path, 0o1777)
-        elif created:
-            os.chmod(path, 0o700)
+            _make_shared(path)
+        info = os.lstat(path)
     except OSError as exc:
         return exc.strerror or str(exc)
-    if not os.access(path, os.W_OK | os.X_OK):
-        return "not writable"
+    return _trusted(info) or (None if os.access(path, os.W_OK | os.X_OK) else "not writable")
+
+
+def _make_shared(path: Path) -> None:
+    """Mode 1777 on the directory just created at ``path`` (through a descriptor: no link is followed)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fchmod(fd, 0o1777)
+    finally:
+        os.close(fd)
+
+
+def _trusted(info: os.stat_result) -> str | None:
+    """Why a lease directory of this ``lstat`` may not be trusted, or None."""
+    if stat.S_ISLNK(info.st_mode):
+        return "it is a symbolic link"
+    if not stat.S_ISDIR(info.st_mode):
+        return "not a directory"
+    if info.st_uid not in (0, os.getuid()):
+        return (f"it belongs to {_user_name(info.st_uid)}, who could remove or replace anyone's lease files in it; "
+                "only a directory of root's or of your own is used")
+    if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+        return (f"others may write in it and it is not sticky (mode {stat.S_IMODE(info.st_mode):04o}): anyone "
+                "could replace a lease file; it must be mode 1777")
     return None
+
+
+def _user_name(uid: int) -> str:
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (KeyError, ImportError):
+        return f"uid {uid}"
 
 
 def _who() -> dict[str, Any]:
@@ -93,11 +142,13 @@ class Lease:
 
     name: str
     fd: int | None
+    writable: bool = True
 
     def release(self) -> None:
         if self.fd is not None:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self.fd, 0)
+            if self.writable:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self.fd, 0)
             with contextlib.suppress(OSError):
                 fcntl.flock(self.fd, fcntl.LOCK_UN)
             with contextlib.suppress(OSError):
@@ -106,6 +157,50 @@ class Lease:
 
     def __del__(self) -> None:
         self.release()
+
+
+_OPEN = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+
+
+def _not_a_lease(info: os.stat_result) -> str | None:
+    """What is at a lease's name when it is not a lease file (a regular file with one link), else None."""
+    for test, kind in _KINDS:
+        if test(info.st_mode):
+            return kind
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file"
+    if info.st_nlink != 1:
+        return "a hard link to another file"
+    return None
+
+
+def _open_existing(path: Path) -> tuple[int, bool] | str:
+    """A descriptor on the existing lease file ``path`` and whether it is writable, or what is there instead.
+    Never follows a link, never blocks, never creates."""
+    try:
+        return os.open(path, os.O_RDWR | _OPEN), True
+    except PermissionError:
+        pass  # someone else's file in a sticky directory: a read-only descriptor still locks
+    except OSError as exc:
+        return _open_problem(path, exc)
+    try:
+        return os.open(path, os.O_RDONLY | _OPEN), False
+    except OSError as exc:
+        return _open_problem(path, exc)
+
+
+def _open_problem(path: Path, exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "a symbolic link"
+    if exc.errno == errno.EISDIR:
+        return "a directory"
+    with contextlib.suppress(OSError):
+        found = _not_a_lease(os.lstat(path))
+        if found:
+            return found
+    return f"unreadable ({exc.strerror or exc})"
 
 
 class Leases:
@@ -121,38 +216,60 @@ class Leases:
     def _path(self, name: str) -> Path:
         return self.directory / f"{name}.lease"
 
-    def take(self, name: str, **note: Any) -> Lease | None:
-        """The lease ``name``, or None when another process holds it."""
-        path = self._path(name)
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        except PermissionError:
-            try:  # someone else's file in a sticky directory: a read-only descriptor still locks
-                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            except OSError:
-                return None
-        with contextlib.suppress(OSError):
-            if os.fstat(fd).st_uid == os.getuid():
+    def _descriptor(self, path: Path) -> tuple[int, bool] | None:
+        try:  # a new file: ours, so ours to make writable by the next holder whatever its user
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _OPEN, 0o666)
+        except FileExistsError:
+            opened = _open_existing(path)
+        except OSError as exc:
+            opened = _open_problem(path, exc)
+        else:
+            with contextlib.suppress(OSError):
                 os.fchmod(fd, 0o666)
+            return fd, True
+        if isinstance(opened, str):
+            return None
+        fd, writable = opened
+        try:
+            problem = _not_a_lease(os.fstat(fd))
+        except OSError as exc:
+            problem = f"unreadable ({exc.strerror or exc})"
+        if problem is not None:
+            os.close(fd)
+            return None
+        return fd, writable
+
+    def take(self, name: str, **note: Any) -> Lease | None:
+        """The lease ``name``, or None when another process holds it (or something that is not a lease file
+        is at its name: :meth:`holder` says what)."""
+        opened = self._descriptor(self._path(name))
+        if opened is None:
+            return None
+        fd, writable = opened
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
             return None
-        text = json.dumps({**_who(), **self.note, **note}) + "\n"
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, text.encode(), 0)
-        return Lease(name, fd)
+        if writable:
+            text = json.dumps({**_who(), **self.note, **note}) + "\n"
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, text.encode()[:NOTE_LIMIT], 0)
+        return Lease(name, fd, writable)
 
     def holder(self, name: str) -> dict[str, Any] | None:
-        """Who holds ``name`` (its note), or None when nobody does."""
+        """Who holds ``name`` (its note), or None when nobody does. Something at its name that is not a lease
+        file is held by someone else: ``{"problem": what is there}``."""
         path = self._path(name)
+        opened = _open_existing(path)
+        if isinstance(opened, str):
+            return {"problem": f"{path} is {opened}, not a lease file"} if os.path.lexists(path) else None
+        fd, _ = opened
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
+            problem = _not_a_lease(os.fstat(fd))
+            if problem is not None:
+                return {"problem": f"{path} is {problem}, not a lease file"}
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except OSError:
@@ -161,7 +278,7 @@ class Leases:
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 return None
             try:
-                data = json.loads(os.pread(fd, 65536, 0) or b"{}")
+                data = json.loads(os.pread(fd, NOTE_LIMIT, 0) or b"{}")
             except (OSError, ValueError):
                 data = {}
             return data if isinstance(data, dict) else {}
@@ -170,13 +287,18 @@ class Leases:
 
 
 def describe_holder(note: dict[str, Any] | None) -> str:
-    """``specbench pid 123 of alice (run runs/x, config ar)`` from a lease note."""
+    """``specbench pid 123 of alice (run runs/x, config ar)`` from a lease note; every value of the note is
+    someone else's text, printed escaped (:func:`specbench_tui.core.safetext.printable`)."""
     if not note:
         return "another specbench"
-    parts = [f"specbench pid {note.get('pid', '?')} of {note.get('user', '?')}"]
+    if note.get("problem"):
+        return f"someone else ({printable(note['problem'], 300)})"
+    pid = note.get("pid")
+    pid_text = str(pid) if isinstance(pid, int) and not isinstance(pid, bool) else "?"
+    parts = [f"specbench pid {pid_text} of {printable(note.get('user', '?'), 64)}"]
     if note.get("host") and note.get("host") != socket.gethostname():
-        parts[0] += f" on {note['host']}"
-    extra = [f"{key} {note[key]}" for key in ("run_dir", "config") if note.get(key)]
+        parts[0] += f" on {printable(note['host'], 64)}"
+    extra = [f"{key} {printable(note[key])}" for key in ("run_dir", "config") if note.get(key)]
     return parts[0] + (f" ({', '.join(extra)})" if extra else "")
 
 

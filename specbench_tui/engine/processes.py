@@ -21,9 +21,17 @@ from pathlib import Path
 import psutil
 
 from specbench_tui.engine.leases import port_is_free
+from specbench_tui.paths import isolated_script
 
 KEEPER_PATH = Path(__file__).resolve().parent.parent / "keeper.py"
 """The keeper (:mod:`specbench_tui.keeper`), run by path so that its start-up imports nothing of specbench."""
+
+
+def keeper_argv(*options: str) -> list[str]:
+    """The keeper's argv up to (not including) ``--`` and the server's argv: this interpreter in isolated mode
+    (``-I``: nothing imported from the working directory, the keeper's folder or the user site; the keeper
+    needs only the standard library)."""
+    return isolated_script(KEEPER_PATH, *options)
 REPORT_TIMEOUT_S = 30.0
 """How long the keeper may take to say its server's pid (a Python start-up: normally ~30 ms)."""
 

@@ -26,7 +26,6 @@ import contextlib
 import os
 import re
 import signal
-import sys
 import time
 import uuid
 from collections import deque
@@ -64,6 +63,7 @@ from specbench_tui.engine.processes import (
     _same_process,
     describe_pid,
     find_free_port,
+    keeper_argv as keeper_prefix,
     first_of,
     listening_pids,
     port_listened,
@@ -203,9 +203,8 @@ class ServerProcess:
         _ = self.death
         self.started_at = time.monotonic()
         report_r, report_w = os.pipe()
-        keeper_argv = [sys.executable, "-s", str(KEEPER_PATH), "--parent", str(os.getpid()),
-                       "--report-fd", str(report_w), "--stop-signal", str(int(self.profile.stop_signal)),
-                       "--", *self.argv]
+        keeper_argv = [*keeper_prefix("--parent", str(os.getpid()), "--report-fd", str(report_w),
+                                      "--stop-signal", str(int(self.profile.stop_signal))), "--", *self.argv]
         env = {**self.env, TREE_VAR: self.tree_id}
         try:
             self._proc = await asyncio.create_subprocess_exec(
