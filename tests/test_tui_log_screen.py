@@ -41,7 +41,9 @@ async def test_long_log_renders_only_visible_lines(tmp_path: Path) -> None:
             handle.write(f"[2026-01-01 10:00:00] Decode batch, #running-req: 1, gen throughput (token/s): {i}.00\n")
         handle.write("RuntimeError: CUDA error: an illegal instruction was encountered\n")
         handle.write("tail line without newline")
-    screen = FullLogScreen("big", path, palette=DEFAULT_PALETTE)
+    # The engine recorded the crash line's text but no line number: c finds it from the end.
+    screen = FullLogScreen("big", path, palette=DEFAULT_PALETTE,
+                           crash_line="RuntimeError: CUDA error: an illegal instruction was encountered")
     app = LogApp(screen)
     async with app.run_test(size=(100, 30)) as pilot:
         view = screen.view
@@ -51,7 +53,7 @@ async def test_long_log_renders_only_visible_lines(tmp_path: Path) -> None:
         # loaded machine does not inflate as it does wall time (wait_indexed bounds the wall time).
         assert time.process_time() - started < 8
         assert len(view._line_cache) < 200  # only what was shown was read
-        await pilot.press("c")  # no line number known: the last fatal line
+        await pilot.press("c")  # no line number known: the engine's crash text, found from the end
         await pilot.pause()
         assert view.cursor_line == count
         await pilot.press("G")

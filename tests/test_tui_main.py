@@ -39,6 +39,9 @@ class _Ended:
     def summary_table(self) -> str:
         return self._table
 
+    def analysis(self) -> None:
+        return None
+
 
 @pytest.mark.parametrize(("states", "code"), [({"a": "done"}, 0), ({"a": "done", "b": "crashed"}, 1)])
 def test_the_ending_is_headless_s(capsys: pytest.CaptureFixture, states: dict[str, str], code: int) -> None:

@@ -41,6 +41,7 @@ from specbench_tui.core.events import (
 from specbench_tui.core.plan import Plan, build_plan
 from specbench_tui.core.records import Measurement
 from specbench_tui.core.sweep.loader import parse_sweep
+from specbench_tui.engine.control import Answer, Outcome, answered, outcome_of
 
 T0 = 1_767_261_600.0
 """2026-01-01 10:00:00 UTC: the scripted run's start, so snapshots are deterministic."""
@@ -317,6 +318,9 @@ class FakeEngine:
         """Every call made by the app: ("start",), ("pause",), ("skip", config_id), ("stop", timeout)…"""
         self.started = False
         self.stopped = False
+        self.read_only = False
+        self.engine_pid: int | None = None
+        self.live = False
         self._subscribers: list[Callable[[Event], None]] = []
         self._position = 0
         self._paused = False
@@ -341,29 +345,44 @@ class FakeEngine:
         if self._thread is not None:
             self._thread.join(timeout=2)
 
-    def pause(self) -> None:
+    def history(self) -> tuple[list[Measurement], list[Event]]:
+        return [], []
+
+    def detach(self) -> None:
+        raise RuntimeError("the fake engine runs in this process: nothing to detach from")
+
+    def pause(self) -> Answer:
         self.calls.append(("pause",))
+        if self._paused:
+            return answered(outcome_of("pause", paused=True))
         self._paused = True
         self.emit(QueuePaused(ts=self._now()))
+        return answered(outcome_of("pause", paused=False))
 
-    def resume(self) -> None:
+    def resume(self) -> Answer:
         self.calls.append(("resume",))
+        if not self._paused:
+            return answered(outcome_of("resume", paused=False))
         self._paused = False
         self.emit(QueueResumed(ts=self._now()))
+        return answered(outcome_of("resume", paused=True))
 
-    def skip(self, config_id: str) -> None:
+    def skip(self, config_id: str) -> Answer:
         self.calls.append(("skip", config_id))
         name = self.plan.by_id(config_id).name
         self.emit(ConfigFinished(config_id=config_id, name=name, state=ConfigState.SKIPPED,
                                  reason="skipped by the user", ts=self._now()))
+        return answered(Outcome("skip", True, f"skipped {name}", config_id))
 
-    def retry(self, config_id: str) -> None:
+    def retry(self, config_id: str) -> Answer:
         self.calls.append(("retry", config_id))
         name = self.plan.by_id(config_id).name
         self.emit(ConfigStateChanged(config_id=config_id, name=name, state=ConfigState.PENDING, ts=self._now()))
+        return answered(Outcome("retry", True, f"queued {name} again", config_id))
 
-    def abort(self, now: bool = False) -> None:
+    def abort(self, now: bool = False) -> Answer:
         self.calls.append(("abort", now))
+        return answered(outcome_of("abort"))
 
     @property
     def paused(self) -> bool:

@@ -14,6 +14,7 @@ import asyncio
 import os
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 
 from specbench_tui.core.engines import simulator
@@ -21,6 +22,7 @@ from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.events import Event, Notice, SweepFinished
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import Measurement
+from specbench_tui.engine.control import Answer
 from specbench_tui.engine.orchestrator import Orchestrator, SweepOutcome
 from specbench_tui.application.session import RunRequest, give_up_ownership, make_backend, prepare_run
 from specbench_tui.store import RunDir
@@ -47,6 +49,12 @@ class EngineThread:
         """How the sweep ended, once it has."""
         self.error: BaseException | None = None
         """An unexpected exception that ended the engine, if any."""
+        self.read_only = False
+        """This process runs the sweep: its view may always steer it."""
+        self.engine_pid: int | None = None
+        """None: the sweep runs in this process (no engine process of its own to detach from)."""
+        self.live = False
+        """The history is a resumed run's past, not a live sweep's."""
 
     @property
     def run_dir(self) -> Path:
@@ -87,35 +95,53 @@ class EngineThread:
         """What the run directory already holds (a resumed run's earlier results), for a view to start from."""
         return self._run_dir.read_measurements(), self._run_dir.read_events()
 
+    def detach(self) -> None:
+        """Nothing to detach from: the sweep runs in this process and ends with it."""
+        raise RuntimeError("the sweep runs in this process: stop it instead of detaching")
+
     # -- control, from any thread -------------------------------------------------------------------------
 
     @property
     def paused(self) -> bool:
         return self._orchestrator.paused if self._orchestrator is not None else False
 
-    def pause(self) -> None:
-        self._call("pause")
+    def pause(self) -> Answer:
+        return self._call("pause")
 
-    def resume(self) -> None:
-        self._call("resume")
+    def resume(self) -> Answer:
+        return self._call("resume")
 
-    def skip(self, config_id: str) -> None:
-        self._call("skip", config_id)
+    def skip(self, config_id: str) -> Answer:
+        return self._call("skip", config_id)
 
-    def retry(self, config_id: str) -> None:
-        self._call("retry", config_id)
+    def retry(self, config_id: str) -> Answer:
+        return self._call("retry", config_id)
 
-    def abort(self, now: bool = False) -> None:
-        self._call("abort", now)
+    def abort(self, now: bool = False) -> Answer:
+        return self._call("abort", now)
 
-    def _call(self, method: str, *args: object) -> None:
+    def _call(self, method: str, *args: object) -> Answer:
+        """Run the orchestrator's command on its loop; the future gets its :class:`Outcome` (None when the sweep
+        is over and no loop runs to answer)."""
+        future: Answer = Future()
         loop, orchestrator = self._loop, self._orchestrator
         if loop is None or orchestrator is None or loop.is_closed():
-            return
+            future.set_result(None)
+            return future
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(getattr(orchestrator, method)(*args))
+            except Exception as exc:  # noqa: BLE001 - the caller sees the refusal; the engine goes on
+                future.set_exception(exc)
+
         try:
-            loop.call_soon_threadsafe(getattr(orchestrator, method), *args)
+            loop.call_soon_threadsafe(run)
         except RuntimeError:  # the loop closed between the check and the call: the sweep is over
-            pass
+            future.set_result(None)
+        return future
 
     # -- the engine thread ----------------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from specbench_tui import __version__
 from specbench_tui.core.events import Event, Notice
+from specbench_tui.engine.control import COMMANDS, Outcome
 from specbench_tui.rundir import EVENTS, RESULTS, file_size
 
 PROTOCOL = 1
@@ -42,7 +43,6 @@ PROTOCOL = 1
 HELLO = "specbench-control"
 SOCKET_NAME = "engine.sock"
 ROLES = ("control", "view", "status")
-COMMANDS = ("pause", "resume", "skip", "retry", "abort")
 MAX_LINE = 1 << 20
 """The longest line a client may send (commands are tiny; anything longer is a broken or hostile client)."""
 MAX_CLIENT_BUFFER = 64 << 20
@@ -248,8 +248,9 @@ class ControlServer:
         ident = message.get("id")
         command = message.get("cmd")
 
-        def answer(ok: bool, error: str | None = None) -> None:
-            self._send(client, encode({"ack": ident, "cmd": command, "ok": ok, "error": error}))
+        def answer(ok: bool, error: str | None = None, outcome: Outcome | None = None) -> None:
+            self._send(client, encode({"ack": ident, "cmd": command, "ok": ok, "error": error,
+                                       **(outcome.to_json() if outcome is not None else {})}))
 
         if command not in COMMANDS:
             answer(False, f"unknown command {command!r}")
@@ -264,15 +265,18 @@ class ControlServer:
             return
         try:
             if command in ("skip", "retry"):
-                getattr(self.control, command)(config_id)
+                outcome = getattr(self.control, command)(config_id)
             elif command == "abort":
-                self.control.abort(now)
+                outcome = self.control.abort(now)
             else:
-                getattr(self.control, command)()
+                outcome = getattr(self.control, command)()
         except Exception as exc:  # noqa: BLE001 - a refused request is answered, never fatal to the engine
             answer(False, str(exc))
             return
-        answer(True)
+        outcome = outcome if isinstance(outcome, Outcome) else None
+        answer(True, outcome=outcome)
+        if outcome is not None and not outcome.changed:
+            return  # a command that found nothing to do is answered, and no notice is added for it
         name = self.names.get(config_id, config_id) if isinstance(config_id, str) else ""
         what = {"pause": "paused the queue", "resume": "resumed the queue",
                 "skip": f"skipped {name}", "retry": f"queued {name} again",

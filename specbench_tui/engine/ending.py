@@ -30,9 +30,10 @@ A configuration whose every request returned no tokens says ZERO OUTPUT in its n
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from specbench_tui.core import verdicts
+from specbench_tui.core.verdicts import partial_configs, zero_output_configs
 from specbench_tui.core.results import ACCEPT_FROM_SERVER, FLAG_CRASH_CUT, FLAG_PARTIAL, RunAnalysis
 from specbench_tui.core.events import ConfigState, Event
 from specbench_tui.core.ledger import Ledger
@@ -50,10 +51,6 @@ EXIT_GPU_HELD = ExitCode.GPU_HELD
 EXIT_CLUSTER_LOST = ExitCode.CLUSTER_LOST
 EXIT_HANGUP = ExitCode.HANGUP
 EXIT_INTERRUPTED = ExitCode.INTERRUPTED
-
-_STATE_ORDER = tuple(state.value for state in (ConfigState.DONE, ConfigState.CRASHED, ConfigState.FAILED,
-                                               ConfigState.SKIPPED, ConfigState.LAUNCHING, ConfigState.READY,
-                                               ConfigState.RUNNING, ConfigState.PENDING))
 
 
 def exit_code(outcome: SweepOutcome, *, hangup: bool = False, analysis: RunAnalysis | None = None) -> ExitCode:
@@ -87,18 +84,8 @@ def state_counts(outcome: SweepOutcome, analysis: RunAnalysis | None = None) -> 
     Given the run's ``analysis``, the done ones that are not what "done" suggests are said inside it, with the
     words the header uses: ``9 done (1 zero-out, 1 partial)`` (a zero-out one answered with no tokens on some
     workload; a partial one had a workload cut short)."""
-    counts = Counter(getattr(state, "value", str(state)) for state in outcome.states.values())
-    order = [s for s in _STATE_ORDER if counts.get(s)] + sorted(set(counts) - set(_STATE_ORDER))
-    parts = [f"{counts[s]} {s}" for s in order]
-    done = ConfigState.DONE.value
-    if analysis is not None and counts.get(done):
-        ids = [cid for cid, state in outcome.states.items() if getattr(state, "value", str(state)) == done]
-        zero = [cid for cid in ids if (t := analysis.totals_for(cid)) is not None and t.n_zero_output > 0]
-        cut = [cid for cid in ids if cid not in zero and any(r.partial for r in analysis.rows_of(cid))]
-        inner = [f"{len(group)} {word}" for group, word in ((zero, "zero-out"), (cut, "partial")) if group]
-        if inner:
-            parts[order.index(done)] += f" ({', '.join(inner)})"
-    return ", ".join(parts) or "no configuration"
+    states = {cid: getattr(state, "value", str(state)) for cid, state in outcome.states.items()}
+    return verdicts.state_counts(states, zero_output_configs(analysis), partial_configs(analysis))
 
 
 def ending_line(outcome: SweepOutcome, analysis: RunAnalysis | None = None) -> str:

@@ -38,6 +38,7 @@ from specbench_tui.core.records import STATUS_ERROR, Measurement, MeasurementKey
 from specbench_tui.core.signatures import SignatureSet
 from specbench_tui.engine.attempt import ServerGone, expected_keys
 from specbench_tui.engine.cluster import cluster_executor, placement_note
+from specbench_tui.engine.control import Outcome, outcome_of
 from specbench_tui.engine.executor import Executor, StopJob
 from specbench_tui.engine.gpus import GpuBackend, GpuPool, GpuSampler, NullBackend
 from specbench_tui.engine.leases import Leases
@@ -223,49 +224,63 @@ class Orchestrator:
     def paused(self) -> bool:
         return not self.scheduler.signals.unpaused.is_set()
 
-    def pause(self) -> None:
-        if not self.paused:
+    def pause(self) -> Outcome:
+        outcome = outcome_of("pause", paused=self.paused)
+        if outcome.changed:
             self.scheduler.signals.unpaused.clear()
             self.publish(QueuePaused())
+        return outcome
 
-    def resume(self) -> None:
-        if self.paused:
+    def resume(self) -> Outcome:
+        outcome = outcome_of("resume", paused=self.paused)
+        if outcome.changed:
             self.scheduler.signals.unpaused.set()
             self.publish(QueueResumed())
+        return outcome
 
-    def skip(self, config_id: str) -> None:
+    def _command_outcome(self, command: str, config_id: str) -> Outcome:
+        """What ``skip`` or ``retry`` of ``config_id`` does now (:func:`~specbench_tui.engine.control.outcome_of`)."""
+        config = self.plan.by_id(config_id) if any(c.id == config_id for c in self.plan.configs) else None
+        state = self.states.get(config_id) if config is not None else None
+        return outcome_of(command, state=state, queued=config_id in self.scheduler.queue,
+                          excluded=config.skip_reason if config is not None else None,
+                          name=config.name if config is not None else config_id, config_id=config_id)
+
+    def skip(self, config_id: str) -> Outcome:
+        outcome = self._command_outcome("skip", config_id)
         scheduler = self.scheduler
         control = scheduler.controls.get(config_id)
         if control is not None:
             control.skip.set()
-        elif self.states.get(config_id) == ConfigState.PENDING:
+        elif outcome.changed and self.states.get(config_id) == ConfigState.PENDING:
             if config_id in scheduler.queue:  # not reached yet: skipped now, so every view says so at once
                 scheduler.queue.remove(config_id)
                 self.finish_config(self.plan.by_id(config_id), ConfigState.SKIPPED, "skipped by the user")
             else:  # being placed (waiting for GPUs): the queue drops it there
                 scheduler.skip_pending.add(config_id)
             scheduler.signals.queue_changed.set()
+        return outcome
 
-    def retry(self, config_id: str) -> None:
-        scheduler = self.scheduler
-        state = self.states.get(config_id)
-        if state in (ConfigState.CRASHED, ConfigState.FAILED, ConfigState.SKIPPED) and config_id not in scheduler.queue:
+    def retry(self, config_id: str) -> Outcome:
+        outcome = self._command_outcome("retry", config_id)
+        if outcome.changed:
+            scheduler = self.scheduler
             config = self.plan.by_id(config_id)
-            if config.skip_reason is not None:
-                return
             scheduler.skip_pending.discard(config_id)
             self._forget_errors(config_id)
             scheduler.queue.append(config_id)
             self.set_state(config, ConfigState.PENDING, "queued again")
             scheduler.signals.queue_changed.set()
+        return outcome
 
-    def abort(self, now: bool = False) -> None:
+    def abort(self, now: bool = False) -> Outcome:
         signals = self.scheduler.signals
         signals.stop_soon.set()
         if now:  # the request in flight is cancelled; a grace wait in progress ends: SIGKILL of every tree
             signals.stop_now.set()
         signals.unpaused.set()
         signals.queue_changed.set()
+        return outcome_of("abort")
 
     # -- resume ----------------------------------------------------------------------------------------
 

@@ -17,8 +17,9 @@ from specbench_tui.core.events import (
     SweepFinished,
 )
 from specbench_tui.core.records import STATUS_ZERO_OUTPUT
+from specbench_tui.core.verdicts import state_counts
 from specbench_tui.tui.app_base import AppBase
-from specbench_tui.tui.notifier import Severity
+from specbench_tui.tui.notifier import Entry, Severity
 from specbench_tui.tui.preflight_screen import PreflightFailedScreen
 from specbench_tui.tui.safe_text import clean
 
@@ -88,16 +89,19 @@ class Announcements(AppBase):
                 notifier.post(clean(event.text, 500), severity=severity, timeout=10,
                               topic=("notice", event.config_id, event.level))
         elif isinstance(event, (QueuePaused, QueueResumed)):
-            if ("queue",) not in notifier._live:  # the key already said so
-                notifier.post(QUEUE_PAUSED if isinstance(event, QueuePaused) else QUEUE_RESUMED, timeout=4,
-                              topic=("queue",), record=False)
+            text = QUEUE_PAUSED if isinstance(event, QueuePaused) else QUEUE_RESUMED
+            if notifier.is_up(("queue",)):  # the key already said so on screen: only the history takes it
+                notifier.record(Entry(notifier.clock(), "information", "", text, ("queue",)))
+            else:
+                notifier.post(text, timeout=4, topic=("queue",))
         elif isinstance(event, SweepFinished):
             if self.preflight_problems:
                 notifier.dismiss(("preflight",))
                 self.push_screen(PreflightFailedScreen(self.preflight_problems), callback=self._preflight_closed)
                 return
-            counts = state.counts()
-            summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+            states = {cid: state.display_state(view) for cid, view in state.configs.items()}
+            zero = {cid for cid, view in state.configs.items() if view.zero_output}
+            summary = state_counts(states, zero, self.partial_ids)
             notifier.post(f"Sweep {clean(event.state, 40)}: {summary}; {state.measurements} measurements. "
                           "Press q to quit.", title="Sweep finished",
                           severity="information" if event.state == "completed" else "warning", timeout=30,

@@ -26,6 +26,7 @@ import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
@@ -55,6 +56,7 @@ from specbench_tui.core.events import (
 )
 from specbench_tui.core.ledger import LedgerSnapshot
 from specbench_tui.core.state import RunState
+from specbench_tui.engine.control import Outcome
 from specbench_tui.tui.announcements import Announcements
 from specbench_tui.tui.app_base import AppBase, EngineAdapter
 from specbench_tui.tui.commands import SweepCommands
@@ -94,6 +96,21 @@ RESULTS_INTERVAL_S = 0.5
 """Least time between two rebuilds of the results table once there are many measurements."""
 THROTTLE_RESULTS_FROM = 300
 """Measurements from which the results table is rebuilt at most every :data:`RESULTS_INTERVAL_S`."""
+
+
+RESULT_EVENTS = (MeasurementRecorded, ConfigFinished, CrashDetected, ConfigStateChanged, WorkloadNotRun)
+"""Events after which the results table is built again."""
+GPU_EVENTS = (ServerLaunching, ServerStopped, ConfigFinished, ConfigStateChanged, SweepFinished)
+"""Events after which the GPU panel is drawn again (besides a GPU sample)."""
+
+
+@dataclass
+class _Dirty:
+    """Which panels one drain of events changed."""
+
+    queue: bool = False
+    results: bool = False
+    gpus: bool = False
 
 
 class AnalysedRows(NamedTuple):
@@ -144,6 +161,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         self._drain_interval_s = drain_interval_s
         self._announced: set[tuple[object, ...]] = set()
         self._pending_controls: list[Callable[[], None]] = []
+        self._answers: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
         self._results_pending = False
         self._results_synced_at = float("-inf")
         self._quitting = False
@@ -299,6 +317,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         """Fold every queued event into the state and update the panels once; returns how many."""
         if not self._panels_attached():
             return 0
+        answered = self._drain_answers()
         events: list[Event] = []
         try:
             while True:
@@ -306,15 +325,15 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         except queue.Empty:
             pass
         if not events:
+            if answered:
+                self._sync_panels(queue=True)
             return 0
         raw_lines: list[tuple[str, str, str]] = []
-        dirty_queue = dirty_results = dirty_gpus = False
-        configs = self.state.configs
+        dirty = _Dirty(queue=answered)
         for event in events:
             if type(event) is LogLine:  # the flood: RunState keeps nothing of a log line but its time
                 self.state.last_event_at = event.ts
-                view = configs.get(event.config_id)
-                raw_lines.append((view.name if view else str(event.config_id), str(event.line), str(event.level)))
+                raw_lines.append(self._raw_line(event))
                 continue
             try:
                 self.state.apply(event)
@@ -322,37 +341,49 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
                 self.log.warning(f"event not applied: {exc!r}")
                 continue
             if isinstance(event, LogLine):
-                view = self.state.configs.get(event.config_id)
-                raw_lines.append((view.name if view else str(event.config_id), str(event.line), str(event.level)))
-                continue
-            if isinstance(event, GpuSampled):
-                dirty_gpus = True
-                continue
-            if isinstance(event, SweepStarted) and self._pending_controls:
-                pending, self._pending_controls = self._pending_controls, []
-                for request in pending:
-                    request()
-            self._confirmed(event)
-            dirty_queue = True
-            if isinstance(event, (MeasurementRecorded, ConfigFinished, CrashDetected, ConfigStateChanged,
-                                  WorkloadNotRun)):
-                dirty_results = True
-            if isinstance(event, (ServerLaunching, ServerStopped, ConfigFinished, ConfigStateChanged,
-                                  SweepFinished)):
-                dirty_gpus = True
-            self._announce(event)
+                raw_lines.append(self._raw_line(event))
+            else:
+                self._after_applied(event, dirty)
         if raw_lines:  # formatted by the panel only when drawn: a flood costs a list extend
             kept = raw_lines[-MAX_LINES:]
             self._log_panel().append_raw(kept, dropped=len(raw_lines) - len(kept))
-        if dirty_queue or dirty_results or dirty_gpus or self._results_pending:
-            self._sync_panels(queue=dirty_queue, results=dirty_results, gpus=dirty_gpus)
+        if dirty.queue or dirty.results or dirty.gpus or self._results_pending:
+            self._sync_panels(queue=dirty.queue, results=dirty.results, gpus=dirty.gpus)
         return len(events)
+
+    def _drain_answers(self) -> bool:
+        """Take in the engine's answers to commands; whether one of them changed what the queue shows."""
+        changed = False
+        try:
+            while True:
+                changed = self.answered(self._answers.get_nowait()) or changed
+        except queue.Empty:
+            pass
+        return changed
+
+    def _raw_line(self, event: LogLine) -> tuple[str, str, str]:
+        view = self.state.configs.get(event.config_id)
+        return view.name if view else str(event.config_id), str(event.line), str(event.level)
+
+    def _after_applied(self, event: Event, dirty: _Dirty) -> None:
+        """What an applied event (not a log line) asks of the panels, the pending keys and the toasts."""
+        if isinstance(event, GpuSampled):
+            dirty.gpus = True
+            return
+        if isinstance(event, SweepStarted) and self._pending_controls:
+            pending, self._pending_controls = self._pending_controls, []
+            for request in pending:
+                request()
+        self._confirmed(event)
+        dirty.queue = True
+        dirty.results = dirty.results or isinstance(event, RESULT_EVENTS)
+        dirty.gpus = dirty.gpus or isinstance(event, GPU_EVENTS)
+        self._announce(event)
 
     def _confirmed(self, event: Event) -> None:
         """Drop what a key asked for once the engine has said what became of it."""
-        config_id = getattr(event, "config_id", None)
-        if config_id is not None and isinstance(event, (ConfigStateChanged, ConfigFinished, ServerLaunching)):
-            self.optimistic.pop(config_id, None)
+        if isinstance(event, (ConfigStateChanged, ConfigFinished, ServerLaunching)):
+            self.optimistic.pop(event.config_id, None)
         elif isinstance(event, (QueuePaused, QueueResumed)):
             self.pause_requested = None
         elif isinstance(event, SweepFinished):
@@ -543,15 +574,12 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
 
 
 def _initial_state(engine: EngineAdapter) -> RunState:
-    """The plan's configurations, on top of what the run directory already holds when the engine can say
-    (a resumed run opens with its past; a fresh one has none)."""
-    history = getattr(engine, "history", None)
-    if callable(history):
-        try:
-            measurements, events = history()
-        except Exception:  # noqa: BLE001 - an unreadable run directory: the engine itself will say why
-            measurements, events = [], []
-        if measurements or events:
-            return RunState.from_history(engine.plan, str(engine.run_dir), measurements, events,
-                                         live=bool(getattr(engine, "live", False)))
+    """The plan's configurations, on top of what the run directory already holds (a resumed run opens with its
+    past; a fresh one has none)."""
+    try:
+        measurements, events = engine.history()
+    except Exception:  # noqa: BLE001 - an unreadable run directory: the engine itself will say why
+        measurements, events = [], []
+    if measurements or events:
+        return RunState.from_history(engine.plan, str(engine.run_dir), measurements, events, live=engine.live)
     return RunState.from_plan(engine.plan, run_dir=str(engine.run_dir))

@@ -6,6 +6,7 @@ control keys, screens, quitting); each part derives from :class:`AppBase`, which
 
 from __future__ import annotations
 
+import queue
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -16,8 +17,9 @@ from textual.css.query import QueryError
 
 from specbench_tui.core.events import Event
 from specbench_tui.core.plan import Plan
+from specbench_tui.core.records import Measurement
 from specbench_tui.core.state import ConfigView, RunState
-from specbench_tui.engine.control import SweepControl
+from specbench_tui.engine.control import Outcome, SweepControl
 from specbench_tui.tui.gpu_panel import GpuPanel
 from specbench_tui.tui.header import SweepHeader
 from specbench_tui.tui.log_panel import ServerLogPanel
@@ -31,9 +33,16 @@ from specbench_tui.tui.sweep_screen import SweepScreen
 
 class EngineAdapter(SweepControl, Protocol):
     """What the app needs of the engine: the sweep's control commands plus its plan, run directory, event
-    stream and life cycle (the engine thread; a scripted fake in tests)."""
+    stream, history and life cycle (the engine thread, an attached engine process; a scripted fake in tests)."""
 
     plan: Plan
+    read_only: bool
+    """Whether control requests are refused (a view opened without control)."""
+    engine_pid: int | None
+    """The engine process's pid when the sweep runs in a process of its own (this app is one of its clients);
+    None when it runs in this process."""
+    live: bool
+    """Whether the history already holds a live sweep's past (an attached view; a resumed run is not live)."""
 
     @property
     def run_dir(self) -> Path: ...
@@ -41,6 +50,8 @@ class EngineAdapter(SweepControl, Protocol):
     def subscribe(self, callback: Callable[[Event], None]) -> None: ...
     def start(self) -> None: ...
     def stop(self, timeout: float) -> bool: ...
+    def history(self) -> tuple[list[Measurement], list[Event]]: ...
+    def detach(self) -> None: ...
 
 
 class AppBase(App[int]):
@@ -58,6 +69,7 @@ class AppBase(App[int]):
     engine_stopped: bool
     _announced: set[tuple[object, ...]]
     _pending_controls: list[Callable[[], None]]
+    _answers: queue.SimpleQueue[Outcome]
     _log_screens: OrderedDict[str, FullLogScreen]
     _quitting: bool
     _panels_ready: bool
@@ -112,7 +124,7 @@ class AppBase(App[int]):
     @property
     def attached(self) -> bool:
         """Whether the engine runs in its own process and this app is one of its clients."""
-        return callable(getattr(self.engine, "detach", None))
+        return self.engine.engine_pid is not None
 
     def action_request_quit(self) -> None:
         raise NotImplementedError  # QuitActions

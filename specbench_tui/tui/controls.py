@@ -1,28 +1,70 @@
-"""The keys that steer the sweep: pause, skip and retry, shown at once and confirmed by the engine."""
+"""The keys that steer the sweep: pause, skip and retry, shown at once and answered by the engine.
+
+Every command returns the engine's :class:`~specbench_tui.engine.control.Outcome` (a future): a command that
+found nothing to do ("already done", "already paused") takes back what the row showed at once and says the
+engine's answer, instead of showing "skipped" until a timeout. Whether a key can do anything is decided by the
+engine's own rule (:func:`~specbench_tui.engine.control.outcome_of`), here applied to what the screen shows so
+that a key that cannot act is answered at once without a round trip.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from functools import partial
 
+from specbench_tui.application.viewmodel import excluded_hint
 from specbench_tui.core.events import ConfigState
+from specbench_tui.engine.control import Outcome, outcome_of
 from specbench_tui.tui.announcements import QUEUE_PAUSED, QUEUE_RESUMED
 from specbench_tui.tui.app_base import AppBase
 from specbench_tui.tui.safe_text import clean
+
+Request = Callable[[], object]
 
 
 class ControlActions(AppBase):
     """Control keys of :class:`~specbench_tui.tui.app.SpecbenchApp` (optimistic: the row changes before the
     engine answers)."""
 
-    def _control(self, request: Callable[[], None]) -> None:
+    def _control(self, request: Request) -> None:
         """Send a control request now, or as soon as the sweep has started (earlier ones would be lost)."""
         if self.state.started_at is None:
-            self._pending_controls.append(request)
+            self._pending_controls.append(partial(self._send, request))
             self._hint("The sweep is still starting: the request is sent once it runs.", "information")
         else:
-            request()
+            self._send(request)
+
+    def _send(self, request: Request) -> None:
+        """Send ``request``; the engine's answer comes back through :meth:`outcome_arrived` (any thread)."""
+        answer = request()
+        if isinstance(answer, Future):
+            answer.add_done_callback(self._answer_done)
+
+    def _answer_done(self, answer: Future[Outcome | None]) -> None:
+        """Called in whichever thread completed ``answer``: only enqueue (drained with the events)."""
+        if answer.cancelled():
+            return
+        error = answer.exception()
+        if error is not None:
+            self._answers.put(Outcome("command", False, f"refused: {error}"))
+            return
+        outcome = answer.result()
+        if isinstance(outcome, Outcome):
+            self._answers.put(outcome)
+
+    def answered(self, outcome: Outcome) -> bool:
+        """The engine's answer to a command (on the UI thread): one that changed nothing takes back what the
+        screen showed at once and says the engine's reason; returns whether the queue panel needs a sync."""
+        if outcome.changed:
+            return False
+        if outcome.command in ("pause", "resume"):
+            self.pause_requested = None
+        elif outcome.config_id is not None:
+            self.optimistic.pop(outcome.config_id, None)
+        self._hint(f"Nothing to do: {clean(outcome.text, 300)}.", "information")
+        return True
 
     def _show_asked(self, config_id: str, shown_state: str, note: str) -> None:
         """Show at once what a key asked of ``config_id`` (the engine confirms it with its own event)."""
@@ -38,13 +80,14 @@ class ControlActions(AppBase):
 
     def _refuse_read_only(self) -> bool:
         """A view opened without control says so instead of acting."""
-        if getattr(self.engine, "read_only", False):
+        if self.engine.read_only:
             self._hint("This view is read-only (serve it with --control to steer the sweep).")
             return True
         return False
 
     def action_toggle_pause(self) -> None:
-        """Pause or resume: the header and a toast say so at once; the engine confirms with its event."""
+        """Pause or resume: the header and a toast say so at once; the engine confirms with its event. The key
+        sends ``pause`` or ``resume`` (never a toggle), so two views pressing it at once end paused."""
         if self._refuse_read_only():
             return
         if self.state.outcome is not None:
@@ -58,6 +101,14 @@ class ControlActions(AppBase):
             self._queue_panel().sync(self.state, False, self.optimistic, self.pause_requested, self.partial_ids)
             self._header().refresh()
 
+    def _local_outcome(self, command: str, config_id: str) -> Outcome:
+        """What the engine would answer ``command`` of ``config_id``, from what this view knows now."""
+        view = self.state.configs.get(config_id)
+        planned = next((c for c in self.engine.plan.configs if c.id == config_id), None)
+        return outcome_of(command, state=view.state if view else None, name=clean(view.name if view else config_id,
+                                                                                     80),
+                          excluded=planned.skip_reason if planned is not None else None, config_id=config_id)
+
     def skip_config(self, config_id: str) -> None:
         """Skip ``config_id``: a pending one is dropped, a running one stopped; the row says so at once."""
         view = self.state.configs.get(config_id)
@@ -67,8 +118,9 @@ class ControlActions(AppBase):
         if asked is not None and asked[0] == ConfigState.SKIPPED.value:
             self._hint(f"{clean(view.name, 80)} is being skipped already.", "information")
             return
-        if view.state.final:
-            self._hint(f"{clean(view.name, 80)} is already {view.state.value}.")
+        outcome = self._local_outcome("skip", config_id)
+        if not outcome.changed:
+            self._hint(f"{clean(outcome.text, 200)}.")
             return
         self._control(partial(self.engine.skip, config_id))
         note = "skipped by you: stopping its server…" if view.state.active else "skipped by you"
@@ -81,19 +133,16 @@ class ControlActions(AppBase):
             return
         planned = next((c for c in self.engine.plan.configs if c.id == config_id), None)
         if planned is not None and planned.skip_reason:
-            self.notifier.post(f"{clean(view.name, 80)} cannot run: the sweep file excludes it "
-                               f"({clean(planned.skip_reason, 200)}). Remove or narrow that exclude rule in "
-                               f"{clean(self.engine.plan.sweep.shown_path, 200)} and start a new run.",
-                               title="Excluded by the sweep", severity="warning", timeout=10,
-                               topic=("control", config_id))
+            self.notifier.post(excluded_hint(self.engine.plan, planned), title="Excluded by the sweep",
+                               severity="warning", timeout=10, topic=("control", config_id))
             return
         asked = self.optimistic.get(config_id)
         if asked is not None and asked[0] == ConfigState.PENDING.value:
             self._hint(f"{clean(view.name, 80)} is queued again already.", "information")
             return
-        if view.state not in (ConfigState.CRASHED, ConfigState.FAILED, ConfigState.SKIPPED):
-            self._hint(f"{clean(view.name, 80)} is {view.state.value}: only crashed, failed or skipped "
-                       "configurations can be retried.")
+        outcome = self._local_outcome("retry", config_id)
+        if not outcome.changed:
+            self._hint(f"{clean(outcome.text, 200)}: only crashed, failed or skipped configurations can be retried.")
             return
         self._control(partial(self.engine.retry, config_id))
         self._show_asked(config_id, ConfigState.PENDING.value, "queued again")

@@ -25,7 +25,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.worker import Worker
 
-from specbench_tui.tui.log_style import LogHighlighter, classify, is_fatal, problem_keywords
+from specbench_tui.tui.log_style import LogHighlighter, classify, problem_keywords
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import MAX_LINE_CHARS, clean
 
@@ -68,6 +68,8 @@ class LogFileView(ScrollView, can_focus=True):
         super().__init__(id=id)
         self.path = Path(path)
         self.highlighter = LogHighlighter(DEFAULT_PALETTE, live=False)
+        self.crash_index: int | None = None
+        """The 0-based line the engine recorded as the crash (drawn as one; no other line of a file is)."""
         self.query_text = ""
         """The search term highlighted in visible lines."""
         self.missing: str | None = None
@@ -237,6 +239,8 @@ class LogFileView(ScrollView, can_focus=True):
         gutter = Strip([Segment(f"{line + 1:>{gutter_width - 1}} ", gutter_style)], gutter_width)
         body = Text(self.line_text(line), style=base, no_wrap=True, end="")
         self.highlighter.highlight(body)
+        if line == self.crash_index:
+            body.stylize(self.highlighter.palette.crash)
         if self.query_text:
             match_style = self.get_component_rich_style("log-file-view--match")
             for match in re.finditer(re.escape(self.query_text), body.plain, re.IGNORECASE):
@@ -390,20 +394,3 @@ class LogFileView(ScrollView, can_focus=True):
             needle = text.encode("utf-8", "replace")
             offset = mapped.rfind(needle, 0, min(self._file_size, len(mapped)))
         return self._line_of_offset(offset) if offset >= 0 else None
-
-    def last_problem(self) -> int | None:
-        """The last fatal line of the file (a fallback for jumping to the crash)."""
-        mapped = self._map()
-        if mapped is None:
-            return None
-        with mapped:
-            end = min(self._file_size, len(mapped))
-            while end > 0:
-                offset = max(mapped.rfind(keyword, 0, end) for keyword in problem_keywords())
-                if offset < 0:
-                    return None
-                line = self._line_of_offset(offset)
-                if is_fatal(self.line_text(line)):
-                    return line
-                end = self._starts[line]
-        return None

@@ -61,6 +61,7 @@ class FullLogScreen(Screen):
         self.signature = signature
         if self.is_mounted:
             view = self.view
+            view.crash_index = crash_line_number - 1 if crash_line_number else None
             view.reload()
             if follow and not view.follow:
                 view.follow = True
@@ -81,6 +82,7 @@ class FullLogScreen(Screen):
         return self.query_one(LogFileView)
 
     def on_mount(self) -> None:
+        self.view.crash_index = self.crash_line_number - 1 if self.crash_line_number else None
         self.view.focus()
         self._update_title()
 
@@ -178,15 +180,15 @@ class FullLogScreen(Screen):
         self.view.scroll_end(animate=False)
 
     def action_jump_crash(self) -> None:
-        """Put the cursor on the crash line: the engine's line number, else the crash text, else the last fatal."""
+        """Put the cursor on the crash line the engine recorded: its line number, else its text (the TUI guesses
+        none from the file's words: a line is a crash when the engine said so)."""
         view = self.view
         line: int | None = None
         if self.crash_line_number is not None and 0 < self.crash_line_number <= view.line_count:
             line = self.crash_line_number - 1
         if line is None and self.crash_line:
             line = view.find_last(self.crash_line)
-        if line is None:
-            line = view.last_problem()
+        view.crash_index = line
         if line is None:
             self.status = "no crash line in this log"
         else:

@@ -4,10 +4,11 @@ The live panel and the full-log screen share this: a line is ``fatal``, ``error`
 
 Only a ``fatal`` line is drawn as a crash (``✖``, the error colour), and the TUI has no rule of its own for it:
 a live line is fatal when the engine said so (its crash signatures matched while the server was not being
-stopped); a line read back from disk has no level, and then core's rule decides, the one the engine applies
-(:func:`specbench_tui.core.signatures.line_level` over every registered engine's crash signatures). The
-patterns here only raise a line to ``error`` or ``warning`` for colour: ``core dumped`` or ``Traceback`` in a
-line no signature names is an error line (``!``, drawn like a warning), never a crash the engine did not record.
+stopped). A line read back from disk has no level: the full-log screen draws as the crash the line the engine
+recorded (its ``CrashDetected`` line number), and no other, since whether a signature's line is a crash depends
+on what the engine knew then (a ``sigquit`` at teardown is not). The patterns here only raise a line to
+``error`` or ``warning`` for colour: ``core dumped`` or ``Traceback`` in a line the engine did not call fatal is
+an error line (``!``, drawn like a warning), never a crash the engine did not record.
 SGLang prints some error lines at a normal teardown (``Received sigquit from a child process … the child
 failed``).
 
@@ -24,7 +25,7 @@ from rich.highlighter import Highlighter
 from rich.text import Text
 
 from specbench_tui.core.engines.registry import all_profiles, engine_names, get_profile
-from specbench_tui.core.signatures import LEVEL_ERROR, LEVEL_FATAL, LEVEL_INFO, LEVEL_WARNING, SignatureSet, line_level
+from specbench_tui.core.signatures import LEVEL_ERROR, LEVEL_FATAL, LEVEL_INFO, LEVEL_WARNING, line_level
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 
 SERIOUS_PATTERN = (r"Traceback \(most recent call last\)|CUDA error|AcceleratorError|OutOfMemoryError|"
@@ -40,19 +41,18 @@ _PROBLEM_KEYWORDS = (b"Error", b"ERROR", b"error", b"Exception", b"Traceback", b
                     b"out of memory", b"CUDA", b"NCCL")
 
 
-def _engine_hints() -> tuple[re.Pattern[str], tuple[bytes, ...], SignatureSet]:
-    """The serious-line pattern, the keywords and the crash signatures of every registered engine (built once
-    per set of engines)."""
+def _engine_hints() -> tuple[re.Pattern[str], tuple[bytes, ...]]:
+    """The serious-line pattern and the keywords, with every registered engine's hints (built once per set of
+    engines)."""
     return _hints_of(engine_names())
 
 
 @functools.cache
-def _hints_of(names: tuple[str, ...]) -> tuple[re.Pattern[str], tuple[bytes, ...], SignatureSet]:
+def _hints_of(names: tuple[str, ...]) -> tuple[re.Pattern[str], tuple[bytes, ...]]:
     engines = [get_profile(name) for name in names]
     serious = [SERIOUS_PATTERN, *(p for engine in engines for p in engine.log.fatal)]
     keywords = [*_PROBLEM_KEYWORDS, *(k for engine in engines for k in engine.log.keywords)]
-    signatures = SignatureSet(builtins=[s for engine in engines for s in engine.crash_signatures])
-    return re.compile("|".join(f"(?:{p})" for p in serious)), tuple(dict.fromkeys(keywords)), signatures
+    return re.compile("|".join(f"(?:{p})" for p in serious)), tuple(dict.fromkeys(keywords))
 
 
 def problem_keywords() -> tuple[bytes, ...]:
@@ -101,12 +101,12 @@ def is_fatal(line: str, level: str | None = None) -> bool:
 def classify(line: str, level: str | None = None) -> str:
     """``fatal``, ``error``, ``warning`` or ``info``.
 
-    ``fatal`` is the engine's verdict only: ``level`` as the engine gave it with a live line, or for a line read
-    back from disk (no level) core's signature rule. The patterns raise a line to ``error`` or ``warning`` for
-    colour, never to ``fatal``.
+    ``fatal`` is the engine's verdict only: ``level`` as the engine gave it with a live line (a line read back
+    from disk has none, and core's word rule gives it ``error`` at most). The patterns raise a line to ``error``
+    or ``warning`` for colour, never to ``fatal``.
     """
-    serious, _, signatures = _engine_hints()
-    verdict = _VERDICTS.get((level or "").lower(), LEVEL_INFO) if level else line_level(line, signatures)
+    serious = _engine_hints()[0]
+    verdict = _VERDICTS.get((level or "").lower(), LEVEL_INFO) if level else line_level(line)
     if verdict == LEVEL_FATAL:
         return LEVEL_FATAL
     if serious.search(line) or _ERROR.search(line):

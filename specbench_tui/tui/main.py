@@ -12,21 +12,30 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from specbench_tui.engine.ending import EXIT_CONFIG_FAILED as EXIT_FAILED
 from specbench_tui.engine.ending import EXIT_INVALID
+
+if TYPE_CHECKING:
+    from specbench_tui.core.results import RunAnalysis
+    from specbench_tui.engine.orchestrator import SweepOutcome
 
 STOP_TIMEOUT_S = 60.0
 
 
 class EndedEngine(Protocol):
-    """What the ending needs of the engine (its ``outcome``, ``error`` and ``analysis`` are optional)."""
+    """What the ending needs of the engine: how the sweep ended (None: it never got going), the error that
+    stopped the engine thread, the summary table and the run's analysis."""
+
+    outcome: SweepOutcome | None
+    error: BaseException | None
 
     @property
     def run_dir(self) -> Path: ...
 
     def summary_table(self) -> str: ...
+    def analysis(self) -> RunAnalysis: ...
 
 
 def run_tui(args: argparse.Namespace) -> int:
@@ -77,15 +86,14 @@ def _ending(engine: EndedEngine, app_result: int, preflight_problems: list[str] 
     from specbench_tui.engine.ending import ending_line, exit_code
     from specbench_tui.store import StoreError
 
-    outcome = getattr(engine, "outcome", None)
-    error = getattr(engine, "error", None)
+    outcome = engine.outcome
+    error = engine.error
     analysis = None
     try:
         if outcome is not None and outcome.failure != "preflight":
             try:
                 print(engine.summary_table(), end="\n\n")
-                analyse = getattr(engine, "analysis", None)
-                analysis = analyse() if callable(analyse) else None  # a silent server fails the run as headless
+                analysis = engine.analysis()  # a silent server fails the run as headless
             except StoreError as exc:
                 print(f"no summary: {exc}")
         if error is not None:

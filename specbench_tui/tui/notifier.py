@@ -55,19 +55,31 @@ class Notifier:
         self._shown: list[Notification] = []
 
     def post(self, message: str, *, title: str = "", severity: Severity = "information", timeout: float = 6.0,
-             topic: Hashable | None = None, record: bool = True) -> Entry:
-        """Show ``message`` (replacing the toast of the same topic, if it is still up) and record it."""
+             topic: Hashable | None = None, record: bool = True, merges: Entry | None = None) -> Entry:
+        """Show ``message`` (replacing the toast of the same topic, if it is still up) and record it.
+
+        The history keeps every notification: a new one on a topic replaces the toast on screen, never the entry
+        of an earlier one (a resume does not erase "paused"; a retry does not erase "skipped"). Only a burst's own
+        growing sentence (``merges``, the entry it extends) takes the place of its earlier wording."""
         entry = Entry(self.clock(), severity, title, message, topic)
         if topic is not None and topic in self._live:
-            old, old_entry = self._live.pop(topic)
+            old, _ = self._live.pop(topic)
             self._remove(old)
-            if record and old_entry in self.history:
-                self.history.remove(old_entry)
         if record:
-            self.history.append(entry)
-            del self.history[:-MAX_HISTORY]
+            if merges is not None and merges in self.history:
+                self.history.remove(merges)
+            self.record(entry)
         self._show(entry, timeout, topic)
         return entry
+
+    def record(self, entry: Entry) -> None:
+        """Keep ``entry`` in the history without showing a toast (what a key already said on screen)."""
+        self.history.append(entry)
+        del self.history[:-MAX_HISTORY]
+
+    def is_up(self, topic: Hashable) -> bool:
+        """Whether a toast of ``topic`` is on screen."""
+        return topic in self._live
 
     def burst(self, topic: Hashable, item: str, render: Callable[[list[str]], str], *, title: str,
               severity: Severity = "warning", timeout: float = 12.0) -> Entry:
@@ -76,7 +88,8 @@ class Notifier:
         items = [*live[1].items] if live is not None else []
         if item not in items:
             items.append(item)
-        entry = self.post(render(items), title=title, severity=severity, timeout=timeout, topic=topic)
+        entry = self.post(render(items), title=title, severity=severity, timeout=timeout, topic=topic,
+                          merges=live[1] if live is not None else None)
         entry.items = items
         entry.count = len(items)
         return entry

@@ -65,8 +65,8 @@ class QuitActions(AppBase):
             self.leave()
             return
         if not any(isinstance(s, DetachOrStopScreen) for s in self.screen_stack):
-            self.push_screen(DetachOrStopScreen(len(self.state.active()), getattr(self.engine, "engine_pid", None),
-                                                read_only=bool(getattr(self.engine, "read_only", False))),
+            self.push_screen(DetachOrStopScreen(len(self.state.active()), self.engine.engine_pid,
+                                                read_only=self.engine.read_only),
                              callback=self._detach_answered)
 
     def _detach_answered(self, answer: Any) -> None:
@@ -78,7 +78,7 @@ class QuitActions(AppBase):
     def leave(self) -> None:
         """Detach from the engine process (the sweep goes on) and exit."""
         self.detached = self.state.outcome is None
-        self.engine.detach()  # type: ignore[attr-defined]
+        self.engine.detach()
         self.engine_stopped = True
         self.exit(0)
 

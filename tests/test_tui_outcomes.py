@@ -1,0 +1,218 @@
+"""Issue 28/30's TUI items, each with a test that failed before its fix: commands answered with their outcome,
+the detach dialog centred, a history that keeps every notification, the end toast's zero-out count and the
+pointer to the user's own sweep file for an excluded configuration."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from tui_fakes import DEMO_SWEEP, T0, FakeEngine
+
+from specbench_tui.core.events import ConfigFinished, ConfigState, ConfigStateChanged, Notice, QueuePaused, \
+    QueueResumed
+from specbench_tui.core.plan import build_plan
+from specbench_tui.core.sweep.loader import parse_sweep
+from specbench_tui.engine.control import Answer, Outcome, answered, outcome_of
+from specbench_tui.engine.control_socket import ControlServer, encode, hello
+from specbench_tui.tui.app import SpecbenchApp
+from specbench_tui.tui.detach_screen import DetachOrStopScreen
+from specbench_tui.tui.queue_panel import QueuePanel
+
+
+def make_app(engine: FakeEngine) -> SpecbenchApp:
+    app = SpecbenchApp(engine, clock=lambda: T0 + 600)
+    app.animation_level = "none"
+    return app
+
+
+async def ready(app: SpecbenchApp, pilot) -> None:
+    while not app.panels_ready:
+        await pilot.pause(0.02)
+
+
+def play_until_first_running(engine: FakeEngine) -> None:
+    for index, event in enumerate(engine.events):
+        if isinstance(event, ConfigStateChanged) and event.state is ConfigState.RUNNING:
+            engine.play(index + 1)
+            return
+    raise AssertionError("the script has no running configuration")
+
+
+def queue_state(app: SpecbenchApp, name: str) -> str:
+    view = app.state.by_name(name)
+    assert view is not None
+    return app.sweep_screen.query_one(QueuePanel).get_cell(view.config_id, "state").plain
+
+
+class FinishedElsewhere(FakeEngine):
+    """An engine where ``ar-tp1`` finished a moment ago, before this view heard of it: a skip finds nothing to do
+    and says so."""
+
+    def skip(self, config_id: str) -> Answer:
+        self.calls.append(("skip", config_id))
+        name = self.plan.by_id(config_id).name
+        return answered(outcome_of("skip", state=ConfigState.DONE, name=name, config_id=config_id))
+
+
+async def test_a_skip_that_finds_the_configuration_done_says_already_done_at_once(tmp_path: Path) -> None:
+    engine = FinishedElsewhere(tmp_path / "run")
+    app = make_app(engine)
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await ready(app, pilot)
+        play_until_first_running(engine)
+        app.drain_events()
+        view = app.state.by_name("ar-tp1")
+        assert view is not None and view.state is ConfigState.RUNNING
+        app.skip_config(view.config_id)
+        assert ("skip", view.config_id) in engine.calls
+        app.drain_events()  # the engine's answer is in
+        await pilot.pause()
+        assert view.config_id not in app.optimistic
+        assert queue_state(app, "ar-tp1") != "skipped"  # not "skipped" for 15 s, then back
+        assert any("already done" in n.message for n in app._notifications)
+
+
+async def test_a_second_view_pressing_p_leaves_the_queue_paused(tmp_path: Path) -> None:
+    """``p`` sends ``pause`` or ``resume``, never a toggle: a view that had not heard of another's pause asks to
+    pause too, and the engine answers "already paused" (the queue stays paused)."""
+    engine = FakeEngine(tmp_path / "run")
+    app = make_app(engine)
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await ready(app, pilot)
+        play_until_first_running(engine)
+        app.drain_events()
+        engine._paused = True  # another view paused it; this view has not seen the event yet
+        await pilot.press("p")
+        app.drain_events()
+        await pilot.pause()
+        assert engine.calls[-1] == ("pause",) and engine.paused
+        assert app.pause_requested is None  # the engine's answer replaced what the key showed
+
+
+async def test_the_detach_dialog_is_centred(tmp_path: Path) -> None:
+    engine = FakeEngine(tmp_path / "run")
+    engine.engine_pid = 4242  # an attached view: q asks detach / stop / keep watching
+    app = make_app(engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app, pilot)
+        play_until_first_running(engine)
+        app.drain_events()
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, DetachOrStopScreen)
+        dialog = app.screen.query_one("#quit-dialog").region
+        left, right = dialog.x, 120 - dialog.right
+        top, bottom = dialog.y, 40 - dialog.bottom
+        assert abs(left - right) <= 1 and abs(top - bottom) <= 1, dialog
+
+
+async def test_the_history_keeps_paused_after_resume_and_skipped_after_retry(tmp_path: Path) -> None:
+    engine = FakeEngine(tmp_path / "run")
+    app = make_app(engine)
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await ready(app, pilot)
+        play_until_first_running(engine)
+        app.drain_events()
+        view = app.state.by_name("dflash-b16-tp1")
+        assert view is not None
+        engine.emit(QueuePaused(ts=T0 + 1))
+        app.drain_events()
+        engine.emit(QueueResumed(ts=T0 + 2))
+        app.drain_events()
+        # What the control socket publishes for another client's skip and retry (the same topic).
+        engine.emit(Notice(level="info", text=f"alice skipped {view.name}", config_id=view.config_id, ts=T0 + 3))
+        app.drain_events()
+        engine.emit(Notice(level="info", text=f"alice queued {view.name} again", config_id=view.config_id,
+                           ts=T0 + 4))
+        app.drain_events()
+        await pilot.pause()
+        messages = [entry.message for entry in app.notifier.history]
+        assert any(m.startswith("Queue paused") for m in messages), messages
+        assert any(m.startswith("Queue resumed") for m in messages), messages
+        assert f"alice skipped {view.name}" in messages and f"alice queued {view.name} again" in messages
+
+
+async def test_the_end_toast_counts_zero_output(tmp_path: Path) -> None:
+    engine = FakeEngine(tmp_path / "run")
+    app = make_app(engine)
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await ready(app, pilot)
+        engine.play()
+        app.drain_events()
+        await pilot.pause()
+        entry = next(e for e in app.notifier.history if e.title == "Sweep finished")
+        # ddtree-b16-tp1 answered the arithmetic workload with no tokens: a done one, said inside "done".
+        assert "(1 zero-out)" in entry.message, entry.message
+
+
+async def test_r_on_an_excluded_configuration_points_at_the_users_sweep_file(tmp_path: Path) -> None:
+    """A resumed (or attached) run's plan is read from the run directory's copy; the exclude rule is fixed in the
+    file the user ran."""
+    text = DEMO_SWEEP.replace("matrix = { budget = [8, 16, 32], tp = [1] }",
+                              "matrix = { budget = [8, 16, 32, 64], tp = [1] }\n"
+                              "exclude = [{ budget = 64, reason = \"known crash on SM120\" }]")
+    copy = "runs/2026-01-01_100000_demo/sweep.toml"
+    plan = build_plan(parse_sweep(text, Path("sweeps/demo.toml"), copy))
+    excluded = plan.by_name("ddtree-b64-tp1")
+    assert excluded is not None
+    engine = FakeEngine(tmp_path / "run", plan=plan)
+    app = make_app(engine)
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await ready(app, pilot)
+        play_until_first_running(engine)
+        engine.emit(ConfigFinished(config_id=excluded.id, name=excluded.name, state=ConfigState.SKIPPED,
+                                   reason=excluded.skip_reason, ts=T0 + 1))
+        app.drain_events()
+        app.retry_config(excluded.id)
+        message = next(e.message for e in app.notifier.history if "excludes it" in e.message)
+        assert "sweeps/demo.toml" in message and copy not in message
+        assert "specbench run sweeps/demo.toml" in message
+
+
+# ------------------------------------------------------------------------------------------ the wire
+
+
+class _Control:
+    """The orchestrator's control surface as far as the socket sees it: its answers follow the engine's rule."""
+
+    def __init__(self) -> None:
+        self.paused = False
+
+    def pause(self) -> Outcome:
+        outcome = outcome_of("pause", paused=self.paused)
+        self.paused = True
+        return outcome
+
+    def resume(self) -> Outcome:
+        outcome = outcome_of("resume", paused=self.paused)
+        self.paused = False
+        return outcome
+
+
+async def test_a_no_op_command_is_acknowledged_with_its_outcome_and_adds_no_notice(tmp_path: Path) -> None:
+    published: list[Notice] = []
+    control = _Control()
+    server = ControlServer(tmp_path, control, status=lambda: {"paused": control.paused},
+                           publish=lambda event: published.append(event) if isinstance(event, Notice) else None)
+    await server.start()
+    try:
+        reader, writer = await asyncio.open_unix_connection(str(server.path))
+        writer.write(encode(hello("control", "alice")))
+        welcome = json.loads(await reader.readline())
+        assert welcome.get("welcome")
+        acks = []
+        for ident in (1, 2):
+            writer.write(encode({"cmd": "pause", "id": ident}))
+            await writer.drain()
+            acks.append(json.loads(await asyncio.wait_for(reader.readline(), 30)))
+        assert [a["ack"] for a in acks] == [1, 2] and all(a["ok"] for a in acks)
+        assert acks[0]["changed"] is True and acks[0]["outcome"] == "paused the queue"
+        assert acks[1]["changed"] is False and acks[1]["outcome"] == "already paused"
+        assert control.paused
+        assert [n.text for n in published] == ["alice paused the queue"]  # the second pause added none
+        assert Outcome.from_ack("pause", acks[1]).changed is False
+        writer.close()
+    finally:
+        await server.close()
