@@ -1,0 +1,154 @@
+"""The documentation: the site builds with ``mkdocs build --strict`` (a broken link, anchor or snippet, a page
+outside the navigation fail it, and a test below proves they do), no link leaves the repository, the README stays
+a newcomer's page with the two commands that do all set-up, and every file, test and module the pages name
+exists."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from markdown.extensions.toc import slugify
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
+MAX_README_LINES = 150
+
+DEMO_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/specbench run sweeps/demo.toml"
+TEST_COMMAND = "bash tools/setup_test_deps.sh && .venv/bin/python -m pytest -q"
+
+EXAMPLE_PATHS = {"sweeps/my.toml", "sweeps/my-campaign.toml", "tools/server/server.cpp"}
+"""Paths the pages name that are not ours to have: a reader's own sweep, a file of llama.cpp's source tree."""
+
+sys.path.insert(0, str(ROOT / "tools"))
+from docs_screenshot import remote_references  # noqa: E402
+
+
+def _pages() -> list[Path]:
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def _prose(text: str) -> str:
+    """The Markdown without its fenced code blocks and inline code (where a URL is an example, not a link)."""
+    text = re.sub(r"^[ \t]*(```|~~~).*?^[ \t]*\1", "", text, flags=re.S | re.M)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def _mkdocs(config: Path, site: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(config), "--site-dir", str(site)]
+    env = {"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"}
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_the_site_builds_strictly(tmp_path: Path) -> None:
+    pytest.importorskip("material", reason="MkDocs Material: pip install -e '.[test]' installs it")
+    result = _mkdocs(ROOT / "mkdocs.yml", tmp_path / "site", ROOT)
+    assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout}\n{result.stderr}"
+    assert (tmp_path / "site" / "index.html").exists()
+    home = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert "Skip running" in home, "the home page lost the README's key table (the snippet)"
+
+
+def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
+    """The same build on a copy with one of each fault: every one of them is reported and the build fails."""
+    pytest.importorskip("material", reason="MkDocs Material: pip install -e '.[test]' installs it")
+    shutil.copytree(DOCS, tmp_path / "docs")
+    shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    shutil.copy(README, tmp_path / "README.md")
+    page = tmp_path / "docs" / "running.md"
+    page.write_text(page.read_text(encoding="utf-8") + "\n[a](no-such-page.md) [b](load.md#no-such-heading) "
+                    "[c](../README.md)\n", encoding="utf-8")
+    (tmp_path / "docs" / "orphan.md").write_text("# Not in the navigation\n", encoding="utf-8")
+    result = _mkdocs(tmp_path / "mkdocs.yml", tmp_path / "site", tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, f"the build passed with broken links:\n{output}"
+    for fault in ("no-such-page.md", "#no-such-heading", "../README.md", "orphan.md"):
+        assert fault in output, f"the build did not report {fault}:\n{output}"
+
+
+def test_no_link_leaves_the_repository() -> None:
+    found = []
+    for page in _pages():
+        prose = _prose(page.read_text(encoding="utf-8"))
+        for line in prose.splitlines():
+            if re.search(r"(?i)\b(?:https?|ftp|mailto):|\]\(//|(?:href|src)=[\"']//", line):
+                found.append(f"{page.relative_to(ROOT)}: {line.strip()[:120]}")
+    for image in sorted(DOCS.rglob("*.svg")):
+        found += [f"{image.relative_to(ROOT)}: fetches {url}" for url in remote_references(image.read_text("utf-8"))]
+    assert not found, "links that leave the repository (say it in words, or point at a page here):\n" + "\n".join(found)
+
+
+def test_the_link_check_sees_a_link() -> None:
+    assert re.search(r"(?i)\b(?:https?|ftp|mailto):", _prose("see [Ray](https://docs.ray.io) for more"))
+    assert not re.search(r"(?i)\b(?:https?|ftp|mailto):", _prose("the log says `Uvicorn running on http://h:1`"))
+
+
+def _anchors(page: Path) -> set[str]:
+    """The heading ids Python-Markdown's toc gives a page (the slug mkdocs links to)."""
+    headings = re.findall(r"^#{1,6}\s+(.+?)\s*#*$", re.sub(r"^```.*?^```", "", page.read_text("utf-8"), flags=re.S | re.M),
+                          flags=re.M)
+    return {slugify(re.sub(r"[`*]", "", heading), "-") for heading in headings}
+
+
+def test_the_readmes_links_resolve() -> None:
+    """The README is not part of the site (GitHub shows it): its links are checked here, anchors included."""
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", _prose(README.read_text(encoding="utf-8"))):
+        path, _, anchor = target.partition("#")
+        file = (ROOT / path).resolve()
+        if not file.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and anchor not in _anchors(file):
+            broken.append(f"{target}: no heading with that anchor in {path}")
+    assert not broken, "README.md links:\n" + "\n".join(broken)
+
+
+def test_the_readme_is_a_newcomers_page() -> None:
+    text = README.read_text(encoding="utf-8")
+    lines = len(text.splitlines())
+    assert lines <= MAX_README_LINES, f"README.md has {lines} lines (at most {MAX_README_LINES}: the rest goes in docs/)"
+    for command in (DEMO_COMMAND, TEST_COMMAND):
+        assert f"```bash\n{command}\n```" in text, f"README.md: the quick start's command changed: {command}"
+    assert "docs/screenshot.svg" in text and (DOCS / "screenshot.svg").exists()
+
+
+def test_ci_runs_the_readmes_test_command_which_installs_the_docs_builder() -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert TEST_COMMAND in ci.splitlines(), ".ci/run must run the README's test command verbatim"
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    test_extra = [re.split(r"[<>=!~;\[ ]", requirement)[0] for requirement in project["optional-dependencies"]["test"]]
+    assert "mkdocs-material" in test_extra, "pyproject.toml: the test extra must install mkdocs-material"
+    assert "-e '.[test" in (ROOT / "tools" / "setup_test_deps.sh").read_text(encoding="utf-8")
+
+
+def test_every_file_test_and_module_a_page_names_exists() -> None:
+    """Paths (``tests/…``, ``bench/…``, ``core/metrics.py``…) and tests (``test_x.py::test_y``, ``test_y``) named
+    in the pages: a rename that leaves a page behind fails here."""
+    sources = {path.name: path.read_text(encoding="utf-8") for path in (ROOT / "tests").rglob("test_*.py")}
+    defined = set(re.findall(r"def (test_\w+)", "\n".join(sources.values())))
+    stale = []
+    for page in _pages():
+        text = page.read_text(encoding="utf-8")
+        name = page.relative_to(ROOT)
+        for path in re.findall(r"(?<![\w/.-])((?:tests|bench|tools|sweeps|specbench_tui|themes|docs)/[\w./-]*\w)", text):
+            if "*" not in path and path not in EXAMPLE_PATHS and not (ROOT / path).exists():
+                stale.append(f"{name}: {path}")
+        for path in re.findall(r"(?<![\w/.-])((?:core|engine|tui|application|report|sim)/[\w/-]*\.(?:py|tcss|tsv))", text):
+            if not (ROOT / "specbench_tui" / path).exists():
+                stale.append(f"{name}: {path} (under specbench_tui/)")
+        for file, test in re.findall(r"(test_\w+\.py)::(test_\w+)", text):
+            if f"def {test}" not in sources.get(file, ""):
+                stale.append(f"{name}: {file}::{test}")
+        for test in re.findall(r"`(test_\w+)`", text):
+            if test not in defined:
+                stale.append(f"{name}: {test}")
+    assert not stale, "the pages name what is not there (renamed or removed?):\n" + "\n".join(stale)
