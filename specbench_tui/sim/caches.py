@@ -23,10 +23,13 @@ from collections.abc import Hashable, Sequence
 
 
 class PrefixCache:
-    """Token sequences seen before, newest last; at most ``max_tokens`` tokens are kept (oldest evicted)."""
+    """Token sequences seen before, newest last; at most ``max_tokens`` tokens (the KV pool's size: SGLang evicts
+    the radix tree into it) and ``max_entries`` sequences are kept, the oldest evicted first (the entry bound
+    keeps a lookup cheap; SGLang's tree has none)."""
 
-    def __init__(self, max_tokens: int, enabled: bool = True) -> None:
+    def __init__(self, max_tokens: int, enabled: bool = True, max_entries: int = 1024) -> None:
         self.max_tokens = max(0, max_tokens)
+        self.max_entries = max(1, max_entries)
         self.enabled = enabled
         self._entries: OrderedDict[tuple[int, ...], None] = OrderedDict()
         self._tokens = 0
@@ -62,7 +65,7 @@ class PrefixCache:
             return
         self._entries[key] = None
         self._tokens += len(key)
-        while self._tokens > self.max_tokens and len(self._entries) > 1:
+        while (self._tokens > self.max_tokens or len(self._entries) > self.max_entries) and len(self._entries) > 1:
             old, _ = self._entries.popitem(last=False)
             self._tokens -= len(old)
 

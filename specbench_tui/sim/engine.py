@@ -258,9 +258,9 @@ class Engine:
                 await asyncio.Event().wait()
             if self._failure_due():
                 continue
-            if self.waiting and len(self.running) < self.max_running:
-                await self._prefill()
-            elif self.running:
+            if self.waiting and len(self.running) < self.max_running and await self._prefill():
+                continue
+            if self.running:
                 await self._decode_step()
             else:
                 self._wake.clear()
@@ -304,8 +304,11 @@ class Engine:
         if rest > 0:
             time.sleep(rest)  # noqa: ASYNC251 - deliberate: at most PRECISE_SLEEP_S, for timer precision
 
-    async def _prefill(self) -> None:
+    async def _prefill(self) -> bool:
+        """Prefill the next admitted batch; False when the KV budget admits none (the running ones decode)."""
         batch, new_tokens, cached = self._admit()
+        if not batch:
+            return False
         chunk = max(1, self.args.chunked_prefill_size or new_tokens)
         start = time.monotonic()
         idle_since, self._idle_since = self._idle_since, None
@@ -331,6 +334,7 @@ class Engine:
             self._after_prefill(req, now)
         self._cadence = now
         self.last_receive = now
+        return True
 
     def _admit(self) -> tuple[list[Request], int, int]:
         """The next prefill batch: waiting requests in order, within the running cap, ``--max-prefill-tokens``

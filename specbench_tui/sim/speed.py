@@ -80,8 +80,11 @@ class SpeedModel:
         self.time_scale = float(profile["time_scale"])
         self.algorithm = resolved.algorithm
         self.tp = resolved.tp_size * max(1, resolved.pp_size)
-        self.verify_width = (resolved.speculative_num_draft_tokens or 1) if resolved.spec_on else 1
         self.num_steps = resolved.speculative_num_steps or 1
+        draft_tokens = resolved.speculative_num_draft_tokens
+        if resolved.spec_on and draft_tokens is None:  # FROZEN_KV_MTP keeps an unset draft shape: one chain
+            draft_tokens = self.num_steps + 1
+        self.verify_width = (draft_tokens or 1) if resolved.spec_on else 1
         self.topk = resolved.speculative_eagle_topk or 1
         self.budget = resolved.budget
         block = resolved.speculative_dflash_block_size or profile["model"]["draft_block_size"]
