@@ -5,6 +5,7 @@ exists."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -41,7 +42,7 @@ def _prose(text: str) -> str:
 
 def _mkdocs(config: Path, site: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(config), "--site-dir", str(site)]
-    env = {"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"}
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # Material's notice about its successor, on every build
     return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
 
 
