@@ -43,8 +43,8 @@ class ProgressPrinter(Printer):
     :class:`~specbench_tui.core.ledger.Progress` and :func:`~specbench_tui.core.eta.estimate`, as the TUI's
     header counts and estimates them."""
 
-    def __init__(self, plan: Plan, out: TextIO = sys.stdout) -> None:
-        super().__init__(plan, out)
+    def __init__(self, plan: Plan, out: TextIO | None = None) -> None:
+        super().__init__(plan, out if out is not None else sys.stdout)
         self.view = RunState.from_plan(plan)
         """Each configuration's times (what the estimate reads)."""
         self._ts = time.time()
@@ -57,6 +57,10 @@ class ProgressPrinter(Printer):
     def eta(self) -> str:
         progress = self.ledger.progress()
         return describe(estimate(self.view.configs.values(), self._ts), left=progress.left)
+
+    def say_end(self) -> None:
+        """The closing line of a run directory's record: where its counts stand after its last event."""
+        self._say("end of the run directory's record")
 
     def _say(self, text: str) -> None:
         stamp = time.strftime("%H:%M:%S", time.localtime(self._ts))
@@ -76,7 +80,7 @@ def in_order(events: Iterable[Event], measurements: Iterable[Measurement]) -> It
     return heapq.merge(events, recorded, key=lambda e: e.ts)
 
 
-def follow(run_dir: Path, *, live: bool, out: TextIO = sys.stdout) -> int:
+def follow(run_dir: Path, *, live: bool, out: TextIO | None = None) -> int:
     """Print the run's events (and, ``live``, the engine's until the sweep ends); the exit code."""
     from specbench_tui.engine.attached import AttachedEngine, AttachError, client_name, history_of
 
@@ -99,7 +103,8 @@ def follow(run_dir: Path, *, live: bool, out: TextIO = sys.stdout) -> int:
         return 2
     for event in in_order(events, measurements):  # in the order the engine published them
         printer(event)
-    if engine is None:
+    if engine is None:  # the counts as the record leaves them (the last event may have printed no line)
+        printer.say_end()
         return 0
     inbox: queue.SimpleQueue[Event] = queue.SimpleQueue()
     engine.subscribe(inbox.put)

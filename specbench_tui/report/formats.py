@@ -232,7 +232,10 @@ def render_json(run: LoadedRun) -> str:
     analysis = to_json(run.analysis)
     if analysis.get("load") is None:
         analysis.pop("load", None)
+    counts = run.progress  # as logs, ps, runs and the TUI's header count them
     data = {"schema": JSON_SCHEMA, "run": run.name, "env": run.env, "warnings": list(run.warnings),
+            "progress": {"configs": counts.total, "ran": counts.ran, "skipped": counts.skipped,
+                         "measurements": counts.measurements, "text": counts.text},
             "analysis": analysis}
     hardware = hardware_json(run)
     if hardware is not None:  # a run on this machine alone, on one GPU model, has none

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.text import Text
 from textual.widget import Widget
 
-from specbench_tui.core.eta import estimate
+from specbench_tui.core.eta import describe, estimate
 from specbench_tui.core.events import ConfigState
 from specbench_tui.core.state import RunState
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
@@ -96,15 +96,16 @@ class SweepHeader(Widget):
                         style=palette.success if state.outcome == "completed" else palette.crash)
         else:
             text.append(f"{gap}ETA ")
-            eta = estimate(views, now)
+            eta = estimate(views, now)  # the one rule and its words (core.eta), as `specbench logs` says it
+            words = describe(eta)
             if eta is None:
-                text.append("learning", style=palette.muted)
-            elif eta.settled:
-                text.append(f"~{format_duration(eta.likely)}")
-                if eta.high - eta.low >= 60:
-                    text.append(f" ({format_duration(eta.low)}–{format_duration(eta.high)})", style=palette.muted)
+                text.append(words, style=palette.muted)
+            elif " (" in words:
+                likely, spread = words.split(" (", 1)
+                text.append(likely)
+                text.append(f" ({spread}", style=palette.muted)
             else:
-                text.append(f"{format_duration(eta.low)}–{format_duration(eta.high)}")
+                text.append(words)
         text.append(f"{gap}⏱ {format_duration(state.elapsed_s(now))}")
         text.append(f" · {state.measurements} meas")
         if self._shown_run_dir:
