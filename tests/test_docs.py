@@ -12,9 +12,10 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
-from markdown.extensions.toc import slugify
+from markdown.extensions.toc import slugify  # type: ignore[import-untyped]  # mkdocs's own heading ids
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -27,8 +28,18 @@ TEST_COMMAND = "bash tools/setup_test_deps.sh && .venv/bin/python -m pytest -q"
 EXAMPLE_PATHS = {"sweeps/my.toml", "sweeps/my-campaign.toml", "tools/server/server.cpp"}
 """Paths the pages name that are not ours to have: a reader's own sweep, a file of llama.cpp's source tree."""
 
-sys.path.insert(0, str(ROOT / "tools"))
-from docs_screenshot import remote_references  # noqa: E402
+
+
+def _tool_module(name: str) -> ModuleType:
+    """A script of tools/ imported by its path (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+remote_references = _tool_module("docs_screenshot").remote_references
 
 
 def _pages() -> list[Path]:
@@ -128,9 +139,9 @@ def test_the_readme_is_a_newcomers_page() -> None:
 def test_ci_runs_the_readmes_test_command_which_installs_the_docs_builder() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert TEST_COMMAND in ci.splitlines(), ".ci/run must run the README's test command verbatim"
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
+    else:  # Python 3.10
         import tomli as tomllib
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     test_extra = [re.split(r"[<>=!~;\[ ]", requirement)[0] for requirement in project["optional-dependencies"]["test"]]
