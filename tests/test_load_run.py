@@ -225,6 +225,8 @@ startup_timeout_s = 60
 model-path = "Qwen/Qwen3-8B"
 context-length = 4096
 max-running-requests = 64
+[measure]  # the closed-form B* counts decode steps only; a cold point also pays each prompt's whole prefill
+cache = "warm"
 [[configs]]
 name = "ar"
 [[configs]]

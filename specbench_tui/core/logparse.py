@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 MAX_STATS_LINE = 4096
 """Longer lines are not stats lines (a ``Decode batch`` line has < 400 characters): not parsed at all, since
@@ -49,26 +50,78 @@ class DecodeSummary:
     """Mean of the ``accept len`` values (None without speculative decoding)."""
     accept_rate: float | None
     gen_throughput: float | None
-    """Mean ``gen throughput (token/s)``."""
+    """Mean ``gen throughput (token/s)`` (summed over DP ranks that log their own lines)."""
     gen_throughput_max: float | None
+    retract_warnings: int = 0
+    """Retraction warnings logged in the window (SGLang's "KV cache pool is full. Retract requests.")."""
+    retracted_requests: int = 0
+    """Requests those warnings retracted."""
+    dp_ranks: int = 1
+    """DP ranks whose decode lines were read (DP attention logs one line per DP group leader)."""
 
     def to_json(self) -> dict[str, float | int | None]:
-        return {"lines": self.lines, "accept_length": self.accept_length, "accept_rate": self.accept_rate,
-                "gen_throughput": self.gen_throughput, "gen_throughput_max": self.gen_throughput_max}
+        data: dict[str, float | int | None] = {
+            "lines": self.lines, "accept_length": self.accept_length, "accept_rate": self.accept_rate,
+            "gen_throughput": self.gen_throughput, "gen_throughput_max": self.gen_throughput_max}
+        if self.retract_warnings:
+            data["retract_warnings"] = self.retract_warnings
+            data["retracted_requests"] = self.retracted_requests
+        if self.dp_ranks > 1:
+            data["dp_ranks"] = self.dp_ranks
+        return data
+
+
+RETRACT = "retract"
+"""The kind of a retraction warning parsed as a :class:`BatchLine` (``num_token``: requests retracted)."""
+
+
+def leader_lines(lines: Iterable[BatchLine], kind: str = "decode") -> list[BatchLine]:
+    """The lines of ``kind`` logged by one rank of each DP group (its lowest TP rank: ``TP0`` without DP
+    attention, ``DP1 TP4`` for the second group of DP attention over 8 GPUs), so TP>1 is not counted n times
+    and no DP group is dropped."""
+    chosen = [b for b in lines if b.kind == kind]
+    lowest: dict[int | None, int] = {}
+    for b in chosen:
+        if b.tp_rank is not None:
+            lowest[b.dp_rank] = min(lowest.get(b.dp_rank, b.tp_rank), b.tp_rank)
+    return [b for b in chosen if b.tp_rank is None or b.tp_rank == lowest.get(b.dp_rank)]
 
 
 def summarize_decode(lines: Iterable[BatchLine]) -> DecodeSummary:
-    """Mean accept length and throughput over the decode lines; rank 0 only, so TP>1 is not counted n times."""
-    decode = [b for b in lines if b.kind == "decode" and (b.tp_rank in (None, 0))]
+    """Mean accept length and throughput over the decode lines of each DP group's leader; throughput is summed
+    over DP groups (each logs its own share)."""
+    every = list(lines)
+    decode = leader_lines(every)
 
     def mean(values: list[float]) -> float | None:
         return statistics.fmean(values) if values else None
 
     accepts = [b.accept_length for b in decode if b.accept_length is not None]
     rates = [b.accept_rate for b in decode if b.accept_rate is not None]
+    ranks = sorted({b.dp_rank for b in decode}, key=lambda r: -1 if r is None else r)
+    per_rank = [[b.gen_throughput for b in decode if b.dp_rank == r and b.gen_throughput is not None] for r in ranks]
+    means = [statistics.fmean(g) for g in per_rank if g]
     gens = [b.gen_throughput for b in decode if b.gen_throughput is not None]
+    retracts = leader_lines(every, RETRACT)
     return DecodeSummary(lines=len(decode), accept_length=mean(accepts), accept_rate=mean(rates),
-                         gen_throughput=mean(gens), gen_throughput_max=max(gens) if gens else None)
+                         gen_throughput=sum(means) if means else None, gen_throughput_max=max(gens) if gens else None,
+                         retract_warnings=len(retracts), retracted_requests=sum(b.num_token or 0 for b in retracts),
+                         dp_ranks=max(1, len(ranks)))
+
+
+def adaptive_figures(lines: Iterable[BatchLine], steps_at: Callable[[int], tuple[int, ...]]) -> dict[str, Any]:
+    """What an adaptive server (SGLang's ``--speculative-adaptive``) could run over a window: the running batch
+    sizes its decode lines logged, the candidate steps of the tiers they fall in (``steps_at``), and whether
+    speculation was ``off`` (every line in a tier whose only step is 0), ``on`` or ``mixed``."""
+    batches = sorted({b.running_req for b in leader_lines(lines) if b.running_req})
+    if not batches:
+        return {"adaptive": True, "spec_steps": None, "speculation": None}
+    tiers = [steps_at(batch) for batch in batches]
+    steps = sorted({step for tier in tiers for step in tier})
+    off = [tier == (0,) for tier in tiers]
+    speculation = "off" if all(off) else "mixed" if any(off) or 0 in steps else "on"
+    return {"adaptive": True, "spec_steps": steps, "speculation": speculation,
+            "running_batch": [batches[0], batches[-1]]}
 
 
 # --------------------------------------------------------------------------------- Prometheus /metrics text

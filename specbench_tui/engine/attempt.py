@@ -20,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import TYPE_CHECKING, TypeVar
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from specbench_tui.core.events import (
     ConfigState,
@@ -30,9 +31,10 @@ from specbench_tui.core.events import (
     WorkloadNotRun,
     WorkloadStarted,
 )
-from specbench_tui.core.logparse import BatchLine, summarize_decode
+from specbench_tui.core.logparse import BatchLine, adaptive_figures, summarize_decode
 from specbench_tui.core.outcomes import DEATH_CRASH, DEATH_STALL, DEATH_UNHEALTHY
 from specbench_tui.core.records import (
+    CACHE_COLD,
     ERROR_KIND_CRASH,
     STATUS_ERROR,
     STATUS_OK,
@@ -50,7 +52,7 @@ from specbench_tui.engine.server import Death, ServerProcess, first_of, process_
 from specbench_tui.engine.workloads import Labels, Session, Workload, WorkloadError
 
 if TYPE_CHECKING:
-    from specbench_tui.core.sweep.schema import EngineSpec
+    from specbench_tui.core.sweep.schema import EngineSpec, WorkloadSpec
 
 T = TypeVar("T")
 Verdict = tuple[ConfigState, "str | None"]
@@ -95,6 +97,11 @@ class Attempt:
         """The GPUs over the measured window (from ready to the end of the last workload)."""
         self.gpu_pids_before: frozenset[int] = frozenset()
         """Pids NVML listed on these GPUs before the server was launched (normally none)."""
+        self.running_cap: int | None = None
+        """The server's running-request cap, read from its info endpoint once it is ready (None: not said)."""
+        self.adaptive = profile.adaptive_flag is not None and profile.adaptive_flag in self.config.argv
+        """The server changes its speculative steps with the batch (SGLang's ``--speculative-adaptive``)."""
+        self._flush_refused = False
         self.gpu_pids: set[int] = set()
         """Pids NVML listed on these GPUs while the server was up that were not there before: the server's, in
         whatever pid namespace NVML reports (a container's NVML gives the host's pids, which match none of ours)."""
@@ -132,6 +139,7 @@ class Attempt:
         context_length = await client.context_length(info)
         self.sink.publish(ServerReady(config_id=config.id, startup_s=round(startup_s, 3),
                                       context_length=context_length))
+        self.note_caps(info)
         too_long = next((w.spec for w in self.job.workloads
                          if context_length and w.spec.max_new_tokens >= context_length), None)
         if too_long is not None:  # refused before any request is sent: the server would answer each with a 400
@@ -170,6 +178,52 @@ class Attempt:
         if self.skipped:
             return ConfigState.SKIPPED, "skipped by the user"
         return ConfigState.DONE, None
+
+    def note_caps(self, info: dict[str, Any]) -> None:
+        """Read the server's running-request cap (and CUDA-graph ceiling) from its info endpoint, and say them:
+        every measurement carries the cap, so a load point above it reads as capped in every view."""
+        self.running_cap = self.profile.running_cap(info)
+        ceiling = self.profile.graph_ceiling(info)
+        if self.running_cap is None and ceiling is None:
+            return
+        parts = []
+        if self.running_cap is not None:
+            parts.append(f"runs at most {self.running_cap:,} requests at once (max_running_requests)")
+        if ceiling is not None:
+            parts.append(f"CUDA graphs up to batch {ceiling:,}")
+        self.publish_notice("info", f"{self.config.name}: the server " + "; ".join(parts))
+
+    async def start_measurement(self, session: Session, spec: WorkloadSpec) -> bool:
+        """Under ``cache = "cold"``, flush the server's caches now (retried until it accepts, since it refuses
+        while requests run) and say whether it did; under ``warm``, False at once."""
+        if spec.cache != CACHE_COLD:
+            return False
+        flushed = await self.guard(asyncio.ensure_future(session.client.flush_cache(on_wait=self.progress)))
+        if not flushed and not self._flush_refused:
+            self._flush_refused = True
+            self.publish_notice("warning", f"{self.config.name}: the server did not flush its caches "
+                                f"({session.client.profile.flush_cache_path or 'no flush endpoint'}): "
+                                "measurements that should have started cold are marked warm")
+        return flushed
+
+    def stamp(self, measurement: Measurement, spec: WorkloadSpec, cold: bool) -> Measurement:
+        """The measurement with its cache policy, whether it started cold and the server's running cap."""
+        return replace(measurement, cache=spec.cache, started_cold=cold, running_cap=self.running_cap)
+
+    def server_figures(self, stats: list[BatchLine]) -> dict[str, Any]:
+        """The server's own figures over a window: its decode summary, retractions, and (adaptive) the steps."""
+        summary = summarize_decode(stats)
+        figures: dict[str, Any] = dict(summary.to_json())
+        if self.adaptive and self.profile.adaptive_steps is not None:
+            figures.update(adaptive_figures(stats, self.profile.adaptive_steps))
+        return figures
+
+    def note_retractions(self, what: str, figures: dict[str, Any]) -> None:
+        if figures.get("retract_warnings"):
+            self.publish_notice("warning", f"{self.config.name}: {what}: the server retracted "
+                                f"{figures.get('retracted_requests', 0)} request(s) in {figures['retract_warnings']} "
+                                "warning(s) (KV cache pool is full): they are flagged and kept out of latency "
+                                "percentiles")
 
     async def note_gpu_pids(self) -> None:
         """Remember the pids that appeared on the server's GPUs since its launch, and name them in the GPU
@@ -239,6 +293,7 @@ class Attempt:
                 await self.wait_unpaused()
                 if self.aborting or self.skipped:
                     break
+                cold = await self.start_measurement(session, workload.spec)
                 try:
                     measurement = await self.guard(asyncio.ensure_future(
                         workload.run(key[2], key[3], session, labels)))
@@ -246,20 +301,21 @@ class Attempt:
                 except ServerGone as gone:
                     self.record_cut(key, gone)
                     raise
+                measurement = self.stamp(measurement, workload.spec, cold)
                 self.record(measurement)
                 counts[measurement.status] = counts.get(measurement.status, 0) + 1
         finally:
             self.busy(False)
-        summary = summarize_decode(self.stats)
+        server_log = self.server_figures(self.stats or [])
         self.stats = None
         if self.aborting or self.skipped:
             if self.skipped:
                 raise ServerGone(None)
             return
-        server_log = summary.to_json()
+        self.note_retractions(workload.spec.name, server_log)
         if counters_before is not None:  # the engine's own counters over the measured requests (llama.cpp)
             counters_after = await self.guard(asyncio.ensure_future(session.counters()))
-            server_log.update(session.counter_figures(counters_before, counters_after, summary.accept_length))
+            server_log.update(session.counter_figures(counters_before, counters_after, server_log["accept_length"]))
         self.sink.publish(WorkloadFinished(config_id=config.id, workload=workload.spec.name,
                                            measured=sum(counts.values()), errors=counts[STATUS_ERROR],
                                            zero_output=counts[STATUS_ZERO_OUTPUT], server_log=server_log))

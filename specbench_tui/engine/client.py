@@ -269,6 +269,28 @@ class ServerClient:
         except httpx.HTTPError:
             pass
 
+    async def flush_cache(self, *, attempts: int = 120, pause_s: float = 0.25,
+                          on_wait: Callable[[], None] | None = None) -> bool:
+        """Empty the server's caches (``POST`` the profile's flush endpoint) and say whether it did. SGLang answers
+        400 "Cache not flushed because there are pending requests" while any request runs or waits (an aborted
+        stream's request leaves a moment later), so a refusal is retried ``attempts`` times, ``pause_s`` apart
+        (``on_wait`` is called before each pause); False when the engine cannot flush or never accepted."""
+        path = self.profile.flush_cache_path
+        if path is None:
+            return False
+        for attempt in range(max(1, attempts)):
+            try:
+                response = await self._http.post(path, timeout=30.0)
+                if response.status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                pass
+            if attempt + 1 < attempts:
+                if on_wait is not None:
+                    on_wait()
+                await asyncio.sleep(pause_s)
+        return False
+
     async def counters(self) -> dict[str, float] | None:
         """The profile's Prometheus counters now (``/metrics``), or None when it has none or they cannot be read."""
         if self.profile.metrics_path is None:

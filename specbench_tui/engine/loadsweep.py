@@ -21,7 +21,6 @@ from specbench_tui.core.analysis import analyse
 from specbench_tui.core.crossover.search import SearchStep, search_needs
 from specbench_tui.core.events import LoadPointFinished, WorkloadFinished, WorkloadStarted
 from specbench_tui.core.load import point_keys
-from specbench_tui.core.logparse import summarize_decode
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import ERROR_KIND_CRASH, STATUS_ERROR, Measurement, MeasurementKey
 from specbench_tui.engine.loadrun import run_point, warm_up
@@ -125,12 +124,17 @@ async def run_load_workload(attempt: Attempt, workload: Workload, session: Sessi
             await attempt.guard(asyncio.ensure_future(warm_up(workload, session, label)))
             warmed.add(label)
         in_flight: set[str] = set()
+        cold = await attempt.start_measurement(session, spec)  # after the warm-up: the point starts cold
+
+        def record(measurement: Measurement, cold: bool = cold) -> None:
+            attempt.record(attempt.stamp(measurement, spec, cold))
+
         attempt.stats = []
         attempt.busy(True)
         try:
             point = await attempt.guard(asyncio.ensure_future(run_point(
                 workload, session, labels, label, repeat, load.requests_at(label), load.arrival_seed,
-                attempt.record, in_flight)))
+                record, in_flight)))
         except BaseException as gone:
             death = getattr(gone, "death", None)
             for item in sorted(in_flight):  # the requests a dead server cut are on record, as sequentially
@@ -142,11 +146,12 @@ async def run_load_workload(attempt: Attempt, workload: Workload, session: Sessi
             raise
         finally:
             attempt.busy(False)
-        summary = summarize_decode(attempt.stats or [])
+        figures = attempt.server_figures(attempt.stats or [])
         attempt.stats = None
+        attempt.note_retractions(f"{spec.name} {label} repeat {repeat}", figures)
         measured += point.sent
         errors += point.errors
         sink.publish(LoadPointFinished(config_id=config.id, workload=spec.name, load=label, repeat=repeat,
                                        wall_s=round(point.wall_s, 6), requests=point.sent, errors=point.errors,
-                                       server_log=summary.to_json()))
+                                       server_log=figures))
     sink.publish(WorkloadFinished(config_id=config.id, workload=spec.name, measured=measured, errors=errors))

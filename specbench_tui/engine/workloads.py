@@ -163,6 +163,8 @@ def measurement_from(labels: Labels, item: str, repeat: int, results: Sequence[G
     verify_ct = sum(v for v in verify if v) if any(v is not None for v in verify) else None
     accept = (acceptance_length(_float(last.meta_info, "spec_accept_length"), completion, verify_ct)
               if len(results) == 1 else acceptance_length(None, completion, verify_ct))
+    retractions = [_int(r.meta_info, "num_retractions") for r in results]
+    num_retractions = sum(v for v in retractions if v) if any(v is not None for v in retractions) else None
     rates = [_float(r.meta_info, "spec_accept_rate") for r in results]
     kept_rates = [x for x in rates if x is not None]
     itls = list(timing.itls_s)
@@ -180,6 +182,7 @@ def measurement_from(labels: Labels, item: str, repeat: int, results: Sequence[G
         accept_rate=sum(kept_rates) / len(kept_rates) if kept_rates else None,
         finish_reason=_finish_reason(last.meta_info), http_status=last.http_status,
         output_sha=_sha("\x1e".join(r.text for r in results)), chunks=timing.chunks,
+        num_retractions=num_retractions,
     )
 
 

@@ -32,7 +32,7 @@ from specbench_tui.core.engines.base import (
     package_file,
     positive,
 )
-from specbench_tui.core.logparse import MAX_STATS_LINE, BatchLine
+from specbench_tui.core.logparse import MAX_STATS_LINE, RETRACT, BatchLine
 from specbench_tui.core.signatures import CUDA_SIGNATURES, NCCL_SIGNATURE, Signature, signature
 
 # ------------------------------------------------------------------------------------------------ flags
@@ -171,6 +171,29 @@ def parse_batch_line(line: str) -> BatchLine | None:
         new_tokens=_whole(_number(fields, "#new-token", int)),
         input_throughput=_number(fields, "input throughput (token/s)"),
     )
+
+
+_RETRACT = re.compile(r"KV cache pool is full\. Retract requests\. #retracted_reqs: (?P<count>\d+)")
+"""``scheduler.py`` ``update_running_batch``: the warning of a decode step that retracted requests to free KV
+cache (each is prefilled again later; its ``meta_info.num_retractions`` counts it)."""
+
+
+def parse_stats_line(line: str) -> BatchLine | None:
+    """A ``Decode batch`` / ``Prefill batch`` line (:func:`parse_batch_line`), or a retraction warning as a
+    :data:`~specbench_tui.core.logparse.RETRACT` line, else None."""
+    figures = parse_batch_line(line)
+    if figures is not None or "Retract" not in line or len(line) > MAX_STATS_LINE:
+        return figures
+    match = _RETRACT.search(line)
+    if match is None:
+        return None
+    stamp = _TIMESTAMP.match(line)
+    ranks = dict(_RANK.findall(line.split("]", 1)[0])) if line.startswith("[") else {}
+    return BatchLine(kind=RETRACT, time=stamp.group(1) if stamp else "",
+                     tp_rank=int(ranks["TP"]) if "TP" in ranks else None,
+                     dp_rank=int(ranks["DP"]) if "DP" in ranks else None, running_req=None, queue_req=None,
+                     num_token=int(match.group("count")), token_usage=None, accept_length=None, accept_rate=None,
+                     gen_throughput=None, new_tokens=None, input_throughput=None)
 
 
 def line_timestamp(line: str) -> float | None:
@@ -464,8 +487,8 @@ SGLANG = EngineProfile(
     abort_path="/abort_request",
     flush_cache_path="/flush_cache",
     shutdown_env={"SGL_FORCE_SHUTDOWN": "1", "SGLANG_FORCE_SHUTDOWN": "1"},
-    parse_stats_line=parse_batch_line,
-    stats_hint=" batch",
+    parse_stats_line=parse_stats_line,
+    stats_hint="#",  # "#running-req" (Decode), "#new-seq" (Prefill), "#retracted_reqs" (a retraction)
     context_length=_context_length,
     # /v1/models carries model_config.context_len, the limit its tokenizer manager enforces, while
     # /server_info's context_length is null unless --context-length was passed.
