@@ -122,6 +122,7 @@ class Engine:
         self.prefix = PrefixCache(self.max_total_num_tokens, enabled=not resolved.disable_radix_cache)
         self.corpus = NgramCorpus(resolved.speculative_ngram_capacity) if speed.algorithm == "NGRAM" else None
         self.ratio = kvpool.TokenRatio(float(resolved.schedule_conservativeness))
+        self.decode_reserve = kvpool.decode_reserve(resolved.values)
         self.retracted_total = 0
         self.adaptive = (AdaptiveSteps(int(resolved.speculative_num_steps),
                                        load_adaptive_config(resolved.speculative_adaptive_config),
@@ -342,7 +343,7 @@ class Engine:
         Returns the batch, its new (uncached) tokens and its cached ones."""
         batch: list[Request] = []
         new_tokens = cached = 0
-        used, admitted = self.used_tokens(), 0.0
+        used, admitted = self._held(self.running), 0.0
         while self.waiting and len(self.running) + len(batch) < self.max_running:
             req = self.waiting[0]
             extend = req.context_tokens if req.retracted else max(1, len(req.input_ids) - req.cached_tokens)
@@ -381,19 +382,17 @@ class Engine:
     def _retract_if_full(self) -> None:
         """``update_running_batch``: retract requests when the next decode step does not fit in the KV pool,
         else let the new-token ratio decay."""
-        width = max(1, self.speed.verify_width)
-        if self.used_tokens() + len(self.running) * width <= self.max_total_num_tokens:
+        if self._fits(self.running):
             self.ratio.decay_step()
             return
         order = kvpool.retraction_order(self.running)
         keep = [self.running[i] for i in order]
         retracted: list[Request] = []
-        while len(keep) > 1 and (not retracted or sum(r.context_tokens for r in keep) + len(keep) * width
-                                 > self.max_total_num_tokens):
+        while len(keep) > 1 and (not retracted or not self._fits(keep)):
             retracted.append(keep.pop())
         old_ratio, self.ratio.current = self.ratio.current, kvpool.TokenRatio.after_retract(keep)
-        self.rank_logs[0].warning(kvpool.retract_message(len(retracted), sum(r.context_tokens for r in retracted),
-                                                         old_ratio, self.ratio.current))
+        self.rank_logs[0].warning(kvpool.retract_message(len(retracted), self._held(retracted), old_ratio,
+                                                         self.ratio.current))
         self.running = keep
         for req in retracted:
             req.retractions += 1
@@ -402,6 +401,16 @@ class Engine:
         self.retracted_total += len(retracted)
         self.metrics.update_gauges(num_retracted_reqs=len(retracted))
         self.metrics.counters["num_retracted_requests"] += len(retracted)
+
+    def _held(self, reqs: Iterable[Request]) -> int:
+        """KV slots ``reqs`` hold: their tokens plus, with speculation, the per-request decode reserve."""
+        return sum(r.context_tokens + self.decode_reserve for r in reqs)
+
+    def _fits(self, reqs: list[Request]) -> bool:
+        """``check_decode_mem``: the next decode step of ``reqs`` fits in the pool (one more token each without
+        speculation; the speculative reserve already holds the next step)."""
+        step = 0 if self.decode_reserve else len(reqs)
+        return self._held(reqs) + step <= self.max_total_num_tokens
 
     def _warm_drafts(self, req: Request, depth: int) -> int:
         """NGRAM: how many of this step's draft positions the corpus holds from an earlier run of the stream."""

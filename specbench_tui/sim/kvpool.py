@@ -10,8 +10,8 @@
 - The ratio (``NewTokenRatioTracker``): starts at ``SGLANG_INIT_NEW_TOKEN_RATIO`` 0.7 ×
   ``--schedule-conservativeness``, decays to 0.14 × that over 600 decode steps, and after a retraction is
   re-estimated as ``min(1, (decoded + 20 × n) / (Σ max_new_tokens + 1))`` over the requests kept.
-- Decode (``update_running_batch`` / ``retract_decode``): when the next step's tokens (the verify width per
-  request) do not fit, requests are retracted, fewest output tokens first (then the longest input), until
+- Decode (``update_running_batch`` / ``retract_decode``): a running speculative request holds its tokens plus
+  :func:`decode_reserve` slots (an autoregressive one needs one more per step); when that does not fit, requests are retracted, fewest output tokens first (then the longest input), until
   they fit, always keeping one; each goes back to the waiting queue, is prefilled again (input + output so
   far) and counts one ``num_retractions``. The scheduler logs ``KV cache pool is full. Retract requests.
   #retracted_reqs: N, #new_tokens_gained: G, #new_token_ratio: A -> B``.
@@ -40,6 +40,19 @@ class PoolRequest(Protocol):
 
     @property
     def context_tokens(self) -> int: ...
+
+
+def decode_reserve(values: dict[str, Any]) -> int:
+    """KV slots a running speculative request holds beyond its tokens (``get_alloc_reserve_per_decode``):
+    twice ``max(topk × steps, max draft tokens)`` (UNO: its verify width + 1), 0 without speculation."""
+    algorithm = values.get("speculative_algorithm")
+    if algorithm is None:
+        return 0
+    widest = max(values.get("speculative_num_draft_tokens") or 0, values.get("max_speculative_num_draft_tokens") or 0)
+    if algorithm == "UNO":
+        return 2 * (widest + 1)
+    steps, topk = values.get("speculative_num_steps") or 1, values.get("speculative_eagle_topk") or 1
+    return 2 * max(steps * topk, widest)
 
 
 def max_running_requests(requested: int | None, pool_tokens: int, context_len: int, attn_dp_size: int = 1) -> int:
