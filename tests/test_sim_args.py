@@ -113,3 +113,91 @@ def test_disable_cuda_graph_is_deprecated_but_accepted() -> None:
     assert r.cuda_graph_backend_decode == "disabled"
     assert r.warnings == ["'--disable-cuda-graph' is deprecated and will be removed in a future release. "
                           "Use '--cuda-graph-backend-{decode,prefill}=disabled' instead."]
+
+
+RESET_48 = ("Max running requests is reset to 48 for speculative decoding. "
+            "You can override this by explicitly setting --max-running-requests.")
+
+
+@pytest.mark.parametrize("argv", [
+    ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d"],
+    ["--speculative-algorithm", "NEXTN"],
+    ["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", "d"],
+    ["--speculative-algorithm", "FROZEN_KV_MTP"],
+    ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "d"],
+    ["--speculative-algorithm", "DSPARK", "--speculative-draft-model-path", "d"],
+    ["--speculative-algorithm", "NGRAM"],
+])
+def test_every_speculative_handler_but_unos_resets_the_cap_to_48_once(argv: list[str]) -> None:
+    r = _resolve(*argv)
+    assert r.max_running_requests == 48 and r.warnings.count(RESET_48) == 1
+    explicit = _resolve(*argv, "--max-running-requests", "64")
+    assert explicit.max_running_requests == 64 and RESET_48 not in explicit.warnings
+
+
+def test_uno_keeps_the_cap_unset_and_needs_its_lora_and_width() -> None:
+    r = _resolve("--speculative-algorithm", "UNO", "--uno-lora-path", "l", "--speculative-num-draft-tokens", "4")
+    assert r.max_running_requests is None and RESET_48 not in r.warnings
+    assert (r.speculative_num_steps, r.speculative_eagle_topk, r.speculative_num_draft_tokens) == (1, 1, 4)
+    assert _resolve().max_running_requests is None  # the autoregressive baseline: the scheduler sizes it
+    with pytest.raises(ResolutionError, match=r"^UNO requires --uno-lora-path\.$"):
+        _resolve("--speculative-algorithm", "UNO", "--speculative-num-draft-tokens", "4")
+    with pytest.raises(ResolutionError, match="UNO requires --speculative-num-draft-tokens to be a positive integer"):
+        _resolve("--speculative-algorithm", "UNO", "--uno-lora-path", "l")
+    with pytest.raises(ResolutionError, match="does not accept --speculative-draft-model-path"):
+        _resolve("--speculative-algorithm", "UNO", "--uno-lora-path", "l", "--speculative-draft-model-path", "d")
+    with pytest.raises(ResolutionError, match=r"UNO requires TP=PP=1\."):
+        _resolve("--speculative-algorithm", "UNO", "--uno-lora-path", "l", "--speculative-num-draft-tokens", "4",
+                 "--tp-size", "2")
+    with pytest.raises(ResolutionError, match="UNO requires FA3 for both prefill and decode attention; "
+                                              "got prefill='triton', decode='triton'."):
+        _resolve("--speculative-algorithm", "UNO", "--uno-lora-path", "l", "--speculative-num-draft-tokens", "4",
+                 "--attention-backend", "triton")
+
+
+def test_ngram_defaults_are_sglangs() -> None:
+    r = _resolve("--speculative-algorithm", "NGRAM")
+    assert (r.speculative_num_draft_tokens, r.speculative_eagle_topk, r.speculative_num_steps) == (12, 10, 1)
+    assert (r.algorithm, r.budget, r.enable_mixed_chunk) == ("NGRAM", 11, False)
+    assert r.warnings == [RESET_48, "speculative_num_draft_tokens is set to 12 by default for ngram speculative "
+                          "decoding. You can override this by explicitly setting --speculative-num-draft-tokens.",
+                          "The mixed chunked prefill are disabled because of using ngram speculative decoding."]
+    narrow = _resolve("--speculative-algorithm", "NGRAM", "--speculative-ngram-max-bfs-breadth", "4",
+                      "--speculative-num-draft-tokens", "9")
+    assert (narrow.speculative_eagle_topk, narrow.speculative_num_steps, narrow.budget) == (4, 2, 8)
+
+
+def test_dspark_verifies_gamma_plus_one() -> None:
+    r = _resolve("--speculative-algorithm", "DSPARK", "--speculative-draft-model-path", "d")
+    assert (r.speculative_num_draft_tokens, r.budget) == (8, 7)
+    assert "DSpark gamma is not set; defaulting to 7." in r.warnings
+    five = _resolve("--speculative-algorithm", "DSPARK", "--speculative-draft-model-path", "d",
+                    "--speculative-dspark-block-size", "5")
+    assert (five.speculative_num_draft_tokens, five.budget) == (6, 5)
+    with pytest.raises(ResolutionError, match=r"must equal gamma \+ 1 \(= 6 for gamma=5\), but got "
+                                              r"speculative_num_draft_tokens=5\."):
+        _resolve("--speculative-algorithm", "DSPARK", "--speculative-draft-model-path", "d",
+                 "--speculative-dspark-block-size", "5", "--speculative-num-draft-tokens", "5")
+
+
+def test_dflash_block_size_is_the_draft_width() -> None:
+    r = _resolve("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "d",
+                 "--speculative-dflash-block-size", "8")
+    assert (r.speculative_num_draft_tokens, r.budget) == (8, 7)
+    with pytest.raises(ResolutionError, match="For DFLASH they must match"):
+        _resolve("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "d",
+                 "--speculative-dflash-block-size", "8", "--speculative-num-draft-tokens", "16")
+
+
+def test_adaptive_takes_the_middle_candidate_and_the_widest_reserve() -> None:
+    r = _resolve("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d", "--speculative-adaptive")
+    assert (r.speculative_num_steps, r.speculative_eagle_topk, r.speculative_num_draft_tokens) == (3, 1, 4)
+    assert r.speculative_adaptive and r.max_speculative_num_draft_tokens == 8
+    off = _resolve("--speculative-algorithm", "NGRAM", "--speculative-adaptive")
+    assert not off.speculative_adaptive and off.max_speculative_num_draft_tokens is None
+    assert ("speculative_adaptive disabled: speculative_algorithm=NGRAM (only EAGLE/EAGLE3 are supported). "
+            "Falling back to static speculative params.") in off.warnings
+    with pytest.raises(ResolutionError, match=r"--speculative-num-steps=2 is not in the adaptive config "
+                                              r"candidate_steps \[0, 1, 3, 5, 7\]\. Pass one of those values\."):
+        _resolve("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d", "--speculative-adaptive",
+                 "--speculative-num-steps", "2")

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 
 import pytest
 
-from specbench_tui.sim import logs, tokenizer
+from specbench_tui.sim import kvpool, logs, tokenizer
+from specbench_tui.sim.adaptive import DEFAULT_ADAPTIVE_CONFIG, AdaptiveSteps, tier_steps
 from specbench_tui.sim.args import parse_args, resolve
+from specbench_tui.sim.caches import NgramCorpus, PrefixCache
 from specbench_tui.sim.profile import ProfileError, first_rule, load_profile
 from specbench_tui.sim.speed import SpeedModel, config_facts
 
@@ -100,3 +103,45 @@ def test_shipped_profiles_load() -> None:
     assert files, "sweeps/sim-profiles/*.toml missing"
     for path in files:
         load_profile({"SPECBENCH_SIM_PROFILE": str(path)})
+
+
+def test_adaptive_tiers_route_by_batch_size_with_graph_padding() -> None:
+    assert [tier_steps(DEFAULT_ADAPTIVE_CONFIG, bs) for bs in (1, 7, 8, 31, 32, 63, 64, 500)] == [
+        [1, 3, 5, 7], [1, 3, 5, 7], [0, 1, 3], [0, 1, 3], [0, 1], [0, 1], [0], [0]]
+    lines: list[str] = []
+    steps = AdaptiveSteps(3, DEFAULT_ADAPTIVE_CONFIG, [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64], lines.append)
+    assert [steps.activate_for_batch(bs) for bs in (1, 5, 33, 57, 1)] == [3, 3, 1, 0, 3]  # 5 pads to 8, 33 to 40
+    assert lines[1:] == ["Switch adaptive runtime state: steps 3 -> 1, draft_tokens 4 -> 2",
+                         "Switch adaptive runtime state: steps 1 -> 0, draft_tokens 2 -> 1",
+                         "Switch adaptive runtime state: steps 0 -> 3, draft_tokens 1 -> 4"]
+
+
+def test_scheduler_running_cap_and_retraction_order_are_sglangs() -> None:
+    assert kvpool.max_running_requests(None, 1_000_000, 262144) == 2048  # the estimate's floor
+    assert kvpool.max_running_requests(None, 1_000_000, 32768) == 4096  # its ceiling
+    assert kvpool.max_running_requests(None, 3000, 32768) == 1500  # half the pool
+    assert kvpool.max_running_requests(48, 1_000_000, 32768) == 48
+    assert kvpool.max_running_requests(64, 1_000_000, 32768, attn_dp_size=4) == 16
+    reqs = [SimpleNamespace(output_ids=[0] * n_out, input_ids=[0] * n_in) for n_out, n_in in
+            ((5, 10), (1, 10), (1, 50), (9, 1))]
+    assert kvpool.retraction_order(reqs) == [3, 0, 1, 2]  # the last is retracted first: fewest out, longest in
+    assert kvpool.retract_message(2, 812, 0.6, 0.05) == (
+        "KV cache pool is full. Retract requests. #retracted_reqs: 2, #new_tokens_gained: 812, "
+        "#new_token_ratio: 0.6000 -> 0.0500")
+
+
+def test_ngram_corpus_knows_other_runs_of_a_stream_until_reset() -> None:
+    corpus = NgramCorpus(100)
+    corpus.put(("code", 7), "a", 40)
+    assert corpus.known(("code", 7), "a") == 0 and corpus.known(("code", 7), "b") == 40  # not its own run
+    corpus.settle(("code", 7), "a")
+    assert corpus.known(("code", 7), "a") == 40
+    corpus.put(("chat", 1), "c", 90)  # over capacity: the oldest stream goes
+    assert corpus.known(("code", 7), "x") == 0 and corpus.known(("chat", 1), "x") == 90
+    corpus.reset()
+    assert corpus.known(("chat", 1), "x") == 0 and corpus.tokens == 0
+    cache = PrefixCache(1000)
+    cache.insert([1, 2, 3, 4])
+    assert cache.match([1, 2, 3, 4]) == 3 and cache.match([1, 2, 9]) == 2 and cache.match([5]) == 0
+    cache.reset()
+    assert cache.match([1, 2, 3, 4]) == 0
