@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, TypeGuard
 
 from specbench_tui.core.records import (
+    CACHE_WARM,
     ERROR_KIND_CRASH,
     STATUS_ERROR,
     STATUS_OK,
@@ -26,14 +27,17 @@ from specbench_tui.core.results import (
     COVERAGE_PARTIAL,
     COVERAGE_RUNNING,
     FAILED_STATES,
+    FROM_MEMORY_TEXT,
     FLAG_BURST,
     FLAG_CLAMPED,
     FLAG_CRASH_CUT,
     FLAG_ERRORS,
+    FLAG_FROM_MEMORY,
     FLAG_IDLE,
     FLAG_MISMATCH,
     FLAG_NO_BASELINE,
     FLAG_PARTIAL,
+    FLAG_RETRACTED,
     FLAG_ZERO_OUTPUT,
     IDLE_ACCEPTANCE,
     LOSSLESS_MISMATCH,
@@ -167,9 +171,10 @@ def _coverage(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurem
 
 def cell_row(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement],
              baseline: ConfigSummary | None, base_cell: list[Measurement], not_run_why: Mapping[str, str],
-             current_workload: str | None, expected: int | None) -> CellRow:
+             current_workload: str | None, expected: int | None, *, include_retracted: bool = False) -> CellRow:
     """The cell of ``config`` × ``workload`` from its measurements and its baseline's; ``not_run_why``: why each
-    workload of the configuration was not run, ``current_workload``: the one its events say is running."""
+    workload of the configuration was not run, ``current_workload``: the one its events say is running. A request
+    the server retracted is kept out of the latency figures unless ``include_retracted``."""
     ok = [m for m in cell if m.status == STATUS_OK]
     n_zero = sum(1 for m in cell if m.status == STATUS_ZERO_OUTPUT)
     n_error = sum(1 for m in cell if m.status == STATUS_ERROR or m.status not in (STATUS_OK, STATUS_ZERO_OUTPUT))
@@ -180,40 +185,100 @@ def cell_row(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measureme
     if accept is None and ok and server_accept is not None:
         # vLLM reports no acceptance per request: the server's own counters over the workload stand in.
         accept, method = server_accept, ACCEPT_FROM_SERVER
-    speedup: Spread | None = None
-    note: str | None = None
-    paired = 0
     tps = spread_of(ok, "decode_tps")
-    if not ok:
-        pass
-    elif tps is None:
-        note = "no decode rate"  # the answers came in one burst each (FLAG_BURST): nothing to compare
-    elif config.is_baseline:
-        speedup = Spread(1.0, 1.0, 1.0, tps.repeats)
-        note = "baseline"
-    elif config.baseline is None:
-        note = "no baseline declared"
-    elif baseline is None:
-        note = f"no baseline: '{config.baseline}' is not in this run"
-    else:
-        base_ok = [m for m in base_cell if m.status == STATUS_OK]
-        speedup, paired = _speedup(ok, base_ok)
-        if speedup is None and any(_finite(m.decode_tps) for m in base_ok):
-            note = f"no baseline: '{baseline.name}' measured none of the same items of {workload.name}"
-        elif speedup is None:
-            note = (f"no baseline: '{baseline.name}' {baseline.state}, no measurements of {workload.name}"
-                    if baseline.state in FAILED_STATES else
-                    f"no baseline: '{baseline.name}' has no ok measurements of {workload.name}")
+    speedup, note, paired = _speedup_and_note(config, workload, ok, tps, baseline, base_cell)
     lossless = _lossless(config, workload, cell, baseline, base_cell)
+    per_workload = dict(config.workload_log_accept).get(workload.name) if cell else None
+    # The server's figure only where this workload was measured: a lifetime figure on a workload that never ran
+    # would be a number without measurements behind it.
+    log_value = per_workload if per_workload is not None else (config.server_log_accept_length if cell else None)
+    log_scope = None if log_value is None else ("workload" if per_workload is not None else "lifetime")
+    n_clamped = sum(1 for m in cell if m.clamped)
+    cache = cache_of(cell)
+    from_memory = FROM_MEMORY_TEXT if cache in (CACHE_WARM, "mixed") and drafts_from_memory(config) else None
+    n_retracted = sum(1 for m in ok if m.retracted)
+    flags = _flags(config, workload, cell, ok, accept, (coverage, n_crash, n_zero, n_error, n_clamped),
+                   lossless, speedup, note)
+    if from_memory:
+        flags.append(FLAG_FROM_MEMORY)
+    if n_retracted:
+        flags.append(FLAG_RETRACTED)
+    timed = ok if include_retracted else [m for m in ok if not m.retracted]
+    errors = tuple(dict.fromkeys(str(m.error) for m in cell if m.status == STATUS_ERROR and m.error))[:3]
+    return CellRow(
+        config_id=config.id, config=config.name, workload=workload.name, algorithm=config.algorithm, tp=config.tp,
+        budget=config.budget, state=config.state, n_ok=len(ok), n_zero_output=n_zero, n_error=n_error,
+        n_clamped=n_clamped, decode_tps=tps, ttft_s=spread_of(timed, "ttft_s"),
+        accept_length=accept, accept_method=method, server_log_accept_length=log_value, server_log_scope=log_scope,
+        speedup=speedup, speedup_note=note, lossless=lossless, flags=tuple(flags), errors=errors,
+        n_crash=n_crash, expected=expected, coverage=coverage,
+        not_run=not_run_why.get(workload.name) if not cell else None, paired=paired,
+        cache=cache, from_memory=from_memory, n_retracted=n_retracted, accept_by_repeat=_accept_by_repeat(ok),
+    )
+
+
+def cache_of(cell: list[Measurement]) -> str | None:
+    """The cache policy the measurements ran under: one of them, ``mixed``, or None when none recorded one."""
+    policies = {m.cache for m in cell if m.cache}
+    if not policies:
+        return None
+    return policies.pop() if len(policies) == 1 else "mixed"
+
+
+def drafts_from_memory(config: ConfigSummary) -> bool:
+    """Whether the configuration drafts from what its server has seen (SGLang's NGRAM, llama.cpp's ngram types):
+    measured warm, its repeats read their own earlier outputs."""
+    return config.speculative and "ngram" in config.algorithm.lower()
+
+
+def _accept_by_repeat(ok: list[Measurement]) -> tuple[tuple[int, float], ...]:
+    by_repeat: dict[int, list[Measurement]] = defaultdict(list)
+    for m in ok:
+        by_repeat[m.repeat].append(m)
+    out = []
+    for repeat, group in sorted(by_repeat.items()):
+        value, _ = acceptance(group)
+        if value is not None:
+            out.append((repeat, value))
+    return tuple(out)
+
+
+def _speedup_and_note(config: ConfigSummary, workload: WorkloadInfo, ok: list[Measurement], tps: Spread | None,
+                      baseline: ConfigSummary | None, base_cell: list[Measurement]
+                      ) -> tuple[Spread | None, str | None, int]:
+    """The paired speedup over the baseline, or why there is none; with the pairs it rests on."""
+    if not ok:
+        return None, None, 0
+    if tps is None:
+        return None, "no decode rate", 0  # the answers came in one burst each (FLAG_BURST): nothing to compare
+    if config.is_baseline:
+        return Spread(1.0, 1.0, 1.0, tps.repeats), "baseline", 0
+    if config.baseline is None:
+        return None, "no baseline declared", 0
+    if baseline is None:
+        return None, f"no baseline: '{config.baseline}' is not in this run", 0
+    base_ok = [m for m in base_cell if m.status == STATUS_OK]
+    speedup, paired = _speedup(ok, base_ok)
+    note = None
+    if speedup is None and any(_finite(m.decode_tps) for m in base_ok):
+        note = f"no baseline: '{baseline.name}' measured none of the same items of {workload.name}"
+    elif speedup is None:
+        note = (f"no baseline: '{baseline.name}' {baseline.state}, no measurements of {workload.name}"
+                if baseline.state in FAILED_STATES else
+                f"no baseline: '{baseline.name}' has no ok measurements of {workload.name}")
+    return speedup, note, paired
+
+
+def _flags(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement], ok: list[Measurement],
+           accept: float | None, counts: tuple[str, int, int, int, int], lossless: LosslessCheck,
+           speedup: Spread | None, note: str | None) -> list[str]:
+    """The cell's flags, in their fixed order; ``counts``: (coverage, crash cuts, zero outputs, errors, clamped)."""
+    coverage, n_crash, n_zero, n_error, n_clamped = counts
     flags: list[str] = []
-    if coverage == COVERAGE_PARTIAL:
-        flags.append(FLAG_PARTIAL)
-    if n_crash:
-        flags.append(FLAG_CRASH_CUT)
-    if n_zero:
-        flags.append(FLAG_ZERO_OUTPUT)
-    if n_error:
-        flags.append(FLAG_ERRORS)
+    for present, flag in ((coverage == COVERAGE_PARTIAL, FLAG_PARTIAL), (n_crash, FLAG_CRASH_CUT),
+                          (n_zero, FLAG_ZERO_OUTPUT), (n_error, FLAG_ERRORS)):
+        if present:
+            flags.append(flag)
     if config.speculative and not config.is_baseline:
         per_workload_log = dict(config.workload_log_accept).get(workload.name)
         shown = accept if accept is not None else (per_workload_log if ok else None)
@@ -221,12 +286,6 @@ def cell_row(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measureme
             flags.append(FLAG_IDLE)
     if lossless.status == LOSSLESS_MISMATCH:
         flags.append(FLAG_MISMATCH)
-    n_clamped = sum(1 for m in cell if m.clamped)
-    per_workload = dict(config.workload_log_accept).get(workload.name) if cell else None
-    # The server's figure only where this workload was measured: a lifetime figure on a workload that never ran
-    # would be a number without measurements behind it.
-    log_value = per_workload if per_workload is not None else (config.server_log_accept_length if cell else None)
-    log_scope = None if log_value is None else ("workload" if per_workload is not None else "lifetime")
     if n_clamped:
         flags.append(FLAG_CLAMPED)
     if ok and speedup is None and not config.is_baseline and note != "no decode rate":
@@ -234,16 +293,7 @@ def cell_row(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measureme
     if ok and all(m.decode_tps is None and m.ttft_s is not None and m.e2e_s is not None and m.e2e_s - m.ttft_s < 1e-3
                   and (m.completion_tokens or 0) > 1 for m in ok):
         flags.append(FLAG_BURST)
-    errors = tuple(dict.fromkeys(str(m.error) for m in cell if m.status == STATUS_ERROR and m.error))[:3]
-    return CellRow(
-        config_id=config.id, config=config.name, workload=workload.name, algorithm=config.algorithm, tp=config.tp,
-        budget=config.budget, state=config.state, n_ok=len(ok), n_zero_output=n_zero, n_error=n_error,
-        n_clamped=n_clamped, decode_tps=tps, ttft_s=spread_of(ok, "ttft_s"),
-        accept_length=accept, accept_method=method, server_log_accept_length=log_value, server_log_scope=log_scope,
-        speedup=speedup, speedup_note=note, lossless=lossless, flags=tuple(flags), errors=errors,
-        n_crash=n_crash, expected=expected, coverage=coverage,
-        not_run=not_run_why.get(workload.name) if not cell else None, paired=paired,
-    )
+    return flags
 
 
 # ------------------------------------------------------------------------------------------------ best

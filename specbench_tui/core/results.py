@@ -34,6 +34,14 @@ FLAG_BURST = "streamed_in_one_burst"
 """Every ok answer arrived in one piece (first token = last token): no decode rate can be measured, and none is
 shown. vLLM's CPU build on a busy small machine does this; so does a server that buffers its stream."""
 
+FLAG_FROM_MEMORY = "drafted_from_memory"
+"""An n-gram configuration measured warm: its repeats are drafted from its server's memory of the earlier ones
+(SGLang's NGRAM corpus keeps every past input and output until ``/flush_cache``)."""
+FLAG_RETRACTED = "retracted"
+"""The server retracted some requests to free KV cache (``num_retractions``): they are kept out of latency
+percentiles."""
+FROM_MEMORY_TEXT = "repeats drafted from memory"
+
 COVERAGE_COMPLETE = "complete"
 COVERAGE_PARTIAL = "partial"
 COVERAGE_RUNNING = "running"
@@ -174,6 +182,14 @@ class CellRow:
     """Why the workload never ran, when it did not."""
     paired: int = 0
     """(item, repeat) pairs the speedup is computed over (measured ok here and by the baseline)."""
+    cache: str | None = None
+    """The cache policy its measurements ran under: ``cold``, ``warm``, ``mixed``, or None (recorded before)."""
+    from_memory: str | None = None
+    """:data:`FROM_MEMORY_TEXT` for a warm n-gram cell (its later repeats saw their own earlier outputs)."""
+    n_retracted: int = 0
+    """Measurements the server retracted at least once (kept out of the latency figures)."""
+    accept_by_repeat: tuple[tuple[int, float], ...] = ()
+    """(repeat, acceptance length over that repeat's ok measurements): a warm n-gram cell's rise shows here."""
 
     @property
     def measured(self) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 from specbench_tui.core.crossover.results import LoadWorkload, PointRow
 from specbench_tui.core.crossover.stats import finite, pcts, stat_of
 from specbench_tui.core.events import LoadPointFinished
-from specbench_tui.core.load import Slo, parse_label
+from specbench_tui.core.load import AXIS_CONCURRENCY, Slo, parse_label
 from specbench_tui.core.metrics import percentile
 from specbench_tui.core.records import STATUS_ERROR, STATUS_OK, STATUS_ZERO_OUTPUT, Measurement
 
@@ -46,11 +46,45 @@ def _wall(ms: list[Measurement], event: LoadPointFinished | None) -> float | Non
     return None
 
 
+def capped_text(axis: str, value: float, cap: int | None) -> str | None:
+    """``capped (64 in flight, cap 48)`` for a closed-loop point above the server's running cap, else None."""
+    if cap is None or axis != AXIS_CONCURRENCY or value <= cap:
+        return None
+    return f"capped ({int(value)} in flight, cap {cap})"
+
+
+def _adaptive(events: Mapping[int, LoadPointFinished]) -> tuple[tuple[int, ...] | None, str | None]:
+    """An adaptive server's candidate steps over the point's repeats, and whether speculation was on/off/mixed."""
+    logs = [e.server_log for e in events.values() if isinstance(e.server_log, dict) and e.server_log.get("adaptive")]
+    steps = sorted({int(x) for log in logs for x in (log.get("spec_steps") or ()) if isinstance(x, int)})
+    states = {log.get("speculation") for log in logs if log.get("speculation")}
+    if not logs or not steps:
+        return None, None
+    speculation = states.pop() if len(states) == 1 else "mixed"
+    return tuple(steps), str(speculation)
+
+
+def _point_extras(axis: str, value: float, ms: list[Measurement], ok: list[Measurement],
+                  events: Mapping[int, LoadPointFinished]) -> dict[str, Any]:
+    """The facts of a point beyond its figures: the server's cap (and whether the point exceeds it), an adaptive
+    server's steps, retractions and the cache policy."""
+    caps = [m.running_cap for m in ms if m.running_cap is not None]
+    cap = min(caps) if caps else None
+    steps, speculation = _adaptive(events)
+    policies = {m.cache for m in ms if m.cache}
+    return {"running_cap": cap, "capped": capped_text(axis, value, cap), "spec_steps": steps,
+            "speculation": speculation, "n_retracted": sum(1 for m in ok if m.retracted),
+            "cache": (policies.pop() if len(policies) == 1 else "mixed") if policies else None}
+
+
 def point_row(config_id: str, config: str, workload: LoadWorkload, label: str, ms: list[Measurement],
               events: Mapping[int, LoadPointFinished], expected_per_repeat: int, repeats: int,
-              accept_fn: Any) -> PointRow:
+              accept_fn: Any, *, include_retracted: bool = False) -> PointRow:
+    """One point's row; a request the server retracted is kept out of the latency percentiles unless
+    ``include_retracted``."""
     axis, value = parse_label(label)
     ok = [m for m in ms if m.status == STATUS_OK]
+    timed = ok if include_retracted else [m for m in ok if not m.retracted]
     by_repeat: dict[int, list[Measurement]] = defaultdict(list)
     for m in ms:
         by_repeat[m.repeat].append(m)
@@ -95,12 +129,13 @@ def point_row(config_id: str, config: str, workload: LoadWorkload, label: str, m
         n_ok=len(ok), n_error=sum(1 for m in ms if m.status == STATUS_ERROR),
         n_zero_output=sum(1 for m in ms if m.status == STATUS_ZERO_OUTPUT), repeats=len(by_repeat),
         complete=complete, output_tps=stat_of(out_tps), per_user_tps=per_user, request_tps=stat_of(req_tps),
-        ttft_s=pcts([m.ttft_s for m in ok if finite(m.ttft_s)]),
-        itl_s=pcts([float(v) for m in ok for v in [m.itl_p99_s if m.itl_p99_s is not None else m.itl_p95_s]
+        ttft_s=pcts([m.ttft_s for m in timed if finite(m.ttft_s)]),
+        itl_s=pcts([float(v) for m in timed for v in [m.itl_p99_s if m.itl_p99_s is not None else m.itl_p95_s]
                     if finite(v)]),
-        e2e_s=pcts([m.e2e_s for m in ok if finite(m.e2e_s)]),
+        e2e_s=pcts([m.e2e_s for m in timed if finite(m.e2e_s)]),
         accept_length=accept, server_accept_length=statistics.median(server) if server else None,
         goodput_rps=statistics.median(good_rps) if good_rps else None,
         goodput_tps=statistics.median(good_tps) if good_tps else None,
         slo_attainment=attainment, meets_slo=meets, noisy=noise is not None, noise=noise,
+        **_point_extras(axis, value, ms, ok, events),
     )

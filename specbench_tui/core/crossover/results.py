@@ -53,6 +53,30 @@ class PointRow:
     noisy: bool = False
     noise: str | None = None
     """Why the point is noisy (or None)."""
+    running_cap: int | None = None
+    """The server's running-request cap its measurements recorded (the smallest, if it changed)."""
+    capped: str | None = None
+    """``capped (64 in flight, cap 48)`` when the point sends more requests at once than the server runs: the
+    rest queue on the server, so the point measures the cap, not the configuration."""
+    spec_steps: tuple[int, ...] | None = None
+    """An adaptive server's candidate speculative steps at the batch sizes it ran (None: not adaptive)."""
+    speculation: str | None = None
+    """An adaptive server's speculation at this point: ``on``, ``off`` (every step 0) or ``mixed``."""
+    n_retracted: int = 0
+    """Requests the server retracted (kept out of the latency percentiles)."""
+    cache: str | None = None
+    """The cache policy of its measurements (``cold``, ``warm``, ``mixed``; None: recorded before policies)."""
+    from_memory: str | None = None
+    """``repeats drafted from memory`` for a warm n-gram configuration."""
+
+    @property
+    def steps_text(self) -> str:
+        """``steps 0,1`` / ``speculation off`` for an adaptive point, else ""."""
+        if self.speculation == "off":
+            return "speculation off (steps 0)"
+        if self.spec_steps:
+            return "steps " + ",".join(map(str, self.spec_steps))
+        return ""
 
 
 @dataclass(frozen=True)
@@ -83,6 +107,8 @@ class Crossover:
     grid: int
     evidence: tuple[Evidence, ...] = ()
     note: str = ""
+    capped: tuple[str, ...] = ()
+    """The capped points it rests on (``eagle3 c64: capped (64 in flight, cap 48)``, its own or its baseline's)."""
 
     @property
     def interval_text(self) -> str:
@@ -106,6 +132,12 @@ class Crossover:
             return f"{self.interval_text}{est}"
         return f"undetermined ({self.note})" if self.note else "undetermined"
 
+    @property
+    def capped_text(self) -> str:
+        """``rests on capped points: eagle3 c64 capped (64 in flight, cap 48)``, or "" when none."""
+        return ("rests on capped point" + ("s" if len(self.capped) > 1 else "") + ": " + "; ".join(self.capped)
+                if self.capped else "")
+
 
 @dataclass(frozen=True)
 class ScheduleEntry:
@@ -124,6 +156,9 @@ class ScheduleEntry:
     candidates: int
     excluded: tuple[tuple[str, str], ...] = ()
     """(configuration, why) left out at this point: noisy, crashed, lossy."""
+    capped: tuple[tuple[str, str], ...] = ()
+    """(configuration, ``capped (n in flight, cap c)``) of the candidates whose server capped this point: the
+    choice then rests on a capped point."""
 
 
 @dataclass(frozen=True)
