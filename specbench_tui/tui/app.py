@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from textual import events, work
 from textual.app import App
@@ -443,7 +443,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         analysis = snapshot.analyse()
         return AnalysedRows(analysis, build_rows(None, analysis, notes))
 
-    def _analysis_done(self, worker: Worker) -> None:
+    def _analysis_done(self, worker: Worker[Any]) -> None:
         self._analysis_running = False
         if worker.state == WorkerState.SUCCESS and isinstance(worker.result, AnalysedRows):
             self.analysis = worker.result.analysis

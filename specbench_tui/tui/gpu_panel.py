@@ -47,12 +47,12 @@ class GpuPanel(Vertical):
         self.border_title = "4 GPUs"
         self.palette: Palette = DEFAULT_PALETTE
         """Styles from the current theme (set by the app)."""
-        self._shown: dict[str, tuple] = {}
+        self._shown: dict[str, tuple[Any, ...]] = {}
         """Row key → the plain values last written, in table order."""
 
     def compose(self) -> ComposeResult:
         yield Static(Text(WAITING_HINT), id="gpu-hint")
-        table: DataTable = DataTable(id="gpu-table", cursor_type="row", show_cursor=False)
+        table: DataTable[Any] = DataTable(id="gpu-table", cursor_type="row", show_cursor=False)
         table.display = False
         yield table
 
@@ -62,7 +62,7 @@ class GpuPanel(Vertical):
             table.add_column(label, key=key)
 
     @property
-    def table(self) -> DataTable:
+    def table(self) -> DataTable[Any]:
         return self.query_one("#gpu-table", DataTable)
 
     def sync(self, state: RunState, force: bool = False) -> None:
@@ -101,7 +101,7 @@ class GpuPanel(Vertical):
         self.border_subtitle = Text(names if len(names) <= 48 else names[:47] + "…")
 
     @staticmethod
-    def _rows(state: RunState, samples: list[dict[str, Any]]) -> list[tuple[str, tuple]]:
+    def _rows(state: RunState, samples: list[dict[str, Any]]) -> list[tuple[str, tuple[Any, ...]]]:
         """(row key, plain values) in display order: GPUs by index, under a totals row per node on a cluster."""
         grouped = state.on_nodes
         labels = state.node_labels() if grouped else {}
@@ -109,7 +109,7 @@ class GpuPanel(Vertical):
         by_node: dict[str | None, list[dict[str, Any]]] = {}
         for sample in samples:
             by_node.setdefault(sample.get("node"), []).append(sample)
-        rows: list[tuple[str, tuple]] = []
+        rows: list[tuple[str, tuple[Any, ...]]] = []
         for node, group in by_node.items():
             prefix = f"{node}\0" if grouped else ""
             if grouped:
@@ -127,7 +127,7 @@ class GpuPanel(Vertical):
                     False)))
         return rows
 
-    def _cells(self, values: tuple) -> list[Text]:
+    def _cells(self, values: tuple[Any, ...]) -> list[Text]:
         index, _, util, used, total, temp, power, limit, holder, is_node = values
         palette = self.palette
         if used is not None and total:

@@ -9,7 +9,7 @@ always shows. A click on a key runs it.
 
 from __future__ import annotations
 
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from rich.style import Style
 from rich.text import Text
@@ -65,7 +65,7 @@ class KeyBar(Widget):
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
 
-    def _bindings_changed(self, screen: Screen) -> None:
+    def _bindings_changed(self, screen: Screen[Any]) -> None:
         self.refresh()
 
     def items(self) -> list[KeyItem]:

@@ -19,7 +19,7 @@ from specbench_tui.tui.palette import Palette
 from specbench_tui.tui.safe_text import clean
 
 
-class FullLogScreen(Screen):
+class FullLogScreen(Screen[None]):
     """One server log file, rendered lazily, with search (/, n, N, F3) and a jump to the crash."""
 
     BINDINGS: ClassVar[list[BindingType]] = [

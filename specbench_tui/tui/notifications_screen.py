@@ -20,7 +20,7 @@ SEVERITY_WORDS = {"error": ("✖", "error"), "warning": ("▲", "warning"), "inf
 """Glyph and word per severity, so a line reads the same without colour."""
 
 
-class NotificationsScreen(Screen):
+class NotificationsScreen(Screen[None]):
     """A table of the session's notifications (time, severity, title, message)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [

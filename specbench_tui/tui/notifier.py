@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Any, TYPE_CHECKING, Literal
 
 from textual.app import ScreenStackError
 from textual.css.query import NoMatches
@@ -46,7 +46,7 @@ class Entry:
 class Notifier:
     """Posts coalesced toasts on ``app`` and keeps the history."""
 
-    def __init__(self, app: App, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, app: App[Any], clock: Callable[[], float] = time.time) -> None:
         self.app = app
         self.clock = clock
         self.history: list[Entry] = []

@@ -5,6 +5,8 @@ machine alone shows GPUs only."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import contextlib
 from collections.abc import Iterable, Mapping
 
@@ -66,7 +68,7 @@ class QueuePanel(CachedCellsTable):
         self.border_title = "1 Sweep queue"
         self.palette: Palette = DEFAULT_PALETTE
         """Styles from the current theme (set by the app)."""
-        self._shown: dict[str, tuple] = {}
+        self._shown: dict[str, tuple[Any, ...]] = {}
         """Row key → the plain values last written, so unchanged cells are not rewritten."""
         self._restyle = SlicedRestyle(self, COLUMN_KEYS, self._cells_of)
 
@@ -98,7 +100,7 @@ class QueuePanel(CachedCellsTable):
         with contextlib.suppress(RowDoesNotExist):
             self.move_cursor(row=self.get_row_index(config_id))
 
-    def sync(self, state: RunState, force: bool = False, asked: Mapping[str, tuple] | None = None,
+    def sync(self, state: RunState, force: bool = False, asked: Mapping[str, tuple[Any, ...]] | None = None,
              paused: bool | None = None, partial: frozenset[str] = frozenset()) -> None:
         """Bring the rows up to date with ``state`` (only changed cells are written).
 
@@ -136,7 +138,7 @@ class QueuePanel(CachedCellsTable):
             self._shown[view.config_id] = values
         self.border_subtitle = self._summary(self._shown.values())
 
-    def _cells(self, values: tuple) -> list[Text]:
+    def _cells(self, values: tuple[Any, ...]) -> list[Text]:
         shown_state, name, gpus, startup, note, holding = values
         palette = self.palette
         style = state_style(shown_state, palette)
@@ -152,7 +154,7 @@ class QueuePanel(CachedCellsTable):
         ]
 
     @staticmethod
-    def _summary(shown: Iterable[tuple]) -> str:
+    def _summary(shown: Iterable[tuple[Any, ...]]) -> str:
         """``1 running 40 pending 3 skipped``: the rows as shown (what a key asked for included)."""
         counts: dict[str, int] = {}
         for values in shown:

@@ -43,7 +43,7 @@ class QuitActions(AppBase):
             return
         self.action_request_quit()
 
-    def get_system_commands(self, screen: Screen) -> Any:
+    def get_system_commands(self, screen: Screen[Any]) -> Any:
         """No Textual system commands: the palette holds the app's own (quit asks first, themes are ours)."""
         return iter(())
 

@@ -391,7 +391,7 @@ class ResultsPanel(CachedCellsTable):
         if column is None:
             self.sort("config", key=lambda cell: cell.sort_value)
         else:
-            def key(cell: Any) -> tuple:
+            def key(cell: Any) -> tuple[Any, ...]:
                 # Measured rows first in either direction, then crashed or cut-short ones, then rows without
                 # the figure: a crashed configuration's two partial measurements never top a ranking.
                 value = getattr(cell, "sort_value", None)

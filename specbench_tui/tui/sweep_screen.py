@@ -26,7 +26,7 @@ from specbench_tui.tui.results_panel import ResultsPanel
 _PANELS = Binding.Group("Panels", compact=True)
 
 
-class SweepScreen(Screen):
+class SweepScreen(Screen[None]):
     """Queue and results above, server log and GPUs below; stacked on narrow terminals.
 
     The key bar lists the keys by priority (quit first), so a narrow terminal cuts the least needed ones; under

@@ -121,7 +121,8 @@ class CachedCellsTable(DataTable[Any]):
         it walks every ancestor's styles)."""
         if self._frame_style is not None:
             return self._frame_style
-        return DOMNode.rich_style.fget(self)  # type: ignore[attr-defined]
+        style: Style = DOMNode.rich_style.fget(self)  # type: ignore[attr-defined]
+        return style
 
     def render_lines(self, crop: Region) -> list[Strip]:
         self._frame_style = style = DOMNode.rich_style.fget(self)  # type: ignore[attr-defined]
@@ -220,7 +221,7 @@ class CachedCellsTable(DataTable[Any]):
             del self._kept_lines[line]
 
 
-def update_row(table: DataTable, row_key: str, column_keys: Sequence[str], cells: Sequence[Text]) -> None:
+def update_row(table: DataTable[Any], row_key: str, column_keys: Sequence[str], cells: Sequence[Text]) -> None:
     """Write ``cells`` into row ``row_key``; a column is widened only when a new cell is wider than it.
 
     One table update and one repaint request for the whole row (``update_cell`` makes one per cell: rewriting the
@@ -254,7 +255,7 @@ def update_row(table: DataTable, row_key: str, column_keys: Sequence[str], cells
     table.refresh()
 
 
-def _write_off_screen(table: DataTable, row_key: str, column_keys: Sequence[str], cells: Sequence[Text]) -> bool:
+def _write_off_screen(table: DataTable[Any], row_key: str, column_keys: Sequence[str], cells: Sequence[Text]) -> bool:
     """Put the cells of a row that is not on screen in place without asking for a repaint (a repaint per row of
     a 1,600-row table is what makes a restyle slow); False when that is not possible (the caller then writes
     them the ordinary way). Relies on ``DataTable._data`` and ``_update_count`` (Textual 8), checked here."""
@@ -287,7 +288,7 @@ class SlicedRestyle:
     ``make_cells(row_key)`` returns the row's new cells (None: the row is gone, nothing to write).
     """
 
-    def __init__(self, table: DataTable, column_keys: Sequence[str],
+    def __init__(self, table: DataTable[Any], column_keys: Sequence[str],
                  make_cells: Callable[[str], Sequence[Text] | None]) -> None:
         self.table = table
         self.column_keys = tuple(column_keys)
