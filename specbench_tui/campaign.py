@@ -53,7 +53,11 @@ def add_commands(commands: Any) -> None:
                     "Bound to 127.0.0.1 (reach it with ssh -L PORT:127.0.0.1:PORT); the URL printed carries a "
                     "random token, required for every connection. Read-only unless --control.")
     _run_arguments(serve)
-    serve.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765; 0 picks one)")
+    serve.add_argument("--port", type=int, default=None,
+                       help="port to listen on (default 8765, or the next free one, said; 0 picks any; a port "
+                            "given and taken is an error)")
+    serve.add_argument("--max-tabs", type=int, default=4, metavar="N",
+                       help="browser tabs served at once (default 4; one more is told so in its page)")
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to bind (default 127.0.0.1; any other still requires the token)")
     serve.add_argument("--control", action="store_true", help="let the browser pause, skip, retry and stop")
@@ -260,4 +264,4 @@ def serve_command(args: argparse.Namespace) -> int:
         print(f"specbench serve needs textual-serve ({exc}); install it with: pip install 'specbench-tui[serve]'",
               file=sys.stderr)
         return EXIT_FAILED
-    return serve(run_dir, host=args.host, port=args.port, control=args.control)
+    return serve(run_dir, host=args.host, port=args.port, control=args.control, max_tabs=args.max_tabs)

@@ -14,10 +14,33 @@ from pathlib import Path
 
 from specbench_tui.engine.ending import EXIT_CONFIG_FAILED as EXIT_FAILED
 
+TAB_PARENT_VAR = "SPECBENCH_TAB_PARENT"
+"""Set by ``specbench serve`` in each browser tab's environment: its pid, which the tab must not outlive."""
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_serve() -> None:
+    """In a browser tab's process: be SIGKILLed when ``serve`` ends, however it ends (``PR_SET_PDEATHSIG``, as the
+    keeper does); already orphaned (serve died before this ran): exit now. Linux only; elsewhere serve's own
+    shutdown ends its tabs."""
+    parent = os.environ.pop(TAB_PARENT_VAR, "")
+    if not parent.isdigit() or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != int(parent):
+        os._exit(EXIT_FAILED)
+
 
 def attach_tui(run_dir: Path, *, role: str = "control", theme: str | None = None, mouse: bool = True,
                name: str | None = None) -> int:
     """Open the TUI on the engine of ``run_dir``; the exit code (0 after a detach, else the sweep's)."""
+    die_with_serve()
     from specbench_tui.engine.attached import AttachedEngine, AttachError
 
     try:

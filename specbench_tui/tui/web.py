@@ -6,44 +6,178 @@ adds what a GPU box needs:
 - each tab runs ``specbench attach RUN`` (a client of the running engine, never a sweep of its own),
   ``--read-only`` unless the server was started with ``--control`` (the engine refuses a view's commands too);
 - a random token, printed once in the URL, is required on every request, HTTP and websocket alike (the page
-  passes it on to its websocket; a cookie scoped to the page's origin carries it to the static files);
+  passes it on to its websocket; a cookie scoped to the page's origin carries it to the static files). The
+  token is in no log: the access log names paths without their query, and every log line is scrubbed of it;
 - a request whose ``Origin`` is not the page's own is refused (another site open in the same browser cannot
   drive the view);
 - it binds 127.0.0.1 unless told otherwise (reach it with ``ssh -L``); another address still requires the token
-  and says so.
+  and says so;
+- it is bounded: the terminal size a page asks for is clamped (:data:`MAX_COLUMNS` x :data:`MAX_ROWS`), at most
+  ``--max-tabs`` tabs run at once (one more is told so in its page), a tab's process is ended within a few
+  seconds of its websocket closing, and dies with ``serve`` however ``serve`` ends (``PR_SET_PDEATHSIG``, armed by
+  the tab itself: :func:`specbench_tui.tui.attach_main.die_with_serve`); each tab's interpreter is isolated
+  (``python -I``: nothing from the working directory or the user's site is imported).
+
+The page's websocket URL: textual-serve 1.1.3's ``textual.js`` appends ``"?width=W&height=H"`` to the URL the page
+gives it, which carries ``?token=T`` already, so the query arrives as ``token=T?width=W`` and ``height=H``;
+:func:`page_query` reads that shape (and the well-formed ``&width=`` one) as the page meant it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
+import json
+import logging
+import os
 import secrets
-import shlex
+import signal
 import socket
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import aiohttp_jinja2
-from aiohttp import web
+from aiohttp import WSMsgType, web
+from aiohttp.abc import AbstractAccessLogger
+from textual_serve.app_service import AppService
 from textual_serve.server import Server
+
+from specbench_tui.tui.attach_main import TAB_PARENT_VAR
 
 COOKIE = "specbench_token"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+DEFAULT_PORT = 8765
+PORTS_TRIED = 20
+"""Without ``--port``, the ports after :data:`DEFAULT_PORT` tried when it is taken (said on the banner)."""
+MAX_COLUMNS, MAX_ROWS = 500, 200
+"""The largest terminal a tab gets (a 4K screen at a small font is about 480 x 130); a larger ask is clamped."""
+MIN_COLUMNS, MIN_ROWS = 10, 5
+DEFAULT_MAX_TABS = 4
+QUIT_GRACE_S = 2.0
+"""How long a closed tab's app has to quit by itself before it is sent SIGTERM (then SIGKILL as long again)."""
+REFUSED_TAB_HOLD_S = 60.0
+"""How long a refused tab's page keeps the refusal on screen before its websocket is closed."""
+EXIT_FAILED = 1
+
+log = logging.getLogger("specbench.serve")
 
 
-def attach_command(run_dir: Path, *, control: bool) -> str:
-    """The shell command each browser tab runs."""
-    return " ".join([shlex.quote(sys.executable), "-m", "specbench_tui", "attach", shlex.quote(str(run_dir)),
-                     *([] if control else ["--read-only"])])
+def attach_argv(run_dir: Path, *, control: bool) -> list[str]:
+    """The command each browser tab runs: an isolated interpreter (``-I``: no working directory, no user site,
+    no ``PYTHON*`` variables on its path)."""
+    return [sys.executable, "-I", "-m", "specbench_tui", "attach", str(run_dir), *([] if control else ["--read-only"])]
+
+
+def page_query(query: Mapping[str, str]) -> dict[str, str]:
+    """The query as the page meant it: ``token=T?width=W`` (``textual.js`` appending ``?`` to a URL that has a
+    query) is read as ``token=T`` and ``width=W``."""
+    meant = dict(query)
+    token, mark, rest = meant.get("token", "").partition("?")
+    if mark:
+        meant["token"] = token
+        for key, value in parse_qsl(rest):
+            meant.setdefault(key, value)
+    return meant
+
+
+def clamp_size(width: object, height: object) -> tuple[int, int]:
+    """A terminal size from what a page sent (anything JSON can carry), within the sane limits."""
+    return _clamp(width, 80, MIN_COLUMNS, MAX_COLUMNS), _clamp(height, 24, MIN_ROWS, MAX_ROWS)
+
+
+def _clamp(value: object, default: int, low: int, high: int) -> int:
+    number = default
+    if isinstance(value, (int, float, str)):
+        with contextlib.suppress(ValueError, OverflowError):
+            number = int(value)
+    return max(low, min(high, number))
+
+
+class TabService(AppService):
+    """textual-serve's per-tab app, started without a shell as an isolated interpreter that dies with serve, and
+    ended for sure when its tab closes."""
+
+    def __init__(self, argv: list[str], **kwargs: Any) -> None:
+        super().__init__(" ".join(argv), **kwargs)
+        self.argv = argv
+
+    def _build_environment(self, width: int = 80, height: int = 24) -> dict[str, str]:
+        environment = super()._build_environment(width, height)
+        environment[TAB_PARENT_VAR] = str(os.getpid())
+        return environment
+
+    async def _open_app_process(self, width: int = 80, height: int = 24) -> asyncio.subprocess.Process:
+        self._process = process = await asyncio.create_subprocess_exec(
+            *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=self._build_environment(width, height))
+        assert process.stdin is not None
+        self._stdin = process.stdin
+        return process
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    async def stop(self) -> None:
+        """Ask the app to quit; SIGTERM after :data:`QUIT_GRACE_S`, SIGKILL after as long again (an app busy
+        drawing, or not reading its input, still ends)."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        await self._download_manager.cancel_app_downloads(app_service_id=self.app_service_id)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.send_meta({"type": "quit"}), QUIT_GRACE_S)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), QUIT_GRACE_S)
+                break
+            if self._process is not None and self._process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    self._process.send_signal(sig)
+        with contextlib.suppress(Exception):
+            await task
+        if self._process is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._process.wait(), QUIT_GRACE_S)
+
+
+class PathOnlyAccessLogger(AbstractAccessLogger):
+    """The access log without queries (the token is one)."""
+
+    def log(self, request: Any, response: Any, time: float) -> None:
+        self.logger.info("%s %s %s", request.method, request.path, response.status)
+
+
+class Scrubbed(logging.Formatter):
+    """Every log line with the token replaced (a traceback or a library's message may quote a URL)."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__("specbench serve: %(message)s")
+        self.token = token
+
+    def format(self, record: logging.LogRecord) -> str:
+        return super().format(record).replace(self.token, "[token]")
 
 
 class GuardedServer(Server):
-    """textual-serve's server, every request checked for the token and a same-origin ``Origin``."""
+    """textual-serve's server, every request checked for the token and a same-origin ``Origin``, every tab bounded."""
 
-    def __init__(self, command: str, *, host: str, port: int, token: str, title: str) -> None:
-        super().__init__(command, host=host, port=port, title=title)
+    def __init__(self, argv: list[str], *, host: str, port: int, token: str, title: str,
+                 max_tabs: int = DEFAULT_MAX_TABS) -> None:
+        super().__init__(" ".join(argv), host=host, port=port, title=title)
+        self.argv = argv
         self.token = token
+        self.max_tabs = max_tabs
+        self.tabs: dict[TabService, web.WebSocketResponse] = {}
+
+    def initialize_logging(self) -> None:
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(Scrubbed(self.token))
+        logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
 
     async def _make_app(self) -> web.Application:
         app = await super()._make_app()
@@ -52,7 +186,8 @@ class GuardedServer(Server):
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        supplied = request.query.get("token") or request.cookies.get(COOKIE) or ""
+        given = page_query(request.query).get("token")
+        supplied = given or request.cookies.get(COOKIE) or ""
         if not hmac.compare_digest(supplied.encode(), self.token.encode()):
             return web.Response(status=403, text="specbench serve: this address needs the token in the URL that "
                                                  "`specbench serve` printed when it started\n")
@@ -61,7 +196,7 @@ class GuardedServer(Server):
             return web.Response(status=403, text=f"specbench serve: requests from {origin} are refused "
                                                  "(only the page this server serves may connect)\n")
         response: web.StreamResponse = await handler(request)
-        if not response.prepared and request.query.get("token"):
+        if not response.prepared and given:
             response.set_cookie(COOKIE, self.token, httponly=True, samesite="Strict", path="/")
         return response
 
@@ -70,9 +205,96 @@ class GuardedServer(Server):
         """The page, its URLs built from the address the browser used (``ssh -L`` may rename the host), the
         websocket's carrying the token."""
         base = f"{request.scheme}://{request.host}"
-        socket_url = f"ws://{request.host}/ws?token={self.token}"
+        socket_url = f"{'wss' if request.secure else 'ws'}://{request.host}/ws?token={self.token}"
         return {"font_size": 16, "app_websocket_url": socket_url,
                 "config": {"static": {"url": f"{base}/static/"}}, "application": {"name": self.title}}
+
+    async def on_startup(self, app: web.Application) -> None:
+        print(f"  serving; at most {self.max_tabs} tabs at once (--max-tabs); Ctrl-C ends serve and every tab",
+              flush=True)
+
+    async def on_shutdown(self, app: web.Application) -> None:
+        """Every tab's app ended and its websocket closed before the server goes."""
+        tabs = list(self.tabs.items())
+        await asyncio.gather(*(service.stop() for service, _ in tabs), return_exceptions=True)
+        await asyncio.gather(*(websocket.close() for _, websocket in tabs), return_exceptions=True)
+
+    async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        """One tab: its app started at the size the page asked for (clamped), unless :attr:`max_tabs` run."""
+        websocket = web.WebSocketResponse(heartbeat=15)
+        await websocket.prepare(request)
+        if len(self.tabs) >= self.max_tabs:
+            await self._refuse(websocket)
+            return websocket
+        query = page_query(request.query)
+        service = TabService(self.argv, write_bytes=websocket.send_bytes, write_str=websocket.send_str,
+                             close=websocket.close, download_manager=self.download_manager)
+        self.tabs[service] = websocket
+        try:
+            await service.start(*clamp_size(query.get("width"), query.get("height")))
+            log.info("a tab opened (pid %s; %d of at most %d)", service.pid, len(self.tabs), self.max_tabs)
+            await self._process_messages(websocket, service)
+        except asyncio.CancelledError:
+            pass
+        except Exception as error:  # noqa: BLE001 - a tab's failure is said, without the locals (the request holds the token)
+            log.error("a tab failed: %s: %s", type(error).__name__, error)
+        finally:
+            await service.stop()
+            self.tabs.pop(service, None)
+            log.info("a tab closed (pid %s)", service.pid)
+            await websocket.close()
+        return websocket
+
+    async def _refuse(self, websocket: web.WebSocketResponse) -> None:
+        log.info("a tab was refused: %d are open, the most --max-tabs allows", len(self.tabs))
+        text = (f"\r\n  specbench serve: {len(self.tabs)} browser tabs are open on this sweep already, the most this "
+                f"serve allows (--max-tabs {self.max_tabs}).\r\n  Close one and reload this page, or restart "
+                "specbench serve with a larger --max-tabs.\r\n")
+        with contextlib.suppress(Exception):
+            await websocket.send_bytes(text.encode())
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._drain(websocket), REFUSED_TAB_HOLD_S)
+            await websocket.close()
+
+    @staticmethod
+    async def _drain(websocket: web.WebSocketResponse) -> None:
+        async for _ in websocket:
+            pass
+
+    async def _process_messages(self, websocket: web.WebSocketResponse, app_service: AppService) -> None:
+        """The page's messages, as textual-serve handles them, sizes clamped and malformed ones ignored."""
+        async for message in websocket:
+            if message.type != WSMsgType.TEXT:
+                continue
+            try:
+                envelope = json.loads(message.data)
+            except ValueError:
+                continue
+            if isinstance(envelope, list) and envelope and isinstance(envelope[0], str):
+                await self._handle(websocket, app_service, envelope[0], envelope[1] if len(envelope) > 1 else None)
+
+    @staticmethod
+    async def _handle(websocket: web.WebSocketResponse, app_service: AppService, kind: str, data: object) -> None:
+        if kind == "stdin" and isinstance(data, str):
+            await app_service.send_bytes(data.encode("utf-8"))
+        elif kind == "resize" and isinstance(data, dict):
+            await app_service.set_terminal_size(*clamp_size(data.get("width"), data.get("height")))
+        elif kind == "ping":
+            await websocket.send_json(["pong", data])
+        elif kind == "blur":
+            await app_service.blur()
+        elif kind == "focus":
+            await app_service.focus()
+
+    def serve_on(self, listener: socket.socket) -> None:
+        """Serve on a bound socket until SIGINT or SIGTERM."""
+        self.initialize_logging()
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self.request_exit)
+        web.run_app(self._make_app(), sock=listener, handle_signals=False, loop=loop, print=lambda *args: None,
+                    access_log_class=PathOnlyAccessLogger, shutdown_timeout=3 * QUIT_GRACE_S)
 
 
 def free_port(host: str) -> int:
@@ -82,24 +304,69 @@ def free_port(host: str) -> int:
         return int(probe.getsockname()[1])
 
 
-def serve(run_dir: Path, *, host: str = "127.0.0.1", port: int = 8765, control: bool = False,
-          token: str | None = None) -> int:
+def listen(host: str, port: int | None) -> tuple[socket.socket, str]:
+    """A listening socket on ``port`` (0: any free one; None: :data:`DEFAULT_PORT` or the next free one after it)
+    and a note for the banner when it is not the port asked for; OSError when ``port`` is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    candidates = [port] if port is not None else [DEFAULT_PORT + i for i in range(PORTS_TRIED)]
+    error: OSError | None = None
+    for candidate in candidates:
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((host, candidate))
+            listener.listen(128)
+        except OSError as exc:
+            listener.close()
+            error = error or exc
+            continue
+        chosen = int(listener.getsockname()[1])
+        note = "" if port is not None or chosen == DEFAULT_PORT else \
+            f"  port {DEFAULT_PORT} is in use (another server); serving on {chosen} instead"
+        return listener, note
+    assert error is not None
+    raise error
+
+
+def serve(run_dir: Path, *, host: str = "127.0.0.1", port: int | None = None, control: bool = False,
+          token: str | None = None, max_tabs: int = DEFAULT_MAX_TABS) -> int:
     """Serve ``run_dir``'s TUI until Ctrl-C; the exit code."""
     from specbench_tui.engine.attached import AttachError, engine_status
+    from specbench_tui.application.runstatus import report_unattachable
 
     try:
         status = engine_status(run_dir)
     except AttachError as exc:
-        from specbench_tui.application.runstatus import report_unattachable
-
         return report_unattachable(run_dir, str(exc))
-    port = port or free_port(host)
-    token = token or secrets.token_urlsafe(24)
+    if max_tabs < 1:
+        print(f"specbench serve: --max-tabs {max_tabs}: give at least 1", file=sys.stderr)
+        return 2
+    try:
+        listener, note = listen(host, port)
+    except OSError as exc:
+        wanted = f"port {port}" if port is not None else f"ports {DEFAULT_PORT}-{DEFAULT_PORT + PORTS_TRIED - 1}"
+        print(f"specbench serve: cannot listen on {host}, {wanted}: {exc.strerror or exc} (another server has "
+              f"it?); choose another with --port N, or --port 0 for any free one", file=sys.stderr)
+        return EXIT_FAILED
+    with listener:
+        _banner(status, run_dir, host, int(listener.getsockname()[1]), note, control,
+                token := token or secrets.token_urlsafe(24))
+        server = GuardedServer(attach_argv(run_dir, control=control), host=host, port=port or 0, token=token,
+                               title=f"specbench {status.get('sweep', '')}", max_tabs=max_tabs)
+        try:
+            server.serve_on(listener)
+        except KeyboardInterrupt:  # before the loop's own handler was in place
+            pass
+    return 0
+
+
+def _banner(status: dict[str, Any], run_dir: Path, host: str, port: int, note: str, control: bool,
+            token: str) -> None:
     shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{port}/?token={token}"
     mode = "with control (pause, skip, retry, stop)" if control else "read-only (start with --control to steer)"
     lines = [f"specbench serve: {status.get('sweep', run_dir.name)} (engine pid {status.get('pid')}), {mode}",
-             f"  open: {url}",
+             *([note] if note else []),
+             f"  open: http://{shown}:{port}/?token={token}",
              "  the token in that URL is required for every connection; it is printed only here"]
     if host in LOOPBACK:
         lines.append(f"  from your machine: ssh -L {port}:127.0.0.1:{port} THIS_HOST, then open the URL above")
@@ -107,7 +374,3 @@ def serve(run_dir: Path, *, host: str = "127.0.0.1", port: int = 8765, control: 
         lines.append(f"  listening on {host}: anyone who can reach it still needs the token (prefer 127.0.0.1 "
                      "and ssh -L)")
     print("\n".join(lines), flush=True)
-    server = GuardedServer(attach_command(run_dir, control=control), host=host, port=port, token=token,
-                           title=f"specbench {status.get('sweep', '')}")
-    server.serve()
-    return 0
