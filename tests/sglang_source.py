@@ -37,6 +37,16 @@ FILES = {
     "watchdog": "srt/utils/watchdog.py",
     "prefill_graph": "srt/model_executor/runner/prefill_cuda_graph_runner.py",
     "internal_state": "srt/managers/scheduler_components/internal_state.py",
+    "speculative_hook": "srt/arg_groups/speculative_hook.py",
+    "spec_registry": "srt/speculative/spec_registry.py",
+    "spec_fields": "srt/arg_groups/fields/spec.py",
+    "schedule_fields": "srt/arg_groups/fields/schedule.py",
+    "adaptive": "srt/speculative/adaptive_spec_params.py",
+    "dspark_config": "srt/speculative/dspark_components/dspark_config.py",
+    "openai_protocol": "srt/entrypoints/openai/protocol.py",
+    "flush_wrapper": "srt/managers/scheduler_components/flush_wrapper.py",
+    "tokenizer_control": "srt/managers/tokenizer_control_mixin.py",
+    "common": "srt/utils/common.py",
 }
 """The wheel's files the facts come from (package paths)."""
 
