@@ -6,6 +6,7 @@ Real subprocesses against the simulator (a tiny deterministic sweep of 3 configu
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from engine_helpers import write_sweep
@@ -385,6 +387,79 @@ def test_attach_without_an_engine_says_why(tmp_path: Path) -> None:
         connect(tmp_path, "view", "test")
 
 
+def textual_js_socket_url(page: str, cols: int, rows: int) -> str:
+    """The websocket URL textual-serve's page script opens: the page's ``data-session-websocket-url`` with the
+    suffix its installed ``textual.js`` appends (read from that file, so a new version's shape is followed)."""
+    import textual_serve
+
+    script = (Path(textual_serve.__file__).parent / "static" / "js" / "textual.js").read_text(encoding="utf-8")
+    shape = re.search(r'new WebSocket\(this\.websocket_url\+"([^"]*)"\+e\.cols\+"([^"]*)"\+e\.rows\)', script)
+    assert shape, "textual.js no longer opens its websocket as this test reads it: read its connect() again"
+    url = re.search(r'data-session-websocket-url="([^"]+)"', page)
+    assert url, page
+    return f"{html.unescape(url.group(1))}{shape.group(1)}{cols}{shape.group(2)}{rows}"
+
+
+def test_the_page_query_and_terminal_sizes_are_read_as_the_page_meant() -> None:
+    pytest.importorskip("textual_serve")
+    from specbench_tui.tui.web import MAX_COLUMNS, MAX_ROWS, clamp_size, page_query
+
+    page = '<div data-session-websocket-url="ws://127.0.0.1:1/ws?token=T-_x"></div>'
+    query = dict(parse_qsl(urlsplit(textual_js_socket_url(page, 155, 40)).query))
+    assert page_query(query) == {"token": "T-_x", "width": "155", "height": "40"}
+    assert page_query({"token": "T", "width": "9", "height": "8"}) == {"token": "T", "width": "9", "height": "8"}
+    assert clamp_size(20000, 20000) == (MAX_COLUMNS, MAX_ROWS)
+    assert clamp_size("155", 40.5) == (155, 40)
+    for absurd in (None, "x", float("inf"), "9" * 5000, [], {}, -5):
+        width, height = clamp_size(absurd, absurd)
+        assert 1 <= width <= MAX_COLUMNS and 1 <= height <= MAX_ROWS
+
+
+def test_serve_on_a_busy_port_or_a_finished_run_says_so_without_a_traceback(tmp_path: Path) -> None:
+    """A port given and taken: an error before anything is printed; 8765 taken without --port: the next free port,
+    said; serve and attach on an ended sweep: nothing is live, with the report command."""
+    pytest.importorskip("textual_serve")
+    from specbench_tui.tui.web import DEFAULT_PORT
+
+    marker = new_marker()
+    env = _env(tmp_path, marker)
+    run_dir = _start_detached(tmp_path, env, max_new_tokens=3000, gpu=42)
+    with socket.socket() as taken, socket.socket() as default:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = _cli(env, "serve", str(run_dir), "--port", str(port), timeout=60)
+        assert busy.returncode == 1 and busy.stdout == "", busy.stdout + busy.stderr
+        assert f"port {port}" in busy.stderr and "--port" in busy.stderr and "Traceback" not in busy.stderr
+        try:
+            default.bind(("127.0.0.1", DEFAULT_PORT))
+            default.listen()
+        except OSError:
+            pass  # another program has it: as taken for this test
+        server = subprocess.Popen([sys.executable, "-m", "specbench_tui", "serve", str(run_dir)], env=env,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, start_new_session=True)
+        try:
+            printed = ""
+            while "open:" not in printed:
+                line = server.stdout.readline()  # type: ignore[union-attr]
+                assert line, f"serve ended early: {printed}"
+                printed += line
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(15)
+        note = re.search(rf"port {DEFAULT_PORT} is in use .*serving on (\d+) instead", printed)
+        assert note and f"127.0.0.1:{note.group(1)}/?token=" in printed, printed
+    stopped = _cli(env, "stop", str(run_dir), "--now")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    wait_gone(marker, timeout_s=10)
+    for command in ("serve", "attach"):
+        ended = _cli(env, command, str(run_dir), timeout=60)
+        said = ended.stdout + ended.stderr
+        assert "nothing is live" in said and f"specbench report {run_dir}" in said, said
+        assert "Traceback" not in said and "open:" not in said
+
+
 async def test_the_browser_view_needs_the_token_checks_the_origin_and_is_read_only(tmp_path: Path) -> None:
     """`specbench serve`: no token, a wrong token or a foreign Origin gets 403; with the token, the page loads and
     its websocket runs the attached app, which shows the queue; a key that would pause is refused (read-only)."""
@@ -435,8 +510,7 @@ async def test_the_browser_view_needs_the_token_checks_the_origin_and_is_read_on
                 assert response.status == 200
                 page = await response.text()
             assert f"/ws?token={token}" in page
-            ws = await http.ws_connect(f"{base}/ws?token={token}&width=120&height=36",
-                                       headers={"Origin": base})
+            ws = await http.ws_connect(textual_js_socket_url(page, 120, 36), headers={"Origin": base})
             screen = ""
 
             async def read_until(needle: str, timeout: float) -> None:
