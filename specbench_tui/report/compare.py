@@ -15,7 +15,16 @@ from specbench_tui.core.nodes import compare_warnings
 from specbench_tui.core.results import CellRow, ConfigSummary, Spread
 from specbench_tui.report.load import LoadedRun
 from specbench_tui.report.nodesview import hardware_warnings
-from specbench_tui.report.tables import Table, clean_text, env_facts, env_simulated, fmt_seconds, render_text_table
+from specbench_tui.report.tables import (
+    CACHE_TEXT,
+    Table,
+    cache_policy,
+    clean_text,
+    env_facts,
+    env_simulated,
+    fmt_seconds,
+    render_text_table,
+)
 
 SIGNIFICANT_CHANGE = 0.05
 """Relative change below which nothing is called significant."""
@@ -125,7 +134,7 @@ def compare_runs(a: LoadedRun, b: LoadedRun, threshold: float = SIGNIFICANT_CHAN
         env_changes=tuple(_env_changes(a.env, b.env)),
         workloads_only=tuple([f"{w} (only in A)" for w in workload_names_a - workloads_b]
                              + [f"{w} (only in B)" for w in workloads_b - workload_names_a]),
-        warnings=(*_simulation_warnings(a.env, b.env), *_hardware_warnings(a, b, rows)),
+        warnings=(*_simulation_warnings(a.env, b.env), *_hardware_warnings(a, b, rows), *_cache_warnings(a, b)),
         places=_places(a, b, rows),
     )
 
@@ -137,6 +146,19 @@ def _hardware_warnings(a: LoadedRun, b: LoadedRun, rows: list[CompareRow]) -> li
     for side, run in (("A", a), ("B", b)):
         out += [f"run {side}: {w}" for w in hardware_warnings(run)]
     return [clean_text(w) for w in out]
+
+
+def _cache_warnings(a: LoadedRun, b: LoadedRun) -> list[str]:
+    """Both runs' cache policies, and a warning when they differ (a warm repeat may meet its own prefix, and an
+    n-gram drafter its own earlier output)."""
+    policies = [cache_policy([*run.analysis.rows, *(run.analysis.load.points if run.analysis.load else ())])
+                for run in (a, b)]
+    if not any(policies):
+        return []
+    shown = [p or "not recorded" for p in policies]
+    if policies[0] == policies[1]:
+        return [f"both runs measured with {CACHE_TEXT.get(shown[0], shown[0])}"]
+    return [f"NOT COMPARABLE as they stand: run A measured {shown[0]} caches and run B {shown[1]}"]
 
 
 def _places(a: LoadedRun, b: LoadedRun, rows: list[CompareRow]) -> tuple[tuple[str, str, str], ...]:

@@ -29,12 +29,15 @@ from specbench_tui.report.loadview import (
     schedule_table,
 )
 from specbench_tui.report.tables import (
+    CACHE_TEXT,
     LEGEND,
     best_marks,
     best_table,
+    cache_policy,
     clean_text,
     env_line,
     lossless_table,
+    policy_line,
     problems_table,
     render_markdown_table,
     render_text_table,
@@ -67,6 +70,9 @@ def render_txt(run: LoadedRun, chart_width: int = 72, chart_height: int = 10) ->
     """Plain text for a terminal or a file: decision first, then the details, charts and notes."""
     analysis = run.analysis
     out = [f"specbench report: {analysis.sweep} (run {run.name})", summary_line(analysis)]
+    policy = policy_line(analysis)
+    if policy:
+        out.append(policy)
     env = env_line(run.env)
     if env:
         out.append(f"env: {env}")
@@ -120,6 +126,9 @@ def render_md(run: LoadedRun) -> str:
     """GitHub-flavoured Markdown: the same tables as txt, without charts."""
     analysis = run.analysis
     out = [f"# specbench report: {analysis.sweep}", "", f"Run `{run.name}`: {summary_line(analysis)}.", ""]
+    policy = policy_line(analysis)
+    if policy:
+        out += [policy[0].upper() + policy[1:] + ".", ""]
     env = env_line(run.env)
     if env:
         out += [f"Environment: {env}", ""]
@@ -162,11 +171,14 @@ CSV_COLUMNS = (
     "lossless", "lossless_checked", "lossless_mismatches",
     "best_for_workload", "best_at_tp", "flags", "signature", "reason",
     "coverage", "items_measured", "items_expected", "n_crash", "speedup_pairs", "node", "gpu_model",
+    "cache", "from_memory", "n_retracted",
 )
 """One row per configuration × workload; ``_min``/``_max`` are the range of per-repeat values; ``coverage`` is
 complete, partial (cut short: ``items_measured`` of ``items_expected``, ``n_crash`` requests cut by the crash),
 running, not run or none; ``speedup_pairs`` the (item, repeat) pairs the speedup is over; ``node`` where it was
-measured (``gpu-a 0,1``; empty on this machine alone) and ``gpu_model`` on which GPU model."""
+measured (``gpu-a 0,1``; empty on this machine alone) and ``gpu_model`` on which GPU model; ``cache`` the cache
+policy it was measured under (cold, warm, mixed), ``from_memory`` set for a warm n-gram cell, ``n_retracted`` the
+requests the server retracted (kept out of the latency figures)."""
 
 
 def _num(value: float | int | None, digits: int = 4) -> str:
@@ -204,6 +216,7 @@ def csv_rows(run: LoadedRun) -> list[dict[str, str]]:
             (config.signature or "") if config else "", clean_text(config.reason or "") if config else "",
             row.coverage, str(row.items_measured), _num(row.expected), str(row.n_crash), str(row.paired),
             nodes.get(row.config_id, ""), clean_text(run.hardware.model(row.config_id) or "", 200),
+            row.cache or "", row.from_memory or "", str(row.n_retracted),
         ]
         out.append(dict(zip(CSV_COLUMNS, cells)))
     return out
@@ -328,6 +341,7 @@ def render_latex(run: LoadedRun) -> str:
         analysis,
         f"Mean acceptance length weighted by verify steps ({name}); in parentheses the server's own log figure.",
         f"tab:{label}-acceptance", _latex_accept)
+    out += _latex_load(analysis, name, label)
     problems = analysis.problems()
     if problems:
         out += [r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{l l l p{0.45\linewidth}}",
@@ -338,6 +352,25 @@ def render_latex(run: LoadedRun) -> str:
         out += [r"\bottomrule", r"\end{tabular}", r"\caption{Configurations that crashed, failed or were "
                 f"skipped ({name}).}}", r"\label{tab:" + label + "-failures}", r"\end{table}", ""]
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _latex_load(analysis: RunAnalysis, name: str, label: str) -> list[str]:
+    """The cache policy as a comment, and the crossovers with the capped points they rest on (a run with a load
+    axis)."""
+    policy = cache_policy(analysis.rows) or (cache_policy(analysis.load.points) if analysis.load else None)
+    out = [f"% measured with {latex_escape(CACHE_TEXT.get(policy, policy))}", ""] if policy else []
+    load = analysis.load
+    if load is None or not load.crossovers:
+        return out
+    out += [r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{l l l p{0.4\linewidth}}", r"\toprule",
+            r"Configuration & Workload & $B^*$ & Capped points it rests on \\", r"\midrule"]
+    for c in load.crossovers:
+        cells = (c.config, c.workload, c.text, "; ".join(c.capped) or "--")
+        out.append(" & ".join(latex_escape(clean_text(v)) for v in cells) + r" \\")
+    out += [r"\bottomrule", r"\end{tabular}", r"\caption{Where speculation stops paying under load (" + name
+            + r"): a point above a server's running-request cap measures the cap.}",
+            r"\label{tab:" + label + "-crossover}", r"\end{table}", ""]
+    return out
 
 
 RENDERERS: dict[str, Callable[[LoadedRun], str]] = {

@@ -12,7 +12,7 @@ from specbench_tui.core.crossover.stats import Stat
 from specbench_tui.core.results import RunAnalysis, plain_json
 from specbench_tui.core.load import AXIS_CONCURRENCY, AXIS_RATE
 from specbench_tui.report.charts import MARKERS, ChartSeries, render_chart
-from specbench_tui.report.tables import Table
+from specbench_tui.report.tables import Table, cache_note
 
 AXIS_NAMES = {AXIS_CONCURRENCY: "concurrency", AXIS_RATE: "request rate (req/s)"}
 
@@ -46,8 +46,9 @@ def points_table(load: LoadAnalysis, workload: str) -> Table:
                "ITL p99 ms", "e2e p99 ms", "accept req/srv", "speedup"]
     if slo is not None:
         headers[-1:-1] = ["goodput req/s", "SLO"]
+    headers.append("marks")
     table = Table(f"{workload} under load (median ± MAD over repeats; speedup vs the matched baseline at the same "
-                  "point)", headers, align="llrrrrrrrrr" + ("rr" if slo else ""))
+                  "point)", headers, align="llrrrrrrrrr" + ("rr" if slo else "") + "l")
     for row in sorted(load.points, key=lambda p: (p.workload, _order(load, p.config_id), p.axis, p.value)):
         if row.workload != workload:
             continue
@@ -62,12 +63,30 @@ def points_table(load: LoadAnalysis, workload: str) -> Table:
                       + (f" {row.slo_attainment:.0%}" if row.slo_attainment is not None else "")]
         speed = _stat(row.speedup, 2) + "x" if row.speedup else "-"
         cells.append(speed + (" noisy" if row.noisy else ""))
+        cells.append(point_marks(row))
         table.rows.append(cells)
     if slo is not None:
         table.notes.append(f"SLO: {slo.describe()} (goodput counts requests that met it; 'met' when p{slo.percentile:g} "
                            "of each figure is within its limit, with the share of requests that met it)")
     table.notes.append(f"noisy: relative MAD over {spec.noise_threshold:.0%} (kept out of B* and the schedule)")
+    mine = [p for p in load.points if p.workload == workload]
+    policy = cache_note(mine)
+    if policy:
+        table.notes.append(policy)
+    if any(p.capped for p in mine):
+        table.notes.append("capped: the point sends more requests at once than the server runs (its "
+                           "max_running_requests); the rest queue on the server, so the point measures the cap")
+    if any(p.n_retracted for p in mine):
+        table.notes.append("retracted: requests the server retracted (KV cache full) are kept out of TTFT/ITL/e2e")
     return table
+
+
+def point_marks(row: PointRow) -> str:
+    """What a reader must know about a point beyond its figures: capped, an adaptive server's steps, retracted
+    requests, repeats drafted from memory."""
+    marks = [m for m in (row.capped, row.steps_text, f"{row.n_retracted} retracted" if row.n_retracted else "",
+                         row.from_memory) if m]
+    return "; ".join(marks) if marks else "-"
 
 
 def _order(load: LoadAnalysis, config_id: str) -> int:
@@ -83,7 +102,11 @@ def crossover_table(load: LoadAnalysis, workload: str) -> Table:
             continue
         ev = ", ".join(f"{e.load} {e.speedup:.2f}x" + ("?" if e.noisy else "")
                        for e in sorted(c.evidence, key=lambda e: e.value) if e.speedup is not None)
-        table.rows.append([c.config, AXIS_NAMES.get(c.axis, c.axis), b_star(c), f"{c.measured} of {c.grid}", ev])
+        table.rows.append([c.config, AXIS_NAMES.get(c.axis, c.axis), b_star(c) + (" [capped]" if c.capped else ""),
+                           f"{c.measured} of {c.grid}", ev])
+        if c.capped:
+            table.notes.append(f"{c.config}: B* {c.capped_text}; lift the cap (max-running-requests) to compare "
+                               "equal servers")
     if load.grid_points:
         table.notes.append(f"the search measured {load.points_measured} of the full grid's {load.grid_points} "
                            f"(configuration, load point) pairs ({load.points_measured / load.grid_points:.0%}); "
@@ -101,7 +124,10 @@ def schedule_table(load: LoadAnalysis, workload: str) -> Table:
         table.rows.append([e.load, e.best or "-", _f(e.best_tps, 1), e.runner_up or "-",
                            f"{e.margin:+.1%}" if e.margin is not None else "-",
                            "-" if e.significant is None else ("yes" if e.significant else "no (within noise)"),
-                           f"{e.candidates} configs" + (f", {len(e.excluded)} left out" if e.excluded else "")])
+                           f"{e.candidates} configs" + (f", {len(e.excluded)} left out" if e.excluded else "")
+                           + (" [capped]" if e.capped else "")])
+        for config, text in e.capped:
+            table.notes.append(f"{e.load}: {config} {text}: this choice rests on a capped point")
     return table
 
 
@@ -205,7 +231,8 @@ def load_json(analysis: RunAnalysis) -> dict[str, Any] | None:
                 "text": b_star(c), "points_measured": c.measured, "grid_points": c.grid,
                 "evidence": [{"load": e.load, "value": e.value,
                               "speedup": round(e.speedup, 4) if e.speedup is not None else None, "noisy": e.noisy}
-                             for e in sorted(c.evidence, key=lambda e: e.value)], "note": c.note}
+                             for e in sorted(c.evidence, key=lambda e: e.value)], "note": c.note,
+                "capped": list(c.capped), "rests_on_capped": bool(c.capped)}
 
     return {
         "crossover_concurrency": [cross(c) for c in load.crossovers if c.axis == AXIS_CONCURRENCY],
@@ -221,7 +248,8 @@ LOAD_CSV_COLUMNS = (
     "load", "load_axis", "load_value", "output_tps", "output_tps_mad", "per_user_tps", "per_user_tps_mad",
     "request_tps", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "itl_p50_s", "itl_p90_s", "itl_p99_s", "e2e_p50_s",
     "e2e_p90_s", "e2e_p99_s", "server_accept_length", "goodput_rps", "goodput_tps", "slo_attainment", "meets_slo",
-    "load_speedup", "load_speedup_mad", "noisy",
+    "load_speedup", "load_speedup_mad", "noisy", "running_cap", "capped", "spec_steps", "speculation",
+    "n_retracted", "cache", "from_memory",
 )
 
 
@@ -264,6 +292,9 @@ def load_csv_rows(analysis: RunAnalysis, base_columns: Sequence[str]) -> list[di
             "meets_slo": "" if p.meets_slo is None else ("yes" if p.meets_slo else "no"),
             "load_speedup": _n(p.speedup.median if p.speedup else None),
             "load_speedup_mad": _n(p.speedup.mad if p.speedup else None), "noisy": "yes" if p.noisy else "",
+            "running_cap": _n(p.running_cap), "capped": p.capped or "",
+            "spec_steps": " ".join(map(str, p.spec_steps)) if p.spec_steps else "", "speculation": p.speculation or "",
+            "n_retracted": str(p.n_retracted), "cache": p.cache or "", "from_memory": p.from_memory or "",
         })
         out.append(row)
     return out

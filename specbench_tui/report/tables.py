@@ -18,10 +18,12 @@ from specbench_tui.core.results import (
     FLAG_CLAMPED,
     FLAG_CRASH_CUT,
     FLAG_ERRORS,
+    FLAG_FROM_MEMORY,
     FLAG_IDLE,
     FLAG_MISMATCH,
     FLAG_NO_BASELINE,
     FLAG_PARTIAL,
+    FLAG_RETRACTED,
     FLAG_ZERO_OUTPUT,
     LOSSLESS_MISMATCH,
     LOSSLESS_PASS,
@@ -44,6 +46,8 @@ FLAG_TEXT = {
     FLAG_BURST: "one-burst",
     FLAG_PARTIAL: "PARTIAL",
     FLAG_CRASH_CUT: "cut-by-crash",
+    FLAG_FROM_MEMORY: "FROM-MEMORY",
+    FLAG_RETRACTED: "retracted",
 }
 """How each row flag reads in a table (upper case: the row's figures must not be trusted as they stand)."""
 
@@ -166,6 +170,51 @@ def best_marks(analysis: RunAnalysis) -> dict[tuple[str, str], str]:
     return marks
 
 
+CACHE_TEXT = {
+    "cold": "cold caches (the server was flushed before every measured request and load point)",
+    "warm": "warm caches (kept between requests: a repeat may meet its own prefix and an n-gram drafter its own "
+            "earlier output)",
+    "mixed": "mixed caches (some measurements cold, some warm)",
+}
+"""How each cache policy reads in a report."""
+
+
+def cache_policy(rows: Sequence[Any]) -> str | None:
+    """The policy of the rows (cells or load points) that recorded one: cold, warm, mixed, or None."""
+    policies = {r.cache for r in rows if getattr(r, "cache", None)}
+    if not policies:
+        return None
+    return policies.pop() if len(policies) == 1 else "mixed"
+
+
+def cache_note(rows: Sequence[Any]) -> str | None:
+    """``measured with cold caches (...)`` for a table's notes, None when no row recorded a policy."""
+    policy = cache_policy(rows)
+    return f"measured with {CACHE_TEXT.get(policy, policy)}" if policy else None
+
+
+def policy_line(analysis: RunAnalysis) -> str | None:
+    """``caches: cold (...)`` for a report's head, None when no measurement recorded a policy."""
+    rows: list[Any] = [*analysis.rows, *(analysis.load.points if analysis.load is not None else ())]
+    policy = cache_policy(rows)
+    return f"caches: {CACHE_TEXT.get(policy, policy)}" if policy else None
+
+
+def row_notes(rows: Sequence[CellRow]) -> list[str]:
+    """The notes a results table owes its reader: the cache policy, warm n-gram rows (drafted from memory, with
+    their acceptance per repeat) and retracted requests."""
+    notes = [n for n in [cache_note(rows)] if n]
+    for row in rows:
+        if row.from_memory:
+            per = ", ".join(f"{r}: {a:.2f}" for r, a in row.accept_by_repeat)
+            notes.append(f"FROM-MEMORY {row.config}: {row.from_memory} (warm n-gram: each repeat is drafted from the "
+                         f"server's corpus of the earlier ones; acceptance by repeat {per}); measure it cold")
+        if row.n_retracted:
+            notes.append(f"retracted {row.config}: {row.n_retracted} request(s) retracted by the server (KV cache "
+                         "full) are kept out of the latency figures")
+    return notes
+
+
 # ---------------------------------------------------------------------------------------------- tables
 
 
@@ -187,6 +236,7 @@ def results_table(analysis: RunAnalysis, workload: WorkloadInfo, nodes: dict[str
             fmt_speedup(row), fmt_seconds(row.ttft_s.median if row.ttft_s else None), fmt_accept(row),
             fmt_log_accept(row), fmt_counts(row), fmt_lossless(row), fmt_flags(row),
         ])
+    table.notes += row_notes(analysis.rows_for(workload.name))
     return table
 
 
