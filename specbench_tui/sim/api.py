@@ -25,6 +25,10 @@ from specbench_tui.sim.metrics import Metrics
 
 FLUSH_OK = ("Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
             "requests, the operation will not be performed.)\n")
+FLUSH_FAILED = "Flush cache failed.\n"
+FLUSH_BUSY = "Another flush_cache is already in progress."
+FLUSH_TIMED_OUT = "Timed out waiting for idle state."
+"""``/flush_cache``'s bodies: ``http_server.py`` (done, failed) and ``SchedulerFlushWrapper`` (deferred)."""
 _ALWAYS_ALLOWED = ("/health", "/ready", "/metrics")
 
 
@@ -229,7 +233,7 @@ class Api:
         engine = self.s.engine
         if timeout > 0 and engine.in_flight:
             if self._flush_pending:
-                return Response(400, b"Another flush_cache is already in progress.", None)
+                return Response(400, FLUSH_BUSY.encode(), None)
             self._flush_pending = True
             try:
                 try:
@@ -238,12 +242,12 @@ class Api:
                     pass
                 if engine.in_flight:
                     engine.log.warning("Deferred flush_cache timed out while waiting for idle state.")
-                    return Response(400, b"Timed out waiting for idle state.", None)
+                    return Response(400, FLUSH_TIMED_OUT.encode(), None)
             finally:
                 self._flush_pending = False
         if engine.flush_cache():
             return Response(200, FLUSH_OK.encode(), None)
-        return Response(400, b"Flush cache failed.\n", None)
+        return Response(400, FLUSH_FAILED.encode(), None)
 
     async def freeze_gc(self, req: HttpRequest) -> Response:
         """Freezes the garbage collector in SGLang; called by the server itself after the warm-up."""

@@ -21,6 +21,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 
+FLUSHED_LOG = "Cache flushed successfully!"
+"""``Scheduler.flush_cache``'s line, logged by every DP leader."""
+
+
+def flush_refused_log(queued: int, running: int) -> str:
+    """``Scheduler.flush_cache``'s warning while requests wait or run."""
+    return f"Cache not flushed because there are pending requests. #queue-req: {queued}, #running-req: {running}"
+
 
 class PrefixCache:
     """Token sequences seen before, newest last; at most ``max_tokens`` tokens (the KV pool's size: SGLang evicts

@@ -24,7 +24,7 @@ from typing import Any
 
 from specbench_tui.sim import kvpool, logs, tokenizer
 from specbench_tui.sim.adaptive import AdaptiveSteps
-from specbench_tui.sim.caches import NgramCorpus, PrefixCache
+from specbench_tui.sim.caches import FLUSHED_LOG, NgramCorpus, PrefixCache, flush_refused_log
 from specbench_tui.sim.metrics import Metrics
 from specbench_tui.sim.spec_hook import load_adaptive_config
 from specbench_tui.sim.speed import SpeedModel
@@ -218,8 +218,7 @@ class Engine:
         """``Scheduler.flush_cache``: when idle, clear the radix cache, NGRAM's corpus and the accept totals and
         log on every DP leader; while requests run or wait, refuse with SGLang's warning."""
         if self.in_flight:
-            self.log.warning(f"Cache not flushed because there are pending requests. #queue-req: {len(self.waiting)}, "
-                             f"#running-req: {len(self.running)}")
+            self.log.warning(flush_refused_log(len(self.waiting), len(self.running)))
             return False
         self.prefix.reset()
         if self.corpus is not None:
@@ -229,7 +228,7 @@ class Engine:
             iv.accept_tokens = iv.correct = iv.forwards = 0
         self.metrics.reset_spec()
         for log in self.rank_logs:
-            log.info("Cache flushed successfully!")
+            log.info(FLUSHED_LOG)
         return True
 
     @property
