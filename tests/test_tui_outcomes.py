@@ -10,14 +10,15 @@ from pathlib import Path
 
 from tui_fakes import DEMO_SWEEP, T0, FakeEngine
 
-from specbench_tui.core.events import ConfigFinished, ConfigState, ConfigStateChanged, Notice, QueuePaused, \
-    QueueResumed
+from specbench_tui.core.events import ConfigFinished, ConfigState, ConfigStateChanged, GpuSampled, Notice, \
+    QueuePaused, QueueResumed
 from specbench_tui.core.plan import build_plan
 from specbench_tui.core.sweep.loader import parse_sweep
 from specbench_tui.engine.control import Answer, Outcome, answered, outcome_of
 from specbench_tui.engine.control_socket import ControlServer, encode, hello
 from specbench_tui.tui.app import SpecbenchApp
 from specbench_tui.tui.detach_screen import DetachOrStopScreen
+from specbench_tui.tui.gpu_panel import GpuLine
 from specbench_tui.tui.queue_panel import QueuePanel
 
 
@@ -216,3 +217,30 @@ async def test_a_no_op_command_is_acknowledged_with_its_outcome_and_adds_no_noti
         writer.close()
     finally:
         await server.close()
+
+
+# ------------------------------------------------------------------------------------------ 80x24
+
+
+def _eight_gpus(engine: FakeEngine) -> GpuSampled:
+    samples = tuple({"index": index, "name": "NVIDIA H200", "util_pct": 90.0 + index, "mem_used_mib": 121_344.0,
+                     "mem_total_mib": 143_771.0, "pids": []} for index in range(8))
+    return GpuSampled(samples=samples, ts=T0 + 5)
+
+
+async def test_at_80x24_the_queue_shows_four_configurations_and_the_gpu_line_every_gpu(tmp_path: Path) -> None:
+    engine = FakeEngine(tmp_path / "run")
+    app = make_app(engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(app, pilot)
+        engine.play_until_running()
+        engine.emit(_eight_gpus(engine))
+        app.drain_events()
+        await pilot.pause()
+        queue = app.sweep_screen.query_one(QueuePanel)
+        assert queue.scrollable_content_region.height - 1 >= 4  # rows under the header (was 3)
+        line = app.sweep_screen.query_one(GpuLine)
+        text = line.render().plain
+        assert len(text) <= 80, text
+        for index in range(8):  # no GPU cut off the end (was: after GPU 4)
+            assert f"{index} {90 + index}%" in text, text

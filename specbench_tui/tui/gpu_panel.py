@@ -157,6 +157,18 @@ class GpuLine(Widget):
         """Styles from the current theme (set by the app)."""
 
     def render(self) -> Text:
+        """Every GPU on one line: with memory and holder when they fit the width, else shorter, down to
+        ``0 97%`` per GPU (no GPU is cut off the end while a shorter form would show it)."""
+        width = self.size.width
+        text = self._line(detail=2)
+        for detail in (1, 0):
+            if not width or text.cell_len <= width:  # not laid out (hidden): the full line
+                break
+            text = self._line(detail)
+        return text
+
+    def _line(self, detail: int) -> Text:
+        """The line at ``detail`` 2 (utilisation, memory, holder), 1 (utilisation, holder) or 0 (utilisation)."""
         state = self.state
         palette = self.palette
         text = Text(no_wrap=True, overflow="ellipsis", end="")
@@ -168,6 +180,7 @@ class GpuLine(Widget):
         holders = state.node_gpu_holders()
         labels = state.node_labels() if state.on_nodes else None
         node: object = object()
+        bar = " │ " if detail else " "
         for position, sample in enumerate(samples):  # node by node (the state's order), by index within one
             if labels is not None and sample.get("node") != node:
                 node = sample.get("node")
@@ -175,17 +188,17 @@ class GpuLine(Widget):
                     text.append(" ‖ ", style=palette.muted)
                 text.append(clean(labels.get(sample.get("node"), "?"), 24) + ": ", style=palette.accent)
             elif position:
-                text.append(" │ ", style=palette.muted)
+                text.append(bar, style=palette.muted)
             index = sample["index"]
             util, used, total = _number(sample, "util_pct"), _number(sample, "mem_used_mib"), \
                 _number(sample, "mem_total_mib")
             text.append(f"{index} ", style="bold")
             text.append(f"{util:.0f}%" if util is not None else "n/a",
                         style=palette.accent if util and util > 5 else palette.muted)
-            if used is not None:
+            if used is not None and detail >= 2:
                 text.append(f" {used / 1024:.0f}" + (f"/{total / 1024:.0f}G" if total else "G"))
             holder = holders.get((sample.get("node"), index))
-            if holder:
+            if holder and detail >= 1:
                 text.append(" ")
-                text.append(clean(holder, 24), style=palette.accent)
+                text.append(clean(holder, 24 if detail >= 2 else 12), style=palette.accent)
         return text
