@@ -84,6 +84,16 @@ def _shipped_argv() -> tuple[dict[str, list[str]], dict[str, tuple[str, ...]]]:
     """Per ``sweep/config`` of every SGLang sweep: the argv SGLang would get (fork flags removed), and the fork flags removed."""
     argvs: dict[str, list[str]] = {}
     unchecked: dict[str, tuple[str, ...]] = {}
+    for key, (argv, fork_flags, _) in _shipped_configs().items():
+        argvs[key] = _strip_fork_flags(argv, fork_flags)
+        if fork_flags:
+            unchecked[key] = fork_flags
+    return argvs, unchecked
+
+
+def _shipped_configs() -> dict[str, tuple[list[str], tuple[str, ...], Any]]:
+    """Per ``sweep/config`` of every SGLang sweep: the full argv the launcher passes, its fork flags, the config."""
+    out: dict[str, tuple[list[str], tuple[str, ...], Any]] = {}
     for path in shipped_sweeps():
         plan = build_plan(load_sweep(path))
         engine = plan.sweep.engine
@@ -93,11 +103,8 @@ def _shipped_argv() -> tuple[dict[str, list[str]], dict[str, tuple[str, ...]]]:
         for config in plan.configs:
             full = server_argv(engine, config, sys.executable, engine.port_base,
                                api_key="secret" if engine.api_key_env else None)[prefix:]
-            key = f"{path.stem}/{config.name}"
-            argvs[key] = _strip_fork_flags(full, config.fork_flags)
-            if config.fork_flags:
-                unchecked[key] = config.fork_flags
-    return argvs, unchecked
+            out[f"{path.stem}/{config.name}"] = (full, config.fork_flags, config)
+    return out
 
 
 NEGATIVE = {
@@ -125,6 +132,7 @@ def parsed() -> dict[str, Any]:
     assert result.returncode == 0, f"the SGLang parser probe failed (re-run {SETUP}):\n{result.stderr[-3000:]}"
     data = json.loads(result.stdout)
     data["argv"], data["unchecked"] = argvs, unchecked
+    data["configs"] = _shipped_configs()
     return data
 
 
@@ -132,10 +140,34 @@ def test_parser_is_sglang_0_5_23(parsed: dict[str, Any]) -> None:
     assert parsed["version"] == "0.5.23"
 
 
+def _flags(argv: list[str] | tuple[str, ...]) -> list[str]:
+    return [part.split("=", 1)[0] for part in argv if part.startswith("--")]
+
+
+def _value(argv: list[str], flag: str) -> str | None:
+    for i, part in enumerate(argv):
+        if part == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if part.startswith(flag + "="):
+            return part.split("=", 1)[1]
+    return None
+
+
 def test_every_shipped_configuration_parses(parsed: dict[str, Any]) -> None:
     failures = {name: parsed["results"][name] for name in parsed["argv"] if not parsed["results"][name]["ok"]}
     assert not failures, json.dumps(failures, indent=2)
     assert len(parsed["argv"]) >= 24 + 55
+    # What was parsed is the whole configuration: every flag it declares but the fork's, and SGLang reads the
+    # algorithm and the tensor parallelism the plan assumes (a parse of a truncated argv passes too).
+    for name, (full, fork_flags, config) in parsed["configs"].items():
+        checked = parsed["argv"][name]
+        expected = [f for f in _flags(full) if f not in fork_flags]
+        assert _flags(checked) == expected, (name, checked)
+        assert set(_flags(config.argv)) - set(fork_flags) <= set(expected), (name, config.argv)
+        values = parsed["results"][name]["values"]
+        assert values["tp_size"] == config.tp, (name, values, config.tp)
+        algorithm = _value(checked, "--speculative-algorithm")
+        assert values["speculative_algorithm"] == algorithm, (name, values, algorithm)
 
 
 def test_unchecked_fork_flags_are_listed(parsed: dict[str, Any]) -> None:

@@ -565,6 +565,26 @@ def check_flush_cache(root: Path, observed: dict[str, Any]) -> None:
     assert SGLANG.flush_cache_path == flush.path and "POST" in flush.methods
     assert observed["flush_busy"] == (flush.refused_status, flush.refused), observed["flush_busy"]
     assert observed["flush_idle"] == (200, flush.done), observed["flush_idle"]
+    # The product retries SGLang's refusal until SGLang's answer of a flush that ran.
+    answers = [(flush.refused_status, flush.refused)] * 2 + [(200, flush.done)]
+    asked: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(f"{request.method} {request.url.path}")
+        status, text = answers[min(len(asked), len(answers)) - 1]
+        return httpx.Response(status, text=text)
+
+    async def flush_through_the_product() -> bool:
+        client = ServerClient("http://sglang.invalid", SGLANG)
+        await client.aclose()
+        client._http = httpx.AsyncClient(base_url="http://sglang.invalid", transport=httpx.MockTransport(answer))
+        try:
+            return await client.flush_cache(attempts=5, pause_s=0.0)
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(flush_through_the_product()) and asked == [f"POST {flush.path}"] * 3, asked
+    assert {a.split()[0] for a in asked} <= flush.methods
 
 
 CHECKS = [check_ready_line, check_batch_lines, check_scheduler_prefixes, check_meta_info, check_messages,
