@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from tui_fakes import DEMO_SWEEP, T0, FakeEngine
@@ -18,7 +20,7 @@ from specbench_tui.engine.control import Answer, Outcome, answered, outcome_of
 from specbench_tui.engine.control_socket import ControlServer, encode, hello
 from specbench_tui.tui.app import SpecbenchApp
 from specbench_tui.tui.detach_screen import DetachOrStopScreen
-from specbench_tui.tui.gpu_panel import GpuLine
+from specbench_tui.tui.gpu_panel import GpuLine, GpuPanel
 from specbench_tui.tui.queue_panel import QueuePanel
 
 
@@ -244,3 +246,64 @@ async def test_at_80x24_the_queue_shows_four_configurations_and_the_gpu_line_eve
         assert len(text) <= 80, text
         for index in range(8):  # no GPU cut off the end (was: after GPU 4)
             assert f"{index} {90 + index}%" in text, text
+
+
+# ------------------------------------------------------------------------------------------ GPUs of another run
+
+
+def _another_run_holding(leases: Path, keys: list[str]) -> subprocess.Popen[bytes]:
+    """Another specbench run, as far as leases go: a second process holding ``keys`` (returns once it does)."""
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import time; from pathlib import Path; from specbench_tui.engine.leases import Leases\n"
+        f"l = Leases(Path({str(leases)!r}), note={{'run_dir': 'runs/theirs', 'config': 'eagle-tp1'}})\n"
+        f"held = [l.take(k) for k in {keys!r}]\n"
+        "print('held', flush=True); time.sleep(60)")], stdout=subprocess.PIPE)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
+    return holder
+
+
+def test_gpu_samples_name_the_other_run_that_leases_a_gpu(tmp_path: Path) -> None:
+    from specbench_tui.engine.gpus import GpuSample
+    from specbench_tui.engine.leases import Leases
+    from specbench_tui.engine.local_executor import held_by_other_runs
+    from specbench_tui.engine.machine import Machine
+
+    leases = Leases(tmp_path, note={"run_dir": "runs/ours"})
+    ours = leases.take("gpu-index-0")  # this run's own server: its configuration names it, not the lease
+    holder = _another_run_holding(tmp_path, ["gpu-index-1"])
+    try:
+        keys = {0: "gpu-index-0", 1: "gpu-index-1", 2: "gpu-index-2"}
+        held = held_by_other_runs(leases, keys)
+        assert set(held) == {1}
+        assert f"pid {holder.pid}" in held[1] and "runs/theirs" in held[1]
+        published: list[GpuSampled] = []
+        machine = Machine.__new__(Machine)  # only its sampling side: no backend, no sweep
+        machine.owners, machine._publish = {}, published.append
+        machine.held_elsewhere, machine._elsewhere, machine._elsewhere_at = (
+            lambda: held_by_other_runs(leases, keys), {}, float("-inf"))
+        machine.on_samples([GpuSample(index=i) for i in range(3)])
+        samples = published[-1].samples
+        assert "held_elsewhere" not in samples[0] and "held_elsewhere" not in samples[2]
+        assert samples[1]["held_elsewhere"] == held[1]
+    finally:
+        holder.kill()
+        holder.wait()
+        assert ours is not None
+        ours.release()
+
+
+async def test_the_gpu_panel_shows_a_gpu_leased_by_another_run_as_that_runs(tmp_path: Path) -> None:
+    engine = FakeEngine(tmp_path / "run")
+    app = make_app(engine)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(app, pilot)
+        play_until_first_running(engine)
+        samples = ({"index": 0, "util_pct": 97.0, "mem_used_mib": 1000.0, "mem_total_mib": 143_771.0, "pids": []},
+                   {"index": 1, "util_pct": 99.0, "mem_used_mib": 120_000.0, "mem_total_mib": 143_771.0,
+                    "pids": [], "held_elsewhere": "specbench pid 777 of bob (run_dir runs/theirs)"})
+        engine.emit(GpuSampled(samples=samples, ts=T0 + 5))
+        app.drain_events()
+        await pilot.pause()
+        table = app.sweep_screen.query_one(GpuPanel).table
+        rows = [[cell.plain for cell in table.get_row_at(i)] for i in range(table.row_count)]
+        assert rows[1][-1] == "leased: specbench pid 777 of bob (run_dir runs/theirs)", rows  # never "–" (free)

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+from functools import partial
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,7 +33,7 @@ from specbench_tui.engine.attempt import Attempt, Verdict, final_reason
 from specbench_tui.engine.client import ServerClient
 from specbench_tui.engine.executor import Job, JobControl, JobSink, Outcome, OutcomeKind, Placement
 from specbench_tui.engine.gpus import GpuPool, release_failure_message, wait_gpus_released
-from specbench_tui.engine.leases import Lease, LeasedGpuPool, Leases, gpu_keys, lease_port
+from specbench_tui.engine.leases import Lease, LeasedGpuPool, Leases, describe_holder, gpu_keys, lease_port
 from specbench_tui.engine.machine import Machine
 from specbench_tui.core.engines.base import EngineProfile
 from specbench_tui.engine.server import ServerProcess, find_free_port
@@ -54,6 +55,18 @@ _KINDS: dict[ConfigState, OutcomeKind] = {
 def arg_values(argv: tuple[str, ...], flags: tuple[str, ...]) -> list[str]:
     """The values given to any of ``flags`` in ``argv``."""
     return [argv[i + 1] for i, part in enumerate(argv[:-1]) if part in flags]
+
+
+def held_by_other_runs(leases: Leases, keys: Mapping[int, str]) -> dict[int, str]:
+    """GPU index -> who holds its lease, for the GPUs another specbench process holds (this one's own leases
+    are its configurations', which the views name themselves): ``specbench pid 123 of alice (run_dir runs/x,
+    config ar)``."""
+    held: dict[int, str] = {}
+    for index, key in keys.items():
+        note = leases.holder(key)
+        if note is not None and note.get("pid") != os.getpid():
+            held[index] = describe_holder(note)
+    return held
 
 
 @dataclass
@@ -131,6 +144,7 @@ class LocalExecutor:
         keys = await asyncio.to_thread(gpu_keys, self.machine.backend, indices)
         self.placer = LocalPlacer(LeasedGpuPool(indices, self.leases, keys, samples=self.machine.latest,
                                                 ours=self.our_pids))
+        self.machine.held_elsewhere = partial(held_by_other_runs, self.leases, keys)
         return self.placer
 
     async def close(self, now: bool = False) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,10 @@ SIMULATOR_GPUS = 8
 """GPUs the simulator pretends to have when the machine has none (the seed campaign's 8-GPU box)."""
 
 
+LEASE_LOOK_S = 2.0
+"""How often the GPU samples look at who else leases this machine's GPUs."""
+
+
 class Machine:
     """The GPU side of this machine for one sweep."""
 
@@ -37,6 +42,10 @@ class Machine:
         self.sampler: GpuSampler | None = None
         self.owners: dict[int, str] = {}
         """pid -> configuration name of every server process we know of (the GPU panel's "held by")."""
+        self.held_elsewhere: Callable[[], dict[int, str]] | None = None
+        """GPU index -> who holds its lease in another specbench run (set once the GPUs are leased)."""
+        self._elsewhere: dict[int, str] = {}
+        self._elsewhere_at = float("-inf")
 
     def gpu_indices(self) -> tuple[int, ...]:
         """The GPU pool: the sweep's list, else every visible GPU, else 8 pretend ones for the simulator."""
@@ -64,7 +73,23 @@ class Machine:
         self.sampler.start()
 
     def on_samples(self, samples: list[GpuSample]) -> None:
-        self._publish(GpuSampled(samples=samples_to_json(samples, self.owners)))
+        data = samples_to_json(samples, self.owners)
+        elsewhere = self._leased_elsewhere()
+        if elsewhere:  # another specbench run's GPU: the panel says whose, never "free"
+            data = tuple({**sample, "held_elsewhere": elsewhere[sample["index"]]}
+                         if sample.get("index") in elsewhere else sample for sample in data)
+        self._publish(GpuSampled(samples=data))
+
+    def _leased_elsewhere(self) -> dict[int, str]:
+        """:attr:`held_elsewhere`, read at most every :data:`LEASE_LOOK_S` (a file lock per GPU each time)."""
+        now = time.monotonic()
+        if self.held_elsewhere is not None and now - self._elsewhere_at >= LEASE_LOOK_S:
+            self._elsewhere_at = now
+            try:
+                self._elsewhere = self.held_elsewhere()
+            except OSError:
+                self._elsewhere = {}
+        return self._elsewhere
 
     def latest(self) -> list[GpuSample]:
         return self.sampler.latest if self.sampler is not None else []

@@ -123,7 +123,7 @@ class GpuPanel(Vertical):
                 rows.append((f"{prefix}{index}", (
                     f"  {index}" if grouped else index, clean(sample.get("name") or "", 40), _number(sample, "util_pct"),
                     _number(sample, "mem_used_mib"), _number(sample, "mem_total_mib"), _number(sample, "temp_c"),
-                    _number(sample, "power_w"), _number(sample, "power_limit_w"), holders.get((node, index), ""),
+                    _number(sample, "power_w"), _number(sample, "power_limit_w"), _holder(holders, node, sample),
                     False)))
         return rows
 
@@ -145,6 +145,16 @@ class GpuPanel(Vertical):
             Text((f"{power:.0f}" if power is not None else "n/a") + (f"/{limit:.0f}W" if limit else "W")),
             safe(holder or "–", palette.muted if is_node else palette.accent if holder else palette.muted, 60),
         ]
+
+
+def _holder(holders: dict[tuple[str | None, int], str], node: str | None, sample: dict[str, Any]) -> str:
+    """Who holds the GPU: this sweep's configuration, else another specbench run (its lease's holder, as the
+    engine read it: ``specbench pid 123 of alice (run_dir …)``), else nobody (an empty string)."""
+    ours = holders.get((node, sample["index"]))
+    if ours:
+        return ours
+    elsewhere = sample.get("held_elsewhere")
+    return f"leased: {elsewhere}" if isinstance(elsewhere, str) and elsewhere else ""
 
 
 class GpuLine(Widget):
@@ -197,7 +207,7 @@ class GpuLine(Widget):
                         style=palette.accent if util and util > 5 else palette.muted)
             if used is not None and detail >= 2:
                 text.append(f" {used / 1024:.0f}" + (f"/{total / 1024:.0f}G" if total else "G"))
-            holder = holders.get((sample.get("node"), index))
+            holder = _holder(holders, sample.get("node"), sample)
             if holder and detail >= 1:
                 text.append(" ")
                 text.append(clean(holder, 24 if detail >= 2 else 12), style=palette.accent)
