@@ -16,7 +16,8 @@ adds what a GPU box needs:
   ``--max-tabs`` tabs run at once (one more is told so in its page), a tab's process is ended within a few
   seconds of its websocket closing, and dies with ``serve`` however ``serve`` ends (``PR_SET_PDEATHSIG``, armed by
   the tab itself: :func:`specbench_tui.tui.attach_main.die_with_serve`); each tab's interpreter is isolated
-  (``python -I``: nothing from the working directory or the user's site is imported).
+  (``python -I`` with this process's import path less the working directory: nothing from the working directory
+  or the user's site is imported).
 
 The page's websocket URL: textual-serve 1.1.3's ``textual.js`` appends ``"?width=W&height=H"`` to the URL the page
 gives it, which carries ``?token=T`` already, so the query arrives as ``token=T?width=W`` and ``height=H``;
@@ -46,6 +47,7 @@ from aiohttp.abc import AbstractAccessLogger
 from textual_serve.app_service import AppService
 from textual_serve.server import Server
 
+from specbench_tui.paths import isolated_python
 from specbench_tui.tui.attach_main import TAB_PARENT_VAR
 
 COOKIE = "specbench_token"
@@ -67,9 +69,9 @@ log = logging.getLogger("specbench.serve")
 
 
 def attach_argv(run_dir: Path, *, control: bool) -> list[str]:
-    """The command each browser tab runs: an isolated interpreter (``-I``: no working directory, no user site,
-    no ``PYTHON*`` variables on its path)."""
-    return [sys.executable, "-I", "-m", "specbench_tui", "attach", str(run_dir), *([] if control else ["--read-only"])]
+    """The command each browser tab runs: an isolated interpreter (:func:`specbench_tui.paths.isolated_python`:
+    nothing imported from the working directory or the user site)."""
+    return isolated_python("specbench_tui", "attach", str(run_dir), *([] if control else ["--read-only"]))
 
 
 def page_query(query: Mapping[str, str]) -> dict[str, str]:
