@@ -420,3 +420,33 @@ def running_cap_keys(root: Path) -> RunningCap:
               if isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant)]
     assert len(per_dp) == 1, f"internal states carry the scheduler's cap under {per_dp}"
     return RunningCap(field.target.id, ast.literal_eval(field.value), str(states), str(per_dp[0]))
+
+
+def graph_ceiling_keys(root: Path) -> tuple[str, str, str]:
+    """Where ``/server_info`` says the largest decode batch captured as a CUDA graph: ``--cuda-graph-max-bs-decode``
+    only folds into ``cuda_graph_config``'s decode phase (no hook resolves the flag's own field, so it stays null
+    unless passed); ``handle_gpu_memory_settings`` sets that phase's ``max_bs`` and declares the config, a ServerArgs
+    field served whole. Returns (field, phase, key)."""
+    _field(root, "exec_fields", "cuda_graph_max_bs_decode")
+    config_field = _field(root, "exec_fields", "cuda_graph_config")
+    fold = ast.unparse(src.function(src.tree(root, "cuda_graph_hook"), "parse_cuda_graph_config"))
+    assert "_set(Phase.DECODE, 'max_bs', cfg.cuda_graph_max_bs_decode)" in fold, \
+        "--cuda-graph-max-bs-decode no longer folds into cuda_graph_config"
+    for key in ("cuda_graph_hook", "memory_hook", "speculative_hook"):
+        assert not _keywords(src.tree(root, key), "cuda_graph_max_bs_decode"), f"{key} resolves the flag's field"
+    memory = src.function(src.tree(root, "memory_hook"), "handle_gpu_memory_settings")
+    declared = [ast.unparse(v) for v in _keywords(memory, "cuda_graph_config")]
+    assert "cuda_graph_config" in declared, "the memory settings no longer declare the resolved cuda_graph_config"
+    phase = next((n.value.attr for n in ast.walk(memory) if isinstance(n, ast.Assign)
+                  and ast.unparse(n.targets[0]) == "decode_cuda_graph_config" and isinstance(n.value, ast.Attribute)),
+                 None)
+    assert phase is not None, "the memory settings no longer take the decode phase of cuda_graph_config"
+    assert any(isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "decode_cuda_graph_config.max_bs"
+               for n in ast.walk(memory)), "the memory settings no longer size the decode graphs"
+    phases = _class(src.tree(root, "cuda_graph_config"), "CudaGraphConfig")
+    fields = _class(src.tree(root, "cuda_graph_config"), "PhaseConfig")
+    assert phase in {n.target.id for n in phases.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    assert "max_bs" in {n.target.id for n in fields.body if isinstance(n, ast.AnnAssign)
+                        and isinstance(n.target, ast.Name)}
+    assert isinstance(config_field.target, ast.Name)
+    return config_field.target.id, phase, "max_bs"

@@ -47,6 +47,10 @@ FILES = {
     "flush_wrapper": "srt/managers/scheduler_components/flush_wrapper.py",
     "tokenizer_control": "srt/managers/tokenizer_control_mixin.py",
     "common": "srt/utils/common.py",
+    "exec_fields": "srt/arg_groups/fields/exec_.py",
+    "cuda_graph_hook": "srt/arg_groups/cuda_graph_hook.py",
+    "memory_hook": "srt/arg_groups/memory_hook.py",
+    "cuda_graph_config": "srt/model_executor/cuda_graph_config.py",
 }
 """The wheel's files the facts come from (package paths)."""
 

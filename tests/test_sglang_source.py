@@ -587,16 +587,41 @@ def check_flush_cache(root: Path, observed: dict[str, Any]) -> None:
     assert {a.split()[0] for a in asked} <= flush.methods
 
 
+
+def check_graph_ceiling_product(root: Path, observed: dict[str, Any]) -> None:
+    """The product reads the decode graph ceiling where SGLang serves it: ``cuda_graph_config.decode.max_bs``;
+    ``cuda_graph_max_bs_decode`` is null unless the flag was passed."""
+    field, phase, key = facts.graph_ceiling_keys(root)
+    info = {"cuda_graph_max_bs_decode": None, field: {phase: {key: 160, "bs": [1, 2, 4, 8, 16, 32, 64, 128, 160]}}}
+    assert SGLANG.graph_ceiling(info) == 160, info
+
+
+def check_graph_ceiling_simulator(root: Path, observed: dict[str, Any]) -> None:
+    """The simulator serves the ceiling as SGLang does: the flag's own field null (not passed), the resolved value in
+    ``cuda_graph_config``'s decode phase."""
+    field, phase, key = facts.graph_ceiling_keys(root)
+    info = observed["info"]
+    assert info.get("cuda_graph_max_bs_decode") is None, info.get("cuda_graph_max_bs_decode")
+    served = (info.get(field) or {}).get(phase) or {}
+    assert isinstance(served.get(key), int) and served[key] > 0, info.get(field)
+
 CHECKS = [check_ready_line, check_batch_lines, check_scheduler_prefixes, check_meta_info, check_messages,
           check_reserved_rule, check_process_titles, check_sigquit_texts, check_kv_warning, check_crash_lines,
           check_algorithms, check_freeze_gc, check_accept_length_totals, check_models_context,
           check_running_cap_reset, check_server_info_cap, check_adaptive, check_adaptive_reservation,
-          check_ngram_and_dspark_defaults, check_retraction, check_flush_cache]
+          check_ngram_and_dspark_defaults, check_retraction, check_flush_cache, check_graph_ceiling_product,
+          check_graph_ceiling_simulator]
 
 KNOWN_GAPS: dict[Any, str] = {
     # TODO(issue 26): core/engines/sglang.py _served_reserved_tokens ignores /server_info's speculative_adaptive.
     check_adaptive_reservation: "SGLANG.reserved_tokens(info) of an adaptive EAGLE3 server says 4 (its resolved "
                                 "draft tokens); SGLang reserves max(candidate_steps) + 1 = 8",
+    # TODO(issue 26): core/engines/sglang.py graph_ceiling reads cuda_graph_max_bs_decode only.
+    check_graph_ceiling_product: "SGLANG.graph_ceiling(info) reads cuda_graph_max_bs_decode, which SGLang leaves "
+                                 "null unless passed; the resolved value is cuda_graph_config.decode.max_bs",
+    # TODO(issue 26): sim/ serves cuda_graph_max_bs_decode resolved and cuda_graph_config null.
+    check_graph_ceiling_simulator: "the simulator's /server_info has cuda_graph_max_bs_decode = the ceiling and "
+                                   "cuda_graph_config = null; SGLang has the reverse",
 }
 """Checks the product does not pass yet, each with what is missing (strict: a fix makes the mark fail)."""
 
@@ -694,6 +719,10 @@ MODIFICATIONS = [
     (check_flush_cache, "http_server", 'content = ret.message or "Flush cache failed.\\n"',
      'content = ret.message or "Cache not flushed.\\n"'),
     (check_flush_cache, "scheduler", "if self.is_fully_idle(ignore_waiting=self._engine_paused):", "if True:"),
+    (check_graph_ceiling_product, "cuda_graph_hook", '_set(Phase.DECODE, "max_bs", cfg.cuda_graph_max_bs_decode)',
+     'declare_resolution(server_args, "x", cuda_graph_max_bs_decode=cfg.cuda_graph_max_bs_decode)'),
+    (check_graph_ceiling_product, "cuda_graph_config", "    max_bs: Optional[int] = None\n",
+     "    max_batch: Optional[int] = None\n"),
 ]
 
 
