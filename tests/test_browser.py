@@ -286,6 +286,8 @@ def test_a_wrong_token_gets_403_and_the_token_is_never_logged(sweep: Sweep, brow
         assert page.goto(serve.url.split("?")[0]).status == 403  # type: ignore[union-attr]
         good = _open(browser, serve.url)
         _wait_screen(good, "Sweep queue", READY_S)
+        policy = good.evaluate("fetch(location.href).then(r => r.headers.get('referrer-policy'))")
+        assert policy == "no-referrer", policy  # the page's URL, token and all, is sent to no other site
         good.context.close()
         context.close()
     finally:
@@ -385,3 +387,22 @@ def test_a_killed_serve_leaves_no_tab_process(sweep: Sweep, browser: Any) -> Non
             page.context.close()
     finally:
         _end(serve)
+
+
+def test_ctrl_c_ends_serve_and_every_tab_without_a_traceback(sweep: Sweep, browser: Any) -> None:
+    """Ctrl-C in serve's terminal: SIGINT to its whole foreground process group, as the terminal sends it."""
+    _wait_engine_started(sweep)
+    known = {p.pid for p in _tabs(sweep.marker)}
+    serve = _serve(sweep.run_dir, sweep.env, sweep.cwd)
+    try:
+        page = _open(browser, serve.url)
+        _wait_screen(page, "Sweep queue", READY_S)
+        tabs = _new_tabs(sweep.marker, known, 1)
+        os.killpg(serve.process.pid, signal.SIGINT)
+        assert serve.process.wait(15) == 0, serve.text()
+        assert _gone_within(tabs, TAB_GONE_S) == [], "a tab's process outlived serve's Ctrl-C"
+        page.context.close()
+    finally:
+        _end(serve)
+    time.sleep(0.5)  # the output thread's last lines
+    assert "Traceback" not in serve.text() and "KeyboardInterrupt" not in serve.text(), serve.text()

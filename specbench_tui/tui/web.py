@@ -198,8 +198,10 @@ class GuardedServer(Server):
             return web.Response(status=403, text=f"specbench serve: requests from {origin} are refused "
                                                  "(only the page this server serves may connect)\n")
         response: web.StreamResponse = await handler(request)
-        if not response.prepared and given:
-            response.set_cookie(COOKIE, self.token, httponly=True, samesite="Strict", path="/")
+        if not response.prepared:
+            response.headers["Referrer-Policy"] = "no-referrer"  # the page's URL (the token) goes nowhere else
+            if given:
+                response.set_cookie(COOKIE, self.token, httponly=True, samesite="Strict", path="/")
         return response
 
     @aiohttp_jinja2.template("app_index.html")
