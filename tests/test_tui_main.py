@@ -172,3 +172,57 @@ def test_a_server_that_returned_no_tokens_fails_the_tui_run_as_headless(capsys: 
     ended.analysis = lambda: silent  # type: ignore[attr-defined]
     assert _ending(ended, 0) == 1
     assert _ending(_Ended(SweepOutcome("completed", states={"c": ConfigState.DONE})), 0) == 0
+
+
+LOAD_SWEEP = """
+[sweep]
+name = "x"
+baseline = "ar"
+gpus = 1
+repeats = 1
+warmup = 0
+[engine]
+launcher = "simulator"
+[server.args]
+model-path = "Qwen/Qwen3-8B"
+[[configs]]
+name = "ar"
+[[configs]]
+name = "eagle"
+args = { speculative-algorithm = "EAGLE3", speculative-draft-model-path = "d", speculative-num-steps = 2, speculative-eagle-topk = 1, speculative-num-draft-tokens = 3 }
+[[workloads]]
+kind = "code"
+max_new_tokens = 64
+concurrency = [1, 8]
+requests = 4
+search = "grid"
+"""
+
+
+def test_a_load_sweeps_end_summary_says_each_configurations_figures_not_dashes() -> None:
+    """The crossover sweep's end summary (headless and after the TUI) was all dashes: its only workload has a load
+    axis, and the table had columns for sequential workloads only."""
+    from pathlib import Path
+
+    from specbench_tui.core.analysis import analyse
+    from specbench_tui.core.plan import build_plan
+    from specbench_tui.core.records import Measurement
+    from specbench_tui.core.sweep.loader import parse_sweep
+    from specbench_tui.engine.ending import render_summary
+
+    plan = build_plan(parse_sweep(LOAD_SWEEP, Path("sweeps/load.toml")))
+    records, start = [], 1000.0
+    for config in plan.configs:
+        for load, base in (("c1", 100.0), ("c8", 60.0)):
+            speed = base * (1.0 if config.name == "ar" else 2.0 if load == "c1" else 0.8)
+            for item in range(4):
+                start += 1
+                records.append(Measurement(config_id=config.id, config=config.name, workload="code", item=f"i{item}",
+                                           repeat=0, status="ok", prompt_tokens=100, completion_tokens=64,
+                                           ttft_s=0.05, e2e_s=64 / speed, decode_tps=speed, started_at=start,
+                                           load=load))
+    table = render_summary(analyse(plan.to_json(), records, []))
+    rows = {line.split()[0]: line for line in table.splitlines() if line.split() and line.split()[0] in ("ar", "eagle")}
+    assert "2.00x@c1 -> 0.80x@c8 B* (1, 8]" in rows["eagle"], table
+    assert " base " in rows["ar"] and "tok/s@c1" in rows["ar"], table
+    assert rows["eagle"].split().count("2.00x") == 1 and " 50 " in rows["eagle"], table  # speedup, TTFT at c1

@@ -109,33 +109,20 @@ def render_summary(analysis: RunAnalysis, simulated: bool = False) -> str:
     baseline, then the geometric mean, TTFT, acceptance and a note (all figures are the analysis's); a
     simulated run says so first."""
     workloads = [w.name for w in analysis.workloads]
-    head = ["configuration", "state", "start s", *workloads, "speedup", "TTFT ms", "accept", "note"]
+    loaded = [w.name for w in analysis.load.workloads] if analysis.load is not None else []
+    head = ["configuration", "state", "start s", *workloads, *(f"{w} (load)" for w in loaded), "speedup",
+            "TTFT ms", "accept", "note"]
     rows = [head]
     left = {0, 1, len(head) - 1}
     for config in analysis.configs:
         cells = [config.name, config.state, _fmt(config.startup_s, "{:.1f}")]
         measured_any = False
         for workload in workloads:
-            row = analysis.row(config.id, workload)
-            if row is None or row.decode_tps is None:
-                cells.append("-" if row is None or not row.partial else f"- partial {row.items_measured}/"
-                             f"{row.expected or '?'}")
-                continue
-            measured_any = True
-            text = f"{row.decode_tps.median:.1f}"
-            if row.speedup is not None and not config.is_baseline:
-                text += f" {row.speedup.median:.2f}x"
-            if row.partial:
-                text += f" partial {row.items_measured}/{row.expected or '?'}"
-            cells.append(text)
-        totals = analysis.totals_for(config.id)
-        cells.append("base" if config.is_baseline and measured_any
-                     else _fmt(totals.speedup if totals else None, "{:.2f}x"))
-        ttft = totals.ttft_s.median if totals and totals.ttft_s else None
-        cells.append(_fmt(ttft * 1000 if ttft is not None else None, "{:.0f}"))
-        accept = totals.accept_length if totals else None
-        marker = "^" if totals and totals.accept_method == ACCEPT_FROM_SERVER else ""
-        cells.append(f"{accept:.2f}{marker}" if accept is not None else "-")
+            cell = _workload_cell(analysis, config, workload)
+            measured_any = measured_any or cell is not None
+            cells.append(cell or _unmeasured(analysis.row(config.id, workload)))
+        cells += [_load_cell(analysis, config, workload) for workload in loaded]
+        cells += _totals_cells(analysis, config, measured_any, loaded)
         cells.append(_note(analysis, config.id, workloads)[:70])
         rows.append(cells)
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
@@ -147,6 +134,9 @@ def render_summary(analysis: RunAnalysis, simulated: bool = False) -> str:
             "workloads, none for a crashed or partial configuration; accept: acceptance length weighted by verify "
             "steps (^: from the server's counters, the engine gives none per request)"),
            *lines]
+    if loaded:
+        out.insert(1, "(load): speedup at the lowest and the highest load measured (the baseline: its output tok/s) "
+                      "and B*, the load from which it no longer pays; speedup, TTFT and accept at the lowest load")
     if simulated:
         out.insert(0, SIMULATED_NOTE)
     best = [b for b in analysis.best if b.tp is None]
@@ -169,6 +159,66 @@ def render_summary(analysis: RunAnalysis, simulated: bool = False) -> str:
     for note in analysis.history:
         out.append(f"earlier attempt: {note}")
     return "\n".join(out)
+
+
+def _unmeasured(row: Any) -> str:
+    return "-" if row is None or not row.partial else f"- partial {row.items_measured}/{row.expected or '?'}"
+
+
+def _workload_cell(analysis: RunAnalysis, config: Any, workload: str) -> str | None:
+    """``182.0 1.82x``: the median decode tok/s and the speedup of a sequential workload; None if unmeasured."""
+    row = analysis.row(config.id, workload)
+    if row is None or row.decode_tps is None:
+        return None
+    text = f"{row.decode_tps.median:.1f}"
+    if row.speedup is not None and not config.is_baseline:
+        text += f" {row.speedup.median:.2f}x"
+    if row.partial:
+        text += f" partial {row.items_measured}/{row.expected or '?'}"
+    return text
+
+
+def _load_points(analysis: RunAnalysis, config_id: str, workload: str) -> list[Any]:
+    load = analysis.load
+    if load is None:
+        return []
+    return [p for p in load.points_of(config_id, workload) if p.output_tps is not None]
+
+
+def _load_cell(analysis: RunAnalysis, config: Any, workload: str) -> str:
+    """``2x@c1 -> 0.8x@c64 B* (16, 24]``: a load workload's speedup at its lowest and highest load measured and
+    where it stops paying (a baseline: its output tok/s at both ends)."""
+    points = _load_points(analysis, config.id, workload)
+    if not points:
+        return "-"
+    ends = [points[0], points[-1]] if len(points) > 1 else [points[0]]
+    if config.is_baseline or any(p.speedup is None for p in ends):
+        text = " -> ".join(f"{p.output_tps.median:.0f} tok/s@{p.load}" for p in ends)
+    else:
+        text = " -> ".join(f"{p.speedup.median:.2f}x@{p.load}" for p in ends)
+    crossover = analysis.load.crossover(config.id, workload) if analysis.load is not None else None
+    if crossover is not None and not config.is_baseline:
+        text += f" B* {crossover.interval_text}"
+    return text
+
+
+def _totals_cells(analysis: RunAnalysis, config: Any, measured_any: bool, loaded: list[str]) -> list[str]:
+    """speedup, TTFT ms and accept: over the sequential workloads, else at the first load workload's lowest load
+    (where the whole run is not otherwise summed up in one figure)."""
+    totals = analysis.totals_for(config.id)
+    if not measured_any and loaded and (points := _load_points(analysis, config.id, loaded[0])):
+        low = points[0]
+        speedup = "base" if config.is_baseline else _fmt(low.speedup.median if low.speedup else None, "{:.2f}x")
+        ttft = low.ttft_s.p50 if low.ttft_s is not None else None
+        return [speedup, _fmt(ttft * 1000 if ttft is not None else None, "{:.0f}"),
+                _fmt(low.accept_length if low.accept_length is not None else low.server_accept_length, "{:.2f}")]
+    speedup = ("base" if config.is_baseline and measured_any
+               else _fmt(totals.speedup if totals else None, "{:.2f}x"))
+    ttft = totals.ttft_s.median if totals and totals.ttft_s else None
+    accept = totals.accept_length if totals else None
+    marker = "^" if totals and totals.accept_method == ACCEPT_FROM_SERVER else ""
+    return [speedup, _fmt(ttft * 1000 if ttft is not None else None, "{:.0f}"),
+            f"{accept:.2f}{marker}" if accept is not None else "-"]
 
 
 def _note(analysis: RunAnalysis, config_id: str, workloads: list[str]) -> str:
