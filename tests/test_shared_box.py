@@ -316,3 +316,20 @@ def test_the_isolated_interpreter_keeps_the_import_path_but_not_the_working_dire
     checkout = Path(specbench_tui.__file__).resolve().parent.parent  # an editable install, run from its checkout
     done = subprocess.run(argv, cwd=checkout, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and json.loads(done.stdout)[0] == specbench_tui.__file__, done.stderr
+
+
+def test_the_server_python_probe_reads_nothing_planted_in_the_working_directory(attacker, box, monkeypatch):
+    """The probe of the server's Python (``python -c``, which puts the working directory first on its path) runs
+    no ``json.py`` and believes no ``sglang-*.dist-info`` that the attacker left in the shared folder."""
+    from specbench_tui.engine.fingerprint import server_versions
+
+    shared, markers = box / "shared", box / "markers"
+    attacker.sh("mkdir -m 1777 shared markers", cwd=box)
+    attacker.sh(f"cat > json.py <<'EOF'\n{PLANTED.format(markers=str(markers))}EOF\n"
+                "mkdir sglang-9.9.9.dist-info\n"
+                "printf 'Metadata-Version: 2.1\\nName: sglang\\nVersion: 9.9.9\\n' > sglang-9.9.9.dist-info/METADATA\n",
+                cwd=shared)
+    monkeypatch.chdir(shared)
+    found = server_versions(refresh=True)
+    assert found["error"] is None and found["python"], found
+    assert found["packages"]["sglang"] != "9.9.9" and not list(markers.iterdir())

@@ -125,7 +125,9 @@ def relevant_env(environ: Mapping[str, str]) -> dict[str, str]:
 # --------------------------------------------------------------------------------------------------- server Python
 
 _PROBE = r"""
-import json, platform, sys
+import os, sys
+sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != os.path.realpath(os.getcwd())]
+import json, platform
 out = {"python": platform.python_version(), "executable": sys.executable, "packages": {}, "torch_cuda": None}
 try:
     from importlib import metadata
@@ -147,7 +149,9 @@ except Exception:
 sys.stdout.write("SPECBENCH-PROBE " + json.dumps(out) + "\n")
 """
 """Runs in the server's interpreter: reads distribution metadata (and torch's version.py as text) without
-importing any package, so it takes a fraction of a second even where importing torch takes ten."""
+importing any package, so it takes a fraction of a second even where importing torch takes ten. Its first
+line takes the working directory (``''``, which ``-c`` puts first on ``sys.path``) off the path before anything
+is imported (``os`` and ``sys`` are loaded at start-up): no module or metadata planted there is read."""
 
 _version_cache: dict[str, dict[str, Any]] = {}
 
