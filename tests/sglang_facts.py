@@ -422,11 +422,21 @@ def running_cap_keys(root: Path) -> RunningCap:
     return RunningCap(field.target.id, ast.literal_eval(field.value), str(states), str(per_dp[0]))
 
 
-def graph_ceiling_keys(root: Path) -> tuple[str, str, str]:
-    """Where ``/server_info`` says the largest decode batch captured as a CUDA graph: ``--cuda-graph-max-bs-decode``
-    only folds into ``cuda_graph_config``'s decode phase (no hook resolves the flag's own field, so it stays null
-    unless passed); ``handle_gpu_memory_settings`` sets that phase's ``max_bs`` and declares the config, a ServerArgs
-    field served whole. Returns (field, phase, key)."""
+@dataclass(frozen=True)
+class GraphCeiling:
+    """Where ``/server_info`` says the decode batch sizes captured as CUDA graphs."""
+
+    captured: str
+    """The key of each ``internal_states`` entry listing the captured decode batch sizes (the scheduler's own)."""
+    config: tuple[str, str, str]
+    """(field, phase, key) of the resolved ceiling: ``cuda_graph_config.decode.max_bs``."""
+
+
+def graph_ceiling_keys(root: Path) -> GraphCeiling:
+    """``--cuda-graph-max-bs-decode`` only folds into ``cuda_graph_config``'s decode phase (no hook resolves the
+    flag's own field: it stays null unless passed); ``handle_gpu_memory_settings`` sets that phase's ``max_bs`` and
+    declares the config, a ServerArgs field served whole; every scheduler state lists the batch sizes its model
+    runner captured."""
     _field(root, "exec_fields", "cuda_graph_max_bs_decode")
     config_field = _field(root, "exec_fields", "cuda_graph_config")
     fold = ast.unparse(src.function(src.tree(root, "cuda_graph_hook"), "parse_cuda_graph_config"))
@@ -449,4 +459,38 @@ def graph_ceiling_keys(root: Path) -> tuple[str, str, str]:
     assert "max_bs" in {n.target.id for n in fields.body if isinstance(n, ast.AnnAssign)
                         and isinstance(n.target, ast.Name)}
     assert isinstance(config_field.target, ast.Name)
-    return config_field.target.id, phase, "max_bs"
+    captured = [t.slice.value for n in ast.walk(src.tree(root, "internal_state")) if isinstance(n, ast.Assign)
+                and "get_decode_cuda_graph_bs()" in ast.unparse(n.value) for t in n.targets
+                if isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant)]
+    assert len(captured) == 1, f"internal states list the captured decode batch sizes under {captured}"
+    runner = ast.unparse(src.function(src.tree(root, "tp_worker"), "get_decode_cuda_graph_bs"))
+    assert "decode_cuda_graph_capture_bs" in runner, runner
+    return GraphCeiling(str(captured[0]), (config_field.target.id, phase, "max_bs"))
+
+
+def server_args_fields(root: Path) -> set[str]:
+    """Every ServerArgs field (``arg_groups/fields/*.py``): the keys ``resolved_dict()`` gives ``/server_info``."""
+    names: set[str] = set()
+    for key in src.FILES:
+        if key.startswith("fields_"):
+            for cls in ast.walk(src.tree(root, key)):
+                if isinstance(cls, ast.ClassDef):
+                    names |= {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign)
+                              and isinstance(n.target, ast.Name)}
+    assert len(names) > 300, f"only {len(names)} ServerArgs fields found"
+    return names
+
+
+def server_info_keys(root: Path) -> tuple[set[str], set[str]]:
+    """(top-level keys, keys of each ``internal_states`` entry) ``/server_info`` can have: the resolved fields, what
+    ``build_server_info`` adds, the scheduler's start-up info and the handler's own keys; each state's keys."""
+    build = src.function(src.tree(root, "common"), "build_server_info")
+    resolved = ast.unparse(src.function(src.tree(root, "server_args"), "resolved_dict"))
+    extra = set(re.findall(r"resolved\['(\w+)'\] =", resolved))
+    init = src.function(src.tree(root, "scheduler"), "get_init_info")
+    handler = src.function(src.tree(root, "http_server"), "server_info")
+    top = (server_args_fields(root) | src.subscript_keys(build, "result") | extra
+           | src.subscript_keys(init, "result_dict") | src.dict_keys(handler))
+    # Each state starts from the resolved fields (resolved_server_args_dict) and adds its own.
+    states = src.subscript_keys(src.tree(root, "internal_state"), "state") | server_args_fields(root)
+    return top, states

@@ -47,10 +47,14 @@ FILES = {
     "flush_wrapper": "srt/managers/scheduler_components/flush_wrapper.py",
     "tokenizer_control": "srt/managers/tokenizer_control_mixin.py",
     "common": "srt/utils/common.py",
+    "server_args": "srt/server_args.py",
     "exec_fields": "srt/arg_groups/fields/exec_.py",
     "cuda_graph_hook": "srt/arg_groups/cuda_graph_hook.py",
     "memory_hook": "srt/arg_groups/memory_hook.py",
     "cuda_graph_config": "srt/model_executor/cuda_graph_config.py",
+    **{f"fields_{name}": f"srt/arg_groups/fields/{name}.py" for name in (
+        "device", "disagg", "exec_", "lora", "memory", "mm", "model", "observability", "parallel", "schedule",
+        "serving", "spec")},
 }
 """The wheel's files the facts come from (package paths)."""
 

@@ -589,28 +589,45 @@ def check_flush_cache(root: Path, observed: dict[str, Any]) -> None:
 
 
 def check_graph_ceiling_product(root: Path, observed: dict[str, Any]) -> None:
-    """The product reads the decode graph ceiling where SGLang serves it: ``cuda_graph_config.decode.max_bs``;
-    ``cuda_graph_max_bs_decode`` is null unless the flag was passed."""
-    field, phase, key = facts.graph_ceiling_keys(root)
-    info = {"cuda_graph_max_bs_decode": None, field: {phase: {key: 160, "bs": [1, 2, 4, 8, 16, 32, 64, 128, 160]}}}
-    assert SGLANG.graph_ceiling(info) == 160, info
+    """The product reads the decode graph ceiling where SGLang serves it: the captured batch sizes of each scheduler
+    state, or ``cuda_graph_config.decode.max_bs``; ``cuda_graph_max_bs_decode`` is null unless the flag was passed."""
+    where = facts.graph_ceiling_keys(root)
+    field, phase, key = where.config
+    captured = {"cuda_graph_max_bs_decode": None, "internal_states": [{where.captured: [1, 2, 4, 8, 16, 24, 40]}]}
+    assert SGLANG.graph_ceiling(captured) == 40, captured
+    resolved = {"cuda_graph_max_bs_decode": None, field: {phase: {key: 160, "bs": [1, 2, 4, 8, 16, 32, 160]}}}
+    assert SGLANG.graph_ceiling(resolved) == 160, resolved
 
 
 def check_graph_ceiling_simulator(root: Path, observed: dict[str, Any]) -> None:
-    """The simulator serves the ceiling as SGLang does: the flag's own field null (not passed), the resolved value in
-    ``cuda_graph_config``'s decode phase."""
-    field, phase, key = facts.graph_ceiling_keys(root)
+    """The simulator serves the ceiling as SGLang does: the flag's own field null (not passed), the batch sizes it
+    logged capturing in each scheduler state, the resolved ceiling in ``cuda_graph_config``'s decode phase."""
+    where = facts.graph_ceiling_keys(root)
+    field, phase, key = where.config
     info = observed["info"]
     assert info.get("cuda_graph_max_bs_decode") is None, info.get("cuda_graph_max_bs_decode")
+    logged = next(m for _, m in _messages(observed["stderr"]) if m.startswith("Capture cuda graph bs "))
+    assert [s.get(where.captured) for s in info["internal_states"]] == [json.loads(logged.rsplit(" bs ", 1)[1])]
     served = (info.get(field) or {}).get(phase) or {}
     assert isinstance(served.get(key), int) and served[key] > 0, info.get(field)
+
+
+def check_server_info_keys(root: Path, observed: dict[str, Any]) -> None:
+    """Every key of the simulator's ``/server_info`` (and of its scheduler states) is one SGLang's can have; the
+    fork's flags are the only others."""
+    top, states = facts.server_info_keys(root)
+    forks = {flag.replace("-", "_") for flag in SGLANG.flags().known_fork_flags}
+    info = observed["info"]
+    assert set(info) - top - forks == set(), sorted(set(info) - top - forks)
+    for state in info["internal_states"]:
+        assert set(state) - states == set(), sorted(set(state) - states)
 
 CHECKS = [check_ready_line, check_batch_lines, check_scheduler_prefixes, check_meta_info, check_messages,
           check_reserved_rule, check_process_titles, check_sigquit_texts, check_kv_warning, check_crash_lines,
           check_algorithms, check_freeze_gc, check_accept_length_totals, check_models_context,
           check_running_cap_reset, check_server_info_cap, check_adaptive, check_adaptive_reservation,
           check_ngram_and_dspark_defaults, check_retraction, check_flush_cache, check_graph_ceiling_product,
-          check_graph_ceiling_simulator]
+          check_graph_ceiling_simulator, check_server_info_keys]
 
 KNOWN_GAPS: dict[Any, str] = {
     # TODO(issue 26): core/engines/sglang.py _served_reserved_tokens ignores /server_info's speculative_adaptive.
@@ -618,10 +635,14 @@ KNOWN_GAPS: dict[Any, str] = {
                                 "draft tokens); SGLang reserves max(candidate_steps) + 1 = 8",
     # TODO(issue 26): core/engines/sglang.py graph_ceiling reads cuda_graph_max_bs_decode only.
     check_graph_ceiling_product: "SGLANG.graph_ceiling(info) reads cuda_graph_max_bs_decode, which SGLang leaves "
-                                 "null unless passed; the resolved value is cuda_graph_config.decode.max_bs",
+                                 "null unless passed; SGLang serves internal_states[].decode_cuda_graph_bs (what "
+                                 "was captured) and cuda_graph_config.decode.max_bs",
     # TODO(issue 26): sim/ serves cuda_graph_max_bs_decode resolved and cuda_graph_config null.
-    check_graph_ceiling_simulator: "the simulator's /server_info has cuda_graph_max_bs_decode = the ceiling and "
-                                   "cuda_graph_config = null; SGLang has the reverse",
+    check_graph_ceiling_simulator: "the simulator's /server_info has cuda_graph_max_bs_decode = the ceiling, no "
+                                   "decode_cuda_graph_bs in its states and cuda_graph_config = null",
+    # TODO(issue 26): sim/ serves max_speculative_num_draft_tokens, a runtime-context value, not a ServerArgs field.
+    check_server_info_keys: "the simulator's /server_info has max_speculative_num_draft_tokens, which SGLang's has "
+                            "not (runtime_context.py keeps it in the spec bag)",
 }
 """Checks the product does not pass yet, each with what is missing (strict: a fix makes the mark fail)."""
 
