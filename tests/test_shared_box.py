@@ -333,3 +333,40 @@ def test_the_server_python_probe_reads_nothing_planted_in_the_working_directory(
     found = server_versions(refresh=True)
     assert found["error"] is None and found["python"], found
     assert found["packages"]["sglang"] != "9.9.9" and not list(markers.iterdir())
+
+
+def test_another_users_leases_on_the_simulated_gpus_do_not_stall_a_simulated_sweep(attacker, box, monkeypatch):
+    """The attacker holds the lease of every simulated GPU in the machine-wide directory: a simulated sweep's GPUs
+    are leased in the victim's private folder instead, so it places at once; real GPU names stay machine-wide."""
+    import asyncio
+
+    from specbench_tui.engine.gpus import FakeBackend
+    from specbench_tui.engine.leases import LeasedGpuPool, gpu_keys
+
+    shared = box / "specbench-leases"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    keys = gpu_keys(FakeBackend(), range(2))
+    holders = []
+    for key in keys.values():
+        attacker.sh(f"printf '{{}}' > {key}.lease", cwd=shared)
+        holders.append(attacker.hold(shared / f"{key}.lease"))
+    monkeypatch.setattr(tempfile, "tempdir", str(box))
+    for name in ("SPECBENCH_LEASE_DIR", PRIVATE_DIR_VAR, "XDG_RUNTIME_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    try:
+        for key in keys.values():
+            wait_for(lambda key=key: Leases(shared).holder(key) is not None, 10, what="the attacker's GPU leases")
+        leases = Leases()
+        assert leases.machine_wide and leases.directory == shared
+        pool = LeasedGpuPool((0, 1), leases, keys)
+        assert not pool.taken_elsewhere(), pool.taken_elsewhere()
+        got = asyncio.run(asyncio.wait_for(pool.acquire(2), timeout=30))
+        assert sorted(got) == [0, 1] and pool.leases.directory == box / "specbench-0" / "leases"
+        pool.close()
+        real = LeasedGpuPool((0,), leases, {0: "gpu-GPU-1234abcd"})
+        assert real.leases is leases  # a real GPU is leased where every user's specbench sees it
+    finally:
+        for holder in holders:
+            holder.kill()
+            holder.wait(10)

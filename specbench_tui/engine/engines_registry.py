@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from specbench_tui.core.safetext import printable
 from specbench_tui.paths import private_dir, verify_private
 
 ENV_DIR = "SPECBENCH_ENGINES_DIR"
@@ -98,7 +99,7 @@ def _valid(data: object, path: Path) -> dict[str, Any] | None:
         return None
     entry: dict[str, Any] = {"pid": pid, "run_dir": run_dir}
     if isinstance(sweep, str):
-        entry["sweep"] = sweep
+        entry["sweep"] = printable(sweep, 200)  # shown by ps; a sweep's name is never a terminal command
     if isinstance(started, (int, float)) and not isinstance(started, bool) and math.isfinite(started) \
             and 0 <= started <= time.time() + 86400:
         entry["started"] = float(started)

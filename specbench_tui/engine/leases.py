@@ -208,10 +208,21 @@ class Leases:
 
     def __init__(self, directory: Path | None = None, note: dict[str, Any] | None = None) -> None:
         self.warning: str | None = None
+        self.machine_wide = False
+        """Whether these are the default machine-wide leases (not a configured directory nor the private one)."""
         if directory is None:
             directory, self.warning = lease_dir()
+            self.machine_wide = self.warning is None and not os.environ.get(LEASE_DIR_VAR)
         self.directory = directory
         self.note = note or {}
+
+    def private(self) -> Leases:
+        """Leases like these but in this user's private folder (resources nobody else can use), or these
+        leases themselves when they are not the machine-wide ones (a configured directory is kept: tests give
+        each sweep one)."""
+        if not self.machine_wide:
+            return self
+        return Leases(private_dir("leases"), self.note)
 
     def _path(self, name: str) -> Path:
         return self.directory / f"{name}.lease"
@@ -361,6 +372,12 @@ def gpu_keys(backend: GpuBackend, indices: Iterable[int]) -> dict[int, str]:
     return {i: f"gpu-{_safe(uuids[i])}" if i in uuids else f"gpu-index-{i}" for i in indices}
 
 
+SIMULATED_GPU_KEY = "gpu-GPU-fake-"
+"""Lease names of the simulated box's GPUs (:class:`~specbench_tui.engine.gpus.FakeBackend` UUIDs): they exist
+for this user alone, so they are leased in this user's private folder, where another user's leases cannot make
+a simulated sweep wait for hardware that does not exist."""
+
+
 def _safe(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:100]
 
@@ -387,7 +404,8 @@ class LeasedGpuPool(GpuPool):
         """``samples``: the latest GPU samples (the engine's sampler; no call to the driver here); ``ours``:
         the pids of this specbench's servers."""
         super().__init__(indices)
-        self.leases = leases
+        simulated = bool(keys) and all(key.startswith(SIMULATED_GPU_KEY) for key in keys.values())
+        self.leases = leases.private() if simulated else leases  # nobody else can hold our simulated GPUs
         self.keys = keys
         self._samples = samples
         self._ours = ours
