@@ -237,3 +237,16 @@ def test_every_dp_rank_logs_its_own_decode_lines() -> None:
                 t.join(60)
     ranks = {m.group(1) for line in sim.lines if (m := re.match(r"^\[[^\]]* (DP\d TP\d)\] Decode batch", line))}
     assert ranks == {"DP0 TP0", "DP1 TP0"}
+
+
+def test_sglang_simulate_acc_len_forces_the_acceptance() -> None:
+    """``SGLANG_SIMULATE_ACC_LEN`` (SGLang's benchmark knob, ``spec_utils.sample_simulated_acc_len``) fakes the
+    acceptance whatever the drafts: a measurement under it says nothing about the draft model."""
+    with SimProcess(EAGLE3, env={"SGLANG_SIMULATE_ACC_LEN": "4"}) as forced, SimProcess(EAGLE3) as natural:
+        forced.wait_ready()
+        natural.wait_ready()
+        chat = "Tell me about your weekend."
+        got = generate(httpx.Client(base_url=forced.url, timeout=60), chat, 81, ignore_eos=True)["meta_info"]
+        real = generate(httpx.Client(base_url=natural.url, timeout=60), chat, 81, ignore_eos=True)["meta_info"]
+    assert got["spec_accept_length"] == pytest.approx(81 / 20) and got["spec_num_correct_drafts"] == 3 * 20
+    assert real["spec_accept_length"] < 3.5

@@ -22,6 +22,7 @@ from specbench_tui.sim.engine import Engine, Request
 from specbench_tui.sim.httpd import HttpRequest, Response, StreamResponse
 from specbench_tui.sim.logs import Logger
 from specbench_tui.sim.metrics import Metrics
+from specbench_tui.sim.spec_hook import reserved_tokens
 
 FLUSH_OK = ("Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
             "requests, the operation will not be performed.)\n")
@@ -30,21 +31,6 @@ FLUSH_BUSY = "Another flush_cache is already in progress."
 FLUSH_TIMED_OUT = "Timed out waiting for idle state."
 """``/flush_cache``'s bodies: ``http_server.py`` (done, failed) and ``SchedulerFlushWrapper`` (deferred)."""
 _ALWAYS_ALLOWED = ("/health", "/ready", "/metrics")
-
-
-RESERVING_ALGORITHMS = ("EAGLE", "EAGLE3", "FROZEN_KV_MTP")
-"""``SpeculativeAlgorithm.is_eagle()``: the algorithms whose draft tokens take output slots (NEXTN resolves to EAGLE)."""
-
-
-def reserved_tokens(args: Any) -> int:
-    """SGLang's ``compute_num_reserved_tokens``: ``max(topk * steps, max_speculative_num_draft_tokens())`` for the
-    EAGLE family, else 0; with ``--speculative-adaptive`` the largest draft width is the largest candidate step
-    + 1 (8 with the default tiers), not the configured one."""
-    if args.algorithm not in RESERVING_ALGORITHMS:
-        return 0
-    topk, steps = args.speculative_eagle_topk or 0, args.speculative_num_steps or 0
-    widest = max(args.speculative_num_draft_tokens or 0, args.values.get("max_speculative_num_draft_tokens") or 0)
-    return max(topk * steps, widest)
 
 
 class RequestError(Exception):

@@ -25,7 +25,7 @@ from typing import Any
 from specbench_tui.sim import kvpool, logs, tokenizer
 from specbench_tui.sim.adaptive import AdaptiveSteps
 from specbench_tui.sim.caches import FLUSHED_LOG, NgramCorpus, PrefixCache, flush_refused_log
-from specbench_tui.sim.metrics import Metrics
+from specbench_tui.sim.metrics import DecodeInterval, Metrics
 from specbench_tui.sim.spec_hook import load_adaptive_config
 from specbench_tui.sim.speed import SpeedModel
 
@@ -123,6 +123,9 @@ class Engine:
         self.corpus = NgramCorpus(resolved.speculative_ngram_capacity) if speed.algorithm == "NGRAM" else None
         self.ratio = kvpool.TokenRatio(float(resolved.schedule_conservativeness))
         self.decode_reserve = kvpool.decode_reserve(resolved.values)
+        self.simulate_acc_len = _env_float("SGLANG_SIMULATE_ACC_LEN", -1.0) if speed.algorithm != "NONE" else -1.0
+        """SGLang's benchmark knob: every verify accepts this many tokens (sampled per batch), whatever drafted."""
+        self.simulate_acc_method = os.environ.get("SGLANG_SIMULATE_ACC_METHOD", "match-expected")
         self.retracted_total = 0
         self.adaptive = (AdaptiveSteps(int(resolved.speculative_num_steps),
                                        load_adaptive_config(resolved.speculative_adaptive_config),
@@ -411,6 +414,17 @@ class Engine:
         step = 0 if self.decode_reserve else len(reqs)
         return self._held(reqs) + step <= self.max_total_num_tokens
 
+    def _simulated_acc_len(self, max_len: int) -> int:
+        """``sample_simulated_acc_len``: one length for the whole batch in [1, max_len]."""
+        length = self.simulate_acc_len
+        if self.simulate_acc_method == "multinomial":
+            return int(round(min(max(self.rng.gauss(length, 1.0), 1.0), max_len)))
+        length = max(1.0, min(float(max_len), length))
+        lower = int(length // 1)
+        if lower >= max_len:
+            return lower
+        return lower + 1 if self.rng.random() < length - lower else lower
+
     def _warm_drafts(self, req: Request, depth: int) -> int:
         """NGRAM: how many of this step's draft positions the corpus holds from an earlier run of the stream."""
         if self.corpus is None:
@@ -442,10 +456,11 @@ class Engine:
         if self.record_step_time:
             self.step_time_dict.setdefault(str(bs), []).append(duration)
         correct: list[int] = []
+        forced = self._simulated_acc_len(depth + 1) if self.simulate_acc_len > 0 else None
         for req in batch:
             if req.finished:
                 continue
-            got = self._commit(req, self._draw(req, depth))
+            got = self._commit(req, forced if forced is not None else self._draw(req, depth))
             if self.corpus is not None:
                 self.corpus.put(req.stream_key, req.rid, req.completion_tokens)  # _update_ngram_corpus
             accepted = max(0, got - 1)
@@ -502,7 +517,7 @@ class Engine:
     # -- log lines ---------------------------------------------------------------------------------------
     def _reset_interval(self, now: float) -> None:
         self._iv_start = now
-        self._iv = [_Interval() for _ in self.rank_logs]
+        self._iv = [DecodeInterval() for _ in self.rank_logs]
 
     def _log_prefill(self, batch: list[Request], new_tokens: int, cached: int) -> None:
         """One ``Prefill batch`` line per DP rank with requests in the batch (its own counts)."""
@@ -531,7 +546,7 @@ class Engine:
         now = time.monotonic()
         elapsed = max(now - self._iv_start, 1e-6)
         spec = self.speed.algorithm != "NONE"
-        total = _Interval()
+        total = DecodeInterval()
         for rank, iv in enumerate(self._iv):
             total.merge(iv)
             rank_bs = self._count(self.running, rank) if len(self._iv) > 1 else bs
@@ -554,32 +569,8 @@ class Engine:
         self._reset_interval(now)
 
 
-@dataclass
-class _Interval:
-    """One DP rank's counts between two ``Decode batch`` lines."""
-
-    tokens: int = 0
-    accept_tokens: int = 0
-    correct: int = 0
-    forwards: int = 0
-    proposed: int = 0
-
-    def add(self, got: int, accepted: int, depth: int) -> None:
-        self.tokens += got
-        self.accept_tokens += got
-        self.correct += accepted
-        self.forwards += 1
-        self.proposed += max(1, depth)
-
-    def merge(self, other: _Interval) -> None:
-        for name in ("tokens", "accept_tokens", "correct", "forwards", "proposed"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-
-    def accept(self, spec: bool) -> tuple[float | None, float | None]:
-        """``accept len`` (tokens per forward) and ``accept rate`` (correct drafts / proposed); None without
-        speculation, 0.00 for an interval without forwards."""
-        if not spec:
-            return None, None
-        if not self.forwards:
-            return 0.0, 0.0
-        return self.accept_tokens / self.forwards, self.correct / self.proposed if self.proposed else 0.0
+def _env_float(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default

@@ -125,3 +125,34 @@ class Metrics:
                 out.append(f'sglang:{name}_bucket{{{label},le="{bound}"}} {float(running)}')
             out += [f"sglang:{name}_count{{{label}}} {float(hist.n)}", f"sglang:{name}_sum{{{label}}} {hist.total}"]
         return "\n".join(out) + "\n"
+
+
+@dataclass
+class DecodeInterval:
+    """One DP rank's counts between two ``Decode batch`` lines."""
+
+    tokens: int = 0
+    accept_tokens: int = 0
+    correct: int = 0
+    forwards: int = 0
+    proposed: int = 0
+
+    def add(self, got: int, accepted: int, depth: int) -> None:
+        self.tokens += got
+        self.accept_tokens += got
+        self.correct += accepted
+        self.forwards += 1
+        self.proposed += max(1, depth)
+
+    def merge(self, other: DecodeInterval) -> None:
+        for name in ("tokens", "accept_tokens", "correct", "forwards", "proposed"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def accept(self, spec: bool) -> tuple[float | None, float | None]:
+        """``accept len`` (tokens per forward) and ``accept rate`` (correct drafts / proposed); None without
+        speculation, 0.00 for an interval without forwards."""
+        if not spec:
+            return None, None
+        if not self.forwards:
+            return 0.0, 0.0
+        return self.accept_tokens / self.forwards, self.correct / self.proposed if self.proposed else 0.0

@@ -286,3 +286,18 @@ def handle_uno(v: dict[str, Any], warnings: list[str]) -> int:
         raise _fail(f"UNO requires FA3 for both prefill and decode attention; got prefill={prefill!r}, "
                     f"decode={decode!r}.")
     return int(width) - 1
+
+
+RESERVING_ALGORITHMS = ("EAGLE", "EAGLE3", "FROZEN_KV_MTP")
+"""``SpeculativeAlgorithm.is_eagle()``: the algorithms whose draft tokens take output slots (NEXTN resolves to EAGLE)."""
+
+
+def reserved_tokens(args: Any) -> int:
+    """SGLang's ``compute_num_reserved_tokens``: ``max(topk * steps, max_speculative_num_draft_tokens())`` for the
+    EAGLE family, else 0; with ``--speculative-adaptive`` the largest draft width is the largest candidate step
+    + 1 (8 with the default tiers), not the configured one."""
+    if args.algorithm not in RESERVING_ALGORITHMS:
+        return 0
+    topk, steps = args.speculative_eagle_topk or 0, args.speculative_num_steps or 0
+    widest = max(args.speculative_num_draft_tokens or 0, args.values.get("max_speculative_num_draft_tokens") or 0)
+    return max(topk * steps, widest)
