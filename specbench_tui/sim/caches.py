@@ -35,7 +35,7 @@ class PrefixCache:
     the radix tree into it) and ``max_entries`` sequences are kept, the oldest evicted first (the entry bound
     keeps a lookup cheap; SGLang's tree has none)."""
 
-    def __init__(self, max_tokens: int, enabled: bool = True, max_entries: int = 1024) -> None:
+    def __init__(self, max_tokens: int, enabled: bool = True, max_entries: int = 256) -> None:
         self.max_tokens = max(0, max_tokens)
         self.max_entries = max(1, max_entries)
         self.enabled = enabled
