@@ -21,6 +21,7 @@ from specbench_tui.tui.log_panel import MAX_LINES, ServerLogPanel
 from specbench_tui.tui.log_screen import FullLogScreen
 from specbench_tui.tui.queue_panel import QueuePanel
 from specbench_tui.tui.results_panel import ResultsPanel
+from specbench_tui.tui.textual_private import notifications_of
 
 
 @pytest.fixture
@@ -260,7 +261,7 @@ async def test_notifications_on_crash_and_zero_output(engine: FakeEngine) -> Non
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
         engine.play()
         await settle(app, pilot)
-        notes = list(app._notifications)
+        notes = notifications_of(app)
         texts = [n.message for n in notes]
         assert any("ddtree-b8-tp1 crashed: cuda_illegal_instruction" in t for t in texts)
         assert any("zero output" in t and "ddtree-b16-tp1" in t for t in texts)

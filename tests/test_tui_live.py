@@ -36,6 +36,7 @@ from specbench_tui.tui.queue_panel import QueuePanel
 from specbench_tui.tui.results_panel import ResultsPanel
 from specbench_tui.tui.sweep_screen import SweepScreen
 from specbench_tui.tui.themes import load_themes
+from specbench_tui.tui.textual_private import notifications_of
 
 SIGQUIT_LINE = "[2026-01-01 10:00:09] Received sigquit from a child process. It usually means the child failed."
 CRASH_LINE = "torch.AcceleratorError: CUDA error: an illegal instruction was encountered"
@@ -155,11 +156,11 @@ async def test_r_requeues_at_once_and_p_pauses_at_once(engine: SilentEngine) -> 
         assert ("pause",) in engine.calls
         assert "PAUSED" in app.sweep_screen.query_one("#header").render().plain
         assert queue_state(app, "ddtree-b16-tp1") == "paused"
-        assert any("Queue paused" in n.message for n in app._notifications)
+        assert any("Queue paused" in n.message for n in notifications_of(app))
         await pilot.press("p")
         assert ("resume",) in engine.calls
         assert "PAUSED" not in app.sweep_screen.query_one("#header").render().plain
-        assert [n.message for n in app._notifications if "Queue" in n.message] == ["Queue resumed."]
+        assert [n.message for n in notifications_of(app) if "Queue" in n.message] == ["Queue resumed."]
 
 
 async def test_an_unconfirmed_request_goes_back_to_the_engine_state(engine: SilentEngine, monkeypatch) -> None:
@@ -173,7 +174,7 @@ async def test_an_unconfirmed_request_goes_back_to_the_engine_state(engine: Sile
         monkeypatch.setattr("specbench_tui.tui.app.OPTIMISTIC_TIMEOUT_S", -1.0)
         app._expire_optimistic()
         assert queue_state(app, "ddtree-b16-tp1") == "pending"
-        assert any("has not confirmed" in n.message for n in app._notifications)
+        assert any("has not confirmed" in n.message for n in notifications_of(app))
 
 
 async def test_r_on_an_excluded_configuration_explains(tmp_path: Path) -> None:
@@ -195,7 +196,7 @@ async def test_r_on_an_excluded_configuration_explains(tmp_path: Path) -> None:
         await pilot.press("r")
         assert not [c for c in engine.calls if c[0] == "retry"]
         assert queue_state(app, "ddtree-b64-tp1") == "skipped"
-        message = next(n.message for n in app._notifications if "excludes it" in n.message)
+        message = next(n.message for n in notifications_of(app) if "excludes it" in n.message)
         assert "known crash on SM120" in message and "sweeps/demo.toml" in message
 
 
@@ -223,7 +224,7 @@ async def test_a_burst_is_one_toast_placed_off_the_state_column_and_kept_in_the_
         app.drain_events()
         await pilot.pause()
         await pilot.pause(0.2)
-        toasts = list(app._notifications)
+        toasts = notifications_of(app)
         zero = [n for n in toasts if "zero output" in n.message]
         assert len(zero) <= 1
         entry = next(e for e in app.notifier.history if "zero output" in e.message)
@@ -233,7 +234,7 @@ async def test_a_burst_is_one_toast_placed_off_the_state_column_and_kept_in_the_
         # Every toast sits right of the queue's state column.
         queue = app.sweep_screen.query_one(QueuePanel)
         state_right = queue.region.x + 1 + sum(c.get_render_width(queue) for c in list(queue.columns.values())[:3])
-        from textual.widgets._toast import Toast
+        from specbench_tui.tui.textual_private import Toast
         shown = list(app.screen.query(Toast))
         assert shown
         for toast in shown:

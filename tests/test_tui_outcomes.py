@@ -22,6 +22,7 @@ from specbench_tui.tui.app import SpecbenchApp
 from specbench_tui.tui.detach_screen import DetachOrStopScreen
 from specbench_tui.tui.gpu_panel import GpuLine, GpuPanel
 from specbench_tui.tui.queue_panel import QueuePanel
+from specbench_tui.tui.textual_private import notifications_of
 
 
 def make_app(engine: FakeEngine) -> SpecbenchApp:
@@ -74,7 +75,7 @@ async def test_a_skip_that_finds_the_configuration_done_says_already_done_at_onc
         await pilot.pause()
         assert view.config_id not in app.optimistic
         assert queue_state(app, "ar-tp1") != "skipped"  # not "skipped" for 15 s, then back
-        assert any("already done" in n.message for n in app._notifications)
+        assert any("already done" in n.message for n in notifications_of(app))
 
 
 async def test_a_second_view_pressing_p_leaves_the_queue_paused(tmp_path: Path) -> None:

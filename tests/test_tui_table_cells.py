@@ -8,7 +8,7 @@ from textual.app import App, ComposeResult
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
-from specbench_tui.tui.table_cells import CachedCellsTable
+from specbench_tui.tui.textual_private import CachedCellsTable, rows_pending
 
 ROWS = 30
 
@@ -94,7 +94,7 @@ async def test_the_header_follows_a_column_widened_by_a_new_row_drawn_before_it_
         kept.add_row(Text("a-much-longer-name-than-the-others"), Text("7"), key="wide")
         draw(kept)  # before the idle measuring: the old widths
         await pilot.pause()
-        assert not kept._new_rows and not kept._require_update_dimensions  # measured meanwhile
+        assert not rows_pending(kept)  # measured meanwhile
         text = ["".join(segment[0] for segment in line) for line in lines(kept)]
         row = next(line for line in text if "a-much-longer" in line)
         assert text[0].index("value") == row.index("7"), text[0]
@@ -108,7 +108,7 @@ def test_render_cell_gives_richs_segments_for_every_kind_of_cell() -> None:
     from rich.style import Style
     from textual.renderables.styled import Styled
 
-    from specbench_tui.tui.table_cells import render_cell
+    from specbench_tui.tui.textual_private import render_cell
 
     console = Console(width=160, color_system="truecolor", force_terminal=True)
     spans = Text("ab cd", style="bold red")

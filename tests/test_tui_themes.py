@@ -9,6 +9,7 @@ from tui_fakes import T0, FakeEngine, until
 from specbench_tui.tui.app import SpecbenchApp
 from specbench_tui.tui.palette import Palette
 from specbench_tui.tui.themes import DEFAULT_THEME, load_themes
+from specbench_tui.tui.textual_private import notifications_of
 
 
 def near(triplet, expected: tuple[int, int, int]) -> bool:
@@ -55,7 +56,7 @@ async def test_app_reports_bad_theme_once_and_falls_back(tmp_path: Path) -> None
     app = SpecbenchApp(engine, theme="no-such-theme", themes_dir=themes_dir, clock=lambda: T0)
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
         await pilot.pause()
-        errors = [n for n in app._notifications if n.severity == "error"]
+        errors = [n for n in notifications_of(app) if n.severity == "error"]
         assert len(errors) == 1
         assert "broken.toml" in errors[0].message and "no-such-theme" in errors[0].message
         assert app.theme == "textual-dark"
@@ -99,16 +100,17 @@ async def test_a_theme_change_recolours_every_queue_row_on_screen_and_off(tmp_pa
 
 async def test_t_draws_the_new_theme_and_its_toast_in_one_frame(tmp_path: Path, monkeypatch) -> None:
     """``t``: no frame is drawn in the new theme without its toast (the toast used to come a full frame later)."""
-    from textual.widgets._toast import Toast
+    from specbench_tui.tui.textual_private import DISPLAY_METHOD, Toast, batch_depth, toast_notification
 
     engine = FakeEngine(tmp_path / "run")
     app = SpecbenchApp(engine, theme="specbench-light", clock=lambda: T0)
     frames: list[tuple[str, bool]] = []
-    display = app._display
+    display = getattr(app, DISPLAY_METHOD)
 
     def recorded(screen, renderable) -> None:  # noqa: ANN001
-        if renderable is not None and not app._batch_count:
-            toasts = [t for t in app.query(Toast) if t.is_mounted and t._notification.message == f"Theme: {app.theme}"]
+        if renderable is not None and not batch_depth(app):
+            toasts = [t for t in app.query(Toast) if t.is_mounted
+                      and (n := toast_notification(t)) is not None and n.message == f"Theme: {app.theme}"]
             frames.append((app.theme, bool(toasts)))
         display(screen, renderable)
 
@@ -116,7 +118,7 @@ async def test_t_draws_the_new_theme_and_its_toast_in_one_frame(tmp_path: Path, 
         while not app.panels_ready:
             await pilot.pause(0.02)
         await pilot.pause(0.1)
-        monkeypatch.setattr(app, "_display", recorded)
+        monkeypatch.setattr(app, DISPLAY_METHOD, recorded)
         for _ in range(3):
             frames.clear()
             await pilot.press("t")
@@ -125,13 +127,13 @@ async def test_t_draws_the_new_theme_and_its_toast_in_one_frame(tmp_path: Path, 
             await pilot.pause(0.2)
             themed = [shown for theme, shown in frames if theme == app.theme]
             assert themed and all(themed), (app.theme, frames)
-            assert app._batch_count == 0
+            assert batch_depth(app) == 0
 
 
 async def test_a_theme_seen_before_reuses_its_parsed_css_which_equals_a_fresh_parse(tmp_path: Path) -> None:
     from textual.css.stylesheet import Stylesheet
 
-    from specbench_tui.tui.theme_css import ThemeStylesheet
+    from specbench_tui.tui.textual_private import ThemeStylesheet
 
     engine = FakeEngine(tmp_path / "run")
     app = SpecbenchApp(engine, theme="specbench-light", clock=lambda: T0)
@@ -190,7 +192,7 @@ async def test_applying_a_theme_asks_every_node_to_refresh_once_and_repaints_eve
 
     from textual.widget import Widget
 
-    from specbench_tui.tui.theme_css import ThemeStylesheet
+    from specbench_tui.tui.textual_private import ThemeStylesheet
 
     engine = FakeEngine(tmp_path / "run")
     app = SpecbenchApp(engine, theme="specbench-light", clock=lambda: T0)

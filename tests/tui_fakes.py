@@ -486,6 +486,8 @@ def unsettled(app) -> list[str]:
     from specbench_tui.tui.log_panel import ServerLogPanel
     from specbench_tui.tui.results_panel import ResultsPanel
 
+    from specbench_tui.tui.textual_private import pending_work
+
     waiting: list[str] = []
     if not app._inbox.empty():
         waiting.append("engine events not drained")
@@ -495,11 +497,7 @@ def unsettled(app) -> list[str]:
     if busy:
         waiting.append(f"workers {busy}")
     for screen in app.screen_stack:
-        if screen._callbacks:
-            waiting.append(f"{screen!r}: callbacks after refresh")
         for table in screen.query(DataTable):
-            if table._new_rows or table._require_update_dimensions or table._updated_cells:
-                waiting.append(f"{table!r}: rows or cells not measured")
             restyle = getattr(table, "_restyle", None)
             if restyle is not None and restyle.pending:
                 waiting.append(f"{table!r}: restyle slices")
@@ -508,27 +506,19 @@ def unsettled(app) -> list[str]:
         for log in screen.query(ServerLogPanel):
             if log._paint_timer is not None:
                 waiting.append(f"{log!r}: repaint due")
-    screen = app.screen
-    if screen._dirty_widgets or screen._layout_required or screen._repaint_required or screen._scroll_required:
-        waiting.append(f"{screen!r}: update due")
-    # A widget tells its screen that it needs drawing from its own message loop; scrollbars are no children of
-    # the screen, so the Pilot's pause does not wait for theirs (a stale scrollbar thumb in a snapshot).
-    for widget in screen.walk_children(with_self=False):
-        for node in (widget, *widget._get_virtual_dom()):
-            if (node._repaint_required or node._layout_required or node._scroll_required
-                    or not node._message_queue.empty()):
-                waiting.append(f"{node!r}: refresh not reported")
-    return waiting
+    # Textual's own (callbacks after refresh, rows not measured, updates due; a widget tells its screen that it
+    # needs drawing from its own message loop, and scrollbars are no children of the screen, so the Pilot's pause
+    # does not wait for theirs: a stale scrollbar thumb in a snapshot).
+    return waiting + pending_work(app)
 
 
 def repaint_all(app) -> None:
     """Ask every widget of the current screen, scrollbars included, to be drawn again from its state now, and the
     screen to be laid out again: a snapshot then shows the state, never a strip the compositor kept from before
     (under load a scrollbar thumb or a scrolled table was seen drawn as one frame earlier)."""
-    for widget in app.screen.walk_children(with_self=False):
-        for node in (widget, *widget._get_virtual_dom()):
-            node.refresh()
-    app.screen.refresh(layout=True)
+    from specbench_tui.tui.textual_private import repaint_everything
+
+    repaint_everything(app)
 
 
 async def at_rest(pilot, timeout: float = SETTLE_TIMEOUT_S) -> None:

@@ -76,7 +76,7 @@ from specbench_tui.tui.safe_text import clean
 from specbench_tui.tui.screen_actions import ScreenActions
 from specbench_tui.tui.sweep_screen import SweepScreen
 from specbench_tui.tui.terminal_watch import HangupWatch
-from specbench_tui.tui.theme_css import ThemeStylesheet
+from specbench_tui.tui.textual_private import ThemeStylesheet, begin_batch, end_batch
 from specbench_tui.tui.themes import DEFAULT_THEME, FALLBACK_THEME, load_themes
 
 STOP_TIMEOUT_S = 60.0
@@ -511,7 +511,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         # One frame shows the new theme and its toast: repaints wait (Textual's batch update) until the new CSS is
         # applied, the panels restyled and the toast mounted; otherwise the toast came a frame after the full
         # repaint of the new theme, ~20 ms of CPU and a screen write later.
-        self._begin_batch()
+        begin_batch(self)
         try:
             self.notifier.post(f"Theme: {name}", timeout=3, topic=("theme",), record=False)
             self.set_theme(name)
@@ -527,7 +527,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
                 turns += 1
                 await asyncio.sleep(0 if turns < 20 else 0.002)  # the toast mounts in its own task
         finally:
-            self._end_batch()
+            end_batch(self)
 
     # ------------------------------------------------------------------------------------ panels
 

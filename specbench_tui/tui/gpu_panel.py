@@ -15,7 +15,7 @@ from specbench_tui.core.nodes import node_totals
 from specbench_tui.core.state import RunState
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean, safe
-from specbench_tui.tui.table_cells import update_row
+from specbench_tui.tui.textual_private import update_row
 
 COLUMNS = (("gpu", "GPU"), ("util", "util"), ("mem", "mem GiB"), ("temp", "temp"), ("power", "power"),
            ("holder", "held by"))

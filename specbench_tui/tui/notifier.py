@@ -17,7 +17,8 @@ from typing import Any, TYPE_CHECKING, Literal
 from textual.app import ScreenStackError
 from textual.css.query import NoMatches
 from textual.notifications import Notification
-from textual.widgets._toast import Toast, ToastRack
+
+from specbench_tui.tui.textual_private import Toast, ToastRack, is_shown, show_notification, take_down, toast_notification
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -110,13 +111,13 @@ class Notifier:
         except (NoMatches, ScreenStackError):
             return True  # notifications off (tests) or no screen yet
         for toast in rack.query(Toast):
-            if getattr(toast, "_notification", None) is live[0]:
+            if toast_notification(toast) is live[0]:
                 return toast.is_mounted
         return False  # the rack has not mounted it yet (its ``show`` is queued)
 
     def _show(self, entry: Entry, timeout: float, topic: Hashable | None) -> None:
         notification = Notification(entry.message, entry.title, entry.severity, timeout, markup=False)
-        self._shown = [n for n in self._shown if n in self.app._notifications and not n.has_expired]
+        self._shown = [n for n in self._shown if is_shown(self.app, n) and not n.has_expired]
         limit = MAX_SHOWN if self.app.size.height >= 30 else MAX_SHOWN - 1
         while len(self._shown) >= limit:
             oldest = self._shown.pop(0)
@@ -127,11 +128,9 @@ class Notifier:
         self._shown.append(notification)
         if topic is not None:
             self._live[topic] = (notification, entry)
-        self.app._notifications.add(notification)
-        self.app._refresh_notifications()
+        show_notification(self.app, notification)
 
     def _remove(self, notification: Notification, refresh: bool = True) -> None:
-        if notification in self.app._notifications:
-            self.app._unnotify(notification, refresh=refresh)
+        take_down(self.app, notification, refresh)
         if notification in self._shown:
             self._shown.remove(notification)

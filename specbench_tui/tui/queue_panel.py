@@ -18,7 +18,7 @@ from specbench_tui.core.state import PAUSED, ConfigView, RunState
 from specbench_tui.tui.looks import GLYPHS, PARTIAL, ZERO_OUTPUT, outcome_word
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean, safe
-from specbench_tui.tui.table_cells import CachedCellsTable, SlicedRestyle, update_row
+from specbench_tui.tui.textual_private import CachedCellsTable, SlicedRestyle, update_row
 
 STATE_GLYPHS = GLYPHS
 COLUMNS = (("glyph", ""), ("config", "config"), ("state", "state"), ("gpus", "GPUs"), ("startup", "start-up"),

@@ -29,7 +29,7 @@ from specbench_tui.core.events import ConfigState
 from specbench_tui.core.state import RunState
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean
-from specbench_tui.tui.table_cells import CachedCellsTable, SlicedRestyle, update_row
+from specbench_tui.tui.textual_private import CachedCellsTable, SlicedRestyle, rows_pending, update_row
 
 COLUMNS = (("config", "config"), ("workload", "workload"), ("n", "n"), ("tps", "tok/s"), ("ttft", "TTFT ms"),
            ("accept", "accept"), ("speedup", "speedup"), ("note", "note"))
@@ -283,7 +283,7 @@ class ResultsPanel(CachedCellsTable):
         key = self._follow_key
         if key is None:
             return
-        if self._new_rows or self._require_update_dimensions:
+        if rows_pending(self):
             # Rows added but not measured yet (the table does that when its queue is empty): the scroll range
             # does not reach them, so wait for the next refresh rather than stop short of the row.
             self.call_after_refresh(self._scroll_to_followed)

@@ -1,16 +1,29 @@
-"""Rewriting the cells of a ``DataTable`` row without measuring the whole column.
+"""Every use of a private Textual name, in one module, each checked by tests/test_tui_textual_private.py.
 
-``DataTable.update_cell(..., update_width=True)`` re-measures every cell of the column whenever the new value
-is narrower than the column, so rewriting every row (a theme change restyles them all) costs rows² cell
-measurements: minutes for a 1,600-row results table. Here a column only ever grows, measured from the new cell
-alone, which is what a live table wants anyway (columns that shrink and grow back make the table jitter).
+The app reaches past Textual's public surface where its public path is too slow for a live table of thousands of
+rows, or has no public way to do what is needed. Each such name is listed in :data:`PRIVATE_NAMES` (Textual
+8.2; ``pyproject.toml`` pins ``textual>=8.2.0,<8.3``); a test per name fails on an upgrade that removes or
+changes it, so an upgrade says where to look instead of breaking at run time. No other module of the package or
+of the tests names a private Textual attribute.
+
+What is here:
+
+* **Rewriting the cells of a** ``DataTable`` **row without measuring the whole column.**
+  ``DataTable.update_cell(..., update_width=True)`` re-measures every cell of the column whenever the new value
+  is narrower than the column, so rewriting every row (a theme change restyles them all) costs rows² cell
+  measurements: minutes for a 1,600-row results table. Here a column only ever grows, measured from the new cell
+  alone, which is what a live table wants anyway (columns that shrink and grow back make the table jitter).
+  :class:`CachedCellsTable` keeps rendered cells and lines while nothing they depend on changed.
+* **A stylesheet that parses the app's CSS once per theme** (:class:`ThemeStylesheet`, below).
+* **Toasts** the notifier places and takes away itself, the app's batch of screen updates, and what the tests
+  wait for before a snapshot (:func:`pending_work`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich.console import Console, ConsoleOptions
 from rich.padding import Padding
@@ -18,13 +31,23 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
+from textual.css.model import RuleSet
+from textual.css.stylesheet import Stylesheet
 from textual.dom import DOMNode
 from textual.geometry import Region
 from textual.renderables.styled import Styled
 from textual.strip import Strip
 from textual.timer import Timer
+from textual.widget import Widget
 from textual.widgets import DataTable
+from textual.widgets._toast import Toast as Toast
+from textual.widgets._toast import ToastRack as ToastRack
 from textual.widgets.data_table import CellDoesNotExist, CellKey, ColumnKey, RowKey
+
+from textual.notifications import Notification
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 _CellLines = list[list[Segment]]
 _NO_STYLE = Style.null()
@@ -343,3 +366,240 @@ class SlicedRestyle:
                 continue
             if on_screen or not _write_off_screen(table, key, self.column_keys, cells):
                 update_row(table, key, self.column_keys, cells)
+
+
+# ---------------------------------------------------------------------------------------------------- themes
+
+# A stylesheet that parses the app's CSS once per theme (``t`` cycles through three).
+#
+# Textual substitutes CSS variables while it parses, so a theme change parses every CSS source of the app and its
+# widgets again (``App.refresh_css`` calls ``Stylesheet.reparse``): 6-9 ms of ``t`` on 2 shared cores. The rules
+# parsed for a set of variables and sources are kept and used again when the same theme comes back. Relies on
+# ``Stylesheet.reparse``, ``_variables``, ``_rules``, ``_rules_map`` and ``_require_parse`` (Textual 8);
+# tests/test_tui_themes.py fails if Textual stops calling ``reparse`` on a theme change or the kept rules differ
+# from a fresh parse.
+#
+# It also asks for each node's repaint once per update instead of once per changed rule: applying a theme sets
+# every colour rule of every node, and each setting asked the node to refresh (working out its region each time):
+# ~500 requests per ``t``, 10-40 ms of CPU before the new theme's first frame. The requests are collected while
+# ``Stylesheet.update`` applies the rules, then made once per node with the strongest of what was asked (a
+# relayout if any rule asked for one). Relies on ``Stylesheet.update_nodes``, on rules asking through the
+# node's ``refresh`` and on ``Widget._get_virtual_dom`` (a widget's scrollbars, styled with it) (Textual 8); tests/test_tui_themes.py checks that a theme change still repaints every panel.
+
+KEPT_THEMES = 8
+"""Parsed rule sets kept (one per theme seen; the oldest goes first)."""
+
+
+class ThemeStylesheet(Stylesheet):
+    """A :class:`~textual.css.stylesheet.Stylesheet` that keeps the rules parsed for each set of variables."""
+
+    def __init__(self, *, variables: dict[str, str] | None = None) -> None:
+        super().__init__(variables=variables)
+        self._kept: dict[Hashable, list[RuleSet]] = {}
+        self.reused = 0
+        """Reparses answered from the kept rules (tests read it)."""
+
+    @classmethod
+    def adopt(cls, stylesheet: Stylesheet) -> ThemeStylesheet:
+        """A copy of ``stylesheet`` (its variables and sources) that keeps its parses."""
+        adopted = cls(variables=dict(stylesheet._variables))
+        adopted.source = stylesheet.source.copy()
+        return adopted
+
+    def prime(self, variables: dict[str, str]) -> None:
+        """Parse the current sources with ``variables`` now (idle time) so that a change to that theme finds them."""
+        sheet = Stylesheet(variables=variables)
+        sheet.source = self.source.copy()
+        sheet.reparse()
+        key = (tuple(sorted(variables.items())), tuple(sheet.source.items()))
+        self._kept.setdefault(key, sheet._rules)
+
+    def _key(self) -> Hashable:
+        return (tuple(sorted(self._variables.items())), tuple(self.source.items()))
+
+    def reparse(self) -> None:
+        key = self._key()
+        rules = self._kept.get(key)
+        if rules is None:
+            super().reparse()  # raises on invalid CSS, keeping nothing
+            self._kept.pop(key, None)
+            self._kept[self._key()] = self._rules
+            while len(self._kept) > KEPT_THEMES:
+                del self._kept[next(iter(self._kept))]
+            return
+        self.reused += 1
+        self._rules = rules
+        self._rules_map = None
+        self._require_parse = False
+
+    def update(self, root: DOMNode, animate: bool = False) -> None:
+        """Apply the rules to ``root`` and every node under it, then ask each node that wanted it to refresh once."""
+        nodes = list(root.walk_children(with_self=True))
+        wanted: dict[DOMNode, bool] = {}  # node -> relayout asked
+
+        def collector(node: DOMNode) -> Callable[..., DOMNode]:
+            def refresh(*_regions: Any, layout: bool = False, **_options: Any) -> DOMNode:
+                wanted[node] = wanted.get(node, False) or layout
+                return node
+
+            return refresh
+
+        collected = []
+        scrollbars = [bar for node in nodes if isinstance(node, Widget) for bar in node._get_virtual_dom()]
+        for node in [*nodes, *scrollbars]:  # (update_nodes styles a widget's scrollbars with it)
+            if "refresh" not in vars(node):  # a node with a refresh of its own instance is left alone
+                node.refresh = collector(node)  # type: ignore[method-assign]
+                collected.append(node)
+        try:
+            self.update_nodes(nodes, animate=animate)
+        finally:
+            for node in collected:
+                del node.refresh
+            for node, layout in wanted.items():
+                node.refresh(layout=layout)
+
+
+# ---------------------------------------------------------------------------------------------------- toasts
+
+
+def toast_notification(toast: Toast) -> Notification | None:
+    """The notification a toast shows (``Toast._notification``)."""
+    notification = getattr(toast, "_notification", None)
+    return notification if isinstance(notification, Notification) else None
+
+
+def show_notification(app: App[Any], notification: Notification) -> None:
+    """Put ``notification`` up without ``App.notify`` (which would make a new one): the notifier keeps its own
+    (``App._notifications``, ``App._refresh_notifications``)."""
+    app._notifications.add(notification)
+    app._refresh_notifications()
+
+
+def is_shown(app: App[Any], notification: Notification) -> bool:
+    """Whether ``notification`` is still among the app's (``App._notifications``)."""
+    return notification in app._notifications
+
+
+def take_down(app: App[Any], notification: Notification, refresh: bool = True) -> None:
+    """Take ``notification`` off the screen (``App._unnotify``)."""
+    if notification in app._notifications:
+        app._unnotify(notification, refresh=refresh)
+
+
+def notifications_of(app: App[Any]) -> list[Notification]:
+    """The notifications up now, oldest first (``App._notifications``)."""
+    return list(app._notifications)
+
+
+def batch_depth(app: App[Any]) -> int:
+    """How many batches of screen updates are open (``App._batch_count``; 0: frames are drawn)."""
+    count: int = app._batch_count
+    return count
+
+
+DISPLAY_METHOD = "_display"
+"""``App._display(screen, renderable)``: where a frame is written out (a test records frames by wrapping it)."""
+
+
+def begin_batch(app: App[Any]) -> None:
+    """Hold repaints until :func:`end_batch` (``App._begin_batch``; ``App.batch_update`` is a context manager
+    and the theme key ends its batch in another task)."""
+    app._begin_batch()
+
+
+def end_batch(app: App[Any]) -> None:
+    app._end_batch()
+
+
+def rows_pending(table: DataTable[Any]) -> bool:
+    """Whether ``table`` has rows it has not measured yet (``DataTable._new_rows``, ``_require_update_dimensions``)."""
+    return bool(table._new_rows or table._require_update_dimensions)
+
+
+def rows_not_measured(table: DataTable[Any]) -> bool:
+    """Whether ``table`` has rows or cells it has not measured yet (``DataTable._new_rows``,
+    ``_require_update_dimensions``, ``_updated_cells``)."""
+    return bool(table._new_rows or table._require_update_dimensions or table._updated_cells)
+
+
+def scrollbars_of(widget: Widget) -> list[Widget]:
+    """A widget's scrollbars and corner (``Widget._get_virtual_dom``): not among its children."""
+    return list(widget._get_virtual_dom())
+
+
+# ---------------------------------------------------------------------------------------------------- for tests
+
+
+def pending_work(app: App[Any]) -> list[str]:
+    """What Textual itself has yet to do before the current screen shows its state (tests wait for none):
+    callbacks after refresh, rows not measured, updates due, refreshes not yet reported by a widget's message
+    loop (``Screen._callbacks``, ``_dirty_widgets``, ``_layout_required``, ``_repaint_required``,
+    ``_scroll_required``, ``Widget._message_queue``)."""
+    waiting: list[str] = []
+    for screen in app.screen_stack:
+        if screen._callbacks:
+            waiting.append(f"{screen!r}: callbacks after refresh")
+        for table in screen.query(DataTable):
+            if rows_not_measured(table):
+                waiting.append(f"{table!r}: rows or cells not measured")
+    screen = app.screen
+    if screen._dirty_widgets or screen._layout_required or screen._repaint_required or screen._scroll_required:
+        waiting.append(f"{screen!r}: update due")
+    for widget in screen.walk_children(Widget, with_self=False):
+        for node in (widget, *scrollbars_of(widget)):
+            if (node._repaint_required or node._layout_required or node._scroll_required
+                    or not node._message_queue.empty()):
+                waiting.append(f"{node!r}: refresh not reported")
+    return waiting
+
+
+def repaint_everything(app: App[Any]) -> None:
+    """Ask every widget of the current screen, scrollbars included, to be drawn again, and the screen to be laid
+    out again."""
+    for widget in app.screen.walk_children(Widget, with_self=False):
+        for node in (widget, *scrollbars_of(widget)):
+            node.refresh()
+    app.screen.refresh(layout=True)
+
+
+PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
+    # (where, name): every private Textual name this module uses; tests/test_tui_textual_private.py checks each.
+    ("textual.widgets.DataTable", "_render_line"),
+    ("textual.widgets.DataTable", "_render_cell"),
+    ("textual.widgets.DataTable", "_update_dimensions"),
+    ("textual.widgets.DataTable", "_get_offsets"),
+    ("textual.widgets.DataTable", "_get_styles_to_render_cell"),
+    ("textual.widgets.DataTable", "_data"),
+    ("textual.widgets.DataTable", "_row_locations"),
+    ("textual.widgets.DataTable", "_column_locations"),
+    ("textual.widgets.DataTable", "_update_count"),
+    ("textual.widgets.DataTable", "_updated_cells"),
+    ("textual.widgets.DataTable", "_new_rows"),
+    ("textual.widgets.DataTable", "_require_update_dimensions"),
+    ("textual.widgets.DataTable", "_show_hover_cursor"),
+    ("textual.widgets.DataTable", "_row_render_cache"),
+    ("textual.widgets.DataTable", "_cell_render_cache"),
+    ("textual.widgets.DataTable", "_row_renderable_cache"),
+    ("textual.widgets.DataTable", "_line_cache"),
+    ("textual.css.stylesheet.Stylesheet", "_variables"),
+    ("textual.css.stylesheet.Stylesheet", "_rules"),
+    ("textual.css.stylesheet.Stylesheet", "_rules_map"),
+    ("textual.css.stylesheet.Stylesheet", "_require_parse"),
+    ("textual.widget.Widget", "_get_virtual_dom"),
+    ("textual.widgets._toast", "Toast"),
+    ("textual.widgets._toast", "ToastRack"),
+    ("textual.widgets._toast.Toast", "_notification"),
+    ("textual.app.App", "_notifications"),
+    ("textual.app.App", "_refresh_notifications"),
+    ("textual.app.App", "_unnotify"),
+    ("textual.app.App", "_begin_batch"),
+    ("textual.app.App", "_batch_count"),
+    ("textual.app.App", "_display"),
+    ("textual.app.App", "_end_batch"),
+    ("textual.screen.Screen", "_callbacks"),
+    ("textual.screen.Screen", "_dirty_widgets"),
+    ("textual.widget.Widget", "_layout_required"),
+    ("textual.widget.Widget", "_repaint_required"),
+    ("textual.widget.Widget", "_scroll_required"),
+    ("textual.message_pump.MessagePump", "_message_queue"),
+)
