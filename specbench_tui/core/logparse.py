@@ -73,6 +73,9 @@ class DecodeSummary:
 
 RETRACT = "retract"
 """The kind of a retraction warning parsed as a :class:`BatchLine` (``num_token``: requests retracted)."""
+STEPS = "spec_steps"
+"""The kind of an adaptive server's step switch (or start) parsed as a :class:`BatchLine` (``num_token``: the
+speculative steps it runs from then on; 0: no speculation)."""
 
 
 def leader_lines(lines: Iterable[BatchLine], kind: str = "decode") -> list[BatchLine]:
@@ -109,19 +112,29 @@ def summarize_decode(lines: Iterable[BatchLine]) -> DecodeSummary:
                          dp_ranks=max(1, len(ranks)))
 
 
-def adaptive_figures(lines: Iterable[BatchLine], steps_at: Callable[[int], tuple[int, ...]]) -> dict[str, Any]:
-    """What an adaptive server (SGLang's ``--speculative-adaptive``) could run over a window: the running batch
-    sizes its decode lines logged, the candidate steps of the tiers they fall in (``steps_at``), and whether
-    speculation was ``off`` (every line in a tier whose only step is 0), ``on`` or ``mixed``."""
-    batches = sorted({b.running_req for b in leader_lines(lines) if b.running_req})
-    if not batches:
-        return {"adaptive": True, "spec_steps": None, "speculation": None}
-    tiers = [steps_at(batch) for batch in batches]
-    steps = sorted({step for tier in tiers for step in tier})
-    off = [tier == (0,) for tier in tiers]
-    speculation = "off" if all(off) else "mixed" if any(off) or 0 in steps else "on"
-    return {"adaptive": True, "spec_steps": steps, "speculation": speculation,
-            "running_batch": [batches[0], batches[-1]]}
+def adaptive_figures(lines: Iterable[BatchLine], steps_at: Callable[[int], tuple[int, ...]],
+                     start_steps: int | None = None) -> dict[str, Any]:
+    """What an adaptive server (SGLang's ``--speculative-adaptive``) ran over a window. From its own log when it
+    says (``start_steps``, the steps in force when the window opened, and every :data:`STEPS` switch in it:
+    ``steps_source = "log"``), else the candidate steps of the tiers its decode lines' batch sizes fall in
+    (``steps_at``: ``"tiers"``). ``speculation``: ``off`` (every step 0), ``on`` (none 0) or ``mixed``."""
+    every = list(lines)
+    switched = [b.num_token for b in leader_lines(every, STEPS) if b.num_token is not None]
+    batches = sorted({b.running_req for b in leader_lines(every) if b.running_req})
+    figures: dict[str, Any] = {"adaptive": True, "spec_steps": None, "speculation": None}
+    if batches:
+        figures["running_batch"] = [batches[0], batches[-1]]
+    if start_steps is not None or switched:
+        steps = sorted({*([start_steps] if start_steps is not None else []), *switched})
+        figures["steps_source"] = "log"
+    elif batches:
+        steps = sorted({step for batch in batches for step in steps_at(batch)})
+        figures["steps_source"] = "tiers"
+    else:
+        return figures
+    figures["spec_steps"] = steps
+    figures["speculation"] = "off" if steps == [0] else "mixed" if 0 in steps else "on"
+    return figures
 
 
 # --------------------------------------------------------------------------------- Prometheus /metrics text

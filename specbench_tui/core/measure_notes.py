@@ -6,14 +6,28 @@ Each warning names the file and line."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from specbench_tui.core.tomlpos import KeyLocator
 
 if TYPE_CHECKING:
     from specbench_tui.core.engines.base import EngineProfile
-    from specbench_tui.core.plan import PlannedConfig
     from specbench_tui.core.sweep.schema import Sweep
+
+
+class PlannedConfig(Protocol):
+    """What the warnings read of a planned configuration (:class:`specbench_tui.core.plan.PlannedConfig`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def argv(self) -> tuple[str, ...]: ...
+    @property
+    def baseline(self) -> str | None: ...
+    @property
+    def speculative(self) -> bool | None: ...
+    @property
+    def skipped(self) -> bool: ...
 
 SIMULATED_ACCEPTANCE_ENV = "SGLANG_SIMULATE_ACC_LEN"
 """SGLang's environment variable that makes the verifier accept a fixed length: acceptance and speedup are then

@@ -31,7 +31,7 @@ from specbench_tui.core.events import (
     WorkloadNotRun,
     WorkloadStarted,
 )
-from specbench_tui.core.logparse import BatchLine, adaptive_figures, summarize_decode
+from specbench_tui.core.logparse import STEPS, BatchLine, adaptive_figures, summarize_decode
 from specbench_tui.core.outcomes import DEATH_CRASH, DEATH_STALL, DEATH_UNHEALTHY
 from specbench_tui.core.records import (
     CACHE_COLD,
@@ -102,6 +102,9 @@ class Attempt:
         self.adaptive = profile.adaptive_flag is not None and profile.adaptive_flag in self.config.argv
         """The server changes its speculative steps with the batch (SGLang's ``--speculative-adaptive``)."""
         self._flush_refused = False
+        self.current_steps: int | None = None
+        """An adaptive server's speculative steps now, from its log (None: not said)."""
+        self._window_steps: int | None = None
         self.gpu_pids: set[int] = set()
         """Pids NVML listed on these GPUs while the server was up that were not there before: the server's, in
         whatever pid namespace NVML reports (a container's NVML gives the host's pids, which match none of ours)."""
@@ -215,7 +218,7 @@ class Attempt:
         summary = summarize_decode(stats)
         figures: dict[str, Any] = dict(summary.to_json())
         if self.adaptive and self.profile.adaptive_steps is not None:
-            figures.update(adaptive_figures(stats, self.profile.adaptive_steps))
+            figures.update(adaptive_figures(stats, self.profile.adaptive_steps, self._window_steps))
         return figures
 
     def note_retractions(self, what: str, figures: dict[str, Any]) -> None:
@@ -287,7 +290,7 @@ class Attempt:
         try:
             await self.guard(asyncio.ensure_future(workload.warmup(session)))
             counters_before = await self.guard(asyncio.ensure_future(session.counters()))
-            self.stats = []
+            self.open_window()
             counts = {STATUS_OK: 0, STATUS_ERROR: 0, STATUS_ZERO_OUTPUT: 0}
             for key in keys:
                 await self.wait_unpaused()
@@ -407,8 +410,15 @@ class Attempt:
                 return
             await asyncio.sleep(min(1.0, max(0.05, limit - idle)))
 
+    def open_window(self) -> None:
+        """Measured requests start: keep the server's figures from now on (with the adaptive steps in force)."""
+        self.stats = []
+        self._window_steps = self.current_steps
+
     def on_stats(self, stats: BatchLine) -> None:
         """Keep the server's figures logged while measured requests run (warm-up and idle lines are not)."""
+        if stats.kind == STEPS:
+            self.current_steps = stats.num_token
         if self.stats is not None:
             self.stats.append(stats)
             self.all_stats.append(stats)

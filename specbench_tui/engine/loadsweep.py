@@ -129,7 +129,7 @@ async def run_load_workload(attempt: Attempt, workload: Workload, session: Sessi
         def record(measurement: Measurement, cold: bool = cold) -> None:
             attempt.record(attempt.stamp(measurement, spec, cold))
 
-        attempt.stats = []
+        attempt.open_window()
         attempt.busy(True)
         try:
             point = await attempt.guard(asyncio.ensure_future(run_point(

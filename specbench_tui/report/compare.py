@@ -157,7 +157,7 @@ def _cache_warnings(a: LoadedRun, b: LoadedRun) -> list[str]:
         return []
     shown = [p or "not recorded" for p in policies]
     if policies[0] == policies[1]:
-        return [f"both runs measured with {CACHE_TEXT.get(shown[0], shown[0])}"]
+        return [f"both runs' caches: {CACHE_TEXT.get(shown[0], shown[0])}"]
     return [f"NOT COMPARABLE as they stand: run A measured {shown[0]} caches and run B {shown[1]}"]
 
 

@@ -358,7 +358,7 @@ def _latex_load(analysis: RunAnalysis, name: str, label: str) -> list[str]:
     """The cache policy as a comment, and the crossovers with the capped points they rest on (a run with a load
     axis)."""
     policy = cache_policy(analysis.rows) or (cache_policy(analysis.load.points) if analysis.load else None)
-    out = [f"% measured with {latex_escape(CACHE_TEXT.get(policy, policy))}", ""] if policy else []
+    out = [f"% caches: {latex_escape(CACHE_TEXT.get(policy, policy))}", ""] if policy else []
     load = analysis.load
     if load is None or not load.crossovers:
         return out

@@ -171,10 +171,10 @@ def best_marks(analysis: RunAnalysis) -> dict[tuple[str, str], str]:
 
 
 CACHE_TEXT = {
-    "cold": "cold caches (the server was flushed before every measured request and load point)",
-    "warm": "warm caches (kept between requests: a repeat may meet its own prefix and an n-gram drafter its own "
+    "cold": "cold (the server was flushed before every measured request and load point)",
+    "warm": "warm (kept between requests: a repeat may meet its own prefix and an n-gram drafter its own "
             "earlier output)",
-    "mixed": "mixed caches (some measurements cold, some warm)",
+    "mixed": "mixed (some measurements cold, some warm)",
 }
 """How each cache policy reads in a report."""
 
@@ -188,9 +188,9 @@ def cache_policy(rows: Sequence[Any]) -> str | None:
 
 
 def cache_note(rows: Sequence[Any]) -> str | None:
-    """``measured with cold caches (...)`` for a table's notes, None when no row recorded a policy."""
+    """``caches: cold (...)`` for a table's notes, None when no row recorded a policy."""
     policy = cache_policy(rows)
-    return f"measured with {CACHE_TEXT.get(policy, policy)}" if policy else None
+    return f"caches: {CACHE_TEXT.get(policy, policy)}" if policy else None
 
 
 def policy_line(analysis: RunAnalysis) -> str | None:

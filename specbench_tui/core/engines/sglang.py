@@ -32,7 +32,7 @@ from specbench_tui.core.engines.base import (
     package_file,
     positive,
 )
-from specbench_tui.core.logparse import MAX_STATS_LINE, RETRACT, BatchLine
+from specbench_tui.core.logparse import MAX_STATS_LINE, RETRACT, STEPS, BatchLine
 from specbench_tui.core.signatures import CUDA_SIGNATURES, NCCL_SIGNATURE, Signature, signature
 
 # ------------------------------------------------------------------------------------------------ flags
@@ -178,21 +178,37 @@ _RETRACT = re.compile(r"KV cache pool is full\. Retract requests\. #retracted_re
 cache (each is prefilled again later; its ``meta_info.num_retractions`` counts it)."""
 
 
+_STEPS = re.compile(r"Switch adaptive runtime state: steps \d+ -> (?P<to>\d+)|"
+                    r"AdaptiveSpeculativeParams initialized: steps=(?P<init>\d+)")
+"""``eagle_worker_v2.py`` ``apply_runtime_state`` (the steps an adaptive server switches to) and
+``adaptive_spec_params.py`` (the steps it starts with)."""
+
+
 def parse_stats_line(line: str) -> BatchLine | None:
-    """A ``Decode batch`` / ``Prefill batch`` line (:func:`parse_batch_line`), or a retraction warning as a
-    :data:`~specbench_tui.core.logparse.RETRACT` line, else None."""
-    figures = parse_batch_line(line)
-    if figures is not None or "Retract" not in line or len(line) > MAX_STATS_LINE:
-        return figures
-    match = _RETRACT.search(line)
-    if match is None:
+    """A ``Decode batch`` / ``Prefill batch`` line (:func:`parse_batch_line`), a retraction warning as a
+    :data:`~specbench_tui.core.logparse.RETRACT` line, or an adaptive server's steps as a
+    :data:`~specbench_tui.core.logparse.STEPS` line (``num_token``: the steps), else None. Cheap substring tests
+    first: every log line comes here."""
+    if len(line) > MAX_STATS_LINE:
         return None
+    if " batch" in line:
+        return parse_batch_line(line)
+    if "Retract requests" in line:
+        match = _RETRACT.search(line)
+        return _event_line(line, RETRACT, int(match.group("count"))) if match else None
+    if "adaptive runtime state" in line or "AdaptiveSpeculativeParams initialized" in line:
+        match = _STEPS.search(line)
+        return _event_line(line, STEPS, int(match.group("to") or match.group("init"))) if match else None
+    return None
+
+
+def _event_line(line: str, kind: str, value: int) -> BatchLine:
     stamp = _TIMESTAMP.match(line)
     ranks = dict(_RANK.findall(line.split("]", 1)[0])) if line.startswith("[") else {}
-    return BatchLine(kind=RETRACT, time=stamp.group(1) if stamp else "",
+    return BatchLine(kind=kind, time=stamp.group(1) if stamp else "",
                      tp_rank=int(ranks["TP"]) if "TP" in ranks else None,
                      dp_rank=int(ranks["DP"]) if "DP" in ranks else None, running_req=None, queue_req=None,
-                     num_token=int(match.group("count")), token_usage=None, accept_length=None, accept_rate=None,
+                     num_token=value, token_usage=None, accept_length=None, accept_rate=None,
                      gen_throughput=None, new_tokens=None, input_throughput=None)
 
 
@@ -488,7 +504,7 @@ SGLANG = EngineProfile(
     flush_cache_path="/flush_cache",
     shutdown_env={"SGL_FORCE_SHUTDOWN": "1", "SGLANG_FORCE_SHUTDOWN": "1"},
     parse_stats_line=parse_stats_line,
-    stats_hint="#",  # "#running-req" (Decode), "#new-seq" (Prefill), "#retracted_reqs" (a retraction)
+    stats_hint=None,  # decode/prefill lines, retraction warnings and adaptive step switches (see parse_stats_line)
     context_length=_context_length,
     # /v1/models carries model_config.context_len, the limit its tokenizer manager enforces, while
     # /server_info's context_length is null unless --context-length was passed.

@@ -33,7 +33,7 @@ _SWEEP_KEYS = ("name", "description", "baseline", "runs_dir", "gpus", "concurren
 _SERVER_KEYS = ("args", "env")
 
 
-def build_sweep(r: Reader, data: dict, text: str, path: Path, shown: str) -> Sweep:
+def build_sweep(r: Reader, data: dict[str, Any], text: str, path: Path, shown: str) -> Sweep:
     """The sweep, with defaults standing in for every part that had an issue (recorded in ``r``)."""
     r.table(data, (), _TOP_KEYS)
     base_dir = path.parent
@@ -56,7 +56,7 @@ def build_sweep(r: Reader, data: dict, text: str, path: Path, shown: str) -> Swe
     )
 
 
-def _sweep_table(r: Reader, data: dict, path: Path) -> dict[str, Any]:
+def _sweep_table(r: Reader, data: dict[str, Any], path: Path) -> dict[str, Any]:
     """``[sweep]``'s values by name (defaults for the ones with an issue)."""
     sweep_t = r.table(data.get("sweep", {}), ("sweep",), _SWEEP_KEYS)
     if "sweep" not in data:
@@ -125,7 +125,7 @@ def _workloads(r: Reader, workloads_raw: Any, defaults: WorkloadDefaults, base_d
     return []
 
 
-def _each_workload(r: Reader, workloads_raw: list[dict], defaults: WorkloadDefaults,
+def _each_workload(r: Reader, workloads_raw: list[dict[str, Any]], defaults: WorkloadDefaults,
                    base_dir: Path) -> list[WorkloadSpec]:
     workloads: list[WorkloadSpec] = []
     seen: dict[str, int] = {}
@@ -152,7 +152,7 @@ def _each_workload(r: Reader, workloads_raw: list[dict], defaults: WorkloadDefau
     return workloads
 
 
-def _gpus(r: Reader, sweep_t: dict) -> tuple[int, ...] | None:
+def _gpus(r: Reader, sweep_t: dict[str, Any]) -> tuple[int, ...] | None:
     value = sweep_t.get("gpus", "all")
     key = ("sweep", "gpus")
     if value == "all":

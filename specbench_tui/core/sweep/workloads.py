@@ -46,7 +46,7 @@ class WorkloadDefaults:
     """The engine profile (whether it can flush decides whether ``cache = "cold"`` is possible)."""
 
 
-def workload_spec(r: Reader, index: int, raw: dict, defaults: WorkloadDefaults, base_dir: Path) -> WorkloadSpec | None:
+def workload_spec(r: Reader, index: int, raw: dict[str, Any], defaults: WorkloadDefaults, base_dir: Path) -> WorkloadSpec | None:
     key: KeyPath = ("workloads", index)
     kind = r.get(raw, key, "kind", (str,), required=True)
     if kind is None:
@@ -82,7 +82,7 @@ def workload_spec(r: Reader, index: int, raw: dict, defaults: WorkloadDefaults, 
     )
 
 
-def _common_params(r: Reader, key: KeyPath, raw: dict, defaults: WorkloadDefaults) -> dict[str, Any]:
+def _common_params(r: Reader, key: KeyPath, raw: dict[str, Any], defaults: WorkloadDefaults) -> dict[str, Any]:
     """The parameters every kind takes (repeats and warm-up default to the sweep's)."""
     common: dict[str, Any] = {}
     for pname, spec in COMMON_PARAMS.items():
@@ -101,7 +101,7 @@ def _common_params(r: Reader, key: KeyPath, raw: dict, defaults: WorkloadDefault
     return common
 
 
-def _kind_params(r: Reader, key: KeyPath, raw: dict, kind_params: Mapping[str, ParamSpec]) -> dict[str, Any]:
+def _kind_params(r: Reader, key: KeyPath, raw: dict[str, Any], kind_params: Mapping[str, ParamSpec]) -> dict[str, Any]:
     """The kind's own parameters, each checked against its :class:`ParamSpec` (a bad one is left out)."""
     params: dict[str, Any] = {}
     for pname, spec in kind_params.items():
