@@ -447,6 +447,7 @@ class Engine:
         bs = len(batch)
         steps = self.adaptive.activate_for_batch(bs) if self.adaptive else None
         depth = self.speed.depth if steps is None else steps
+        proposed = self.speed.verify_width - 1 if steps is None else steps  # accept rate: per draft token verified
         duration = self.speed.step_seconds(bs, sum(r.context_tokens for r in batch), self.rng, steps)
         now = time.monotonic()
         base = self._cadence if self._cadence is not None and now - self._cadence < duration else now
@@ -469,7 +470,7 @@ class Engine:
             req.correct_drafts += accepted
             if req.histogram:
                 req.histogram[min(accepted, len(req.histogram) - 1)] += 1
-            self._iv[req.dp_rank].add(got, accepted, depth)
+            self._iv[req.dp_rank].add(got, accepted, proposed)
         if self.adaptive:
             self.adaptive.on_verify_complete(correct, bs)
         self.running = [r for r in self.running if not r.finished]

@@ -137,12 +137,12 @@ class DecodeInterval:
     forwards: int = 0
     proposed: int = 0
 
-    def add(self, got: int, accepted: int, depth: int) -> None:
+    def add(self, got: int, accepted: int, proposed: int) -> None:
         self.tokens += got
         self.accept_tokens += got
         self.correct += accepted
         self.forwards += 1
-        self.proposed += max(1, depth)
+        self.proposed += max(1, proposed)
 
     def merge(self, other: DecodeInterval) -> None:
         for name in ("tokens", "accept_tokens", "correct", "forwards", "proposed"):
