@@ -165,7 +165,16 @@ def isolated_python(module: str, *args: str, python: str | None = None) -> list[
     user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else None
     sitedirs = [user_site] if user_site and user_site in path else []
     spec = json.dumps({"path": path, "sitedirs": sitedirs})
-    return [python or sys.executable, "-I", "-c", _BOOTSTRAP, spec, module, *args]
+    return [python or sys.executable, *_runtime_flags(), "-I", "-c", _BOOTSTRAP, spec, module, *args]
+
+
+def _runtime_flags() -> list[str]:
+    """This interpreter's own options as flags (``-W`` warning filters, ``-X`` options, ``-B``, ``-O``), the way
+    :mod:`multiprocessing` passes them on (isolated mode keeps the child from reading ``PYTHON*`` variables)."""
+    import subprocess
+
+    flags: list[str] = list(getattr(subprocess, "_args_from_interpreter_flags", list)())
+    return [flag for flag in flags if flag not in ("-I", "-E", "-s", "-P", "-S")]
 
 
 def isolated_script(script: Path | str, *args: str, python: str | None = None) -> list[str]:

@@ -303,16 +303,17 @@ def test_the_isolated_interpreter_keeps_the_import_path_but_not_the_working_dire
     probe.mkdir()
     (probe / "probe_mod.py").write_text(code + "\n")
     argv = isolated_python("probe_mod")
-    spec = json.loads(argv[4])
+    at = argv.index("-c") + 2  # python [this interpreter's -W/-X flags] -I -c BOOTSTRAP SPEC MODULE ARGS
+    spec = json.loads(argv[at])
     spec["path"].append(str(probe))
-    argv[4] = json.dumps(spec)
+    argv[at] = json.dumps(spec)
     done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     where, isolated = json.loads(done.stdout)
     import specbench_tui
 
     assert where == specbench_tui.__file__ and isolated == 1
-    assert argv[1] == "-I" and "-P" not in argv
+    assert argv[at - 3] == "-I" and "-P" not in argv and argv[at + 1] == "probe_mod"
     checkout = Path(specbench_tui.__file__).resolve().parent.parent  # an editable install, run from its checkout
     done = subprocess.run(argv, cwd=checkout, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and json.loads(done.stdout)[0] == specbench_tui.__file__, done.stderr
