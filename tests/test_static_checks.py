@@ -96,8 +96,6 @@ KNOWN_CYCLES: set[frozenset[str]] = {
     frozenset({"specbench_tui.engine.attempt", "specbench_tui.engine.loadsweep"}),
     # The Ray executor calls the package's mark_head_lost; the package imports the executor when Ray is chosen.
     frozenset({"specbench_tui.engine.cluster", "specbench_tui.engine.cluster.ray_executor"}),
-    # The scheduler is typed against the orchestrator it reaches into (issue #30: a small interface instead).
-    frozenset({"specbench_tui.engine.orchestrator", "specbench_tui.engine.scheduler"}),
     # The palette's commands are typed against the app that lists them.
     frozenset({"specbench_tui.tui.app", "specbench_tui.tui.commands"}),
 }

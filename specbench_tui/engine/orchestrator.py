@@ -169,6 +169,10 @@ class Orchestrator:
             self._store_error = reason
             self.abort(now=True)
 
+    def log_path(self, config: PlannedConfig) -> Path:
+        """Where ``config``'s server log goes in the run directory."""
+        return self.run_dir.log_path(config.name, config.id)
+
     def gpus_held(self, message: str) -> None:
         """A stopped server's GPUs stayed held: the sweep fails cleanly (the running neighbours finish their
         request; nothing new launches)."""
@@ -222,19 +226,17 @@ class Orchestrator:
 
     @property
     def paused(self) -> bool:
-        return not self.scheduler.signals.unpaused.is_set()
+        return self.scheduler.paused
 
     def pause(self) -> Outcome:
         outcome = outcome_of("pause", paused=self.paused)
-        if outcome.changed:
-            self.scheduler.signals.unpaused.clear()
+        if outcome.changed and self.scheduler.pause():
             self.publish(QueuePaused())
         return outcome
 
     def resume(self) -> Outcome:
         outcome = outcome_of("resume", paused=self.paused)
-        if outcome.changed:
-            self.scheduler.signals.unpaused.set()
+        if outcome.changed and self.scheduler.resume():
             self.publish(QueueResumed())
         return outcome
 
@@ -242,44 +244,29 @@ class Orchestrator:
         """What ``skip`` or ``retry`` of ``config_id`` does now (:func:`~specbench_tui.engine.control.outcome_of`)."""
         config = self.plan.by_id(config_id) if any(c.id == config_id for c in self.plan.configs) else None
         state = self.states.get(config_id) if config is not None else None
-        return outcome_of(command, state=state, queued=config_id in self.scheduler.queue,
+        return outcome_of(command, state=state, queued=self.scheduler.queued(config_id),
                           excluded=config.skip_reason if config is not None else None,
                           name=config.name if config is not None else config_id, config_id=config_id)
 
     def skip(self, config_id: str) -> Outcome:
         outcome = self._command_outcome("skip", config_id)
-        scheduler = self.scheduler
-        control = scheduler.controls.get(config_id)
-        if control is not None:
-            control.skip.set()
-        elif outcome.changed and self.states.get(config_id) == ConfigState.PENDING:
-            if config_id in scheduler.queue:  # not reached yet: skipped now, so every view says so at once
-                scheduler.queue.remove(config_id)
-                self.finish_config(self.plan.by_id(config_id), ConfigState.SKIPPED, "skipped by the user")
-            else:  # being placed (waiting for GPUs): the queue drops it there
-                scheduler.skip_pending.add(config_id)
-            scheduler.signals.queue_changed.set()
+        pending = outcome.changed and self.states.get(config_id) == ConfigState.PENDING
+        if self.scheduler.skip(config_id, pending=pending) == "dequeued":  # not reached yet: skipped now, so
+            # every view says so at once (one being placed is dropped when placement reaches it)
+            self.finish_config(self.plan.by_id(config_id), ConfigState.SKIPPED, "skipped by the user")
         return outcome
 
     def retry(self, config_id: str) -> Outcome:
         outcome = self._command_outcome("retry", config_id)
         if outcome.changed:
-            scheduler = self.scheduler
             config = self.plan.by_id(config_id)
-            scheduler.skip_pending.discard(config_id)
             self._forget_errors(config_id)
-            scheduler.queue.append(config_id)
             self.set_state(config, ConfigState.PENDING, "queued again")
-            scheduler.signals.queue_changed.set()
+            self.scheduler.requeue(config_id)
         return outcome
 
     def abort(self, now: bool = False) -> Outcome:
-        signals = self.scheduler.signals
-        signals.stop_soon.set()
-        if now:  # the request in flight is cancelled; a grace wait in progress ends: SIGKILL of every tree
-            signals.stop_now.set()
-        signals.unpaused.set()
-        signals.queue_changed.set()
+        self.scheduler.abort(now)  # now: the request in flight is cancelled, a grace wait ends (SIGKILL)
         return outcome_of("abort")
 
     # -- resume ----------------------------------------------------------------------------------------
@@ -294,7 +281,7 @@ class Orchestrator:
                 self._attempts[event.config_id] = max(self._attempts.get(event.config_id, 0), event.attempt)
                 launched[event.config_id] = event.ts
             if isinstance(event, ConfigFinished) and event.config_id in launched:
-                self.scheduler.durations[event.config_id] = max(0.0, event.ts - launched.pop(event.config_id))
+                self.scheduler.record_duration(event.config_id, event.ts - launched.pop(event.config_id))
             if isinstance(event, ConfigStateChanged) and event.config_id in self.states:
                 if event.state in (ConfigState.LAUNCHING, ConfigState.PENDING, ConfigState.NODE_LOST):
                     in_progress.add(event.config_id)
@@ -315,7 +302,7 @@ class Orchestrator:
         """Expected wall seconds per configuration id (from an earlier run of the same plan), so that a
         concurrent sweep is placed well from its start; configurations finishing here refine them."""
         known = {c.id for c in self.plan.configs}
-        self.scheduler.durations.update({k: float(v) for k, v in seconds.items() if k in known and v >= 0})
+        self.scheduler.seed_durations({k: float(v) for k, v in seconds.items() if k in known and v >= 0})
 
     def _forget_errors(self, config_id: str) -> None:
         """A retried configuration re-measures the keys that errored; its good measurements are kept."""
@@ -372,7 +359,7 @@ class Orchestrator:
             await scheduler.drain()
             await scheduler.search_rounds()
         finally:
-            await self.executor.close(now=scheduler.signals.stop_now.is_set())
+            await self.executor.close(now=scheduler.stopping_now)
             await self.machine.stop_sampler()
             await self._await_env()
         return self._finish()
@@ -383,7 +370,7 @@ class Orchestrator:
             return
         with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
             await asyncio.wait_for(asyncio.shield(task),
-                                   timeout=3.0 if self.scheduler.signals.stop_now.is_set() else 40.0)
+                                   timeout=3.0 if self.scheduler.stopping_now else 40.0)
 
     def _finish(self) -> SweepOutcome:
         failure: SweepFailure | None = None

@@ -12,6 +12,12 @@ Estimates (concurrent placement): each configuration's expected duration is take
 finished). An ``interrupted`` configuration (abort, Ctrl-C, kill) gets no :class:`ConfigFinished`, so resume
 runs it again from its first missing measurement key; ``relaunch`` puts it first in line again; ``node_lost``
 queues it again up to ``[cluster] node_retries`` times, then fails it.
+
+The seam: the scheduler owns the queue and the control signals behind a small interface the orchestrator calls
+(:meth:`Scheduler.pause`, :meth:`~Scheduler.resume`, :meth:`~Scheduler.abort`, :meth:`~Scheduler.skip`,
+:meth:`~Scheduler.requeue`, :meth:`~Scheduler.queued`, :meth:`~Scheduler.record_duration`), and it sees the
+orchestrator only as a :class:`Sweep` (what it needs of the engine that owns the sweep). Neither module imports
+the other's class.
 """
 
 from __future__ import annotations
@@ -19,22 +25,69 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any, Literal, Protocol
 
 from specbench_tui.core.events import ConfigFinished, ConfigState, ConfigStateChanged, Event, Notice
 from specbench_tui.core.cluster_placement import order_on_cluster
 from specbench_tui.core.placement import Placeable, order_configs
-from specbench_tui.core.plan import PlannedConfig
+from specbench_tui.core.plan import Plan, PlannedConfig
 from specbench_tui.core.records import Measurement, MeasurementKey
 from specbench_tui.engine.executor import Executor, Job, JobControl, OpenFailed, Outcome, Placement, Placer
-from specbench_tui.engine.loadsweep import MAX_ROUNDS
+from specbench_tui.engine.loadsweep import MAX_ROUNDS, LoadDriver
 from specbench_tui.engine.server import first_of
 from specbench_tui.engine.workloads import Workload
 
-if TYPE_CHECKING:
-    from specbench_tui.engine.orchestrator import Orchestrator
+
+class Sweep(Protocol):
+    """What the scheduler needs of the engine that owns the sweep (:class:`~specbench_tui.engine.orchestrator.
+    Orchestrator` is one): the plan and where each configuration stands, and where events and measurements go."""
+
+    @property
+    def plan(self) -> Plan: ...
+
+    @property
+    def states(self) -> dict[str, ConfigState]: ...
+
+    @property
+    def load(self) -> LoadDriver: ...
+
+    @property
+    def workloads(self) -> list[Workload]: ...
+
+    @property
+    def done_keys(self) -> set[MeasurementKey]: ...
+
+    def publish(self, event: Event) -> None: ...
+
+    def set_state(self, config: PlannedConfig, state: ConfigState, reason: str | None = None) -> None: ...
+
+    def finish_config(self, config: PlannedConfig, state: ConfigState, reason: str | None, **extra: Any) -> None: ...
+
+    def record(self, measurement: Measurement) -> None: ...
+
+    def fail_store(self, reason: str) -> None: ...
+
+    def expected(self, config_id: str, workload: Workload) -> list[MeasurementKey]: ...
+
+    def all_done(self, config: PlannedConfig) -> bool: ...
+
+    def next_attempt(self, config_id: str) -> int: ...
+
+    def gpus_needed(self, config: PlannedConfig) -> int: ...
+
+    def gpus_held(self, message: str) -> None: ...
+
+    def log_path(self, config: PlannedConfig) -> Path:
+        """Where the configuration's server log goes."""
+        ...
+
+
+SkipWhere = Literal["running", "dequeued", "placing"]
+"""Where a skip found its configuration: running (its job is told), still queued (taken out: the caller
+finishes it as skipped), or being placed (the queue drops it there)."""
 
 @dataclass
 class Signals:
@@ -57,7 +110,7 @@ class Signals:
 class RunSink:
     """The engine's side of one job (a :class:`~specbench_tui.engine.executor.JobSink`)."""
 
-    def __init__(self, orch: Orchestrator, config: PlannedConfig) -> None:
+    def __init__(self, orch: Sweep, config: PlannedConfig) -> None:
         self.orch = orch
         self.config = config
 
@@ -71,7 +124,7 @@ class RunSink:
         self.orch.record(measurement)
 
     def server_log(self, lines: Sequence[str]) -> None:
-        path = self.orch.run_dir.log_path(self.config.name, self.config.id)
+        path = self.orch.log_path(self.config)
         try:
             with path.open("a", encoding="utf-8") as log:
                 log.writelines(f"{line}\n" for line in lines)
@@ -97,7 +150,7 @@ class RunSink:
 class Scheduler:
     """Queue, placement and estimates for one sweep."""
 
-    def __init__(self, orch: Orchestrator, executor: Executor) -> None:
+    def __init__(self, orch: Sweep, executor: Executor) -> None:
         self.orch = orch
         self.plan = orch.plan
         self.executor = executor
@@ -119,6 +172,73 @@ class Scheduler:
     @property
     def aborting(self) -> bool:
         return self.signals.stop_soon.is_set()
+
+    # -- the interface the orchestrator calls ----------------------------------------------------------
+
+    @property
+    def paused(self) -> bool:
+        return not self.signals.unpaused.is_set()
+
+    @property
+    def stopping_now(self) -> bool:
+        """``abort(now=True)`` was asked: the request in flight is abandoned."""
+        return self.signals.stop_now.is_set()
+
+    def pause(self) -> bool:
+        """Nothing new starts (jobs stop between requests); True when this paused the queue."""
+        if self.paused:
+            return False
+        self.signals.unpaused.clear()
+        return True
+
+    def resume(self) -> bool:
+        """True when this resumed a paused queue."""
+        if not self.paused:
+            return False
+        self.signals.unpaused.set()
+        return True
+
+    def abort(self, now: bool = False) -> None:
+        """Nothing new launches; with ``now`` the request in flight is cancelled (and a grace wait ends)."""
+        self.signals.stop_soon.set()
+        if now:
+            self.signals.stop_now.set()
+        self.signals.unpaused.set()
+        self.signals.queue_changed.set()
+
+    def queued(self, config_id: str) -> bool:
+        return config_id in self.queue
+
+    def skip(self, config_id: str, *, pending: bool) -> SkipWhere | None:
+        """Skip ``config_id``: a running one's job is told; a ``pending`` one is taken out of the queue (or
+        dropped when placement reaches it). None: nothing to skip here."""
+        control = self.controls.get(config_id)
+        if control is not None:
+            control.skip.set()
+            return "running"
+        if not pending:
+            return None
+        where: SkipWhere = "placing"
+        if config_id in self.queue:
+            self.queue.remove(config_id)
+            where = "dequeued"
+        else:
+            self.skip_pending.add(config_id)
+        self.signals.queue_changed.set()
+        return where
+
+    def requeue(self, config_id: str) -> None:
+        """Queue ``config_id`` again, last in line (a retry)."""
+        self.skip_pending.discard(config_id)
+        self.queue.append(config_id)
+        self.signals.queue_changed.set()
+
+    def record_duration(self, config_id: str, seconds: float) -> None:
+        """Wall seconds a configuration took (a resumed run's earlier ones, for placement estimates)."""
+        self.durations[config_id] = max(0.0, seconds)
+
+    def seed_durations(self, seconds: Mapping[str, float]) -> None:
+        self.durations.update(seconds)
 
     def queue_initial(self, resumed: bool) -> None:
         orch = self.orch
