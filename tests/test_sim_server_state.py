@@ -109,6 +109,9 @@ def test_flush_cache_is_refused_while_a_request_runs_and_deferred_with_a_timeout
         assert (refused.status_code, refused.text) == (400, "Flush cache failed.\n")
         line = ngram.wait_for_line("Cache not flushed because there are pending requests.")
         assert line.endswith("Cache not flushed because there are pending requests. #queue-req: 0, #running-req: 1")
+        timed_out = client.post("/flush_cache", params={"timeout": 0.2})
+        assert (timed_out.status_code, timed_out.text) == (400, "Timed out waiting for idle state.")
+        ngram.wait_for_line("Deferred flush_cache timed out while waiting for idle state.")
         deferred = client.post("/flush_cache", params={"timeout": 60})  # waits until the stream finished
         assert (deferred.status_code, deferred.text) == (200, FLUSH_OK)
         worker.join(60)

@@ -7,9 +7,11 @@ with ``error: unrecognized arguments`` and exit code 2. Flag names, aliases, def
 come from the reference (``docs/simulator.md`` lists them). Fork-only DDTree flags are included because the
 simulator plays a server built from those forks.
 
-:func:`resolve` then applies the resolution rules that matter for a sweep (speculative defaults and their
-warnings, ``max_running_requests`` reset to 48, DDTree forcing ``disable_overlap_schedule``), raising
-:class:`ResolutionError` with SGLang's exception text where SGLang would fail at start-up.
+:func:`resolve` then applies the resolution rules that matter for a sweep: the generic ones here, the
+speculative ones handler by handler in :mod:`specbench_tui.sim.spec_hook` (SGLang's ``speculative_hook.py``:
+defaults and their warnings, the 48 reset of every algorithm but UNO, adaptive steps, DDTree forcing
+``disable_overlap_schedule``), raising :class:`ResolutionError` with SGLang's exception text where SGLang would
+fail at start-up.
 """
 
 from __future__ import annotations
