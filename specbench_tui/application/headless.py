@@ -27,7 +27,8 @@ import signal
 import sys
 import time
 from collections import defaultdict
-from typing import Any, TextIO
+from collections.abc import Callable
+from typing import Any, ClassVar, TextIO
 
 from specbench_tui.core.engines import simulator
 from specbench_tui.core.events import (
@@ -96,48 +97,68 @@ class Printer:
     def __call__(self, event: Event) -> None:
         self.ledger.apply(event)
         name = self.names.get(getattr(event, "config_id", ""), "")
-        if isinstance(event, SweepStarted):
-            self._say(f"sweep {event.sweep}: {event.total_configs} configurations"
-                      f"{' (resumed)' if event.resumed else ''} -> {event.run_dir}")
-            if simulator.simulated(self.plan.sweep.engine):
-                self._say(SIMULATED_LINE)
-        elif isinstance(event, ServerLaunching):
-            attempt = f" attempt {event.attempt}" if event.attempt > 1 else ""
-            where = f"GPU {','.join(map(str, event.gpus))}" if event.gpus else "CPU (no GPU)"
-            where += f" of node {event.node}" if event.node else ""
-            self._say(f"{name}: launching{attempt} on {where}, port {event.port} "
-                      f"(pid {event.pid})")
-        elif isinstance(event, NodeFingerprinted):
-            self._say(f"node {event.node}: {describe_gpus(event.fingerprint)}")
-        elif isinstance(event, ServerReady):
-            context = f", context {event.context_length}" if event.context_length else ""
-            self._say(f"{name}: ready in {event.startup_s:.1f} s{context}")
-        elif isinstance(event, CrashDetected):
-            self._say(f"{name}: CRASH {event.signature} (log line {event.log_line_number}): {event.line.strip()[:200]}")
-            self.write("\n".join(f"    | {line[:300]}" for line in event.excerpt))
-        elif isinstance(event, MeasurementRecorded):
-            self._measurement(name, event)
-        elif isinstance(event, WorkloadFinished):
-            self._workload(name, event)
-        elif isinstance(event, WorkloadNotRun):
-            self.not_run[event.config_id].append(event.workload)
-        elif isinstance(event, ServerStopped):
-            if event.leftover_pids:
-                self._say(f"{name}: server stopped, but pids {list(event.leftover_pids)} survived")
-        elif isinstance(event, ConfigFinished):
-            self._not_run(event)
-            if event.state == ConfigState.SKIPPED and event.reason and not self._started_server(event.config_id):
-                self._say(f"{event.name}: skipped ({event.reason})")
-            else:
-                extra = f" [{event.signature}]" if event.signature else ""
-                self._say(f"{event.name}: {event.state.value.upper()}{extra}"
-                          f"{f' - {event.reason}' if event.reason else ''}")
-        elif isinstance(event, Notice):
-            self._say(f"{event.level}: {event.text}")
-        elif isinstance(event, (QueuePaused, QueueResumed)):
-            self._say("queue paused" if isinstance(event, QueuePaused) else "queue resumed")
-        elif isinstance(event, SweepFinished):
-            self._say(f"sweep {event.state}{f': {event.reason}' if event.reason else ''}")
+        for kind, say in self._SAYS:
+            if isinstance(event, kind):
+                say(self, name, event)
+                return
+
+    def _started(self, _: str, event: SweepStarted) -> None:
+        self._say(f"sweep {event.sweep}: {event.total_configs} configurations"
+                  f"{' (resumed)' if event.resumed else ''} -> {event.run_dir}")
+        if simulator.simulated(self.plan.sweep.engine):
+            self._say(SIMULATED_LINE)
+
+    def _launching(self, name: str, event: ServerLaunching) -> None:
+        attempt = f" attempt {event.attempt}" if event.attempt > 1 else ""
+        where = f"GPU {','.join(map(str, event.gpus))}" if event.gpus else "CPU (no GPU)"
+        where += f" of node {event.node}" if event.node else ""
+        self._say(f"{name}: launching{attempt} on {where}, port {event.port} (pid {event.pid})")
+
+    def _fingerprinted(self, _: str, event: NodeFingerprinted) -> None:
+        self._say(f"node {event.node}: {describe_gpus(event.fingerprint)}")
+
+    def _ready(self, name: str, event: ServerReady) -> None:
+        context = f", context {event.context_length}" if event.context_length else ""
+        self._say(f"{name}: ready in {event.startup_s:.1f} s{context}")
+
+    def _crash(self, name: str, event: CrashDetected) -> None:
+        self._say(f"{name}: CRASH {event.signature} (log line {event.log_line_number}): {event.line.strip()[:200]}")
+        self.write("\n".join(f"    | {line[:300]}" for line in event.excerpt))
+
+    def _workload_not_run(self, _: str, event: WorkloadNotRun) -> None:
+        self.not_run[event.config_id].append(event.workload)
+
+    def _stopped(self, name: str, event: ServerStopped) -> None:
+        if event.leftover_pids:
+            self._say(f"{name}: server stopped, but pids {list(event.leftover_pids)} survived")
+
+    def _finished(self, _: str, event: ConfigFinished) -> None:
+        self._not_run(event)
+        if event.state == ConfigState.SKIPPED and event.reason and not self._started_server(event.config_id):
+            self._say(f"{event.name}: skipped ({event.reason})")
+        else:
+            extra = f" [{event.signature}]" if event.signature else ""
+            self._say(f"{event.name}: {event.state.value.upper()}{extra}"
+                      f"{f' - {event.reason}' if event.reason else ''}")
+
+    def _notice(self, _: str, event: Notice) -> None:
+        self._say(f"{event.level}: {event.text}")
+
+    def _queue(self, _: str, event: Event) -> None:
+        self._say("queue paused" if isinstance(event, QueuePaused) else "queue resumed")
+
+    def _sweep_finished(self, _: str, event: SweepFinished) -> None:
+        self._say(f"sweep {event.state}{f': {event.reason}' if event.reason else ''}")
+
+    _SAYS: ClassVar[tuple[tuple[type[Event] | tuple[type[Event], ...], Callable[..., None]], ...]] = (
+        (SweepStarted, _started), (ServerLaunching, _launching), (NodeFingerprinted, _fingerprinted),
+        (ServerReady, _ready), (CrashDetected, _crash),
+        (MeasurementRecorded, lambda self, name, event: self._measurement(name, event)),
+        (WorkloadFinished, lambda self, name, event: self._workload(name, event)),
+        (WorkloadNotRun, _workload_not_run), (ServerStopped, _stopped), (ConfigFinished, _finished),
+        (Notice, _notice), ((QueuePaused, QueueResumed), _queue), (SweepFinished, _sweep_finished),
+    )
+    """What each kind of event prints (the first kind it is an instance of)."""
 
     def _started_server(self, config_id: str) -> bool:
         return any(isinstance(e, ServerReady) and e.config_id == config_id for e in self.ledger.events)
