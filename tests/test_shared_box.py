@@ -314,6 +314,9 @@ def test_the_isolated_interpreter_keeps_the_import_path_but_not_the_working_dire
 
     assert where == specbench_tui.__file__ and isolated == 1
     assert argv[at - 3] == "-I" and "-P" not in argv and argv[at + 1] == "probe_mod"
+    from specbench_tui.engine.processes import KEEPER_PATH, keeper_argv
+
+    assert keeper_argv("--parent", "1")[1:] == ["-I", str(KEEPER_PATH), "--parent", "1"]  # stdlib only, isolated
     checkout = Path(specbench_tui.__file__).resolve().parent.parent  # an editable install, run from its checkout
     done = subprocess.run(argv, cwd=checkout, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and json.loads(done.stdout)[0] == specbench_tui.__file__, done.stderr
