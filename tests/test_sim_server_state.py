@@ -77,11 +77,18 @@ def test_ngram_repeat_is_drafted_from_the_corpus_until_flush_cache(ngram: SimPro
         resp = client.post("/flush_cache")
         assert (resp.status_code, resp.text) == (200, FLUSH_OK)
         flushed = generate(client, PROMPT, 61, ignore_eos=True)["meta_info"]
+        story = "Write a short story about a lighthouse."
+        sampled = [generate(client, story, 61, ignore_eos=True, temperature=0.8)["meta_info"] for _ in range(2)]
+        seeded = [generate(client, story, 61, ignore_eos=True, temperature=0.8, sampling_seed=5)["meta_info"]
+                  for _ in range(2)]
     # 60 tokens after the first: 30 verify steps cold; warm, 12 a step (5 steps), the last one short.
     assert first["spec_accept_length"] == pytest.approx(cold, abs=0.05)
     assert again["spec_accept_length"] == pytest.approx(61 / 5, abs=0.05) and again["spec_accept_length"] > 4 * cold
     assert other["spec_accept_length"] == pytest.approx(cold, abs=0.05)  # another prompt: another output
     assert flushed["spec_accept_length"] == pytest.approx(cold, abs=0.05)
+    # Sampling without a seed decodes other tokens each time (nothing to draft from); with one, the same tokens.
+    assert [m["spec_accept_length"] for m in sampled] == pytest.approx([cold, cold], abs=0.05)
+    assert seeded[1]["spec_accept_length"] > 4 * cold
     # The radix cache: the repeat's prompt was cached (all but the one token SGLang always computes).
     assert first["cached_tokens"] == 0 and again["cached_tokens"] == again["prompt_tokens"] - 1
     assert flushed["cached_tokens"] == 0

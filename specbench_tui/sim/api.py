@@ -334,6 +334,7 @@ class Api:
             rid=rid or uuid.uuid4().hex, input_ids=input_ids, prompt_text=prompt_text, kind=kind,
             max_new_tokens=max_new if max_new is not None else self.s.context_len - len(input_ids),
             temperature=temperature, ignore_eos=ignore_eos, natural_len=natural, seed=seed,
+            reproducible=temperature <= 0 or params.get("sampling_seed") is not None,
             **received_at,
         )
 

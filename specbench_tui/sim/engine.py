@@ -82,10 +82,13 @@ class Request:
     def context_tokens(self) -> int:
         return len(self.input_ids) + len(self.output_ids)
 
+    reproducible: bool = True  # greedy, or sampled with a sampling_seed: a repeat decodes the same tokens
+
     @property
-    def stream_key(self) -> tuple[str, int]:
-        """What fixes the output tokens (prompt kind and seed): NGRAM's corpus knows a stream by it."""
-        return (self.kind, self.seed)
+    def stream_key(self) -> tuple[str, int, str]:
+        """What fixes the output tokens (prompt kind and seed): NGRAM's corpus knows a stream by it. A sampled
+        request without a seed decodes its own tokens on a real server, so its stream is its own."""
+        return (self.kind, self.seed, "" if self.reproducible else self.rid)
 
 
 class Engine:
