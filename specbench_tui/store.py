@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from specbench_tui.core.events import Event, MeasurementRecorded, NodeFingerprinted, event_from_json
-from specbench_tui.core.records import Measurement, MeasurementKey
+from specbench_tui.core.fold import last_per_key
+from specbench_tui.core.records import Measurement
 
 
 _log = logging.getLogger(__name__)
@@ -420,16 +421,14 @@ class RunDir:
     def read_measurements(self, report: ReadReport | None = None) -> list[Measurement]:
         """Every measurement; for a key recorded twice (a retried configuration), the last one wins."""
         report = ReadReport() if report is None else report
-        latest: dict[MeasurementKey, Measurement] = {}
+        return last_per_key(self._measurements(report))
+
+    def _measurements(self, report: ReadReport) -> Iterator[Measurement]:
         for data in self.results.read(report):
             try:
-                measurement = Measurement.from_json(data)
+                yield Measurement.from_json(data)
             except (TypeError, ValueError) as exc:
                 _skip(report, RESULTS, f"{RESULTS}: malformed record skipped ({exc})")
-                continue
-            latest.pop(measurement.key, None)
-            latest[measurement.key] = measurement
-        return list(latest.values())
 
     def close(self) -> None:
         self.events.close()

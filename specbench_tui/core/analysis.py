@@ -89,11 +89,11 @@ from specbench_tui.core.events import (
     WorkloadNotRun,
     WorkloadStarted,
 )
+from specbench_tui.core.fold import last_per_key
 from specbench_tui.core.records import (
     STATUS_OK,
     STATUS_ZERO_OUTPUT,
     Measurement,
-    MeasurementKey,
 )
 from specbench_tui.core.results import (
     ACCEPT_FROM_SERVER,
@@ -120,11 +120,7 @@ def analyse(plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurem
     """Aggregate one run; see the module docstring for the rules. ``engine_alive=False`` says no engine owns
     the run directory: a configuration its events leave starting or running is then ``interrupted``."""
     plan_json = plan_json or {}
-    latest: dict[MeasurementKey, Measurement] = {}
-    for measurement in measurements:  # one per key, the last recorded (a retried key counts once)
-        latest.pop(measurement.key, None)
-        latest[measurement.key] = measurement
-    measurements = list(latest.values())
+    measurements = last_per_key(measurements)  # one per key, the last recorded (a retried key counts once)
     events = list(events)
     notes: list[str] = [str(n) for n in plan_json.get("notes", []) if n]
     if not plan_json.get("configs"):

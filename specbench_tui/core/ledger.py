@@ -17,8 +17,8 @@ What it keeps:
   ran of those to run, skipped ones apart, measurements on record. ``logs``, ``ps``, ``runs``, the TUI's header
   and ``report`` all count with :func:`progress` (``tests/test_counts_agree.py`` holds them to it).
 
-"The last record per key wins" is written here once (:meth:`Ledger.add`); readers of the run directory fold
-into a ledger rather than keep a dictionary of their own.
+"The last record per key wins" is written once, in :mod:`specbench_tui.core.fold`; the ledger applies it one
+measurement at a time, and readers of the run directory fold into a ledger or call it.
 
 It is pure: no I/O, no threads, no Textual. :meth:`Ledger.snapshot` hands an immutable copy to another thread,
 where :meth:`LedgerSnapshot.analyse` runs the analysis (the TUI does so off its UI thread).
@@ -32,6 +32,7 @@ from typing import Any
 
 from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.analysis import analyse
+from specbench_tui.core.fold import replace
 from specbench_tui.core.events import (
     ConfigFinished,
     ConfigState,
@@ -182,8 +183,7 @@ class Ledger:
 
     def add(self, measurement: Measurement) -> Measurement | None:
         """Record a measurement; the earlier one with its key (a retry's error) is replaced and returned."""
-        old = self.measurements.pop(measurement.key, None)
-        self.measurements[measurement.key] = measurement
+        old = replace(self.measurements, measurement)  # the one rule (core/fold.py): the last per key wins
         per_config = self.by_config.setdefault(measurement.config_id, Counts())
         if old is not None:
             self.counts.add(old, -1)
