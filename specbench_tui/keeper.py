@@ -1,8 +1,10 @@
 """The keeper: a small process between specbench and each server, so that every server process is accounted for.
 
-``python -m specbench_tui.keeper --parent PID --report-fd FD [--stop-signal N] -- ARGV...``
+``python -I specbench_tui/keeper.py --parent PID --report-fd FD [--stop-signal N] -- ARGV...``
 
-The engine launches this instead of the server itself. The keeper
+The engine launches this instead of the server itself (:func:`specbench_tui.engine.processes.keeper_argv`: by
+path, in isolated mode, so that nothing is imported from the working directory, this folder or the user site;
+the keeper needs only the standard library). The keeper
 
 - becomes a *child subreaper* (``PR_SET_CHILD_SUBREAPER``): a process of the server that double-forks and
   calls ``setsid()`` to escape (a daemonising launcher, a wrapper that does not ``exec``) is re-parented to
