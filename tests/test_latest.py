@@ -44,8 +44,11 @@ def test_report_and_compare_take_latest(runs: Path, capsys: pytest.CaptureFixtur
 
 def test_logs_latest_is_the_newest_run_directory_live_or_not(runs: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["logs", "latest"]) == 0
-    out = capsys.readouterr().out
-    assert "end of the run directory's record" in out and "120000_b" not in capsys.readouterr().err
+    latest = capsys.readouterr().out
+    assert main(["logs", str(runs / "2026-01-01_120000_b")]) == 0
+    assert capsys.readouterr().out == latest and "end of the run directory's record" in latest
+    assert main(["logs", "latest~1"]) == 0
+    assert capsys.readouterr().out != latest
 
 
 def test_live_only_where_it_makes_sense_and_no_blame(runs: Path, capsys: pytest.CaptureFixture) -> None:
