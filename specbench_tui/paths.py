@@ -63,8 +63,9 @@ def _owner_name(uid: int) -> str:
 
 
 def verify_private(path: Path) -> Path:
-    """``path`` as a directory of this user's alone, created (mode 0700) when missing; PrivateDirError when it is
-    a symbolic link, not a directory, someone else's, or open to others. Never follows a link at ``path``."""
+    """``path`` as a directory of this user's alone, created (mode 0700) when missing, made 0700 when others could
+    only read it; PrivateDirError when it is a symbolic link, not a directory, someone else's, or writable by
+    others. Never follows a link at ``path``."""
     try:
         path.mkdir(mode=0o700)
     except FileExistsError:
@@ -86,11 +87,23 @@ def verify_private(path: Path) -> Path:
     if info.st_uid != os.getuid():
         raise PrivateDirError(f"specbench: {path} belongs to {_owner_name(info.st_uid)}, not to you "
                               f"({_owner_name(os.getuid())}): its files cannot be trusted; {fix}")
-    if info.st_mode & 0o077:
-        raise PrivateDirError(f"specbench: {path} is open to other users (mode {stat.S_IMODE(info.st_mode):04o}): "
+    if info.st_mode & 0o077 and not info.st_mode & 0o022:  # readable by others, never writable: made private
+        _make_private(path)
+    elif info.st_mode & 0o077:
+        raise PrivateDirError(f"specbench: {path} is writable by other users (mode {stat.S_IMODE(info.st_mode):04o}): "
                               f"files in it may have been planted; make it private with chmod 700 {path} "
                               f"(after looking at what is in it), or set {PRIVATE_DIR_VAR} to another folder")
     return path
+
+
+def _make_private(path: Path) -> None:
+    """Mode 0700 on this user's own folder ``path`` that others could read but never write (nothing can have
+    been planted in it; an earlier specbench made ``$XDG_RUNTIME_DIR/specbench`` 0755), through a descriptor."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
 
 
 def private_dir(*parts: str) -> Path:

@@ -374,3 +374,22 @@ def test_another_users_leases_on_the_simulated_gpus_do_not_stall_a_simulated_swe
         for holder in holders:
             holder.kill()
             holder.wait(10)
+
+
+def test_a_private_folder_of_ones_own_is_made_private_or_refused_when_others_could_write_in_it(tmp_path):
+    """An earlier specbench left ``$XDG_RUNTIME_DIR/specbench`` 0755 (readable, never writable by others): it is
+    made 0700. A folder of one's own that others can write in may hold planted files: refused, with the fix."""
+    from specbench_tui.paths import verify_private
+
+    readable, writable = tmp_path / "readable", tmp_path / "writable"
+    readable.mkdir(mode=0o755)
+    readable.chmod(0o755)
+    writable.mkdir()
+    writable.chmod(0o777)
+    assert verify_private(readable) == readable and stat.S_IMODE(readable.stat().st_mode) == 0o700
+    with pytest.raises(PrivateDirError, match=r"writable by other users \(mode 0777\).*chmod 700"):
+        verify_private(writable)
+    link = tmp_path / "link"
+    link.symlink_to(readable)
+    with pytest.raises(PrivateDirError, match="is a symbolic link"):
+        verify_private(link)
