@@ -119,65 +119,82 @@ def build_rows(state: RunState | None, analysis: RunAnalysis | None,
         reason = known_reason or config.reason
         crash_note = f"✖ {signature or config.state}" + (f": {reason}" if reason and not signature else "")
         cells = analysis.rows_of(config.id)
-        shown = [r for r in cells if r.measured or (r.coverage == COVERAGE_NOT_RUN and not crashed)]
-        not_run = sum(1 for r in cells if r.coverage == COVERAGE_NOT_RUN)
-        for cell in shown:
-            notes = []
-            if crashed:
-                notes.append(crash_note)
-            coverage = cell.coverage_text()
-            if coverage and cell.measured:
-                notes.append(coverage)
-            if cell.n_zero_output:
-                notes.append(f"▲ {cell.n_zero_output}/{cell.n_ok + cell.n_zero_output + cell.n_error} zero output")
-            if cell.n_error:
-                notes.append(f"{cell.n_error} failed" + (" (in flight at the crash)" if cell.n_crash else ""))
-            if cell.n_clamped:
-                notes.append(f"{cell.n_clamped} clamped")
-            if cell.not_run:
-                notes.append(f"not run: {cell.not_run}")
-            if cell.accept_method == ACCEPT_FROM_SERVER and cell.accept_length is not None:
-                notes.append("accept: server counters")
-            notes.extend(_FLAG_NOTES[flag] for flag in cell.flags if flag in _FLAG_NOTES)
-            rows[row_key(config.id, cell.workload)] = ResultRow(
-                config=config.name, workload=cell.workload,
-                order=(order, workload_order.get(cell.workload, 1_000)),
-                count=cell.n_ok + cell.n_zero_output + cell.n_error,
-                tps=cell.decode_tps.median if cell.decode_tps else None,
-                all_zero=cell.n_ok == 0 and cell.n_zero_output > 0,
-                ttft_ms=cell.ttft_s.median * 1000 if cell.ttft_s else None, accept=cell.accept_length,
-                speedup=cell.speedup.median if cell.speedup and cell.speedup_note != "baseline" else None,
-                is_baseline=cell.speedup_note == "baseline", crashed=crashed, zero_output=cell.n_zero_output,
-                errors=cell.n_error, note=" · ".join(notes), partial=cell.partial)
-        load = analysis.load
-        for w_index, load_workload in enumerate(load.workloads if load is not None else ()):
-            crossover = load.crossover(config.id, load_workload.name)
-            labels = load_workload.spec.points()
-            for point in load.points_of(config.id, load_workload.name):  # a row per measured load point
-                notes = [f"✖ {signature or config.state}"] if crashed else []
-                if point.noisy:
-                    notes.append(f"noisy: {point.noise}")
-                if crossover is not None:
-                    notes.append(f"B* {crossover.text}")
-                if point.meets_slo is not None:
-                    notes.append(f"SLO {'met' if point.meets_slo else 'missed'}")
-                if point.n_error:
-                    notes.append(f"{point.n_error} failed")
-                rows[row_key(config.id, f"{load_workload.name}@{point.load}")] = ResultRow(
-                    config=config.name, workload=f"{load_workload.name} @{point.load}",
-                    order=(order, 2_000 + w_index * 100 + (labels.index(point.load) if point.load in labels else 99)),
-                    count=point.n_ok + point.n_zero_output + point.n_error,
-                    tps=point.per_user_tps.median if point.per_user_tps else None,
-                    all_zero=point.n_ok == 0 and point.n_zero_output > 0,
-                    ttft_ms=point.ttft_s.p50 * 1000 if point.ttft_s and point.ttft_s.p50 is not None else None,
-                    accept=point.accept_length, speedup=point.speedup.median if point.speedup else None,
-                    is_baseline=config.is_baseline, crashed=crashed, zero_output=point.n_zero_output,
-                    errors=point.n_error, note=" · ".join(notes))
+        for cell in cells:
+            if cell.measured or (cell.coverage == COVERAGE_NOT_RUN and not crashed):
+                rows[row_key(config.id, cell.workload)] = _cell_row(
+                    config, cell, (order, workload_order.get(cell.workload, 1_000)), crashed,
+                    crash_note if crashed else None)
+        rows.update(_point_rows(analysis, config, order, crashed, f"✖ {signature or config.state}"))
         if crashed and not any(r.measured for r in cells):
+            not_run = sum(1 for r in cells if r.coverage == COVERAGE_NOT_RUN)
             rows[row_key(config.id, None)] = ResultRow(
                 config=config.name, workload="—", order=(order, -1), count=0, tps=None, all_zero=False,
                 ttft_ms=None, accept=None, speedup=None, is_baseline=False, crashed=True, zero_output=0, errors=0,
                 note=crash_note + (f" · {not_run} workload{'s' if not_run != 1 else ''} not run" if not_run else ""))
+    return rows
+
+
+def _cell_notes(cell: Any, crash_note: str | None) -> list[str]:
+    """What a workload's row says besides its figures: the crash, coverage, zero output, errors, flags."""
+    notes = [crash_note] if crash_note else []
+    coverage = cell.coverage_text()
+    if coverage and cell.measured:
+        notes.append(coverage)
+    if cell.n_zero_output:
+        notes.append(f"▲ {cell.n_zero_output}/{cell.n_ok + cell.n_zero_output + cell.n_error} zero output")
+    if cell.n_error:
+        notes.append(f"{cell.n_error} failed" + (" (in flight at the crash)" if cell.n_crash else ""))
+    if cell.n_clamped:
+        notes.append(f"{cell.n_clamped} clamped")
+    if cell.not_run:
+        notes.append(f"not run: {cell.not_run}")
+    if cell.accept_method == ACCEPT_FROM_SERVER and cell.accept_length is not None:
+        notes.append("accept: server counters")
+    notes.extend(_FLAG_NOTES[flag] for flag in cell.flags if flag in _FLAG_NOTES)
+    return notes
+
+
+def _cell_row(config: Any, cell: Any, order: tuple[int, int], crashed: bool, crash_note: str | None) -> ResultRow:
+    """The row of one (configuration, sequential workload)."""
+    return ResultRow(
+        config=config.name, workload=cell.workload, order=order,
+        count=cell.n_ok + cell.n_zero_output + cell.n_error,
+        tps=cell.decode_tps.median if cell.decode_tps else None,
+        all_zero=cell.n_ok == 0 and cell.n_zero_output > 0,
+        ttft_ms=cell.ttft_s.median * 1000 if cell.ttft_s else None, accept=cell.accept_length,
+        speedup=cell.speedup.median if cell.speedup and cell.speedup_note != "baseline" else None,
+        is_baseline=cell.speedup_note == "baseline", crashed=crashed, zero_output=cell.n_zero_output,
+        errors=cell.n_error, note=" · ".join(_cell_notes(cell, crash_note)), partial=cell.partial)
+
+
+def _point_rows(analysis: RunAnalysis, config: Any, order: int, crashed: bool,
+                crash_note: str) -> dict[str, ResultRow]:
+    """A row per measured load point of each load workload of ``config``."""
+    rows: dict[str, ResultRow] = {}
+    load = analysis.load
+    for w_index, load_workload in enumerate(load.workloads if load is not None else ()):
+        crossover = load.crossover(config.id, load_workload.name)
+        labels = load_workload.spec.points()
+        for point in load.points_of(config.id, load_workload.name):
+            notes = [crash_note] if crashed else []
+            if point.noisy:
+                notes.append(f"noisy: {point.noise}")
+            if crossover is not None:
+                notes.append(f"B* {crossover.text}")
+            if point.meets_slo is not None:
+                notes.append(f"SLO {'met' if point.meets_slo else 'missed'}")
+            if point.n_error:
+                notes.append(f"{point.n_error} failed")
+            rows[row_key(config.id, f"{load_workload.name}@{point.load}")] = ResultRow(
+                config=config.name, workload=f"{load_workload.name} @{point.load}",
+                order=(order, 2_000 + w_index * 100 + (labels.index(point.load) if point.load in labels else 99)),
+                count=point.n_ok + point.n_zero_output + point.n_error,
+                tps=point.per_user_tps.median if point.per_user_tps else None,
+                all_zero=point.n_ok == 0 and point.n_zero_output > 0,
+                ttft_ms=point.ttft_s.p50 * 1000 if point.ttft_s and point.ttft_s.p50 is not None else None,
+                accept=point.accept_length, speedup=point.speedup.median if point.speedup else None,
+                is_baseline=config.is_baseline, crashed=crashed, zero_output=point.n_zero_output,
+                errors=point.n_error, note=" · ".join(notes))
     return rows
 
 
