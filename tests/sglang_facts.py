@@ -494,3 +494,21 @@ def server_info_keys(root: Path) -> tuple[set[str], set[str]]:
     # Each state starts from the resolved fields (resolved_server_args_dict) and adds its own.
     states = src.subscript_keys(src.tree(root, "internal_state"), "state") | server_args_fields(root)
     return top, states
+
+
+def simulated_acceptance_env(root: Path) -> tuple[str, float]:
+    """The environment variable that makes SGLang's verifier accept a fixed length (``spec_utils.SIMULATE_ACC_LEN``,
+    on when above 0) and its default (off)."""
+    value = _assigned(src.tree(root, "spec_utils"), "SIMULATE_ACC_LEN")
+    assert isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "get" \
+        and isinstance(value.func.value, ast.Attribute) and ast.unparse(value.func.value.value) == "envs", \
+        ast.unparse(value)
+    name = value.func.value.attr
+    guard = ast.unparse(src.function(src.tree(root, "spec_utils"), "check_simulate_acc_token_mode"))
+    assert "SIMULATE_ACC_LEN > 0" in guard, "the simulated acceptance is no longer on above 0"
+    declared = _assigned(_class(src.tree(root, "environ"), "Envs"), name)
+    assert isinstance(declared, ast.Call) and ast.unparse(declared.func) == "EnvFloat" and declared.args, \
+        ast.unparse(declared)
+    default = ast.literal_eval(declared.args[0])
+    assert isinstance(default, (int, float)), default
+    return name, float(default)

@@ -48,6 +48,8 @@ FILES = {
     "tokenizer_control": "srt/managers/tokenizer_control_mixin.py",
     "common": "srt/utils/common.py",
     "server_args": "srt/server_args.py",
+    "environ": "srt/environ.py",
+    "spec_utils": "srt/speculative/spec_utils.py",
     "exec_fields": "srt/arg_groups/fields/exec_.py",
     "cuda_graph_hook": "srt/arg_groups/cuda_graph_hook.py",
     "memory_hook": "srt/arg_groups/memory_hook.py",

@@ -130,7 +130,7 @@ def parsed() -> dict[str, Any]:
     result = subprocess.run([str(python), "-c", PROBE, str(REPO / "tools")], input=json.dumps(request),
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"the SGLang parser probe failed (re-run {SETUP}):\n{result.stderr[-3000:]}"
-    data = json.loads(result.stdout)
+    data: dict[str, Any] = json.loads(result.stdout)
     data["argv"], data["unchecked"] = argvs, unchecked
     data["configs"] = _shipped_configs()
     return data

@@ -39,6 +39,7 @@ from specbench_tui.core.engines.sglang import SGLANG_ALGORITHMS
 from specbench_tui.core.engines.sglang import parse_batch_line
 from specbench_tui.core.engines.sglang import SGLANG_SIGNATURES
 from specbench_tui.core.engines import sglang as sglang_profile
+from specbench_tui.core import measure_notes
 from specbench_tui.core.metrics import Chunk
 from specbench_tui.core.signatures import SignatureSet
 from specbench_tui.engine.client import GenerateResult, ServerClient, _take_abort
@@ -453,11 +454,12 @@ def check_running_cap_reset(root: Path, observed: dict[str, Any]) -> None:
     for reset in resets.values():  # the warning names the value it set
         assert reset.warning.fullmatch(reset.warning.pattern.replace("\\", "")), reset.handler
         assert f" {reset.value} " in reset.warning.pattern.replace("\\", ""), reset.handler
-    # The product: one cap, and the algorithms that get it.
-    # TODO(issue 26): the product's constants SPECULATIVE_RUNNING_CAP and CAP_RESET_ALGORITHMS.
-    assert {v for v in caps.values() if v is not None} == {_product_fact("SPECULATIVE_RUNNING_CAP", 48)}
-    assert {a for a, v in caps.items() if v is not None} == set(_product_fact(
-        "CAP_RESET_ALGORITHMS", SGLANG_ALGORITHMS - {"NONE", "UNO"}))
+    # The product: one cap, and per algorithm the cap it plans for from the argv alone.
+    assert {v for v in caps.values() if v is not None} == {sglang_profile.SPECULATIVE_RESET_CAP}
+    for algorithm, value in caps.items():
+        argv = _algorithm_argv(algorithm)
+        assert SGLANG.planned_running_cap(argv) == value, (algorithm, value)  # what validate warns with
+        assert SGLANG.planned_running_cap([*argv, "--max-running-requests", "64"]) == 64, algorithm
     # The simulator: per algorithm, the same value and SGLang's own warning, once; UNO keeps the flag unset.
     for algorithm, value in caps.items():
         resolved = _sim_resolved(*_algorithm_argv(algorithm))
@@ -622,12 +624,23 @@ def check_server_info_keys(root: Path, observed: dict[str, Any]) -> None:
     for state in info["internal_states"]:
         assert set(state) - states == set(), sorted(set(state) - states)
 
+
+def check_simulated_acceptance_env(root: Path, observed: dict[str, Any]) -> None:
+    """The variable that fakes acceptance on a real server is the one ``validate`` warns about and the simulator
+    honours, off by default."""
+    name, default = facts.simulated_acceptance_env(root)
+    assert default <= 0  # off unless set
+    assert measure_notes.SIMULATED_ACCEPTANCE_ENV == name
+    engine = ast.parse((SIM_ROOT / "engine.py").read_text(encoding="utf-8"))
+    read = [src.literal_text(a) for a in src.call_args(engine, "_env_float")]
+    assert name in read, read
+
 CHECKS = [check_ready_line, check_batch_lines, check_scheduler_prefixes, check_meta_info, check_messages,
           check_reserved_rule, check_process_titles, check_sigquit_texts, check_kv_warning, check_crash_lines,
           check_algorithms, check_freeze_gc, check_accept_length_totals, check_models_context,
           check_running_cap_reset, check_server_info_cap, check_adaptive, check_adaptive_reservation,
           check_ngram_and_dspark_defaults, check_retraction, check_flush_cache, check_graph_ceiling_product,
-          check_graph_ceiling_simulator, check_server_info_keys]
+          check_graph_ceiling_simulator, check_server_info_keys, check_simulated_acceptance_env]
 
 KNOWN_GAPS: dict[Any, str] = {
     # TODO(issue 26): core/engines/sglang.py _served_reserved_tokens ignores /server_info's speculative_adaptive.
@@ -740,6 +753,10 @@ MODIFICATIONS = [
     (check_flush_cache, "http_server", 'content = ret.message or "Flush cache failed.\\n"',
      'content = ret.message or "Cache not flushed.\\n"'),
     (check_flush_cache, "scheduler", "if self.is_fully_idle(ignore_waiting=self._engine_paused):", "if True:"),
+    (check_simulated_acceptance_env, "spec_utils", "SIMULATE_ACC_LEN = envs.SGLANG_SIMULATE_ACC_LEN.get()",
+     "SIMULATE_ACC_LEN = envs.SGLANG_SIMULATED_ACCEPT_LEN.get()"),
+    (check_simulated_acceptance_env, "environ", "SGLANG_SIMULATE_ACC_LEN = EnvFloat(-1)",
+     "SGLANG_SIMULATE_ACC_LEN = EnvFloat(2.5)"),
     (check_graph_ceiling_product, "cuda_graph_hook", '_set(Phase.DECODE, "max_bs", cfg.cuda_graph_max_bs_decode)',
      'declare_resolution(server_args, "x", cuda_graph_max_bs_decode=cfg.cuda_graph_max_bs_decode)'),
     (check_graph_ceiling_product, "cuda_graph_config", "    max_bs: Optional[int] = None\n",
@@ -769,6 +786,9 @@ OUR_MODIFICATIONS = [
     (check_models_context, "profile", "models_path", "/v1/model"),
     (check_server_info_cap, "profile", "running_cap", lambda info: info.get("max_running_requests")),
     (check_running_cap_reset, "spec_hook", "RESET_48", "Max running requests is reset to 48."),
+    (check_running_cap_reset, "sglang_profile", "SPECULATIVE_RESET_CAP", 32),
+    (check_running_cap_reset, "profile", "planned_running_cap", lambda argv: 48),
+    (check_simulated_acceptance_env, "measure_notes", "SIMULATED_ACCEPTANCE_ENV", "SGLANG_SIMULATE_ACCEPT"),
     (check_adaptive, "sglang_profile", "ADAPTIVE_TIERS", ((1, (1, 3, 5, 7)), (8, (0, 1, 3)), (24, (0, 1)),
                                                           (64, (0,)))),
     (check_adaptive, "sim_adaptive", "DEFAULT_ADAPTIVE_CONFIG", {"1": {"candidate_steps": [1, 3, 5, 7]}}),
@@ -788,7 +808,7 @@ def test_a_changed_product_or_simulator_fails_the_check(check: Any, where: str, 
     if where == "profile":
         monkeypatch.setattr(sys.modules[__name__], "SGLANG", _replaced_profile(**{name: value}))
     else:
-        monkeypatch.setattr({"spec_hook": sim_spec_hook, "sglang_profile": sglang_profile,
+        monkeypatch.setattr({"spec_hook": sim_spec_hook, "sglang_profile": sglang_profile, "measure_notes": measure_notes,
                              "sim_adaptive": sim_adaptive, "sim_kvpool": sim_kvpool}[where], name, value)
     with pytest.raises(AssertionError):
         check(root, observed)  # ...and a product or simulator that says otherwise fails
