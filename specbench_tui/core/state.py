@@ -12,10 +12,10 @@ with its past. It imports nothing of Textual.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from specbench_tui.core.engines import simulator
 from specbench_tui.core.events import (
@@ -180,70 +180,77 @@ class RunState:
         """Fold one event into the state; unknown events are ignored."""
         self.last_event_at = event.ts
         self.ledger.apply(event)
-        if isinstance(event, SweepStarted):
-            self.sweep_name = event.sweep
-            self.run_dir = event.run_dir
-            self.total_configs = max(event.total_configs, self.total_configs)
-            if self.started_at is None or not event.resumed:
-                self.started_at = event.ts
-            self.finished_at = None
-            self.outcome = None
-        elif isinstance(event, ConfigStateChanged):
-            view = self._config(event.config_id, event.name)
-            self._set_state(view, event.state, event.reason, event.ts)
-        elif isinstance(event, ServerLaunching):
-            view = self._config(event.config_id, event.name)
-            if not view.state.active:
-                self._set_state(view, ConfigState.LAUNCHING, None, event.ts)
-            view.gpus = tuple(event.gpus)
-            view.last_gpus = tuple(event.gpus)
-            view.node = event.node if isinstance(event.node, str) else None
-            view.log_path = event.log_path
-            view.attempt = event.attempt
-            view.launched_at = event.ts
-            view.startup_s = None
-            view.finished_at = None
-        elif isinstance(event, ServerReady):
-            view = self._config(event.config_id)
-            view.startup_s = event.startup_s
-        elif isinstance(event, CrashDetected):
-            view = self._config(event.config_id)
+        for kind, reduce in self._REDUCERS:
+            if isinstance(event, kind):
+                reduce(self, event)
+                return
+
+    def _sweep_started(self, event: SweepStarted) -> None:
+        self.sweep_name = event.sweep
+        self.run_dir = event.run_dir
+        self.total_configs = max(event.total_configs, self.total_configs)
+        if self.started_at is None or not event.resumed:
+            self.started_at = event.ts
+        self.finished_at = None
+        self.outcome = None
+
+    def _state_changed(self, event: ConfigStateChanged) -> None:
+        self._set_state(self._config(event.config_id, event.name), event.state, event.reason, event.ts)
+
+    def _launching(self, event: ServerLaunching) -> None:
+        view = self._config(event.config_id, event.name)
+        if not view.state.active:
+            self._set_state(view, ConfigState.LAUNCHING, None, event.ts)
+        view.gpus = tuple(event.gpus)
+        view.last_gpus = tuple(event.gpus)
+        view.node = event.node if isinstance(event.node, str) else None
+        view.log_path = event.log_path
+        view.attempt = event.attempt
+        view.launched_at = event.ts
+        view.startup_s = None
+        view.finished_at = None
+
+    def _ready(self, event: ServerReady) -> None:
+        self._config(event.config_id).startup_s = event.startup_s
+
+    def _crash(self, event: CrashDetected) -> None:
+        view = self._config(event.config_id)
+        view.signature = event.signature
+        view.crash_line = event.line
+        view.crash_excerpt = tuple(event.excerpt)
+        view.crash_log_line = event.log_line_number
+
+    def _workload_started(self, event: WorkloadStarted) -> None:
+        self._config(event.config_id).workload = event.workload
+        if event.workload not in self.workloads:
+            self.workloads.append(event.workload)
+
+    def _server_stopped(self, event: ServerStopped) -> None:
+        self._config(event.config_id).gpus = ()
+
+    def _finished(self, event: ConfigFinished) -> None:
+        view = self._config(event.config_id, event.name)
+        self._set_state(view, event.state, event.reason, event.ts)
+        if event.signature:
             view.signature = event.signature
-            view.crash_line = event.line
-            view.crash_excerpt = tuple(event.excerpt)
-            view.crash_log_line = event.log_line_number
-        elif isinstance(event, WorkloadStarted):
-            self._config(event.config_id).workload = event.workload
-            if event.workload not in self.workloads:
-                self.workloads.append(event.workload)
-        elif isinstance(event, MeasurementRecorded):
-            self._measurement(event)
-        elif isinstance(event, ServerStopped):
-            view = self._config(event.config_id)
+
+    def _paused(self, event: QueuePaused | QueueResumed) -> None:
+        self.paused = isinstance(event, QueuePaused)
+
+    def _notice(self, event: Notice) -> None:
+        self.notices.append(event)
+
+    def _fingerprinted(self, event: NodeFingerprinted) -> None:
+        if isinstance(event.fingerprint, dict):
+            self.node_fingerprints[event.node] = event.fingerprint
+
+    def _sweep_finished(self, event: SweepFinished) -> None:
+        self.finished_at = event.ts
+        self.outcome = event.state
+        self.outcome_reason = event.reason
+        self.paused = False
+        for view in self.configs.values():
             view.gpus = ()
-        elif isinstance(event, ConfigFinished):
-            view = self._config(event.config_id, event.name)
-            self._set_state(view, event.state, event.reason, event.ts)
-            if event.signature:
-                view.signature = event.signature
-        elif isinstance(event, QueuePaused):
-            self.paused = True
-        elif isinstance(event, QueueResumed):
-            self.paused = False
-        elif isinstance(event, Notice):
-            self.notices.append(event)
-        elif isinstance(event, GpuSampled):
-            self._gpu_sampled(event)
-        elif isinstance(event, NodeFingerprinted):
-            if isinstance(event.fingerprint, dict):
-                self.node_fingerprints[event.node] = event.fingerprint
-        elif isinstance(event, SweepFinished):
-            self.finished_at = event.ts
-            self.outcome = event.state
-            self.outcome_reason = event.reason
-            self.paused = False
-            for view in self.configs.values():
-                view.gpus = ()
 
     def _gpu_sampled(self, event: GpuSampled) -> None:
         node = event.node if isinstance(event.node, str) else None
@@ -281,6 +288,15 @@ class RunState:
         view.measurements, view.zero_output, view.errors = counts.total, counts.zero_output, counts.errors
         if measurement.workload not in self.workloads:
             self.workloads.append(measurement.workload)
+
+    _REDUCERS: ClassVar[tuple[tuple[type[Event] | tuple[type[Event], ...], Callable[..., None]], ...]] = (
+        (SweepStarted, _sweep_started), (ConfigStateChanged, _state_changed), (ServerLaunching, _launching),
+        (ServerReady, _ready), (CrashDetected, _crash), (WorkloadStarted, _workload_started),
+        (MeasurementRecorded, _measurement), (ServerStopped, _server_stopped), (ConfigFinished, _finished),
+        ((QueuePaused, QueueResumed), _paused), (Notice, _notice), (GpuSampled, _gpu_sampled),
+        (NodeFingerprinted, _fingerprinted), (SweepFinished, _sweep_finished),
+    )
+    """How each kind of event changes the state (the first kind it is an instance of)."""
 
     # ------------------------------------------------------------------------------------ derived views
 
