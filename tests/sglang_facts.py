@@ -512,3 +512,20 @@ def simulated_acceptance_env(root: Path) -> tuple[str, float]:
     default = ast.literal_eval(declared.args[0])
     assert isinstance(default, (int, float)), default
     return name, float(default)
+
+
+ADAPTIVE_LINES = {
+    "switch": ("eagle_worker_v2", "apply_runtime_state", "Switch adaptive runtime state"),
+    "initialized": ("adaptive", "AdaptiveSpeculativeParams", "AdaptiveSpeculativeParams initialized"),
+    "updated": ("adaptive", "_apply_target_steps", "Adaptive spec params updated"),
+}
+"""The lines an adaptive server logs its steps with: (file, where, a fragment of the message)."""
+
+
+def adaptive_line(root: Path, which: str) -> ast.AST:
+    """The message expression of one of :data:`ADAPTIVE_LINES` (its ``{values}`` in order: for ``switch`` the old
+    steps, the new steps, the old and the new draft tokens; for ``initialized`` the steps and the candidates)."""
+    key, where, fragment = ADAPTIVE_LINES[which]
+    module = src.tree(root, key)
+    scope: ast.AST = _class(module, where) if where[0].isupper() else src.function(module, where)
+    return src.find_string(scope, fragment)

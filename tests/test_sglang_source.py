@@ -635,12 +635,33 @@ def check_simulated_acceptance_env(root: Path, observed: dict[str, Any]) -> None
     read = [src.literal_text(a) for a in src.call_args(engine, "_env_float")]
     assert name in read, read
 
+
+def check_adaptive_lines(root: Path, observed: dict[str, Any]) -> None:
+    """The lines an adaptive server logs its steps with: the product reads the steps from them and the simulator
+    writes them as SGLang does."""
+    from specbench_tui.core.logparse import STEPS
+
+    switch = facts.adaptive_line(root, "switch")
+    line = _render(switch, ["3", "5", "4", "6"])  # steps 3 -> 5, draft tokens 4 -> 6
+    parsed = SGLANG.parse_stats_line(f"[2026-01-01 00:00:00 TP0] {line}")
+    assert parsed is not None and parsed.kind == STEPS and parsed.num_token == 5, (line, parsed)
+    initialized = _render(facts.adaptive_line(root, "initialized"), ["3", "[0, 1, 3, 5, 7]"])
+    parsed = SGLANG.parse_stats_line(f"[2026-01-01 00:00:00 TP0] {initialized}")
+    assert parsed is not None and parsed.kind == STEPS and parsed.num_token == 3, (initialized, parsed)
+    ours = list(src.string_exprs(ast.parse((SIM_ROOT / "adaptive.py").read_text(encoding="utf-8"))))
+    for which in facts.ADAPTIVE_LINES:
+        fragment = facts.ADAPTIVE_LINES[which][2]
+        theirs = src.template(facts.adaptive_line(root, which)).pattern
+        written = [src.template(n).pattern for n in ours if src.literal_text(n).startswith(fragment)]
+        assert written == [theirs], (which, written, theirs)
+
 CHECKS = [check_ready_line, check_batch_lines, check_scheduler_prefixes, check_meta_info, check_messages,
           check_reserved_rule, check_process_titles, check_sigquit_texts, check_kv_warning, check_crash_lines,
           check_algorithms, check_freeze_gc, check_accept_length_totals, check_models_context,
           check_running_cap_reset, check_server_info_cap, check_adaptive, check_adaptive_reservation,
           check_ngram_and_dspark_defaults, check_retraction, check_flush_cache, check_graph_ceiling_product,
-          check_graph_ceiling_simulator, check_server_info_keys, check_simulated_acceptance_env]
+          check_graph_ceiling_simulator, check_server_info_keys, check_simulated_acceptance_env,
+          check_adaptive_lines]
 
 KNOWN_GAPS: dict[Any, str] = {
     # TODO(issue 26): core/engines/sglang.py _served_reserved_tokens ignores /server_info's speculative_adaptive.
@@ -757,6 +778,13 @@ MODIFICATIONS = [
      "SIMULATE_ACC_LEN = envs.SGLANG_SIMULATED_ACCEPT_LEN.get()"),
     (check_simulated_acceptance_env, "environ", "SGLANG_SIMULATE_ACC_LEN = EnvFloat(-1)",
      "SGLANG_SIMULATE_ACC_LEN = EnvFloat(2.5)"),
+    (check_adaptive_lines, "eagle_worker_v2", '"Switch adaptive runtime state: "', '"Switched adaptive state: "'),
+    (check_adaptive_lines, "eagle_worker_v2", 'f"steps {self.speculative_num_steps} -> {state.speculative_num_steps}, "',
+     'f"draft_tokens {self.speculative_num_draft_tokens} -> {state.speculative_num_draft_tokens}, "'),
+    (check_adaptive_lines, "adaptive", 'f"AdaptiveSpeculativeParams initialized: "',
+     'f"AdaptiveSpeculativeParams ready: "'),
+    (check_adaptive_lines, "adaptive", 'f"(ema_accept_len={self.ema_accept_len:.2f})"',
+     'f"(ema={self.ema_accept_len:.2f})"'),
     (check_graph_ceiling_product, "cuda_graph_hook", '_set(Phase.DECODE, "max_bs", cfg.cuda_graph_max_bs_decode)',
      'declare_resolution(server_args, "x", cuda_graph_max_bs_decode=cfg.cuda_graph_max_bs_decode)'),
     (check_graph_ceiling_product, "cuda_graph_config", "    max_bs: Optional[int] = None\n",
@@ -794,6 +822,7 @@ OUR_MODIFICATIONS = [
     (check_adaptive, "sim_adaptive", "DEFAULT_ADAPTIVE_CONFIG", {"1": {"candidate_steps": [1, 3, 5, 7]}}),
     (check_ngram_and_dspark_defaults, "profile", "budget_flags", ("--speculative-num-draft-tokens",)),
     (check_retraction, "profile", "parse_stats_line", parse_batch_line),
+    (check_adaptive_lines, "profile", "parse_stats_line", parse_batch_line),
     (check_retraction, "sim_kvpool", "retract_message", lambda *a: "KV cache pool is full. Retracting."),
     (check_flush_cache, "profile", "flush_cache_path", "/flush"),
 ]
