@@ -34,15 +34,22 @@ from reliability_helpers import MARKER_VAR, new_marker, wait_for, wait_gone
 from test_detach import _cli, _env, _start_detached
 
 from specbench_tui.engine.attached import engine_status
+from specbench_tui.paths import isolated_python
 
 pytestmark = pytest.mark.e2e
 
 INSTALL = "apt-get install -y chromium && pip install playwright (or bash tools/setup_test_deps.sh)"
-SPECBENCH = str(Path(sys.executable).parent / "specbench")
+SCRIPT = Path(sys.executable).parent / "specbench"
+SPECBENCH = [str(SCRIPT)] if SCRIPT.exists() else isolated_python("specbench_tui")
 """The console script a user runs (``python -m`` would put the working directory on serve's own path)."""
-QUEUE_WITHIN_S = 10.0 if os.getloadavg()[0] <= (os.cpu_count() or 1) else 60.0
-"""The bound: the served queue is on the page within 10 s of opening it, on a box that is not overloaded (a tab is
-a Python start-up and a Textual app's first frame; several times slower when other jobs hold every core)."""
+
+
+def _queue_within_s() -> float:
+    """The bound: the served queue is on the page within 10 s of opening it, on a box that is not overloaded (a tab
+    is a Python start-up and a Textual app's first frame; several times slower when other jobs hold every core)."""
+    return 10.0 if os.getloadavg()[0] <= (os.cpu_count() or 1) else 60.0
+
+
 READY_S = 60.0
 """Waits for states that only come slowly on a loaded box (a sweep's start, a page's first connect of the run)."""
 CAPTURE_CLIENT = """
@@ -108,7 +115,7 @@ class Serve:
 
 
 def _serve(run_dir: Path, env: dict[str, str], cwd: Path, *args: str) -> Serve:
-    process = subprocess.Popen([SPECBENCH, "serve", str(run_dir), "--port", "0", *args], env=env, cwd=cwd,
+    process = subprocess.Popen([*SPECBENCH, "serve", str(run_dir), "--port", "0", *args], env=env, cwd=cwd,
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                start_new_session=True)
     serve = Serve(process)
@@ -126,6 +133,7 @@ def _serve(run_dir: Path, env: dict[str, str], cwd: Path, *args: str) -> Serve:
 
 
 def _end(serve: Serve) -> None:
+    """SIGTERM to serve's group; its output printed (pytest shows it when the test failed)."""
     if serve.process.poll() is None:
         os.killpg(serve.process.pid, signal.SIGTERM)
     try:
@@ -133,6 +141,7 @@ def _end(serve: Serve) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(serve.process.pid, signal.SIGKILL)
         serve.process.wait(5)
+    print(f"serve's output:\n{serve.text()}")
 
 
 @dataclass
@@ -238,7 +247,7 @@ def test_a_control_page_shows_the_queue_and_its_p_pauses_the_sweep(sweep: Sweep,
     try:
         before = _queue_events(sweep.run_dir)
         page = _open(browser, serve.url)
-        deadline = time.monotonic() + QUEUE_WITHIN_S
+        deadline = time.monotonic() + _queue_within_s()
         for needle in ("Sweep queue", "ar", "dflash-b8", "dflash-b16"):
             _wait_screen(page, needle, deadline - time.monotonic())
         page.locator(".xterm-screen").click()
@@ -260,7 +269,7 @@ def test_a_read_only_page_shows_the_queue_and_its_p_pauses_nothing(sweep: Sweep,
     try:
         before = _queue_events(sweep.run_dir)
         page = _open(browser, serve.url)
-        _wait_screen(page, "Sweep queue", QUEUE_WITHIN_S)
+        _wait_screen(page, "Sweep queue", _queue_within_s())
         page.locator(".xterm-screen").click()
         page.keyboard.press("p")
         _wait_screen(page, "read-only", READY_S)
@@ -406,3 +415,20 @@ def test_ctrl_c_ends_serve_and_every_tab_without_a_traceback(sweep: Sweep, brows
         _end(serve)
     time.sleep(0.5)  # the output thread's last lines
     assert "Traceback" not in serve.text() and "KeyboardInterrupt" not in serve.text(), serve.text()
+
+
+def test_a_tab_whose_view_cannot_start_says_why_in_its_page(sweep: Sweep, browser: Any) -> None:
+    """The engine stopped (SIGSTOP) after serve started: the tab's attach times out, and the page says so instead
+    of staying blank."""
+    _wait_engine_started(sweep)
+    serve = _serve(sweep.run_dir, sweep.env, sweep.cwd)
+    engine = int(engine_status(sweep.run_dir)["pid"])
+    os.kill(engine, signal.SIGSTOP)
+    try:
+        page = _open(browser, serve.url)
+        said = _wait_screen(page, "could not start", READY_S)
+        assert "did not answer" in said and "Reload the page" in said, said
+        page.context.close()
+    finally:
+        os.kill(engine, signal.SIGCONT)
+        _end(serve)

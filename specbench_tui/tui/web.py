@@ -63,6 +63,7 @@ QUIT_GRACE_S = 2.0
 """How long a closed tab's app has to quit by itself before it is sent SIGTERM (then SIGKILL as long again)."""
 REFUSED_TAB_HOLD_S = 60.0
 """How long a refused tab's page keeps the refusal on screen before its websocket is closed."""
+STDERR_KEPT = 4096
 EXIT_FAILED = 1
 
 log = logging.getLogger("specbench.serve")
@@ -99,13 +100,48 @@ def _clamp(value: object, default: int, low: int, high: int) -> int:
     return max(low, min(high, number))
 
 
+class KeptStderr:
+    """The tab's stderr as textual-serve reads it, its last :data:`STDERR_KEPT` bytes kept for the page."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+        self.data = bytearray()
+
+    async def read(self, n: int = -1) -> bytes:
+        chunk = await self.reader.read(n)
+        self.data += chunk
+        del self.data[:-STDERR_KEPT]
+        return chunk
+
+    def text(self) -> str:
+        """What the tab said, one printable line after another (no escape sequence reaches the page)."""
+        lines = self.data.decode("utf-8", errors="replace").splitlines()
+        return "\r\n".join("  " + "".join(c if c.isprintable() else " " for c in line) for line in lines[-8:])
+
+
 class TabService(AppService):
     """textual-serve's per-tab app, started without a shell as an isolated interpreter that dies with serve, and
-    ended for sure when its tab closes."""
+    ended for sure when its tab closes. An app that ended before drawing anything has its error shown in the page."""
 
     def __init__(self, argv: list[str], **kwargs: Any) -> None:
         super().__init__(" ".join(argv), **kwargs)
         self.argv = argv
+        self.drew = False
+        self.stderr: KeptStderr | None = None
+
+    async def on_data(self, payload: bytes) -> None:
+        self.drew = True
+        await super().on_data(payload)
+
+    async def run(self) -> None:
+        await super().run()
+        if self.drew or self.stderr is None:
+            return
+        said = self.stderr.text()
+        text = (f"\r\n  specbench serve: this tab's view could not start{':' if said else '.'}\r\n{said}\r\n"
+                "  Reload the page to try again.\r\n")
+        with contextlib.suppress(Exception):  # the tab may be closed already
+            await self.remote_write_bytes(text.encode())
 
     def _build_environment(self, width: int = 80, height: int = 24) -> dict[str, str]:
         environment = super()._build_environment(width, height)
@@ -116,8 +152,10 @@ class TabService(AppService):
         self._process = process = await asyncio.create_subprocess_exec(
             *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=self._build_environment(width, height))
-        assert process.stdin is not None
+        assert process.stdin is not None and process.stderr is not None
         self._stdin = process.stdin
+        self.stderr = KeptStderr(process.stderr)
+        setattr(process, "stderr", self.stderr)  # noqa: B010 - read by textual-serve's run() as the stream it was
         return process
 
     @property
