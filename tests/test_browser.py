@@ -371,10 +371,13 @@ def test_tabs_beyond_max_tabs_are_refused_in_their_page_and_serve_ends_every_tab
         second.reload()
         _wait_screen(second, "Sweep queue", READY_S)
         (tab,) = _new_tabs(sweep.marker, known | {tab.pid}, 1)
+        third = _open(browser, serve.url)
+        _wait_screen(third, "--max-tabs 1", READY_S)
         serve.process.send_signal(signal.SIGTERM)  # serve alone, not its process group: it must end its tabs
         assert _gone_within([tab], TAB_GONE_S) == [], "a tab's process outlived serve's SIGTERM"
-        serve.process.wait(15)
+        assert serve.process.wait(15) == 0, serve.text()
         second.context.close()
+        third.context.close()
     finally:
         _end(serve)
     assert "refused" in serve.text()

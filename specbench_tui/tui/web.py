@@ -213,6 +213,7 @@ class GuardedServer(Server):
         self.token = token
         self.max_tabs = max_tabs
         self.tabs: dict[TabService, web.WebSocketResponse] = {}
+        self.refused: set[web.WebSocketResponse] = set()
 
     def initialize_logging(self) -> None:
         handler = logging.StreamHandler(sys.stdout)
@@ -259,7 +260,8 @@ class GuardedServer(Server):
         """Every tab's app ended and its websocket closed before the server goes."""
         tabs = list(self.tabs.items())
         await asyncio.gather(*(service.stop() for service, _ in tabs), return_exceptions=True)
-        await asyncio.gather(*(websocket.close() for _, websocket in tabs), return_exceptions=True)
+        await asyncio.gather(*(websocket.close() for _, websocket in tabs), *(ws.close() for ws in self.refused),
+                             return_exceptions=True)
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
         """One tab: its app started at the size the page asked for (clamped), unless :attr:`max_tabs` run."""
@@ -292,11 +294,15 @@ class GuardedServer(Server):
         text = (f"\r\n  specbench serve: {len(self.tabs)} browser tabs are open on this sweep already, the most this "
                 f"serve allows (--max-tabs {self.max_tabs}).\r\n  Close one and reload this page, or restart "
                 "specbench serve with a larger --max-tabs.\r\n")
-        with contextlib.suppress(Exception):
-            await websocket.send_bytes(text.encode())
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._drain(websocket), REFUSED_TAB_HOLD_S)
-            await websocket.close()
+        self.refused.add(websocket)
+        try:
+            with contextlib.suppress(Exception):
+                await websocket.send_bytes(text.encode())
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._drain(websocket), REFUSED_TAB_HOLD_S)
+                await websocket.close()
+        finally:
+            self.refused.discard(websocket)
 
     @staticmethod
     async def _drain(websocket: web.WebSocketResponse) -> None:
