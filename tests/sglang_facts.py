@@ -529,3 +529,22 @@ def adaptive_line(root: Path, which: str) -> ast.AST:
     module = src.tree(root, key)
     scope: ast.AST = _class(module, where) if where[0].isupper() else src.function(module, where)
     return src.find_string(scope, fragment)
+
+
+def flush_clears(root: Path) -> tuple[str, ...]:
+    """What ``Scheduler.flush_cache`` empties when idle: the radix prefix cache, the KV pools, the drafter's pool,
+    which for NGRAM is its server-wide corpus of past tokens (``NGRAMWorker.clear_cache_pool``)."""
+    flush = src.function(src.tree(root, "scheduler"), "flush_cache")
+    idle = next((n for n in ast.walk(flush) if isinstance(n, ast.If) and "is_fully_idle" in ast.unparse(n.test)), None)
+    assert idle is not None, "Scheduler.flush_cache no longer flushes only when idle"
+    calls = {ast.unparse(n.func) for n in ast.walk(_module(idle.body)) if isinstance(n, ast.Call)}
+    cleared = []
+    for what, call in (("prefix cache", "self.tree_cache.reset"), ("kv pool", "self.token_to_kv_pool_allocator.clear"),
+                       ("draft pool", "self.draft_worker.clear_cache_pool")):
+        if call in calls:
+            cleared.append(what)
+    worker = src.function(src.tree(root, "ngram_worker"), "clear_cache_pool")
+    if "self.ngram_corpus.reset" in {ast.unparse(n.func) for n in ast.walk(worker) if isinstance(n, ast.Call)} \
+            and "draft pool" in cleared:
+        cleared.append("ngram corpus")
+    return tuple(cleared)

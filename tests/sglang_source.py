@@ -51,6 +51,7 @@ FILES = {
     "environ": "srt/environ.py",
     "spec_utils": "srt/speculative/spec_utils.py",
     "eagle_worker_v2": "srt/speculative/eagle_worker_v2.py",
+    "ngram_worker": "srt/speculative/ngram_worker.py",
     "exec_fields": "srt/arg_groups/fields/exec_.py",
     "cuda_graph_hook": "srt/arg_groups/cuda_graph_hook.py",
     "memory_hook": "srt/arg_groups/memory_hook.py",

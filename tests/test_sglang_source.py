@@ -655,13 +655,25 @@ def check_adaptive_lines(root: Path, observed: dict[str, Any]) -> None:
         written = [src.template(n).pattern for n in ours if src.literal_text(n).startswith(fragment)]
         assert written == [theirs], (which, written, theirs)
 
+
+def check_flush_clears_caches(root: Path, observed: dict[str, Any]) -> None:
+    """A flush empties the prefix cache and NGRAM's corpus (what ``cache = "cold"`` relies on); the simulator's
+    flush does both, only when idle."""
+    assert facts.flush_clears(root) == ("prefix cache", "kv pool", "draft pool", "ngram corpus")
+    flush = src.function(ast.parse((SIM_ROOT / "engine.py").read_text(encoding="utf-8")), "flush_cache")
+    first = flush.body[1] if isinstance(flush.body[0], ast.Expr) else flush.body[0]  # after the docstring
+    assert isinstance(first, ast.If) and "self.in_flight" in ast.unparse(first.test) \
+        and isinstance(first.body[-1], ast.Return) and ast.unparse(first.body[-1]) == "return False", ast.unparse(first)
+    calls = {ast.unparse(n.func) for n in ast.walk(flush) if isinstance(n, ast.Call)}
+    assert {"self.prefix.reset", "self.corpus.reset"} <= calls, calls
+
 CHECKS = [check_ready_line, check_batch_lines, check_scheduler_prefixes, check_meta_info, check_messages,
           check_reserved_rule, check_process_titles, check_sigquit_texts, check_kv_warning, check_crash_lines,
           check_algorithms, check_freeze_gc, check_accept_length_totals, check_models_context,
           check_running_cap_reset, check_server_info_cap, check_adaptive, check_adaptive_reservation,
           check_ngram_and_dspark_defaults, check_retraction, check_flush_cache, check_graph_ceiling_product,
           check_graph_ceiling_simulator, check_server_info_keys, check_simulated_acceptance_env,
-          check_adaptive_lines]
+          check_adaptive_lines, check_flush_clears_caches]
 
 KNOWN_GAPS: dict[Any, str] = {
     # TODO(issue 26): core/engines/sglang.py _served_reserved_tokens ignores /server_info's speculative_adaptive.
@@ -785,6 +797,8 @@ MODIFICATIONS = [
      'f"AdaptiveSpeculativeParams ready: "'),
     (check_adaptive_lines, "adaptive", 'f"(ema_accept_len={self.ema_accept_len:.2f})"',
      'f"(ema={self.ema_accept_len:.2f})"'),
+    (check_flush_clears_caches, "ngram_worker", "        self.ngram_corpus.reset()\n", "        pass\n"),
+    (check_flush_clears_caches, "scheduler", "            self.tree_cache.reset()\n", ""),
     (check_graph_ceiling_product, "cuda_graph_hook", '_set(Phase.DECODE, "max_bs", cfg.cuda_graph_max_bs_decode)',
      'declare_resolution(server_args, "x", cuda_graph_max_bs_decode=cfg.cuda_graph_max_bs_decode)'),
     (check_graph_ceiling_product, "cuda_graph_config", "    max_bs: Optional[int] = None\n",
