@@ -163,7 +163,7 @@ def test_admission_beyond_the_cap_queues() -> None:
     with SimProcess(["--max-running-requests", "2", "--decode-log-interval", "1"], profile_toml=FAST) as sim:
         sim.wait_ready()
         with httpx.Client(base_url=sim.url, timeout=60) as client:
-            threads = [threading.Thread(target=generate, args=(client, f"{PROMPT} {i}", 40),
+            threads = [threading.Thread(target=generate, args=(client, f"{PROMPT} {i}", 200),
                                         kwargs={"ignore_eos": True}) for i in range(5)]
             for t in threads:
                 t.start()
@@ -214,7 +214,7 @@ def test_adaptive_switches_steps_by_batch_size_and_reserves_eight_tokens() -> No
 
 
 def test_kv_pool_full_retracts_requests_and_counts_their_retractions() -> None:
-    profile = FAST.replace("tok_s = 400.0", "tok_s = 2000.0")
+    profile = FAST.replace("tok_s = 400.0", "tok_s = 800.0")
     with SimProcess(["--max-total-tokens", "3000", "--decode-log-interval", "10"], profile_toml=profile) as sim:
         sim.wait_ready()
         with httpx.Client(base_url=sim.url, timeout=120) as client:
@@ -239,14 +239,21 @@ def test_every_dp_rank_logs_its_own_decode_lines() -> None:
     with SimProcess(["--dp-size", "2", "--tp-size", "2", "--decode-log-interval", "1"], profile_toml=FAST) as sim:
         sim.wait_ready()
         with httpx.Client(base_url=sim.url, timeout=60) as client:
-            threads = [threading.Thread(target=generate, args=(client, f"{PROMPT} {i}", 30),
+            threads = [threading.Thread(target=generate, args=(client, f"{PROMPT} {i}", 200),
                                         kwargs={"ignore_eos": True}) for i in range(2)]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join(60)
-    ranks = {m.group(1) for line in sim.lines if (m := re.match(r"^\[[^\]]* (DP\d TP\d)\] Decode batch", line))}
-    assert ranks == {"DP0 TP0", "DP1 TP0"}
+            both = list(sim.lines)
+            generate(client, PROMPT, 60, ignore_eos=True)  # one request: one rank busy, the other idle
+            alone = sim.lines[len(both):]
+
+    def ranks(lines: list[str]) -> set[str]:
+        return {m.group(1) for line in lines if (m := re.match(r"^\[[^\]]* (DP\d TP\d)\] Decode batch", line))}
+
+    assert ranks(both) == {"DP0 TP0", "DP1 TP0"}
+    assert len(ranks(alone)) == 1  # an idle rank runs no decode batch and logs none
 
 
 def test_sglang_simulate_acc_len_forces_the_acceptance() -> None:

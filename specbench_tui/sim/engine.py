@@ -554,6 +554,8 @@ class Engine:
         for rank, iv in enumerate(self._iv):
             total.merge(iv)
             rank_bs = self._count(self.running, rank) if len(self._iv) > 1 else bs
+            if len(self._iv) > 1 and not iv.forwards and not rank_bs:
+                continue  # an idle DP rank runs no decode batch, so it logs none
             graph = self.args.cuda_graph_backend_decode != "disabled" and rank_bs <= (
                 self.args.cuda_graph_max_bs_decode or 0)
             accept_len, accept_rate = iv.accept(spec)
