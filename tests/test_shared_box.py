@@ -393,3 +393,37 @@ def test_a_private_folder_of_ones_own_is_made_private_or_refused_when_others_cou
     link.symlink_to(readable)
     with pytest.raises(PrivateDirError, match="is a symbolic link"):
         verify_private(link)
+
+
+def test_a_simulated_sweep_runs_while_another_user_holds_every_simulated_gpu_lease(attacker, box, tmp_path):
+    """End to end: ``specbench run --headless`` of a simulator sweep on a box where the attacker holds the
+    machine-wide leases of the simulated GPUs, with notes that forge output: the sweep measures everything and
+    prints none of the attacker's text."""
+    from specbench_tui.engine.gpus import FakeBackend
+    from specbench_tui.engine.leases import gpu_keys
+
+    shared = box / "specbench-leases"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    holders = []
+    for key in gpu_keys(FakeBackend(), range(8)).values():
+        attacker.sh(f"printf '%s\\n' '{HOSTILE_NOTE}' > {key}.lease", cwd=shared)
+        holders.append(attacker.hold(shared / f"{key}.lease"))
+    marker = new_marker()
+    env = marker_env(marker, {"TMPDIR": str(box)})
+    for name in ("SPECBENCH_LEASE_DIR", PRIVATE_DIR_VAR, "XDG_RUNTIME_DIR"):
+        env.pop(name, None)
+    try:
+        for key in gpu_keys(FakeBackend(), range(8)).values():
+            wait_for(lambda key=key: Leases(shared).holder(key) is not None, 10, what="the attacker's GPU leases")
+        done = subprocess.run([str(SPECBENCH), "run", str(make_sweep(tmp_path / "sweep")), "--headless",
+                               "--runs-dir", str(tmp_path / "runs")], env=env, capture_output=True, text=True,
+                              timeout=150, stdin=subprocess.DEVNULL, cwd=tmp_path)  # ~10 s; waits forever if stalled
+    finally:
+        for holder in holders:
+            holder.kill()
+            holder.wait(10)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "mallory" not in output and "\x1b" not in output and "pwned" not in output
+    assert not wait_gone(marker)

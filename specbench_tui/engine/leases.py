@@ -222,7 +222,10 @@ class Leases:
         each sweep one)."""
         if not self.machine_wide:
             return self
-        return Leases(private_dir("leases"), self.note)
+        try:
+            return Leases(private_dir("leases"), self.note)
+        except PrivateDirError:  # no private folder: the machine-wide leases still work
+            return self
 
     def _path(self, name: str) -> Path:
         return self.directory / f"{name}.lease"

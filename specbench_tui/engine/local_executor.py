@@ -142,9 +142,9 @@ class LocalExecutor:
         if self.leases.warning:
             self._publish(Notice(level="warning", text=self.leases.warning))
         keys = await asyncio.to_thread(gpu_keys, self.machine.backend, indices)
-        self.placer = LocalPlacer(LeasedGpuPool(indices, self.leases, keys, samples=self.machine.latest,
-                                                ours=self.our_pids))
-        self.machine.held_elsewhere = partial(held_by_other_runs, self.leases, keys)
+        pool = LeasedGpuPool(indices, self.leases, keys, samples=self.machine.latest, ours=self.our_pids)
+        self.placer = LocalPlacer(pool)
+        self.machine.held_elsewhere = partial(held_by_other_runs, pool.leases, keys)  # simulated GPUs: private
         return self.placer
 
     async def close(self, now: bool = False) -> None:
