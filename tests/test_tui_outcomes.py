@@ -308,3 +308,33 @@ async def test_the_gpu_panel_shows_a_gpu_leased_by_another_run_as_that_runs(tmp_
         table = app.sweep_screen.query_one(GpuPanel).table
         rows = [[cell.plain for cell in table.get_row_at(i)] for i in range(table.row_count)]
         assert rows[1][-1] == "leased: specbench pid 777 of bob (run_dir runs/theirs)", rows  # never "–" (free)
+
+
+# ------------------------------------------------------------------------------------------ one view per refresh
+
+
+async def test_queue_and_header_draw_one_view_built_in_the_application_layer(tmp_path: Path) -> None:
+    """The queue's words and the header's counts come from the same SweepView (application/viewmodel.py), which
+    the app builds once per refresh; neither panel works out a state of its own."""
+    from specbench_tui.application.viewmodel import build_view
+    from specbench_tui.tui.header import SweepHeader
+
+    engine = FakeEngine(tmp_path / "run")
+    app = make_app(engine)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(app, pilot)
+        engine.play()
+        app.drain_events()
+        while not app.analysis_settled:
+            await pilot.pause(0.02)
+        await pilot.pause()
+        view = app.view
+        assert view == build_view(app.state, partial=app.partial_ids, asked=app.optimistic,
+                                  pause_requested=app.pause_requested)
+        header = app.sweep_screen.query_one(SweepHeader)
+        assert header.view is view
+        words = {line.name: line.word for line in view.lines}
+        assert words["ddtree-b16-tp1"] == "zero-out" and words["ddtree-b8-tp1"] == "crashed"
+        assert all(queue_state(app, name) == word for name, word in words.items())
+        text = header.render().plain
+        assert f"{view.ran}/{view.to_run} ran" in text and f"{view.zero_out} zero-out" in text

@@ -1,13 +1,22 @@
-"""What a view of a sweep shows, worded once for every view (the TUI, and the texts it shares with the CLI).
+"""What a view of a sweep shows, built once per refresh in the application layer: the TUI only draws it.
 
-The TUI draws; what a configuration's outcome *is* ("zero-out", "partial") is decided below it
-(:func:`specbench_tui.core.verdicts.config_verdict`), and the sentences a user reads about the sweep file are
-written here, not in a widget.
+:func:`build_view` folds the state (the ledger's fold of the events), the analysis (which configurations are
+partial) and what a key asked for into one :class:`SweepView`: every configuration's word and note for the queue,
+the counts for the header, whether the queue is shown paused. What a configuration's outcome *is* ("zero-out",
+"partial") is decided below (:func:`specbench_tui.core.verdicts.config_verdict`); the sentences a user reads
+about the sweep file are written here, not in a widget.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from specbench_tui.core.events import ConfigState
 from specbench_tui.core.plan import Plan, PlannedConfig
+from specbench_tui.core.state import PAUSED, ConfigView, RunState
+from specbench_tui.core.verdicts import PARTIAL, config_verdict, state_counts
 
 
 def _shown(text: str, limit: int) -> str:
@@ -28,3 +37,107 @@ def excluded_hint(plan: Plan, config: PlannedConfig) -> str:
     path = _shown(sweep_file(plan), 200)
     return (f"{_shown(config.name, 80)} cannot run: the sweep file excludes it ({_shown(config.skip_reason or '', 200)})."
             f" Remove or narrow that exclude rule in {path}, then start a new run: specbench run {path}")
+
+
+# ------------------------------------------------------------------------------------------ the sweep view
+
+
+@dataclass(frozen=True)
+class ConfigLine:
+    """One configuration as the queue draws it: its word (what a key asked for, else the engine's state with
+    core's verdict), the note beside it, where it runs and its start-up time."""
+
+    config_id: str
+    name: str
+    word: str
+    note: str
+    where: str
+    startup: str
+    holding: bool
+    """Whether its server holds GPUs now."""
+
+
+@dataclass(frozen=True)
+class SweepView:
+    """What every panel of a sweep draws, built once per refresh from the state (the ledger's fold), the
+    analysis (which configurations are partial) and what a key asked for that the engine has not confirmed."""
+
+    lines: tuple[ConfigLine, ...] = ()
+    ran: int = 0
+    """Configurations that ran to an end: done (zero-out and partial included), crashed or failed."""
+    to_run: int = 0
+    """Configurations to run: all but the skipped ones."""
+    crashed: int = 0
+    zero_out: int = 0
+    partial: int = 0
+    skipped: int = 0
+    paused: bool = False
+    """The queue as shown: what ``p`` asked for until the engine answers, then the engine's state."""
+
+
+Asked = Mapping[str, tuple[Any, ...]]
+"""config id -> (word shown, note, when asked): what a key asked for, shown until the engine confirms."""
+
+
+def config_note(view: ConfigView) -> str:
+    """The note beside a configuration: why it crashed, its progress, its zero-output count or its reason."""
+    if view.state.value in ("crashed", "failed"):
+        parts = [p for p in (view.signature, view.reason) if p]
+        return ": ".join(parts) if parts else view.state.value
+    if view.state.active:
+        if view.workload:
+            return f"{view.workload} · {view.measurements} meas"
+        return f"attempt {view.attempt}" if view.attempt > 1 else ""
+    if view.zero_output:
+        return f"{view.zero_output} of {view.measurements} answers with no tokens"
+    if view.reason:
+        return view.reason
+    if view.state.value == "done":
+        return f"{view.measurements} meas"
+    return ""
+
+
+def _line(state: RunState, view: ConfigView, asked: Asked, pause_requested: bool | None,
+          partial: frozenset[str], labels: Mapping[str | None, str] | None) -> ConfigLine:
+    request = asked.get(view.config_id)
+    if request is not None:
+        word, note = str(request[0]), str(request[1])
+    else:
+        word, note = state.display_state(view), config_note(view)
+        if pause_requested is not None and view.state is ConfigState.PENDING:
+            word = PAUSED if pause_requested else ConfigState.PENDING.value
+        word = config_verdict(word, zero_output=bool(view.zero_output), partial=view.config_id in partial)
+        if word == PARTIAL:
+            note = f"workload cut short · {view.measurements} meas"
+    gpus = view.gpus or view.last_gpus
+    where = ",".join(str(g) for g in gpus) if gpus else "–"
+    if labels is not None and (view.node is not None or view.launched_at is not None):
+        where = f"{where if gpus else 'CPU'} @ {labels.get(view.node, view.node or '?')}"
+    return ConfigLine(view.config_id, view.name, word, note, where,
+                      f"{view.startup_s:.1f}s" if view.startup_s is not None else "–", bool(view.gpus))
+
+
+def build_view(state: RunState, *, partial: frozenset[str] = frozenset(), asked: Asked | None = None,
+               pause_requested: bool | None = None) -> SweepView:
+    """The :class:`SweepView` of ``state`` now."""
+    asked = asked or {}
+    labels = state.node_labels() if state.on_nodes else None
+    views = state.ordered_configs()
+    lines = tuple(_line(state, view, asked, pause_requested, partial, labels) for view in views)
+    asked_skip = {cid for cid, request in asked.items() if request[0] == ConfigState.SKIPPED.value}
+    skipped = sum(1 for v in views if v.state is ConfigState.SKIPPED or v.config_id in asked_skip)
+    crashed = sum(1 for v in views if v.state in (ConfigState.CRASHED, ConfigState.FAILED))
+    done = [v for v in views if v.state is ConfigState.DONE]
+    zero = sum(1 for v in done if v.zero_output)
+    cut = sum(1 for v in done if not v.zero_output and v.config_id in partial)
+    return SweepView(lines=lines, ran=len(done) + crashed, to_run=max(0, state.total - skipped), crashed=crashed,
+                     zero_out=zero, partial=cut, skipped=skipped,
+                     paused=state.paused if pause_requested is None else pause_requested)
+
+
+def end_summary(state: RunState, partial: frozenset[str]) -> str:
+    """``5 done (1 zero-out, 1 partial), 1 crashed``: how the sweep's configurations ended, in the ending line's
+    words (:func:`specbench_tui.core.verdicts.state_counts`)."""
+    states = {cid: state.display_state(view) for cid, view in state.configs.items()}
+    zero = {cid for cid, view in state.configs.items() if view.zero_output}
+    return state_counts(states, zero, partial)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from specbench_tui.application.viewmodel import end_summary
 from specbench_tui.core.events import (
     ConfigFinished,
     ConfigState,
@@ -17,7 +18,6 @@ from specbench_tui.core.events import (
     SweepFinished,
 )
 from specbench_tui.core.records import STATUS_ZERO_OUTPUT
-from specbench_tui.core.verdicts import state_counts
 from specbench_tui.tui.app_base import AppBase
 from specbench_tui.tui.notifier import Entry, Severity
 from specbench_tui.tui.preflight_screen import PreflightFailedScreen
@@ -99,9 +99,7 @@ class Announcements(AppBase):
                 notifier.dismiss(("preflight",))
                 self.push_screen(PreflightFailedScreen(self.preflight_problems), callback=self._preflight_closed)
                 return
-            states = {cid: state.display_state(view) for cid, view in state.configs.items()}
-            zero = {cid for cid, view in state.configs.items() if view.zero_output}
-            summary = state_counts(states, zero, self.partial_ids)
+            summary = end_summary(state, self.partial_ids)
             notifier.post(f"Sweep {clean(event.state, 40)}: {summary}; {state.measurements} measurements. "
                           "Press q to quit.", title="Sweep finished",
                           severity="information" if event.state == "completed" else "warning", timeout=30,

@@ -37,6 +37,7 @@ from textual.theme import Theme
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
+from specbench_tui.application.viewmodel import SweepView
 from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.events import (
     ConfigFinished,
@@ -56,6 +57,7 @@ from specbench_tui.core.events import (
 )
 from specbench_tui.core.ledger import LedgerSnapshot
 from specbench_tui.core.state import RunState
+from specbench_tui.core.verdicts import partial_configs
 from specbench_tui.engine.control import Outcome
 from specbench_tui.tui.announcements import Announcements
 from specbench_tui.tui.app_base import AppBase, EngineAdapter
@@ -66,7 +68,6 @@ from specbench_tui.tui.gpu_panel import GpuLine, GpuPanel
 from specbench_tui.tui.header import SweepHeader
 from specbench_tui.tui.log_panel import MAX_LINES, ServerLogPanel
 from specbench_tui.tui.log_screen import FullLogScreen
-from specbench_tui.tui.looks import partial_configs
 from specbench_tui.tui.notifier import Notifier
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.queue_panel import QueuePanel
@@ -172,6 +173,8 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         """config id → (state shown, note, when asked): what a key asked for, shown until the engine confirms."""
         self.pause_requested: bool | None = None
         """The queue state ``p`` asked for, shown in the header until the engine confirms it."""
+        self.view = SweepView()
+        """What the panels draw, built once per refresh in the application layer (:meth:`_show_view`)."""
         self.partial_ids: frozenset[str] = frozenset()
         """Configurations with a workload cut short, from the latest analysis (queue and header show them)."""
         self.preflight_problems: list[str] = []
@@ -406,7 +409,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
     def _sync_panels(self, *, queue: bool = False, results: bool = False, gpus: bool = False,
                      force: bool = False) -> None:
         if queue:
-            self._queue_panel().sync(self.state, force, self.optimistic, self.pause_requested, self.partial_ids)
+            self._show_view(force)
             self._log_panel().set_sources([v.name for v in self.state.active()])
         if force and self.analysis is not None:  # a new theme: redraw what is shown now, in its colours
             self._results_panel().sync(self.state, True, self.analysis)
@@ -456,9 +459,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
             if self._panels_attached():
                 self._results_panel().sync(self.state, False, self.analysis, rows)
                 if partial_changed:
-                    self._queue_panel().sync(self.state, False, self.optimistic, self.pause_requested,
-                                             self.partial_ids)
-                    self._header().refresh()
+                    self._show_view()
         elif worker.state == WorkerState.ERROR:
             self.log.warning(f"analysis failed: {worker.error!r}")
         if self._analysis_wanted:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from textual.app import App
 from textual.css.query import QueryError
 
+from specbench_tui.application.viewmodel import SweepView, build_view
 from specbench_tui.core.events import Event
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import Measurement
@@ -64,6 +65,7 @@ class AppBase(App[int]):
     optimistic: dict[str, tuple[str, str, float]]
     pause_requested: bool | None
     partial_ids: frozenset[str]
+    view: SweepView
     preflight_problems: list[str]
     detached: bool
     engine_stopped: bool
@@ -116,6 +118,15 @@ class AppBase(App[int]):
             return None
         return self.state.configs.get(config_id) if config_id else None
 
+
+    def _show_view(self, force: bool = False) -> None:
+        """Build the sweep view once (state, analysis, what keys asked) and hand it to the queue and header."""
+        self.view = build_view(self.state, partial=self.partial_ids, asked=self.optimistic,
+                               pause_requested=self.pause_requested)
+        self._queue_panel().sync(self.view, force)
+        header = self._header()
+        header.view = self.view
+        header.refresh()
 
     def _hint(self, message: str, severity: Severity = "warning") -> None:
         """A short answer to a key (not kept in the history)."""

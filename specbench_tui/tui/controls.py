@@ -70,13 +70,12 @@ class ControlActions(AppBase):
         """Show at once what a key asked of ``config_id`` (the engine confirms it with its own event)."""
         self.optimistic[config_id] = (shown_state, note, time.monotonic())
         if self._panels_attached():
-            self._queue_panel().sync(self.state, False, self.optimistic, self.pause_requested, self.partial_ids)
-            self._header().refresh()
+            self._show_view()
 
     @property
     def paused_shown(self) -> bool:
         """Whether the header shows the queue paused (what ``p`` asked for, until the engine answers)."""
-        return self.state.paused if self.pause_requested is None else self.pause_requested
+        return self.view.paused
 
     def _refuse_read_only(self) -> bool:
         """A view opened without control says so instead of acting."""
@@ -98,8 +97,7 @@ class ControlActions(AppBase):
         self._control(self.engine.pause if pause else self.engine.resume)
         self.notifier.post(QUEUE_PAUSED if pause else QUEUE_RESUMED, timeout=4, topic=("queue",), record=False)
         if self._panels_attached():
-            self._queue_panel().sync(self.state, False, self.optimistic, self.pause_requested, self.partial_ids)
-            self._header().refresh()
+            self._show_view()
 
     def _local_outcome(self, command: str, config_id: str) -> Outcome:
         """What the engine would answer ``command`` of ``config_id``, from what this view knows now."""

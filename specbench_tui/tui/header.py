@@ -10,8 +10,9 @@ from rich.text import Text
 from textual.widget import Widget
 
 from specbench_tui.core.eta import describe, estimate
-from specbench_tui.core.events import ConfigState
+from specbench_tui.application.viewmodel import SweepView, build_view
 from specbench_tui.core.state import RunState
+from specbench_tui.core.verdicts import PARTIAL, ZERO_OUTPUT
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean
 
@@ -54,6 +55,8 @@ class SweepHeader(Widget):
         """Styles from the current theme (set by the app)."""
         self._shown_run_dir = display_path(state.run_dir)
         self._run_dir_source = state.run_dir
+        self.view: SweepView | None = None
+        """The sweep view the app built at its last refresh (None: built here from the state alone)."""
 
     def render(self) -> Text:
         state = self.state
@@ -69,27 +72,19 @@ class SweepHeader(Widget):
             text.append(" SIMULATED", style=palette.zero_output)
         text.append("  ")
         views = list(state.configs.values())
-        asked = getattr(self.app, "optimistic", {})  # what a key asked for counts at once, as in the queue
-        asked_skip = {cid for cid, request in asked.items() if request[0] == ConfigState.SKIPPED.value}
-        skipped = sum(1 for v in views if v.state is ConfigState.SKIPPED or v.config_id in asked_skip)
-        crashed = sum(1 for v in views if v.state in (ConfigState.CRASHED, ConfigState.FAILED))
-        done = sum(1 for v in views if v.state is ConfigState.DONE)
-        partial: frozenset[str] = getattr(self.app, "partial_ids", frozenset())
-        zero = sum(1 for v in views if v.state is ConfigState.DONE and v.zero_output)
-        cut = sum(1 for v in views if v.state is ConfigState.DONE and not v.zero_output and v.config_id in partial)
-        to_run = max(0, state.total - skipped)
+        shown = self.view if self.view is not None else build_view(state)
         narrow = self.size.width < 110
         gap = " " if narrow else "  "
         # Skipped configurations are not "done": they are counted apart, and out of the total to run. The
         # outcome classes come before the clock and the measurement count, which a narrow terminal cuts first.
-        text.append(f"{done + crashed}/{to_run} ran", style="bold")
-        for count, glyph, word, style in ((crashed, "✖", "crashed", palette.crash),
-                                          (zero, "▲", "zero-out", palette.zero_output),
-                                          (cut, "◐", "partial", palette.warning),
-                                          (skipped, "↷", "skipped", palette.muted)):
+        text.append(f"{shown.ran}/{shown.to_run} ran", style="bold")
+        for count, glyph, word, style in ((shown.crashed, "✖", "crashed", palette.crash),
+                                          (shown.zero_out, "▲", ZERO_OUTPUT, palette.zero_output),
+                                          (shown.partial, "◐", PARTIAL, palette.warning),
+                                          (shown.skipped, "↷", "skipped", palette.muted)):
             if count:
                 text.append(f"{gap}{glyph}{'' if narrow else ' '}{count} {word}", style=style)
-        if getattr(self.app, "paused_shown", state.paused):
+        if shown.paused:
             text.append(f"{gap}⏸ PAUSED", style=palette.zero_output)
         if state.outcome is not None:
             text.append(f"{gap}{state.outcome}",

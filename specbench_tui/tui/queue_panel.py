@@ -5,17 +5,18 @@ machine alone shows GPUs only."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from typing import Any
 
 from rich.style import Style
 from rich.text import Text
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
-from specbench_tui.core.state import PAUSED, ConfigView, RunState
-from specbench_tui.tui.looks import GLYPHS, PARTIAL, ZERO_OUTPUT, outcome_word
+from specbench_tui.application.viewmodel import SweepView
+from specbench_tui.core.state import PAUSED
+from specbench_tui.core.verdicts import PARTIAL, ZERO_OUTPUT
+from specbench_tui.tui.looks import GLYPHS
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean, safe
 from specbench_tui.tui.textual_private import CachedCellsTable, SlicedRestyle, update_row
@@ -39,23 +40,6 @@ def state_style(state: str, palette: Palette) -> Style:
     if state == "done":
         return palette.success
     return palette.muted
-
-
-def _note(view: ConfigView) -> str:
-    if view.state.value in ("crashed", "failed"):
-        parts = [p for p in (view.signature, view.reason) if p]
-        return ": ".join(parts) if parts else view.state.value
-    if view.state.active:
-        if view.workload:
-            return f"{view.workload} · {view.measurements} meas"
-        return f"attempt {view.attempt}" if view.attempt > 1 else ""
-    if view.zero_output:
-        return f"{view.zero_output} of {view.measurements} answers with no tokens"
-    if view.reason:
-        return view.reason
-    if view.state.value == "done":
-        return f"{view.measurements} meas"
-    return ""
 
 
 class QueuePanel(CachedCellsTable):
@@ -100,42 +84,19 @@ class QueuePanel(CachedCellsTable):
         with contextlib.suppress(RowDoesNotExist):
             self.move_cursor(row=self.get_row_index(config_id))
 
-    def sync(self, state: RunState, force: bool = False, asked: Mapping[str, tuple[Any, ...]] | None = None,
-             paused: bool | None = None, partial: frozenset[str] = frozenset()) -> None:
-        """Bring the rows up to date with ``state`` (only changed cells are written).
-
-        ``asked`` maps a configuration to the (state, note) a key asked for and the engine has not confirmed
-        yet: the row shows that at once. ``paused`` overrides the queue's paused state the same way.
-        ``partial`` names the configurations with a workload cut short (from the analysis).
-        """
-        asked = asked or {}
-        labels = state.node_labels() if state.on_nodes else None
-        for view in state.ordered_configs():
-            request = asked.get(view.config_id)
-            if request is not None:
-                shown_state, note = request[0], request[1]
-            else:
-                shown_state, note = state.display_state(view), _note(view)
-                if paused is not None and view.state.value == "pending":
-                    shown_state = PAUSED if paused else "pending"
-                shown_state = outcome_word(view, shown_state, partial)
-                if shown_state == PARTIAL:
-                    note = f"workload cut short · {view.measurements} meas"
-            gpus = view.gpus or view.last_gpus
-            where = ",".join(str(g) for g in gpus) if gpus else "–"
-            if labels is not None and (view.node is not None or view.launched_at is not None):
-                where = f"{where if gpus else 'CPU'} @ {labels.get(view.node, view.node or '?')}"
-            values = (shown_state, view.name, where,
-                      f"{view.startup_s:.1f}s" if view.startup_s is not None else "–", note,
-                      bool(view.gpus))
-            if not force and self._shown.get(view.config_id) == values:
+    def sync(self, view: SweepView, force: bool = False) -> None:
+        """Bring the rows up to date with the sweep view (only changed cells are written): each configuration's
+        word and note as the application layer worded them (what a key asked for included)."""
+        for line in view.lines:
+            values = (line.word, line.name, line.where, line.startup, line.note, line.holding)
+            if not force and self._shown.get(line.config_id) == values:
                 continue
             cells = self._cells(values)
-            if view.config_id not in self._shown:
-                self.add_row(*cells, key=view.config_id)
+            if line.config_id not in self._shown:
+                self.add_row(*cells, key=line.config_id)
             else:
-                update_row(self, view.config_id, COLUMN_KEYS, cells)
-            self._shown[view.config_id] = values
+                update_row(self, line.config_id, COLUMN_KEYS, cells)
+            self._shown[line.config_id] = values
         self.border_subtitle = self._summary(self._shown.values())
 
     def _cells(self, values: tuple[Any, ...]) -> list[Text]:
