@@ -9,6 +9,7 @@ directory. ``/proc/sys/fs/protected_symlinks`` may be 0 (it is on the test machi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -50,7 +51,15 @@ class Attacker:
     def hold(self, path: Path) -> subprocess.Popen[bytes]:
         """A process of the attacker's holding an exclusive ``flock`` on ``path`` (a lease it holds)."""
         return subprocess.Popen(["flock", "-x", str(path), "sleep", "600"], user=self.uid, group=self.gid,
-                                extra_groups=[], cwd="/", env={"PATH": "/usr/bin:/bin"})
+                                extra_groups=[], cwd="/", env={"PATH": "/usr/bin:/bin"}, start_new_session=True)
+
+
+def _let_go(holders: list[subprocess.Popen[bytes]]) -> None:
+    """End the attacker's lock holders: ``flock`` and the ``sleep`` it runs (which inherits the lock), by group."""
+    for holder in holders:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait(10)
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +77,11 @@ def attacker() -> Iterator[Attacker]:
     try:
         yield Attacker(name, entry.pw_uid, entry.pw_gid)
     finally:
-        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True, timeout=30)  # only its processes
-        subprocess.run(["userdel", name], capture_output=True, timeout=60)
+        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True, timeout=30)  # the user this test made
+        for _ in range(100):  # userdel refuses a user with a process left
+            if subprocess.run(["userdel", name], capture_output=True, timeout=60).returncode != 8:
+                break
+            time.sleep(0.1)
 
 
 @pytest.fixture
@@ -155,8 +167,7 @@ def test_planted_lease_entries_change_no_file_of_the_victim_and_are_passed_over(
         assert "symbolic link" in describe_holder(leases.holder("gpu-index-0"))
         choice.lease.release()
     finally:
-        holder.kill()
-        holder.wait(10)
+        _let_go([holder])
     _unchanged(files)
     for name in (f"port-{base}.lease", "gpu-index-0.lease", f"port-{base + 2}.lease"):
         assert (leases_dir / name).is_symlink()  # left as planted, never replaced or followed
@@ -371,9 +382,7 @@ def test_another_users_leases_on_the_simulated_gpus_do_not_stall_a_simulated_swe
         real = LeasedGpuPool((0,), leases, {0: "gpu-GPU-1234abcd"})
         assert real.leases is leases  # a real GPU is leased where every user's specbench sees it
     finally:
-        for holder in holders:
-            holder.kill()
-            holder.wait(10)
+        _let_go(holders)
 
 
 def test_a_private_folder_of_ones_own_is_made_private_or_refused_when_others_could_write_in_it(tmp_path):
@@ -420,9 +429,7 @@ def test_a_simulated_sweep_runs_while_another_user_holds_every_simulated_gpu_lea
                                "--runs-dir", str(tmp_path / "runs")], env=env, capture_output=True, text=True,
                               timeout=150, stdin=subprocess.DEVNULL, cwd=tmp_path)  # ~10 s; waits forever if stalled
     finally:
-        for holder in holders:
-            holder.kill()
-            holder.wait(10)
+        _let_go(holders)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert "mallory" not in output and "\x1b" not in output and "pwned" not in output
