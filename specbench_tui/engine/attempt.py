@@ -143,6 +143,7 @@ class Attempt:
         self.sink.publish(ServerReady(config_id=config.id, startup_s=round(startup_s, 3),
                                       context_length=context_length))
         self.note_caps(info)
+        self.note_policy()
         too_long = next((w.spec for w in self.job.workloads
                          if context_length and w.spec.max_new_tokens >= context_length), None)
         if too_long is not None:  # refused before any request is sent: the server would answer each with a 400
@@ -195,6 +196,15 @@ class Attempt:
         if ceiling is not None:
             parts.append(f"CUDA graphs up to batch {ceiling:,}")
         self.publish_notice("info", f"{self.config.name}: the server " + "; ".join(parts))
+
+    def note_policy(self) -> None:
+        """Say the cache policy the workloads run under (every view states it; the log panel too)."""
+        policies = sorted({w.spec.cache for w in self.job.workloads})
+        if not policies:
+            return
+        text = {CACHE_COLD: "cold: the server is flushed before every measured request and load point",
+                "warm": "warm: the server keeps its caches between requests (a repeat may meet its own prefix)"}
+        self.publish_notice("info", f"{self.config.name}: caches " + "; ".join(text.get(p, p) for p in policies))
 
     async def start_measurement(self, session: Session, spec: WorkloadSpec) -> bool:
         """Under ``cache = "cold"``, flush the server's caches now (retried until it accepts, since it refuses
