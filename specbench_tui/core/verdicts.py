@@ -12,7 +12,15 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 
 from specbench_tui.core.events import ConfigState
-from specbench_tui.core.results import RunAnalysis
+from specbench_tui.core.results import (
+    FLAG_BURST,
+    FLAG_CLAMPED,
+    FLAG_FROM_MEMORY,
+    FLAG_IDLE,
+    FLAG_MISMATCH,
+    FLAG_RETRACTED,
+    RunAnalysis,
+)
 
 ZERO_OUTPUT = "zero-out"
 PARTIAL = "partial"
@@ -68,3 +76,20 @@ def state_counts(states: Mapping[str, str], zero_output: Collection[str] = (), p
 def verdict_counts(verdicts: Iterable[str]) -> Counter[str]:
     """How many configurations carry each word."""
     return Counter(verdicts)
+
+
+FLAG_NOTES = {
+    FLAG_MISMATCH: "✖ output differs from baseline",
+    FLAG_IDLE: "draft idle (accept ≈ 1)",
+    FLAG_BURST: "answers came in one burst: no decode rate",
+    FLAG_CLAMPED: "prompt clamped to the context",
+    FLAG_FROM_MEMORY: "drafted from memory",
+    FLAG_RETRACTED: "retracted",
+}
+"""How a row flag reads in a note, the same in the TUI's results table and the end summary (flags counted
+elsewhere in the row, zero output, errors, partial, are not repeated)."""
+
+
+def flag_note(flag: str) -> str:
+    """A flag's note (:data:`FLAG_NOTES`; an unknown flag as its words)."""
+    return FLAG_NOTES.get(flag, flag.replace("_", " "))

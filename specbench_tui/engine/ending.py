@@ -241,7 +241,7 @@ def _note(analysis: RunAnalysis, config_id: str, workloads: list[str]) -> str:
         parts.append(f"{errors} errors" + (f" ({crash_cut} cut by the crash)" if crash_cut else ""))
     flags = sorted({f for r in cells for f in r.flags}
                    - {"zero_output", "errors", "no_baseline", FLAG_PARTIAL, FLAG_CRASH_CUT})
-    parts += [f.replace("_", " ") for f in flags]
+    parts += [verdicts.flag_note(f) for f in flags]
     return "; ".join(p for p in parts if p)
 
 

@@ -26,6 +26,7 @@ from specbench_tui.core.results import (
     RunAnalysis,
 )
 from specbench_tui.core.events import ConfigState
+from specbench_tui.core.verdicts import FLAG_NOTES
 from specbench_tui.core.state import RunState
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean
@@ -87,8 +88,8 @@ def config_of_row_key(key: str) -> str:
     return key.split(_KEY_SEPARATOR, 1)[0]
 
 
-_FLAG_NOTES = {FLAG_MISMATCH: "✖ output differs from baseline", FLAG_IDLE: "draft idle (accept ≈ 1)",
-               FLAG_BURST: "answers came in one burst: no decode rate"}
+_FLAG_NOTES = {flag: FLAG_NOTES[flag] for flag in (FLAG_MISMATCH, FLAG_IDLE, FLAG_BURST)}
+"""The flags a results row adds to its note (the others are said by its own cells), in core's words."""
 
 
 ConfigNotes = Mapping[str, tuple[str | None, str | None]]
