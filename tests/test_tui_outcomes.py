@@ -338,3 +338,34 @@ async def test_queue_and_header_draw_one_view_built_in_the_application_layer(tmp
         assert all(queue_state(app, name) == word for name, word in words.items())
         text = header.render().plain
         assert f"{view.ran}/{view.to_run} ran" in text and f"{view.zero_out} zero-out" in text
+
+
+def test_an_attached_view_gets_each_commands_outcome_from_the_engines_acknowledgement(tmp_path: Path) -> None:
+    """The real client (AttachedEngine) against the real control socket: its ``pause`` future holds the engine's
+    answer, and a second pause is answered "already paused" (changed: False)."""
+    import threading
+
+    from specbench_tui.engine.attached import AttachedEngine
+
+    (tmp_path / "sweep.toml").write_text(DEMO_SWEEP, encoding="utf-8")
+    (tmp_path / "run.json").write_text(json.dumps({"sweep_path": "sweeps/demo.toml"}), encoding="utf-8")
+    control = _Control()
+    server = ControlServer(tmp_path, control, status=lambda: {"paused": control.paused}, publish=lambda event: None)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        asyncio.run_coroutine_threadsafe(server.start(), loop).result(30)
+        engine = AttachedEngine(tmp_path, name="test")
+        engine.start()
+        first = engine.pause().result(30)
+        second = engine.pause().result(30)
+        assert first is not None and first.changed and first.text == "paused the queue"
+        assert second is not None and not second.changed and second.text == "already paused"
+        resumed = engine.resume().result(30)
+        assert resumed is not None and resumed.changed and not control.paused
+        engine.detach()
+    finally:
+        asyncio.run_coroutine_threadsafe(server.close(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
