@@ -274,7 +274,7 @@ def test_a_read_only_page_shows_the_queue_and_its_p_pauses_nothing(sweep: Sweep,
         page.keyboard.press("p")
         _wait_screen(page, "read-only", READY_S)
         page.wait_for_timeout(1000)  # a pause the engine took would be in its log by now (it logs, then answers)
-        assert engine_status(sweep.run_dir)["paused"] is False
+        assert engine_status(sweep.run_dir, timeout=READY_S)["paused"] is False
         assert _queue_events(sweep.run_dir)[len(before):] == []
         page.context.close()
     finally:
@@ -425,7 +425,7 @@ def test_a_tab_whose_view_cannot_start_says_why_in_its_page(sweep: Sweep, browse
     of staying blank."""
     _wait_engine_started(sweep)
     serve = _serve(sweep.run_dir, sweep.env, sweep.cwd)
-    engine = int(engine_status(sweep.run_dir)["pid"])
+    engine = int(engine_status(sweep.run_dir, timeout=READY_S)["pid"])
     os.kill(engine, signal.SIGSTOP)
     try:
         page = _open(browser, serve.url)

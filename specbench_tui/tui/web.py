@@ -379,11 +379,11 @@ def listen(host: str, port: int | None) -> tuple[socket.socket, str]:
 def serve(run_dir: Path, *, host: str = "127.0.0.1", port: int | None = None, control: bool = False,
           token: str | None = None, max_tabs: int = DEFAULT_MAX_TABS) -> int:
     """Serve ``run_dir``'s TUI until Ctrl-C; the exit code."""
-    from specbench_tui.engine.attached import AttachError, engine_status
+    from specbench_tui.engine.attached import CONNECT_TIMEOUT_S, AttachError, engine_status
     from specbench_tui.application.runstatus import report_unattachable
 
     try:
-        status = engine_status(run_dir)
+        status = engine_status(run_dir, timeout=CONNECT_TIMEOUT_S)  # a loaded box answers slowly
     except AttachError as exc:
         return report_unattachable(run_dir, str(exc))
     if max_tabs < 1:
