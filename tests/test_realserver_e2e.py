@@ -169,6 +169,9 @@ def test_an_eagle3_point_above_its_48_cap_is_capped_everywhere(tmp_path: Path) -
     assert points[("eagle3", "c64")]["capped"] == "capped (64 in flight, cap 48)"
     assert points[("ar", "c64")]["capped"] is None
     assert "rests on capped point" in _report(run_dir, "txt")
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    ready = {e["config_id"]: e for e in events if e["type"] == "ServerReady"}
+    assert ready[eagle.id]["running_cap"] == 48 and ready[ar.id]["running_cap"] > 64  # facts of the configuration
 
 
 def test_with_max_running_requests_64_nothing_is_capped(tmp_path: Path) -> None:

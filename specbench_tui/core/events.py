@@ -93,6 +93,10 @@ class ServerReady(Event):
     config_id: str
     startup_s: float
     context_length: int | None = None
+    running_cap: int | None = None
+    """The server's running-request cap (SGLang's ``/server_info``), a fact of the configuration; None: not said."""
+    graph_ceiling: int | None = None
+    """The largest batch the server runs as a CUDA graph, when its info endpoint says."""
 
 
 @dataclass(frozen=True)

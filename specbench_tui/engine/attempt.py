@@ -140,9 +140,10 @@ class Attempt:
         startup_s = time.monotonic() - server.started_at
         info = await client.server_info() or {}
         context_length = await client.context_length(info)
+        ceiling = self.note_caps(info)
         self.sink.publish(ServerReady(config_id=config.id, startup_s=round(startup_s, 3),
-                                      context_length=context_length))
-        self.note_caps(info)
+                                      context_length=context_length, running_cap=self.running_cap,
+                                      graph_ceiling=ceiling))
         self.note_policy()
         too_long = next((w.spec for w in self.job.workloads
                          if context_length and w.spec.max_new_tokens >= context_length), None)
@@ -183,19 +184,20 @@ class Attempt:
             return ConfigState.SKIPPED, "skipped by the user"
         return ConfigState.DONE, None
 
-    def note_caps(self, info: dict[str, Any]) -> None:
-        """Read the server's running-request cap (and CUDA-graph ceiling) from its info endpoint, and say them:
-        every measurement carries the cap, so a load point above it reads as capped in every view."""
+    def note_caps(self, info: dict[str, Any]) -> int | None:
+        """Read the server's running-request cap (and CUDA-graph ceiling, returned) from its info endpoint, and say
+        them: every measurement carries the cap, so a load point above it reads as capped in every view."""
         self.running_cap = self.profile.running_cap(info)
         ceiling = self.profile.graph_ceiling(info)
         if self.running_cap is None and ceiling is None:
-            return
+            return None
         parts = []
         if self.running_cap is not None:
             parts.append(f"runs at most {self.running_cap:,} requests at once (max_running_requests)")
         if ceiling is not None:
             parts.append(f"CUDA graphs up to batch {ceiling:,}")
         self.publish_notice("info", f"{self.config.name}: the server " + "; ".join(parts))
+        return ceiling
 
     def note_policy(self) -> None:
         """Say the cache policy the workloads run under (every view states it; the log panel too)."""
