@@ -21,7 +21,6 @@ OWNERS = {"store.py", "runlock.py", "rundir/__init__.py", "rundir/files.py"}
 REMAINING: dict[str, str] = {
     # Modules of other owners that still name the files, nearly all in docstrings and messages (the lead moves
     # them to the package's constants and readers):
-    "application/daemon.py": "reads and writes run.json itself (read_json/write_json by name)",
     "application/viewmodel.py": "a docstring (run.json's sweep_path)",
     "core/analysis.py": "docstrings and a note naming plan.json",
     "core/crossover/__init__.py": "docstring",

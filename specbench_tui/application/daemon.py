@@ -9,7 +9,7 @@ run directory's lock, then points its standard output and error at ``engine.log`
 the control socket (:mod:`specbench_tui.engine.control_socket`) and tells the caller it is ready through a
 pipe. From then on clients attach and detach as they like.
 
-It ends when the sweep ends (``summary.txt`` and the exit code in ``run.json``), when stopped by a client or
+It ends when the sweep ends (``summary.txt`` and the exit code in the run's metadata), when stopped by a client or
 ``specbench stop``, or on SIGTERM / SIGINT (the same clean stop as headless: the request in flight gets
 :data:`~specbench_tui.application.headless.SIGNAL_GRACE_S`, then everything is torn down). SIGHUP is ignored. The
 servers are the engine's children under the keeper, so no server outlives it, SIGKILL included; measurements
@@ -175,13 +175,9 @@ async def _serve(plan: Any, run_dir: Any, args: argparse.Namespace, status_fd: i
 
 
 def _record_end(run_dir: Any, code: int, ending: dict[str, Any]) -> None:
-    """The exit code and ending line in ``run.json`` (what ``attach``, ``stop`` and ``ps`` report)."""
-    meta: dict[str, Any] = {}
+    """The exit code and ending line in the run's metadata (what ``attach``, ``stop`` and ``ps`` report)."""
     with contextlib.suppress(Exception):
-        meta = run_dir.read_json("run.json") or {}
-    meta.update({"exit_code": code, "ended": time.time(), **ending})
-    with contextlib.suppress(Exception):
-        run_dir.write_json("run.json", meta)
+        run_dir.update_meta(exit_code=code, ended=time.time(), **ending)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         if key in _ARGS:
             setattr(args, key, value)
     if isinstance(options.get("argv"), list):
-        sys.argv = [str(a) for a in options["argv"]]  # the lock and run.json name the command the user typed
+        sys.argv = [str(a) for a in options["argv"]]  # the lock and the run's metadata name the command the user typed
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # no terminal to lose; a stray SIGHUP changes nothing
     os.umask(os.umask(0o022) | 0o022)
     from specbench_tui.application.session import RunRequest, give_up_ownership, prepare_run
@@ -204,11 +200,11 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(prepared, int):
         return prepared
     plan, run_dir = prepared
-    meta = run_dir.read_json("run.json") or {}
+    meta = run_dir.read_meta()
     for stale in ("exit_code", "ended", "state", "ending", "failure"):
         meta.pop(stale, None)
     meta.update({"engine_pid": os.getpid(), "detached": True, "engine_started": time.time()})
-    run_dir.write_json("run.json", meta)
+    run_dir.write_meta(meta)
     _redirect(run_dir.path / ENGINE_LOG)
     try:
         return asyncio.run(_serve(plan, run_dir, args, ns.status_fd))

@@ -28,16 +28,6 @@ from specbench_tui.rundir import load_plan
 from specbench_tui.store import StoreError
 
 
-def eta_text(seconds: float | None) -> str:
-    """Seconds as ``ETA 1h02m`` / ``ETA 5m49s`` (kept for callers of the old name; the lines use
-    :func:`~specbench_tui.core.eta.describe`)."""
-    if seconds is None:
-        return "ETA ?"
-    seconds = max(0, int(seconds))
-    hours, rest = divmod(seconds, 3600)
-    return f"ETA {hours}h{rest // 60:02d}m" if hours else f"ETA {rest // 60}m{rest % 60:02d}s"
-
-
 class ProgressPrinter(Printer):
     """The headless printer, its lines stamped with the event's time, progress and ETA: the ledger's
     :class:`~specbench_tui.core.ledger.Progress` and :func:`~specbench_tui.core.eta.estimate`, as the TUI's

@@ -36,12 +36,12 @@ from typing import Any
 from specbench_tui import __version__
 from specbench_tui.core.events import Event, Notice
 from specbench_tui.engine.control import COMMANDS, Outcome
-from specbench_tui.rundir import EVENTS, RESULTS, file_size
+from specbench_tui.rundir import ENGINE_SOCKET, EVENTS, RESULTS, file_size
 
 PROTOCOL = 1
 """The control protocol's version; a client and an engine that differ refuse each other with a clear message."""
 HELLO = "specbench-control"
-SOCKET_NAME = "engine.sock"
+SOCKET_NAME = ENGINE_SOCKET
 ROLES = ("control", "view", "status")
 MAX_LINE = 1 << 20
 """The longest line a client may send (commands are tiny; anything longer is a broken or hostile client)."""
