@@ -683,12 +683,6 @@ KNOWN_GAPS: dict[Any, str] = {
     check_graph_ceiling_product: "SGLANG.graph_ceiling(info) reads cuda_graph_max_bs_decode, which SGLang leaves "
                                  "null unless passed; SGLang serves internal_states[].decode_cuda_graph_bs (what "
                                  "was captured) and cuda_graph_config.decode.max_bs",
-    # TODO(issue 26): sim/ serves cuda_graph_max_bs_decode resolved and cuda_graph_config null.
-    check_graph_ceiling_simulator: "the simulator's /server_info has cuda_graph_max_bs_decode = the ceiling, no "
-                                   "decode_cuda_graph_bs in its states and cuda_graph_config = null",
-    # TODO(issue 26): sim/ serves max_speculative_num_draft_tokens, a runtime-context value, not a ServerArgs field.
-    check_server_info_keys: "the simulator's /server_info has max_speculative_num_draft_tokens, which SGLang's has "
-                            "not (runtime_context.py keeps it in the spec bag)",
 }
 """Checks the product does not pass yet, each with what is missing (strict: a fix makes the mark fail)."""
 

@@ -49,6 +49,7 @@ class ServerState:
     memory: Any  # procs.MemoryPlan
     context_len: int
     startup_time: float = 0.0
+    captured_bs: list[int] = field(default_factory=list)
     status: str = "Starting"  # Starting -> Up, or UnHealthy after a failed health check
     gracefully_exit: bool = False
     first_request_hook: Callable[[], None] | None = None
@@ -173,6 +174,9 @@ class Api:
         values = dict(s.args.values.items())
         # build_server_info: the resolved ServerArgs (context_length stays None unless --context-length was
         # passed; the model's limit is on /v1/models) merged with the scheduler's start-up info.
+        config = {phase: dict(phase_config) for phase, phase_config in values["cuda_graph_config"].items()}
+        config["decode"]["bs"] = list(s.captured_bs) or None
+        values["cuda_graph_config"] = config
         values["max_total_num_tokens"] = s.engine.max_total_num_tokens
         values["max_req_input_len"] = s.engine.max_req_input_len
         states = []
@@ -181,6 +185,7 @@ class Api:
                 "world_size": s.args.tp_size * s.args.pp_size,
                 "startup_time": s.startup_time,
                 "effective_max_running_requests_per_dp": e.max_running,
+                "disaggregation_mode": "null", "decode_cuda_graph_bs": list(s.captured_bs),  # what was captured
                 "last_gen_throughput": e.last_gen_throughput,
                 "memory_usage": {"weight": round(s.memory.weights_gb + s.memory.draft_gb, 2),
                                  "kvcache": round(max(s.memory.pool_gb, 0.0), 2),

@@ -208,10 +208,18 @@ class Resolved:
     warnings: list[str]
     algorithm: str  # "NONE", "EAGLE", "EAGLE3", "DFLASH", "DDTREE", "NGRAM", ...
     budget: int  # DDTree budget, else num draft tokens - 1 (0 without speculation)
+    max_speculative_num_draft_tokens: int | None = None
+    """The widest draft the algorithm may use (adaptive: largest candidate + 1): SGLang keeps it in the runtime
+    context, not in ServerArgs, so ``/server_info`` does not carry it."""
 
     @property
     def spec_on(self) -> bool:
         return self.algorithm != "NONE"
+
+    @property
+    def decode_graph_max_bs(self) -> int:
+        """The decode CUDA-graph ceiling (``cuda_graph_config.decode.max_bs``)."""
+        return int(self.values["cuda_graph_config"]["decode"]["max_bs"])
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -253,11 +261,18 @@ def resolve(ns: argparse.Namespace, auto_params: tuple[int, int, int] = (3, 1, 4
     v["cuda_graph_backend_prefill"] = v["cuda_graph_backend_prefill"] or "breakable"
 
     algorithm, budget = _resolve_speculative(v, warnings, auto_params, draft_block_size)
-    if v["cuda_graph_max_bs_decode"] is None:
-        v["cuda_graph_max_bs_decode"] = v["max_running_requests"] or 256
+    # parse_cuda_graph_config folds --cuda-graph-max-bs-decode into cuda_graph_config's decode phase; the flag's
+    # own field stays null unless passed (handle_gpu_memory_settings sizes the phase otherwise).
+    v["cuda_graph_config"] = {
+        "decode": {"backend": v["cuda_graph_backend_decode"],
+                   "max_bs": v["cuda_graph_max_bs_decode"] or v["max_running_requests"] or 256, "bs": None},
+        "prefill": {"backend": v["cuda_graph_backend_prefill"], "max_bs": v["cuda_graph_max_bs_prefill"], "bs": None},
+    }
     if v["chunked_prefill_size"] is None:
         v["chunked_prefill_size"] = 8192
-    return Resolved(values=v, warnings=warnings, algorithm=algorithm, budget=budget)
+    widest = v.pop("max_speculative_num_draft_tokens", None)
+    return Resolved(values=v, warnings=warnings, algorithm=algorithm, budget=budget,
+                    max_speculative_num_draft_tokens=widest)
 
 
 def _resolve_speculative(v: dict[str, Any], warnings: list[str], auto: tuple[int, int, int],

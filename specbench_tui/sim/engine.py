@@ -125,7 +125,7 @@ class Engine:
         self.prefix = PrefixCache(self.max_total_num_tokens, enabled=not resolved.disable_radix_cache)
         self.corpus = NgramCorpus(resolved.speculative_ngram_capacity) if speed.algorithm == "NGRAM" else None
         self.ratio = kvpool.TokenRatio(float(resolved.schedule_conservativeness))
-        self.decode_reserve = kvpool.decode_reserve(resolved.values)
+        self.decode_reserve = kvpool.decode_reserve(resolved.values, resolved.max_speculative_num_draft_tokens)
         self.simulate_acc_len = _env_float("SGLANG_SIMULATE_ACC_LEN", -1.0) if speed.algorithm != "NONE" else -1.0
         """SGLang's benchmark knob: every verify accepts this many tokens (sampled per batch), whatever drafted."""
         self.simulate_acc_method = os.environ.get("SGLANG_SIMULATE_ACC_METHOD", "match-expected")
@@ -557,7 +557,7 @@ class Engine:
             if len(self._iv) > 1 and not iv.forwards and not rank_bs:
                 continue  # an idle DP rank runs no decode batch, so it logs none
             graph = self.args.cuda_graph_backend_decode != "disabled" and rank_bs <= (
-                self.args.cuda_graph_max_bs_decode or 0)
+                self.args.decode_graph_max_bs)
             accept_len, accept_rate = iv.accept(spec)
             used = self.used_tokens(rank if len(self._iv) > 1 else None)
             self.rank_logs[rank].info(logs.format_decode(

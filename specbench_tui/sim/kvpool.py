@@ -42,13 +42,13 @@ class PoolRequest(Protocol):
     def context_tokens(self) -> int: ...
 
 
-def decode_reserve(values: dict[str, Any]) -> int:
+def decode_reserve(values: dict[str, Any], max_draft_tokens: int | None = None) -> int:
     """KV slots a running speculative request holds beyond its tokens (``get_alloc_reserve_per_decode``):
     twice ``max(topk × steps, max draft tokens)`` (UNO: its verify width + 1), 0 without speculation."""
     algorithm = values.get("speculative_algorithm")
     if algorithm is None:
         return 0
-    widest = max(values.get("speculative_num_draft_tokens") or 0, values.get("max_speculative_num_draft_tokens") or 0)
+    widest = max(values.get("speculative_num_draft_tokens") or 0, max_draft_tokens or 0)
     if algorithm == "UNO":
         return 2 * (widest + 1)
     steps, topk = values.get("speculative_num_steps") or 1, values.get("speculative_eagle_topk") or 1

@@ -88,6 +88,9 @@ class Server:
         self.facts = config_facts(resolved)
         self.memory = procs.memory_plan(profile["model"], resolved.mem_fraction_static, resolved.tp_size,
                                         resolved.spec_on, resolved.max_total_tokens)
+        self.captured_bs = (procs.capture_sizes(resolved.decode_graph_max_bs)
+                            if resolved.cuda_graph_backend_decode != "disabled" else [])
+        """The decode batch sizes captured as CUDA graphs (``Capture cuda graph bs [...]``)."""
         self.children: list[procs.Child] = []
         self.http: HttpServer | None = None
         self.t0 = time.monotonic()
@@ -124,7 +127,7 @@ class Server:
             memory=self.memory, architecture=self.profile["model"]["architecture"],
             draft_architecture="DFlashDraftModel" if a.algorithm in ("DFLASH", "DDTREE") else "LlamaForCausalLMEagle3",
             spec_on=a.spec_on, decode_graph=a.cuda_graph_backend_decode != "disabled",
-            cuda_graph_max_bs=a.cuda_graph_max_bs_decode, max_total_num_tokens=self.memory.max_total_num_tokens,
+            cuda_graph_max_bs=a.decode_graph_max_bs, max_total_num_tokens=self.memory.max_total_num_tokens,
             chunked_prefill_size=a.chunked_prefill_size, max_prefill_tokens=a.max_prefill_tokens,
             max_running_requests=kvpool.max_running_requests(a.max_running_requests, self.memory.max_total_num_tokens,
                                                              self.context_len, a.attn_dp_size),
@@ -168,11 +171,10 @@ class Server:
             on_crash=self._order_crash(crash), on_watchdog=self._order_watchdog,
             rank_logs=[Logger(logs.scheduler_prefix(rank, 0, a.tp_size, self.style), a.log_level)
                        for rank in range(a.dp_size)] if a.dp_size > 1 else None,
-            cuda_graph_bs=(procs.capture_sizes(a.cuda_graph_max_bs_decode)
-                           if a.cuda_graph_backend_decode != "disabled" else None),
+            cuda_graph_bs=self.captured_bs or None,
         )
         self.state = ServerState(args=a, engine=self.engine, metrics=metrics, log=self.log, profile=self.profile,
-                                 memory=self.memory, context_len=self.context_len,
+                                 memory=self.memory, context_len=self.context_len, captured_bs=self.captured_bs,
                                  first_request_hook=self._create_handle_loop)
         return Api(self.state)
 

@@ -299,5 +299,5 @@ def reserved_tokens(args: Any) -> int:
     if args.algorithm not in RESERVING_ALGORITHMS:
         return 0
     topk, steps = args.speculative_eagle_topk or 0, args.speculative_num_steps or 0
-    widest = max(args.speculative_num_draft_tokens or 0, args.values.get("max_speculative_num_draft_tokens") or 0)
+    widest = max(args.speculative_num_draft_tokens or 0, args.max_speculative_num_draft_tokens or 0)
     return max(topk * steps, widest)
