@@ -36,7 +36,7 @@ class SweepCommands(Provider):
         # Provider.app is typed App; this provider is registered on SpecbenchApp only (its COMMANDS).
         app: SpecbenchApp = self.app  # type: ignore[assignment]
         state = app.state
-        if state.paused:
+        if app.view.paused:  # as the header shows it (what p asked for, until the engine answers)
             yield "sweep: resume the queue", app.action_toggle_pause, "launch the next configurations again (p)"
         else:
             yield "sweep: pause the queue", app.action_toggle_pause, "finish the request in flight, launch nothing new (p)"
