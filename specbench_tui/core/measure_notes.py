@@ -40,7 +40,8 @@ def plan_warnings(sweep: Sweep, configs: Sequence[PlannedConfig], profile: Engin
     where = sweep.shown_path
     out: list[str] = []
     if sweep.measure_note:
-        out.append(f"{where}:{locator.line(('measure',)) or 1}: warning: {sweep.measure_note}")
+        line = locator.line(("measure",)) or locator.line(("engine", "profile")) or 1
+        out.append(f"{where}:{line}: warning: {sweep.measure_note}")
     out.extend(_cap_warnings(sweep, configs, profile, locator))
     out.extend(_simulated_acceptance(sweep, locator))
     return out
