@@ -81,7 +81,9 @@ def test_a_flocked_fifo_as_owner_lock_hangs_nothing(runs: Path, capsys: pytest.C
     bad = _copy(runs, "2026-01-01_110000_fifo", time.time() - 1800)
     with _flocked_fifo(bad / ".owner.lock"):
         assert _returns(lambda: read_owner(bad)) == {}
+        cpu = time.process_time()
         assert _returns(lambda: main(["runs", str(runs)])) == 0
+        assert time.process_time() - cpu < 2.0, "the listing took more than 2 s of CPU"
         out = capsys.readouterr().out
         assert "fifo" in out and "good" in out and "running" not in out
         assert _returns(lambda: main(["run", "--resume", str(bad), "--headless"])) == 2
