@@ -18,7 +18,7 @@ _PARAM_OK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CONFIG_KEYS = ("name", "algorithm", "matrix", "args", "fork_args", "env", "exclude")
 
 
-def config_spec(r: Reader, index: int, raw: dict) -> ConfigSpec:
+def config_spec(r: Reader, index: int, raw: dict[str, Any]) -> ConfigSpec:
     key: KeyPath = ("configs", index)
     t = r.table(raw, key, _CONFIG_KEYS)
     name = r.get(t, key, "name", (str,), f"config{index}", required=True)

@@ -25,7 +25,7 @@ LOAD_KEYS = ("concurrency", "request_rate", "requests", "waves", "search", "arri
 _SLO_KEYS = ("ttft_ms", "itl_ms", "e2e_ms", "percentile")
 
 
-def _load_axis(r: Reader, key: KeyPath, raw: dict, name: str, types: tuple[type, ...], limit: float,
+def _load_axis(r: Reader, key: KeyPath, raw: dict[str, Any], name: str, types: tuple[type, ...], limit: float,
                limit_name: str) -> tuple[Any, ...]:
     value = raw.get(name)
     if value is None:
@@ -58,7 +58,7 @@ def _load_axis(r: Reader, key: KeyPath, raw: dict, name: str, types: tuple[type,
     return tuple(out)
 
 
-def load_spec(r: Reader, key: KeyPath, raw: dict, kind: str) -> LoadSpec | None:
+def load_spec(r: Reader, key: KeyPath, raw: dict[str, Any], kind: str) -> LoadSpec | None:
     """A workload's load axis, or None when it has neither ``concurrency`` nor ``request_rate``."""
     concurrency = _load_axis(r, key, raw, "concurrency", (int,), MAX_CONCURRENCY, "MAX_CONCURRENCY")
     rate = _load_axis(r, key, raw, "request_rate", (int, float), MAX_REQUEST_RATE, "MAX_REQUEST_RATE")

@@ -29,7 +29,7 @@ class Reader:
         self.issues.append(SweepIssue(self.path, self.line_of(key), format_path(key), message, hint))
 
     def table(self, data: Any, key: KeyPath, allowed: Mapping[str, Any] | set[str] | tuple[str, ...],
-              what: str = "a table") -> dict:
+              what: str = "a table") -> dict[str, Any]:
         """``data`` as a table, reporting keys outside ``allowed`` with the closest valid spelling."""
         if not isinstance(data, dict):
             self.error(key, f"expected {what}, got {type_name(data)} {short_repr(data)}")
@@ -40,7 +40,7 @@ class Reader:
                 self.error((*key, name), f"unknown key '{name}' in {where}", did_you_mean(name, allowed))
         return data
 
-    def get(self, data: dict, key: KeyPath, name: str, types: tuple[type, ...], default: Any = None,
+    def get(self, data: dict[str, Any], key: KeyPath, name: str, types: tuple[type, ...], default: Any = None,
             required: bool = False) -> Any:
         """``data[name]`` when it has one of ``types``; otherwise record why and return ``default``."""
         if name not in data:
@@ -56,7 +56,7 @@ class Reader:
             return default
         return value
 
-    def positive(self, data: dict, key: KeyPath, name: str, types: tuple[type, ...], default: Any,
+    def positive(self, data: dict[str, Any], key: KeyPath, name: str, types: tuple[type, ...], default: Any,
                  allow_zero: bool = False, limit: float | None = None, limit_name: str = "") -> Any:
         """Like :meth:`get` for a number that must be > 0 (or >= 0), and at most ``limit`` when given."""
         value = self.get(data, key, name, types, default)
