@@ -102,7 +102,7 @@ def crossover_table(load: LoadAnalysis, workload: str) -> Table:
             continue
         ev = ", ".join(f"{e.load} {e.speedup:.2f}x" + ("?" if e.noisy else "")
                        for e in sorted(c.evidence, key=lambda e: e.value) if e.speedup is not None)
-        table.rows.append([c.config, AXIS_NAMES.get(c.axis, c.axis), b_star(c) + (" [capped]" if c.capped else ""),
+        table.rows.append([c.config, AXIS_NAMES.get(c.axis, c.axis), b_star(c),
                            f"{c.measured} of {c.grid}", ev])
         if c.capped:
             table.notes.append(f"{c.config}: B* {c.capped_text}; lift the cap (max-running-requests) to compare "

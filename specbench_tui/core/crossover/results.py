@@ -122,7 +122,13 @@ class Crossover:
 
     @property
     def text(self) -> str:
-        """As a reader reads it: ``(16, 24]  ≈19.7``, ``never pays (under 1 at 1)``, ``pays at every point``."""
+        """As a reader reads it: ``(16, 24]  ≈19.7``, ``never pays (under 1 at 1)``, ``pays at every point``;
+        ``[capped]`` after it when it rests on a point above a server's running cap (:attr:`capped_text` says
+        which)."""
+        return self._status_text + (" [capped]" if self.capped else "")
+
+    @property
+    def _status_text(self) -> str:
         if self.status == NEVER_PAYS:
             return f"never pays (under 1 at {self.high:g})" if self.high is not None else "never pays"
         if self.status == ALWAYS_PAYS:
