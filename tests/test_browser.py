@@ -435,3 +435,32 @@ def test_a_tab_whose_view_cannot_start_says_why_in_its_page(sweep: Sweep, browse
     finally:
         os.kill(engine, signal.SIGCONT)
         _end(serve)
+
+
+PASTE = """() => {
+  const client = window.__specbench.clients.find(c => c.terminal && c.sendSize);
+  client.terminal.paste("x".repeat(200000));
+}"""
+"""A large paste through the page's terminal (xterm sends it as one input message)."""
+
+
+def test_a_tab_whose_app_stopped_reading_still_ends_after_its_page_closes(sweep: Sweep, browser: Any) -> None:
+    """The tab's app is stopped (SIGSTOP) and the page pastes more than its input pipe holds: serve's write
+    stalls, and still the tab's process is gone soon after the page closed (not only when serve ends)."""
+    from specbench_tui.tui.web import INPUT_STALL_S
+
+    _wait_engine_started(sweep)
+    known = {p.pid for p in _tabs(sweep.marker)}
+    serve = _serve(sweep.run_dir, sweep.env, sweep.cwd)
+    try:
+        page = _open(browser, serve.url)
+        _wait_screen(page, "Sweep queue", READY_S)
+        (tab,) = _new_tabs(sweep.marker, known, 1)
+        tab.suspend()
+        page.evaluate(PASTE)
+        page.evaluate(PASTE)
+        page.context.close()
+        assert _gone_within([tab], INPUT_STALL_S + TAB_GONE_S) == [], "a stalled tab outlived its page"
+        assert serve.process.poll() is None, "serve ended with its stalled tab"
+    finally:
+        _end(serve)

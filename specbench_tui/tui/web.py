@@ -60,10 +60,14 @@ MAX_COLUMNS, MAX_ROWS = 500, 200
 MIN_COLUMNS, MIN_ROWS = 10, 5
 DEFAULT_MAX_TABS = 4
 QUIT_GRACE_S = 2.0
-"""How long a closed tab's app has to quit by itself before it is sent SIGTERM (then SIGKILL as long again)."""
+"""How long a closed tab's app has to quit by itself before it is sent SIGTERM."""
+TERM_GRACE_S = 1.5
+"""How long it then has before SIGKILL: a closed tab's process is gone within about 4 s, whatever it does."""
 REFUSED_TAB_HOLD_S = 60.0
 """How long a refused tab's page keeps the refusal on screen before its websocket is closed."""
 STDERR_KEPT = 4096
+INPUT_STALL_S = 10.0
+"""A tab whose app takes no input for this long (its input pipe full: typing never fills it) is ended."""
 EXIT_FAILED = 1
 
 log = logging.getLogger("specbench.serve")
@@ -163,26 +167,26 @@ class TabService(AppService):
         return self._process.pid if self._process is not None else None
 
     async def stop(self) -> None:
-        """Ask the app to quit; SIGTERM after :data:`QUIT_GRACE_S`, SIGKILL after as long again (an app busy
-        drawing, or not reading its input, still ends)."""
+        """Ask the app to quit; SIGTERM when it has not ended after :data:`QUIT_GRACE_S`, SIGKILL after
+        :data:`TERM_GRACE_S` more (an app busy drawing, or not reading its input, still ends). Its process is
+        waited for, not the reading of its output: that ends early when the page closed first."""
         task, self._task = self._task, None
         if task is None:
             return
         await self._download_manager.cancel_app_downloads(app_service_id=self.app_service_id)
+        with contextlib.suppress(Exception):  # an app that reads no input gets no quit: its pipe is full
+            await asyncio.wait_for(self.send_meta({"type": "quit"}), 0.5)
+        process = self._process
+        if process is not None:
+            for sig, grace in ((signal.SIGTERM, QUIT_GRACE_S), (signal.SIGKILL, TERM_GRACE_S), (None, 1.0)):
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(process.wait(), grace)
+                    break
+                if sig is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        process.send_signal(sig)
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.send_meta({"type": "quit"}), QUIT_GRACE_S)
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(task), QUIT_GRACE_S)
-                break
-            if self._process is not None and self._process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    self._process.send_signal(sig)
-        with contextlib.suppress(Exception):
-            await task
-        if self._process is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._process.wait(), QUIT_GRACE_S)
+            await asyncio.wait_for(task, 1.0)
 
 
 class PathOnlyAccessLogger(AbstractAccessLogger):
@@ -319,7 +323,9 @@ class GuardedServer(Server):
             except ValueError:
                 continue
             if isinstance(envelope, list) and envelope and isinstance(envelope[0], str):
-                await self._handle(websocket, app_service, envelope[0], envelope[1] if len(envelope) > 1 else None)
+                data = envelope[1] if len(envelope) > 1 else None
+                # an app that stopped reading its input ends its tab (else the page's close would never be read)
+                await asyncio.wait_for(self._handle(websocket, app_service, envelope[0], data), INPUT_STALL_S)
 
     @staticmethod
     async def _handle(websocket: web.WebSocketResponse, app_service: AppService, kind: str, data: object) -> None:
