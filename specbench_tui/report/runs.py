@@ -158,21 +158,42 @@ def find_run(text: str | None, runs_dir: Path = DEFAULT_RUNS_DIR, *, live: bool 
                 return info
         raise RunNotFound(f"{text}: no such run directory (nor one of that name under {runs_dir})")
     back = int(match.group(1) or 0)
-    runs = list_runs(runs_dir)
+    order = _by_start(runs_dir)  # by start time alone: only the run picked is read in full
+    newest = order[-1] if order else None
     if live:
-        runs = [r for r in runs if r.state == "running"]
-    if not runs:
+        order = [path for path in order if engine_owns(path)]
+    if not order:
         where = f"under {runs_dir}" if runs_dir.is_dir() else f"yet: {runs_dir} does not exist"
         what = "no sweep is running" if live else "there is no run directory"
-        newest = latest_run(runs_dir) if live else None
-        also = (f"; the newest run is {newest.path} ({newest.state}): specbench report {newest.path}"
-                if newest is not None else "")
+        info = read_run(newest) if newest is not None else None
+        also = (f"; the newest run is {info.path} ({info.state}): specbench report {info.path}"
+                if info is not None else "")
         raise RunNotFound(f"{what} {where} (a sweep writes its run directory in its runs_dir; give --runs-dir DIR "
                           f"or the run directory itself; specbench ps lists the sweeps running here){also}")
-    if back >= len(runs):
-        raise RunNotFound(f"latest~{back}: there are only {len(runs)} {'live ' if live else ''}run directories "
-                          f"under {runs_dir} (latest~{len(runs) - 1} is the oldest)")
-    return runs[-1 - back]
+    if back >= len(order):
+        raise RunNotFound(f"latest~{back}: there are only {len(order)} {'live ' if live else ''}run directories "
+                          f"under {runs_dir} (latest~{len(order) - 1} is the oldest)")
+    info = read_run(order[-1 - back])
+    if info is None:
+        raise RunNotFound(f"{order[-1 - back]} is no longer a run directory")
+    return info
+
+
+def _by_start(runs_dir: Path) -> list[Path]:
+    """The run directories directly under ``runs_dir``, oldest first, as :func:`list_runs` orders them."""
+    try:
+        children = sorted(runs_dir.iterdir())
+    except OSError:
+        return []
+    started = [(_started(child, _meta_of(child), []), child.name, child) for child in children if is_run_dir(child)]
+    return [path for _, _, path in sorted(started)]
+
+
+def _meta_of(path: Path) -> dict[str, object]:
+    try:
+        return read_object(path, RUN_JSON) or {}
+    except (StoreError, OSError):
+        return {}
 
 
 def format_runs(runs: list[RunInfo], now: float | None = None) -> str:
