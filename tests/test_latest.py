@@ -30,7 +30,7 @@ def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-def test_report_and_compare_take_latest(runs: Path, capsys: pytest.CaptureFixture) -> None:
+def test_report_and_compare_take_latest(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", "latest", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["run"] == "2026-01-01_120000_b"
     assert main(["report", "latest~1", "--format", "json", "--runs-dir", str(runs)]) == 0
@@ -42,7 +42,7 @@ def test_report_and_compare_take_latest(runs: Path, capsys: pytest.CaptureFixtur
     assert json.loads(capsys.readouterr().out)["run"] == "2026-01-01_100000_a"
 
 
-def test_logs_latest_is_the_newest_run_directory_live_or_not(runs: Path, capsys: pytest.CaptureFixture) -> None:
+def test_logs_latest_is_the_newest_run_directory_live_or_not(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["logs", "latest"]) == 0
     latest = capsys.readouterr().out
     assert main(["logs", str(runs / "2026-01-01_120000_b")]) == 0
@@ -51,7 +51,7 @@ def test_logs_latest_is_the_newest_run_directory_live_or_not(runs: Path, capsys:
     assert capsys.readouterr().out != latest
 
 
-def test_live_only_where_it_makes_sense_and_no_blame(runs: Path, capsys: pytest.CaptureFixture) -> None:
+def test_live_only_where_it_makes_sense_and_no_blame(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["attach", "--live"]) == 2
     err = capsys.readouterr().err
     assert "no sweep is running under runs" in err and "specbench report" in err and "2026-01-01_120000_b" in err
@@ -61,7 +61,7 @@ def test_live_only_where_it_makes_sense_and_no_blame(runs: Path, capsys: pytest.
 
 
 def test_nothing_there_is_said_with_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                               capsys: pytest.CaptureFixture) -> None:
+                                               capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SPECBENCH_ENGINES_DIR", str(tmp_path / "engines"))
     for argv in (["report", "latest"], ["logs", "latest"], ["run", "--resume", "latest", "--headless"]):
@@ -72,6 +72,6 @@ def test_nothing_there_is_said_with_what_to_do(tmp_path: Path, monkeypatch: pyte
     assert "there is no run directory under" in capsys.readouterr().err
 
 
-def test_latest_n_past_the_oldest_says_how_many_there_are(runs: Path, capsys: pytest.CaptureFixture) -> None:
+def test_latest_n_past_the_oldest_says_how_many_there_are(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", "latest~5"]) == 2
     assert "there are only 2 run directories" in capsys.readouterr().err

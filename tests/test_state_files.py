@@ -77,7 +77,7 @@ def _flocked_fifo(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def test_a_flocked_fifo_as_owner_lock_hangs_nothing(runs: Path, capsys: pytest.CaptureFixture) -> None:
+def test_a_flocked_fifo_as_owner_lock_hangs_nothing(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = _copy(runs, "2026-01-01_110000_fifo", time.time() - 1800)
     with _flocked_fifo(bad / ".owner.lock"):
         assert _returns(lambda: read_owner(bad)) == {}
@@ -95,7 +95,7 @@ def test_a_flocked_fifo_as_owner_lock_hangs_nothing(runs: Path, capsys: pytest.C
             acquire(bad)
 
 
-def test_an_owner_lock_linked_to_dev_zero_is_refused_unread(runs: Path, capsys: pytest.CaptureFixture) -> None:
+def test_an_owner_lock_linked_to_dev_zero_is_refused_unread(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = _copy(runs, "2026-01-01_110000_zero", time.time() - 1800)
     (bad / ".owner.lock").symlink_to("/dev/zero")
     assert _returns(lambda: read_owner(bad)) == {}
@@ -109,7 +109,7 @@ def test_an_owner_lock_linked_to_dev_zero_is_refused_unread(runs: Path, capsys: 
     assert _returns(lambda: main(["stop", str(bad)])) != 0
 
 
-def test_an_absurd_start_time_is_rejected_for_its_directory_only(runs: Path, capsys: pytest.CaptureFixture) -> None:
+def test_an_absurd_start_time_is_rejected_for_its_directory_only(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = _copy(runs, "2026-01-01_110000_far", 1e20)
     assert _returns(lambda: main(["runs", str(runs)])) == 0
     out = capsys.readouterr().out
@@ -128,7 +128,7 @@ def test_resume_latest_never_picks_a_run_from_the_far_future(runs: Path) -> None
     assert find_run("latest~2", runs).path == old  # taken at its directory's time, the oldest
 
 
-def test_a_fifo_as_plan_json_is_said_for_its_directory(runs: Path, capsys: pytest.CaptureFixture) -> None:
+def test_a_fifo_as_plan_json_is_said_for_its_directory(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = _copy(runs, "2026-01-01_110000_plan", time.time() - 1800)
     (bad / "plan.json").unlink()
     os.mkfifo(bad / "plan.json")
@@ -140,7 +140,7 @@ def test_a_fifo_as_plan_json_is_said_for_its_directory(runs: Path, capsys: pytes
 
 
 @pytest.mark.parametrize("name", ["run.json", "sweep.toml", "events.jsonl"])
-def test_a_fifo_for_any_state_file_hangs_no_command(runs: Path, name: str, capsys: pytest.CaptureFixture) -> None:
+def test_a_fifo_for_any_state_file_hangs_no_command(runs: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
     bad = _copy(runs, f"2026-01-01_110000_{name.replace('.', '_')}", time.time() - 1800)
     (bad / name).unlink(missing_ok=True)
     os.mkfifo(bad / name)
