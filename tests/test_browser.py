@@ -36,7 +36,8 @@ from test_detach import _cli, _env, _start_detached
 from specbench_tui.engine.attached import engine_status
 from specbench_tui.paths import isolated_python
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("browser")]
+"""One xdist worker runs them all: they share one sweep (on simulated GPU 41) and one Chromium."""
 
 INSTALL = "apt-get install -y chromium && pip install playwright (or bash tools/setup_test_deps.sh)"
 SCRIPT = Path(sys.executable).parent / "specbench"
