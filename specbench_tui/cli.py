@@ -89,8 +89,11 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("run_dir", help="a run directory, its name under --runs-dir, 'latest' (the newest) or "
                                         "'latest~N' (N before it)")
     report.add_argument("--runs-dir", metavar="DIR", help="where 'latest' and names are looked up (default: runs)")
-    report.add_argument("--format", choices=("txt", "md", "csv", "json", "latex", "html"), default="txt")
+    report.add_argument("--format", choices=("txt", "md", "csv", "json", "latex", "html"), default=None,
+                        help="the report's format (default: txt; html holds the figures)")
     report.add_argument("--output", "-o", help="write to this file instead of standard output")
+    report.add_argument("--figures", metavar="DIR", help="write each figure as PDF, SVG and PNG with a figures.json "
+                                                         "index into DIR (the report too only with --format or -o)")
 
     compare = commands.add_parser("compare", help="compare two run directories",
                                   description="Per configuration (matched by id) and workload, what changed "

@@ -1,38 +1,66 @@
-"""specbench report --format html: one self-contained file whose charts render (headless Chromium).
+"""specbench report --format html: one self-contained page whose figures render, checked in headless Chromium.
 
-Chromium comes from the package registry (``apt-get install -y chromium``; tools/setup_test_deps.sh installs it).
-Without it the browser test is skipped with that command, or fails with ``SPECBENCH_REQUIRE_CHROMIUM=1`` (CI).
+The run is ``tests/data/report_run_a`` (the demo's shape: an AR baseline, DFlash and DDTree over budgets and TPs,
+two DDTree configurations crashed, one skipped, an empty answer, a partial cell), plus a small load sweep built
+here. Chromium is Debian's (``apt-get install -y chromium``) driven by the ``playwright`` package of the test
+extra with ``executable_path``: nothing is downloaded. Without either the browser test skips with that command,
+or fails with ``SPECBENCH_REQUIRE_CHROMIUM=1`` (CI).
+
+The screenshot test keeps a small reference image (``tests/golden/report_run_a_html.png``, a downscaled full-page
+shot) and compares what survives a font change: the page's width, its height within a margin, and that every
+figure's region of the new shot holds a drawing (not a blank box). ``SPECBENCH_UPDATE_GOLDEN=1`` rewrites it.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import shutil
-import struct
-import subprocess
-import zlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from specbench_tui.core.analysis import analyse
 from specbench_tui.core.load import LoadSpec, Slo, point_item
 from specbench_tui.core.records import Measurement
+from specbench_tui.report.formats import render
 from specbench_tui.report.html import render_html
-from specbench_tui.report.load import LoadedRun
-from specbench_tui.report.svg import PALETTE, line_chart, nice_ticks, scatter_chart
+from specbench_tui.report.load import LoadedRun, load_run
 
-INSTALL = "apt-get install -y chromium"
+INSTALL = "apt-get install -y chromium && pip install playwright (or bash tools/setup_test_deps.sh)"
+RUN_A = Path(__file__).parent / "data" / "report_run_a"
+REFERENCE = Path(__file__).parent / "golden" / "report_run_a_html.png"
+UPDATE = os.environ.get("SPECBENCH_UPDATE_GOLDEN") == "1"
+VIEWPORT = (1280, 900)
+CHECK_PAGE = """() => {
+  const width = document.documentElement.clientWidth;
+  const wide = [];
+  for (const el of document.body.querySelectorAll('*')) {
+    const r = el.getBoundingClientRect();
+    if (r.width > 0 && (r.right > width + 1 || r.left < -1)) wide.push(el.tagName + ' ' + Math.round(r.right));
+  }
+  const figures = [...document.querySelectorAll('figure img')].map(img => {
+    const r = img.getBoundingClientRect();
+    return {name: img.closest('figure').dataset.figure, complete: img.complete, natural: img.naturalWidth,
+            width: r.width, height: r.height, top: r.top + window.scrollY, left: r.left};
+  });
+  return {wide, figures, scroll: document.documentElement.scrollWidth, width,
+          height: document.documentElement.scrollHeight};
+}"""
 
 
-def _ms(cid: str, name: str, label: str, tps: float, n: int) -> list[Measurement]:
+def _ms(cid: str, name: str, label: str, tps: float, n: int, cap: int | None = None) -> list[Measurement]:
     return [Measurement(config_id=cid, config=name, workload="w", item=point_item(["a"], j)[1], repeat=r,
-                        status="ok", decode_tps=tps, ttft_s=0.01, itl_p99_s=0.01, e2e_s=0.1, completion_tokens=13,
-                        started_at=1.0 + j * 0.01, load=label) for r in (1, 2, 3) for j in range(n)]
+                        status="ok", decode_tps=tps, ttft_s=0.01 * n, itl_p99_s=0.01, e2e_s=0.1, completion_tokens=13,
+                        started_at=1.0 + j * 0.01, load=label, running_cap=cap) for r in (1, 2, 3) for j in range(n)]
 
 
-def _run(tmp_path: Path) -> LoadedRun:
+def load_run_fixture(tmp_path: Path) -> LoadedRun:
+    """A load sweep: ar and spec at concurrency 1, 4, 16; spec's speedup crosses 1 between 4 and 16, and its
+    server runs at most 8 requests (the point at 16 is capped)."""
     configs = [{"id": "a0", "name": "ar", "algorithm": "autoregressive", "argv": [], "params": {}, "baseline": None},
                {"id": "s1", "name": "spec", "algorithm": "eagle3", "argv": ["--speculative-algorithm", "EAGLE3"],
                 "params": {}, "baseline": "ar"}]
@@ -41,113 +69,125 @@ def _run(tmp_path: Path) -> LoadedRun:
                                                                  "repeats": 3, "load": load.to_json()}]}
     ms = []
     for b, (ar, sp) in {1: (100.0, 180.0), 4: (90.0, 120.0), 16: (70.0, 60.0)}.items():
-        ms += _ms("a0", "ar", f"c{b}", ar, b) + _ms("s1", "spec", f"c{b}", sp, b)
+        ms += _ms("a0", "ar", f"c{b}", ar, b) + _ms("s1", "spec", f"c{b}", sp, b, cap=8)
     return LoadedRun(path=tmp_path, env=None, analysis=analyse(plan, ms, []))
 
 
-def test_nice_ticks_cover_the_range_with_round_steps() -> None:
-    assert nice_ticks(0, 2.34) == [0, 0.5, 1.0, 1.5, 2.0, 2.5]
-    assert nice_ticks(0, 3644)[-1] >= 3644 and nice_ticks(0, 3644)[1] == 1000
+@pytest.fixture(scope="module")
+def page_a() -> str:
+    return render(load_run(RUN_A), "html")
 
 
-def test_line_chart_places_points_on_a_log_axis_and_draws_the_break_even_line() -> None:
-    svg = line_chart([("a", [(1, 2.0), (4, 1.0), (16, 0.5)])], title="t", x_label="x", y_label="y", ref_y=1.0,
-                     bands=[(0, 4, 16)])
-    xs = [float(x) for x in re.findall(r'<circle cx="([\d.]+)"', svg)]
-    assert xs[1] - xs[0] == pytest.approx(xs[2] - xs[1])  # 1 → 4 → 16 evenly spaced on a log axis
-    assert 'class="ref"' in svg and 'class="band"' in svg and svg.count("<polyline") == 1
-    gap = line_chart([("a", [(1, 2.0), (4, None), (16, 0.5), (32, 0.4)])], title="t", x_label="x", y_label="y")
-    assert gap.count("<polyline") == 1 and gap.count("<circle") == 3  # a missing value breaks the line
+def _figures(html: str) -> dict[str, bytes]:
+    return {name: base64.b64decode(data) for name, data in
+            re.findall(r'data-figure="([^"]+)"><img[^>]*src="data:image/svg\+xml;base64,([^"]+)"', html)}
 
 
-def test_scatter_rings_the_pareto_front() -> None:
-    svg = scatter_chart([("a", [(100, 50, "c1"), (300, 40, "c4")]), ("b", [(200, 30, "c1")])], title="t",
-                        x_label="x", y_label="y", front=[("a", "c1"), ("a", "c4")])
-    assert svg.count('class="front"') == 2 and svg.count('class="point"') == 3
+def test_the_page_is_self_contained_and_holds_the_figures(page_a: str) -> None:
+    figures = _figures(page_a)
+    assert {"speedup", "acceptance-vs-budget", "decode-tps-vs-tp", "pareto-ttft-vs-tps"} <= set(figures)
+    assert all(svg.lstrip().startswith(b"<?xml") and b"<svg" in svg for svg in figures.values())
+    assert "<script" not in page_a and "<link" not in page_a and "@import" not in page_a
+    assert all(v.startswith("data:image/svg+xml;base64,") for v in re.findall(r'src="([^"]*)"', page_a))
+    assert all(v.startswith("#figure-") for v in re.findall(r'href="([^"]*)"', page_a))  # links within the page
+    assert "<pre>" in page_a.split("Plain-text report")[0]  # crash excerpts, not the whole report, outside <details>
+    assert "Results: code (code, greedy, 3 repeats)</h3>" in page_a and "<td class=\"l\">ddtree-b8-tp1</td>" in page_a
 
 
-def test_the_html_report_is_one_self_contained_file(tmp_path: Path) -> None:
-    html = render_html(_run(tmp_path), "the text report")
-    assert html.count("<svg") == 2 and 'data-chart="line"' in html and 'data-chart="scatter"' in html
-    assert not re.search(r'(src|href)\s*=', html)      # nothing fetched: no script, image or stylesheet links
-    assert "<script" not in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
-    assert "spec" in html and "(4, 16]" in html         # the crossover table
+def test_the_speedup_figure_marks_crashed_skipped_and_empty_answers(page_a: str) -> None:
+    svg = _figures(page_a)["speedup"].decode()
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)  # svg.fonttype none: the text stays text
+    assert texts.count("× crashed") >= 4 and texts.count("× skipped") == 3  # b8 on 3 workloads, b12 on 2
+    assert any("zero output 1/6" in t for t in texts) and any("partial, crashed" in t for t in texts)
+
+
+def test_a_load_sweep_gets_load_curves_with_the_crossover_and_the_capped_points(tmp_path: Path) -> None:
+    html = render_html(load_run_fixture(tmp_path), "the text report")
+    figures = _figures(html)
+    assert set(figures) == {"load-w-concurrency", "pareto-w"}, set(figures)
+    assert "(4, 16]" in html and "capped (16 in flight, cap 8)" in html  # the crossover and the points tables
+
+
+def test_the_environment_says_simulated(tmp_path: Path) -> None:
+    run = load_run(RUN_A)
+    sim = LoadedRun(path=run.path, analysis=run.analysis, env={"simulated": True, "gpus": {"backend": "fake"}})
+    html = render_html(sim, "")
+    assert re.search(r'<p class="simulated" id="environment">Environment: SIMULATED', html)
 
 
 def _chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        path = None
     if path:
         return path
-    message = f"headless Chromium is not installed: {INSTALL} (or bash tools/setup_test_deps.sh)"
+    message = f"headless Chromium is not installed: {INSTALL}"
     if os.environ.get("SPECBENCH_REQUIRE_CHROMIUM") == "1":
         pytest.fail(message)
     pytest.skip(message)
 
 
-def _png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
-    """(width, height, rows of RGB(A) bytes) of an 8-bit, non-interlaced PNG, as Chromium writes them."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, idat, width = 8, b"", 0
-    height = color_type = 0
-    while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        chunk = data[pos + 8:pos + 8 + length]
-        if kind == b"IHDR":
-            width, height, depth, color_type, _, _, interlace = struct.unpack(">IIBBBBB", chunk)
-            assert depth == 8 and interlace == 0 and color_type in (2, 6)
-        elif kind == b"IDAT":
-            idat += chunk
-        pos += 12 + length
-    bpp = 4 if color_type == 6 else 3
-    raw = zlib.decompress(idat)
-    stride = width * bpp
-    rows: list[bytes] = []
-    prev = bytearray(stride)
-    for y in range(height):
-        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = line[i - bpp] if i >= bpp else 0
-            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
-            if kind == 1:
-                line[i] = (line[i] + a) & 255
-            elif kind == 2:
-                line[i] = (line[i] + b) & 255
-            elif kind == 3:
-                line[i] = (line[i] + (a + b) // 2) & 255
-            elif kind == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        rows.append(bytes(line))
-        prev = line
-    return width, height, rows
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    path = _chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=path, headless=True, args=["--no-sandbox"])
+        try:
+            yield chromium
+        finally:
+            chromium.close()
 
 
-def test_the_html_report_shows_its_charts_in_headless_chromium(tmp_path: Path) -> None:
-    chromium = _chromium()
-    page = tmp_path / "report.html"
-    page.write_text(render_html(_run(tmp_path), "text"))
-    shot = tmp_path / "shot.png"
-    dom = subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
-                         capture_output=True, text=True, timeout=60)
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    assert dom.stdout.count("<svg") == 2 and dom.stdout.count("<circle") >= 6  # parsed as SVG by the browser
-    done = subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                           "--window-size=900,1800", f"--screenshot={shot}", page.as_uri()],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
-    width, height, rows = _png_pixels(shot.read_bytes())
-    bpp = len(rows[0]) // width
-    colours = {bytes.fromhex(c[1:]) for c in PALETTE[:2]}  # the two configurations' lines and points
-    counts = {c: 0 for c in colours}
-    top_half = {c: 0 for c in colours}
-    for y, row in enumerate(rows):
-        for x in range(width):
-            rgb = row[x * bpp:x * bpp + 3]
-            if rgb in counts:
-                counts[rgb] += 1
-                top_half[rgb] += y < height // 2
-    blue, red = (bytes.fromhex(c[1:]) for c in PALETTE[:2])
-    # ar (the baseline: in the Pareto chart only) and spec (in both) drawn as lines and points, not just swatches
-    assert counts[blue] > 80 and counts[red] > 300, counts  # a legend swatch alone is ~45 pixels
-    assert top_half[red] > 150, top_half  # the speedup chart is at the top of the page
+def _open(browser: Any, page_file: Path) -> tuple[Any, list[str]]:
+    context = browser.new_context(viewport={"width": VIEWPORT[0], "height": VIEWPORT[1]})
+    requests: list[str] = []
+    context.on("request", lambda r: requests.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(page_file.as_uri())
+    page.wait_for_load_state("load")
+    return page, errors + requests
+
+
+def _blank(region: Any) -> bool:
+    """Whether an image region is (almost) one colour: a figure that did not draw."""
+    lo, hi = region.convert("L").getextrema()
+    colours = region.convert("RGB").getcolors(maxcolors=1 << 16)
+    return hi - lo < 40 or (colours is not None and len(colours) < 8)
+
+
+def test_the_page_renders_in_headless_chromium_nothing_cut(browser: Any, page_a: str, tmp_path: Path) -> None:
+    from PIL import Image
+
+    page_file = tmp_path / "report.html"
+    page_file.write_text(page_a, encoding="utf-8")
+    page, problems = _open(browser, page_file)
+    facts = page.evaluate(CHECK_PAGE)
+    assert problems == [], problems  # no console error, no request leaving the file
+    assert len(facts["figures"]) >= 4
+    for fig in facts["figures"]:
+        assert fig["complete"] and fig["natural"] > 0 and fig["width"] > 200 and fig["height"] > 100, fig
+    assert facts["wide"] == [] and facts["scroll"] <= facts["width"], facts["wide"][:10]
+    shot_file = tmp_path / "shot.png"
+    page.screenshot(path=str(shot_file), full_page=True)
+    shot = Image.open(shot_file)
+    assert shot.width == VIEWPORT[0] and shot.height == facts["height"]
+    for fig in facts["figures"]:
+        box = (int(fig["left"]), int(fig["top"]), int(fig["left"] + fig["width"]), int(fig["top"] + fig["height"]))
+        assert not _blank(shot.crop(box)), f"figure {fig['name']} is blank in the screenshot"
+        inner = shot.crop((box[0] + 60, box[1] + 40, box[2] - 20, box[3] - 30))  # the plot area itself
+        assert not _blank(inner), f"figure {fig['name']} has an empty plot area"
+    small = shot.resize((shot.width // 4, max(1, shot.height // 4)))
+    if UPDATE or not REFERENCE.exists():
+        small.convert("P", palette=Image.Palette.ADAPTIVE, colors=64).save(REFERENCE, optimize=True)
+        if not UPDATE:
+            pytest.fail(f"no reference screenshot: wrote {REFERENCE}; review and commit it")
+    reference = Image.open(REFERENCE)
+    assert reference.width == small.width
+    assert abs(reference.height - small.height) <= 0.15 * reference.height, (reference.size, small.size)

@@ -1,9 +1,8 @@
-"""Text charts: a metric against draft budget, one line per TP, as plain ASCII lines.
+"""Text charts for the terminal-only outputs (``specbench report --format txt``): a metric against draft budget,
+one line per TP, as plain ASCII lines. The figures of the HTML report and of ``--figures`` are drawn by
+:mod:`specbench_tui.report.figures` from the same data (:mod:`specbench_tui.report.figdata`). Two layers:
 
-Pure rendering (no Textual, no colour), so ``specbench report --format txt`` and a TUI view (a ``Static``
-holding ``"\\n".join(lines)`` as ``Text``) draw the same thing. Two layers:
-
-- :func:`budget_series` picks the points out of a :class:`~specbench_tui.core.analysis.RunAnalysis`:
+- :func:`~specbench_tui.report.figdata.budget_series` picks the points out of the analysis:
   ``metric`` is ``"speedup"``, ``"decode_tps"`` or ``"accept_length"``, for one ``algorithm``, either for one
   ``workload`` or (``workload=None``) the geometric mean over workloads, a point being shown only where every
   workload has a value and the configuration neither crashed nor was cut short anywhere
@@ -19,46 +18,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from specbench_tui.core.results import RunAnalysis, aggregate
+from specbench_tui.core.results import RunAnalysis
+from specbench_tui.report.figdata import METRICS, ChartSeries, budget_series, budgeted_algorithms
 
 MARKERS = "o+x*#@%&"
 """One marker per series, in order; line segments between points are drawn with '.'."""
 
-METRICS = {"speedup": "speedup over baseline (x)", "decode_tps": "decode tok/s", "accept_length": "acceptance length"}
-
-
-@dataclass(frozen=True)
-class ChartSeries:
-    """One line: ``points`` are (x, y) with y None where there is no value."""
-
-    label: str
-    points: tuple[tuple[float, float | None], ...]
-
-
-def budgeted_algorithms(analysis: RunAnalysis, min_budgets: int = 2) -> list[str]:
-    """Algorithms with at least ``min_budgets`` distinct draft budgets in the plan, in plan order."""
-    budgets: dict[str, set[int]] = {}
-    for config in analysis.configs:
-        if config.budget is not None:
-            budgets.setdefault(config.algorithm, set()).add(config.budget)
-    return [a for a, b in budgets.items() if len(b) >= min_budgets]
-
-
-def budget_series(analysis: RunAnalysis, metric: str, algorithm: str,
-                  workload: str | None = None) -> list[ChartSeries]:
-    """``metric`` against draft budget for ``algorithm``, one series per TP (see the module docstring)."""
-    if metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r} (one of {', '.join(METRICS)})")
-    workloads = [workload] if workload else [w.name for w in analysis.workloads]
-    by_tp: dict[int | None, dict[int, float | None]] = {}
-    for config in analysis.configs:
-        if config.algorithm != algorithm or config.budget is None:
-            continue
-        by_tp.setdefault(config.tp, {})[config.budget] = aggregate(analysis, config.id, metric, workloads)
-    return [ChartSeries(f"TP{tp}" if tp is not None else "TP?", tuple(sorted(points.items())))
-            for tp, points in sorted(by_tp.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))]
+__all__ = ["METRICS", "MARKERS", "ChartSeries", "budget_charts", "budget_series", "budgeted_algorithms",
+           "render_chart"]
 
 
 def _fmt_tick(value: float) -> str:

@@ -45,12 +45,33 @@ def _emit(text: str, output: str | None, command: str) -> int:
     return EXIT_OK
 
 
+def _write_figures(run: LoadedRun, directory: str) -> int:
+    from specbench_tui.report.figures import INDEX, write_figures
+
+    target = Path(directory).expanduser()
+    try:
+        entries = write_figures(run.analysis, target, run.name)
+    except OSError as exc:
+        print(f"specbench report: cannot write figures to {directory}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_WRITE_FAILED
+    names = ", ".join(e["name"] for e in entries) or "none (nothing measured yet)"
+    print(f"specbench report: wrote {len(entries)} figures (PDF, SVG, PNG) and {INDEX} to {directory}: {names}",
+          file=sys.stderr)
+    return EXIT_OK
+
+
 def report_command(args: argparse.Namespace) -> int:
-    """``specbench report RUN_DIR [--format txt|md|csv|json|latex] [-o FILE]``."""
+    """``specbench report RUN_DIR [--format txt|md|csv|json|latex|html] [-o FILE] [--figures DIR]``: with
+    ``--figures`` alone only the figures are written; with ``--format`` or ``-o`` the report too."""
     run = _load(args.run_dir, "report")
     if run is None:
         return EXIT_NOT_A_RUN
-    return _emit(render(run, getattr(args, "format", None) or "txt"), getattr(args, "output", None), "report")
+    fmt, output, figures = (getattr(args, name, None) for name in ("format", "output", "figures"))
+    if figures:
+        code = _write_figures(run, figures)
+        if code != EXIT_OK or (fmt is None and output is None):
+            return code
+    return _emit(render(run, fmt or "txt"), output, "report")
 
 
 def compare_command(args: argparse.Namespace) -> int:

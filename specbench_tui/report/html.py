@@ -1,44 +1,58 @@
-"""``specbench report --format html``: one self-contained file (inline CSS and SVG, no script, nothing fetched).
+"""``specbench report --format html``: one self-contained page for every sweep (inline CSS, figures as inline
+``data:`` SVG images, no script, nothing fetched, so it opens offline and can be mailed as one file).
 
-It holds the load sections as tables and charts (speedup against concurrency with each configuration's B*
-interval shaded, and per-user against total output tok/s, the Pareto view), then the whole text report. Every
-figure comes from the analysis (``RunAnalysis.load``), as in the other formats.
+The page holds the summary and the environment (a simulated run says SIMULATED in a box), the run's figures
+(:mod:`specbench_tui.report.figures`, drawn by matplotlib from the analysis), the tables of the other formats as
+HTML tables that wrap to the page's width, the crash excerpts, the load sections and the notes; the plain-text
+report closes it, folded. Every figure and number comes from the analysis, as in the other formats.
 """
 
 from __future__ import annotations
 
+import base64
+import re
 from html import escape
 
-from specbench_tui.core.load import AXIS_CONCURRENCY, AXIS_RATE
+from specbench_tui.report.acceptance_view import acceptance_tables
+from specbench_tui.report.figures import FigureSpec, figure_specs, render
 from specbench_tui.report.load import LoadedRun
-from specbench_tui.report.loadview import (
-    AXIS_NAMES,
-    crossover_table,
-    pareto_front,
-    pareto_series,
-    points_table,
-    schedule_table,
-    speedup_series,
+from specbench_tui.report.loadview import crossover_table, points_table, schedule_table
+from specbench_tui.report.nodesview import hardware_warnings, node_column, node_lines
+from specbench_tui.report.tables import (
+    LEGEND,
+    Table,
+    best_table,
+    clean_text,
+    env_line,
+    env_simulated,
+    lossless_table,
+    policy_line,
+    problems_table,
+    results_table,
+    summary_line,
 )
-from specbench_tui.report.nodesview import hardware_warnings, node_lines
-from specbench_tui.report.svg import line_chart, scatter_chart
-from specbench_tui.report.tables import Table, env_line, summary_line
 
+EXCERPT_LINES = 12
 CSS = """
-body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2em; color: #222; max-width: 1200px; }
-h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; } h3 { font-size: 1em; }
-table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.85em; }
-th, td { border: 1px solid #ccc; padding: 3px 8px; } th { background: #f3f3f3; text-align: left; }
+*, *::before, *::after { box-sizing: border-box; }
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; padding: 1.5em;
+       color: #222; max-width: 1280px; line-height: 1.4; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ddd; }
+h3 { font-size: 1em; margin-bottom: 0.3em; }
+table { border-collapse: collapse; margin: 0.4em 0 1em; font-size: 0.8em; width: 100%; table-layout: auto; }
+th, td { border: 1px solid #d4d4d4; padding: 2px 6px; vertical-align: top; overflow-wrap: anywhere; }
+th { background: #f3f3f3; text-align: left; }
 td.r { text-align: right; font-variant-numeric: tabular-nums; }
-p.note { font-size: 0.85em; color: #555; margin: 0.2em 0; }
-pre { background: #f8f8f8; padding: 1em; overflow-x: auto; font-size: 0.8em; }
-svg.chart { border: 1px solid #ddd; margin: 0.5em 0; background: #fff; max-width: 100%; height: auto; }
-svg .axis { stroke: #333; stroke-width: 1; } svg .grid { stroke: #eee; stroke-width: 1; }
-svg .ref { stroke: #000; stroke-width: 1; stroke-dasharray: 5 4; }
-svg .tick, svg .legend { font-size: 11px; fill: #333; } svg .label { font-size: 12px; fill: #333; }
-svg .title { font-size: 13px; font-weight: 600; fill: #222; }
+p.note, li.note { font-size: 0.85em; color: #555; margin: 0.2em 0; }
+figure { margin: 1em 0 2em; }
+figure img { display: block; max-width: 100%; height: auto; border: 1px solid #e4e4e4; background: #fff; }
+figcaption { font-size: 0.85em; color: #444; margin-top: 0.4em; }
+pre { background: #f8f8f8; padding: 0.8em; font-size: 0.8em; white-space: pre-wrap; overflow-wrap: anywhere; }
+details pre { max-height: 40em; overflow: auto; }
 .simulated { background: #fff3cd; border: 1px solid #e0c060; padding: 0.5em 1em; }
+nav ul { columns: 2; font-size: 0.9em; }
 """
+_SVG_SIZE = re.compile(rb'<svg[^>]*?width="([\d.]+)pt"[^>]*?height="([\d.]+)pt"')
 
 
 def _table(table: Table) -> str:
@@ -53,45 +67,97 @@ def _table(table: Table) -> str:
     return "\n".join(out)
 
 
-def render_html(run: LoadedRun, text_report: str) -> str:
+def figure_html(spec: FigureSpec, svg: bytes) -> str:
+    """One figure as an ``<img>`` holding its SVG as a ``data:`` URI (its own ids, nothing fetched)."""
+    size = _SVG_SIZE.search(svg)
+    dims = f' width="{round(float(size.group(1)) * 4 / 3)}" height="{round(float(size.group(2)) * 4 / 3)}"' if size \
+        else ""
+    data = base64.b64encode(svg).decode("ascii")
+    return (f'<figure id="figure-{escape(spec.name)}" data-figure="{escape(spec.name)}">'
+            f'<img alt="{escape(spec.title)}"{dims} src="data:image/svg+xml;base64,{data}">'
+            f"<figcaption><b>{escape(spec.name)}</b>: {escape(spec.caption)}</figcaption></figure>")
+
+
+def _head(run: LoadedRun) -> list[str]:
     analysis = run.analysis
     title = f"specbench report: {analysis.sweep}"
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f"<title>{escape(title)}</title><style>{CSS}</style></head><body>",
              f"<h1>{escape(title)}</h1>", f"<p>Run <code>{escape(run.name)}</code>: {escape(summary_line(analysis))}</p>"]
+    policy = policy_line(analysis)
+    if policy:
+        parts.append(f"<p>{escape(policy[0].upper() + policy[1:])}.</p>")
     env = env_line(run.env)
     if env:
-        cls = ' class="simulated"' if "SIMULATED" in env.upper() else ""
-        parts.append(f"<p{cls}>Environment: {escape(env)}</p>")
+        cls = ' class="simulated"' if env_simulated(run.env) else ""
+        parts.append(f'<p{cls} id="environment">Environment: {escape(env)}</p>')
     nodes = node_lines(run)
     if nodes:
         parts.append("<p>Nodes:</p><ul>" + "".join(f"<li>{escape(line)}</li>" for line in nodes) + "</ul>")
     parts += [f'<p class="simulated">Warning: {escape(w)}</p>' for w in hardware_warnings(run)]  # the alert box
-    load = analysis.load
-    if load is not None and not load.empty:
-        colors = {c.name: i for i, c in enumerate(analysis.configs)}
-        for w in load.workloads:
-            parts.append(f"<h2>{escape(w.name)} under load</h2>")
-            for axis in (AXIS_CONCURRENCY, AXIS_RATE):
-                series = speedup_series(load, w.name, axis)
-                if not series:
-                    continue
-                names = [s.label for s in series]
-                bands = [(names.index(c.config), c.low, c.high) for c in load.crossovers
-                         if c.workload == w.name and c.axis == axis and c.config in names
-                         and c.low is not None and c.high is not None]
-                parts.append(line_chart([(s.label, s.points) for s in series],
-                                        title=f"{w.name}: speedup over the matched baseline vs {AXIS_NAMES[axis]}",
-                                        x_label=AXIS_NAMES[axis] + (" (log scale)" if axis == AXIS_CONCURRENCY else ""),
-                                        y_label="speedup (x)", log_x=axis == AXIS_CONCURRENCY, ref_y=1.0,
-                                        bands=bands, colors=colors))
-            pareto = pareto_series(load, w.name)
-            if pareto:
-                parts.append(scatter_chart(pareto, title=f"{w.name}: per-user vs total output tok/s (Pareto)",
-                                           x_label="total output tok/s", y_label="output tok/s per user",
-                                           front=pareto_front(pareto), colors=colors))
-            for table in (crossover_table(load, w.name), schedule_table(load, w.name), points_table(load, w.name)):
-                parts.append(_table(table))
-    parts += ["<h2>Full report</h2>", f"<pre>{escape(text_report)}</pre>", "</body></html>"]
+    return parts
+
+
+def _excerpts(run: LoadedRun) -> list[str]:
+    out = []
+    for config in run.analysis.problems():
+        if not config.excerpt:
+            continue
+        shown = config.excerpt[-EXCERPT_LINES:]
+        lines = [clean_text(line) for line in shown]
+        if config.crash_line and config.crash_line not in shown:
+            lines.insert(0, "crash line: " + clean_text(config.crash_line))
+        heading = f"{config.name}: {config.signature or config.state}, last {len(shown)} log lines"
+        out.append(f"<h3>{escape(heading)}</h3><pre>{escape(chr(10).join(lines))}</pre>")
+    return out
+
+
+def _load_sections(run: LoadedRun) -> list[str]:
+    load = run.analysis.load
+    if load is None or load.empty:
+        return []
+    out = []
+    for w in load.workloads:
+        out.append(f"<h2>{escape(w.name)} under load</h2>")
+        for table in (crossover_table(load, w.name), schedule_table(load, w.name), points_table(load, w.name)):
+            out.append(_table(table))
+    return out
+
+
+def _notes(run: LoadedRun) -> list[str]:
+    notes = [clean_text(n) for n in (*run.analysis.notes, *(f"read: {w}" for w in run.warnings))]
+    notes += [f"earlier attempt: {clean_text(n)}" for n in run.analysis.history]
+    if not notes:
+        return []
+    return ["<h2>Notes</h2><ul>", *(f'<li class="note">{escape(n)}</li>' for n in notes), "</ul>"]
+
+
+def render_html(run: LoadedRun, text_report: str) -> str:
+    analysis = run.analysis
+    parts = _head(run)
+    specs = figure_specs(analysis)
+    if specs:
+        parts.append("<nav><ul>" + "".join(f'<li><a href="#figure-{escape(s.name)}">{escape(s.title)}</a></li>'
+                                           for s in specs) + "</ul></nav>")
+    parts.append(_table(best_table(analysis)))
+    parts.append("<h2>Figures</h2>")
+    parts += [figure_html(spec, render(spec, ("svg",))["svg"]) for spec in specs]
+    if not specs:
+        parts.append('<p class="note">No figure: nothing measured yet.</p>')
+    parts.append("<h2>Results</h2>")
+    nodes = node_column(run)
+    for workload in analysis.workloads:
+        if analysis.rows_for(workload.name):
+            parts.append(_table(results_table(analysis, workload, nodes)))
+    parts.append(f'<p class="note">{escape(LEGEND)}</p>')
+    parts.append("<h2>Crashed, failed and skipped</h2>")
+    parts += [_table(problems_table(analysis)), *_excerpts(run), _table(lossless_table(analysis))]
+    acceptance = acceptance_tables(analysis)
+    if acceptance:
+        parts += ["<h2>Acceptance</h2>", *(_table(t) for t in acceptance)]
+    parts += _load_sections(run)
+    parts += _notes(run)
+    parts += ["<h2>Plain-text report</h2>", f"<details><summary>the txt format</summary><pre>{escape(text_report)}"
+              "</pre></details>", "</body></html>"]
     return "\n".join(parts) + "\n"

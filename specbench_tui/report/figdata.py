@@ -1,0 +1,256 @@
+"""What each figure shows, picked out of a :class:`~specbench_tui.core.results.RunAnalysis`: pure data, no
+plotting library, so the static figures (:mod:`specbench_tui.report.figures`), the terminal text charts
+(:mod:`specbench_tui.report.charts`) and the TUI's chart screen draw the same points.
+
+A value that does not exist (a crashed, skipped or failed configuration, a cell whose every answer was empty, a
+workload never run) is never a 0: it is ``None`` with the reason beside it (:attr:`Bar.mark`,
+:attr:`Line.missing`), which every view draws as a mark.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from specbench_tui.core.results import (
+    FAILED_STATES,
+    FLAG_BURST,
+    FLAG_ZERO_OUTPUT,
+    CellRow,
+    ConfigSummary,
+    RunAnalysis,
+    aggregate,
+)
+
+METRICS = {"speedup": "speedup over baseline (x)", "decode_tps": "decode tok/s", "accept_length": "acceptance length"}
+
+MARK_CRASHED = "crashed"
+MARK_ZERO = "zero output"
+MARK_PARTIAL = "partial"
+MARK_BASELINE = "baseline"
+MARK_NO_BASELINE = "no baseline"
+MARK_PENDING = "pending"
+MARK_NO_VALUE = "no value"
+MARK_NO_RATE = "no decode rate"
+
+
+@dataclass(frozen=True)
+class ChartSeries:
+    """One line: ``points`` are (x, y) with y None where there is no value."""
+
+    label: str
+    points: tuple[tuple[float, float | None], ...]
+
+
+@dataclass(frozen=True)
+class Line:
+    """A series with the reason for each point it lacks: ``missing`` holds (x, why)."""
+
+    label: str
+    points: tuple[tuple[float, float | None], ...]
+    missing: tuple[tuple[float, str], ...] = ()
+
+    @property
+    def series(self) -> ChartSeries:
+        return ChartSeries(self.label, self.points)
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One configuration on one workload: its median with the repeat range, or no value and why.
+
+    ``mark`` is "" for a plain value; "baseline" for the baseline itself; with a value, "partial", "zero output"
+    or "crashed" (joined by ", ") say the value stands on fewer measurements than planned; without one it says
+    why there is none (crashed, skipped, zero output, pending…)."""
+
+    config_id: str
+    config: str
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    mark: str = ""
+
+    @property
+    def drawn(self) -> bool:
+        return self.value is not None and math.isfinite(self.value)
+
+
+@dataclass(frozen=True)
+class BarPanel:
+    workload: str
+    bars: tuple[Bar, ...]
+
+
+def _missing_mark(row: CellRow | None, config: ConfigSummary) -> str:
+    """Why a cell has no value: the configuration's fate first, then the cell's."""
+    if config.state in FAILED_STATES:
+        return config.state
+    if row is None or not row.measured:
+        return "not run" if row is not None and row.not_run else MARK_PENDING
+    if row.n_ok == 0 and row.n_zero_output > 0:
+        return MARK_ZERO
+    if row.n_ok == 0:
+        return "errors only"
+    if FLAG_BURST in row.flags:
+        return MARK_NO_RATE
+    if row.speedup_note and row.speedup_note.startswith("no baseline"):
+        return MARK_NO_BASELINE
+    return MARK_NO_VALUE
+
+
+def _value_marks(row: CellRow, config: ConfigSummary) -> str:
+    marks = []
+    if row.speedup_note == "baseline":
+        marks.append(MARK_BASELINE)
+    if row.partial:
+        marks.append(MARK_PARTIAL)
+    if FLAG_ZERO_OUTPUT in row.flags or row.n_zero_output:
+        marks.append(f"{MARK_ZERO} {row.n_zero_output}/{row.n_ok + row.n_zero_output}")
+    if config.state == MARK_CRASHED:
+        marks.append(MARK_CRASHED)
+    return ", ".join(marks)
+
+
+def cell_bar(analysis: RunAnalysis, config: ConfigSummary, workload: str, metric: str) -> Bar:
+    """The bar of ``config`` on ``workload`` for ``metric`` (``speedup`` or ``decode_tps``)."""
+    row = analysis.row(config.id, workload)
+    spread = None if row is None else (row.speedup if metric == "speedup" else row.decode_tps)
+    if row is None or spread is None or not math.isfinite(spread.median):
+        mark = _missing_mark(row, config)
+        if row is not None and metric == "speedup" and mark == MARK_NO_VALUE and row.speedup_note:
+            mark = row.speedup_note
+        return Bar(config.id, config.name, None, mark=mark)
+    return Bar(config.id, config.name, spread.median, spread.low, spread.high, _value_marks(row, config))
+
+
+def speedup_metric(analysis: RunAnalysis) -> str:
+    """``speedup`` when some configuration has one over a baseline, else ``decode_tps`` (no baseline planned)."""
+    has = any(r.speedup is not None and r.speedup_note != "baseline" for r in analysis.rows)
+    return "speedup" if has else "decode_tps"
+
+
+def bar_panels(analysis: RunAnalysis, metric: str | None = None) -> tuple[str, list[BarPanel]]:
+    """(metric, one panel per workload without a load axis, every configuration of the plan in plan order)."""
+    metric = metric or speedup_metric(analysis)
+    load_names = {w.name for w in analysis.load.workloads} if analysis.load is not None else set()
+    panels = []
+    for workload in analysis.workloads:
+        if workload.name in load_names:
+            continue
+        bars = tuple(cell_bar(analysis, c, workload.name, metric) for c in analysis.configs if c.in_plan)
+        panels.append(BarPanel(workload.name, bars))
+    return metric, panels
+
+
+def budgeted_algorithms(analysis: RunAnalysis, min_budgets: int = 2) -> list[str]:
+    """Algorithms with at least ``min_budgets`` distinct draft budgets in the plan, in plan order."""
+    budgets: dict[str, set[int]] = {}
+    for config in analysis.configs:
+        if config.budget is not None:
+            budgets.setdefault(config.algorithm, set()).add(config.budget)
+    return [a for a, b in budgets.items() if len(b) >= min_budgets]
+
+
+def _why_missing(analysis: RunAnalysis, config: ConfigSummary) -> str:
+    why = analysis.why_not_averaged(config.id)
+    if why:
+        return why.split(":")[0]
+    marks = {_missing_mark(analysis.row(config.id, w.name), config) for w in analysis.workloads}
+    return ", ".join(sorted(marks))
+
+
+def _tp_label(tp: int | None) -> str:
+    return f"TP{tp}" if tp is not None else "TP?"
+
+
+def budget_lines(analysis: RunAnalysis, metric: str, algorithm: str, workload: str | None = None) -> list[Line]:
+    """``metric`` against draft budget for ``algorithm``, one line per TP: per configuration the geometric mean
+    over workloads (the mean for acceptance; :func:`~specbench_tui.core.results.aggregate`), or one
+    ``workload``'s value; a point without a value says why in ``missing``."""
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r} (one of {', '.join(METRICS)})")
+    workloads = [workload] if workload else [w.name for w in analysis.workloads]
+    by_tp: dict[int | None, list[tuple[float, float | None, str]]] = {}
+    for config in analysis.configs:
+        if config.algorithm != algorithm or config.budget is None:
+            continue
+        value = aggregate(analysis, config.id, metric, workloads)
+        why = "" if value is not None else _why_missing(analysis, config)
+        by_tp.setdefault(config.tp, []).append((float(config.budget), value, why))
+    out = []
+    for tp, points in sorted(by_tp.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+        points.sort(key=lambda p: p[0])
+        out.append(Line(_tp_label(tp), tuple((x, y) for x, y, _ in points),
+                        tuple((x, why) for x, y, why in points if y is None)))
+    return out
+
+
+def budget_series(analysis: RunAnalysis, metric: str, algorithm: str,
+                  workload: str | None = None) -> list[ChartSeries]:
+    """As :func:`budget_lines`, without the reasons (what the text charts draw)."""
+    return [line.series for line in budget_lines(analysis, metric, algorithm, workload)]
+
+
+_TP_IN_NAME = re.compile(r"[-_]?tp\d+", re.IGNORECASE)
+
+
+def family(config: ConfigSummary) -> str:
+    """A configuration's name without its TP (``ddtree-b16-tp4`` -> ``ddtree-b16``): what a TP line joins."""
+    stripped = _TP_IN_NAME.sub("", config.name).strip("-_")
+    if stripped and stripped != config.name:
+        return stripped
+    return config.algorithm + (f"-b{config.budget}" if config.budget is not None else "")
+
+
+def tp_lines(analysis: RunAnalysis) -> list[Line]:
+    """Decode tok/s (geometric mean over the workloads) against TP, one line per configuration family; empty
+    when the plan has fewer than two TPs."""
+    tps = {c.tp for c in analysis.configs if c.tp is not None}
+    if len(tps) < 2:
+        return []
+    lines: dict[str, list[tuple[float, float | None, str]]] = {}
+    for config in analysis.configs:
+        if config.tp is None or not config.in_plan:
+            continue
+        value = aggregate(analysis, config.id, "decode_tps")
+        why = "" if value is not None else _why_missing(analysis, config)
+        lines.setdefault(family(config), []).append((float(config.tp), value, why))
+    out = []
+    for label, points in lines.items():
+        points.sort(key=lambda p: p[0])
+        out.append(Line(label, tuple((x, y) for x, y, _ in points), tuple((x, w) for x, y, w in points if y is None)))
+    return out
+
+
+@dataclass(frozen=True)
+class ParetoPoint:
+    config: str
+    x: float
+    y: float
+    label: str = ""
+    front: bool = False
+
+
+def pareto_flags(points: list[tuple[str, float, float, str]], maximise_y: bool) -> list[ParetoPoint]:
+    """Every (config, x, y, label) with ``front`` set where no other point is at least as good on both (x is
+    maximised; y is maximised or minimised)."""
+    def better(a: tuple[str, float, float, str], b: tuple[str, float, float, str]) -> bool:
+        y_ok = a[2] >= b[2] if maximise_y else a[2] <= b[2]
+        return a[1] >= b[1] and y_ok and (a[1] > b[1] or a[2] != b[2])
+
+    return [ParetoPoint(p[0], p[1], p[2], p[3], not any(better(q, p) for q in points if q is not p)) for p in points]
+
+
+def cell_pareto(analysis: RunAnalysis, workload: str) -> tuple[list[ParetoPoint], list[str]]:
+    """Decode tok/s (more is better) against TTFT in ms (less is better) per configuration on ``workload``, the
+    front marked; and the configurations left out, with why (``ddtree-b8-tp1: crashed``)."""
+    points: list[tuple[str, float, float, str]] = []
+    absent = []
+    for config in analysis.configs:
+        row = analysis.row(config.id, workload)
+        if row is not None and row.decode_tps is not None and row.ttft_s is not None:
+            points.append((config.name, row.decode_tps.median, row.ttft_s.median * 1000, ""))
+        elif config.in_plan:
+            absent.append(f"{config.name}: {_missing_mark(row, config)}")
+    return pareto_flags(points, maximise_y=False), absent

@@ -1,0 +1,461 @@
+"""The run's figures, drawn with matplotlib from the analysis: the HTML report shows them inline and
+``specbench report RUN --figures DIR`` writes each as PDF, SVG and PNG with a ``figures.json`` index.
+
+Why matplotlib: it is the field's default for static figures (a paper's PDF figure, a LaTeX
+``\\includegraphics``), it writes all three formats from one drawing, and it needs no browser or network; its
+Agg backend draws without a display. It is imported here only, and only when a figure is drawn, so
+``specbench --help`` and the TUI never pay for it.
+
+Every figure reads :mod:`specbench_tui.report.figdata` or the load analysis (``RunAnalysis.load``); nothing is
+computed here. A configuration without a value (crashed, skipped, every answer empty) is marked with a ``×`` and
+the reason, never drawn as 0; a value that stands on fewer measurements than planned (partial, some empty answers,
+crashed part-way) is drawn hatched with the reason beside it. Figure names are stable (``speedup``,
+``acceptance-vs-budget``, ``load-<workload>-concurrency``…): a paper's ``\\includegraphics`` keeps working when a
+run is measured again.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+import textwrap
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from specbench_tui.core.crossover.results import CROSSES, LoadAnalysis, PointRow
+from specbench_tui.core.load import AXIS_CONCURRENCY, AXIS_RATE
+from specbench_tui.core.results import RunAnalysis
+from specbench_tui.report.figdata import (
+    METRICS,
+    BarPanel,
+    Line,
+    ParetoPoint,
+    bar_panels,
+    budget_lines,
+    budgeted_algorithms,
+    cell_pareto,
+    pareto_flags,
+    tp_lines,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+FILE_FORMATS = ("pdf", "svg", "png")
+INDEX = "figures.json"
+INDEX_SCHEMA = "specbench-figures/1"
+STYLE: dict[str, Any] = {
+    "font.family": "DejaVu Sans", "font.size": 9.0, "axes.titlesize": 10.0, "axes.titleweight": "bold",
+    "axes.labelsize": 9.0, "xtick.labelsize": 8.0, "ytick.labelsize": 8.0, "legend.fontsize": 8.0,
+    "legend.frameon": False, "axes.grid": True, "grid.color": "#e6e6e6", "grid.linewidth": 0.6,
+    "axes.axisbelow": True, "axes.spines.top": False, "axes.spines.right": False, "axes.edgecolor": "#555555",
+    "lines.linewidth": 1.6, "lines.markersize": 5.0, "hatch.linewidth": 0.8, "figure.dpi": 100.0,
+    "savefig.dpi": 150.0, "savefig.bbox": "tight", "svg.fonttype": "none", "svg.hashsalt": "specbench",
+    "pdf.fonttype": 42, "figure.facecolor": "white",
+}
+"""One look for every figure (the same in the page, the PDF and the PNG); a fixed SVG hash salt and no dates keep
+the files the same from one export to the next."""
+ALGORITHM_COLORS = {"autoregressive": "#7f7f7f", "dflash": "#1f77b4", "ddtree": "#ff7f0e", "eagle3": "#2ca02c",
+                    "eagle": "#2ca02c", "ngram": "#9467bd", "mtp": "#8c564b", "standalone": "#e377c2"}
+CYCLE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+         "#17becf")
+MISSING_COLOR = "#b22222"
+HATCHED = "///"
+METADATA: dict[str, dict[str, Any]] = {"svg": {"Date": None}, "pdf": {"CreationDate": None, "ModDate": None},
+                                       "png": {}}
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """One figure: its stable ``name`` (the file stem), what it shows and how to draw it."""
+
+    name: str
+    title: str
+    caption: str
+    size: tuple[float, float]
+    """Width and height in inches."""
+    draw: Callable[[Figure], None]
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "workload"
+
+
+def _color(index: int) -> str:
+    return CYCLE[index % len(CYCLE)]
+
+
+# ---------------------------------------------------------------------------------------------- marks
+
+
+def _mark_missing(ax: Axes, x: float, why: str, index: int = 0) -> None:
+    """A point without a value: a red × on the x axis with the reason above it (never a 0 on the y axis)."""
+    ax.plot([x], [0.0], marker="x", color=MISSING_COLOR, markersize=7, markeredgewidth=1.6,
+            transform=ax.get_xaxis_transform(), clip_on=False, zorder=5)
+    ax.annotate(why, xy=(x, 0.0), xycoords=ax.get_xaxis_transform(), xytext=(3 + 9 * index, 6),
+                textcoords="offset points", rotation=90, fontsize=7, color=MISSING_COLOR, ha="center",
+                va="bottom")
+
+
+def _lines(ax: Axes, lines: Sequence[Line], colors: dict[str, str] | None = None) -> None:
+    """Each line with its points (a missing value breaks it) and its missing points marked."""
+    marked: dict[float, int] = {}
+    for index, line in enumerate(lines):
+        color = (colors or {}).get(line.label, _color(index))
+        xs = [x for x, _ in line.points]
+        ys = [math.nan if y is None else y for _, y in line.points]
+        ax.plot(xs, ys, marker="o", color=color, label=line.label)
+        for x, why in line.missing:
+            _mark_missing(ax, x, f"{line.label}: {why}" if len(lines) > 1 else why, marked.get(x, 0))
+            marked[x] = marked.get(x, 0) + 1
+
+
+def _pow2_axis(ax: Axes, values: Sequence[float], label: str) -> None:
+    ax.set_xscale("log", base=2)
+    ticks = sorted(set(values))
+    ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel(label)
+    if len(ticks) == 1:
+        ax.set_xlim(ticks[0] / 1.5, ticks[0] * 1.5)
+
+
+# ---------------------------------------------------------------------------------------------- bars
+
+
+def _bar_panel(ax: Axes, panel: BarPanel, metric: str, colors: Sequence[str]) -> None:
+    n = len(panel.bars)
+    top = max((b.high or b.value or 0.0) for b in panel.bars if b.drawn) if any(b.drawn for b in panel.bars) else 1
+    for i, bar in enumerate(panel.bars):
+        y = n - 1 - i
+        if not bar.drawn or bar.value is None:
+            ax.text(0.01, y, f"× {bar.mark}", transform=ax.get_yaxis_transform(), va="center", ha="left",
+                    fontsize=7.5, color=MISSING_COLOR, fontstyle="italic", zorder=4,
+                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6})
+            continue
+        hatched = bool(bar.mark) and bar.mark != "baseline"
+        err = [[bar.value - (bar.low if bar.low is not None else bar.value)],
+               [(bar.high if bar.high is not None else bar.value) - bar.value]]
+        ax.barh(y, bar.value, height=0.7, color=colors[i], alpha=0.55 if hatched else 0.9,
+                hatch=HATCHED if hatched else None, edgecolor=MISSING_COLOR if hatched else colors[i],
+                xerr=err, error_kw={"elinewidth": 0.9, "capsize": 2, "ecolor": "#333333"})
+        text = f"{bar.value:.2f}x" if metric == "speedup" else f"{bar.value:.0f}"
+        ax.text((bar.high or bar.value) + top * 0.02, y, text + (f"  {bar.mark}" if bar.mark else ""),
+                va="center", fontsize=7, color=MISSING_COLOR if hatched else "#333333")
+    if metric == "speedup":
+        ax.axvline(1.0, color="#000000", linewidth=0.9, linestyle="--", zorder=3)
+    ax.set_xlim(0, top * 1.55)
+    ax.set_ylim(-0.6, n - 0.4)
+    ax.set_title(panel.workload)
+    ax.set_xlabel(METRICS[metric])
+    ax.grid(axis="y", visible=False)
+
+
+def _draw_bars(analysis: RunAnalysis, metric: str, panels: Sequence[BarPanel]) -> Callable[[Figure], None]:
+    def draw(fig: Figure) -> None:
+        axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+        by_id = {c.id: c for c in analysis.configs}
+        names = [b.config for b in panels[0].bars]
+        colors = [ALGORITHM_COLORS.get(by_id[b.config_id].algorithm, _color(i)) for i, b in
+                  enumerate(panels[0].bars)]
+        for ax, panel in zip(axes, panels):
+            _bar_panel(ax, panel, metric, colors)
+        axes[0].set_yticks(range(len(names)), list(reversed(names)))
+
+    return draw
+
+
+def bar_figure(analysis: RunAnalysis) -> FigureSpec | None:
+    metric, panels = bar_panels(analysis)
+    if not panels or not any(b.drawn for p in panels for b in p.bars):
+        return None
+    n = len(panels[0].bars)
+    if metric == "speedup":
+        title = "Speedup over the matched baseline per configuration and workload"
+    else:
+        title = "Decode tok/s per configuration and workload (no baseline in the plan)"
+    caption = (f"{title}: median over repeats, whiskers the range of the repeats; the dashed line is 1x. Hatched: "
+               "the value stands on fewer measurements than planned (partial, some empty answers, crashed part-way). "
+               "× with a reason: no value (crashed, skipped, every answer empty), never drawn as 0.")
+    width = min(3.0 + 3.2 * len(panels), 13.0)
+    return FigureSpec("speedup" if metric == "speedup" else "decode-tps", title, caption,
+                      (width, 1.3 + 0.26 * n), _draw_bars(analysis, metric, panels))
+
+
+# ---------------------------------------------------------------------------------------------- lines
+
+
+def _draw_budget(analysis: RunAnalysis, metric: str, algorithms: Sequence[str]) -> Callable[[Figure], None]:
+    def draw(fig: Figure) -> None:
+        axes = fig.subplots(1, len(algorithms), squeeze=False)[0]
+        for ax, algorithm in zip(axes, algorithms):
+            lines = budget_lines(analysis, metric, algorithm)
+            _lines(ax, lines)
+            _pow2_axis(ax, [x for line in lines for x, _ in line.points], "draft budget")
+            ax.set_ylabel(METRICS[metric])
+            ax.set_title(algorithm)
+            if metric == "speedup":
+                ax.axhline(1.0, color="#000000", linewidth=0.9, linestyle="--")
+            ax.legend(title="TP", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+            ax.set_ylim(bottom=0)
+
+    return draw
+
+
+def budget_figure(analysis: RunAnalysis, metric: str) -> FigureSpec | None:
+    algorithms = [a for a in budgeted_algorithms(analysis)
+                  if any(y is not None for line in budget_lines(analysis, metric, a) for _, y in line.points)]
+    if not algorithms:
+        return None
+    what = METRICS[metric].split(" (")[0]
+    scope = "mean over workloads" if metric == "accept_length" else "geometric mean over workloads"
+    title = f"{what.capitalize()} vs draft budget per algorithm"
+    caption = (f"{title} ({scope}), one line per TP. A configuration that crashed, was skipped or was cut short "
+               "has no point: a red × on the axis names why.")
+    name = "acceptance-vs-budget" if metric == "accept_length" else f"{slug(metric)}-vs-budget"
+    return FigureSpec(name, title, caption, (min(1.5 + 4.2 * len(algorithms), 13.0), 3.6),
+                      _draw_budget(analysis, metric, algorithms))
+
+
+def tp_figure(analysis: RunAnalysis) -> FigureSpec | None:
+    lines = tp_lines(analysis)
+    if not any(y is not None for line in lines for _, y in line.points):
+        return None
+
+    def draw(fig: Figure) -> None:
+        ax = fig.subplots()
+        _lines(ax, lines)
+        _pow2_axis(ax, [x for line in lines for x, _ in line.points], "tensor parallelism (TP)")
+        ax.set_ylabel("decode tok/s (geometric mean over workloads)")
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+    title = "Decode tok/s vs tensor parallelism"
+    caption = (f"{title}: one line per configuration family (its name without the TP), geometric mean over the "
+               "workloads. A red × names a configuration without a value (crashed, skipped, cut short).")
+    return FigureSpec("decode-tps-vs-tp", title, caption, (7.5, 3.8), draw)
+
+
+def _pareto_axes(ax: Axes, points: Sequence[ParetoPoint], colors: dict[str, str], maximise_y: bool) -> None:
+    for p in points:
+        ax.scatter([p.x], [p.y], color=colors.get(p.config, "#333333"), s=22, zorder=3)
+    front = sorted((p for p in points if p.front), key=lambda p: p.x)
+    if front:
+        ax.plot([p.x for p in front], [p.y for p in front], color="#000000", linewidth=0.9, linestyle=":",
+                zorder=2)
+        ax.scatter([p.x for p in front], [p.y for p in front], s=80, facecolors="none", edgecolors="#000000",
+                   linewidths=0.9, zorder=4, label="Pareto front")
+        for p in front:
+            ax.annotate(p.config + (f" {p.label}" if p.label else ""), (p.x, p.y), xytext=(4, 4 if maximise_y
+                        else -9), textcoords="offset points", fontsize=6.5)
+
+
+def _algorithm_legend(ax: Axes, analysis: RunAnalysis) -> None:
+    from matplotlib.lines import Line2D
+
+    algorithms = list(dict.fromkeys(c.algorithm for c in analysis.configs))
+    handles = [Line2D([], [], marker="o", linestyle="", color=ALGORITHM_COLORS.get(a, _color(i)), label=a)
+               for i, a in enumerate(algorithms)]
+    handles.append(Line2D([], [], marker="o", linestyle=":", markerfacecolor="none", markersize=9,
+                          color="#000000", label="Pareto front"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
+def cell_pareto_figure(analysis: RunAnalysis) -> FigureSpec | None:
+    load_names = {w.name for w in analysis.load.workloads} if analysis.load is not None else set()
+    workloads = [w.name for w in analysis.workloads if w.name not in load_names]
+    data = {w: cell_pareto(analysis, w) for w in workloads}
+    workloads = [w for w in workloads if data[w][0]]
+    if not workloads:
+        return None
+    colors = {c.name: ALGORITHM_COLORS.get(c.algorithm, _color(i)) for i, c in enumerate(analysis.configs)}
+    absent = list(dict.fromkeys(a for w in workloads for a in data[w][1]))
+    cols = min(len(workloads), 2)
+    rows = math.ceil(len(workloads) / cols)
+
+    def draw(fig: Figure) -> None:
+        axes = fig.subplots(rows, cols, squeeze=False).flatten()
+        for ax, workload in zip(axes, workloads):
+            _pareto_axes(ax, data[workload][0], colors, maximise_y=False)
+            ax.set_title(workload)
+            ax.set_xlabel("decode tok/s (median)")
+            ax.set_ylabel("TTFT ms (median)")
+            ax.margins(x=0.25, y=0.12)
+        for ax in axes[len(workloads):]:
+            ax.set_visible(False)
+        _algorithm_legend(axes[cols - 1], analysis)
+        if absent:
+            fig.supxlabel(textwrap.fill("× not shown (no value on some workload): " + "; ".join(absent), 150),
+                          fontsize=7, color=MISSING_COLOR)
+
+    title = "Latency vs throughput: TTFT against decode tok/s (Pareto front)"
+    caption = (f"{title}, one point per configuration and workload, coloured by algorithm; ringed and joined: the "
+               "configurations no other beats on both (faster and no later first token). Configurations without "
+               "a value are named under the panels.")
+    return FigureSpec("pareto-ttft-vs-tps", title, caption, (10.5, 0.9 + 3.3 * rows), draw)
+
+
+# ---------------------------------------------------------------------------------------------- load
+
+AXIS_LABELS = {AXIS_CONCURRENCY: "concurrency (requests in flight)", AXIS_RATE: "request rate (req/s)"}
+
+
+def _load_series(ax: Axes, rows: Sequence[PointRow], value: Callable[[PointRow], float | None], label: str,
+                 color: str) -> None:
+    xs = [p.value for p in rows]
+    ys = [math.nan if (v := value(p)) is None or p.n_ok == 0 else v for p in rows]
+    ax.plot(xs, ys, marker="o", color=color, label=label)
+    capped = [(p.value, y) for p, y in zip(rows, ys) if p.capped and not math.isnan(y)]
+    if capped:
+        ax.scatter([x for x, _ in capped], [y for _, y in capped], s=70, marker="s", facecolors="none",
+                   edgecolors=MISSING_COLOR, linewidths=1.1, zorder=4)
+    for index, p in enumerate(r for r in rows if r.n_ok == 0):
+        _mark_missing(ax, p.value, f"{label}: {'zero output' if p.n_zero_output else 'errors'}", index)
+
+
+def _load_panels(load: LoadAnalysis, workload: str, axis: str) -> Callable[[Figure], None]:
+    ids = list(dict.fromkeys(p.config_id for p in load.points if p.workload == workload and p.axis == axis))
+
+    def draw(fig: Figure) -> None:
+        axes = fig.subplots(1, 3)
+        figures: list[tuple[str, Callable[[PointRow], float | None]]] = [
+            ("output tok/s (total)", lambda p: p.output_tps.median if p.output_tps else None),
+            ("TTFT p50 ms", lambda p: p.ttft_s.p50 * 1000 if p.ttft_s and p.ttft_s.p50 is not None else None),
+            ("speedup over the matched baseline (x)",
+             lambda p: p.speedup.median if p.speedup and not p.noisy else None),
+        ]
+        for index, config_id in enumerate(ids):
+            rows = [p for p in load.points_of(config_id, workload) if p.axis == axis]
+            for ax, (_, value) in zip(axes, figures):
+                _load_series(ax, rows, value, rows[0].config, _color(index))
+            crossing = load.crossover(config_id, workload, axis)
+            if crossing is not None and crossing.status == CROSSES and crossing.low and crossing.high:
+                for ax in axes:
+                    ax.axvspan(crossing.low, crossing.high, color=_color(index), alpha=0.12, linewidth=0)
+                if crossing.estimate:
+                    axes[2].axvline(crossing.estimate, color=_color(index), linestyle=":", linewidth=1.2)
+        for ax, (label, _) in zip(axes, figures):
+            if axis == AXIS_CONCURRENCY:
+                ax.set_xscale("log", base=2)
+            ax.set_xlabel(AXIS_LABELS.get(axis, axis))
+            ax.set_ylabel(label)
+        axes[2].axhline(1.0, color="#000000", linewidth=0.9, linestyle="--")
+        axes[0].legend(loc="best")
+
+    return draw
+
+
+def load_figures(analysis: RunAnalysis) -> list[FigureSpec]:
+    load = analysis.load
+    if not isinstance(load, LoadAnalysis) or load.empty:
+        return []
+    out = []
+    for w in load.workloads:
+        for axis in (AXIS_CONCURRENCY, AXIS_RATE):
+            if not any(p.workload == w.name and p.axis == axis for p in load.points):
+                continue
+            title = f"{w.name}: throughput, TTFT and speedup vs {AXIS_LABELS[axis].split(' (')[0]}"
+            caption = (f"{title}. Shaded: where each speculative configuration's speedup crosses 1 (B*), dotted its "
+                       "estimate; a red square: a capped point (more requests in flight than the server runs, so "
+                       "it measures the cap); a red ×: a point with no ok answer. Noisy speedups are left out.")
+            out.append(FigureSpec(f"load-{slug(w.name)}-{axis}", title, caption, (13.0, 3.8),
+                                  _load_panels(load, w.name, axis)))
+        pareto = load_pareto(load, w.name)
+        if pareto:
+            out.append(pareto)
+    return out
+
+
+def load_pareto(load: LoadAnalysis, workload: str) -> FigureSpec | None:
+    rows = [p for p in load.points if p.workload == workload and p.output_tps and p.per_user_tps]
+    if not rows:
+        return None
+    points = pareto_flags([(p.config, p.output_tps.median, p.per_user_tps.median, p.load)  # type: ignore[union-attr]
+                           for p in rows], maximise_y=True)
+    ids = list(dict.fromkeys(p.config for p in rows))
+    colors = {name: _color(i) for i, name in enumerate(ids)}
+
+    def draw(fig: Figure) -> None:
+        ax = fig.subplots()
+        for name in ids:
+            mine = sorted((p for p in points if p.config == name), key=lambda p: p.x)
+            ax.plot([p.x for p in mine], [p.y for p in mine], color=colors[name], alpha=0.5, label=name)
+        _pareto_axes(ax, points, colors, maximise_y=True)
+        ax.set_xlabel("total output tok/s")
+        ax.set_ylabel("output tok/s per user")
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+
+    title = f"{workload}: per-user vs total output tok/s (Pareto front)"
+    caption = (f"{title}: each configuration's load points joined in order; ringed: the points no other beats on "
+               "both per-user and total tok/s.")
+    return FigureSpec(f"pareto-{slug(workload)}", title, caption, (7.5, 4.2), draw)
+
+
+# ---------------------------------------------------------------------------------------------- all
+
+
+def figure_specs(analysis: RunAnalysis) -> list[FigureSpec]:
+    """Every figure the run has data for, in the order the report shows them (no drawing yet)."""
+    specs = [bar_figure(analysis), budget_figure(analysis, "speedup"), budget_figure(analysis, "accept_length"),
+             tp_figure(analysis), cell_pareto_figure(analysis), *load_figures(analysis)]
+    out: list[FigureSpec] = []
+    seen: set[str] = set()
+    for spec in specs:
+        if spec is None:
+            continue
+        name, n = spec.name, 2
+        while name in seen:
+            name, n = f"{spec.name}-{n}", n + 1
+        seen.add(name)
+        out.append(spec if name == spec.name else FigureSpec(name, spec.title, spec.caption, spec.size, spec.draw))
+    return out
+
+
+@contextmanager
+def _style() -> Iterator[None]:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    with matplotlib.rc_context():
+        params: Any = matplotlib.rcParams  # typed by key literals; STYLE's keys are checked when set
+        params.update(STYLE)
+        yield
+
+
+def render(spec: FigureSpec, formats: Sequence[str] = ("svg",)) -> dict[str, bytes]:
+    """Draw ``spec`` once and save it in each of ``formats`` (``pdf``, ``svg``, ``png``)."""
+    with _style():
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=spec.size, layout="constrained")
+        spec.draw(fig)
+        fig.suptitle(spec.title, fontsize=10.5, fontweight="bold")
+        out = {}
+        for fmt in formats:
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format=fmt, metadata=METADATA[fmt])
+            out[fmt] = buffer.getvalue()
+        return out
+
+
+def write_figures(analysis: RunAnalysis, directory: Path, run_name: str = "") -> list[dict[str, Any]]:
+    """Write every figure as ``<name>.pdf``, ``.svg`` and ``.png`` under ``directory`` with ``figures.json``
+    (one entry per figure: name, title, files, caption); return the entries."""
+    directory.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for spec in figure_specs(analysis):
+        files = {}
+        for fmt, data in render(spec, FILE_FORMATS).items():
+            path = directory / f"{spec.name}.{fmt}"
+            path.write_bytes(data)
+            files[fmt] = path.name
+        entries.append({"name": spec.name, "title": spec.title, "caption": spec.caption, "files": files})
+    index = {"schema": INDEX_SCHEMA, "run": run_name, "sweep": analysis.sweep, "figures": entries}
+    (directory / INDEX).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
+    return entries
