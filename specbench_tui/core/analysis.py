@@ -71,6 +71,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specbench_tui.core.acceptance import analyse_acceptance
 from specbench_tui.core.cells import acceptance, best_cells, cell_row, spread_of
 from specbench_tui.core.engines.base import EngineProfile, declared_speculation
 from specbench_tui.core.engines.registry import get_profile
@@ -174,8 +175,12 @@ def analyse(plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurem
 
         lossy = {r.config for r in rows if FLAG_MISMATCH in r.flags}
         load = analyse_load(plan_json, load_ms, events, configs, lossy)
+    ids = {c.name: c.id for c in configs}
+    acceptance_figures = analyse_acceptance(
+        [(c.id, c.name, ids.get(c.baseline) if c.baseline else None) for c in configs],
+        [w.name for w in workloads], cell_ms)
     return _replace_analysis(analysis, totals=tuple(_totals(analysis, c, by_config.get(c.id, [])) for c in configs),
-                             load=load)
+                             load=load, acceptance=acceptance_figures)
 
 
 def _replace_analysis(analysis: RunAnalysis, **changes: Any) -> RunAnalysis:

@@ -84,6 +84,15 @@ class Measurement:
     running_cap: int | None = None
     """The server's running-request cap when the request was sent (SGLang's ``/server_info``
     ``max_running_requests``, per DP rank where it says): a load point above it queues on the server."""
+    correct_drafts: int | None = None
+    """Accepted draft tokens (SGLang's ``meta_info.spec_num_correct_drafts``; summed over a conversation's turns)."""
+    proposed_drafts: int | None = None
+    """Proposed draft tokens (``spec_num_proposed_drafts`` = verify steps × (draft tokens − 1))."""
+    accept_histogram: tuple[int, ...] | None = None
+    """Verify steps that accepted exactly 0, 1, … drafts (``spec_correct_drafts_histogram``): per-position
+    acceptance is read from it (:mod:`specbench_tui.core.acceptance`)."""
+    category: str | None = None
+    """The prompt's category in its dataset (Spec-Bench's ``category``), for the category × configuration matrices."""
 
     @property
     def retracted(self) -> bool:
@@ -127,7 +136,8 @@ class Measurement:
 
 _MEASUREMENT_DEFAULTS = {f.name: f.default for f in fields(Measurement) if f.default is not MISSING}
 
-_OMIT_WHEN_NONE = ("itl_p99_s", "load", "cache", "started_cold", "num_retractions", "running_cap")
+_OMIT_WHEN_NONE = ("itl_p99_s", "load", "cache", "started_cold", "num_retractions", "running_cap", "correct_drafts",
+                   "proposed_drafts", "accept_histogram", "category")
 
 _HINTS: dict[type, dict[str, Any]] = {}
 _FIELD_NAMES: dict[type, frozenset[str]] = {}

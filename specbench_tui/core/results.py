@@ -279,6 +279,9 @@ class RunAnalysis:
     load: Any = None
     """:class:`specbench_tui.core.crossover.results.LoadAnalysis` of the workloads with a load axis (they have no
     cells: their figures are per load point), or None when the run has none."""
+    acceptance: Any = None
+    """:class:`specbench_tui.core.acceptance.AcceptanceAnalysis`: per cell the named acceptance figures,
+    per-position acceptance, the histogram and the step cost; per workload the category matrices."""
     _rows_by_key: dict[tuple[str, str], CellRow] = field(default_factory=dict, repr=False, compare=False)
     _configs_by_id: dict[str, ConfigSummary] = field(default_factory=dict, repr=False, compare=False)
 

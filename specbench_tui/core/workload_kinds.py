@@ -18,6 +18,8 @@ class ParamSpec:
     positive: bool = False
 
 
+DATASET_FORMATS = ("spec_bench", "mt_bench", "speed_bench")
+"""Formats of a ``prompt_dataset`` file (:data:`specbench_tui.core.prompt_datasets.FORMATS`)."""
 CODE_TASKS = ("fibonacci", "quicksort", "binary_search", "lru_cache", "merge_intervals", "trie")
 AGENTIC_TASKS = ("calculator", "csv_validator")
 
@@ -49,6 +51,15 @@ KINDS: dict[str, dict[str, ParamSpec]] = {
         "path": ParamSpec((str,), None, "a JSONL file of prompts (Spec-Bench question.jsonl works)"),
         "categories": ParamSpec((list,), [], "keep only these categories (empty: all)", item_types=(str,)),
         "limit": ParamSpec((int,), 0, "at most this many prompts (0: all)"),
+    },
+    "prompt_dataset": {  # specbench_tui.core.prompt_datasets: results per category (docs/acceptance.md)
+        "path": ParamSpec((str,), "", "a local JSONL dataset file (empty: the shipped Spec-Bench-format sample)"),
+        "format": ParamSpec((str,), "spec_bench", "the file's format", choices=DATASET_FORMATS),
+        "categories": ParamSpec((list,), [], "keep only these categories (empty: all)", item_types=(str,)),
+        "per_category": ParamSpec((int,), 0, "at most this many prompts of each category (0: all)"),
+        "limit": ParamSpec((int,), 0, "at most this many prompts in all (0: all)"),
+        "category_field": ParamSpec((str,), "category", "the field that names a prompt's category",
+                                    choices=("category", "sub_category")),
     },
 }
 """Kind name → its parameters (the sweep loader validates ``[[workloads]]`` against them)."""

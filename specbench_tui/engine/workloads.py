@@ -9,6 +9,7 @@ context length), sends unmeasured warm-up requests, and runs one item × repeat 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,8 @@ from typing import Any
 
 import httpx
 
+from specbench_tui.core.acceptance import add_histograms, from_mapping
+from specbench_tui.core.prompt_datasets import dataset_path, load_dataset, random_token_warning
 from specbench_tui.core.budget import Budget, BudgetError, plan_budget
 from specbench_tui.core.logparse import spec_counter_figures
 from specbench_tui.core.metrics import (
@@ -165,6 +168,7 @@ def measurement_from(labels: Labels, item: str, repeat: int, results: Sequence[G
               if len(results) == 1 else acceptance_length(None, completion, verify_ct))
     retractions = [_int(r.meta_info, "num_retractions") for r in results]
     num_retractions = sum(v for v in retractions if v) if any(v is not None for v in retractions) else None
+    drafts = _draft_counts(results)
     rates = [_float(r.meta_info, "spec_accept_rate") for r in results]
     kept_rates = [x for x in rates if x is not None]
     itls = list(timing.itls_s)
@@ -182,8 +186,23 @@ def measurement_from(labels: Labels, item: str, repeat: int, results: Sequence[G
         accept_rate=sum(kept_rates) / len(kept_rates) if kept_rates else None,
         finish_reason=_finish_reason(last.meta_info), http_status=last.http_status,
         output_sha=_sha("\x1e".join(r.text for r in results)), chunks=timing.chunks,
-        num_retractions=num_retractions,
+        num_retractions=num_retractions, **drafts,
     )
+
+
+def _draft_counts(results: Sequence[GenerateResult]) -> dict[str, Any]:
+    """SGLang's ``spec_num_correct_drafts``, ``spec_num_proposed_drafts`` and ``spec_correct_drafts_histogram``
+    summed over a conversation's turns (a turn without them verified nothing); {} when no turn sent them."""
+    correct = [_int(r.meta_info, "spec_num_correct_drafts") for r in results]
+    proposed = [_int(r.meta_info, "spec_num_proposed_drafts") for r in results]
+    histograms = [h for h in (from_mapping(r.meta_info) for r in results) if h]
+    out: dict[str, Any] = {}
+    if any(v is not None for v in correct) and any(v is not None for v in proposed):
+        out["correct_drafts"] = sum(v for v in correct if v)
+        out["proposed_drafts"] = sum(v for v in proposed if v)
+    if histograms:
+        out["accept_histogram"] = add_histograms(histograms)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ workloads
@@ -215,7 +234,7 @@ class Workload:
         if prompt.turns:
             return await self._conversation(prompt, repeat, session, labels)
         result = await session.generate(prompt.text, self.spec.max_new_tokens, self.spec)
-        return measurement_from(labels, item, repeat, [result])
+        return _with_category(measurement_from(labels, item, repeat, [result]), prompt)
 
     async def _conversation(self, prompt: PromptItem, repeat: int, session: Session, labels: Labels) -> Measurement:
         """Spec-Bench multi-turn questions: each later turn sees the earlier answers."""
@@ -227,7 +246,12 @@ class Workload:
             if not result.ok:
                 break
             history.append((user, result.text))
-        return measurement_from(labels, prompt.item, repeat, results)
+        return _with_category(measurement_from(labels, prompt.item, repeat, results), prompt)
+
+
+def _with_category(measurement: Measurement, prompt: PromptItem) -> Measurement:
+    """The record with its prompt's dataset category (for the category × configuration matrices)."""
+    return dataclasses.replace(measurement, category=prompt.category) if prompt.category else measurement
 
 
 class LongContextWorkload(Workload):
@@ -391,7 +415,34 @@ def _agentic(spec: WorkloadSpec) -> Workload:
 
 def _prompts_file(spec: WorkloadSpec) -> Workload:
     params = dict(spec.params)
-    return Workload(spec, load_prompts_file(params["path"], params.get("categories", ()), params.get("limit", 0)))
+    return PromptsFileWorkload(spec, load_prompts_file(params["path"], params.get("categories", ()),
+                                                       params.get("limit", 0)))
+
+
+class DatasetWorkload(Workload):
+    """A local prompt dataset by category (Spec-Bench, MT-Bench, SPEED-Bench JSONL); warns, once it runs, when
+    its prompts look like random tokens."""
+
+    def __init__(self, spec: WorkloadSpec) -> None:
+        params = dict(spec.params)
+        super().__init__(spec, load_dataset(
+            dataset_path(str(params.get("path") or "")), str(params.get("format") or "spec_bench"),
+            params.get("categories", ()), int(params.get("limit") or 0), int(params.get("per_category") or 0),
+            str(params.get("category_field") or "category")))
+
+    async def prepare(self, session: Session) -> None:
+        warning = random_token_warning(self.spec.name, [p.text for p in self.prompts])
+        if warning:
+            session.notice("warning", warning)
+
+
+class PromptsFileWorkload(Workload):
+    """A ``prompts_file`` workload: warns when its prompts look like random tokens."""
+
+    async def prepare(self, session: Session) -> None:
+        warning = random_token_warning(self.spec.name, [p.text for p in self.prompts])
+        if warning:
+            session.notice("warning", warning)
 
 
 BUILDERS: dict[str, WorkloadBuilder] = {
@@ -402,6 +453,7 @@ BUILDERS: dict[str, WorkloadBuilder] = {
     "long_context": LongContextWorkload,
     "agentic": _agentic,
     "prompts_file": _prompts_file,
+    "prompt_dataset": DatasetWorkload,
 }
 """Kind name → its builder; the kinds and their parameters are :data:`specbench_tui.core.workload_kinds.KINDS`."""
 

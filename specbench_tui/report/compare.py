@@ -13,6 +13,7 @@ from typing import Any
 
 from specbench_tui.core.nodes import compare_warnings
 from specbench_tui.core.results import CellRow, ConfigSummary, Spread
+from specbench_tui.report.acceptance_view import PositionChange, position_change_table, position_changes
 from specbench_tui.report.load import LoadedRun
 from specbench_tui.report.nodesview import hardware_warnings
 from specbench_tui.report.tables import (
@@ -73,6 +74,8 @@ class Comparison:
     measured on different GPU models)."""
     places: tuple[tuple[str, str, str], ...] = ()
     """(config, where A measured it, where B did), when either run ran on cluster nodes."""
+    positions: tuple[PositionChange, ...] = ()
+    """Per cell both runs measured a histogram of: conditional acceptance by draft position in A and in B."""
 
 
 def _change(a: Spread | None, b: Spread | None, threshold: float) -> Change:
@@ -123,13 +126,14 @@ def compare_runs(a: LoadedRun, b: LoadedRun, threshold: float = SIGNIFICANT_CHAN
                                    _change(row_a.decode_tps, row_b.decode_tps, threshold),
                                    _change(row_a.ttft_s, row_b.ttft_s, threshold),
                                    _accept_change(row_a, row_b, threshold), f"{cut} partial" if cut else ""))
+    positions = position_changes(a.analysis, b.analysis, [(r.config_id, r.config, r.workload) for r in rows])
     only_a = tuple(c for c in a.analysis.configs if c.id not in ids_b)
     only_b = tuple(c for c in b.analysis.configs if c.id not in ids_a)
     names_b = {c.name for c in only_b}
     workload_names_a = {w.name for w in a.analysis.workloads}
     return Comparison(
         run_a=a.name, run_b=b.name, sweep_a=a.analysis.sweep, sweep_b=b.analysis.sweep, rows=tuple(rows),
-        state_changes=tuple(states), only_a=only_a, only_b=only_b,
+        state_changes=tuple(states), only_a=only_a, only_b=only_b, positions=positions,
         renamed_or_changed=tuple(c.name for c in only_a if c.name in names_b),
         env_changes=tuple(_env_changes(a.env, b.env)),
         workloads_only=tuple([f"{w} (only in A)" for w in workload_names_a - workloads_b]
@@ -207,7 +211,7 @@ def render_compare(comparison: Comparison) -> str:
     out.append("")
     table = Table("Changes per configuration and workload (B vs A)",
                   ["config", "workload", "tok/s A", "tok/s B", "change", "TTFT A", "TTFT B", "change",
-                   "accept A", "accept B", "change"], align="llrrrrrrrrr")
+                   "accept len A", "accept len B", "change"], align="llrrrrrrrrr")
     for r in c.rows:
         table.rows.append([
             r.config + (f" ({r.cut})" if r.cut else ""), r.workload, _num(r.decode_tps.a), _num(r.decode_tps.b),
@@ -218,6 +222,8 @@ def render_compare(comparison: Comparison) -> str:
     table.notes.append(f"* significant: |change| >= {SIGNIFICANT_CHANGE * 100:.0f}% and the per-repeat ranges "
                        "do not overlap (tok/s: higher is better; TTFT: lower is better)")
     out += render_text_table(table)
+    if c.positions:
+        out += ["", *render_text_table(position_change_table(c.positions))]
     if c.places:
         where = Table("Where each configuration was measured", ["config", "A", "B"])
         where.rows += [list(place) for place in c.places]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from specbench_tui.core.results import ACCEPT_FROM_SERVER, CellRow, ConfigSummary, RunAnalysis, Spread, to_json
 from specbench_tui.store import log_file_name, safe_filename
+from specbench_tui.report.acceptance_view import acceptance_json, acceptance_tables
 from specbench_tui.report.charts import budget_charts
 from specbench_tui.report.load import LoadedRun
 from specbench_tui.report.nodesview import hardware_json, hardware_warnings, node_column, node_lines
@@ -95,6 +96,8 @@ def render_txt(run: LoadedRun, chart_width: int = 72, chart_height: int = 10) ->
             out += [f"  | {clean_text(line)}" for line in shown]
     out.append("")
     out += render_text_table(lossless_table(analysis))
+    for table in acceptance_tables(analysis):
+        out += ["", *render_text_table(table)]
     out += ["", "Charts", "------", *budget_charts(analysis, chart_width, chart_height)]
     out += load_txt(analysis, chart_width, chart_height)
     out += _notes_txt(run)
@@ -147,6 +150,8 @@ def render_md(run: LoadedRun) -> str:
                     FENCE, *(clean_text(line).replace(FENCE, "'''") for line in config.excerpt[-EXCERPT_LINES:]),
                     FENCE, ""]
     out += render_markdown_table(lossless_table(analysis), 2)
+    for table in acceptance_tables(analysis):
+        out += render_markdown_table(table, 2)
     if analysis.load is not None:
         for w in analysis.load.workloads:
             for table in (crossover_table(analysis.load, w.name), schedule_table(analysis.load, w.name),
@@ -245,6 +250,11 @@ def render_json(run: LoadedRun) -> str:
     analysis = to_json(run.analysis)
     if analysis.get("load") is None:
         analysis.pop("load", None)
+    acceptance = acceptance_json(run.analysis)
+    if acceptance is None:
+        analysis.pop("acceptance", None)
+    else:
+        analysis["acceptance"] = acceptance
     counts = run.progress  # as logs, ps, runs and the TUI's header count them
     data = {"schema": JSON_SCHEMA, "run": run.name, "env": run.env, "warnings": list(run.warnings),
             "progress": {"configs": counts.total, "ran": counts.ran, "skipped": counts.skipped,

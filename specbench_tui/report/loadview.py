@@ -43,7 +43,7 @@ def points_table(load: LoadAnalysis, workload: str) -> Table:
     spec = next(w.spec for w in load.workloads if w.name == workload)
     slo = spec.slo
     headers = ["configuration", "load", "ok/err", "out tok/s", "tok/s/user", "req/s", "TTFT p50/p99 ms",
-               "ITL p99 ms", "e2e p99 ms", "accept req/srv", "speedup"]
+               "ITL p99 ms", "e2e p99 ms", "accept len req/srv", "speedup"]
     if slo is not None:
         headers[-1:-1] = ["goodput req/s", "SLO"]
     headers.append("marks")

@@ -53,8 +53,8 @@ FLAG_TEXT = {
 
 LEGEND = (
     "tok/s: median decode tok/s [min-max of per-repeat medians]; speedup: over the matched baseline at the "
-    "same workload [range of per-repeat ratios]; accept: mean acceptance length weighted by verify steps "
-    "(~: plain mean, no verify counts; ^: the server's counters over the workload, no per-request figure); log: the server's own figure from its decode log lines during the "
+    "same workload [range of per-repeat ratios]; accept len: acceptance length (tokens per verify step), weighted by verify steps "
+    "(~: plain mean, no verify counts; ^: the server's counters over the workload, no per-request figure); log accept len: the server's own acceptance length from its decode log lines during the "
     "workload (L: over the server's whole life); n: ok/zero/error; "
     "**: best for the workload, *: best at its TP; SPEC-IDLE: acceptance < 1.05, speculation doing nothing; "
     "one-burst: the server sent each answer in one piece, so there is no decode rate; "
@@ -224,7 +224,7 @@ def results_table(analysis: RunAnalysis, workload: WorkloadInfo, nodes: dict[str
     marks = best_marks(analysis)
     table = Table(f"Results: {workload.name} ({describe_workload(workload)})",
                   ["", "config", *(["node"] if nodes is not None else []), "TP", "budget", "state", "tok/s",
-                   "speedup", "TTFT", "accept", "log", "n", "lossless", "flags"],
+                   "speedup", "TTFT", "accept len", "log accept len", "n", "lossless", "flags"],
                   align="ll" + ("l" if nodes is not None else "") + "lrlrrrrrrll")
     for row in analysis.rows_for(workload.name):
         if not row.measured and row.state not in ("crashed", "failed"):

@@ -75,6 +75,12 @@ DEFAULTS: dict[str, Any] = {
             "EAGLE": 0.92, "EAGLE3": 0.98, "STANDALONE": 0.95, "FROZEN_KV_MTP": 0.95, "DFLASH": 1.0,
             "DDTREE": 1.0, "DSPARK": 1.0, "NGRAM": 0.6, "UNO": 0.9,
         },
+        # Per-position decay: the k-th draft (k = 1, 2, ...) of a chain is accepted, given the k-1 before it were,
+        # with alpha * decay ** (k - 1); 1.0 keeps every position at alpha (a chain's later drafts are worse)
+        "position_decay": {
+            "EAGLE": 0.97, "EAGLE3": 0.98, "STANDALONE": 0.98, "FROZEN_KV_MTP": 0.97, "DFLASH": 0.97,
+            "DDTREE": 0.98, "DSPARK": 0.97, "NGRAM": 0.95, "UNO": 0.97,
+        },
         "tree_gain": 0.068,  # a tree of n nodes cuts the rejection probability by 1 + tree_gain * ln(n)
         "temperature_penalty": 0.1,  # alpha *= 1 - penalty * min(temperature, 1)
         # NGRAM: a draft position the server-wide corpus already holds (the same output decoded before and not
@@ -138,7 +144,7 @@ def _merge(base: dict[str, Any], override: Mapping[str, Any], path: str = "") ->
         where = f"{path}{key}"
         if key not in base:
             raise ProfileError(f"unknown profile key: {where}")
-        if isinstance(base[key], dict) and key not in ("draft_ms", "algorithm_scale", "alpha", "length"):
+        if isinstance(base[key], dict) and key not in ("draft_ms", "algorithm_scale", "position_decay", "alpha", "length"):
             if not isinstance(value, Mapping):
                 raise ProfileError(f"profile key {where} must be a table")
             _merge(base[key], value, where + ".")

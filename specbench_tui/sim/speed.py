@@ -9,7 +9,8 @@ speculation) after the draft model proposed them. Its time, at tensor parallelis
 where ``draft`` depends on the algorithm (EAGLE family: per draft step; DFLASH: one block forward;
 DDTree: a block forward plus ``tree_build_ms_per_node * budget``; NGRAM: CPU time, not parallelised).
 Each step commits ``1 + accepted`` tokens per request, ``accepted`` being the run of successes of a
-Bernoulli(``alpha``) chain of at most ``depth`` drafts. ``alpha`` depends on the prompt kind, the
+chain of at most ``depth`` Bernoulli trials, draft ``k`` with ``alpha · position_decay ** (k − 1)`` (later drafts
+of a chain are accepted less often; :meth:`SpeedModel.expected_conditional_acceptance` is the truth). ``alpha`` depends on the prompt kind, the
 algorithm and the temperature; trees (DDTree, EAGLE with topk > 1) raise it with their size.
 
 With the defaults a 27B model decodes at about 65 tok/s autoregressively at TP1 and DDTree with budget 15
@@ -175,14 +176,49 @@ class SpeedModel:
         """NGRAM: the acceptance of a draft the corpus holds (``acceptance.ngram_warm_alpha``)."""
         return float(self.acceptance["ngram_warm_alpha"])
 
+    @property
+    def position_decay(self) -> float:
+        """``acceptance.position_decay`` of this algorithm: draft ``k`` is accepted (given ``k − 1`` were) with
+        ``alpha · decay ** (k − 1)``."""
+        return float(self.acceptance.get("position_decay", {}).get(self.algorithm, 1.0))
+
+    def position_alpha(self, alpha: float, position: int, warm: int = 0) -> float:
+        """P(accept draft ``position`` | the ``position − 1`` before it accepted), 1-based; a position NGRAM's
+        corpus holds (``position ≤ warm``) is accepted with :attr:`warm_alpha`."""
+        if position <= warm:
+            return self.warm_alpha
+        return min(max(alpha * self.position_decay ** (position - 1), 0.0), 0.999)
+
     def draw_accepted(self, rng: random.Random, alpha: float, depth: int | None = None, warm: int = 0) -> int:
-        """Accepted drafts in one verify step (0..depth), excluding the bonus token; the first ``warm`` draft
-        positions are known to NGRAM's corpus and accepted with :attr:`warm_alpha`."""
+        """Accepted drafts in one verify step (0..depth), excluding the bonus token: a chain of Bernoulli trials,
+        position ``k`` with :meth:`position_alpha`; the first ``warm`` positions are known to NGRAM's corpus."""
         depth = self.depth if depth is None else depth
         accepted = 0
-        while accepted < depth and rng.random() < (self.warm_alpha if accepted < warm else alpha):
+        while accepted < depth and rng.random() < self.position_alpha(alpha, accepted + 1, warm):
             accepted += 1
         return accepted
+
+    def expected_conditional_acceptance(self, kind: str, temperature: float = 0.0, *,
+                                        steps: int | None = None) -> list[float]:
+        """Truth: conditional acceptance at positions 1..depth, P(accept k | accepted k − 1), for ``kind``
+        (stochastic mode; a cold request). What a histogram of many verify steps converges to."""
+        depth = self.depth if steps is None else steps
+        if self.algorithm == "NONE" or depth <= 0:
+            return []
+        alpha = self.alpha(kind, temperature)
+        return [self.position_alpha(alpha, k) for k in range(1, depth + 1)]
+
+    def expected_histogram(self, kind: str, temperature: float = 0.0, *, steps: int | None = None) -> list[float]:
+        """Truth: the fraction of verify steps that accept exactly 0, 1, …, depth drafts (SGLang's
+        ``spec_correct_drafts_histogram`` normalised)."""
+        conditional = self.expected_conditional_acceptance(kind, temperature, steps=steps)
+        out: list[float] = []
+        reach = 1.0
+        for p in conditional:
+            out.append(reach * (1.0 - p))
+            reach *= p
+        out.append(reach)
+        return out
 
     def expected_accept_length(self, kind: str, temperature: float = 0.0, *, warm: bool = False,
                                steps: int | None = None) -> float:
@@ -193,8 +229,10 @@ class SpeedModel:
         if self.deterministic:
             length = self.deterministic.warm_accept_length if warm else self.deterministic.accept_length
             return min(length, float(depth + 1))
-        alpha = self.warm_alpha if warm and self.algorithm == "NGRAM" else self.alpha(kind, temperature)
-        return 1.0 + sum(alpha**i for i in range(1, depth + 1))
+        if warm and self.algorithm == "NGRAM":
+            return 1.0 + sum(self.warm_alpha**i for i in range(1, depth + 1))
+        histogram = self.expected_histogram(kind, temperature, steps=depth)
+        return 1.0 + sum(k * share for k, share in enumerate(histogram))
 
 
 def ground_truth_crossover(ar_tok_s: float, spec_tok_s: float, accept_length: float, verify_width: int,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench_tui.core.errors import did_you_mean
+from specbench_tui.core.prompt_datasets import dataset_path, load_dataset
 from specbench_tui.core.prompts import PromptsFileError, load_prompts_file
 from specbench_tui.core.sweep.limits import (
     MAX_ITEMS,
@@ -73,6 +74,8 @@ def workload_spec(r: Reader, index: int, raw: dict[str, Any], defaults: Workload
         resolved = resolve_path(base_dir, params["path"])
         params["path"] = str(resolved)
         item_count = _check_prompts_file(r, (*key, "path"), resolved, params)
+    if kind == "prompt_dataset":
+        item_count = _check_dataset(r, key, base_dir, params)
     temperature = common["temperature"]
     return WorkloadSpec(
         name=name, kind=kind, max_new_tokens=common["max_new_tokens"] or 256, repeats=common["repeats"] or 1,
@@ -175,6 +178,33 @@ def _item_count(kind: str, params: Mapping[str, Any]) -> int:
             return len(params[name])
     count = params.get("count")
     return count if isinstance(count, int) else 1
+
+
+def _check_dataset(r: Reader, key: KeyPath, base_dir: Path, params: dict[str, Any]) -> int:
+    """A ``prompt_dataset`` file read now (path resolved from the sweep's folder; empty: the shipped sample):
+    its prompt count, or an issue naming the file's line and the fix."""
+    if params.get("path"):
+        params["path"] = str(resolve_path(base_dir, params["path"]))
+    path = dataset_path(str(params.get("path") or ""))
+    if not path.is_file():
+        r.error((*key, "path"), f"dataset file not found: {path}", "relative paths are taken from the sweep file's folder")
+        return 0
+    try:
+        prompts = load_dataset(path, str(params.get("format") or "spec_bench"), params.get("categories") or (),
+                               int(params.get("limit") or 0), int(params.get("per_category") or 0),
+                               str(params.get("category_field") or "category"))
+    except (OSError, PromptsFileError) as exc:
+        r.error((*key, "path"), f"the dataset cannot be used: {exc}",
+                "each line is a JSON object with question_id, category and turns (blank and # lines are skipped)")
+        return 0
+    if not prompts:
+        r.error((*key, "path"), f"the dataset {path} gives no prompt", "check the file and the categories")
+        return 0
+    if len(prompts) > MAX_ITEMS:
+        r.error((*key, "path"), f"the dataset {path} gives {len(prompts):,} prompts (MAX_ITEMS = {MAX_ITEMS:,})",
+                "set limit = N or per_category = N")
+        return 0
+    return len(prompts)
 
 
 def _check_prompts_file(r: Reader, key: KeyPath, path: Path, params: Mapping[str, Any]) -> int:
