@@ -27,7 +27,7 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -274,6 +274,9 @@ class RunDir:
         """The run directory's lock while this process owns the run (taken and released by the application)."""
         self.node_fingerprints: dict[str, dict[str, Any]] = {}
         """Cluster node -> fingerprint, as :class:`NodeFingerprinted` events gave them: ``env.json``'s ``nodes``."""
+        self.after_event: Callable[[Event], None] | None = None
+        """Called with every event once it is recorded (the runs folder's index keeps the run's entry with
+        :class:`specbench_tui.rundir.index.IndexUpdater`); what it raises is not the run's concern."""
 
     @classmethod
     def create(cls, runs_dir: Path, sweep_name: str, sweep_text: str, plan_json: dict[str, Any]) -> RunDir:
@@ -396,6 +399,9 @@ class RunDir:
             self.events.append(event.to_json())
             if isinstance(event, NodeFingerprinted):
                 self.record_node(event.node, event.fingerprint)
+            if self.after_event is not None:
+                with contextlib.suppress(Exception):
+                    self.after_event(event)
 
     def record_node(self, node: str, fingerprint: dict[str, Any]) -> None:
         """Add a cluster node's fingerprint to ``env.json`` under ``nodes`` (this machine's document stays as it

@@ -17,6 +17,7 @@ from specbench_tui.core.plan import Plan
 from specbench_tui.engine.ending import EXIT_INVALID
 from specbench_tui.engine.gpus import GpuBackend, NullBackend, open_backend
 from specbench_tui.rundir import load_plan
+from specbench_tui.rundir.index import IndexUpdater
 from specbench_tui.runlock import RunDirBusy, acquire
 from specbench_tui.store import RunDir, StoreError
 
@@ -72,6 +73,7 @@ def _prepare_run(args: RunRequest) -> tuple[Plan, RunDir] | int:
             run_dir = RunDir.open(args.resume)
             take_ownership(run_dir)
             plan = load_plan(run_dir.path)
+            keep_index(run_dir)
         except RunDirBusy as exc:
             print(f"specbench: cannot resume: {exc}", file=sys.stderr)
             return EXIT_INVALID
@@ -95,6 +97,7 @@ def _prepare_run(args: RunRequest) -> tuple[Plan, RunDir] | int:
         run_dir = RunDir.create(runs_dir, plan.sweep.name, plan.sweep.text, plan.to_json())
         take_ownership(run_dir)
         run_dir.write_meta({"sweep_path": str(plan.sweep.path.resolve()), "started": time.time(), "argv": sys.argv})
+        keep_index(run_dir)
     except (StoreError, RunDirBusy) as exc:
         print(f"specbench: {exc}", file=sys.stderr)
         return EXIT_INVALID
@@ -102,6 +105,14 @@ def _prepare_run(args: RunRequest) -> tuple[Plan, RunDir] | int:
         print(f"specbench: cannot lock the run directory: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_INVALID
     return plan, run_dir
+
+
+def keep_index(run_dir: RunDir) -> None:
+    """The run keeps its entry in its runs folder's index as it starts, progresses and ends
+    (:class:`~specbench_tui.rundir.index.IndexUpdater`): ``runs`` and ``latest`` read it, not the run's files."""
+    updater = IndexUpdater(run_dir.path)
+    run_dir.after_event = updater
+    updater.write()
 
 
 def take_ownership(run_dir: RunDir) -> None:

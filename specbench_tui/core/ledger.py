@@ -28,10 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from specbench_tui.core.results import RunAnalysis
-from specbench_tui.core.analysis import analyse
 from specbench_tui.core.fold import replace
 from specbench_tui.core.events import (
     ConfigFinished,
@@ -52,6 +50,9 @@ from specbench_tui.core.events import (
     WorkloadStarted,
 )
 from specbench_tui.core.records import STATUS_OK, STATUS_ZERO_OUTPUT, Measurement, MeasurementKey
+
+if TYPE_CHECKING:  # the analysis is imported when first run: a count of runs (``specbench runs``) needs none
+    from specbench_tui.core.results import RunAnalysis
 
 KEPT_EVENTS = (ConfigFinished, ConfigStateChanged, CrashDetected, Notice, ServerLaunching, ServerReady, SweepFinished,
                SweepStarted, WorkloadFinished, WorkloadNotRun, WorkloadStarted, LoadPointFinished, NodeFingerprinted)
@@ -133,6 +134,8 @@ class LedgerSnapshot:
     engine_alive: bool = True
 
     def analyse(self) -> RunAnalysis:
+        from specbench_tui.core.analysis import analyse
+
         return analyse(self.plan_json, self.measurements, self.events, engine_alive=self.engine_alive)
 
 

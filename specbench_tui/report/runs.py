@@ -1,7 +1,8 @@
 """Finding runs: every run directory under a runs folder with its state, progress and live owner.
 
 ``specbench runs`` prints them; ``latest`` (every command that takes a run) is the newest of them, live or not
-(:func:`resolve_run`). Counts are the ledger's (:class:`~specbench_tui.core.ledger.Progress`), as in every view. A run's state is read
+(:func:`find_run`). Both read the runs folder's index (:mod:`specbench_tui.rundir.index`), so 10,000 run
+directories cost one file and a few ``stat`` calls each, plus a read of any run that changed. Counts are the ledger's (:class:`~specbench_tui.core.ledger.Progress`), as in every view. A run's state is read
 from its events (how the sweep ended), its owner from the run directory's lock (a live specbench holds it), so
 a run whose engine died mid-sweep reads ``interrupted`` and can be resumed.
 """
@@ -14,11 +15,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from specbench_tui.core.events import SweepFinished
-from specbench_tui.core.ledger import Ledger, Progress
-from specbench_tui.rundir import PLAN_JSON, RUN_JSON, engine_owns, is_run_dir, plausible_time, read_object
+from specbench_tui.core.ledger import Progress
+from specbench_tui.rundir import engine_owns, held_locks
+from specbench_tui.rundir.index import Entry, entry_of, scan
 from specbench_tui.runlock import read_owner
-from specbench_tui.store import ReadReport, RunDir, StoreError
 
 DEFAULT_RUNS_DIR = Path("runs")
 
@@ -60,66 +60,35 @@ def progress_text(ran: int, total: int, skipped: int) -> str:
     return Progress(total=total, ran=ran, skipped=skipped, measurements=0).configs_text
 
 
-def _started(path: Path, meta: dict[str, object], problems: list[str]) -> float:
-    """When the run started: the run's recorded start when it is a time, else the directory's modification time."""
-    recorded = meta.get("started")
-    started = plausible_time(recorded)
-    if started is None and recorded is not None:
-        problems.append(f"{path / RUN_JSON}: 'started' = {str(recorded)[:40]} is not a time; ignored")
-    if started is None:
-        try:
-            started = plausible_time(path.stat().st_mtime) or 0.0
-        except OSError:
-            started = 0.0
-    return started
-
-
-def read_run(path: Path) -> RunInfo | None:
-    """What ``path`` holds, or None when it is not a run directory. A file that cannot be read is said in
-    :attr:`RunInfo.problem` (state ``unreadable`` when the run's own records cannot be); nothing raises."""
-    if not is_run_dir(path):
-        return None
-    problems: list[str] = []
-    objects: dict[str, dict[str, object]] = {}
-    for name in (PLAN_JSON, RUN_JSON):
-        try:
-            objects[name] = read_object(path, name) or {}
-        except (StoreError, OSError) as exc:
-            problems.append(str(exc))
-            objects[name] = {}
-    plan, meta = objects[PLAN_JSON], objects[RUN_JSON]
-    run = RunDir(path)
-    unreadable = False
-    try:
-        ledger = Ledger.from_run(plan, run.read_measurements(ReadReport()), run.read_events(ReadReport()))
-    except (StoreError, OSError) as exc:
-        problems.append(str(exc))
-        ledger, unreadable = Ledger(plan_json=plan), True
-    counts = ledger.progress()
-    ended = next((e for e in reversed(ledger.events) if isinstance(e, SweepFinished)), None)
+def _info(path: Path, entry: Entry, locks: frozenset[str] | None) -> RunInfo:
+    """The listing's row of ``path`` from its index entry; whether it is live is read now, from its lock."""
     owner_pid: int | None = None
-    if unreadable:
+    if entry.unreadable:
         state = "unreadable"
-    elif engine_owns(path):
+    elif (locks is None or locks) and engine_owns(path, locks):  # nothing flocked here: nothing is live
         pid = read_owner(path).get("pid")
         owner_pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else None
         state = "running"
     else:
-        state = ended.state if ended is not None else "interrupted"
-    sweep = plan.get("sweep")
-    return RunInfo(path=path, sweep=sweep if isinstance(sweep, str) and sweep else path.name, state=state,
-                   ran=counts.ran, skipped=counts.skipped, total=counts.total, owner_pid=owner_pid,
-                   started=_started(path, meta, problems), measurements=counts.measurements,
-                   problem="; ".join(problems) or None)
+        state = entry.ended if entry.ended is not None else "interrupted"
+    return RunInfo(path=path, sweep=entry.sweep, state=state, ran=entry.ran, skipped=entry.skipped,
+                   total=entry.total, owner_pid=owner_pid, started=entry.started, measurements=entry.measurements,
+                   problem=entry.problem)
+
+
+def read_run(path: Path) -> RunInfo | None:
+    """What ``path`` holds, or None when it is not a run directory. A file that cannot be read is said in
+    :attr:`RunInfo.problem` (state ``unreadable`` when the run's own records cannot be); nothing raises. Read
+    from the runs folder's index when its entry is fresh (:mod:`specbench_tui.rundir.index`)."""
+    entry = entry_of(path)
+    return _info(path, entry, held_locks()) if entry is not None else None
 
 
 def list_runs(runs_dir: Path = DEFAULT_RUNS_DIR) -> list[RunInfo]:
-    """Every run directory directly under ``runs_dir``, oldest first."""
-    try:
-        children = list(runs_dir.iterdir())
-    except OSError:
-        return []
-    runs = [info for child in sorted(children) if (info := read_run(child)) is not None]
+    """Every run directory directly under ``runs_dir``, oldest first (from the folder's index, each entry
+    read again only where its files changed)."""
+    locks = held_locks()
+    runs = [_info(path, entry, locks) for path, entry in scan(runs_dir)]
     return sorted(runs, key=lambda r: (r.started, r.path.name))
 
 
@@ -158,10 +127,11 @@ def find_run(text: str | None, runs_dir: Path = DEFAULT_RUNS_DIR, *, live: bool 
                 return info
         raise RunNotFound(f"{text}: no such run directory (nor one of that name under {runs_dir})")
     back = int(match.group(1) or 0)
-    order = _by_start(runs_dir)  # by start time alone: only the run picked is read in full
-    newest = order[-1] if order else None
+    order = _by_start(runs_dir)  # from the index: a run whose files changed is read again, no other
+    newest = order[-1][0] if order else None
+    locks = held_locks()
     if live:
-        order = [path for path in order if engine_owns(path)]
+        order = [(path, entry) for path, entry in order if engine_owns(path, locks)]
     if not order:
         where = f"under {runs_dir}" if runs_dir.is_dir() else f"yet: {runs_dir} does not exist"
         what = "no sweep is running" if live else "there is no run directory"
@@ -173,27 +143,16 @@ def find_run(text: str | None, runs_dir: Path = DEFAULT_RUNS_DIR, *, live: bool 
     if back >= len(order):
         raise RunNotFound(f"latest~{back}: there are only {len(order)} {'live ' if live else ''}run directories "
                           f"under {runs_dir} (latest~{len(order) - 1} is the oldest)")
-    info = read_run(order[-1 - back])
-    if info is None:
-        raise RunNotFound(f"{order[-1 - back]} is no longer a run directory")
-    return info
+    path, entry = order[-1 - back]
+    return _info(path, entry, locks)
 
 
-def _by_start(runs_dir: Path) -> list[Path]:
-    """The run directories directly under ``runs_dir``, oldest first, as :func:`list_runs` orders them."""
-    try:
-        children = sorted(runs_dir.iterdir())
-    except OSError:
-        return []
-    started = [(_started(child, _meta_of(child), []), child.name, child) for child in children if is_run_dir(child)]
-    return [path for _, _, path in sorted(started)]
-
-
-def _meta_of(path: Path) -> dict[str, object]:
-    try:
-        return read_object(path, RUN_JSON) or {}
-    except (StoreError, OSError):
-        return {}
+def _by_start(runs_dir: Path) -> list[tuple[Path, Entry]]:
+    """The run directories directly under ``runs_dir`` with their entries, oldest first, as :func:`list_runs`
+    orders them."""
+    return [(path, entry) for _, _, path, entry in
+            sorted(((entry.started, path.name, path, entry) for path, entry in scan(runs_dir)),
+                   key=lambda item: (item[0], item[1]))]
 
 
 def format_runs(runs: list[RunInfo], now: float | None = None) -> str:

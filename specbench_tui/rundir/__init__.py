@@ -27,6 +27,7 @@ from specbench_tui.rundir.files import (
     event_lines,
     file_size,
     has_file,
+    held_locks,
     is_run_dir,
     load_plan,
     plausible_time,
@@ -40,7 +41,7 @@ from specbench_tui.rundir.files import (
 
 __all__ = [
     "ENGINE_LOG", "ENGINE_SOCKET", "ENV_JSON", "EVENTS", "OWNER_LOCK", "PLAN_JSON", "RESULTS", "RUN_DIR_MARKERS",
-    "RUN_JSON", "SUMMARY", "SWEEP_TOML", "engine_owns", "event_lines", "file_size", "has_file", "is_run_dir",
+    "RUN_JSON", "SUMMARY", "SWEEP_TOML", "engine_owns", "event_lines", "file_size", "has_file", "held_locks", "is_run_dir",
     "load_plan", "plausible_time", "read_meta", "read_object", "read_owner_note", "read_prefix", "read_text",
     "records_mtime",
 ]

@@ -123,27 +123,37 @@ def read_owner_note(run_dir: Path) -> dict[str, Any]:
     return data or {}
 
 
-def engine_owns(run_dir: Path) -> bool | None:
+def held_locks() -> frozenset[str] | None:
+    """The files flocked on this machine now, as ``maj:min:inode`` (from ``/proc/locks``); None when it
+    cannot be read. A listing of many runs reads it once and hands it to :func:`engine_owns`."""
+    try:
+        locks = Path("/proc/locks").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    held: set[str] = set()
+    for line in locks.splitlines():
+        fields = line.split()
+        if "FLOCK" in fields:
+            held.update(field.lower() for field in fields if field.count(":") == 2)
+    return frozenset(held)
+
+
+def engine_owns(run_dir: Path, locks: frozenset[str] | None = None) -> bool | None:
     """Whether a live specbench holds the run directory's lock (``.owner.lock``), read from ``/proc/locks``
     without taking any lock (taking one, even shared, could make a starting engine refuse the directory); None
     when it cannot be told (no lock file: an older run directory; no ``/proc/locks``). A lock file that is not
-    a regular file is nobody's: specbench never locks anything else."""
+    a regular file is nobody's: specbench never locks anything else. ``locks``: :func:`held_locks` read once
+    for many directories (None: read now)."""
     try:
         info = os.lstat(run_dir / OWNER_LOCK)
     except OSError:
         return None
     if not stat.S_ISREG(info.st_mode):
         return False
-    try:
-        locks = Path("/proc/locks").read_text(encoding="ascii", errors="replace")
-    except OSError:
+    held = held_locks() if locks is None else locks
+    if held is None:
         return None
-    wanted = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
-    for line in locks.splitlines():
-        fields = line.split()
-        if "FLOCK" in fields and any(f.lower() == wanted for f in fields):
-            return True
-    return False
+    return f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}" in held
 
 
 def file_size(run_dir: Path, name: str) -> int:

@@ -1,0 +1,252 @@
+"""Histories that open at once: ``specbench runs`` and ``latest`` over 10,000 run directories, a 64 MB events file
+attached, and an all-excluded 10,000-point sweep run.
+
+- **runs**: 10,000 run directories under one runs folder, each written by the package's own writers
+  (:class:`~specbench_tui.store.RunDir`: ``sweep.toml``, ``plan.json``, ``run.json``, ``events.jsonl``,
+  ``results.jsonl``: 10 configurations, 20 measurements; a tenth of them interrupted). The template directories
+  are written by the writers and their bytes copied to the other directories (so that writing 10,000 does not
+  take minutes of fsyncs), each with its own ``run.json``. ``specbench runs --runs-dir DIR`` runs as a user runs
+  it (a fresh process, imports included), first with no index (it builds one) and then three times with it
+  (the figure is the median).
+- **latest**: :func:`~specbench_tui.report.runs.find_run` ``("latest")`` as ``run --resume latest`` resolves it,
+  in a fresh process, index fresh (the median of three).
+- **attach**: a run directory whose ``events.jsonl`` holds 64 MB of the events a long sweep writes (state
+  changes, launches, workloads, load points, notices), read as an attaching client does before its first frame:
+  :func:`~specbench_tui.engine.attached.history_of` and the ledger's fold, in a fresh process (median of three).
+- **excluded**: a sweep of 10,000 points, every one excluded, run by the real orchestrator against the
+  simulator: how long running nothing takes.
+
+    .venv/bin/python bench/bench_histories.py          # prints FIGURE|runs_10k_s|... and the others
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import ROOT, figure, verdict
+
+from specbench_tui.core.events import (
+    ConfigFinished,
+    ConfigState,
+    ConfigStateChanged,
+    LoadPointFinished,
+    Notice,
+    ServerLaunching,
+    ServerReady,
+    ServerStopped,
+    SweepFinished,
+    SweepStarted,
+    WorkloadFinished,
+    WorkloadStarted,
+)
+from specbench_tui.core.plan import build_plan
+from specbench_tui.core.records import Measurement
+from specbench_tui.core.sweep.loader import parse_sweep
+from specbench_tui.store import RunDir
+
+RUNS = 10_000
+RUNS_TARGET_S = 1.0
+LATEST_TARGET_S = 1.0
+ATTACH_TARGET_S = 2.0
+EVENTS_BYTES = 64 << 20
+EXCLUDED_POINTS = 10_000
+EXCLUDED_TARGET_S = 2.0
+PYTHON = sys.executable
+
+SWEEP = """
+[sweep]
+name = "{name}"
+gpus = 1
+repeats = 2
+[engine]
+launcher = "simulator"
+[server.args]
+model-path = "Qwen/Qwen3-8B"
+[[configs]]
+name = "dflash-b{{budget}}"
+algorithm = "dflash"
+matrix = {{ budget = [{budgets}] }}
+[configs.args]
+speculative-algorithm = "DFLASH"
+speculative-draft-model-path = "z-lab/Qwen3-8B-DFlash-b16"
+speculative-num-draft-tokens = "{{budget}}"
+[[workloads]]
+name = "code"
+kind = "code"
+items = ["fibonacci"]
+max_new_tokens = 64
+"""
+
+
+def _plan(name: str, configs: int) -> object:
+    text = SWEEP.format(name=name, budgets=", ".join(str(b) for b in range(1, configs + 1)))
+    return build_plan(parse_sweep(text, Path("sweep.toml"), "sweep.toml"))
+
+
+def _measurement(config_id: str, name: str, repeat: int) -> Measurement:
+    return Measurement(config_id=config_id, config=name, workload="code", item="fibonacci", repeat=repeat,
+                       status="ok", prompt_tokens=80, completion_tokens=64, ttft_s=0.02, e2e_s=0.5,
+                       decode_tps=120.0, accept_length=2.0)
+
+
+def _template(folder: Path, ended: bool) -> Path:
+    """One run directory written by the package's writers: 10 configurations, 20 measurements."""
+    plan = _plan("history-bench", 10)
+    run = RunDir.create(folder, plan.sweep.name, plan.sweep.text, plan.to_json())  # type: ignore[attr-defined]
+    run.write_meta({"sweep_path": "sweep.toml", "started": time.time()})
+    run.append_event(SweepStarted(sweep="history-bench", run_dir=str(run.path), total_configs=10))
+    for config in plan.configs:  # type: ignore[attr-defined]
+        run.append_event(ConfigStateChanged(config_id=config.id, name=config.name, state=ConfigState.RUNNING))
+        for repeat in (1, 2):
+            run.append_measurement(_measurement(config.id, config.name, repeat))
+        run.append_event(ConfigFinished(config_id=config.id, name=config.name, state=ConfigState.DONE))
+    if ended:
+        run.append_event(SweepFinished(state="completed"))
+    run.close()
+    return run.path
+
+
+def write_runs(runs: Path) -> None:
+    """:data:`RUNS` run directories under ``runs`` (kept between bench runs: writing them takes a while)."""
+    marker = runs / ".bench-complete"
+    if marker.exists():
+        return
+    shutil.rmtree(runs, ignore_errors=True)
+    runs.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix="specbench-template-") as tmp:
+        templates = [_template(Path(tmp), ended=True), _template(Path(tmp), ended=False)]
+        files = [{p.name: p.read_bytes() for p in t.iterdir() if p.is_file()} for t in templates]
+        base = time.time() - RUNS * 60
+        for number in range(RUNS):
+            path = runs / f"{time.strftime('%Y%m%d-%H%M%S', time.localtime(base + number * 60))}_history-bench"
+            path.mkdir()
+            (path / "logs").mkdir()
+            for name, data in files[1 if number % 10 == 9 else 0].items():
+                (path / name).write_bytes(data)
+            RunDir(path).write_meta({"sweep_path": "sweep.toml", "started": base + number * 60})
+    marker.write_text("")
+
+
+def _events_run(folder: Path) -> Path:
+    """A run directory whose ``events.jsonl`` holds :data:`EVENTS_BYTES` of a long sweep's events."""
+    plan = _plan("attach-64mb", 2000)
+    run = RunDir.create(folder, plan.sweep.name, plan.sweep.text, plan.to_json())  # type: ignore[attr-defined]
+    run.write_meta({"sweep_path": "sweep.toml", "started": time.time()})
+    run.append_event(SweepStarted(sweep="attach-64mb", run_dir=str(run.path), total_configs=2000))
+    configs = plan.configs  # type: ignore[attr-defined]
+    round_ = 0
+    while (run.path / "events.jsonl").stat().st_size < EVENTS_BYTES:
+        round_ += 1
+        for config in configs:
+            run.append_event(ConfigStateChanged(config_id=config.id, name=config.name, state=ConfigState.LAUNCHING))
+            run.append_event(ServerLaunching(config_id=config.id, name=config.name, argv=tuple(config.argv),
+                                             gpus=(0,), port=30000, pid=1234, log_path=f"logs/{config.id}.log",
+                                             attempt=round_))
+            run.append_event(ServerReady(config_id=config.id, startup_s=12.5, context_length=32768))
+            run.append_event(ConfigStateChanged(config_id=config.id, name=config.name, state=ConfigState.RUNNING))
+            run.append_event(WorkloadStarted(config_id=config.id, workload="code", expected=2))
+            for load in range(8):
+                run.append_event(LoadPointFinished(config_id=config.id, workload="code", load=f"c={1 << load}",
+                                                   repeat=round_, wall_s=10.0, requests=64,
+                                                   server_log={"lines": 40, "accept_length": 2.1,
+                                                               "gen_throughput": 900.0}))
+            run.append_event(Notice(level="info", text=f"{config.name}: cache flushed before the point",
+                                    config_id=config.id))
+            run.append_event(WorkloadFinished(config_id=config.id, workload="code", measured=2))
+            run.append_event(ServerStopped(config_id=config.id, exit_code=0, teardown_s=1.5))
+            run.append_event(ConfigFinished(config_id=config.id, name=config.name, state=ConfigState.DONE))
+            if round_ == 1:
+                for repeat in (1, 2):
+                    run.results.append(_measurement(config.id, config.name, repeat).to_json())
+    run.close()
+    return run.path
+
+
+def _timed(code: str, *args: str) -> float:
+    """Seconds a fresh Python takes to run ``code`` (imports included), as a command would."""
+    started = time.perf_counter()
+    subprocess.run([PYTHON, "-c", code, *args], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+RUNS_CODE = "import sys; from specbench_tui.cli import main; sys.exit(main(['runs', '--runs-dir', sys.argv[1]]))"
+LATEST_CODE = ("import sys; from specbench_tui.report.runs import find_run; "
+               "print(find_run('latest', __import__('pathlib').Path(sys.argv[1])).path)")
+ATTACH_CODE = ("import sys, pathlib; from specbench_tui.engine.attached import history_of; "
+               "from specbench_tui.core.ledger import Ledger; from specbench_tui.rundir import read_object; "
+               "p = pathlib.Path(sys.argv[1]); m, e = history_of(p, None, None); "
+               "l = Ledger.from_run(read_object(p, 'plan.json', 1 << 28), m, e); print(l.progress().text, len(e))")
+
+
+def _median(code: str, *args: str, times: int = 3) -> tuple[float, list[float]]:
+    runs = [_timed(code, *args) for _ in range(times)]
+    return statistics.median(runs), runs
+
+
+def excluded_sweep(folder: Path) -> float:
+    """Seconds the real orchestrator takes to run a sweep of :data:`EXCLUDED_POINTS` points, all excluded."""
+    from specbench_tui.engine.orchestrator import Orchestrator
+
+    side = int(EXCLUDED_POINTS ** 0.5)
+    text = (SWEEP.format(name="all-excluded", budgets=", ".join(str(b) for b in range(1, side + 1)))
+            .replace("matrix = { budget = [", f"matrix = {{ tp = [{', '.join(str(t) for t in range(1, side + 1))}],"
+                     " budget = [").replace('name = "dflash-b{budget}"', 'name = "dflash-b{budget}-t{tp}"')
+            .replace("[[workloads]]", '[configs.env]\nPOINT_TP = "{tp}"\n[[workloads]]')
+            + "".join(f'[[configs.exclude]]\ntp = {t}\nreason = "not this one"\n' for t in range(1, side + 1)))
+    plan = build_plan(parse_sweep(text, folder / "sweep.toml", "sweep.toml"))
+    assert len(plan.configs) == EXCLUDED_POINTS and all(c.skip_reason for c in plan.configs)
+    started = time.perf_counter()
+    run = RunDir.create(folder / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
+    orchestrator = Orchestrator(plan, run)
+    try:
+        asyncio.run(orchestrator.run())
+    finally:
+        run.close()
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    failures: list[str] = []
+    cache = Path(os.environ.get("SPECBENCH_BENCH_CACHE", tempfile.gettempdir())) / f"specbench-histories-{os.getuid()}"
+    runs = cache / "runs"
+    t0 = time.perf_counter()
+    write_runs(runs)
+    print(f"{RUNS:,} run directories under {runs} (written or kept in {time.perf_counter() - t0:.1f} s)")
+    for stale in runs.glob(".specbench-*"):
+        stale.unlink()
+    cold = _timed(RUNS_CODE, str(runs))
+    warm, all_warm = _median(RUNS_CODE, str(runs))
+    print(f"specbench runs: {cold:.2f} s with no index (it builds one), then {', '.join(f'{t:.2f}' for t in all_warm)} s")
+    latest, all_latest = _median(LATEST_CODE, str(runs))
+    print(f"latest resolved in {', '.join(f'{t:.2f}' for t in all_latest)} s")
+    with tempfile.TemporaryDirectory(prefix="specbench-attach64-") as tmp:
+        t0 = time.perf_counter()
+        path = _events_run(Path(tmp))
+        size = (path / "events.jsonl").stat().st_size
+        print(f"{size / 1e6:.1f} MB of events written in {time.perf_counter() - t0:.1f} s")
+        attach, all_attach = _median(ATTACH_CODE, str(path))
+        print(f"64 MB events file read and folded in {', '.join(f'{t:.2f}' for t in all_attach)} s")
+        excluded = excluded_sweep(Path(tmp))
+        print(f"all-excluded {EXCLUDED_POINTS:,}-point sweep ran in {excluded:.2f} s")
+    load = os.getloadavg()[0]
+    print(f"load average {load:.1f}")
+    for name, value, target in (("runs_10k_s", warm, RUNS_TARGET_S), ("latest_10k_s", latest, LATEST_TARGET_S),
+                                ("attach_64mb_events_s", attach, ATTACH_TARGET_S),
+                                ("all_excluded_10k_s", excluded, EXCLUDED_TARGET_S)):
+        ok = value <= target
+        figure(name, f"{value:.2f}", f"<= {target:g}", ok)
+        if not ok:
+            failures.append(f"{name} {value:.2f} s > {target:g} s (load {load:.1f})")
+    return verdict(failures)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,311 @@
+"""The index of a runs folder: one line of figures per run directory, so listing 10,000 runs reads one file.
+
+``<runs folder>/.specbench-index.json`` holds, per run directory, what ``specbench runs`` and ``latest`` show
+(its sweep, when it started, how it ended, the ledger's counts, what could not be read) with the key it was
+read under: the inode, size, modification time and kind of the directory and of each of its state and record
+files (:data:`KEYED`). An entry whose key still matches the files is used as it is; any other (a run that went
+on, a file replaced, a directory new to the folder) is read again, through the incremental fold
+(:class:`~specbench_tui.rundir.history.RunFold`), and the index rewritten. So the index is a cache: missing,
+stale, corrupt or planted, it is rebuilt, and nothing it says outlives a change of the files it describes.
+
+It is written by the run as it starts, as its configurations finish (at most every
+:data:`UPDATE_EVERY_S`) and as it ends (:class:`IndexUpdater`), and by any listing that found it stale. Writers
+never lock: each writes a new file beside it and renames it over the index (atomic), so a reader sees one whole
+index or the one before; two writers racing lose at worst an entry, which the next listing reads again.
+
+The run directory's rules hold for the index too: opened without following a link and without blocking, a
+regular file of at most :data:`INDEX_LIMIT` bytes, owned by this user and writable by no one else (a file a
+co-tenant planted in a shared folder is ignored, never believed), every entry's fields checked before use.
+Whether a run is live is never cached: it is read from the run directory's lock at each listing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import stat
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specbench_tui.core.events import ConfigFinished, Event, SweepFinished, SweepStarted
+from specbench_tui.rundir.files import META_LIMIT, PLAN_JSON, RUN_DIR_MARKERS, RUN_JSON, plausible_time, read_object
+from specbench_tui.rundir.history import RunFold
+from specbench_tui.store import EVENTS, FILE_MODE, MAX_JSON_BYTES, RESULTS, SWEEP_TOML, StoreError
+
+INDEX_NAME = ".specbench-index.json"
+INDEX_VERSION = 1
+INDEX_LIMIT = 256 << 20
+"""An index larger than this is not one specbench wrote (10,000 runs take about 4 MB)."""
+KEYED = (RUN_JSON, PLAN_JSON, EVENTS, RESULTS)
+"""The files whose identity an entry is keyed by (with the directory's inode; the stored sweep, written once,
+only says that the directory is a run directory when none of them is there)."""
+UPDATE_EVERY_S = 2.0
+"""A running sweep rewrites its entry at most this often as configurations finish (always at start and end)."""
+_MISSING = (0, -1, 0, 0)
+
+Key = list[int]
+"""The directory's inode, then four numbers (inode, size, modification time in ns, kind) for each of
+:data:`KEYED`."""
+
+
+def _identity(path: str, follow: bool = False) -> tuple[int, int, int, int]:
+    try:
+        info = os.stat(path) if follow else os.lstat(path)
+    except OSError:
+        return _MISSING
+    return info.st_ino, info.st_size, info.st_mtime_ns, stat.S_IFMT(info.st_mode)
+
+
+def key_of(run_dir: Path, inode: int | None = None) -> Key | None:
+    """What an entry of ``run_dir`` is keyed by (the directory's inode, given when a listing already has it,
+    and the identity of each of :data:`KEYED`); None when it is not a run directory (not a directory, or none
+    of :data:`~specbench_tui.rundir.files.RUN_DIR_MARKERS` in it)."""
+    base = os.fspath(run_dir)
+    if inode is None:
+        try:
+            info = os.stat(base)
+        except OSError:
+            return None
+        if not stat.S_ISDIR(info.st_mode):
+            return None
+        inode = info.st_ino
+    files = [_identity(f"{base}/{name}") for name in KEYED]
+    if all(identity == _MISSING for name, identity in zip(KEYED, files) if name in RUN_DIR_MARKERS) \
+            and _identity(f"{base}/{SWEEP_TOML}") == _MISSING:
+        return None
+    return [inode, *(number for identity in files for number in identity)]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What the index says of one run directory."""
+
+    key: Key
+    sweep: str
+    started: float
+    """The run's recorded start when it is a time, else the directory's modification time (0: neither)."""
+    ended: str | None
+    """How the sweep ended (completed, aborted, failed), None while no end is recorded."""
+    unreadable: bool
+    """The run's own records could not be read (a file of the wrong kind: :attr:`problem` says which)."""
+    total: int
+    ran: int
+    skipped: int
+    measurements: int
+    problem: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "sweep": self.sweep, "started": self.started, "ended": self.ended,
+                "unreadable": self.unreadable, "total": self.total, "ran": self.ran, "skipped": self.skipped,
+                "measurements": self.measurements, "problem": self.problem}
+
+    @classmethod
+    def from_json(cls, data: object, key: Key | None = None) -> Entry | None:
+        """The entry ``data`` holds, or None when any field is missing or of the wrong type (or, given ``key``,
+        when it was read under another key: stale)."""
+        if not isinstance(data, dict):
+            return None
+        stored = data.get("key")
+        if key is not None:
+            if stored != key:
+                return None
+        elif not (isinstance(stored, list) and len(stored) == 1 + 4 * len(KEYED)
+                  and all(type(v) is int for v in stored)):
+            return None
+        counts = (data.get("total"), data.get("ran"), data.get("skipped"), data.get("measurements"))
+        started, ended, problem, sweep = data.get("started"), data.get("ended"), data.get("problem"), data.get("sweep")
+        values = [count for count in counts if type(count) is int and count >= 0]
+        if len(values) != len(counts) or not isinstance(started, (int, float)) or isinstance(started, bool) \
+                or (started != 0 and plausible_time(started) is None):
+            return None
+        if not (type(sweep) is str and (ended is None or type(ended) is str) and (problem is None or type(problem) is str)
+                and type(data.get("unreadable")) is bool):
+            return None
+        total, ran, skipped, measurements = values
+        return cls(key=list(key if key is not None else stored), sweep=sweep, started=float(started), ended=ended,
+                   unreadable=data["unreadable"], total=total, ran=ran, skipped=skipped, measurements=measurements,
+                   problem=problem)
+
+
+def _started(path: Path, meta: Mapping[str, object], problems: list[str]) -> float:
+    recorded = meta.get("started")
+    started = plausible_time(recorded)
+    if started is None and recorded is not None:
+        problems.append(f"{path / RUN_JSON}: 'started' = {str(recorded)[:40]} is not a time; ignored")
+    if started is None:
+        try:
+            started = plausible_time(path.stat().st_mtime) or 0.0
+        except OSError:
+            started = 0.0
+    return started
+
+
+def read_entry(run_dir: Path, key: Key, fold: RunFold | None = None) -> Entry:
+    """Read ``run_dir`` (its key taken before, so a change meanwhile makes the entry stale, never wrong):
+    its plan and metadata, and its records through ``fold`` (advanced from where it was) or a new one.
+    Nothing raises: what cannot be read is said in :attr:`Entry.problem`."""
+    problems: list[str] = []
+    objects: dict[str, dict[str, Any]] = {}
+    for name in (PLAN_JSON, RUN_JSON):
+        try:
+            objects[name] = read_object(run_dir, name, MAX_JSON_BYTES if name == PLAN_JSON else META_LIMIT) or {}
+        except (StoreError, OSError) as exc:
+            problems.append(str(exc))
+            objects[name] = {}
+    plan, meta = objects[PLAN_JSON], objects[RUN_JSON]
+    unreadable = False
+    try:
+        fold = (fold or RunFold(run_dir, plan, every_event=False)).advance()
+        counts = fold.ledger.progress()
+        ended = fold.ended.state if fold.ended is not None else None
+    except (StoreError, OSError) as exc:
+        problems.append(str(exc))
+        unreadable, ended = True, None
+        counts = RunFold(run_dir, plan).ledger.progress()
+    sweep = plan.get("sweep")
+    return Entry(key=key, sweep=sweep if isinstance(sweep, str) and sweep else run_dir.name,
+                 started=_started(run_dir, meta, problems), ended=ended, unreadable=unreadable, total=counts.total,
+                 ran=counts.ran, skipped=counts.skipped, measurements=counts.measurements,
+                 problem="; ".join(problems) or None)
+
+
+def index_path(runs_dir: Path) -> Path:
+    return runs_dir / INDEX_NAME
+
+
+def load_index(runs_dir: Path) -> dict[str, Any] | None:
+    """The entries of ``runs_dir``'s index as stored (each checked by :meth:`Entry.from_json` when used); None
+    when there is none it can believe (missing, not a regular file, a link, someone else's or writable by
+    others, too large, not JSON, another version)."""
+    path = index_path(runs_dir)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if (not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022
+                or info.st_size > INDEX_LIMIT):
+            return None
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            raw = handle.read(INDEX_LIMIT + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("version") != INDEX_VERSION or not isinstance(data.get("runs"), dict):
+        return None
+    runs: dict[str, Any] = data["runs"]
+    return runs
+
+
+def save_index(runs_dir: Path, entries: Mapping[str, Entry | dict[str, Any]]) -> bool:
+    """Write the index (a new file renamed over the old: atomic); False when it cannot be (a folder this user
+    cannot write, a full disk): the index is a cache, and its absence costs only time."""
+    doc = {"version": INDEX_VERSION, "runs": {name: entry.to_json() if isinstance(entry, Entry) else entry
+                                              for name, entry in entries.items()}}
+    data = json.dumps(doc, separators=(",", ":")).encode()
+    tmp = runs_dir / f"{INDEX_NAME}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), FILE_MODE)
+            handle.write(data)
+        os.replace(tmp, index_path(runs_dir))
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return False
+    return True
+
+
+def scan(runs_dir: Path) -> list[tuple[Path, Entry]]:
+    """Every run directory directly under ``runs_dir`` with its entry: from the index where it is fresh, read
+    again where not (and the index rewritten when anything changed). Unordered."""
+    try:
+        children = [child for child in os.scandir(runs_dir) if child.is_dir()]
+    except OSError:
+        return []
+    known = load_index(runs_dir)
+    stored = known or {}
+    entries: dict[str, Entry | dict[str, Any]] = {}
+    changed = known is None
+    out: list[tuple[Path, Entry]] = []
+    for child in children:
+        path = Path(child.path)
+        key = key_of(path, child.inode() if not child.is_symlink() else None)
+        if key is None:
+            continue
+        raw = stored.get(child.name)
+        entry = Entry.from_json(raw, key)
+        if entry is None:  # new, stale or malformed: read again
+            entry = entries[child.name] = read_entry(path, key)
+            changed = True
+        else:
+            entries[child.name] = raw if isinstance(raw, dict) else entry
+        out.append((path, entry))
+    if changed or len(entries) != len(stored):
+        save_index(runs_dir, entries)
+    return out
+
+
+def entry_of(run_dir: Path) -> Entry | None:
+    """The entry of one run directory: its index entry when fresh, else read (None: not a run directory)."""
+    key = key_of(run_dir)
+    if key is None:
+        return None
+    entry = Entry.from_json((load_index(run_dir.parent) or {}).get(run_dir.name), key)
+    return entry if entry is not None else read_entry(run_dir, key)
+
+
+class IndexUpdater:
+    """A run's own writer of its entry: called with every event the run directory records (see
+    :attr:`specbench_tui.store.RunDir.after_event`), it folds the run's files on from where it stopped and
+    rewrites the entry as the sweep starts, ends, and at most every :data:`UPDATE_EVERY_S` as configurations
+    finish. It never raises: a runs folder it cannot write costs the next listing a read."""
+
+    def __init__(self, run_dir: Path, every_s: float = UPDATE_EVERY_S) -> None:
+        self.run_dir = run_dir
+        self.every_s = every_s
+        self._fold: RunFold | None = None
+        self._last = float("-inf")
+        self.writes = 0
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, (SweepStarted, SweepFinished)) or (
+                isinstance(event, ConfigFinished) and time.monotonic() - self._last >= self.every_s):
+            self.write()
+
+    def write(self) -> None:
+        """Rewrite the entry now."""
+        self._last = time.monotonic()
+        try:
+            key = key_of(self.run_dir)
+            if key is None:
+                return
+            if self._fold is None:
+                try:
+                    plan = read_object(self.run_dir, PLAN_JSON, MAX_JSON_BYTES) or {}
+                except (StoreError, OSError):
+                    plan = {}
+                self._fold = RunFold(self.run_dir, plan, every_event=False)
+            entry = read_entry(self.run_dir, key, self._fold)
+            runs_dir = self.run_dir.parent
+            entries = load_index(runs_dir) or {}
+            entries[self.run_dir.name] = entry
+            if save_index(runs_dir, entries):
+                self.writes += 1
+        except Exception:  # noqa: BLE001 - the index is a cache: the run goes on whatever happens to it
+            return
