@@ -63,7 +63,7 @@ SORT_LABELS = ("tok/s", "speedup", "TTFT", "accept", "plan order")
 THEMES = ("specbench-high-contrast", "specbench-light", "specbench-dark")
 MEMORY_LINES = 1_000_000
 MEMORY_RATE = 50_000
-KEYS = ("p", "s", "S", "r", "m", "o", "t", "l", "/", "ctrl+p")
+KEYS = ("p", "s", "S", "r", "m", "o", "t", "l", "/", "c", "ctrl+p")
 TARGETS = {"cpu": 0.15, "key_p95_ms": 100.0, "rss_mb": 250.0}
 CONFIGS = 200
 FIRST_PENDING = CONFIGS * 3 // 4
@@ -121,7 +121,7 @@ class KeyBench:
 
     def run(self) -> None:
         """Every chosen key, in an order where each one's effect can be read (one step per key group)."""
-        for step in (self._sort, self._theme, self._pause, self._maximise, self._palette, self._log,
+        for step in (self._sort, self._theme, self._pause, self._maximise, self._palette, self._log, self._chart,
                      self._skip_and_retry, self._skip_running):
             step(self.presses)
 
@@ -169,6 +169,13 @@ class KeyBench:
             self.press("/", b"/", b"earch (Enter", 0.5)
             self.quiet(ESC, 0.4)
             self.quiet(ESC, 0.6)
+
+    def _chart(self, n: int) -> None:
+        """c opens the chart screen (its title line is on the terminal); Esc closes it."""
+        if "c" in self.only:
+            for _ in range(n):
+                self.press("c", b"c", " chart · ".encode(), 0.6)
+                self.quiet(ESC, 0.6)
 
     def _skip_and_retry(self, n: int) -> None:
         """s and r on pending rows FIRST_PENDING + 10 …"""

@@ -27,6 +27,7 @@ WHERE = {
     "DetachOrStopScreen": "quit dialog",
     "ConfirmQuitScreen": "quit dialog, `--foreground`",
     "PreflightFailedScreen": "pre-flight",
+    "ChartScreen": "chart",
 }
 """The table's "where" for each class that declares bindings (a new screen with keys needs a name here)."""
 

@@ -569,6 +569,14 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         if panel is not None:
             screen.maximize_panel(panel)
 
+    def action_open_chart(self) -> None:
+        """``c``: the results as a chart (:class:`~specbench_tui.tui.chart_screen.ChartScreen`), from the same
+        analysis as the results table, redrawn as newer ones arrive."""
+        from specbench_tui.tui.chart_screen import ChartScreen
+
+        if not any(isinstance(s, ChartScreen) for s in self.screen_stack):
+            self.push_screen(ChartScreen(lambda: self.analysis))
+
     def action_cycle_sort(self) -> None:
         label = self._results_panel().cycle_sort()
         self.notifier.post(f"Results sorted by {label}.", timeout=3, topic=("sort",), record=False)

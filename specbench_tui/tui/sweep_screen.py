@@ -45,6 +45,8 @@ class SweepScreen(Screen[None]):
         Binding("l", "app.open_log", "Log", id="log-open", tooltip="open the selected configuration's full log"),
         Binding("m", "app.toggle_maximize", "Max", id="panel-maximize", tooltip="maximise or restore the panel"),
         Binding("o", "app.cycle_sort", "Sort", id="results-sort", tooltip="sort the results by the next column"),
+        Binding("c", "app.open_chart", "Chart", id="results-chart",
+                tooltip="the results as a chart: speedup per configuration, acceptance vs budget"),
         Binding("n", "app.notifications", "Notices", id="notifications",
                 tooltip="every notification of this session"),
         Binding("t", "app.cycle_theme", "Theme", id="theme-next", tooltip="switch to the next theme"),
