@@ -26,6 +26,7 @@ import shutil
 import signal
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -408,6 +409,9 @@ _SPEC_EXTRAS = {"UNO": ["--uno-lora-path", "lora", "--speculative-num-draft-toke
 def _product_fact(name: str, issue_value: Any) -> Any:
     """The product's constant ``name`` in ``core/engines/sglang.py``; while it has none, issue 26's value, so the
     source is still held to it (TODO: each caller names the constant the product is to expose)."""
+    if not hasattr(sglang_profile, name):
+        warnings.warn(f"core/engines/sglang.py has no {name}: SGLang's source is compared with issue 26's value "
+                      f"{issue_value!r} instead", UserWarning, stacklevel=2)
     return getattr(sglang_profile, name, issue_value)
 
 
