@@ -92,8 +92,6 @@ def import_cycles(package: str) -> list[list[str]]:
 
 
 KNOWN_CYCLES: set[frozenset[str]] = {
-    # Being taken apart (issue #30): the load sweep runs inside an attempt and takes the attempt in.
-    frozenset({"specbench_tui.engine.attempt", "specbench_tui.engine.loadsweep"}),
     # The Ray executor calls the package's mark_head_lost; the package imports the executor when Ray is chosen.
     frozenset({"specbench_tui.engine.cluster", "specbench_tui.engine.cluster.ray_executor"}),
     # The palette's commands are typed against the app that lists them.

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from specbench_tui.core.sweep.load_axis import rate_warnings
 from specbench_tui.core.tomlpos import KeyLocator
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ def plan_warnings(sweep: Sweep, configs: Sequence[PlannedConfig], profile: Engin
         out.append(f"{where}:{line}: warning: {sweep.measure_note}")
     out.extend(_cap_warnings(sweep, configs, profile, locator))
     out.extend(_simulated_acceptance(sweep, locator))
+    out.extend(rate_warnings(sweep, locator))
     return out
 
 

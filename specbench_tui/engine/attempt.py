@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -321,8 +322,7 @@ class Attempt:
                 counts[measurement.status] = counts.get(measurement.status, 0) + 1
         finally:
             self.busy(False)
-        server_log = self.server_figures(self.stats or [])
-        self.stats = None
+        server_log = self.server_figures(self.take_stats())
         if self.aborting or self.skipped:
             if self.skipped:
                 raise ServerGone(None)
@@ -384,16 +384,26 @@ class Attempt:
     def progress(self) -> None:
         self.last_progress = time.monotonic()
 
-    async def guard(self, task: asyncio.Future[T], watch_stall: bool = True) -> T:
+    def request_sent(self, idle_before: bool) -> None:
+        """A request leaves; when none was in flight before it, the stall clock starts now (an idle gap of an
+        open-loop schedule is no progress lost). A request sent beside others restarts nothing: a server stuck on
+        all of them is stalled however many more arrive."""
+        if idle_before:
+            self.last_progress = time.monotonic()
+
+    async def guard(self, task: asyncio.Future[T], watch_stall: bool = True,
+                    active: Callable[[], int] | None = None) -> T:
         """Await ``task`` unless the server dies, stalls, is skipped or the sweep aborts now; then cancel it
-        at once and raise :class:`ServerGone` (with the death, or None for skip/abort)."""
+        at once and raise :class:`ServerGone` (with the death, or None for skip/abort). ``active`` counts the
+        requests in flight now (an open-loop point waits between its arrivals): only while some are is the stall clock
+        running; without it, ``task`` is a request all along."""
         server = self.server
         assert server is not None
         self.last_progress = time.monotonic()
         self.in_flight = True
         watchers = [self.control.skip.wait(), self.control.stop_now.wait(), server.death]
         if watch_stall:
-            watchers.append(self.stall_watch())
+            watchers.append(self.stall_watch(active))
         try:
             await first_of(task, *watchers)
         finally:
@@ -408,15 +418,21 @@ class Attempt:
             raise ServerGone(server.death.result())
         raise ServerGone(None)
 
-    async def stall_watch(self) -> None:
-        """Mark the server dead when the request in flight makes no progress for ``stall_timeout_s``."""
+    async def stall_watch(self, active: Callable[[], int] | None = None) -> None:
+        """Mark the server dead when the requests in flight make no progress for ``stall_timeout_s``. While
+        ``active`` says none is in flight, nothing is owed: the clock waits (and restarts when a request is sent,
+        :meth:`request_sent`)."""
         limit = self.engine.stall_timeout_s
         server = self.server
         assert server is not None
         while True:
+            if active is not None and not active():
+                self.last_progress = time.monotonic()
+                await asyncio.sleep(min(1.0, limit / 4))
+                continue
             idle = time.monotonic() - self.last_progress
             if idle >= limit:
-                server.mark_dead(Death(DEATH_STALL, f"stalled: no progress on the request in flight for "
+                server.mark_dead(Death(DEATH_STALL, f"stalled: no progress on the requests in flight for "
                                                     f"{idle:.0f} s (stall_timeout_s = {limit:g}) while the server "
                                                     "process is alive"))
                 return
@@ -426,6 +442,11 @@ class Attempt:
         """Measured requests start: keep the server's figures from now on (with the adaptive steps in force)."""
         self.stats = []
         self._window_steps = self.current_steps
+
+    def take_stats(self) -> list[BatchLine]:
+        """The server's figures kept since :meth:`open_window`, and the window closed (later lines are not kept)."""
+        stats, self.stats = self.stats or [], None
+        return stats
 
     def on_stats(self, stats: BatchLine) -> None:
         """Keep the server's figures logged while measured requests run (warm-up and idle lines are not)."""

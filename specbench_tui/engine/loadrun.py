@@ -47,16 +47,21 @@ async def warm_up(workload: Workload, session: Session, label: str) -> None:
 
 
 async def run_point(workload: Workload, session: Session, labels: Labels, label: str, repeat: int, count: int,
-                    seed: int, record: Callable[[Measurement], None], in_flight: set[str]) -> PointRun:
+                    seed: int, record: Callable[[Measurement], None], in_flight: set[str],
+                    on_send: Callable[[bool], None] | None = None) -> PointRun:
     """Send the point's ``count`` requests for one repeat and record each as it finishes. ``in_flight`` holds the
-    keyed items sent and not yet answered (what a server's death cuts)."""
+    keyed items sent and not yet answered (what a server's death cuts; empty in an open-loop gap); ``on_send`` is
+    told of each send, with whether nothing was in flight before it (the stall clock starts then)."""
     axis, value = parse_label(label)
     items = workload.items()
     run = PointRun()
 
     async def one(index: int) -> None:
         base, keyed = point_item(items, index)
+        idle_before = not in_flight
         in_flight.add(keyed)
+        if on_send is not None:
+            on_send(idle_before)
         run.sent += 1
         measurement = await workload.run(base, repeat, session, labels)
         measurement = replace(measurement, item=keyed, load=label)

@@ -15,19 +15,52 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from specbench_tui.core.analysis import analyse
 from specbench_tui.core.crossover.search import SearchStep, search_needs
 from specbench_tui.core.events import LoadPointFinished, WorkloadFinished, WorkloadStarted
 from specbench_tui.core.load import point_keys
-from specbench_tui.core.plan import Plan
+from specbench_tui.core.plan import Plan, PlannedConfig
 from specbench_tui.core.records import ERROR_KIND_CRASH, STATUS_ERROR, Measurement, MeasurementKey
+from specbench_tui.engine.executor import JobSink
 from specbench_tui.engine.loadrun import run_point, warm_up
 from specbench_tui.engine.workloads import Labels, Session, Workload, WorkloadError
 
 if TYPE_CHECKING:
-    from specbench_tui.engine.attempt import Attempt
+    from specbench_tui.core.logparse import BatchLine
+    from specbench_tui.core.sweep.schema import WorkloadSpec
+
+T = TypeVar("T")
+
+
+class LoadAttempt(Protocol):
+    """What a load workload needs of the attempt it runs in (:class:`specbench_tui.engine.attempt.Attempt`):
+    the configuration and its sink, the guard around requests, the pause and cache-policy steps, and the
+    server's figures over a point."""
+
+    @property
+    def config(self) -> PlannedConfig: ...
+    @property
+    def sink(self) -> JobSink: ...
+    @property
+    def aborting(self) -> bool: ...
+    @property
+    def skipped(self) -> bool: ...
+    async def guard(self, task: asyncio.Future[T], watch_stall: bool = True,
+                    active: Callable[[], int] | None = None) -> T: ...
+    def publish_notice(self, level: str, text: str) -> None: ...
+    def record(self, measurement: Measurement) -> None: ...
+    async def wait_unpaused(self) -> None: ...
+    async def start_measurement(self, session: Session, spec: WorkloadSpec) -> bool: ...
+    def stamp(self, measurement: Measurement, spec: WorkloadSpec, cold: bool) -> Measurement: ...
+    def open_window(self) -> None: ...
+    def busy(self, busy: bool) -> None: ...
+    def request_sent(self, idle_before: bool) -> None: ...
+    def take_stats(self) -> list[BatchLine]: ...
+    def server_figures(self, stats: list[BatchLine]) -> dict[str, Any]: ...
+    def note_retractions(self, what: str, figures: dict[str, Any]) -> None: ...
+
 
 MAX_ROUNDS = 64
 """Search rounds (relaunches of the configurations that still miss points) before the sweep gives up."""
@@ -91,7 +124,7 @@ class LoadDriver:
         return lambda: "; ".join(self.step.reasons)
 
 
-async def run_load_workload(attempt: Attempt, workload: Workload, session: Session, labels: Labels) -> None:
+async def run_load_workload(attempt: LoadAttempt, workload: Workload, session: Session, labels: Labels) -> None:
     """Measure every point-repeat this configuration still misses, asking the sink after each (the search is
     refreshed by every measurement), until it wants nothing more of this server. A point-repeat is run whole (a
     cut one is sent again in full, so its load is what it says)."""
@@ -134,7 +167,7 @@ async def run_load_workload(attempt: Attempt, workload: Workload, session: Sessi
         try:
             point = await attempt.guard(asyncio.ensure_future(run_point(
                 workload, session, labels, label, repeat, load.requests_at(label), load.arrival_seed,
-                record, in_flight)))
+                record, in_flight, attempt.request_sent)), active=in_flight.__len__)
         except BaseException as gone:
             death = getattr(gone, "death", None)
             for item in sorted(in_flight):  # the requests a dead server cut are on record, as sequentially
@@ -146,8 +179,7 @@ async def run_load_workload(attempt: Attempt, workload: Workload, session: Sessi
             raise
         finally:
             attempt.busy(False)
-        figures = attempt.server_figures(attempt.stats or [])
-        attempt.stats = None
+        figures = attempt.server_figures(attempt.take_stats())
         attempt.note_retractions(f"{spec.name} {label} repeat {repeat}", figures)
         measured += point.sent
         errors += point.errors

@@ -5,10 +5,10 @@ a :class:`specbench_tui.core.load.LoadSpec`."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specbench_tui.core.errors import did_you_mean
-from specbench_tui.core.load import SEARCHES, LoadSpec, Slo
+from specbench_tui.core.load import SEARCHES, LoadSpec, Slo, rate_label
 from specbench_tui.core.sweep.limits import (
     MAX_CONCURRENCY,
     MAX_LOAD_POINTS,
@@ -18,7 +18,10 @@ from specbench_tui.core.sweep.limits import (
     MAX_WAVES,
 )
 from specbench_tui.core.sweep.reader import Reader, is_type, short_repr, type_name, types_text
-from specbench_tui.core.tomlpos import KeyPath
+from specbench_tui.core.tomlpos import KeyLocator, KeyPath
+
+if TYPE_CHECKING:
+    from specbench_tui.core.sweep.schema import Sweep
 
 LOAD_KEYS = ("concurrency", "request_rate", "requests", "waves", "search", "arrival_seed", "noise_threshold", "slo")
 """The load axis of a workload (see :mod:`specbench_tui.core.load`)."""
@@ -109,3 +112,43 @@ def load_spec(r: Reader, key: KeyPath, raw: dict[str, Any], kind: str) -> LoadSp
     return LoadSpec(concurrency=concurrency, request_rate=rate, requests=requests, waves=waves or 4,
                     search=search or "adaptive", arrival_seed=seed or 0, noise_threshold=float(noise or 0.1),
                     slo=slo)
+
+
+POINT_WARN_S = 3600.0
+"""An open-loop point expected to take longer than this (its requests over its rate) is warned about."""
+
+
+def rate_warnings(sweep: Sweep, locator: KeyLocator) -> list[str]:
+    """``validate``'s warnings about open-loop rates, as ``file:line: warning: ...`` lines: a rate whose mean gap
+    between arrivals exceeds ``stall_timeout_s`` (legal, since the stall watch only counts requests in flight, but
+    most of the point is then idle), and a point whose requests would take longer than an hour to arrive."""
+    out: list[str] = []
+    stall = sweep.engine.stall_timeout_s
+    for index, workload in enumerate(sweep.workloads):
+        load = workload.load
+        if load is None or not load.request_rate:
+            continue
+        for i, rate in enumerate(load.request_rate):
+            line = (locator.line(("workloads", index, "request_rate", i))
+                    or locator.line(("workloads", index, "request_rate")) or 1)
+            where = f"{sweep.shown_path}:{line}: warning: '{workload.name}' request_rate = {rate:g}"
+            count = load.requests_at(rate_label(rate))
+            gap = 1.0 / rate
+            if count / rate > POINT_WARN_S:
+                out.append(f"{where}: {count:,} requests arrive over about {_duration(count / rate)} (a mean gap "
+                           f"of {_duration(gap)}): raise the rate or lower requests so the point ends within an hour")
+            elif gap > stall:
+                out.append(f"{where}: its mean gap between arrivals ({_duration(gap)}) exceeds stall_timeout_s = "
+                           f"{stall:g}: the server idles most of the point (only requests in flight count as a "
+                           "stall); raise the rate if you meant to load it")
+    return out
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 86400:
+        return f"{seconds / 86400:,.1f} days"
+    if seconds >= 3600:
+        return f"{seconds / 3600:,.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:,.1f} min"
+    return f"{seconds:,.1f} s"
