@@ -119,6 +119,8 @@ def test_load_curves_mark_the_crossover_and_the_capped_points(tmp_path: Path) ->
     edges = {(round(p.get_x(), 6), round(p.get_x() + p.get_width(), 6)) if hasattr(p, "get_width")
              else (round(min(p.get_xy()[:, 0]), 6), round(max(p.get_xy()[:, 0]), 6)) for p in spans}
     assert edges == {(4.0, 16.0)}  # B* in (4, 16]
+    pareto = _drawn(next(s for s in figure_specs(analysis) if s.name == "pareto-w")).axes[0]
+    assert "capped point" in [c.get_label() for c in pareto.collections]
 
 
 def _pdf_pages(data: bytes) -> int:

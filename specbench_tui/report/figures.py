@@ -319,6 +319,17 @@ def _load_series(ax: Axes, rows: Sequence[PointRow], value: Callable[[PointRow],
         _mark_missing(ax, p.value, f"{label}: {'zero output' if p.n_zero_output else 'errors'}", index)
 
 
+def _load_legend(ax: Axes) -> None:
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [Line2D([], [], marker="s", linestyle="", markerfacecolor="none", markeredgecolor=MISSING_COLOR,
+                       markersize=8, label="capped point"),
+                Patch(facecolor="#999999", alpha=0.25, label="B* interval (speedup crosses 1)")]
+    ax.legend(handles=handles, loc="best")
+
+
 def _load_panels(load: LoadAnalysis, workload: str, axis: str) -> Callable[[Figure], None]:
     ids = list(dict.fromkeys(p.config_id for p in load.points if p.workload == workload and p.axis == axis))
 
@@ -340,13 +351,15 @@ def _load_panels(load: LoadAnalysis, workload: str, axis: str) -> Callable[[Figu
                     ax.axvspan(crossing.low, crossing.high, color=_color(index), alpha=0.12, linewidth=0)
                 if crossing.estimate:
                     axes[2].axvline(crossing.estimate, color=_color(index), linestyle=":", linewidth=1.2)
+        values = sorted({p.value for p in load.points if p.workload == workload and p.axis == axis})
         for ax, (label, _) in zip(axes, figures):
             if axis == AXIS_CONCURRENCY:
-                ax.set_xscale("log", base=2)
-            ax.set_xlabel(AXIS_LABELS.get(axis, axis))
+                _pow2_axis(ax, values, AXIS_LABELS[axis])
+            else:
+                ax.set_xlabel(AXIS_LABELS.get(axis, axis))
             ax.set_ylabel(label)
         axes[2].axhline(1.0, color="#000000", linewidth=0.9, linestyle="--")
-        axes[0].legend(loc="best")
+        _load_legend(axes[0])
 
     return draw
 
@@ -387,13 +400,18 @@ def load_pareto(load: LoadAnalysis, workload: str) -> FigureSpec | None:
             mine = sorted((p for p in points if p.config == name), key=lambda p: p.x)
             ax.plot([p.x for p in mine], [p.y for p in mine], color=colors[name], alpha=0.5, label=name)
         _pareto_axes(ax, points, colors, maximise_y=True)
+        capped = [p for p in rows if p.capped]
+        if capped:
+            ax.scatter([p.output_tps.median for p in capped], [p.per_user_tps.median for p in capped],  # type: ignore[union-attr]
+                       s=70, marker="s", facecolors="none", edgecolors=MISSING_COLOR, linewidths=1.1, zorder=4,
+                       label="capped point")
         ax.set_xlabel("total output tok/s")
         ax.set_ylabel("output tok/s per user")
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
 
     title = f"{workload}: per-user vs total output tok/s (Pareto front)"
     caption = (f"{title}: each configuration's load points joined in order; ringed: the points no other beats on "
-               "both per-user and total tok/s.")
+               "both per-user and total tok/s; a red square: a capped point (it measures the server's cap).")
     return FigureSpec(f"pareto-{slug(workload)}", title, caption, (7.5, 4.2), draw)
 
 
