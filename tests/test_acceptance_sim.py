@@ -25,12 +25,15 @@ from specbench_tui.sim.speed import SpeedModel
 from specbench_tui.sim.tokenizer import classify
 
 STEPS = (2, 3, 5)
+DECAY = 0.85
+"""A strong per-position decay, so a simulator that drew every position alike would be told apart."""
 MODEL = "Qwen/Qwen3-8B"
 
 
 def _profile() -> dict:
     """Stochastic mode (acceptance drawn per position), seeded, fast steps, no jitter."""
-    return sim_profile(tok_s=None, time_scale=0.2, seed=11, speed={"jitter": 0.0})
+    return sim_profile(tok_s=None, time_scale=0.2, seed=11, speed={"jitter": 0.0},
+                       acceptance={"position_decay": {"EAGLE3": DECAY}})
 
 
 def _configs() -> list[dict]:
@@ -48,7 +51,8 @@ def _truth(steps: int, kind: str) -> list[float]:
                                    "--speculative-draft-model-path", "X/EAGLE3", "--speculative-num-steps",
                                    str(steps), "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens",
                                    str(steps + 1)]))
-    profile = load_profile({"SPECBENCH_SIM_PROFILE_TOML": "time_scale = 0.2\nseed = 11\n[speed]\njitter = 0.0"})
+    profile = load_profile({"SPECBENCH_SIM_PROFILE_TOML": "time_scale = 0.2\nseed = 11\n[speed]\njitter = 0.0\n"
+                                                  f"[acceptance.position_decay]\nEAGLE3 = {DECAY}"})
     return SpeedModel(profile, resolved).expected_conditional_acceptance(kind)
 
 
