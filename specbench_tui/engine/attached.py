@@ -25,15 +25,13 @@ from typing import Any
 
 from specbench_tui.core.events import Event, Notice, QueuePaused, QueueResumed, SweepFinished, \
     event_from_json
-from specbench_tui.core.ledger import Ledger
 from specbench_tui.core.records import Measurement
-from specbench_tui.rundir import EVENTS, RESULTS, load_plan, read_prefix
+from specbench_tui.rundir import load_plan
+from specbench_tui.rundir.history import MEASUREMENT_LINE, RunFold  # noqa: F401 - MEASUREMENT_LINE kept for importers
 from specbench_tui.engine.control import Answer, Outcome
 from specbench_tui.engine.control_socket import PROTOCOL, encode, hello, short_path, socket_path, version_mismatch
 
 CONNECT_TIMEOUT_S = 10.0
-MEASUREMENT_LINE = b'{"type":"MeasurementRecorded"'
-"""How the store writes a measurement's event (compact JSON, its type first)."""
 
 
 class AttachError(Exception):
@@ -57,20 +55,10 @@ def history_of(run_dir: Path, events_bytes: int | None, results_bytes: int | Non
         -> tuple[list[Measurement], list[Event]]:
     """What the run directory held up to those byte counts (None: all): measurements (the last per key) from
     the results file, the measurements' truth, and the other events (their copies in the events file, most of
-    its bytes in older run directories, are passed over unparsed)."""
-    events: list[Event] = []
-    for data in read_prefix(run_dir, EVENTS, events_bytes, skip=MEASUREMENT_LINE):
-        if data.get("type") == "MeasurementRecorded":
-            continue
-        with contextlib.suppress(ValueError, TypeError):
-            events.append(event_from_json(data))
-    ledger = Ledger()
-    for data in read_prefix(run_dir, RESULTS, results_bytes):
-        try:
-            ledger.add(Measurement.from_json(data))
-        except (TypeError, ValueError):
-            continue
-    return list(ledger.measurements.values()), events
+    its bytes in older run directories, are passed over unparsed). Folded in one pass, in large reads
+    (:class:`~specbench_tui.rundir.history.RunFold`); a line cut at the byte count is left out."""
+    fold = RunFold(run_dir).advance(events_bytes, results_bytes)
+    return fold.measurements(), fold.events
 
 
 def connect(run_dir: Path, role: str, name: str, timeout: float = CONNECT_TIMEOUT_S) -> tuple[socket.socket, Any,

@@ -40,6 +40,9 @@ from specbench_tui.engine.loadsweep import MAX_ROUNDS, LoadDriver
 from specbench_tui.engine.server import first_of
 from specbench_tui.engine.workloads import Workload
 
+EXCLUDED_SAID = 20
+"""Excluded configurations announced one by one at the start of a run (the rest in one notice)."""
+
 
 class Sweep(Protocol):
     """What the scheduler needs of the engine that owns the sweep (:class:`~specbench_tui.engine.orchestrator.
@@ -241,20 +244,33 @@ class Scheduler:
         self.durations.update(seconds)
 
     def queue_initial(self, resumed: bool) -> None:
+        """Queue what is to run. Excluded configurations cost nothing: every view reads them from the plan
+        (skipped, with the rule's reason), so the first :data:`EXCLUDED_SAID` are said one by one and the rest
+        in one notice, however many the sweep excludes."""
         orch = self.orch
+        said = unsaid = 0
         for config in self.plan.configs:
             state = orch.states[config.id]
             if config.skip_reason is not None:
-                if not resumed or state != ConfigState.SKIPPED:
-                    orch.set_state(config, ConfigState.SKIPPED, config.skip_reason)
-                    orch.publish(ConfigFinished(config_id=config.id, name=config.name, state=ConfigState.SKIPPED,
-                                                reason=config.skip_reason, concurrent=self.plan.sweep.concurrent))
+                orch.states[config.id] = ConfigState.SKIPPED
+                if resumed and state == ConfigState.SKIPPED:
+                    continue
+                if said >= EXCLUDED_SAID:
+                    unsaid += 1
+                    continue
+                said += 1
+                orch.set_state(config, ConfigState.SKIPPED, config.skip_reason)
+                orch.publish(ConfigFinished(config_id=config.id, name=config.name, state=ConfigState.SKIPPED,
+                                            reason=config.skip_reason, concurrent=self.plan.sweep.concurrent))
                 continue
             if state == ConfigState.PENDING:
                 self.queue.append(config.id)
                 if resumed:
                     orch.publish(ConfigStateChanged(config_id=config.id, name=config.name, state=state,
                                                     reason="resumed"))
+        if unsaid:
+            orch.publish(Notice(level="info", text=f"{unsaid:,} more configurations are excluded by the sweep and "
+                                                   "skipped (specbench validate lists each with its reason)"))
 
     async def drain(self) -> None:
         """Run the queue until it is empty and nothing runs, or the sweep aborts."""

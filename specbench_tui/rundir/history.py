@@ -14,14 +14,25 @@ fields are wrong, is skipped and counted in :attr:`RunFold.report`, as the store
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from specbench_tui.core.events import ConfigFinished, ConfigStateChanged, Event, SweepFinished, event_from_json
+from specbench_tui.core.events import (
+    EVENT_TYPES,
+    ConfigFinished,
+    ConfigState,
+    ConfigStateChanged,
+    Event,
+    LogLines,
+    MeasurementRecorded,
+    SweepFinished,
+    event_from_json,
+)
 from specbench_tui.core.ledger import Ledger
-from specbench_tui.core.records import Measurement
+from specbench_tui.core.records import Measurement, check_field_types
 from specbench_tui.rundir.tail import Tail
 from specbench_tui.store import EVENTS, RESULTS, ReadReport
 
@@ -30,6 +41,78 @@ MEASUREMENT_LINE = b'{"type":"MeasurementRecorded"'
 STATE_TYPES = frozenset({b"ConfigStateChanged", b"ConfigFinished", b"SweepFinished", b"SweepStarted"})
 """The events a fold for the listing of runs reads (where each configuration stands, how the sweep ended)."""
 _TYPE_AT = len(b'{"type":"')
+
+
+_TUPLES = ("argv", "gpus", "excerpt", "samples", "leftover_pids", "lines")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Shape:
+    names: frozenset[str]
+    required: frozenset[str]
+    defaults: dict[str, Any]
+    factories: dict[str, Callable[[], Any]]
+
+
+_SHAPES: dict[type, _Shape] = {}
+
+
+def _shape(cls: type) -> _Shape:
+    shape = _SHAPES.get(cls)
+    if shape is None:
+        every = dataclasses.fields(cls)
+        shape = _SHAPES[cls] = _Shape(
+            names=frozenset(f.name for f in every),
+            required=frozenset(f.name for f in every if f.default is dataclasses.MISSING
+                               and f.default_factory is dataclasses.MISSING),
+            defaults={f.name: f.default for f in every if f.default is not dataclasses.MISSING},
+            factories={f.name: f.default_factory for f in every if f.default_factory is not dataclasses.MISSING})
+    return shape
+
+
+def decode_event(data: dict[str, Any]) -> Event:
+    """:func:`~specbench_tui.core.events.event_from_json`, the same checks (field types, states, arrays as
+    tuples) and the same event, built without the frozen ``__init__``'s per-field ``setattr`` (an events file of
+    64 MB holds 300,000 of them). Anything unusual (an unknown type, a missing field, log batches) goes through
+    ``event_from_json`` itself, which says what is wrong."""
+    kind = data.get("type")
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None or cls is LogLines or cls is MeasurementRecorded:
+        return event_from_json(data)
+    shape = _shape(cls)
+    kwargs = {k: v for k, v in data.items() if k in shape.names}
+    if not shape.required <= kwargs.keys():
+        return event_from_json(data)
+    check_field_types(cls, kwargs)
+    if "state" in kwargs and (cls is ConfigStateChanged or cls is ConfigFinished):
+        kwargs["state"] = ConfigState(kwargs["state"])
+    for key in _TUPLES:
+        if key in kwargs and isinstance(kwargs[key], list):
+            kwargs[key] = tuple(kwargs[key])
+    event: Event = object.__new__(cls)
+    values = event.__dict__
+    values.update(shape.defaults)
+    for name, factory in shape.factories.items():
+        if name not in kwargs:
+            values[name] = factory()
+    values.update(kwargs)
+    return event
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _loads(raw: bytes) -> Any:
+    """``json.loads`` of one record line (its newline after it), without its per-call checks of encoding and
+    whitespace: the same value, and ``ValueError`` for what it refuses (text after the value included)."""
+    text = raw.decode("utf-8")
+    try:
+        value, end = _DECODER.raw_decode(text)
+    except ValueError:
+        return json.loads(text)  # leading white space, or not JSON: its own answer
+    if text[end:].strip():
+        raise ValueError(f"extra data at column {end + 1}")
+    return value
 
 
 def _line_type(raw: bytes) -> bytes | None:
@@ -92,14 +175,14 @@ class RunFold:
         if not raw.strip():
             return None
         try:
-            data = json.loads(raw)
+            data = _loads(raw)
         except (ValueError, RecursionError):
             self.report.add(EVENTS, f"{EVENTS}: unreadable line skipped (torn by a crash?)")
             return None
         if not isinstance(data, dict) or data.get("type") == "MeasurementRecorded":
             return None
         try:
-            return event_from_json(data)
+            return decode_event(data)
         except (ValueError, TypeError) as exc:
             self.report.add(EVENTS, f"{EVENTS}: {exc}")
             return None
@@ -109,7 +192,7 @@ class RunFold:
             if not raw.strip():
                 continue
             try:
-                data = json.loads(raw)
+                data = _loads(raw)
             except (ValueError, RecursionError):
                 self.report.add(RESULTS, f"{RESULTS}: unreadable line skipped (torn by a crash?)")
                 continue
