@@ -11,7 +11,7 @@ from specbench_tui.core.events import (
     ConfigFinished,
     ConfigState,
     CrashDetected,
-    LogLine,
+    log_lines,
     MeasurementRecorded,
     ServerReady,
     ServerStopped,
@@ -65,7 +65,7 @@ async def test_seed_campaign_shape(tmp_path, monkeypatch):
     spec = [w for w in of_type(events, WorkloadFinished) if w.config_id == plan.by_name("ddtree-b64-tp1").id]
     assert any(w.server_log and w.server_log["lines"] > 0 and w.server_log["accept_length"] for w in spec)
     assert finished["ddtree-b64-tp1"].server_log_accept_length is not None
-    assert any(e.level == "fatal" for e in of_type(events, LogLine))
+    assert any(e.level == "fatal" for e in log_lines(events))
 
     # results.jsonl: no zero-throughput success, and long context at 32768 with 256 output never a 400.
     records = [json.loads(line) for line in (run_dir.path / "results.jsonl").read_text().splitlines()]

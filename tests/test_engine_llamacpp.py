@@ -32,7 +32,7 @@ from specbench_tui.core.events import (
     ConfigFinished,
     ConfigState,
     GpuSampled,
-    LogLine,
+    log_lines,
     MeasurementRecorded,
     ServerLaunching,
     ServerReady,
@@ -174,7 +174,7 @@ async def test_sweep_measures_acceptance_against_real_llama_server(tmp_path, lla
                                            for r in by_config["draft-n4"])
     assert draft["log_accept_length"] is not None and draft["log_accept_length"] > 1
     draft_id = next(cid for cid, n in names.items() if n == "draft-n4")
-    assert any("draft acceptance =" in e.line for e in of_type(events, LogLine) if e.config_id == draft_id)
+    assert any("draft acceptance =" in e.line for e in log_lines(events) if e.config_id == draft_id)
     assert "draft acceptance =" in run_dir.log_path("draft-n4", draft_id).read_text()
 
     # No GPU on this machine: said once, with an empty sample, so the GPU panel shows "no GPU visible".

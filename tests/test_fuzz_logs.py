@@ -112,6 +112,7 @@ async def test_pump_run_reads_a_stream_in_random_pieces(tmp_path) -> None:
 _PIPELINE = textwrap.dedent(r"""
     import asyncio, sys, time
     from pathlib import Path
+    from specbench_tui.core.events import log_lines
     from specbench_tui.core.signatures import SignatureSet
     from specbench_tui.core.engines.sglang import SGLANG
     from specbench_tui.engine.server import ServerProcess
@@ -146,7 +147,7 @@ _PIPELINE = textwrap.dedent(r"""
     async def main(kind):
         lines = []
         server = ServerProcess("c", [sys.executable, "-c", FEEDER, kind], {}, Path(sys.argv[2]) / f"{kind}.log",
-                               SGLANG, SignatureSet(builtins=SGLANG.crash_signatures), lambda e: lines.append(e), on_stats=lambda s: None)
+                               SGLANG, SignatureSet(builtins=SGLANG.crash_signatures), lambda e: lines.extend(log_lines([e])), on_stats=lambda s: None)
         await server.start()
         death = await asyncio.wait_for(server.death, 60)
         await server.stop(1.0)

@@ -26,7 +26,7 @@ from specbench_tui.core.events import (
     ConfigState,
     ConfigStateChanged,
     Event,
-    LogLine,
+    log_lines,
     MeasurementRecorded,
     QueuePaused,
     QueueResumed,
@@ -370,7 +370,7 @@ async def test_cancelling_the_local_executor_tears_its_server_down_at_once(tmp_p
     task = asyncio.create_task(orchestrator.run())
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 30
-    while not any(isinstance(e, LogLine) and "stand-in server up" in e.line for e in events):
+    while not any("stand-in server up" in e.line for e in log_lines(events)):
         assert not task.done() and loop.time() < deadline, "the stand-in server never started"
         await asyncio.sleep(0.01)
     launch = of_type(events, ServerLaunching)[0]

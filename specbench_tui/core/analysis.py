@@ -283,6 +283,8 @@ def _fold_events(events: list[Event]) -> dict[str, _Fold]:
             fold.crash, fold.not_run = None, {}
         elif isinstance(event, CrashDetected):
             fold.crash = event
+            if fold.state in ("launching", "ready", "running"):  # crashed from the first match on (red first)
+                fold.state = ConfigState.CRASHED.value
         elif isinstance(event, ServerReady):
             fold.startup_s = event.startup_s
         elif isinstance(event, WorkloadNotRun):

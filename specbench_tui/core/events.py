@@ -7,6 +7,7 @@ events rebuilds the state of a run (see :mod:`specbench_tui.core.state`). Events
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from functools import cached_property
@@ -109,12 +110,60 @@ class LogLine(Event):
 
 
 @dataclass(frozen=True)
+class LogLines(Event):
+    """One read of a server's output: its lines in order (the log file on disk has every one of them)."""
+
+    config_id: str
+    first: int
+    """1-based line number of ``lines[0]`` in the server log."""
+    lines: tuple[str, ...]
+    marked: tuple[tuple[int, str], ...] = ()
+    """``(index in lines, level)`` of every line that is not ``info`` (warning, error, fatal); sparse: a flood
+    of plain lines costs nothing here."""
+    persist: ClassVar[bool] = False
+
+    def to_json(self) -> dict[str, Any]:
+        """Without ``asdict``'s deep copy: a batch is thousands of lines."""
+        return {"type": "LogLines", "ts": self.ts, "config_id": self.config_id, "first": self.first,
+                "lines": list(self.lines), "marked": [list(m) for m in self.marked]}
+
+    def levels(self) -> list[str]:
+        """The level of every line, in order."""
+        out = ["info"] * len(self.lines)
+        for index, level in self.marked:
+            if 0 <= index < len(out):
+                out[index] = level
+        return out
+
+    def as_lines(self) -> list[LogLine]:
+        """The batch as one :class:`LogLine` per line (for readers that go line by line)."""
+        return [LogLine(config_id=self.config_id, line=line, level=level, ts=self.ts)
+                for line, level in zip(self.lines, self.levels(), strict=True)]
+
+
+def log_lines(events: Iterable[Event]) -> list[LogLine]:
+    """Every log line in ``events``, batches (:class:`LogLines`) expanded, in order."""
+    out: list[LogLine] = []
+    for event in events:
+        if isinstance(event, LogLines):
+            out.extend(event.as_lines())
+        elif isinstance(event, LogLine):
+            out.append(event)
+    return out
+
+
+@dataclass(frozen=True)
 class CrashDetected(Event):
+    """A crash signature matched. Published twice: at once with the matched line (``complete`` false: the
+    configuration is crashed from that moment), then with the excerpt and the most specific signature once the
+    trailing lines are in (``complete`` true)."""
+
     config_id: str
     signature: str
     line: str
     excerpt: tuple[str, ...]
     log_line_number: int | None = None
+    complete: bool = True
 
 
 @dataclass(frozen=True)
@@ -258,11 +307,17 @@ class SweepFinished(Event):
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
-    for cls in (SweepStarted, ConfigStateChanged, ServerLaunching, ServerReady, LogLine, CrashDetected,
+    for cls in (SweepStarted, ConfigStateChanged, ServerLaunching, ServerReady, LogLine, LogLines, CrashDetected,
                 WorkloadStarted, MeasurementRecorded, WorkloadNotRun, WorkloadFinished, ServerStopped,
                 ConfigFinished, QueuePaused, QueueResumed, Notice, GpuSampled, NodeFingerprinted, LoadPointFinished,
                 SweepFinished)
 }
+
+
+def _marks(raw: list[Any]) -> tuple[tuple[int, str], ...]:
+    if not all(isinstance(m, list) and len(m) == 2 and type(m[0]) is int and isinstance(m[1], str) for m in raw):
+        raise ValueError("field 'marked' has the wrong type: pairs of (line index, level) expected")
+    return tuple((m[0], m[1]) for m in raw)
 
 
 def event_from_json(data: dict[str, Any]) -> Event:
@@ -276,9 +331,11 @@ def event_from_json(data: dict[str, Any]) -> Event:
     check_field_types(cls, kwargs)
     if "state" in kwargs and cls in (ConfigStateChanged, ConfigFinished):
         kwargs["state"] = ConfigState(kwargs["state"])
-    for key in ("argv", "gpus", "excerpt", "samples", "leftover_pids"):
+    for key in ("argv", "gpus", "excerpt", "samples", "leftover_pids", "lines"):
         if key in kwargs and isinstance(kwargs[key], list):
             kwargs[key] = tuple(kwargs[key])
+    if cls is LogLines and isinstance(kwargs.get("marked"), list):
+        kwargs["marked"] = _marks(kwargs["marked"])
     try:
         return cls(**kwargs)
     except TypeError as exc:

@@ -181,6 +181,41 @@ def level_candidates(block: bytes) -> set[int]:
     return candidate_lines(_LEVEL_WORDS, block)
 
 
+_LEVEL_KEYS = ("ERROR", "CRITICAL", "Error", "Exception", "error:", "WARN", "Warning", "warning", "deprecated")
+"""A literal every line :func:`line_level` calls ``error`` or ``warning`` contains (each alternative of its two
+word lists holds one): a batch is searched for these in C, and only the lines holding one are classified."""
+
+
+def lines_holding(block: str, needles: Iterable[str]) -> set[int]:
+    """Indices of the lines of ``block`` (lines joined by ``\\n``) that contain one of ``needles``: one
+    ``str.find`` pass per needle (C), Python work only per line found."""
+    found: set[int] = set()
+    for needle in needles:
+        position = block.find(needle)
+        line, counted = 0, 0
+        while position >= 0:
+            line += block.count("\n", counted, position)
+            found.add(line)
+            end = block.find("\n", position)
+            if end < 0:
+                break
+            counted = end
+            position = block.find(needle, end)
+    return found
+
+
+def block_levels(block: str, lines: list[str]) -> dict[int, str]:
+    """``error`` or ``warning`` for each of ``lines`` (``block``: them joined by ``\\n``) that :func:`line_level`
+    gives one of without signatures, by index; the other lines are ``info``. Only the lines holding a word of its
+    lists are classified, each by ``line_level`` itself."""
+    levels: dict[int, str] = {}
+    for index in lines_holding(block, _LEVEL_KEYS):
+        level = line_level(lines[index])
+        if level != LEVEL_INFO:
+            levels[index] = level
+    return levels
+
+
 def line_level(line: str, signatures: SignatureSet | None = None) -> str:
     """``fatal`` for a crash signature, else ``error``, ``warning`` or ``info`` from the line's words."""
     if signatures is not None and signatures.match(line) is not None:

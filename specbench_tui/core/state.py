@@ -214,7 +214,11 @@ class RunState:
         self._config(event.config_id).startup_s = event.startup_s
 
     def _crash(self, event: CrashDetected) -> None:
+        """A crash signature matched: the configuration reads crashed from this moment (red first); its server
+        still holds its GPUs until :class:`ServerStopped`, and :class:`ConfigFinished` gives its final reason."""
         view = self._config(event.config_id)
+        if view.state.active:
+            view.state = ConfigState.CRASHED
         view.signature = event.signature
         view.crash_line = event.line
         view.crash_excerpt = tuple(event.excerpt)

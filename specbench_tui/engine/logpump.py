@@ -13,14 +13,16 @@ that cannot be written (a full disk, ``logs/`` gone) never stops the pump: the e
 blocked on a full pipe would never print its ready line nor exit.
 
 The work is done per read, not per line: the complete lines of a chunk are split, decoded, redacted and
-written at once, and handed to ``on_lines`` as one batch when that is given (``bench/bench_logpump.py``
-measures the throughput), so a server that floods its log is never held back by the pipe.
+written at once, and handed to ``on_block`` / ``on_lines`` as one batch when that is given
+(``bench/bench_logpump.py`` measures the throughput), so a server that floods its log is never held back by the
+pipe. :func:`widen_pipe` makes a read up to :data:`CHUNK` bytes: fewer, bigger batches.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import time
 from collections.abc import Callable
@@ -31,8 +33,25 @@ LineHandler = Callable[[int, str], None]
 """Called with (1-based line number, text without the newline)."""
 LinesHandler = Callable[[int, list[str]], None]
 """Called with (1-based number of the first line, the lines of one read, without newlines)."""
+BlockHandler = Callable[[int, list[str], str, bytes], None]
+"""Called with (number of the first line, the lines, the lines joined by ``\n``, that text as UTF-8): a batch
+reader that searches the whole batch at once needs not join nor encode it again."""
 
-CHUNK = 256 * 1024
+CHUNK = 1 << 20
+"""Bytes asked for per read; a pipe widened by :func:`widen_pipe` holds that much."""
+
+
+def widen_pipe(fd: int, size: int = CHUNK) -> int:
+    """Ask the kernel for a ``size``-byte pipe buffer on ``fd`` (Linux ``F_SETPIPE_SZ``; unprivileged up to
+    ``/proc/sys/fs/pipe-max-size``, 1 MiB by default); the size granted, or 0 where it cannot be changed. A
+    server's output then arrives in batches of up to ``size`` bytes instead of 64 KiB."""
+    setsize = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if setsize is None:
+        return 0
+    try:
+        return int(fcntl.fcntl(fd, setsize, size))
+    except OSError:
+        return 0
 
 
 def _decode(raw: bytes) -> str:
@@ -56,15 +75,17 @@ class LogPump:
                  progress_interval_s: float = 0.5, log: BinaryIO | None = None,
                  redact: Callable[[str], str] | None = None,
                  on_write_error: Callable[[OSError], None] | None = None,
-                 on_lines: LinesHandler | None = None) -> None:
+                 on_lines: LinesHandler | None = None, on_block: BlockHandler | None = None) -> None:
         """``log``: the log file already opened for appending (``run`` closes it); else ``run`` opens
         ``log_path``. ``on_lines``, when given, receives each read's lines as one batch instead of
-        ``on_line`` receiving them one by one."""
+        ``on_line`` receiving them one by one; ``on_block`` (which wins over both) receives the batch with its
+        joined text and bytes."""
         self._stream = stream
         self._log_path = log_path
         self._log = log
         self._on_line = on_line
         self._on_lines = on_lines
+        self._on_block = on_block
         self._on_progress = on_progress
         self._redact = redact
         self._on_write_error = on_write_error
@@ -155,14 +176,19 @@ class LogPump:
         if b"\r" in block:
             block = b"\n".join(_visible(line) for line in block.split(b"\n"))
         text = self._redacted(_decode(block))
+        data = text.encode("utf-8", errors="replace")
         if self.write_error is None:
             try:
-                log.write(text.encode("utf-8", errors="replace") + b"\n")
+                log.write(data)
+                log.write(b"\n")
             except OSError as exc:
                 self._write_failed(exc)
         lines = text.split("\n")
         first = self.lines + 1
         self.lines += len(lines)
+        if self._on_block is not None:
+            self._call(self._on_block, first, lines, text, data)
+            return
         if self._on_lines is not None:
             self._call(self._on_lines, first, lines)
             return

@@ -12,11 +12,14 @@ Readiness proves identity: a healthy answer on the server's port counts only whe
 file descriptor of a process in the keeper's tree (psutil maps the kernel's socket table to pids), so another
 sweep's or another user's server answering on that port is never taken for ours.
 
-Crash watch: every log line is matched against the crash signatures as it arrives. The first match marks
-the server dead *at once* (the orchestrator cancels the request in flight), then the watcher waits
+Crash watch: the log lines arrive in batches (one read of the pipe) and every batch is matched against the
+crash signatures as it arrives, in one linear pass. The first match marks the server dead *at once* (the
+orchestrator cancels the request in flight) and publishes :class:`CrashDetected` with that line
+(``complete`` false): every view shows the configuration crashed from then on. The watcher then waits
 ``excerpt_wait_s`` for the trailing lines, upgrades the signature if a more specific one appears (a
-``Traceback`` is followed by the ``CUDA error`` that names it) and publishes :class:`CrashDetected` with the
-lines around it. The event's ``ts`` is the moment of the first match: the detection time.
+``Traceback`` is followed by the ``CUDA error`` that names it) and publishes :class:`CrashDetected` again with
+the lines around it (``complete``). Both events' ``ts`` is the moment of the first match: the detection time.
+Each batch is published as one :class:`LogLines` event with the level of its marked lines.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import signal
 import time
 import uuid
@@ -35,21 +37,19 @@ from pathlib import Path
 from typing import BinaryIO
 
 
-from specbench_tui.core.events import CrashDetected, Event, LogLine
+from specbench_tui.core.events import CrashDetected, Event, LogLine, LogLines
 from specbench_tui.core.launch import argv_secrets, env_secrets, secret_redactor
 from specbench_tui.core.logparse import BatchLine
 from specbench_tui.core.outcomes import DEATH_CRASH, DEATH_EXIT, DEATH_STARTUP_TIMEOUT, DeathKind
 from specbench_tui.core.signatures import (
     LEVEL_FATAL,
-    LEVEL_INFO,
     SignatureMatch,
     SignatureSet,
-    level_candidates,
-    line_level,
+    lines_holding,
     most_specific,
 )
 from specbench_tui.engine.client import ServerClient
-from specbench_tui.engine.logpump import LogPump
+from specbench_tui.engine.logpump import LogPump, widen_pipe
 from specbench_tui.engine.processes import (
     _LIVE_KEEPERS,
     KEEPER_PATH,
@@ -93,6 +93,11 @@ class StopReport:
     teardown_s: float
     leftover_pids: tuple[int, ...]
     """Processes of the server still alive, or still holding GPU memory, when teardown gave up."""
+
+
+EXCERPT_CAP = 400
+"""Lines kept after the first crash line while the excerpt waits for its trailing lines (a traceback storm
+must not grow it without bound; the log file has them all)."""
 
 
 # ----------------------------------------------------------------------------------------------- the server
@@ -142,6 +147,8 @@ class ServerProcess:
         self._ready_line = asyncio.Event()
         self._stopping = False
         self._crash_matches: list[SignatureMatch] = []
+        self._crash_numbers: list[int] = []
+        """The log line number of each of ``_crash_matches``."""
         self._crash_first_line = 0
         self._crash_excerpt: list[tuple[int, str]] = []
         self._crash_detected_at = 0.0
@@ -220,8 +227,12 @@ class ServerProcess:
         self._keeper = _Keeper(self._proc.pid, _open_pidfd(self._proc.pid))
         _LIVE_KEEPERS[self._proc.pid] = self._keeper
         assert self._proc.stdout is not None
+        transport = getattr(self._proc, "_transport", None)
+        pipe = transport.get_pipe_transport(1) if transport is not None else None
+        if pipe is not None and (fileobj := pipe.get_extra_info("pipe")) is not None:
+            widen_pipe(fileobj.fileno())  # batches of up to 1 MiB (the server blocks on a full pipe less too)
         pump = LogPump(self._proc.stdout, self.log_path, self._on_line, on_progress=self._on_progress, log=log,
-                       redact=self._redact, on_write_error=self._on_log_write_error, on_lines=self._on_lines)
+                       redact=self._redact, on_write_error=self._on_log_write_error, on_block=self._on_block)
         self._pump_task = asyncio.create_task(pump.run(), name=f"logpump-{self.config_id}")
         self._exit_task = asyncio.create_task(self._watch_exit(), name=f"exit-{self.config_id}")
         report = await asyncio.to_thread(_read_report, report_r, REPORT_TIMEOUT_S)
@@ -330,67 +341,83 @@ class ServerProcess:
         self._publish(LogLine(config_id=self.config_id, line=text, level="info"))
 
     def _on_lines(self, first: int, texts: list[str]) -> None:
-        """One read's lines: the checks that rarely fire (crash signatures, error words, the ready line) run
-        once over the batch, in linear time, and line by line only on the lines they point at."""
         block = "\n".join(texts)
-        data = block.encode("utf-8", errors="replace")
-        crash_lines = None if self._stopping else self.signatures.candidates(data)
-        level_lines = level_candidates(data)
-        ready = self.profile.ready_line
-        if ready is not None and (self._ready_line.is_set() or ready.search(block) is None):
-            ready = None
-        hint = self.profile.stats_hint
-        stats = self._on_stats is not None and (hint is None or hint in block)
-        special = None if crash_lines is None or ready is not None else crash_lines | level_lines
-        publish, recent, config_id = self._publish, self._recent, self.config_id
-        now = time.time()  # the lines of one read arrived together
-        new = object.__new__
-        for index, text in enumerate(texts):
-            if special is None or self._crash_matches:
-                self._on_line(first + index, text, crash_lines is None or index in crash_lines,
-                              index in level_lines, ready, stats)
-            elif index in special:
-                self._on_line(first + index, text, index in (crash_lines or ()), index in level_lines, None, stats)
-            else:  # the common case, a plain line: only what every line needs
-                event = new(LogLine)  # LogLine(config_id, text, "info", ts=now) without the frozen __init__
-                event.__dict__.update(config_id=config_id, line=text, level=LEVEL_INFO, ts=now)
-                publish(event)
-                recent.append((first + index, text))
-                if stats and (hint is None or hint in text):
-                    self._stats_of(text)
+        self._on_block(first, texts, block, block.encode("utf-8", errors="replace"))
 
-    def _on_line(self, number: int, text: str, signatures: bool = True, levels: bool = True,
-                 ready: re.Pattern[str] | None | bool = True, stats: bool = True) -> None:
-        match = self.signatures.match(text) if signatures and not self._stopping else None
-        level = LEVEL_FATAL if match else line_level(text) if levels else LEVEL_INFO
-        self._publish(LogLine(config_id=self.config_id, line=text, level=level))
-        if self._crash_matches and not self._crash_done.is_set():
-            self._crash_excerpt.append((number, text))
-            if match:
-                self._crash_matches.append(match)
-        elif match and not self._crash_matches:
-            self._first_crash_line(number, text, match)
-        self._recent.append((number, text))
-        pattern = self.profile.ready_line if ready is True else ready
-        if pattern and pattern.search(text):
+    def _on_block(self, first: int, texts: list[str], block: str, data: bytes) -> None:
+        """One read's lines, as one batch: the checks that rarely fire (crash signatures, error words, the
+        ready line, the stats hint) run once over the whole batch in linear time (RE2, ``str.find``), and line by
+        line only on the lines they point at; the batch is published as one :class:`LogLines` event. A crash
+        line is published first, on its own (:class:`CrashDetected`, ``complete`` false): nothing waits for the
+        traceback before the configuration reads crashed."""
+        marked = self._crash_scan(first, texts, data)
+        ready = self.profile.ready_line
+        if ready is not None and not self._ready_line.is_set() and ready.search(block) is not None \
+                and any(ready.search(text) for text in texts):
             self._ready_line.set()
-        if stats:
-            self._stats_of(text)
+        if self._on_stats is not None:
+            self._stats_of_block(block, texts)
+        self._recent.extend(zip(range(first + max(0, len(texts) - self._excerpt_before - 1), first + len(texts)),
+                                texts[-(self._excerpt_before + 1):], strict=True))
+        self._publish(LogLines(config_id=self.config_id, first=first, lines=tuple(texts),
+                               marked=tuple(sorted(marked.items()))))
+
+    def _on_line(self, number: int, text: str) -> None:
+        self._on_lines(number, [text])
+
+    def _crash_scan(self, first: int, texts: list[str], data: bytes) -> dict[int, str]:
+        """Match the crash signatures over the batch (not while stopping: a teardown's lines are no crash);
+        the lines found fatal, by index. The first match marks the server dead and publishes the crash at once;
+        the lines after it, up to :data:`EXCERPT_CAP`, are kept for the excerpt until it is complete."""
+        if self._stopping:
+            return {}
+        candidates = self.signatures.candidates(data)
+        matches = [(index, match) for index in (range(len(texts)) if candidates is None else sorted(candidates))
+                   if (match := self.signatures.match(texts[index])) is not None]
+        collect_from: int | None = 0 if self._crash_matches and not self._crash_done.is_set() else None
+        if matches and not self._crash_matches:
+            index, match = matches.pop(0)
+            prior = [(first + i, texts[i]) for i in range(max(0, index - self._excerpt_before), index)]
+            self._first_crash_line(first + index, texts[index], match, [*self._recent, *prior])
+            collect_from = index + 1
+        if collect_from is not None:
+            room = EXCERPT_CAP - len(self._crash_excerpt)
+            self._crash_excerpt.extend((first + i, texts[i]) for i in range(collect_from, min(len(texts),
+                                                                                           collect_from + room)))
+            for index, match in matches:
+                self._crash_matches.append(match)
+                self._crash_numbers.append(first + index)
+        return {index: LEVEL_FATAL for index, _ in matches} | (
+            {self._crash_first_line - first: LEVEL_FATAL} if 0 <= self._crash_first_line - first < len(texts) else {})
+
+    def _stats_of_block(self, block: str, texts: list[str]) -> None:
+        """The stats lines of a batch: only the lines holding the profile's hint are parsed."""
+        hints = (self.profile.stats_hint,) if self.profile.stats_hint is not None else self.profile.stats_hints
+        if not hints:
+            for text in texts:
+                self._stats_of(text)
+            return
+        for index in sorted(lines_holding(block, hints)):
+            self._stats_of(texts[index])
 
     def _stats_of(self, text: str) -> None:
-        hint = self.profile.stats_hint
-        if self._on_stats is not None and (hint is None or hint in text):
-            figures = self.profile.parse_stats_line(text)
-            if figures is not None:
-                self._on_stats(figures)
+        figures = self.profile.parse_stats_line(text)
+        if figures is not None and self._on_stats is not None:
+            self._on_stats(figures)
 
-    def _first_crash_line(self, number: int, text: str, match: SignatureMatch) -> None:
-        """Mark the server dead now; finish the excerpt after a short wait for the trailing lines."""
+    def _first_crash_line(self, number: int, text: str, match: SignatureMatch,
+                          before: list[tuple[int, str]]) -> None:
+        """Mark the server dead and say it crashed now; finish the excerpt after a short wait for the trailing
+        lines."""
         self._crash_detected_at = time.time()
         self._crash_matches.append(match)
+        self._crash_numbers.append(number)
         self._crash_first_line = number
-        self._crash_excerpt = [*self._recent, (number, text)]
+        self._crash_excerpt = [*before[-self._excerpt_before:], (number, text)]
         self.mark_dead(Death(DEATH_CRASH, f"crash signature {match.name}: {text.strip()[:300]}", match.name))
+        self._publish(CrashDetected(config_id=self.config_id, signature=match.name, line=text,
+                                    excerpt=tuple(t for _, t in self._crash_excerpt), log_line_number=number,
+                                    complete=False, ts=self._crash_detected_at))
         asyncio.get_running_loop().call_later(self._excerpt_wait_s, self._finish_crash)
 
     def _finish_crash(self) -> None:
@@ -398,19 +425,14 @@ class ServerProcess:
             return
         best = most_specific(self._crash_matches)
         assert best is not None
+        best_line = self._crash_numbers[self._crash_matches.index(best)]
         last = self._crash_first_line + self._excerpt_after
-        excerpt = tuple(text for number, text in self._crash_excerpt if number <= max(last, self._line_of(best)))
+        excerpt = tuple(text for number, text in self._crash_excerpt if number <= max(last, best_line))
         self.crash = CrashDetected(config_id=self.config_id, signature=best.name, line=best.line,
                                    excerpt=excerpt[-(self._excerpt_before + self._excerpt_after + 8):],
-                                   log_line_number=self._line_of(best), ts=self._crash_detected_at)
+                                   log_line_number=best_line, ts=self._crash_detected_at)
         self._crash_done.set()
         self._publish(self.crash)
-
-    def _line_of(self, match: SignatureMatch) -> int:
-        for number, text in self._crash_excerpt:
-            if text is match.line:
-                return number
-        return self._crash_first_line
 
     # -- teardown --------------------------------------------------------------------------------------
 

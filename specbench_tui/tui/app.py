@@ -37,6 +37,7 @@ from textual.theme import Theme
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
+from specbench_tui.application.logview import LogFeed
 from specbench_tui.application.viewmodel import SweepView
 from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.events import (
@@ -159,6 +160,9 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         """Whether ``engine.stop`` has returned."""
         self.stop_error: BaseException | None = None
         self._inbox: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        self.log_feed = LogFeed(keep=MAX_LINES)
+        """Server log lines from the engine, formatted off the UI thread (the panel takes them per drain)."""
+        self.log_feed.names({cid: view.name for cid, view in self.state.configs.items()})
         self._drain_interval_s = drain_interval_s
         self._announced: set[tuple[object, ...]] = set()
         self._pending_controls: list[Callable[[], None]] = []
@@ -245,8 +249,10 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
             return
 
     def _engine_event(self, event: Event) -> None:
-        """Called by the engine from its own thread: only enqueue (never touch widgets here)."""
-        self._inbox.put(event)
+        """Called by the engine from its own thread: only enqueue (never touch widgets here). Log lines go to
+        the log feed, which formats them off the UI thread."""
+        if not self.log_feed.put(event):
+            self._inbox.put(event)
 
     @work(thread=True, exclusive=True, group="engine-start", exit_on_error=False)
     def _start_engine(self) -> None:
@@ -302,6 +308,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
     def on_unmount(self) -> None:
         """Give the frozen objects back to the garbage collector (the app is going; so are they)."""
         self.gc_pacer.stop()
+        self.log_feed.close()
         if self._heap_frozen_at is not None:
             gc.unfreeze()
             self._heap_frozen_at = None
@@ -321,6 +328,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         if not self._panels_attached():
             return 0
         answered = self._drain_answers()
+        self._take_log_lines()
         events: list[Event] = []
         try:
             while True:
@@ -353,6 +361,15 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         if dirty.queue or dirty.results or dirty.gpus or self._results_pending:
             self._sync_panels(queue=dirty.queue, results=dirty.results, gpus=dirty.gpus)
         return len(events)
+
+    def _take_log_lines(self) -> None:
+        """The display lines the log feed formatted since the last drain (a list swap: no parsing here)."""
+        burst = self.log_feed.take()
+        if burst.lines or burst.dropped:
+            self._log_panel().append_shown(burst.lines, dropped=burst.dropped)
+        stamp = self.log_feed.last_line_at
+        if stamp is not None and (self.state.last_event_at is None or stamp > self.state.last_event_at):
+            self.state.last_event_at = stamp
 
     def _drain_answers(self) -> bool:
         """Take in the engine's answers to commands; whether one of them changed what the queue shows."""

@@ -1,8 +1,9 @@
 """The live server log: lines of the running server(s), fatal and warning lines marked as they arrive.
 
-A server can print thousands of lines a second, and only the few dozen on screen are ever looked at, so the
-panel stores each line as it came (configuration name, raw text, level) and formats, classifies and colours
-a line only when it is drawn (then caches the result). Writing a burst costs a list extend; the terminal
+A server can print thousands of lines a second, and only the few dozen on screen are ever looked at. Live
+server lines arrive formatted and classified (:class:`~specbench_tui.application.logview.LogFeed` does that off
+the UI thread, at a capped frame rate, the newest lines first); the panel stores them and colours a line by its
+level marker only when it is drawn (then caches the result). Writing a burst costs a list extend; the terminal
 sees at most one redraw per refresh. The full history is in the run directory's log files (key ``l``).
 """
 
@@ -21,31 +22,23 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widgets import Log
 
-from specbench_tui.tui.log_style import MARKERS, LogHighlighter, classify, compact_line, short_stamp
+from specbench_tui.application.logview import NAME_WIDTH, format_live_line
+from specbench_tui.tui.log_style import LogHighlighter
 from specbench_tui.tui.palette import Palette
 from specbench_tui.tui.safe_text import clean
 
+__all__ = ["MAX_LINES", "NAME_WIDTH", "PAINT_INTERVAL_S", "ServerLogPanel", "format_live_line"]
+
 MAX_LINES = 5000
 """Lines kept in memory; the full history is in the run directory's log files."""
-NAME_WIDTH = 16
 PAINT_INTERVAL_S = 0.25
 """Least time between two repaints of the panel while lines pour in (4 a second: a flood is not read line by
 line; the queue, results and keys are not held up by it)."""
 
 RawLine = tuple[str, str, str | None]
-"""(configuration name, line as the server printed it, the engine's level)."""
-
-
-def format_live_line(name: str, line: str, level: str | None) -> str:
-    """``"✖ ddtree-b8-tp1   │ text"``: level marker, configuration name, cleaned text."""
-    text = clean(line)
-    level_found = classify(text, level)
-    if level_found == "info":
-        text = compact_line(text)
-    text = short_stamp(text)
-    marker = MARKERS.get(level_found, " ")
-    label = clean(name, 40)
-    return f"{marker} {label:<{NAME_WIDTH}} │ {text}"
+"""(configuration name, line as the server printed it, the engine's level); name :data:`SHOWN`: the line is
+already formatted for display (by :class:`~specbench_tui.application.logview.LogFeed`, off the UI thread)."""
+SHOWN = "\x00shown"
 
 
 class ServerLogPanel(Log):
@@ -109,6 +102,10 @@ class ServerLogPanel(Log):
             self.scroll_end(animate=False, immediate=True, x_axis=False)
         self.refresh()
 
+    def append_shown(self, lines: Sequence[str], dropped: int = 0) -> None:
+        """Write display lines formatted before they reached the UI thread (drawn as they are)."""
+        self.append_raw([(SHOWN, line, None) for line in lines], dropped)
+
     def append_lines(self, lines: Sequence[str], dropped: int = 0) -> None:
         """Write already-formatted lines (shown as they are)."""
         self.append_raw([("", line, None) for line in lines], dropped)
@@ -133,7 +130,7 @@ class ServerLogPanel(Log):
         text = self._formatted.get(key)
         if text is None:
             name, line, level = self._raw[index]
-            text = format_live_line(name, line, level) if name else clean(line)
+            text = line if name == SHOWN else format_live_line(name, line, level) if name else clean(line)
             self._formatted[key] = text
         return text
 

@@ -1,6 +1,8 @@
-"""Classifying and highlighting server log lines: fatal and warning lines, ``Decode batch`` figures.
+"""Highlighting server log lines: fatal and warning lines, ``Decode batch`` figures.
 
 The live panel and the full-log screen share this: a line is ``fatal``, ``error``, ``warning`` or ``info``.
+The classifying is done before a live line reaches the UI (:mod:`specbench_tui.application.logview`, re-exported
+here); a live line arrives with its level marker, and the highlighter colours it by that marker.
 
 Only a ``fatal`` line is drawn as a crash (``✖``, the error colour), and the TUI has no rule of its own for it:
 a live line is fatal when the engine said so (its crash signatures matched while the server was not being
@@ -18,102 +20,31 @@ engine's module (``EngineProfile.log``); the patterns here are the ones every en
 
 from __future__ import annotations
 
-import functools
 import re
 
 from rich.highlighter import Highlighter
 from rich.text import Text
 
-from specbench_tui.core.engines.registry import all_profiles, engine_names, get_profile
-from specbench_tui.core.signatures import LEVEL_ERROR, LEVEL_FATAL, LEVEL_INFO, LEVEL_WARNING, line_level
+from specbench_tui.application.logview import (
+    ERROR_PATTERN,
+    LEVEL_RANK,
+    MARKERS,
+    SERIOUS_PATTERN,
+    WARNING_PATTERN,
+    classify,
+    compact_line,
+    is_fatal,
+    problem_keywords,
+    short_stamp,
+)
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 
-SERIOUS_PATTERN = (r"Traceback \(most recent call last\)|CUDA error|AcceleratorError|OutOfMemoryError|"
-                 r"CUDA out of memory|NCCL error|Segmentation fault|core dumped|Fatal Python error|"
-                 r"\bFATAL\b|illegal instruction|illegal memory access")
-ERROR_PATTERN = r"\bERROR\b|\b[A-Za-z]*Error\b|\bException\b|\bfailed\b"
-WARNING_PATTERN = r"\bWARN(?:ING)?\b|\bWarning\b|\bwarning:"
-
-_ERROR = re.compile(ERROR_PATTERN)
-_WARNING = re.compile(WARNING_PATTERN)
-_PROBLEM_KEYWORDS = (b"Error", b"ERROR", b"error", b"Exception", b"Traceback", b"WARN", b"Warning", b"warning",
-                    b"FATAL", b"Fatal", b"illegal", b"failed", b"sigquit", b"Segmentation fault", b"core dumped",
-                    b"out of memory", b"CUDA", b"NCCL")
-
-
-def _engine_hints() -> tuple[re.Pattern[str], tuple[bytes, ...]]:
-    """The serious-line pattern and the keywords, with every registered engine's hints (built once per set of
-    engines)."""
-    return _hints_of(engine_names())
-
-
-@functools.cache
-def _hints_of(names: tuple[str, ...]) -> tuple[re.Pattern[str], tuple[bytes, ...]]:
-    engines = [get_profile(name) for name in names]
-    serious = [SERIOUS_PATTERN, *(p for engine in engines for p in engine.log.fatal)]
-    keywords = [*_PROBLEM_KEYWORDS, *(k for engine in engines for k in engine.log.keywords)]
-    return re.compile("|".join(f"(?:{p})" for p in serious)), tuple(dict.fromkeys(keywords))
-
-
-def problem_keywords() -> tuple[bytes, ...]:
-    """Literal bytes every fatal, error or warning line contains at least one of (a fast pre-filter for big logs;
-    :func:`classify` decides): the shared words and every registered engine's."""
-    return _engine_hints()[1]
-
-
-def compact_line(text: str) -> str:
-    """An engine's stats line with its key figures first (the first engine whose hint rewrites it), for the
-    narrow live panel; other lines unchanged (the full-log screen always shows the original)."""
-    for engine in all_profiles():
-        if engine.log.compact is not None:
-            compacted = engine.log.compact(text)
-            if compacted != text:
-                return compacted
-    return text
-
-
-def short_stamp(text: str) -> str:
-    """The line with its timestamp shortened by the first engine whose hint recognises it (else unchanged)."""
-    for engine in all_profiles():
-        if engine.log.short_stamp is not None:
-            shortened = engine.log.short_stamp(text)
-            if shortened != text:
-                return shortened
-    return text
-
-
-LEVEL_RANK = {"info": 0, "debug": 0, "warning": 1, "warn": 1, "error": 2, "fatal": 3, "critical": 3}
-_VERDICTS = {"fatal": LEVEL_FATAL, "critical": LEVEL_FATAL, "error": LEVEL_ERROR, "warning": LEVEL_WARNING,
-             "warn": LEVEL_WARNING}
-MARKERS = {"fatal": "✖", "error": "!", "warning": "▲"}
-"""Glyph in front of a live log line, so its level reads without colour too."""
+__all__ = ["ERROR_PATTERN", "LEVEL_RANK", "MARKERS", "SERIOUS_PATTERN", "WARNING_PATTERN", "LogHighlighter",
+           "classify", "compact_line", "is_fatal", "problem_keywords", "short_stamp"]
 
 _DECODE_FIGURES = re.compile(r"(?:accept len: |gen throughput \(token/s\): |accept )([0-9.]+)|([0-9.]+)(?= tok/s)")
 _DECODE = re.compile(r"Decode (?:batch|▸)")
 _PREFILL = re.compile(r"Prefill (?:batch|▸)")
-
-
-def is_fatal(line: str, level: str | None = None) -> bool:
-    """Whether ``line`` is drawn as a crash line (live and in the full log) and found by the crash finder."""
-    return classify(line, level) == LEVEL_FATAL
-
-
-def classify(line: str, level: str | None = None) -> str:
-    """``fatal``, ``error``, ``warning`` or ``info``.
-
-    ``fatal`` is the engine's verdict only: ``level`` as the engine gave it with a live line (a line read back
-    from disk has none, and core's word rule gives it ``error`` at most). The patterns raise a line to ``error``
-    or ``warning`` for colour, never to ``fatal``.
-    """
-    serious = _engine_hints()[0]
-    verdict = _VERDICTS.get((level or "").lower(), LEVEL_INFO) if level else line_level(line)
-    if verdict == LEVEL_FATAL:
-        return LEVEL_FATAL
-    if serious.search(line) or _ERROR.search(line):
-        return LEVEL_ERROR
-    if verdict == LEVEL_INFO and _WARNING.search(line):
-        return LEVEL_WARNING
-    return verdict
 
 
 class LogHighlighter(Highlighter):

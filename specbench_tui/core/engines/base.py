@@ -324,6 +324,9 @@ class EngineProfile:
     stats_hint: str | None = None
     """A substring every stats line contains, so that lines without it skip ``parse_stats_line`` (None: try
     every line)."""
+    stats_hints: tuple[str, ...] = ()
+    """Substrings one of which every stats line contains, when no single ``stats_hint`` does: a batch of lines
+    is searched for each (in C), and only the lines holding one are parsed (empty: every line is)."""
     health_timeout_s: float = 30.0
     api_key_header: str = "Authorization"
     extra_env: Mapping[str, str] = field(default_factory=dict)

@@ -188,7 +188,8 @@ def parse_stats_line(line: str) -> BatchLine | None:
     """A ``Decode batch`` / ``Prefill batch`` line (:func:`parse_batch_line`), a retraction warning as a
     :data:`~specbench_tui.core.logparse.RETRACT` line, or an adaptive server's steps as a
     :data:`~specbench_tui.core.logparse.STEPS` line (``num_token``: the steps), else None. Cheap substring tests
-    first: every log line comes here."""
+    first; a line holding none of them (the profile's ``stats_hints``, kept in step with these tests) is never
+    passed here by the log watch."""
     if len(line) > MAX_STATS_LINE:
         return None
     if " batch" in line:
@@ -505,6 +506,7 @@ SGLANG = EngineProfile(
     shutdown_env={"SGL_FORCE_SHUTDOWN": "1", "SGLANG_FORCE_SHUTDOWN": "1"},
     parse_stats_line=parse_stats_line,
     stats_hint=None,  # decode/prefill lines, retraction warnings and adaptive step switches (see parse_stats_line)
+    stats_hints=(" batch", "Retract requests", "adaptive runtime state", "AdaptiveSpeculativeParams initialized"),
     context_length=_context_length,
     # /v1/models carries model_config.context_len, the limit its tokenizer manager enforces, while
     # /server_info's context_length is null unless --context-length was passed.

@@ -28,7 +28,7 @@ from typing import Any
 
 from specbench_tui.core.engines import simulator
 from specbench_tui.core.engines.registry import get_profile
-from specbench_tui.core.events import ConfigState, Event, GpuSampled, LogLine, NodeFingerprinted, Notice
+from specbench_tui.core.events import ConfigState, Event, GpuSampled, LogLine, LogLines, NodeFingerprinted, Notice
 from specbench_tui.core.plan import Plan, PlannedConfig
 from specbench_tui.core.records import Measurement, MeasurementKey
 from specbench_tui.core.signatures import SignatureSet
@@ -261,9 +261,14 @@ async def _fingerprint(plan: Plan, machine: Machine, node: str, sink: _Sink) -> 
     sink.publish(NodeFingerprinted(node=node, fingerprint=doc))
 
 
-def is_server_line(event: Event) -> bool:
-    """A log line that came from the server (not a note of specbench's own about it)."""
-    return isinstance(event, LogLine) and not event.line.startswith("specbench: ")
+def server_lines(event: Event) -> list[str]:
+    """The lines of ``event`` that came from the server (a batch's, or one line that is not a note of
+    specbench's own about it); empty for any other event."""
+    if isinstance(event, LogLines):
+        return list(event.lines)
+    if isinstance(event, LogLine) and not event.line.startswith("specbench: "):
+        return [event.line]
+    return []
 
 
 def actor_class() -> Any:

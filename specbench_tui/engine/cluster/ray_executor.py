@@ -51,7 +51,7 @@ from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import MeasurementKey
 from specbench_tui.engine.cluster import mark_head_lost
 from specbench_tui.engine.cluster.head import GCS_RECONNECT_ENV, GCS_RECONNECT_S, HeadWatch
-from specbench_tui.engine.cluster.node import Item, NodeInfo, NodeJob, actor_class, is_server_line
+from specbench_tui.engine.cluster.node import Item, NodeInfo, NodeJob, actor_class, server_lines
 from specbench_tui.engine.executor import Job, JobControl, JobSink, OpenFailed, Outcome, Placement, StopJob
 from specbench_tui.engine.processes import first_of
 
@@ -507,8 +507,8 @@ class RayExecutor:
             event = item.value
             if isinstance(event, ServerLaunching):
                 event = replace(event, node=label)
-            elif is_server_line(event):
-                sink.server_log([event.line])
+            elif lines := server_lines(event):
+                sink.server_log(lines)
             sink.publish(event)
         elif item.kind == "state":
             sink.state(item.value, item.reason)
