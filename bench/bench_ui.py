@@ -20,7 +20,8 @@ Figures (issues 9, 5, 6 and 19):
           the flood repaints that one four times a second, and the match could come before the restore);
    ``o``  the toast naming the new sort order;  ``t``  the toast naming the theme (restyles the whole screen; the
           app draws the toast in the same frame as the new theme, tests/test_tui_themes.py holds it to that);
-   ``l``  the full-log screen's footer;  ``/``  the search box in it;  ``ctrl+p``  the command palette's prompt.
+   ``l``  the full-log screen's footer;  ``/``  the search box in it;  ``ctrl+p``  the command palette's prompt;
+   ``c``  the chart screen's title line (the results as a plot, from the analysis the table shows).
 
    p95 target < 100 ms for every key.
 3. **Peak RSS after 1,000,000 log lines** (published at 50,000 a second, then drained into the panel):

@@ -142,8 +142,8 @@ def browser() -> Iterator[Any]:
             chromium.close()
 
 
-def _open(browser: Any, page_file: Path) -> tuple[Any, list[str]]:
-    context = browser.new_context(viewport={"width": VIEWPORT[0], "height": VIEWPORT[1]})
+def _open(browser: Any, page_file: Path, width: int = VIEWPORT[0]) -> tuple[Any, list[str]]:
+    context = browser.new_context(viewport={"width": width, "height": VIEWPORT[1]})
     requests: list[str] = []
     context.on("request", lambda r: requests.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
     page = context.new_page()
@@ -191,3 +191,14 @@ def test_the_page_renders_in_headless_chromium_nothing_cut(browser: Any, page_a:
     reference = Image.open(REFERENCE)
     assert reference.width == small.width
     assert abs(reference.height - small.height) <= 0.15 * reference.height, (reference.size, small.size)
+
+
+@pytest.mark.parametrize("width", [1024, 800])
+def test_nothing_is_cut_in_a_narrower_window(browser: Any, page_a: str, tmp_path: Path, width: int) -> None:
+    page_file = tmp_path / "report.html"
+    page_file.write_text(page_a, encoding="utf-8")
+    page, problems = _open(browser, page_file, width)
+    facts = page.evaluate(CHECK_PAGE)
+    assert problems == [] and facts["width"] <= width
+    assert facts["wide"] == [] and facts["scroll"] <= facts["width"], facts["wide"][:10]
+    assert all(0 < fig["width"] <= width for fig in facts["figures"])

@@ -70,7 +70,7 @@ async def test_marks_are_glyphs_and_words_without_colour(analysis_a: RunAnalysis
         assert "× no value: dflash-b16-tp2 no baseline, ddtree-b8-tp1 crashed, ddtree-b64-tp4 skipped" in marks
         assert "! fewer measurements than planned: ddtree-b12-tp1 partial, crashed" in marks
         plot = str(screen.query_one(PlotextPlot).render())
-        assert "ddtree-b12-tp1 3.47x!" in plot and "█" in plot
+        assert "ddtree-b12-tp1 3.47x!" in plot and "█" in plot and "▒" in plot  # ▒: the partial cell's bar
         assert "ddtree-b8-tp1" not in plot  # a crashed configuration has no bar (not a bar of 0)
         await pilot.press("w")
         assert "haiku (2/3 workloads)" in _text(screen, "#chart-title")
@@ -107,3 +107,29 @@ async def test_c_opens_the_chart_of_the_apps_analysis_and_follows_it(tmp_path: P
         while screen.shown is not app.analysis:  # the next poll draws the newer analysis
             await pilot.pause(0.1)
         assert isinstance(app.screen, ChartScreen)
+
+
+def _many_configs(n: int) -> RunAnalysis:
+    from specbench_tui.core.analysis import analyse
+    from specbench_tui.core.records import Measurement
+
+    configs = [{"id": "c0", "name": "ar", "algorithm": "autoregressive", "argv": [], "params": {}, "baseline": None}]
+    configs += [{"id": f"c{i}", "name": f"spec-{i}", "algorithm": "dflash", "argv": [], "params": {},
+                 "baseline": "ar"} for i in range(1, n)]
+    plan = {"sweep": "many", "configs": configs, "workloads": [{"name": "w", "kind": "code", "temperature": 0.0,
+                                                                 "repeats": 1}]}
+    ms = [Measurement(config_id=c["id"], config=c["name"], workload="w", item="x", repeat=1, status="ok",
+                      decode_tps=100.0 + i, ttft_s=0.01, e2e_s=0.1, completion_tokens=20, started_at=1.0)
+          for i, c in enumerate(configs)]
+    return analyse(plan, ms, [])
+
+
+async def test_a_big_sweep_shows_the_highest_bars_that_fit_one_row_each() -> None:
+    app = Host(_many_configs(60))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ChartScreen)
+        assert "showing the 14 highest of 60 values" in _text(screen, "#chart-marks")
+        plot = str(screen.query_one(PlotextPlot).render())
+        assert "spec-59" in plot and "spec-46" in plot and "spec-45 " not in plot

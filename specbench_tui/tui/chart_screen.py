@@ -4,7 +4,7 @@ draft budget, drawn with textual-plotext and redrawn live as the sweep runs.
 It draws the analysis the results table shows (the app's latest, computed in its worker thread; this screen only
 picks the points out of it with :mod:`specbench_tui.report.figdata`, the same data as the report's figures). A
 configuration without a value (crashed, skipped, every answer empty) gets no bar and no point: it is named with
-``×`` and its reason under the plot; a value on fewer measurements than planned is marked ``!``. Every mark is a
+``×`` and its reason under the plot; a value on fewer measurements than planned is marked ``!`` and drawn ``▒``. Every mark is a
 glyph and a word, so the chart reads the same under ``NO_COLOR`` and at 80×24.
 """
 
@@ -29,6 +29,12 @@ VIEW_SPEEDUP = "speedup"
 VIEW_ACCEPTANCE = "acceptance"
 MARKERS = ("o", "+", "x", "*", "#", "@", "%", "&")
 """One marker per line, so lines differ without colour."""
+BLOCK, PARTIAL_BLOCK = "█", "▒"
+ALGORITHM_COLORS = {"autoregressive": "gray", "dflash": "blue", "ddtree": "orange", "eagle3": "green",
+                    "eagle": "green", "ngram": "magenta"}
+"""The report figures' colour per algorithm, in plotext's names."""
+ROWS_AROUND_BARS = 10
+"""Screen rows that are not bars: title, axes, marks, key bar (at most one row per bar keeps each readable)."""
 POLL_S = 0.5
 """How often the screen looks for a newer analysis (an identity check; drawing happens only when it changed)."""
 
@@ -37,6 +43,12 @@ def _bar_label(bar: Bar, metric: str) -> str:
     value = f"{bar.value:.2f}x" if metric == "speedup" else f"{bar.value:.0f}"
     flag = "!" if bar.mark and bar.mark != "baseline" else ""
     return f"{clean(bar.config, 28)} {value}{flag}"
+
+
+def _listing(prefix: str, items: list[str], limit: int = 8) -> str:
+    """``prefix`` and the first ``limit`` items, then how many more (a line of marks stays a line or two)."""
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return prefix + ", ".join(clean(item, 60) for item in items[:limit]) + more
 
 
 class ChartScreen(Screen[None]):
@@ -111,20 +123,32 @@ class ChartScreen(Screen[None]):
         panel = panels[self.workload_index % len(panels)]
         drawn = [b for b in panel.bars if b.drawn and b.value is not None]
         plt = self.query_one(PlotextPlot).plt
-        if drawn:
-            labels = [_bar_label(b, metric) for b in reversed(drawn)]
-            plt.bar(labels, [b.value or 0.0 for b in reversed(drawn)], orientation="horizontal", width=0.4)
+        room = max(4, self.app.size.height - ROWS_AROUND_BARS)
+        shown_note = ""
+        if len(drawn) > room:  # one row per bar at most: the fastest that fit, still in plan order
+            fastest = {b.config_id for b in sorted(drawn, key=lambda b: b.value or 0.0, reverse=True)[:room]}
+            shown_note = f"showing the {room} highest of {len(drawn)} values"
+            drawn = [b for b in drawn if b.config_id in fastest]
+        if drawn:  # each bar a line of blocks (plotext's filled bars cost ~10x more to draw): ▒ when flagged
+            algorithms = {c.id: c.algorithm for c in analysis.configs}
+            for y, bar in enumerate(reversed(drawn)):
+                short = bool(bar.mark) and bar.mark != "baseline"
+                plt.plot([0.0, bar.value or 0.0], [y, y], marker=PARTIAL_BLOCK if short else BLOCK,
+                         color=ALGORITHM_COLORS.get(algorithms.get(bar.config_id, ""), "blue"))
+            plt.yticks(list(range(len(drawn))), [_bar_label(b, metric) for b in reversed(drawn)])
+            plt.ylim(-0.5, len(drawn) - 0.5)
+            plt.xlim(0.0, max(b.value or 0.0 for b in drawn) * 1.05)
             if metric == "speedup":
                 plt.vline(1.0)
         plt.xlabel(METRICS[metric])
         where = f"{clean(panel.workload, 40)} ({self.workload_index % len(panels) + 1}/{len(panels)} workloads)"
-        marks = []
+        marks = [shown_note] if shown_note else []
         missing = [f"{b.config} {b.mark}" for b in panel.bars if not b.drawn and b.mark != "pending"]
         if missing:
-            marks.append("× no value: " + ", ".join(missing))
+            marks.append(_listing("× no value: ", missing))
         flagged = [f"{b.config} {b.mark}" for b in drawn if b.mark and b.mark != "baseline"]
         if flagged:
-            marks.append("! fewer measurements than planned: " + ", ".join(flagged))
+            marks.append(_listing("! fewer measurements than planned: ", flagged))
         pending = sum(1 for b in panel.bars if b.mark == "pending")
         if pending:
             marks.append(f"{pending} not measured yet")
@@ -149,6 +173,5 @@ class ChartScreen(Screen[None]):
         plt.xlabel("draft budget")
         title = "acceptance length vs draft budget (mean over workloads) · live"
         if not index:
-            return title + ": no algorithm with several budgets measured yet", marks and ["× no value: "
-                                                                                           + ", ".join(marks)]
-        return title, ["× no value: " + ", ".join(marks)] if marks else []
+            title += ": no algorithm with several budgets measured yet"
+        return title, [_listing("× no value: ", marks)] if marks else []
