@@ -143,3 +143,21 @@ def test_every_report_format_has_the_histogram_and_the_explanation(eagle_run: Pa
         "conditional acceptance at position k", "tokens per target forward", "step cost ×"}
     txt = render(run, "txt")
     assert "Accepted drafts per verify step" in txt
+
+
+def test_csv_carries_per_position_figures_and_compare_shows_their_change(eagle_run: Path) -> None:
+    import csv
+    import io
+
+    from specbench_tui.report.compare import compare_runs, render_compare
+
+    run = load_run(eagle_run)
+    rows = {r["config"]: r for r in csv.DictReader(io.StringIO(render(run, "csv")))}
+    cell = run.analysis.acceptance.cell(rows["eagle3-s3-d4"]["config_id"], "code")
+    assert rows["eagle3-s3-d4"]["conditional_acceptance"] == " ".join(f"{v:.4f}" for v in cell.conditional)
+    assert rows["eagle3-s3-d4"]["accept_histogram"] == " ".join(str(h) for h in cell.histogram)
+    text = render_compare(compare_runs(run, run))
+    assert "Conditional acceptance at position k (B vs A)" in text
+    section = text.split("Conditional acceptance at position k (B vs A)", 1)[1]
+    line = next(x for x in section.splitlines() if x.strip().startswith("eagle3-s5-d6"))
+    assert line.count("+0.00") == 5

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from specbench_tui.core.acceptance import AcceptanceAnalysis
 from specbench_tui.core.results import ACCEPT_FROM_SERVER, CellRow, ConfigSummary, RunAnalysis, Spread, to_json
 from specbench_tui.store import log_file_name, safe_filename
 from specbench_tui.report.acceptance_view import acceptance_json, acceptance_tables
@@ -177,13 +178,18 @@ CSV_COLUMNS = (
     "best_for_workload", "best_at_tp", "flags", "signature", "reason",
     "coverage", "items_measured", "items_expected", "n_crash", "speedup_pairs", "node", "gpu_model",
     "cache", "from_memory", "n_retracted",
+    "draft_acceptance_rate", "accepted_per_verified", "conditional_acceptance", "accept_histogram", "step_cost",
+    "length_over_cost", "limited_by",
 )
 """One row per configuration × workload; ``_min``/``_max`` are the range of per-repeat values; ``coverage`` is
 complete, partial (cut short: ``items_measured`` of ``items_expected``, ``n_crash`` requests cut by the crash),
 running, not run or none; ``speedup_pairs`` the (item, repeat) pairs the speedup is over; ``node`` where it was
 measured (``gpu-a 0,1``; empty on this machine alone) and ``gpu_model`` on which GPU model; ``cache`` the cache
 policy it was measured under (cold, warm, mixed), ``from_memory`` set for a warm n-gram cell, ``n_retracted`` the
-requests the server retracted (kept out of the latency figures)."""
+requests the server retracted (kept out of the latency figures); ``conditional_acceptance`` the conditional
+acceptance at draft positions 1, 2, … and ``accept_histogram`` the verify steps that accepted 0, 1, … drafts
+(space-separated), ``step_cost`` the step cost ×, ``length_over_cost`` acceptance length ÷ step cost × and
+``limited_by`` which of the two limits the configuration (docs/acceptance.md)."""
 
 
 def _num(value: float | int | None, digits: int = 4) -> str:
@@ -221,10 +227,21 @@ def csv_rows(run: LoadedRun) -> list[dict[str, str]]:
             (config.signature or "") if config else "", clean_text(config.reason or "") if config else "",
             row.coverage, str(row.items_measured), _num(row.expected), str(row.n_crash), str(row.paired),
             nodes.get(row.config_id, ""), clean_text(run.hardware.model(row.config_id) or "", 200),
-            row.cache or "", row.from_memory or "", str(row.n_retracted),
+            row.cache or "", row.from_memory or "", str(row.n_retracted), *_acceptance_cells(run, row),
         ]
         out.append(dict(zip(CSV_COLUMNS, cells)))
     return out
+
+
+def _acceptance_cells(run: LoadedRun, row: CellRow) -> list[str]:
+    figures = run.analysis.acceptance
+    cell = figures.cell(row.config_id, row.workload) if isinstance(figures, AcceptanceAnalysis) else None
+    if cell is None:
+        return [""] * 7
+    return [_num(cell.draft_acceptance_rate, 4), _num(cell.accepted_per_verified, 4),
+            " ".join("" if v is None else f"{v:.4f}" for v in cell.conditional),
+            " ".join(str(h) for h in cell.histogram), _num(cell.step_cost, 4), _num(cell.predicted_speedup, 4),
+            cell.limit or ""]
 
 
 def render_csv(run: LoadedRun) -> str:
