@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -182,11 +183,19 @@ def events_run(folder: Path) -> Path:
     return path
 
 
+CPU: list[float] = []
+"""CPU seconds (user + system) of each timed process, beside its wall time (a loaded box stretches the wall)."""
+
+
 def _timed(code: str, *args: str) -> float:
     """Seconds a fresh Python takes to run ``code`` (imports included), as a command would."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run([PYTHON, "-c", code, *args], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - started
+    elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return elapsed
 
 
 RUNS_CODE = "import sys; from specbench_tui.cli import main; sys.exit(main(['runs', '--runs-dir', sys.argv[1]]))"
@@ -200,6 +209,7 @@ ATTACH_CODE = ("import sys, pathlib; from specbench_tui.engine.attached import h
 
 def _median(code: str, *args: str, times: int = 3) -> tuple[float, list[float]]:
     runs = [_timed(code, *args) for _ in range(times)]
+    print(f"  CPU {', '.join(f'{t:.2f}' for t in CPU[-times:])} s; wall:", end=" ")
     return statistics.median(runs), runs
 
 

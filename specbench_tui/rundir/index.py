@@ -35,9 +35,8 @@ from typing import Any
 from specbench_tui.core.events import ConfigFinished, Event, SweepFinished, SweepStarted
 from specbench_tui.rundir.files import META_LIMIT, PLAN_JSON, RUN_DIR_MARKERS, RUN_JSON, plausible_time, read_object
 from specbench_tui.rundir.history import RunFold
-from specbench_tui.store import EVENTS, FILE_MODE, MAX_JSON_BYTES, RESULTS, SWEEP_TOML, StoreError
+from specbench_tui.store import EVENTS, FILE_MODE, INDEX_NAME, MAX_JSON_BYTES, RESULTS, SWEEP_TOML, StoreError
 
-INDEX_NAME = ".specbench-index.json"
 INDEX_VERSION = 1
 INDEX_LIMIT = 256 << 20
 """An index larger than this is not one specbench wrote (10,000 runs take about 4 MB)."""
@@ -61,7 +60,7 @@ def _identity(path: str, follow: bool = False) -> tuple[int, int, int, int]:
     return info.st_ino, info.st_size, info.st_mtime_ns, stat.S_IFMT(info.st_mode)
 
 
-def key_of(run_dir: Path, inode: int | None = None) -> Key | None:
+def key_of(run_dir: Path | str, inode: int | None = None) -> Key | None:
     """What an entry of ``run_dir`` is keyed by (the directory's inode, given when a listing already has it,
     and the identity of each of :data:`KEYED`); None when it is not a run directory (not a directory, or none
     of :data:`~specbench_tui.rundir.files.RUN_DIR_MARKERS` in it)."""
@@ -74,11 +73,20 @@ def key_of(run_dir: Path, inode: int | None = None) -> Key | None:
         if not stat.S_ISDIR(info.st_mode):
             return None
         inode = info.st_ino
-    files = [_identity(f"{base}/{name}") for name in KEYED]
-    if all(identity == _MISSING for name, identity in zip(KEYED, files) if name in RUN_DIR_MARKERS) \
-            and _identity(f"{base}/{SWEEP_TOML}") == _MISSING:
+    key = [inode]
+    marked = False
+    lstat, kind = os.lstat, stat.S_IFMT
+    for name in KEYED:
+        try:
+            info = lstat(f"{base}/{name}")
+        except OSError:
+            key.extend(_MISSING)
+            continue
+        key.extend((info.st_ino, info.st_size, info.st_mtime_ns, kind(info.st_mode)))
+        marked = marked or name in RUN_DIR_MARKERS
+    if not marked and _identity(f"{base}/{SWEEP_TOML}") == _MISSING:
         return None
-    return [inode, *(number for identity in files for number in identity)]
+    return key
 
 
 @dataclass(frozen=True)
@@ -244,10 +252,10 @@ def scan(runs_dir: Path) -> list[tuple[Path, Entry]]:
     changed = known is None
     out: list[tuple[Path, Entry]] = []
     for child in children:
-        path = Path(child.path)
-        key = key_of(path, child.inode() if not child.is_symlink() else None)
+        key = key_of(child.path, child.inode() if not child.is_symlink() else None)
         if key is None:
             continue
+        path = Path(child.path)
         raw = stored.get(child.name)
         entry = Entry.from_json(raw, key)
         if entry is None:  # new, stale or malformed: read again
