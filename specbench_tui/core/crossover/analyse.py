@@ -52,7 +52,8 @@ def analyse_load(plan_json: Mapping[str, Any], measurements: Iterable[Measuremen
     rows = _rows(plan_json, workloads, configs, cells, finished, include_retracted)
     by_key = {(r.config_id, r.workload, r.load): r for r in rows}
     by_name = {c.name: c for c in configs}
-    final = [_against_baseline(row, configs, by_name, by_key, cells, names) for row in rows]
+    by_id = {c.id: c for c in configs}
+    final = [_against_baseline(row, by_id, by_name, by_key, cells, names) for row in rows]
     final_by = {(r.config_id, r.workload, r.load): r for r in final}
     crossovers = _crossovers(configs, workloads, by_name, final_by)
     runnable = [c for c in configs if getattr(c, "in_plan", True) and c.state != "skipped"]
@@ -92,14 +93,14 @@ def _rows(plan_json: Mapping[str, Any], workloads: Sequence[LoadWorkload], confi
     return rows
 
 
-def _against_baseline(row: PointRow, configs: Sequence[Any], by_name: Mapping[str, Any],
+def _against_baseline(row: PointRow, by_id: Mapping[str, Any], by_name: Mapping[str, Any],
                       by_key: Mapping[tuple[str, str, str], PointRow], cells: Cells,
                       names: Mapping[str, LoadWorkload]) -> PointRow:
     """The row with its speedup over the matched baseline at the same workload and load point, and the noise the
     baseline adds."""
     from specbench_tui.core.cells import paired_speedup
 
-    config = next(c for c in configs if c.id == row.config_id)
+    config = by_id[row.config_id]
     base = by_name.get(config.baseline) if config.baseline else None
     if base is None or not config.speculative:
         return row

@@ -10,6 +10,7 @@ from specbench_tui.core.crossover.results import (
     ALWAYS_PAYS,
     CROSSES,
     NEVER_PAYS,
+    NOT_MONOTONIC,
     UNDETERMINED,
     Crossover,
     Evidence,
@@ -36,6 +37,12 @@ def crossover_of(config: Any, workload: str, axis: str, grid: list[str], pts: li
     loses = [v for v, s in usable if s < 1.0]
     hi = min(loses) if loses else None
     pays = [(v, s) for v, s in usable if s >= 1.0 and (hi is None or v < hi)]
+    back = [v for v, s in usable if hi is not None and v > hi and s >= 1.0]
+    if hi is not None and back:  # under 1 at hi, then back above it: no single B* (whatever the ends say)
+        under = [v for v, s in usable if s < 1.0]
+        return Crossover(status=NOT_MONOTONIC, low=max(pays)[0] if pays else None, high=hi, estimate=None,
+                         note=f"under 1 at {_span(under)}, back above 1 at {_span(back)}: more than one crossing",
+                         **base)
     if hi is not None and hi == values[0]:
         s0 = dict(usable)[hi]
         return Crossover(status=NEVER_PAYS, low=None, high=hi, estimate=None,
@@ -54,10 +61,13 @@ def crossover_of(config: Any, workload: str, axis: str, grid: list[str], pts: li
     est = log_root(lo, s_lo, hi, s_hi)
     inside = [v for v in values if lo < v < hi]
     note = f"{len(inside)} grid point(s) inside not measured or noisy" if inside else ""
-    nonmono = [v for v, s in usable if v > hi and s >= 1.0]
-    if nonmono:
-        note = (note + "; " if note else "") + f"speedup back above 1 at {nonmono[0]:g} (not monotone)"
     return Crossover(status=CROSSES, low=lo, high=hi, estimate=est, note=note, **base)
+
+
+def _span(values: list[float]) -> str:
+    """``3`` or ``3–40`` (the lowest and highest of ``values``)."""
+    low, high = min(values), max(values)
+    return f"{low:g}" if low == high else f"{low:g}–{high:g}"
 
 
 def log_root(lo: float, s_lo: float, hi: float, s_hi: float) -> float | None:

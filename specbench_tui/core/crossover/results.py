@@ -15,6 +15,11 @@ NEVER_PAYS = "never_pays"
 ALWAYS_PAYS = "always_pays"
 CROSSES = "crosses"
 UNDETERMINED = "undetermined"
+NOT_MONOTONIC = "not_monotonic"
+"""The speedup falls under 1 and comes back above it at a higher load: more than one crossing, so no single B*."""
+
+ONE_CROSSING = "assumes one crossing"
+"""What a verdict from fewer points than the grid rests on: the speedup crosses 1 at most once along the axis."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,7 @@ class Crossover:
     workload: str
     axis: str
     status: str
-    """crosses, never_pays, always_pays or undetermined."""
+    """crosses, never_pays, always_pays, not_monotonic or undetermined."""
     low: float | None
     """B* > low (None: below the first point)."""
     high: float | None
@@ -116,7 +121,7 @@ class Crossover:
             return f"≤ {self.high:g}" if self.high is not None else "–"
         if self.status == ALWAYS_PAYS:
             return f"> {self.low:g}" if self.low is not None else "–"
-        if self.status == CROSSES:
+        if self.status in (CROSSES, NOT_MONOTONIC) and self.high is not None:
             return f"({self.low:g}, {self.high:g}]" if self.low is not None else f"≤ {self.high:g}"
         return "?"
 
@@ -128,15 +133,30 @@ class Crossover:
         return self._status_text + (" [capped]" if self.capped else "")
 
     @property
+    def assumed(self) -> str:
+        """``assumes one crossing: 3 of 12 points measured`` when the verdict rests on fewer points than the grid
+        (the adaptive search), else ""."""
+        if self.status == NOT_MONOTONIC or self.measured >= self.grid:
+            return ""
+        return f"{ONE_CROSSING}: {self.measured} of {self.grid} points measured"
+
+    @property
     def _status_text(self) -> str:
         if self.status == NEVER_PAYS:
-            return f"never pays (under 1 at {self.high:g})" if self.high is not None else "never pays"
+            return self._with_assumption("never pays", f"under 1 at {self.high:g}" if self.high is not None else "")
         if self.status == ALWAYS_PAYS:
-            return f"pays at every point (> {self.low:g})" if self.low is not None else "pays at every point"
+            every = "pays at every measured point" if self.assumed else "pays at every point"
+            return self._with_assumption(every, f"> {self.low:g}" if self.low is not None else "")
+        if self.status == NOT_MONOTONIC:
+            return f"not monotonic ({self.note})" if self.note else "not monotonic"
         if self.status == CROSSES:
             est = f"  ≈{self.estimate:.3g}" if self.estimate is not None else ""
             return f"{self.interval_text}{est}"
         return f"undetermined ({self.note})" if self.note else "undetermined"
+
+    def _with_assumption(self, verdict: str, where: str) -> str:
+        inside = "; ".join(part for part in (where, self.assumed) if part)
+        return f"{verdict} ({inside})" if inside else verdict
 
     @property
     def capped_text(self) -> str:

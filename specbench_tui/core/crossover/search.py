@@ -48,19 +48,29 @@ def _solve3(a: list[list[float]], b: list[float]) -> tuple[float, float, float] 
 
 
 def _probes(values: list[float], usable: dict[float, float], measured: set[float]) -> tuple[list[float], str]:
-    """Load values to measure next on one axis for one configuration, and why (empty: the search is done)."""
+    """Load values to measure next on one axis for one configuration, and why (empty: the search is done).
+
+    The bisection assumes one crossing (the speedup falls under 1 at most once along the axis); the search
+    checks that assumption where it can: ends that agree (both pay, or both lose) get their geometric middle
+    measured before a verdict, and points that disagree with it (a point under 1 below one that pays) have the
+    whole gap between them measured, for a "not monotonic" verdict from the points themselves."""
     ends = [values[0], values[-1]]
     missing = [v for v in ends if v not in measured]
     if missing:
         return missing, "the ends of the load axis"
+    dip = _dip_gap(values, usable, measured)
+    if dip is not None:
+        return dip
     loses = [v for v, s in usable.items() if s < 1.0]
     hi = min(loses) if loses else None
-    if hi is not None and hi == values[0]:
-        return [], "dominated: under 1 at the lowest load"
     pays = [v for v, s in usable.items() if s >= 1.0 and (hi is None or v < hi)]
     lo = max(pays) if pays else None
-    if hi is None and lo == values[-1]:
-        return [], "pays at the highest load"
+    agree = (hi is not None and hi == values[0]) or (hi is None and lo == values[-1])
+    if agree:
+        middle = _middle_check(values, measured)
+        if middle is not None:
+            return [middle], "the middle of the axis: checks the one crossing assumed, as both ends agree"
+        return [], ("dominated: under 1 at the lowest load" if hi == values[0] else "pays at the highest load")
     low_v = lo if lo is not None else -math.inf
     high_v = hi if hi is not None else math.inf
     candidates = [v for v in values if low_v < v < high_v and v not in measured]
@@ -82,7 +92,35 @@ def _probes(values: list[float], usable: dict[float, float], measured: set[float
     if guess is None:
         guess = math.sqrt(max(candidates[0], 1e-9) * candidates[-1])
     best = min(candidates, key=lambda v: abs(math.log(v) - math.log(max(guess, 1e-9))))
-    return [best], f"nearest the interpolated root {guess:.3g}"
+    return [best], f"nearest the interpolated root {guess:.3g} (assumes one crossing)"
+
+
+def _dip_gap(values: list[float], usable: dict[float, float],
+             measured: set[float]) -> tuple[list[float], str] | None:
+    """When a point under 1 lies below a point that pays (the speedup dips and comes back: more than one
+    crossing), every grid point not yet measured between the last paying point below the dip and the highest
+    paying point above it, and why; None when the points measured agree with one crossing."""
+    loses = [v for v, s in usable.items() if s < 1.0]
+    if not loses:
+        return None
+    back = [v for v, s in usable.items() if s >= 1.0 and v > min(loses)]
+    if not back:
+        return None
+    below = [v for v, s in usable.items() if s >= 1.0 and v < min(loses)]
+    start, stop = (max(below) if below else values[0]), max(back)
+    gap = [v for v in values if start < v < stop and v not in measured]
+    return gap, (f"not monotonic: under 1 at {min(loses):g}, above 1 again at {max(back):g}; measuring the gap"
+                 if gap else "not monotonic: the gap is measured")
+
+
+def _middle_check(values: list[float], measured: set[float]) -> float | None:
+    """The grid point nearest the geometric middle of the axis, when no point inside the axis is measured yet
+    (None: one is, or the axis has no inside)."""
+    inside = values[1:-1]
+    if not inside or any(v in measured for v in inside):
+        return None
+    middle = math.sqrt(max(values[0], 1e-9) * values[-1])
+    return min(inside, key=lambda v: abs(math.log(max(v, 1e-9)) - math.log(middle)))
 
 
 @dataclass(frozen=True)
