@@ -24,6 +24,7 @@ Pure functions, no I/O; the report tables are :mod:`specbench_tui.report.accepta
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections import defaultdict
@@ -180,6 +181,9 @@ class CellAcceptance:
     """Acceptance length ÷ step cost ×."""
     limit: str | None = None
     """``acceptance`` or ``step cost``: which of the two loses more of the ideal (draft width at cost 1)."""
+    server_conditional: tuple[float | None, ...] = ()
+    """Conditional acceptance by position from the server's per-position counters over the workload (vLLM,
+    llama.cpp), when it exports them."""
 
     @property
     def agree(self) -> bool:
@@ -195,7 +199,8 @@ class CellAcceptance:
                 "draft_acceptance_rate": self.draft_acceptance_rate,
                 "accepted_per_verified": self.accepted_per_verified, "tokens_per_chunk": self.tokens_per_chunk,
                 "step_ms": self.step_ms, "step_cost": self.step_cost, "predicted_speedup": self.predicted_speedup,
-                "limit": self.limit, "client_server_agree": self.agree}
+                "limit": self.limit, "client_server_agree": self.agree,
+                "server_conditional_acceptance": list(self.server_conditional)}
 
 
 def _ok(ms: Iterable[Measurement]) -> list[Measurement]:
@@ -337,9 +342,22 @@ class AcceptanceAnalysis:
                 "categories": [m.to_json() for m in self.categories]}
 
 
+def server_positions(log: Mapping[str, Any]) -> tuple[tuple[int, ...], int] | None:
+    """(accepted per draft position, drafts) from a workload's server counter figures
+    (``WorkloadFinished.server_log``), None when the server exported no per-position counter."""
+    positions, drafts = log.get("accepted_per_position"), log.get("drafts")
+    if (isinstance(positions, list) and positions and isinstance(drafts, int) and not isinstance(drafts, bool)
+            and drafts > 0 and all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in positions)):
+        return tuple(positions), drafts
+    return None
+
+
 def analyse_acceptance(configs: Sequence[tuple[str, str, str | None]], workloads: Sequence[str],
-                       ms: Sequence[Measurement]) -> AcceptanceAnalysis:
-    """Every sequential cell's figures (``configs``: (id, name, baseline id or None), plan order)."""
+                       ms: Sequence[Measurement],
+                       server: Mapping[tuple[str, str], tuple[tuple[int, ...], int]] | None = None
+                       ) -> AcceptanceAnalysis:
+    """Every sequential cell's figures (``configs``: (id, name, baseline id or None), plan order); ``server``:
+    per (config id, workload) the server's per-position counts (:func:`server_positions`)."""
     by_cell: dict[tuple[str, str], list[Measurement]] = defaultdict(list)
     for m in ms:
         by_cell[(m.config_id, m.workload)].append(m)
@@ -350,7 +368,11 @@ def analyse_acceptance(configs: Sequence[tuple[str, str, str | None]], workloads
             if not mine:
                 continue
             base = by_cell.get((baseline, workload), []) if baseline and baseline != config_id else None
-            cells.append(cell_acceptance(config_id, workload, mine, base if base is not None else ()))
+            cell = cell_acceptance(config_id, workload, mine, base if base is not None else ())
+            counted = (server or {}).get((config_id, workload))
+            if counted is not None:
+                cell = dataclasses.replace(cell, server_conditional=conditional_from_positions(*counted))
+            cells.append(cell)
     matrices = [m for m in (category_matrix(w, configs, ms) for w in workloads) if m is not None]
     return AcceptanceAnalysis(tuple(cells), tuple(matrices))
 

@@ -71,7 +71,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specbench_tui.core.acceptance import analyse_acceptance
+from specbench_tui.core.acceptance import analyse_acceptance, server_positions
 from specbench_tui.core.cells import acceptance, best_cells, cell_row, spread_of
 from specbench_tui.core.engines.base import EngineProfile, declared_speculation
 from specbench_tui.core.engines.registry import get_profile
@@ -178,7 +178,8 @@ def analyse(plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurem
     ids = {c.name: c.id for c in configs}
     acceptance_figures = analyse_acceptance(
         [(c.id, c.name, ids.get(c.baseline) if c.baseline else None) for c in configs],
-        [w.name for w in workloads], cell_ms)
+        [w.name for w in workloads], cell_ms,
+        {(i, w): p for i, f in folds.items() for w, p in f.log_positions.items()})
     return _replace_analysis(analysis, totals=tuple(_totals(analysis, c, by_config.get(c.id, [])) for c in configs),
                              load=load, acceptance=acceptance_figures)
 
@@ -257,6 +258,8 @@ class _Fold:
     crash: CrashDetected | None = None
     not_run: dict[str, str] = field(default_factory=dict)
     log_accept: dict[str, float] = field(default_factory=dict)
+    log_positions: dict[str, tuple[tuple[int, ...], int]] = field(default_factory=dict)
+    """workload → (accepted tokens per draft position, drafts) from the server's counters (vLLM, llama.cpp)."""
     expected: dict[str, int] = field(default_factory=dict)
     current_workload: str | None = None
     startup_s: float | None = None
@@ -299,6 +302,9 @@ def _fold_events(events: list[Event]) -> dict[str, _Fold]:
             value = log.get("accept_length") if isinstance(log, dict) else None
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                 fold.log_accept[event.workload] = float(value)
+            positions = server_positions(log) if isinstance(log, dict) else None
+            if positions is not None:
+                fold.log_positions[event.workload] = positions
     return folds
 
 

@@ -169,6 +169,36 @@ class SpecCounterNames:
     drafts: str
     """Verification steps that had a draft."""
     predicted_tokens: str | None = None
+    accepted_per_position: str | None = None
+    """Accepted tokens per draft position, labelled ``position="0"``, ``"1"``, … (vLLM's and llama.cpp's
+    ``..._spec_decode_num_accepted_tokens_per_pos_total``): conditional acceptance per position
+    (:func:`specbench_tui.core.acceptance.conditional_from_positions`)."""
+
+
+_POSITION = re.compile(r'[{,]position="(\d+)"')
+
+
+def _per_position(samples: dict[str, float], name: str) -> dict[int, float]:
+    """Per ``position`` label, the sum of ``name``'s samples over its other labels."""
+    out: dict[int, float] = {}
+    for key, value in samples.items():
+        if key.startswith(name + "{"):
+            match = _POSITION.search(key)
+            if match:
+                out[int(match.group(1))] = out.get(int(match.group(1)), 0.0) + value
+    return out
+
+
+def position_deltas(before: dict[str, float], after: dict[str, float], name: str | None) -> list[int] | None:
+    """Δ accepted tokens per draft position (position 0 first) over a window; None without the counter, with a
+    gap in the positions, or when one went backwards."""
+    if name is None:
+        return None
+    a, b = _per_position(before, name), _per_position(after, name)
+    if not b or sorted(b) != list(range(len(b))):
+        return None
+    deltas = [b[k] - a.get(k, 0.0) for k in range(len(b))]
+    return [int(d) for d in deltas] if all(d >= 0 for d in deltas) else None
 
 
 def _counter(samples: dict[str, float], name: str | None) -> float | None:
@@ -181,7 +211,7 @@ def _counter(samples: dict[str, float], name: str | None) -> float | None:
 
 
 def spec_counter_figures(before: dict[str, float], after: dict[str, float],
-                         names: SpecCounterNames) -> dict[str, float | int | str | None] | None:
+                         names: SpecCounterNames) -> dict[str, float | int | str | list[int] | None] | None:
     """Acceptance from the counters' difference over a window: ``accept_length`` = 1 + Δaccepted ÷ Δdrafts
     (1.0 when tokens were generated and nothing was drafted, including a server that has no draft counters at
     all but counts its generated tokens), ``accept_rate`` = Δaccepted ÷ Δdraft tokens. None when the counters
@@ -207,6 +237,11 @@ def spec_counter_figures(before: dict[str, float], after: dict[str, float],
         length: float | None = 1.0 + accepted / drafts
     else:
         length = 1.0 if predicted is None or predicted > 0 else None
-    return {"source": "metrics", "accept_length": length, "accept_rate": accepted / drafted if drafted else None,
-            "drafts": int(drafts), "draft_tokens": int(drafted), "accepted_tokens": int(accepted),
-            "predicted_tokens": int(predicted) if predicted is not None else None}
+    out: dict[str, float | int | str | list[int] | None] = {
+        "source": "metrics", "accept_length": length, "accept_rate": accepted / drafted if drafted else None,
+        "drafts": int(drafts), "draft_tokens": int(drafted), "accepted_tokens": int(accepted),
+        "predicted_tokens": int(predicted) if predicted is not None else None}
+    positions = position_deltas(before, after, names.accepted_per_position)
+    if positions is not None and drafts > 0:
+        out["accepted_per_position"] = positions
+    return out

@@ -51,6 +51,16 @@ def _server_length(cell: CellAcceptance) -> str:
     return text if cell.agree else f"{text} (differs)"
 
 
+def _positions(cell: CellAcceptance) -> list[str]:
+    """The sparkline and values of conditional acceptance by position: the histogram's, else the server
+    counters' (marked ``(server)``)."""
+    if cell.conditional:
+        return [sparkline(cell.conditional), fmt_positions(cell.conditional)]
+    if cell.server_conditional:
+        return [sparkline(cell.server_conditional), fmt_positions(cell.server_conditional) + " (server)"]
+    return [DASH, DASH]
+
+
 def acceptance_table(analysis: RunAnalysis, workload: str) -> Table | None:
     """Per speculative configuration on one workload: the named figures, per-position acceptance and the cost."""
     figures = _figures(analysis)
@@ -70,7 +80,7 @@ def acceptance_table(analysis: RunAnalysis, workload: str) -> Table | None:
         table.rows.append([
             _name(analysis, cell.config_id), fmt_num(cell.acceptance_length, 2), _server_length(cell),
             fmt_num(cell.draft_acceptance_rate, 3), fmt_num(cell.accepted_per_verified, 2),
-            sparkline(cell.conditional) or DASH, fmt_positions(cell.conditional) or DASH,
+            *_positions(cell),
             fmt_num(cell.step_cost, 2), fmt_num(cell.predicted_speedup, 2), fmt_num(measured, 2),
             cell.limit or DASH])
     table.notes.append(EXPLAIN)

@@ -139,6 +139,7 @@ LLAMACPP_SPEC_COUNTERS = SpecCounterNames(
     accepted_tokens="llamacpp:spec_decode_num_accepted_tokens_total",
     drafts="llamacpp:spec_decode_num_drafts_total",
     predicted_tokens="llamacpp:tokens_predicted_total",
+    accepted_per_position="llamacpp:spec_decode_num_accepted_tokens_per_pos_total",
 )
 
 # ------------------------------------------------------------------------------------------------ crashes

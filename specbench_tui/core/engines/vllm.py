@@ -84,6 +84,7 @@ VLLM_SPEC_COUNTERS = SpecCounterNames(
     accepted_tokens="vllm:spec_decode_num_accepted_tokens_total",
     drafts="vllm:spec_decode_num_drafts_total",
     predicted_tokens="vllm:generation_tokens_total",
+    accepted_per_position="vllm:spec_decode_num_accepted_tokens_per_pos_total",
 )
 """vLLM's speculative-decoding counters (labelled ``{engine="0",model_name=...}``; summed over labels)."""
 
