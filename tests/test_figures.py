@@ -179,3 +179,23 @@ def test_the_cli_and_the_text_report_do_not_import_matplotlib() -> None:
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_conditional_acceptance_by_position_is_drawn_per_configuration() -> None:
+    from dataclasses import replace
+
+    from specbench_tui.core.acceptance import AcceptanceAnalysis, CellAcceptance
+
+    analysis = load_run(RUN_A).analysis
+    ids = {c.name: c.id for c in analysis.configs}
+    cells = (CellAcceptance(ids["ddtree-b16-tp1"], "code", histogram=(1, 2, 3), conditional=(0.9, 0.7, None)),
+             CellAcceptance(ids["dflash-b16-tp1"], "code", histogram=(1, 2), conditional=(0.8, 0.5)))
+    with_positions = replace(analysis, acceptance=AcceptanceAnalysis(cells))
+    assert "acceptance-by-position" not in [s.name for s in figure_specs(analysis)]  # no histogram: no figure
+    spec = next(s for s in figure_specs(with_positions) if s.name == "acceptance-by-position")
+    fig = _drawn(spec)
+    ax = fig.axes[0]
+    lines = {ln.get_label(): list(ln.get_ydata()) for ln in ax.get_lines()}
+    assert lines["ddtree-b16-tp1"][:2] == [0.9, 0.7] and math.isnan(lines["ddtree-b16-tp1"][2])
+    assert lines["dflash-b16-tp1"] == [0.8, 0.5]
+    assert "ddtree-b8-tp1: crashed" in fig.get_supxlabel().replace("\n", " ")

@@ -254,3 +254,24 @@ def cell_pareto(analysis: RunAnalysis, workload: str) -> tuple[list[ParetoPoint]
         elif config.in_plan:
             absent.append(f"{config.name}: {_missing_mark(row, config)}")
     return pareto_flags(points, maximise_y=False), absent
+
+
+def position_lines(analysis: RunAnalysis, workload: str) -> tuple[list[Line], list[str]]:
+    """Conditional acceptance at draft position k (P(k accepted | 1..k−1 accepted)) per configuration on
+    ``workload``, from the acceptance analysis (``RunAnalysis.acceptance``); and the speculative configurations
+    without one, with why."""
+    acceptance = analysis.acceptance
+    lines: list[Line] = []
+    absent: list[str] = []
+    for config in analysis.configs:
+        if not config.speculative or not config.in_plan:
+            continue
+        cell = acceptance.cell(config.id, workload) if acceptance is not None else None
+        values = tuple(cell.conditional) if cell is not None else ()
+        if any(v is not None for v in values):
+            points = tuple((float(k), v) for k, v in enumerate(values, start=1))
+            lines.append(Line(config.name, points))
+        else:
+            why = _missing_mark(analysis.row(config.id, workload), config)
+            absent.append(f"{config.name}: {why if why != MARK_NO_VALUE else 'no histogram'}")
+    return lines, absent

@@ -40,6 +40,7 @@ from specbench_tui.report.figdata import (
     budgeted_algorithms,
     cell_pareto,
     pareto_flags,
+    position_lines,
     tp_lines,
 )
 
@@ -301,6 +302,39 @@ def cell_pareto_figure(analysis: RunAnalysis) -> FigureSpec | None:
     return FigureSpec("pareto-ttft-vs-tps", title, caption, (10.5, 0.9 + 3.3 * rows), draw)
 
 
+def position_figure(analysis: RunAnalysis) -> FigureSpec | None:
+    load_names = {w.name for w in analysis.load.workloads} if analysis.load is not None else set()
+    data = {w.name: position_lines(analysis, w.name) for w in analysis.workloads if w.name not in load_names}
+    workloads = [w for w, (lines, _) in data.items() if lines]
+    if not workloads:
+        return None
+    cols = min(len(workloads), 2)
+    rows = math.ceil(len(workloads) / cols)
+    absent = list(dict.fromkeys(a for w in workloads for a in data[w][1]))
+
+    def draw(fig: Figure) -> None:
+        axes = fig.subplots(rows, cols, squeeze=False).flatten()
+        for ax, workload in zip(axes, workloads):
+            lines = data[workload][0]
+            _lines(ax, lines)
+            ax.set_xticks(sorted({x for line in lines for x, _ in line.points}))
+            ax.set_ylim(0, 1.05)
+            ax.set_title(workload)
+            ax.set_xlabel("draft position k")
+            ax.set_ylabel("P(k accepted | 1..k-1 accepted)")
+        for ax in axes[len(workloads):]:
+            ax.set_visible(False)
+        axes[cols - 1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        if absent:
+            fig.supxlabel(textwrap.fill("× not shown: " + "; ".join(absent), 150), fontsize=7, color=MISSING_COLOR)
+
+    title = "Conditional acceptance by draft position"
+    caption = (f"{title}: per speculative configuration and workload, the chance that draft k is accepted when "
+               "drafts 1..k-1 were, from the server's histogram of accepted drafts per verify step. "
+               "Configurations without a histogram are named under the panels.")
+    return FigureSpec("acceptance-by-position", title, caption, (10.5, 0.9 + 3.3 * rows), draw)
+
+
 # ---------------------------------------------------------------------------------------------- load
 
 AXIS_LABELS = {AXIS_CONCURRENCY: "concurrency (requests in flight)", AXIS_RATE: "request rate (req/s)"}
@@ -421,7 +455,7 @@ def load_pareto(load: LoadAnalysis, workload: str) -> FigureSpec | None:
 def figure_specs(analysis: RunAnalysis) -> list[FigureSpec]:
     """Every figure the run has data for, in the order the report shows them (no drawing yet)."""
     specs = [bar_figure(analysis), budget_figure(analysis, "speedup"), budget_figure(analysis, "accept_length"),
-             tp_figure(analysis), cell_pareto_figure(analysis), *load_figures(analysis)]
+             position_figure(analysis), tp_figure(analysis), cell_pareto_figure(analysis), *load_figures(analysis)]
     out: list[FigureSpec] = []
     seen: set[str] = set()
     for spec in specs:
