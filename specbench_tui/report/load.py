@@ -16,7 +16,7 @@ from specbench_tui.core.ledger import Ledger, Progress
 from specbench_tui.core.nodes import RunHardware, run_hardware
 from specbench_tui.rundir import (ENV_JSON, EVENTS, PLAN_JSON, RESULTS, RUN_DIR_MARKERS, engine_owns, has_file,
                                   read_object)
-from specbench_tui.store import ReadReport, RunDir, StoreError
+from specbench_tui.store import MAX_JSON_BYTES, ReadReport, RunDir, StoreError
 
 __all__ = ["RUN_DIR_MARKERS", "LoadedRun", "NotARunDir", "engine_owns", "load_run"]
 
@@ -45,8 +45,8 @@ class LoadedRun:
 
 
 def _read_json(path: Path, name: str, warnings: list[str], required_for: str | None) -> dict[str, Any] | None:
-    try:
-        data = read_object(path, name)
+    try:  # plan.json and env.json grow with the configurations (10,000 of them: about 9 MB): the store's limit
+        data = read_object(path, name, MAX_JSON_BYTES)
     except StoreError as exc:
         warnings.append(f"{exc}; ignored")
         return None

@@ -49,9 +49,9 @@ def points_table(load: LoadAnalysis, workload: str) -> Table:
     headers.append("marks")
     table = Table(f"{workload} under load (median ± MAD over repeats; speedup vs the matched baseline at the same "
                   "point)", headers, align="llrrrrrrrrr" + ("rr" if slo else "") + "l")
-    for row in sorted(load.points, key=lambda p: (p.workload, _order(load, p.config_id), p.axis, p.value)):
-        if row.workload != workload:
-            continue
+    order = _config_order(load)
+    for row in sorted((p for p in load.points if p.workload == workload),
+                      key=lambda p: (order[p.config_id], p.axis, p.value)):
         cells = [row.config, row.load, f"{row.n_ok}/{row.n_error + row.n_zero_output}", _stat(row.output_tps, 0),
                  _stat(row.per_user_tps, 1), _stat(row.request_tps, 2),
                  f"{_ms(row.ttft_s.p50 if row.ttft_s else None)}/{_ms(row.ttft_s.p99 if row.ttft_s else None)}",
@@ -89,9 +89,21 @@ def point_marks(row: PointRow) -> str:
     return "; ".join(marks) if marks else "-"
 
 
-def _order(load: LoadAnalysis, config_id: str) -> int:
-    ids = list(dict.fromkeys(p.config_id for p in load.points))
-    return ids.index(config_id) if config_id in ids else len(ids)
+def _config_order(load: LoadAnalysis) -> dict[str, int]:
+    """Each configuration's place: the order its first point comes in (one pass, not one per row)."""
+    order: dict[str, int] = {}
+    for p in load.points:
+        order.setdefault(p.config_id, len(order))
+    return order
+
+
+def _by_config(load: LoadAnalysis, workload: str) -> dict[str, list[PointRow]]:
+    """The workload's points per configuration, configurations in the order of their first point."""
+    out: dict[str, list[PointRow]] = {}
+    for p in load.points:
+        if p.workload == workload:
+            out.setdefault(p.config_id, []).append(p)
+    return out
 
 
 def crossover_table(load: LoadAnalysis, workload: str) -> Table:
@@ -133,9 +145,8 @@ def schedule_table(load: LoadAnalysis, workload: str) -> Table:
 
 def speedup_series(load: LoadAnalysis, workload: str, axis: str = AXIS_CONCURRENCY) -> list[ChartSeries]:
     out = []
-    for config_id in dict.fromkeys(p.config_id for p in load.points):
-        pts = [p for p in load.points if p.config_id == config_id and p.workload == workload and p.axis == axis
-               and p.speedup is not None]
+    for points in _by_config(load, workload).values():
+        pts = [p for p in points if p.axis == axis and p.speedup is not None]
         if pts:
             out.append(ChartSeries(pts[0].config, tuple(sorted((p.value, p.speedup.median if p.speedup and not p.noisy
                                                                 else None) for p in pts))))
@@ -145,9 +156,8 @@ def speedup_series(load: LoadAnalysis, workload: str, axis: str = AXIS_CONCURREN
 def pareto_series(load: LoadAnalysis, workload: str) -> list[tuple[str, list[tuple[float, float, str]]]]:
     """Per configuration: (total output tok/s, per-user tok/s, load label) at each measured point."""
     out = []
-    for config_id in dict.fromkeys(p.config_id for p in load.points):
-        pts = sorted((p for p in load.points if p.config_id == config_id and p.workload == workload
-                      and p.output_tps is not None and p.per_user_tps is not None),
+    for points in _by_config(load, workload).values():
+        pts = sorted((p for p in points if p.output_tps is not None and p.per_user_tps is not None),
                      key=lambda p: (p.axis, p.value))
         if pts:  # the filter above keeps only points with both figures; mypy does not narrow through it
             out.append((pts[0].config, [(p.output_tps.median, p.per_user_tps.median, p.load)  # type: ignore[union-attr]
@@ -156,10 +166,26 @@ def pareto_series(load: LoadAnalysis, workload: str) -> list[tuple[str, list[tup
 
 
 def pareto_front(series: Sequence[tuple[str, Sequence[tuple[float, float, str]]]]) -> list[tuple[str, str]]:
-    """(configuration, load) of the points no other point beats on both total and per-user tok/s."""
+    """(configuration, load) of the points no other point beats on both total and per-user tok/s (at least as
+    good on both, better on one), in the order given. One sort and one pass (n log n): by total tok/s
+    descending, a point is on the front when its per-user tok/s is the best of its equal-total group and beats
+    every point of a larger total."""
     pts = [(x, y, name, label) for name, ps in series for x, y, label in ps]
-    return [(name, label) for x, y, name, label in pts
-            if not any(x2 >= x and y2 >= y and (x2 > x or y2 > y) for x2, y2, _, _ in pts)]
+    ranked = sorted(range(len(pts)), key=lambda i: (-pts[i][0], -pts[i][1]))
+    front: set[int] = set()
+    best_above = -math.inf  # the best per-user tok/s among the points of a strictly larger total
+    start = 0
+    while start < len(ranked):
+        end = start
+        x = pts[ranked[start]][0]
+        while end < len(ranked) and pts[ranked[end]][0] == x:
+            end += 1
+        top = pts[ranked[start]][1]  # the group's best (sorted by y descending within a total)
+        if top > best_above:
+            front.update(i for i in ranked[start:end] if pts[i][1] == top)
+        best_above = max(best_above, top)
+        start = end
+    return [(name, label) for i, (_, _, name, label) in enumerate(pts) if i in front]
 
 
 def render_scatter(series: Sequence[tuple[str, Sequence[tuple[float, float, str]]]], width: int = 72,
