@@ -680,13 +680,6 @@ CHECKS = [check_ready_line, check_batch_lines, check_scheduler_prefixes, check_m
           check_adaptive_lines, check_flush_clears_caches]
 
 KNOWN_GAPS: dict[Any, str] = {
-    # TODO(issue 26): core/engines/sglang.py _served_reserved_tokens ignores /server_info's speculative_adaptive.
-    check_adaptive_reservation: "SGLANG.reserved_tokens(info) of an adaptive EAGLE3 server says 4 (its resolved "
-                                "draft tokens); SGLang reserves max(candidate_steps) + 1 = 8",
-    # TODO(issue 26): core/engines/sglang.py graph_ceiling reads cuda_graph_max_bs_decode only.
-    check_graph_ceiling_product: "SGLANG.graph_ceiling(info) reads cuda_graph_max_bs_decode, which SGLang leaves "
-                                 "null unless passed; SGLang serves internal_states[].decode_cuda_graph_bs (what "
-                                 "was captured) and cuda_graph_config.decode.max_bs",
 }
 """Checks the product does not pass yet, each with what is missing (strict: a fix makes the mark fail)."""
 

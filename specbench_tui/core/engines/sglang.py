@@ -311,8 +311,15 @@ def reserved_speculative_tokens(algorithm: str | None, *, topk: int | None = Non
 
 
 def _served_reserved_tokens(info: Mapping[str, Any]) -> int:
-    """The resolved speculative arguments of ``/server_info`` through SGLang's rule."""
+    """The resolved speculative arguments of ``/server_info`` through SGLang's rule. An adaptive server
+    (``speculative_adaptive``) sizes its drafts for the largest candidate step, whatever its resolved
+    ``speculative_num_draft_tokens`` says (``resolve_max_speculative_num_draft_tokens``: ``max(candidate_steps)
+    + 1``; topk is 1)."""
     algorithm = info.get("speculative_algorithm")
+    if info.get("speculative_adaptive") is True:
+        return reserved_speculative_tokens(
+            algorithm if isinstance(algorithm, str) else None, topk=positive(info.get("speculative_eagle_topk")) or 1,
+            steps=ADAPTIVE_MAX_STEPS, draft_tokens=ADAPTIVE_MAX_STEPS + 1)
     return reserved_speculative_tokens(
         algorithm if isinstance(algorithm, str) else None, topk=positive(info.get("speculative_eagle_topk")),
         steps=positive(info.get("speculative_num_steps")),
@@ -477,13 +484,29 @@ def planned_running_cap(argv: Sequence[str]) -> int | None:
 
 
 def graph_ceiling(info: Mapping[str, Any]) -> int | None:
-    """The largest decode batch captured as a CUDA graph (``cuda_graph_max_bs_decode``, else
-    ``cuda_graph_max_bs``), when ``/server_info`` says."""
-    for key in ("cuda_graph_max_bs_decode", "cuda_graph_max_bs"):
-        value = positive(info.get(key))
-        if value is not None:
-            return value
-    return None
+    """The largest decode batch captured as a CUDA graph, when ``/server_info`` says: the flag's own
+    ``cuda_graph_max_bs_decode`` (null unless passed), else the largest of the batch sizes each scheduler state
+    captured (``internal_states[].decode_cuda_graph_bs``), else the resolved ``cuda_graph_config.decode.max_bs``,
+    else the older ``cuda_graph_max_bs``."""
+    value = positive(info.get("cuda_graph_max_bs_decode"))
+    if value is not None:
+        return value
+    captured = _captured_decode_bs(info.get("internal_states"))
+    if captured:
+        return max(captured)
+    config = info.get("cuda_graph_config")
+    decode = config.get("decode") if isinstance(config, dict) else None
+    value = positive(decode.get("max_bs")) if isinstance(decode, dict) else None
+    return value if value is not None else positive(info.get("cuda_graph_max_bs"))
+
+
+def _captured_decode_bs(states: Any) -> list[int]:
+    """Every decode batch size the scheduler states say they captured as CUDA graphs."""
+    out: list[int] = []
+    for state in states if isinstance(states, list) else []:
+        sizes = state.get("decode_cuda_graph_bs") if isinstance(state, dict) else None
+        out.extend(bs for bs in map(positive, sizes if isinstance(sizes, list) else []) if bs is not None)
+    return out
 
 
 CACHE_FLUSH_NOTE = ("POST /flush_cache empties the radix prefix cache, the KV pools and the n-gram drafter's corpus "
