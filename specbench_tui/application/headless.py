@@ -30,6 +30,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, ClassVar, TextIO
 
+from specbench_tui.core.acceptance import client_definition
 from specbench_tui.core.engines import simulator
 from specbench_tui.core.events import (
     ConfigFinished,
@@ -206,15 +207,15 @@ class Printer:
         if ttft is not None:
             parts.append(f"TTFT {ttft * 1000:.0f} ms")
         if accept is not None:
-            parts.append(f"accept {accept:.2f}")
+            parts.append(f"{client_definition(self.plan.sweep.engine.profile).name} {accept:.2f}")
         if log.get("lines"):
             server = f"server log: {log['gen_throughput']:.1f} tok/s" if log.get("gen_throughput") else "server log:"
             if log.get("accept_length") is not None:
-                server += f", accept {log['accept_length']:.2f}"
+                server += f", acceptance length {log['accept_length']:.2f}"
             parts.append(server)
         elif log.get("source") == "metrics" and log.get("accept_length") is not None:
             drafted = log.get("draft_tokens") or 0
-            parts.append(f"server counters: accept {log['accept_length']:.2f}, "
+            parts.append(f"server counters: acceptance length {log['accept_length']:.2f} per drafting step, "
                          + (f"{log.get('accepted_tokens', 0)} of {drafted} drafted tokens accepted" if drafted
                             else "nothing drafted"))
         if event.errors:

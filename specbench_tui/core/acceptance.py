@@ -13,9 +13,10 @@ Every view names the figure it shows by one of these definitions (never a bare "
   ``c_k = Σ_{j≥k} h[j] ÷ Σ_{j≥k−1} h[j]``; from vLLM's per-position counters ``a_k`` (accepted at position k,
   0-based on the wire) over ``d`` drafts: ``c_1 = a_0 ÷ d``, ``c_k = a_{k−1} ÷ a_{k−2}``. It does not scale with the
   number of drafted tokens: a drafter that stops paying shows where.
-- **tokens per target forward**: completion tokens ÷ target forward passes (llama.cpp's and vLLM's mean
-  acceptance length over drafting steps is 1 + accepted ÷ drafting steps; a client without counters sees
-  completion tokens ÷ stream chunks, which equals it only with one chunk per forward).
+- **tokens per target forward**: completion tokens ÷ target forward passes, every forward counted, drafting or
+  not: on llama.cpp and vLLM the client's completion ÷ (completion − accepted). Their servers' "mean
+  acceptance length" (llama.cpp's ``mean len``, vLLM's ``Mean acceptance length``) is 1 + accepted ÷ drafting
+  steps: an acceptance length over the steps that drafted, so it reads higher (2.49 beside 1.11 on llama.cpp).
 - **step cost ×**: the mean verify-step time of a configuration ÷ its baseline's step time at the same load
   (each from the inter-token latency × tokens per step), so **speedup ≈ acceptance length ÷ step cost ×**.
 
@@ -71,17 +72,26 @@ SERVER_FIGURES: dict[str, tuple[tuple[str, Definition], ...]] = {
     ),
     "llamacpp": (  # tools/server: slot print_timing 'draft acceptance = r (a accepted / g generated), mean len = m'
         ("log 'draft acceptance'", DRAFT_ACCEPTANCE_RATE),
-        ("log 'mean len'", TOKENS_PER_TARGET_FORWARD),
+        ("log 'mean len'", ACCEPTANCE_LENGTH),  # 1 + accepted / drafting steps: per verify step with a draft
+        ("client: completion / (completion - accepted)", TOKENS_PER_TARGET_FORWARD),
         ("timings.draft_n_accepted / draft_n", DRAFT_ACCEPTANCE_RATE),
         ("llamacpp:spec_decode_num_accepted_tokens_per_pos_total", CONDITIONAL_ACCEPTANCE),
     ),
     "vllm": (  # v1/spec_decode/metrics.py: SpecDecoding metrics line and the vllm:spec_decode_* counters
-        ("log 'Mean acceptance length'", TOKENS_PER_TARGET_FORWARD),
+        ("log 'Mean acceptance length'", ACCEPTANCE_LENGTH),  # 1 + accepted / num_drafts (steps that drafted)
+        ("client: completion / (completion - accepted)", TOKENS_PER_TARGET_FORWARD),
         ("log 'Avg Draft acceptance rate'", DRAFT_ACCEPTANCE_RATE),
         ("vllm:spec_decode_num_accepted_tokens_per_pos_total", CONDITIONAL_ACCEPTANCE),
     ),
 }
 """Engine → what its server reports, mapped to the glossary (each from the engine's own source)."""
+
+
+def client_definition(engine: str) -> Definition:
+    """What the client's per-request figure measures on ``engine``: SGLang counts verify steps
+    (``spec_verify_ct``): acceptance length; llama.cpp and vLLM give accepted and drafted tokens, so every target
+    forward is counted: tokens per target forward."""
+    return TOKENS_PER_TARGET_FORWARD if engine in ("llamacpp", "vllm") else ACCEPTANCE_LENGTH
 
 
 def server_definition(engine: str, figure: str) -> Definition | None:
