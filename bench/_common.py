@@ -4,6 +4,7 @@ in this process, and the figure / verdict lines ``run_all.py`` reads."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -29,13 +30,16 @@ def write_sim_sweep(folder: Path, profile: str, sweep: str, port_start: int) -> 
     return path
 
 
-async def run_sweep(path: Path) -> tuple[RunDir, list[Event]]:
-    """Run the sweep at ``path`` in this process into ``runs/`` beside it; the run directory and every event."""
+async def run_sweep(path: Path, subscribers: Iterable[Callable[[Event], None]] = ()) -> tuple[RunDir, list[Event]]:
+    """Run the sweep at ``path`` in this process into ``runs/`` beside it; the run directory and every event
+    (``subscribers`` are handed each event as it is published, too)."""
     plan = build_plan(load_sweep(path))
     run_dir = RunDir.create(path.parent / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
     orchestrator = Orchestrator(plan, run_dir)
     events: list[Event] = []
     orchestrator.subscribe(events.append)
+    for subscriber in subscribers:
+        orchestrator.subscribe(subscriber)
     try:
         await orchestrator.run()
     finally:

@@ -23,7 +23,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from specbench_tui.core.engines.registry import all_profiles, engine_names, get_profile
@@ -183,6 +183,17 @@ class Burst:
     dropped: int = 0
 
 
+def _count(lines: LogLines | LogLine) -> int:
+    return lines.count if isinstance(lines, LogLines) else 1
+
+
+def _newest(lines: LogLines | LogLine, take: int) -> list[str]:
+    """The newest ``take`` lines of a batch (only those are split off its text), oldest first."""
+    if isinstance(lines, LogLine):
+        return [lines.line][-take:] if take else []
+    return lines.text.rsplit("\n", take)[-take:] if take else []
+
+
 class LogFeed:
     """Batches of server log lines from the engine's thread, formatted by a thread of its own at a capped rate,
     taken by the UI thread as finished display lines."""
@@ -199,7 +210,7 @@ class LogFeed:
         self._on_ready = on_ready
         self._lock = threading.Lock()
         self._wake = threading.Event()
-        self._pending: deque[tuple[str, Sequence[str], Sequence[str | None], int]] = deque()
+        self._pending: deque[tuple[str, LogLines | LogLine, dict[int, str], int]] = deque()
         self._pending_bytes = 0
         self._pending_dropped = 0
         self._ready: list[str] = []
@@ -212,21 +223,24 @@ class LogFeed:
         self.received = 0
         """Lines put so far (dropped ones included)."""
 
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes of lines waiting to be formatted now (at most the cap, or one batch)."""
+        return self._pending_bytes
+
     # -- the engine's side ----------------------------------------------------------------------------
 
     def put(self, event: Event) -> bool:
         """Take ``event`` if it is a log line or a batch of them (then True); note a configuration's name from the
         events that carry one (then False: the caller handles those). Never blocks, never formats."""
         if isinstance(event, LogLines):
-            size = sum(map(len, event.lines))
-            levels: Sequence[str | None] = event.levels() if event.marked else ()
-            self._queue(event.config_id, event.lines, levels, size, event.ts)
+            self._queue(event.config_id, event, dict(event.marked), len(event.text), event.ts)
             return True
         if type(event) is LogLine:
             if not self._pending and self._thread is None:  # a note or a progress line, nothing queued: now
                 self._inline(event)
             else:
-                self._queue(event.config_id, (event.line,), (event.level,), len(event.line), event.ts)
+                self._queue(event.config_id, event, {0: event.level}, len(event.line), event.ts)
             return True
         if isinstance(event, (ServerLaunching, ConfigStateChanged, ConfigFinished)):
             self._names[event.config_id] = event.name
@@ -248,17 +262,17 @@ class LogFeed:
         if self._on_ready is not None:
             self._on_ready()
 
-    def _queue(self, config_id: str, lines: Sequence[str], levels: Sequence[str | None], size: int,
+    def _queue(self, config_id: str, lines: LogLines | LogLine, levels: dict[int, str], size: int,
                ts: float) -> None:
         with self._lock:
             self._pending.append((config_id, lines, levels, size))
             self._pending_bytes += size
-            self.received += len(lines)
+            self.received += _count(lines)
             self.last_line_at = ts
             while self._pending_bytes > self._max_bytes and len(self._pending) > 1:
                 _, old, _, old_size = self._pending.popleft()
                 self._pending_bytes -= old_size
-                self._pending_dropped += len(old)
+                self._pending_dropped += _count(old)
         if self._thread is None and not self._closed:
             self._start()
         self._wake.set()
@@ -297,14 +311,16 @@ class LogFeed:
         chosen: list[tuple[str, str, str | None]] = []
         room = self._frame_lines
         for config_id, lines, levels, _ in reversed(pending):
+            count = _count(lines)
             if room <= 0:
-                dropped += len(lines)
+                dropped += count
                 continue
-            take = min(room, len(lines))
-            dropped += len(lines) - take
+            take = min(room, count)
+            dropped += count - take
             name = self._names.get(config_id, config_id)
-            start = len(lines) - take
-            chosen.extend((name, lines[i], levels[i] if levels else None) for i in range(len(lines) - 1, start - 1, -1))
+            tail = _newest(lines, take)
+            start = count - take  # index in the batch of tail[0]
+            chosen.extend((name, tail[i], levels.get(start + i)) for i in range(take - 1, -1, -1))
             room -= take
         chosen.reverse()
         shown = [format_live_line(name, line, level) for name, line, level in chosen]

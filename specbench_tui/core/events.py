@@ -115,21 +115,32 @@ class LogLines(Event):
 
     config_id: str
     first: int
-    """1-based line number of ``lines[0]`` in the server log."""
-    lines: tuple[str, ...]
+    """1-based line number of the batch's first line in the server log."""
+    text: str
+    """The lines, joined by ``\\n`` (split only by a reader that wants them one by one: :attr:`lines`)."""
+    count: int = 0
+    """How many lines ``text`` holds (counted when not given)."""
     marked: tuple[tuple[int, str], ...] = ()
-    """``(index in lines, level)`` of every line that is not ``info`` (warning, error, fatal); sparse: a flood
+    """``(index in lines, level)`` of the lines the engine found fatal (its crash signatures); sparse: a flood
     of plain lines costs nothing here."""
     persist: ClassVar[bool] = False
 
-    def to_json(self) -> dict[str, Any]:
-        """Without ``asdict``'s deep copy: a batch is thousands of lines."""
-        return {"type": "LogLines", "ts": self.ts, "config_id": self.config_id, "first": self.first,
-                "lines": list(self.lines), "marked": [list(m) for m in self.marked]}
+    def __post_init__(self) -> None:
+        if self.count <= 0:
+            object.__setattr__(self, "count", self.text.count("\n") + 1)
 
-    def levels(self) -> list[str]:
-        """The level of every line, in order."""
-        out = ["info"] * len(self.lines)
+    @cached_property
+    def lines(self) -> tuple[str, ...]:
+        return tuple(self.text.split("\n"))
+
+    def to_json(self) -> dict[str, Any]:
+        """Without ``asdict``'s deep copy."""
+        return {"type": "LogLines", "ts": self.ts, "config_id": self.config_id, "first": self.first,
+                "text": self.text, "count": self.count, "marked": [list(m) for m in self.marked]}
+
+    def levels(self) -> list[str | None]:
+        """The engine's level of every line, in order (None: not marked; a reader's own words decide)."""
+        out: list[str | None] = [None] * len(self.lines)
         for index, level in self.marked:
             if 0 <= index < len(out):
                 out[index] = level
@@ -137,7 +148,7 @@ class LogLines(Event):
 
     def as_lines(self) -> list[LogLine]:
         """The batch as one :class:`LogLine` per line (for readers that go line by line)."""
-        return [LogLine(config_id=self.config_id, line=line, level=level, ts=self.ts)
+        return [LogLine(config_id=self.config_id, line=line, level=level or "info", ts=self.ts)
                 for line, level in zip(self.lines, self.levels(), strict=True)]
 
 
@@ -331,7 +342,7 @@ def event_from_json(data: dict[str, Any]) -> Event:
     check_field_types(cls, kwargs)
     if "state" in kwargs and cls in (ConfigStateChanged, ConfigFinished):
         kwargs["state"] = ConfigState(kwargs["state"])
-    for key in ("argv", "gpus", "excerpt", "samples", "leftover_pids", "lines"):
+    for key in ("argv", "gpus", "excerpt", "samples", "leftover_pids"):
         if key in kwargs and isinstance(kwargs[key], list):
             kwargs[key] = tuple(kwargs[key])
     if cls is LogLines and isinstance(kwargs.get("marked"), list):

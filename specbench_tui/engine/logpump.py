@@ -33,9 +33,9 @@ LineHandler = Callable[[int, str], None]
 """Called with (1-based line number, text without the newline)."""
 LinesHandler = Callable[[int, list[str]], None]
 """Called with (1-based number of the first line, the lines of one read, without newlines)."""
-BlockHandler = Callable[[int, list[str], str, bytes], None]
-"""Called with (number of the first line, the lines, the lines joined by ``\n``, that text as UTF-8): a batch
-reader that searches the whole batch at once needs not join nor encode it again."""
+BlockHandler = Callable[[int, int, str, bytes], None]
+"""Called with (number of the first line, how many lines, the lines joined by ``\n``, that text as UTF-8): a
+batch reader that searches the whole batch at once needs not split, join nor encode it."""
 
 CHUNK = 1 << 20
 """Bytes asked for per read; a pipe widened by :func:`widen_pipe` holds that much."""
@@ -183,12 +183,14 @@ class LogPump:
                 log.write(b"\n")
             except OSError as exc:
                 self._write_failed(exc)
-        lines = text.split("\n")
         first = self.lines + 1
-        self.lines += len(lines)
         if self._on_block is not None:
-            self._call(self._on_block, first, lines, text, data)
+            count = text.count("\n") + 1
+            self.lines += count
+            self._call(self._on_block, first, count, text, data)
             return
+        lines = text.split("\n")
+        self.lines += len(lines)
         if self._on_lines is not None:
             self._call(self._on_lines, first, lines)
             return

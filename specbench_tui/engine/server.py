@@ -100,6 +100,21 @@ EXCERPT_CAP = 400
 must not grow it without bound; the log file has them all)."""
 
 
+class _Batch:
+    """A batch's text, split into lines the first time something needs them (most batches never are)."""
+
+    __slots__ = ("split", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.split: list[str] | None = None
+
+    def lines(self) -> list[str]:
+        if self.split is None:
+            self.split = self.text.split("\n")
+        return self.split
+
+
 # ----------------------------------------------------------------------------------------------- the server
 
 
@@ -342,39 +357,46 @@ class ServerProcess:
 
     def _on_lines(self, first: int, texts: list[str]) -> None:
         block = "\n".join(texts)
-        self._on_block(first, texts, block, block.encode("utf-8", errors="replace"))
-
-    def _on_block(self, first: int, texts: list[str], block: str, data: bytes) -> None:
-        """One read's lines, as one batch: the checks that rarely fire (crash signatures, error words, the
-        ready line, the stats hint) run once over the whole batch in linear time (RE2, ``str.find``), and line by
-        line only on the lines they point at; the batch is published as one :class:`LogLines` event. A crash
-        line is published first, on its own (:class:`CrashDetected`, ``complete`` false): nothing waits for the
-        traceback before the configuration reads crashed."""
-        marked = self._crash_scan(first, texts, data)
-        ready = self.profile.ready_line
-        if ready is not None and not self._ready_line.is_set() and ready.search(block) is not None \
-                and any(ready.search(text) for text in texts):
-            self._ready_line.set()
-        if self._on_stats is not None:
-            self._stats_of_block(block, texts)
-        self._recent.extend(zip(range(first + max(0, len(texts) - self._excerpt_before - 1), first + len(texts)),
-                                texts[-(self._excerpt_before + 1):], strict=True))
-        self._publish(LogLines(config_id=self.config_id, first=first, lines=tuple(texts),
-                               marked=tuple(sorted(marked.items()))))
+        self._on_block(first, len(texts), block, block.encode("utf-8", errors="replace"))
 
     def _on_line(self, number: int, text: str) -> None:
         self._on_lines(number, [text])
 
-    def _crash_scan(self, first: int, texts: list[str], data: bytes) -> dict[int, str]:
+    def _on_block(self, first: int, count: int, block: str, data: bytes) -> None:
+        """One read's lines, as one batch (``block``: ``count`` lines joined by ``\\n``; ``data``: it as UTF-8).
+        The checks that rarely fire (crash signatures, the ready line, the stats hints) run once over the whole
+        batch in linear time (RE2, ``str.find``); the batch is split into lines only when one of them points at
+        a line, and is published as one :class:`LogLines` event. A crash line is published first, on its own
+        (:class:`CrashDetected`, ``complete`` false): nothing waits for the traceback before the configuration
+        reads crashed."""
+        batch = _Batch(block)
+        marked = self._crash_scan(first, batch, data)
+        ready = self.profile.ready_line
+        if ready is not None and not self._ready_line.is_set() and ready.search(block) is not None \
+                and any(ready.search(text) for text in batch.lines()):
+            self._ready_line.set()
+        if self._on_stats is not None:
+            self._stats_of_block(batch)
+        keep = self._excerpt_before + 1
+        tail = block.rsplit("\n", keep)[-keep:] if batch.split is None else batch.split[-keep:]
+        self._recent.extend(zip(range(first + count - len(tail), first + count), tail, strict=True))
+        self._publish(LogLines(config_id=self.config_id, first=first, text=block, count=count,
+                               marked=tuple(sorted(marked.items()))))
+
+    def _crash_scan(self, first: int, batch: _Batch, data: bytes) -> dict[int, str]:
         """Match the crash signatures over the batch (not while stopping: a teardown's lines are no crash);
         the lines found fatal, by index. The first match marks the server dead and publishes the crash at once;
         the lines after it, up to :data:`EXCERPT_CAP`, are kept for the excerpt until it is complete."""
         if self._stopping:
             return {}
         candidates = self.signatures.candidates(data)
+        collecting = bool(self._crash_matches) and not self._crash_done.is_set()
+        if not candidates and candidates is not None and not collecting:
+            return {}  # the common case: nothing in the batch can match, and it is not split
+        texts = batch.lines()
         matches = [(index, match) for index in (range(len(texts)) if candidates is None else sorted(candidates))
-                   if (match := self.signatures.match(texts[index])) is not None]
-        collect_from: int | None = 0 if self._crash_matches and not self._crash_done.is_set() else None
+                   if index < len(texts) and (match := self.signatures.match(texts[index])) is not None]
+        collect_from: int | None = 0 if collecting else None
         if matches and not self._crash_matches:
             index, match = matches.pop(0)
             prior = [(first + i, texts[i]) for i in range(max(0, index - self._excerpt_before), index)]
@@ -390,15 +412,18 @@ class ServerProcess:
         return {index: LEVEL_FATAL for index, _ in matches} | (
             {self._crash_first_line - first: LEVEL_FATAL} if 0 <= self._crash_first_line - first < len(texts) else {})
 
-    def _stats_of_block(self, block: str, texts: list[str]) -> None:
-        """The stats lines of a batch: only the lines holding the profile's hint are parsed."""
+    def _stats_of_block(self, batch: _Batch) -> None:
+        """The stats lines of a batch: only the lines holding the profile's hint(s) are parsed."""
         hints = (self.profile.stats_hint,) if self.profile.stats_hint is not None else self.profile.stats_hints
         if not hints:
-            for text in texts:
+            for text in batch.lines():
                 self._stats_of(text)
             return
-        for index in sorted(lines_holding(block, hints)):
-            self._stats_of(texts[index])
+        found = lines_holding(batch.text, hints)
+        if found:
+            texts = batch.lines()
+            for index in sorted(found):
+                self._stats_of(texts[index])
 
     def _stats_of(self, text: str) -> None:
         figures = self.profile.parse_stats_line(text)

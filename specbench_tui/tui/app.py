@@ -19,6 +19,7 @@ engine events), :mod:`~specbench_tui.tui.controls` (pause, skip, retry), :mod:`~
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
 import queue
@@ -46,7 +47,6 @@ from specbench_tui.core.events import (
     CrashDetected,
     Event,
     GpuSampled,
-    LogLine,
     MeasurementRecorded,
     QueuePaused,
     QueueResumed,
@@ -160,6 +160,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         """Whether ``engine.stop`` has returned."""
         self.stop_error: BaseException | None = None
         self._inbox: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        self._ui_loop: asyncio.AbstractEventLoop | None = None
         self.log_feed = LogFeed(keep=MAX_LINES)
         """Server log lines from the engine, formatted off the UI thread (the panel takes them per drain)."""
         self.log_feed.names({cid: view.name for cid, view in self.state.configs.items()})
@@ -221,6 +222,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         if self._theme_problems:
             self.notifier.post("\n".join(self._theme_problems), title="Theme files skipped", severity="error",
                                timeout=20, topic=("themes",))
+        self._ui_loop = asyncio.get_running_loop()
         self.engine.subscribe(self._engine_event)
         self.set_interval(self._drain_interval_s, self.drain_events)
         self.set_interval(1.0, self._tick)
@@ -253,6 +255,9 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         the log feed, which formats them off the UI thread."""
         if not self.log_feed.put(event):
             self._inbox.put(event)
+            if isinstance(event, CrashDetected) and self._ui_loop is not None:  # red first: drain now, not next tick
+                with contextlib.suppress(RuntimeError):  # the loop is closing: the app is going anyway
+                    self._ui_loop.call_soon_threadsafe(self.drain_events)
 
     @work(thread=True, exclusive=True, group="engine-start", exit_on_error=False)
     def _start_engine(self) -> None:
@@ -339,25 +344,14 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
             if answered:
                 self._sync_panels(queue=True)
             return 0
-        raw_lines: list[tuple[str, str, str]] = []
         dirty = _Dirty(queue=answered)
-        for event in events:
-            if type(event) is LogLine:  # the flood: RunState keeps nothing of a log line but its time
-                self.state.last_event_at = event.ts
-                raw_lines.append(self._raw_line(event))
-                continue
+        for event in events:  # log lines never come here: the log feed takes them (see _engine_event)
             try:
                 self.state.apply(event)
             except Exception as exc:  # noqa: BLE001 - a malformed event must not take the UI down
                 self.log.warning(f"event not applied: {exc!r}")
                 continue
-            if isinstance(event, LogLine):
-                raw_lines.append(self._raw_line(event))
-            else:
-                self._after_applied(event, dirty)
-        if raw_lines:  # formatted by the panel only when drawn: a flood costs a list extend
-            kept = raw_lines[-MAX_LINES:]
-            self._log_panel().append_raw(kept, dropped=len(raw_lines) - len(kept))
+            self._after_applied(event, dirty)
         if dirty.queue or dirty.results or dirty.gpus or self._results_pending:
             self._sync_panels(queue=dirty.queue, results=dirty.results, gpus=dirty.gpus)
         return len(events)
@@ -367,8 +361,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         burst = self.log_feed.take()
         if burst.lines or burst.dropped:
             self._log_panel().append_shown(burst.lines, dropped=burst.dropped)
-        stamp = self.log_feed.last_line_at
-        if stamp is not None and (self.state.last_event_at is None or stamp > self.state.last_event_at):
+        if (stamp := self.log_feed.last_line_at) is not None and stamp > (self.state.last_event_at or 0.0):
             self.state.last_event_at = stamp
 
     def _drain_answers(self) -> bool:
@@ -380,10 +373,6 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         except queue.Empty:
             pass
         return changed
-
-    def _raw_line(self, event: LogLine) -> tuple[str, str, str]:
-        view = self.state.configs.get(event.config_id)
-        return view.name if view else str(event.config_id), str(event.line), str(event.level)
 
     def _after_applied(self, event: Event, dirty: _Dirty) -> None:
         """What an applied event (not a log line) asks of the panels, the pending keys and the toasts."""

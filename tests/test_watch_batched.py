@@ -1,0 +1,112 @@
+"""A batched watch: a server's output moves as batches from the pump to the screen, memory stays bounded.
+
+- The whole watch of a real child process through a real pipe publishes one :class:`LogLines` event per read,
+  never one per line, and the log file keeps every line (counted, in order).
+- A crash line in the middle of a flood is still found, in its batch, by the signatures (RE2, over the batch).
+- The log feed between the engine and the screen caps the bytes it queues: a flood drops display lines, counted,
+  and the panel shows the newest lines; the lines reach the panel formatted (marker, name), so the UI thread only
+  draws them (the app's drain moves a list).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from specbench_tui.application.logview import LogFeed
+from specbench_tui.core.engines.sglang import SGLANG
+from specbench_tui.core.events import CrashDetected, Event, LogLines, ServerLaunching
+from specbench_tui.core.signatures import SignatureSet
+from specbench_tui.engine.server import ServerProcess
+
+LINES = 200_000
+CRASH_AT = 150_000
+CRASH = "RuntimeError: CUDA error: an illegal instruction was encountered"
+
+FEEDER = rf"""
+import sys
+out = sys.stdout.buffer
+for i in range({LINES}):
+    if i == {CRASH_AT}:
+        out.write(b"{CRASH}\n")
+    else:
+        out.write(b"[2026-05-04 10:12:07 TP0] Load weight begin. avail mem=78.12 GB, line %d\n" % i)
+out.flush()
+"""
+
+
+async def _watch(tmp_path: Path) -> tuple[list[Event], Path]:
+    events: list[Event] = []
+    log = tmp_path / "server.log"
+    server = ServerProcess("c", [sys.executable, "-c", FEEDER], {}, log, SGLANG,
+                           SignatureSet(builtins=SGLANG.crash_signatures), events.append, on_stats=lambda s: None)
+    await server.start()
+    await asyncio.wait_for(server.death, 120)
+    await asyncio.wait_for(server.crash_report(), 30)
+    # A crash does not stop the reading: the rest of the output still goes to the file.
+    for _ in range(600):
+        if sum(e.count for e in events if isinstance(e, LogLines)) >= LINES:
+            break
+        await asyncio.sleep(0.05)
+    await server.stop(1.0)
+    return events, log
+
+
+async def test_the_watch_publishes_one_event_per_batch_and_the_file_keeps_every_line(tmp_path: Path) -> None:
+    events, log = await _watch(tmp_path)
+    batches = [e for e in events if isinstance(e, LogLines)]
+    lines = sum(b.count for b in batches)
+    assert lines == LINES
+    assert len(batches) < LINES / 100, f"{len(batches)} events for {LINES} lines: not batched"
+    numbers = [b.first for b in batches]
+    assert numbers == sorted(numbers) and numbers[0] == 1
+    assert all(later.first == earlier.first + earlier.count for earlier, later in zip(batches, batches[1:]))
+    written = log.read_bytes().split(b"\n")
+    assert len(written) == LINES + 1 and written[-1] == b""
+    assert written[CRASH_AT].decode() == CRASH
+    assert written[CRASH_AT + 1].endswith(b"line %d" % (CRASH_AT + 1))
+
+    # The crash in the middle of the flood: found, said first, and marked fatal in its batch.
+    crashes = [e for e in events if isinstance(e, CrashDetected)]
+    assert [c.complete for c in crashes] == [False, True]
+    assert crashes[0].signature == "cuda_illegal_instruction" and crashes[0].log_line_number == CRASH_AT + 1
+    holder = next(b for b in batches if b.first <= CRASH_AT + 1 < b.first + b.count)
+    assert (CRASH_AT + 1 - holder.first, "fatal") in holder.marked
+    assert events.index(crashes[0]) < events.index(holder)
+
+
+def test_a_flood_drops_display_lines_with_a_count_and_keeps_the_newest() -> None:
+    feed = LogFeed(frame_lines=500, max_bytes=64 * 1024, keep=1000)
+    feed.put(ServerLaunching(config_id="c", name="ddtree-b8", argv=(), gpus=(0,), port=1, pid=2, log_path="x"))
+    first = 1
+    for _ in range(200):  # 200 batches of 100 lines, ~6 KB each: far more than the 64 KB the feed queues
+        text = "\n".join(f"[2026-05-04 10:12:07 TP0] flood line {n}" for n in range(first, first + 100))
+        feed.put(LogLines(config_id="c", first=first, text=text, count=100))
+        first += 100
+    feed.put(LogLines(config_id="c", first=first, text=CRASH, count=1, marked=((0, "fatal"),)))
+    assert feed.queued_bytes <= 64 * 1024, "a flood must not queue more than the cap"
+    feed.format_pending()
+    burst = feed.take()
+    assert feed.received == 200 * 100 + 1
+    assert len(burst.lines) + burst.dropped == feed.received
+    assert 0 < len(burst.lines) <= 500 and burst.dropped > 0
+    assert burst.lines[-1].startswith("✖ ddtree-b8") and burst.lines[-1].endswith(CRASH)
+    assert burst.lines[-2].endswith(f"flood line {first - 1}")  # the newest lines, in order
+    numbers = [int(line.rsplit(" ", 1)[1]) for line in burst.lines[:-1]]
+    assert numbers == list(range(numbers[0], first))
+    feed.close()
+
+
+def test_the_feed_formats_on_its_own_thread_and_the_taker_only_takes() -> None:
+    import threading
+
+    formatted_on: list[str] = []
+    ready = threading.Event()
+    feed = LogFeed(frame_s=0.0, on_ready=lambda: (formatted_on.append(threading.current_thread().name), ready.set()))
+    feed.put(LogLines(config_id="c", first=1, text="a\nb WARNING: careful", count=2))
+    assert ready.wait(30), "the feed's thread never formatted the batch"
+    burst = feed.take()
+    assert formatted_on and formatted_on[0] == "log-feed" != threading.current_thread().name
+    assert burst.lines[0].endswith("│ a") and burst.lines[1].startswith("▲ ")
+    feed.close()
