@@ -248,3 +248,31 @@ def test_an_all_excluded_sweep_publishes_a_bounded_number_of_events(tmp_path: Pa
     fold = RunFold(run.path, plan.to_json()).advance()
     progress = fold.ledger.progress()
     assert (progress.total, progress.skipped, progress.ran) == (points, points, 0)  # counted from the plan
+
+
+def test_a_large_fold_pauses_the_cyclic_collector_and_puts_it_back(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from specbench_tui.rundir import history
+
+    run = RunDir(tmp_path)
+    for number in range(8000):  # about 1.5 MB of events
+        run.append_event(Notice(level="info", text=f"notice {number} " + "x" * 120))
+    run.close()
+    paused: list[bool] = []
+    real_disable = gc.disable
+    def disable() -> None:
+        paused.append(True)
+        real_disable()
+
+    monkeypatch.setattr(history.gc, "disable", disable)
+    assert gc.isenabled()
+    assert len(RunFold(tmp_path).advance().events) == 8000
+    assert paused and gc.isenabled()  # paused for the fold, and back on after it
+    gc.disable()
+    try:
+        RunFold(tmp_path).advance()
+        assert not gc.isenabled()  # a caller that had paused it keeps it paused
+    finally:
+        gc.enable()

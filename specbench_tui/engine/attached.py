@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specbench_tui.core.events import Event, Notice, QueuePaused, QueueResumed, SweepFinished, \
     event_from_json
@@ -30,6 +30,9 @@ from specbench_tui.rundir import load_plan
 from specbench_tui.rundir.history import MEASUREMENT_LINE, RunFold  # noqa: F401 - MEASUREMENT_LINE kept for importers
 from specbench_tui.engine.control import Answer, Outcome
 from specbench_tui.engine.control_socket import PROTOCOL, encode, hello, short_path, socket_path, version_mismatch
+
+if TYPE_CHECKING:
+    from specbench_tui.core.plan import Plan
 
 CONNECT_TIMEOUT_S = 10.0
 
@@ -57,7 +60,7 @@ def history_of(run_dir: Path, events_bytes: int | None, results_bytes: int | Non
     the results file, the measurements' truth, and the other events (their copies in the events file, most of
     its bytes in older run directories, are passed over unparsed). Folded in one pass, in large reads
     (:class:`~specbench_tui.rundir.history.RunFold`); a line cut at the byte count is left out."""
-    fold = RunFold(run_dir).advance(events_bytes, results_bytes)
+    fold = RunFold(run_dir, ledger_events=False).advance(events_bytes, results_bytes)
     return fold.measurements(), fold.events
 
 
@@ -115,7 +118,8 @@ def engine_status(run_dir: Path, timeout: float = 3.0) -> dict[str, Any]:
 class AttachedEngine:
     """The TUI's engine adapter for an engine in another process (see the module's docstring)."""
 
-    def __init__(self, run_dir: Path, *, role: str = "control", name: str | None = None) -> None:
+    def __init__(self, run_dir: Path, *, role: str = "control", name: str | None = None,
+                 with_plan: bool = True) -> None:
         self.run_dir = Path(run_dir).resolve()
         self.live = True
         """The engine that writes the run directory runs (the app keeps the running configurations' GPUs)."""
@@ -123,7 +127,8 @@ class AttachedEngine:
         """Commands sent and not yet acknowledged: their futures, by id."""
         self.read_only = role != "control"
         """Whether control requests are refused (a browser view opened without ``--control``)."""
-        self.plan = load_plan(self.run_dir)
+        if with_plan:  # the sweep's plan, rebuilt from the run directory's sweep file: its engine must load here
+            self.plan: Plan = load_plan(self.run_dir)  # (specbench stop needs none: a plugin's sweep stops without it)
         self._sock, self._reader, self.welcome = connect(self.run_dir, role, name or client_name())
         self.engine_pid: int | None = self.welcome.get("pid")
         status = self.welcome.get("status") or {}

@@ -14,9 +14,12 @@ fields are wrong, is skipped and counted in :attr:`RunFold.report`, as the store
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import json
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,9 @@ MEASUREMENT_LINE = b'{"type":"MeasurementRecorded"'
 STATE_TYPES = frozenset({b"ConfigStateChanged", b"ConfigFinished", b"SweepFinished", b"SweepStarted"})
 """The events a fold for the listing of runs reads (where each configuration stands, how the sweep ended)."""
 _TYPE_AT = len(b'{"type":"')
+PAUSE_GC_BYTES = 1 << 20
+"""A fold of more than this many new bytes pauses the cyclic garbage collector (see :func:`_no_cyclic_collection`);
+the small steps of a live run's own entry leave it alone."""
 
 
 _TUPLES = ("argv", "gpus", "excerpt", "samples", "leftover_pids", "lines")
@@ -52,6 +58,8 @@ class _Shape:
     required: frozenset[str]
     defaults: dict[str, Any]
     factories: dict[str, Callable[[], Any]]
+    tuples: tuple[str, ...]
+    """Its fields JSON gives as arrays and the event holds as tuples."""
 
 
 _SHAPES: dict[type, _Shape] = {}
@@ -66,7 +74,8 @@ def _shape(cls: type) -> _Shape:
             required=frozenset(f.name for f in every if f.default is dataclasses.MISSING
                                and f.default_factory is dataclasses.MISSING),
             defaults={f.name: f.default for f in every if f.default is not dataclasses.MISSING},
-            factories={f.name: f.default_factory for f in every if f.default_factory is not dataclasses.MISSING})
+            factories={f.name: f.default_factory for f in every if f.default_factory is not dataclasses.MISSING},
+            tuples=tuple(f.name for f in every if f.name in _TUPLES))
     return shape
 
 
@@ -80,13 +89,16 @@ def decode_event(data: dict[str, Any]) -> Event:
     if cls is None or cls is LogLines or cls is MeasurementRecorded:
         return event_from_json(data)
     shape = _shape(cls)
-    kwargs = {k: v for k, v in data.items() if k in shape.names}
+    kwargs = dict(data)
+    del kwargs["type"]
+    if not kwargs.keys() <= shape.names:  # keys the event does not have (a newer writer's): left out
+        kwargs = {k: v for k, v in kwargs.items() if k in shape.names}
     if not shape.required <= kwargs.keys():
         return event_from_json(data)
     check_field_types(cls, kwargs)
     if "state" in kwargs and (cls is ConfigStateChanged or cls is ConfigFinished):
         kwargs["state"] = ConfigState(kwargs["state"])
-    for key in _TUPLES:
+    for key in shape.tuples:
         if key in kwargs and isinstance(kwargs[key], list):
             kwargs[key] = tuple(kwargs[key])
     event: Event = object.__new__(cls)
@@ -123,15 +135,34 @@ def _line_type(raw: bytes) -> bytes | None:
     return raw[_TYPE_AT:end] if end > 0 else None
 
 
+@contextlib.contextmanager
+def _no_cyclic_collection() -> Iterator[None]:
+    """The cyclic garbage collector paused while a fold builds its records: they hold no cycles (reference
+    counting frees what is dropped), and its collections, triggered again and again by 300,000 new objects and
+    each walking all of them, took more than half of the time to fold a 64 MB events file. Its state is put
+    back as it was (a caller that paused it keeps it paused)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 class RunFold:
     """One run directory's ledger and the offsets it has been folded to; see the module docstring."""
 
-    def __init__(self, run_dir: Path, plan_json: Mapping[str, Any] | None = None, *, every_event: bool = True) -> None:
+    def __init__(self, run_dir: Path, plan_json: Mapping[str, Any] | None = None, *, every_event: bool = True,
+                 ledger_events: bool = True) -> None:
         self.run_dir = run_dir
         self._plan_json = dict(plan_json or {})
         self.every_event = every_event
         """Keep every persisted event in :attr:`events` (an attaching view's history); else only what the
         ledger folds (states, endings), read from lines of those types alone."""
+        self.ledger_events = ledger_events
+        """Fold the events into :attr:`ledger` too (a caller that folds :attr:`events` itself, as an attaching
+        view does, needs the measurements alone: the last per key)."""
         self._reset()
 
     def _reset(self) -> None:
@@ -147,13 +178,22 @@ class RunFold:
     def advance(self, events_upto: int | None = None, results_upto: int | None = None) -> RunFold:
         """Fold what the files hold past the offsets (up to those byte counts; None: their ends now).
         :class:`~specbench_tui.store.StoreError` when one is not a regular file."""
-        for attempt in (1, 2):
-            self._fold_events(events_upto)
-            self._fold_results(results_upto)
-            if not (self.events_tail.restarted or self.results_tail.restarted) or attempt == 2:
-                break
-            self._reset()  # a file replaced under us: fold again from nothing
+        with _no_cyclic_collection() if self._pending() > PAUSE_GC_BYTES else contextlib.nullcontext():
+            for attempt in (1, 2):
+                self._fold_events(events_upto)
+                self._fold_results(results_upto)
+                if not (self.events_tail.restarted or self.results_tail.restarted) or attempt == 2:
+                    break
+                self._reset()  # a file replaced under us: fold again from nothing
         return self
+
+    def _pending(self) -> int:
+        """Bytes written past the offsets (about: a file replaced reads as its size)."""
+        pending = 0
+        for tail in (self.events_tail, self.results_tail):
+            with contextlib.suppress(OSError):
+                pending += max(0, os.lstat(tail.path).st_size - tail.offset)
+        return pending
 
     def _fold_events(self, upto: int | None) -> None:
         every = self.every_event
@@ -168,7 +208,8 @@ class RunFold:
                 self.events.append(event)
             if isinstance(event, SweepFinished):
                 self.ended = event
-            if every or isinstance(event, (ConfigStateChanged, ConfigFinished, SweepFinished)):
+            if self.ledger_events and (every or isinstance(event, (ConfigStateChanged, ConfigFinished,
+                                                                   SweepFinished))):
                 self.ledger.apply(event)
 
     def _event(self, raw: bytes) -> Event | None:
