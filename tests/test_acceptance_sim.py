@@ -14,7 +14,7 @@ import pytest
 from engine_helpers import plan_for, run_plan
 from sweep_builder import inline, sim_profile, sim_sweep
 
-from specbench_tui.core.acceptance import AcceptanceAnalysis, conditional_from_histogram
+from specbench_tui.core.acceptance import AcceptanceAnalysis, conditional_from_histogram, fmt_positions, sparkline
 from specbench_tui.core.prompts import code_prompts
 from specbench_tui.core.records import STATUS_OK
 from specbench_tui.report.formats import render
@@ -161,3 +161,14 @@ def test_csv_carries_per_position_figures_and_compare_shows_their_change(eagle_r
     section = text.split("Conditional acceptance at position k (B vs A)", 1)[1]
     line = next(x for x in section.splitlines() if x.strip().startswith("eagle3-s5-d6"))
     assert line.count("+0.00") == 5
+
+
+def test_the_tui_results_rows_carry_the_per_position_sparkline(eagle_run: Path) -> None:
+    from specbench_tui.tui.results_panel import build_rows
+
+    run = load_run(eagle_run)
+    rows = build_rows(None, run.analysis)
+    notes = {r.config: r.note for r in rows.values() if r.workload == "code"}
+    cell = run.analysis.acceptance.cell(next(c.id for c in run.analysis.configs if c.name == "eagle3-s5-d6"), "code")
+    assert f"by position {sparkline(cell.conditional)} {fmt_positions(cell.conditional)}" in notes["eagle3-s5-d6"]
+    assert "by position" not in notes["ar"]

@@ -7,6 +7,8 @@ the queue knows (crash signatures, live states)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 from collections.abc import Mapping
 from typing import Any
@@ -17,6 +19,7 @@ from textual import events, on
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist
 
+from specbench_tui.core.acceptance import AcceptanceAnalysis, fmt_positions, sparkline
 from specbench_tui.core.results import (
     ACCEPT_FROM_SERVER,
     COVERAGE_NOT_RUN,
@@ -122,9 +125,9 @@ def build_rows(state: RunState | None, analysis: RunAnalysis | None,
         cells = analysis.rows_of(config.id)
         for cell in cells:
             if cell.measured or (cell.coverage == COVERAGE_NOT_RUN and not crashed):
-                rows[row_key(config.id, cell.workload)] = _cell_row(
+                rows[row_key(config.id, cell.workload)] = _with_positions(_cell_row(
                     config, cell, (order, workload_order.get(cell.workload, 1_000)), crashed,
-                    crash_note if crashed else None)
+                    crash_note if crashed else None), analysis, config.id, cell.workload)
         rows.update(_point_rows(analysis, config, order, crashed, f"✖ {signature or config.state}"))
         if crashed and not any(r.measured for r in cells):
             not_run = sum(1 for r in cells if r.coverage == COVERAGE_NOT_RUN)
@@ -153,6 +156,18 @@ def _cell_notes(cell: Any, crash_note: str | None) -> list[str]:
         notes.append("accept: server counters")
     notes.extend(_FLAG_NOTES[flag] for flag in cell.flags if flag in _FLAG_NOTES)
     return notes
+
+
+def _with_positions(row: ResultRow, analysis: RunAnalysis, config_id: str, workload: str) -> ResultRow:
+    """The row with its conditional acceptance by draft position as a sparkline in the note (from SGLang's
+    histogram, else the server's per-position counters), when there is one."""
+    figures = analysis.acceptance
+    cell = figures.cell(config_id, workload) if isinstance(figures, AcceptanceAnalysis) else None
+    positions = (cell.conditional or cell.server_conditional) if cell is not None else ()
+    if not positions:
+        return row
+    shown = f"by position {sparkline(positions)} {fmt_positions(positions)}"
+    return dataclasses.replace(row, note=" · ".join(n for n in (row.note, shown) if n))
 
 
 def _cell_row(config: Any, cell: Any, order: tuple[int, int], crashed: bool, crash_note: str | None) -> ResultRow:
