@@ -835,6 +835,9 @@ OUR_MODIFICATIONS = [
     (check_adaptive_lines, "profile", "parse_stats_line", parse_batch_line),
     (check_retraction, "sim_kvpool", "retract_message", lambda *a: "KV cache pool is full. Retracting."),
     (check_flush_cache, "profile", "flush_cache_path", "/flush"),
+    (check_adaptive_reservation, "profile", "reserved_tokens", lambda info: 4),
+    (check_adaptive_reservation, "profile", "planned_reserved", lambda argv: 4),
+    (check_graph_ceiling_product, "profile", "graph_ceiling", lambda info: info.get("cuda_graph_max_bs_decode")),
 ]
 
 
