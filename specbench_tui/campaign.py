@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from specbench_tui.core.safetext import printable
 from specbench_tui.application.runstatus import print_ending, report_unattachable, run_condition
 
 EXIT_OK = 0
@@ -181,8 +182,9 @@ def ps_command(args: argparse.Namespace) -> int:
         try:
             status = engine_status(run_dir)
         except AttachError as exc:
-            rows.append((entry.get("sweep", "?"), str(entry["pid"]), "?", f"not answering: {exc}", "?",
-                         _since(entry.get("started")), str(run_dir)))
+            rows.append(tuple(printable(c) for c in (entry.get("sweep", "?"), entry["pid"], "?",
+                                                     f"not answering: {exc}", "?", _since(entry.get("started")),
+                                                     run_dir)))
             continue
         skipped = int(status.get("skipped", 0))
         ran = int(status["ran"]) if "ran" in status else int(status.get("finished", 0)) - skipped  # older engines
@@ -190,9 +192,9 @@ def ps_command(args: argparse.Namespace) -> int:
                           measurements=int(status.get("measurements", 0)))
         progress = counts.text + (", PAUSED" if status.get("paused") else "")
         clients = status.get("clients") or []
-        rows.append((str(status.get("sweep", "?")), str(status.get("pid", entry["pid"])), progress,
-                     ", ".join(status.get("running") or []) or "-", str(len(clients)),
-                     _since(status.get("since")), str(run_dir)))
+        running = ", ".join(map(str, status.get("running") or [])) or "-"
+        rows.append(tuple(printable(c) for c in (status.get("sweep", "?"), status.get("pid", entry["pid"]), progress,
+                                                 running, len(clients), _since(status.get("since")), run_dir)))
     if not rows and not crashed:
         print("specbench: no sweep of yours is running on this machine")
         return EXIT_OK
@@ -202,8 +204,8 @@ def ps_command(args: argparse.Namespace) -> int:
         for row in [header, *rows]:
             print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
     for entry in crashed:
-        print(f"CRASHED  {entry.get('sweep', '?')}: engine pid {entry['pid']} is gone without finishing; "
-              f"resume with: specbench run --resume {entry['run_dir']}")
+        print(f"CRASHED  {printable(entry.get('sweep', '?'))}: engine pid {printable(entry['pid'])} is gone without "
+              f"finishing; resume with: specbench run --resume {printable(entry['run_dir'])}")
     return EXIT_OK
 
 
@@ -220,7 +222,7 @@ def stop_command(args: argparse.Namespace) -> int:
     from specbench_tui.engine.attached import AttachedEngine, AttachError, client_name
 
     try:
-        engine = AttachedEngine(run_dir, role="control", name=client_name("specbench stop"))
+        engine = AttachedEngine(run_dir, role="control", name=client_name("specbench stop"), with_plan=False)
     except AttachError as exc:
         condition = run_condition(run_dir)
         if condition == "ended":
@@ -232,10 +234,10 @@ def stop_command(args: argparse.Namespace) -> int:
     ident = engine._send("abort", now=bool(args.now))
     ack = engine.wait_ack(ident)
     if ack is not None and not ack.get("ok"):
-        print(f"specbench: the engine refused to stop: {ack.get('error')}", file=sys.stderr)
+        print(f"specbench: the engine refused to stop: {printable(ack.get('error'))}", file=sys.stderr)
         engine.detach()
         return EXIT_FAILED
-    print(f"specbench: stopping the sweep of {run_dir} (engine pid {engine.engine_pid})"
+    print(f"specbench: stopping the sweep of {printable(run_dir)} (engine pid {printable(engine.engine_pid)})"
           + ("" if args.now else " after the request in flight") + "…", flush=True)
     if not engine.stop(STOP_WAIT_S):
         print(f"specbench: the engine has not ended within {STOP_WAIT_S:.0f} s; it is still tearing down. "

@@ -107,6 +107,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupts_raise() -> None:
+    """From here on Ctrl-C raises KeyboardInterrupt, which each command handles (``python -m specbench_tui``
+    exits quietly on it until now: :func:`specbench_tui.__main__.quiet_interrupt`)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and \
+            getattr(signal.getsignal(signal.SIGINT), "__module__", None) == "specbench_tui.__main__":
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _port(text: str) -> int:
     try:
         port = int(text)
@@ -118,8 +129,14 @@ def _port(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    """The CLI; Ctrl-C at any moment of it (the parser's imports included) ends it with status 130 and no
+    traceback (a run's own Ctrl-C handling stops its servers first, see application/headless.py)."""
+    _interrupts_raise()
+    try:
+        parser = _parser()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        return 130
     if args.command is None:
         parser.print_help()
         return EXIT_OK

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from specbench_tui.core.safetext import printable
 from specbench_tui.rundir import ENGINE_LOG, ENGINE_SOCKET, SUMMARY, engine_owns, has_file, read_text
 from specbench_tui.rundir import read_meta as _meta
 from specbench_tui.runlock import read_owner
@@ -33,18 +34,18 @@ def report_unattachable(run_dir: Path, why: str) -> int:
               f"tables: specbench report {run_dir}", file=sys.stderr)
         return print_ending(run_dir)
     if condition == "crashed":
-        pid = _meta(run_dir).get("engine_pid")
+        pid = printable(_meta(run_dir).get("engine_pid"))
         print(f"specbench: the engine of {run_dir} (pid {pid}) is gone without finishing its sweep (crashed or "
               f"killed). Its measurements are on disk; continue with: specbench run --resume {run_dir}",
               file=sys.stderr)
         return EXIT_FAILED
     if not has_file(run_dir, ENGINE_SOCKET):  # owned, but by a foreground run: nothing to attach to
-        pid = read_owner(run_dir).get("pid", "?")
+        pid = printable(read_owner(run_dir).get("pid", "?"))  # the owner lock's note is data
         print(f"specbench: {run_dir} is run in the foreground by pid {pid} (started with --foreground or "
               "--headless), which has no control socket: watch it with `specbench logs RUN --follow`; only a "
               "detached sweep (the default of `specbench run`) can be attached", file=sys.stderr)
         return EXIT_FAILED
-    print(f"specbench: {why}", file=sys.stderr)
+    print(f"specbench: {printable(why, 2000)}", file=sys.stderr)
     return EXIT_FAILED
 
 
@@ -56,12 +57,12 @@ def print_ending(run_dir: Path) -> int:
     except (OSError, StoreError):
         summary = ""
     try:
-        if summary:
-            print(summary.rstrip("\n"), end="\n\n")
+        if summary:  # each line escaped: a forged line or an escape sequence in it stays data
+            print("\n".join(printable(line, None) for line in summary.rstrip("\n").splitlines()), end="\n\n")
         if meta.get("failure") == "preflight":
             _print_preflight(run_dir)
         if meta.get("ending"):
-            print(f"specbench: {meta['ending']}")
+            print(f"specbench: {printable(meta['ending'], 2000)}")
         print(f"specbench: run directory {run_dir}")
     except OSError:
         pass
