@@ -76,3 +76,16 @@ def test_the_shipped_sample_is_the_default_path(tmp_path: Path) -> None:
     plan = plan_for(path)
     (workload,) = plan.sweep.workloads
     assert workload.item_count == 6
+
+
+def test_validate_warns_about_random_token_prompts_with_file_and_line(tmp_path: Path) -> None:
+    rng = random.Random(2)
+    (tmp_path / "random.jsonl").write_text("\n".join(
+        json.dumps({"question_id": i, "category": "x", "turns": [" ".join(
+            "".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(5)) for _ in range(40))]}) for i in range(3)))
+    (tmp_path / "questions.jsonl").write_text("\n".join(json.dumps(q) for q in QUESTIONS) + "\n")
+    path = _sweep(tmp_path, [{"name": "noise", "kind": "prompt_dataset", "path": "random.jsonl"},
+                             {"name": "real", "kind": "prompt_dataset", "path": "questions.jsonl"}])
+    notes = [n for n in plan_for(path).notes if "random tokens" in n]
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), start=1) if "random.jsonl" in text)
+    assert len(notes) == 1 and f":{line}: warning: workload 'noise'" in notes[0], notes

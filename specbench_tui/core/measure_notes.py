@@ -1,6 +1,7 @@
 """What ``validate`` warns about how a plan will measure, beyond what makes it invalid: the cache policy an engine
 forces, a speculative configuration whose server will cap the running requests below a load point (SGLang
-resets an unset ``--max-running-requests`` to 48), and a simulator-only acceleration variable on a real server.
+resets an unset ``--max-running-requests`` to 48), a simulator-only acceleration variable on a real server, and
+prompts that look like random tokens.
 Each warning names the file and line."""
 
 from __future__ import annotations
@@ -46,6 +47,36 @@ def plan_warnings(sweep: Sweep, configs: Sequence[PlannedConfig], profile: Engin
     out.extend(_cap_warnings(sweep, configs, profile, locator))
     out.extend(_simulated_acceptance(sweep, locator))
     out.extend(rate_warnings(sweep, locator))
+    out.extend(random_token_warnings(sweep, locator))
+    return out
+
+
+def random_token_warnings(sweep: Sweep, locator: KeyLocator) -> list[str]:
+    """A ``prompt_dataset`` or ``prompts_file`` workload whose prompts look like random tokens (they overstate
+    speculative speedups; :func:`specbench_tui.core.prompt_datasets.random_token_warning`)."""
+    from specbench_tui.core.prompt_datasets import dataset_path, load_dataset, random_token_warning
+    from specbench_tui.core.prompts import PromptsFileError, load_prompts_file
+
+    out: list[str] = []
+    for index, workload in enumerate(sweep.workloads):
+        if workload.kind not in ("prompt_dataset", "prompts_file"):
+            continue
+        params = dict(workload.params)
+        try:
+            if workload.kind == "prompts_file":
+                prompts = load_prompts_file(str(params.get("path") or ""), params.get("categories") or (),
+                                            int(params.get("limit") or 0))
+            else:
+                prompts = load_dataset(dataset_path(str(params.get("path") or "")),
+                                       str(params.get("format") or "spec_bench"), params.get("categories") or (),
+                                       int(params.get("limit") or 0), int(params.get("per_category") or 0),
+                                       str(params.get("category_field") or "category"))
+        except (OSError, PromptsFileError):
+            continue  # the loader said so already
+        warning = random_token_warning(workload.name, [p.text for p in prompts])
+        if warning:
+            line = locator.line(("workloads", index, "path")) or locator.line(("workloads", index)) or 1
+            out.append(f"{sweep.shown_path}:{line}: warning: {warning}")
     return out
 
 
