@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from specbench_tui.core.events import Event, MeasurementRecorded, NodeFingerprinted, event_from_json
+from specbench_tui.core.events import Event, MeasurementRecorded, NodeFingerprinted, ServerReady, event_from_json
 from specbench_tui.core.fold import last_per_key
 from specbench_tui.core.records import Measurement
 
@@ -276,6 +276,10 @@ class RunDir:
         """The run directory's lock while this process owns the run (taken and released by the application)."""
         self.node_fingerprints: dict[str, dict[str, Any]] = {}
         """Cluster node -> fingerprint, as :class:`NodeFingerprinted` events gave them: ``env.json``'s ``nodes``."""
+        self.config_facts: dict[str, dict[str, Any]] = {}
+        """Configuration id -> what its server said of itself once ready (running cap, CUDA-graph ceiling), as
+        :class:`ServerReady` events gave them: each configuration's ``facts`` in ``plan.json`` and ``env.json``'s
+        ``config_facts``."""
         self.after_event: Callable[[Event], None] | None = None
         """Called with every event once it is recorded (the runs folder's index keeps the run's entry with
         :class:`specbench_tui.rundir.index.IndexUpdater`); what it raises is not the run's concern."""
@@ -350,6 +354,9 @@ class RunDir:
         if name == ENV_JSON and self.node_fingerprints:
             nodes = data.get("nodes")
             data = {**data, "nodes": {**(nodes if isinstance(nodes, dict) else {}), **self.node_fingerprints}}
+        if name == ENV_JSON and self.config_facts:
+            facts = data.get("config_facts")
+            data = {**data, "config_facts": {**(facts if isinstance(facts, dict) else {}), **self.config_facts}}
         try:
             _write_atomic(self.path / name, json.dumps(data, indent=2, default=str) + "\n")
         except OSError as exc:
@@ -403,6 +410,9 @@ class RunDir:
             self.events.append(event.to_json())
             if isinstance(event, NodeFingerprinted):
                 self.record_node(event.node, event.fingerprint)
+            if isinstance(event, ServerReady) and (event.running_cap is not None or event.graph_ceiling is not None):
+                self.record_config_facts(event.config_id, {"running_cap": event.running_cap,
+                                                           "graph_ceiling": event.graph_ceiling})
             if self.after_event is not None:
                 with contextlib.suppress(Exception):
                     self.after_event(event)
@@ -411,6 +421,24 @@ class RunDir:
         """Add a cluster node's fingerprint to ``env.json`` under ``nodes`` (this machine's document stays as it
         is). Before the engine has written ``env.json`` the fingerprint waits, and is written with it."""
         self.node_fingerprints[node] = fingerprint
+        env = self.read_json(ENV_JSON)
+        if env is not None:
+            self.write_json(ENV_JSON, env)
+
+    def record_config_facts(self, config_id: str, facts: dict[str, Any]) -> None:
+        """Record what a configuration's server said of itself (``running_cap``, ``graph_ceiling``) as facts of
+        the configuration: under its entry's ``facts`` in ``plan.json`` and under ``config_facts`` in ``env.json``
+        (written with it when the engine writes ``env.json`` later). Nothing is rewritten when they are known."""
+        if self.config_facts.get(config_id) == facts:
+            return
+        self.config_facts[config_id] = dict(facts)
+        plan = self.read_json(PLAN_JSON)
+        configs = plan.get("configs") if plan is not None else None
+        entry = next((c for c in configs if isinstance(c, dict) and c.get("id") == config_id), None) \
+            if isinstance(configs, list) else None
+        if plan is not None and entry is not None and entry.get("facts") != {**(entry.get("facts") or {}), **facts}:
+            entry["facts"] = {**(entry.get("facts") or {}), **facts}
+            self.write_json(PLAN_JSON, plan)
         env = self.read_json(ENV_JSON)
         if env is not None:
             self.write_json(ENV_JSON, env)
