@@ -78,8 +78,8 @@ DEFAULTS: dict[str, Any] = {
         # Per-position decay: the k-th draft (k = 1, 2, ...) of a chain is accepted, given the k-1 before it were,
         # with alpha * decay ** (k - 1); 1.0 keeps every position at alpha (a chain's later drafts are worse)
         "position_decay": {
-            "EAGLE": 0.97, "EAGLE3": 0.98, "STANDALONE": 0.98, "FROZEN_KV_MTP": 0.97, "DFLASH": 0.97,
-            "DDTREE": 0.98, "DSPARK": 0.97, "NGRAM": 0.95, "UNO": 0.97,
+            "EAGLE": 0.97, "EAGLE3": 0.98, "STANDALONE": 0.98, "FROZEN_KV_MTP": 0.97, "DFLASH": 0.995,
+            "DDTREE": 0.997, "DSPARK": 0.995, "NGRAM": 0.95, "UNO": 0.97,
         },
         "tree_gain": 0.068,  # a tree of n nodes cuts the rejection probability by 1 + tree_gain * ln(n)
         "temperature_penalty": 0.1,  # alpha *= 1 - penalty * min(temperature, 1)
