@@ -276,3 +276,19 @@ def test_a_large_fold_pauses_the_cyclic_collector_and_puts_it_back(tmp_path: Pat
         assert not gc.isenabled()  # a caller that had paused it keeps it paused
     finally:
         gc.enable()
+
+
+def test_a_large_index_is_rewritten_by_a_running_sweep_only_at_its_start_and_end(
+        runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specbench_tui.rundir import index
+
+    updater = index.IndexUpdater(runs / "run-1700000100", every_s=0.0)
+    updater(SweepStarted(sweep="indexed", run_dir="r", total_configs=3))
+    done = ConfigFinished(config_id="a", name="a", state=ConfigState.DONE)
+    updater(done)
+    assert updater.writes == 2  # a small index: kept as configurations finish
+    monkeypatch.setattr(index, "PROGRESS_INDEX_BYTES", 10)
+    updater(done)
+    assert updater.writes == 2  # a large one: not on the engine's thread while requests are measured
+    updater(SweepFinished(state="completed"))
+    assert updater.writes == 3

@@ -45,6 +45,10 @@ KEYED = (RUN_JSON, PLAN_JSON, EVENTS, RESULTS)
 only says that the directory is a run directory when none of them is there)."""
 UPDATE_EVERY_S = 2.0
 """A running sweep rewrites its entry at most this often as configurations finish (always at start and end)."""
+PROGRESS_INDEX_BYTES = 256 << 10
+"""An index larger than this (about 600 runs) is rewritten by a running sweep only as it starts and ends: the
+rewrite runs on the engine's thread, and a folder of 10,000 runs would hold it for a tenth of a second while
+requests are measured (the listing reads a live run's few changed files anyway)."""
 _MISSING = (0, -1, 0, 0)
 
 Key = list[int]
@@ -282,7 +286,8 @@ class IndexUpdater:
     """A run's own writer of its entry: called with every event the run directory records (see
     :attr:`specbench_tui.store.RunDir.after_event`), it folds the run's files on from where it stopped and
     rewrites the entry as the sweep starts, ends, and at most every :data:`UPDATE_EVERY_S` as configurations
-    finish. It never raises: a runs folder it cannot write costs the next listing a read."""
+    finish (while the index is under :data:`PROGRESS_INDEX_BYTES`). It never raises: a runs folder it cannot
+    write costs the next listing a read."""
 
     def __init__(self, run_dir: Path, every_s: float = UPDATE_EVERY_S) -> None:
         self.run_dir = run_dir
@@ -293,8 +298,15 @@ class IndexUpdater:
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, (SweepStarted, SweepFinished)) or (
-                isinstance(event, ConfigFinished) and time.monotonic() - self._last >= self.every_s):
+                isinstance(event, ConfigFinished) and time.monotonic() - self._last >= self.every_s
+                and self._index_size() <= PROGRESS_INDEX_BYTES):
             self.write()
+
+    def _index_size(self) -> int:
+        try:
+            return os.lstat(index_path(self.run_dir.parent)).st_size
+        except OSError:
+            return 0
 
     def write(self) -> None:
         """Rewrite the entry now."""
