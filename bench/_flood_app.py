@@ -5,7 +5,7 @@ Run by the bench scripts inside a pseudo-terminal (see ``_pty.py``), never by ha
     python bench/_flood_app.py --rate 10000 --lines 600000 [--sweep SWEEP.toml --run-dir DIR] [--result OUT.json]
 
 - Without ``--sweep`` the engine is a stand-in: one configuration "running", and a flood thread that publishes
-  ``LogLine`` events as the engine's log pump does (from another thread, in batches every 10 ms), with the
+  ``LogLines`` events as the engine's log watch does (from another thread, one batch every 10 ms), with the
   mix of lines a speculative SGLang server prints (``Decode batch`` lines, access lines, prefill lines, an
   occasional warning).
 - With ``--sweep`` the engine is the real :class:`~specbench_tui.application.runner.EngineThread` running that sweep
@@ -39,7 +39,7 @@ from specbench_tui.core.events import (
     ConfigStateChanged,
     CrashDetected,
     Event,
-    LogLine,
+    LogLines,
     MeasurementRecorded,
     QueuePaused,
     QueueResumed,
@@ -113,11 +113,11 @@ class Flood:
             due = min(self.total, int((time.monotonic() - self.started_at) * self.rate)) if self.rate > 0 else \
                 min(self.total, self.sent + 2000)
             now = time.time()
-            while self.sent < due:
-                line = pool[self.sent % len(pool)]
-                level = "warning" if "WARNING" in line else "info"
-                self.publish(LogLine(config_id=self.config_id, line=line, level=level, ts=now))
-                self.sent += 1
+            if self.sent < due:  # one batch per tick, as the engine's watch publishes a read of the pipe
+                lines = [pool[n % len(pool)] for n in range(self.sent, due)]
+                self.publish(LogLines(config_id=self.config_id, first=self.sent + 1, text="\n".join(lines),
+                                      count=len(lines), ts=now))
+                self.sent = due
             next_at += tick
             delay = next_at - time.monotonic()
             if delay > 0:

@@ -167,10 +167,11 @@ def format_live_line(name: str, line: str, level: str | None) -> str:
 
 # ------------------------------------------------------------------------------------------ the feed
 
-FRAME_S = 0.1
+FRAME_S = 0.25
 """Least time between two formatted bursts while lines pour in (the panel repaints at most this often too)."""
-FRAME_LINES = 2000
-"""Newest lines formatted per frame; older ones of a flood are dropped from the display (counted)."""
+FRAME_LINES = 500
+"""Newest lines formatted per frame (at most 2,000 a second: a few ms of CPU, which the measurement client in the
+same process does not feel); older ones of a flood are dropped from the display, counted."""
 MAX_QUEUED_BYTES = 8 << 20
 """Bytes of log lines waiting to be formatted, at most; beyond, the oldest batches are dropped (counted)."""
 
