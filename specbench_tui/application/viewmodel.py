@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from specbench_tui.core.crossover.results import PointRow
 from specbench_tui.core.events import ConfigState
+from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.plan import Plan, PlannedConfig
 from specbench_tui.core.state import PAUSED, ConfigView, RunState
 from specbench_tui.core.verdicts import PARTIAL, config_verdict, state_counts
@@ -97,8 +99,35 @@ def config_note(view: ConfigView) -> str:
     return ""
 
 
+def point_marks(point: PointRow) -> list[str]:
+    """What a load point's row says beside its figures: ``capped (64 in flight, cap 48)`` when it sends more
+    requests at once than the server runs, an adaptive server's steps, retracted requests, repeats drafted from
+    memory (the report's marks, :func:`specbench_tui.report.loadview.point_marks`, in the same words)."""
+    return [m for m in (point.capped, point.steps_text,
+                        f"{point.n_retracted} retracted" if point.n_retracted else "", point.from_memory) if m]
+
+
+def capped_configs(analysis: RunAnalysis | None) -> dict[str, str]:
+    """config id -> ``capped at c64 (64 in flight, cap 48)`` for each configuration with a capped load point (its
+    first; ``+N more`` when there are others): the queue shows it beside the configuration."""
+    load = analysis.load if analysis is not None else None
+    if load is None:
+        return {}
+    points: dict[str, list[PointRow]] = {}
+    for point in load.points:
+        if point.capped:
+            points.setdefault(point.config_id, []).append(point)
+    out = {}
+    for config_id, capped in points.items():
+        first = min(capped, key=lambda p: (p.axis, p.value))
+        more = f" +{len(capped) - 1} more" if len(capped) > 1 else ""
+        out[config_id] = f"capped at {first.load}{more}: {first.capped}"
+    return out
+
+
 def _line(state: RunState, view: ConfigView, asked: Asked, pause_requested: bool | None,
-          partial: frozenset[str], labels: Mapping[str | None, str] | None) -> ConfigLine:
+          partial: frozenset[str], labels: Mapping[str | None, str] | None,
+          capped: Mapping[str, str]) -> ConfigLine:
     request = asked.get(view.config_id)
     if request is not None:
         word, note = str(request[0]), str(request[1])
@@ -109,6 +138,8 @@ def _line(state: RunState, view: ConfigView, asked: Asked, pause_requested: bool
         word = config_verdict(word, zero_output=bool(view.zero_output), partial=view.config_id in partial)
         if word == PARTIAL:
             note = f"workload cut short · {view.measurements} meas"
+        if view.config_id in capped:
+            note = f"{note} · {capped[view.config_id]}" if note else capped[view.config_id]
     gpus = view.gpus or view.last_gpus
     where = ",".join(str(g) for g in gpus) if gpus else "–"
     if labels is not None and (view.node is not None or view.launched_at is not None):
@@ -118,12 +149,13 @@ def _line(state: RunState, view: ConfigView, asked: Asked, pause_requested: bool
 
 
 def build_view(state: RunState, *, partial: frozenset[str] = frozenset(), asked: Asked | None = None,
-               pause_requested: bool | None = None) -> SweepView:
-    """The :class:`SweepView` of ``state`` now."""
+               pause_requested: bool | None = None, capped: Mapping[str, str] | None = None) -> SweepView:
+    """The :class:`SweepView` of ``state`` now; ``capped``: :func:`capped_configs` of the latest analysis."""
     asked = asked or {}
+    capped = capped or {}
     labels = state.node_labels() if state.on_nodes else None
     views = state.ordered_configs()
-    lines = tuple(_line(state, view, asked, pause_requested, partial, labels) for view in views)
+    lines = tuple(_line(state, view, asked, pause_requested, partial, labels, capped) for view in views)
     asked_skip = {cid for cid, request in asked.items() if request[0] == ConfigState.SKIPPED.value}
     skipped = sum(1 for v in views if v.state is ConfigState.SKIPPED or v.config_id in asked_skip)
     crashed = sum(1 for v in views if v.state in (ConfigState.CRASHED, ConfigState.FAILED))

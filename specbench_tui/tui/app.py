@@ -39,7 +39,7 @@ from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
 from specbench_tui.application.logview import LogFeed
-from specbench_tui.application.viewmodel import SweepView
+from specbench_tui.application.viewmodel import SweepView, capped_configs
 from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.events import (
     ConfigFinished,
@@ -181,6 +181,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         self.view = SweepView()
         """What the panels draw, built once per refresh in the application layer (:meth:`_show_view`)."""
         self.partial_ids: frozenset[str] = frozenset()
+        self.capped_notes: dict[str, str] = {}
         """Configurations with a workload cut short, from the latest analysis (queue and header show them)."""
         self.preflight_problems: list[str] = []
         """Why the sweep could not start (pre-flight), as the engine said; printed again at exit."""
@@ -460,8 +461,9 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
             if self._heap_frozen_at is None:  # the run's past is loaded and shown: freeze it once now
                 self.call_after_refresh(self._freeze_heap, True)
             partial = partial_configs(self.analysis)
-            partial_changed = partial != self.partial_ids
-            self.partial_ids = partial
+            capped = capped_configs(self.analysis)
+            partial_changed = partial != self.partial_ids or capped != self.capped_notes
+            self.partial_ids, self.capped_notes = partial, capped
             if self._panels_attached():
                 self._results_panel().sync(self.state, False, self.analysis, rows)
                 if partial_changed:

@@ -65,6 +65,7 @@ class AppBase(App[int]):
     optimistic: dict[str, tuple[str, str, float]]
     pause_requested: bool | None
     partial_ids: frozenset[str]
+    capped_notes: dict[str, str]
     view: SweepView
     preflight_problems: list[str]
     detached: bool
@@ -122,7 +123,7 @@ class AppBase(App[int]):
     def _show_view(self, force: bool = False) -> None:
         """Build the sweep view once (state, analysis, what keys asked) and hand it to the queue and header."""
         self.view = build_view(self.state, partial=self.partial_ids, asked=self.optimistic,
-                               pause_requested=self.pause_requested)
+                               pause_requested=self.pause_requested, capped=self.capped_notes)
         self._queue_panel().sync(self.view, force)
         header = self._header()
         header.view = self.view

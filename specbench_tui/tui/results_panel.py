@@ -19,6 +19,7 @@ from textual import events, on
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist
 
+from specbench_tui.application.viewmodel import point_marks
 from specbench_tui.core.acceptance import AcceptanceAnalysis, fmt_positions, sparkline
 from specbench_tui.core.results import (
     ACCEPT_FROM_SERVER,
@@ -201,6 +202,7 @@ def _point_rows(analysis: RunAnalysis, config: Any, order: int, crashed: bool,
                 notes.append(f"SLO {'met' if point.meets_slo else 'missed'}")
             if point.n_error:
                 notes.append(f"{point.n_error} failed")
+            notes.extend(point_marks(point))  # capped, adaptive steps, retracted, drafted from memory
             rows[row_key(config.id, f"{load_workload.name}@{point.load}")] = ResultRow(
                 config=config.name, workload=f"{load_workload.name} @{point.load}",
                 order=(order, 2_000 + w_index * 100 + (labels.index(point.load) if point.load in labels else 99)),
