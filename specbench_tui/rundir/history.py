@@ -140,13 +140,15 @@ def _no_cyclic_collection() -> Iterator[None]:
     """The cyclic garbage collector paused while a fold builds its records: they hold no cycles (reference
     counting frees what is dropped), and its collections, triggered again and again by 300,000 new objects and
     each walking all of them, took more than half of the time to fold a 64 MB events file. Its state is put
-    back as it was (a caller that paused it keeps it paused)."""
+    back as it was (a caller that paused it keeps it paused), and what the fold made is frozen
+    (``gc.freeze``: reference counting still frees it; the collector no longer walks it)."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        if was:
+        gc.freeze()  # what the fold made is kept (the view's history): out of the collector's reach, as the
+        if was:      # TUI freezes what it keeps, instead of a collection walking all of it the moment it is on
             gc.enable()
 
 
