@@ -96,12 +96,14 @@ def _color(index: int) -> str:
 
 
 def _mark_missing(ax: Axes, x: float, why: str, index: int = 0) -> None:
-    """A point without a value: a red × on the x axis with the reason above it (never a 0 on the y axis)."""
-    ax.plot([x], [0.0], marker="x", color=MISSING_COLOR, markersize=7, markeredgewidth=1.6,
+    """A point without a value: a dotted red line through the whole plot at its x, a × above the plot and the
+    reason along the line; nothing at any y value (never a 0 on the y axis)."""
+    ax.axvline(x, color=MISSING_COLOR, linestyle=(0, (1, 3)), linewidth=1.0, zorder=1)
+    ax.plot([x], [1.0], marker="x", color=MISSING_COLOR, markersize=7, markeredgewidth=1.6,
             transform=ax.get_xaxis_transform(), clip_on=False, zorder=5)
-    ax.annotate(why, xy=(x, 0.0), xycoords=ax.get_xaxis_transform(), xytext=(3 + 9 * index, 6),
+    ax.annotate(why, xy=(x, 0.5), xycoords=ax.get_xaxis_transform(), xytext=(7 + 10 * index, 0),
                 textcoords="offset points", rotation=90, fontsize=7, color=MISSING_COLOR, ha="center",
-                va="bottom")
+                va="center", bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.4, "alpha": 0.85})
 
 
 def _lines(ax: Axes, lines: Sequence[Line], colors: dict[str, str] | None = None) -> None:
