@@ -111,7 +111,7 @@ def render_summary(analysis: RunAnalysis, simulated: bool = False) -> str:
     workloads = [w.name for w in analysis.workloads]
     loaded = [w.name for w in analysis.load.workloads] if analysis.load is not None else []
     head = ["configuration", "state", "start s", *workloads, *(f"{w} (load)" for w in loaded), "speedup",
-            "TTFT ms", "accept", "note"]
+            "TTFT ms", "accept len", "note"]
     rows = [head]
     left = {0, 1, len(head) - 1}
     for config in analysis.configs:
@@ -131,12 +131,12 @@ def render_summary(analysis: RunAnalysis, simulated: bool = False) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     out = [("decode tok/s per workload (median over requests; Nx = speedup over the matched baseline, over the "
             "items both measured; partial k/n: cut short after k of n items); speedup: geometric mean over all "
-            "workloads, none for a crashed or partial configuration; accept: acceptance length weighted by verify "
-            "steps (^: from the server's counters, the engine gives none per request)"),
+            "workloads, none for a crashed or partial configuration; accept len: acceptance length (tokens per "
+            "verify step), weighted by verify steps (^: from the server's counters, the engine gives none per request)"),
            *lines]
     if loaded:
         out.insert(1, "(load): speedup at the lowest and the highest load measured (the baseline: its output tok/s) "
-                      "and B*, the load from which it no longer pays; speedup, TTFT and accept at the lowest load")
+                      "and B*, the load from which it no longer pays; speedup, TTFT and accept len at the lowest load")
     if simulated:
         out.insert(0, SIMULATED_NOTE)
     best = [b for b in analysis.best if b.tp is None]
