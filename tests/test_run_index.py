@@ -292,3 +292,15 @@ def test_a_large_index_is_rewritten_by_a_running_sweep_only_at_its_start_and_end
     assert updater.writes == 2  # a large one: not on the engine's thread while requests are measured
     updater(SweepFinished(state="completed"))
     assert updater.writes == 3
+
+
+def test_a_line_holding_two_events_is_refused_in_a_batch_as_alone(tmp_path: Path) -> None:
+    run = RunDir(tmp_path)
+    run.append_event(Notice(level="info", text="first", ts=1.0))
+    run.close()
+    with (tmp_path / EVENTS).open("ab") as handle:
+        handle.write(b'{"type":"Notice","level":"info","text":"a"},{"type":"Notice","level":"info","text":"b"}\n')
+    RunDir(tmp_path).append_event(Notice(level="info", text="last", ts=2.0))
+    fold = RunFold(tmp_path).advance()
+    assert [e.text for e in fold.events if isinstance(e, Notice)] == ["first", "last"]
+    assert fold.report.counts == {EVENTS: 1}

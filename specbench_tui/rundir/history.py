@@ -41,9 +41,12 @@ from specbench_tui.store import EVENTS, RESULTS, ReadReport
 
 MEASUREMENT_LINE = b'{"type":"MeasurementRecorded"'
 """How the store wrote a measurement's copy into the events file (compact JSON, its type first)."""
+_MEASUREMENT_TYPE = MEASUREMENT_LINE + b'"'
 STATE_TYPES = frozenset({b"ConfigStateChanged", b"ConfigFinished", b"SweepFinished", b"SweepStarted"})
 """The events a fold for the listing of runs reads (where each configuration stands, how the sweep ended)."""
 _TYPE_AT = len(b'{"type":"')
+BATCH_LINES = 4096
+"""Lines of the events file parsed in one call (an attaching view's fold)."""
 PAUSE_GC_BYTES = 1 << 20
 """A fold of more than this many new bytes pauses the cyclic garbage collector (see :func:`_no_cyclic_collection`);
 the small steps of a live run's own entry leave it alone."""
@@ -199,20 +202,52 @@ class RunFold:
 
     def _fold_events(self, upto: int | None) -> None:
         every = self.every_event
+        batch: list[bytes] = []
         for raw in self.events_tail.lines(upto):
+            if every:
+                if not raw.startswith(_MEASUREMENT_TYPE):
+                    batch.append(raw)
+                    if len(batch) >= BATCH_LINES:
+                        self._fold_batch(batch)
+                        batch = []
+                continue
             kind = _line_type(raw)
-            if kind == b"MeasurementRecorded" or (not every and kind is not None and kind not in STATE_TYPES):
+            if kind is not None and kind not in STATE_TYPES:
                 continue
             event = self._event(raw)
-            if event is None:
-                continue
-            if every:
-                self.events.append(event)
-            if isinstance(event, SweepFinished):
-                self.ended = event
-            if self.ledger_events and (every or isinstance(event, (ConfigStateChanged, ConfigFinished,
-                                                                   SweepFinished))):
-                self.ledger.apply(event)
+            if event is not None:
+                self._fold(event)
+        self._fold_batch(batch)
+
+    def _fold_batch(self, batch: list[bytes]) -> None:
+        """Lines parsed as one JSON array (one call instead of one per line); a batch that is not one value per
+        line (a line not JSON, cut, or holding two) is read line by line, each refused line counted."""
+        lines = [raw for raw in batch if raw.strip()]
+        if not lines:
+            return
+        try:
+            values = json.loads(b"[" + b",".join(lines) + b"]")
+        except (ValueError, RecursionError):
+            values = None
+        if not isinstance(values, list) or len(values) != len(lines):
+            for raw in lines:
+                event = self._event(raw)
+                if event is not None:
+                    self._fold(event)
+            return
+        for data in values:
+            event = self._decoded(data)
+            if event is not None:
+                self._fold(event)
+
+    def _fold(self, event: Event) -> None:
+        if self.every_event:
+            self.events.append(event)
+        if isinstance(event, SweepFinished):
+            self.ended = event
+        if self.ledger_events and (self.every_event or isinstance(event, (ConfigStateChanged, ConfigFinished,
+                                                                          SweepFinished))):
+            self.ledger.apply(event)
 
     def _event(self, raw: bytes) -> Event | None:
         if not raw.strip():
@@ -222,6 +257,9 @@ class RunFold:
         except (ValueError, RecursionError):
             self.report.add(EVENTS, f"{EVENTS}: unreadable line skipped (torn by a crash?)")
             return None
+        return self._decoded(data)
+
+    def _decoded(self, data: object) -> Event | None:
         if not isinstance(data, dict) or data.get("type") == "MeasurementRecorded":
             return None
         try:
