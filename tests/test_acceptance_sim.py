@@ -143,6 +143,8 @@ def test_every_report_format_has_the_histogram_and_the_explanation(eagle_run: Pa
         "conditional acceptance at position k", "tokens per target forward", "step cost ×"}
     txt = render(run, "txt")
     assert "Accepted drafts per verify step" in txt
+    latex = render(run, "latex")
+    assert r"\caption{Accepted drafts per verify step (histogram): code}" in latex
 
 
 def test_csv_carries_per_position_figures_and_compare_shows_their_change(eagle_run: Path) -> None:

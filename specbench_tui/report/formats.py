@@ -45,6 +45,7 @@ from specbench_tui.report.tables import (
     render_text_table,
     results_table,
     summary_line,
+    Table,
 )
 
 FORMATS = ("txt", "md", "csv", "json", "latex", "html")
@@ -369,6 +370,8 @@ def render_latex(run: LoadedRun) -> str:
         f"Mean acceptance length weighted by verify steps ({name}); in parentheses the server's own log figure.",
         f"tab:{label}-acceptance", _latex_accept)
     out += _latex_load(analysis, name, label)
+    for index, table in enumerate(acceptance_tables(analysis)):
+        out += _latex_table(table, f"tab:{label}-acceptance-{index + 1}")
     problems = analysis.problems()
     if problems:
         out += [r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{l l l p{0.45\linewidth}}",
@@ -379,6 +382,21 @@ def render_latex(run: LoadedRun) -> str:
         out += [r"\bottomrule", r"\end{tabular}", r"\caption{Configurations that crashed, failed or were "
                 f"skipped ({name}).}}", r"\label{tab:" + label + "-failures}", r"\end{table}", ""]
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _latex_table(table: Table, label: str) -> list[str]:
+    """A report table as booktabs (the sparkline column, whose block characters need a Unicode font, is left
+    out: its values are in the next column)."""
+    keep = [i for i, h in enumerate(table.headers) if h]
+    out = [r"\begin{table}[t]", r"\centering", r"\small",
+           r"\begin{tabular}{" + " ".join(table.align[i] for i in keep) + "}", r"\toprule",
+           " & ".join(latex_escape(table.headers[i]) for i in keep) + r" \\", r"\midrule"]
+    for row in table.rows:
+        out.append(" & ".join(latex_escape(clean_text(row[i])) for i in keep) + r" \\")
+    caption = latex_escape(table.title + (". " + " ".join(table.notes) if table.notes else ""))
+    out += [r"\bottomrule", r"\end{tabular}", r"\caption{" + caption + "}", r"\label{" + label + "}",
+            r"\end{table}", ""]
+    return out
 
 
 def _latex_load(analysis: RunAnalysis, name: str, label: str) -> list[str]:
