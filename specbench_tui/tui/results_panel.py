@@ -154,7 +154,7 @@ def _cell_notes(cell: Any, crash_note: str | None) -> list[str]:
     if cell.not_run:
         notes.append(f"not run: {cell.not_run}")
     if cell.accept_method == ACCEPT_FROM_SERVER and cell.accept_length is not None:
-        notes.append("accept: server counters")
+        notes.append("accept len: server counters")
     notes.extend(_FLAG_NOTES[flag] for flag in cell.flags if flag in _FLAG_NOTES)
     return notes
 
