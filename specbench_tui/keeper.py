@@ -53,7 +53,7 @@ _WATCHED = {*_STOP_ALL, signal.SIGUSR1, signal.SIGCHLD}
 def _prctl(option: int, value: int) -> bool:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(option, value, 0, 0, 0) == 0
+        return bool(libc.prctl(option, value, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
 

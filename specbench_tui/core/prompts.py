@@ -168,7 +168,7 @@ def extract_expression(text: str) -> str | None:
     """The expression the model asked the calculator for: the last ``CALC:`` line, else a bare one."""
     calls = _CALC_LINE.findall(text)
     if calls:
-        return calls[-1].strip()
+        return str(calls[-1]).strip()
     bare = [m.strip() for m in _BARE_EXPR.findall(text) if any(op in m for op in "+-*/")]
     return bare[-1] if bare else None
 
@@ -201,17 +201,20 @@ def safe_eval(expression: str, max_power: int = 100) -> float:
         if isinstance(node, ast.Expression):
             return walk(node.body)
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-            return node.value
+            constant: float = node.value
+            return constant
         if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
             left, right = walk(node.left), walk(node.right)
             if isinstance(node.op, ast.Pow) and abs(right) > max_power:
                 raise CalcError("exponent too large")
             try:
-                return _OPS[type(node.op)](left, right)
+                result: float = _OPS[type(node.op)](left, right)
+                return result
             except (ZeroDivisionError, OverflowError) as exc:
                 raise CalcError(str(exc)) from exc
         if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-            return _UNARY[type(node.op)](walk(node.operand))
+            unary: float = _UNARY[type(node.op)](walk(node.operand))
+            return unary
         raise CalcError(f"not allowed in an expression: {type(node).__name__}")
 
     value = walk(tree)

@@ -290,7 +290,8 @@ def collect(*, backend: GpuBackend | None = None, sweep_path: Path | str | None 
         doc["extra"] = dict(extra)
     # The simulator's servers, or the scripted GPU box, make invented figures: said at the top of the document.
     doc["simulated"] = bool(doc["gpus"].get("simulated") or (extra or {}).get("launcher") == simulator.LAUNCHER)
-    return redact(doc, secret_values(environ))
+    redacted: dict[str, Any] = redact(doc, secret_values(environ))
+    return redacted
 
 
 async def collect_async(**kwargs: Any) -> dict[str, Any]:
