@@ -12,7 +12,7 @@ from specbench_tui.core.events import ConfigFinished, ConfigState
 from specbench_tui.core.load import LoadSpec
 from specbench_tui.core.state import RunState
 from specbench_tui.tui.results_panel import build_rows
-from tests.test_crossover import AR, SP, plan, point
+from test_crossover import AR, SP, plan, point
 
 CAPPED = "capped (64 in flight, cap 48)"
 

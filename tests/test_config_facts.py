@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine_helpers import plan_for, run_plan, write_sweep
+from engine_helpers import plan_for, run_plan, write_sweep
 
 SWEEP = """
 [sweep]

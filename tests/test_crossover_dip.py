@@ -12,7 +12,7 @@ from specbench_tui.core.crossover.results import ALWAYS_PAYS, NOT_MONOTONIC, Loa
 from specbench_tui.core.crossover.search import search_needs
 from specbench_tui.core.load import LoadSpec, parse_label
 from specbench_tui.core.records import Measurement
-from tests.test_crossover import AR, GRID, SP, plan, point
+from test_crossover import AR, GRID, SP, plan, point
 
 
 def dip(b: float) -> float:

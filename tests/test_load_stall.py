@@ -13,7 +13,7 @@ import pytest
 from specbench_tui.core.load import arrival_offsets
 from specbench_tui.core.plan import build_plan
 from specbench_tui.core.sweep.loader import load_sweep
-from tests.engine_helpers import plan_for, run_plan, write_sweep
+from engine_helpers import plan_for, run_plan, write_sweep
 
 REPO = Path(__file__).resolve().parent.parent
 

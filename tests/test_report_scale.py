@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from specbench_tui.cli import main
-from tests.report_scale import build_scale_run
+from report_scale import build_scale_run
 
 CONFIGS = 10_000
 
