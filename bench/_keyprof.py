@@ -71,7 +71,7 @@ def _log_collections() -> list[tuple[int, float, int]]:
     collections: list[tuple[int, float, int]] = []
     started: dict[str, float] = {}
 
-    def on_gc(phase: str, info: dict) -> None:
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             started["t"] = time.perf_counter()
             return

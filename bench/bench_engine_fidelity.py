@@ -354,7 +354,7 @@ def sglang_client(port: int, folder: Path, concurrency: int = 1, prompts: int = 
             float(result["output_throughput"]))
 
 
-Row = tuple[str, str, float, float, float, bool]
+TableRow = tuple[str, str, float, float, float, bool]
 """(client, config, tok/s, TTFT ms, TTFT error against the served TTFT ms, judged)"""
 
 
@@ -371,7 +371,7 @@ class _Phases:
         self.mark = now
 
 
-def _peers(args: argparse.Namespace, folder: Path, phases: _Phases, rows: list[Row],
+def _peers(args: argparse.Namespace, folder: Path, phases: _Phases, rows: list[TableRow],
            load_rows: list[tuple[int, str, LoadRow | str]], notes: list[str]) -> None:
     """The raw-socket floor and SGLang's own client against one simulator."""
     with wire_trace(folder / "sim-trace.txt") as trace, \
@@ -399,7 +399,7 @@ def _peers(args: argparse.Namespace, folder: Path, phases: _Phases, rows: list[R
             phases.done("SGLang client under load")
 
 
-def _ours(args: argparse.Namespace, folder: Path, phases: _Phases, rows: list[Row],
+def _ours(args: argparse.Namespace, folder: Path, phases: _Phases, rows: list[TableRow],
           load_rows: list[tuple[int, str, LoadRow | str]], notes: list[str]) -> None:
     """Our engine alone, under load and beside the TUI's flood."""
     for name, (tps, ttft, err) in ours_alone(folder / "alone").items():
@@ -418,7 +418,7 @@ def _ours(args: argparse.Namespace, folder: Path, phases: _Phases, rows: list[Ro
         phases.done("ours under flood")
 
 
-def _print_rows(rows: list[Row], failures: list[str]) -> dict[str, float]:
+def _print_rows(rows: list[TableRow], failures: list[str]) -> dict[str, float]:
     """The batch-1 table; returns the worst judged errors and adds the misses to ``failures``."""
     print(f"{'client':<26} {'config':<11} {'truth tok/s':>11} {'tok/s':>8} {'err':>7}  {'TTFT':>8} "
           f"{'- promised':>10} {'- served':>9}")
@@ -446,7 +446,7 @@ def main() -> int:
     parser.add_argument("--no-load", action="store_true", help="leave out the concurrency 8 and 64 columns")
     args = parser.parse_args()
     phases = _Phases()
-    rows: list[Row] = []
+    rows: list[TableRow] = []
     load_rows: list[tuple[int, str, LoadRow | str]] = []
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="specbench-fidelity-") as tmp:
