@@ -4,17 +4,41 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 from textual.fuzzy import Matcher
 
+from specbench_tui.application.viewmodel import SweepView
 from specbench_tui.core.events import ConfigState
+from specbench_tui.core.state import ConfigView, RunState
 from specbench_tui.tui.safe_text import clean
 
-if TYPE_CHECKING:
-    from specbench_tui.tui.app import SpecbenchApp
+
+class CommandTarget(Protocol):
+    """What the palette's commands read and call on the app (the app satisfies it; this module does not import
+    the app, which imports it)."""
+
+    state: RunState
+    view: SweepView
+    specbench_themes: list[str]
+    PANELS: tuple[tuple[str, str], ...]
+
+    def selected_config(self) -> ConfigView | None: ...
+    def action_toggle_pause(self) -> None: ...
+    def action_skip_selected(self) -> None: ...
+    def action_retry_selected(self) -> None: ...
+    def action_open_log(self) -> None: ...
+    def skip_config(self, config_id: str) -> None: ...
+    def retry_config(self, config_id: str) -> None: ...
+    def open_log_of(self, config_id: str) -> None: ...
+    def action_focus_panel(self, panel: str) -> None: ...
+    def action_toggle_maximize(self) -> None: ...
+    def action_notifications(self) -> None: ...
+    def action_cycle_sort(self) -> None: ...
+    def set_theme(self, name: str) -> None: ...
+    def action_request_quit(self) -> None: ...
 
 
 def highlight(matcher: Matcher, title: str) -> Content:
@@ -34,7 +58,7 @@ class SweepCommands(Provider):
         """The commands, worded for the current state; ``every_config`` adds one per configuration (for a
         search: the list shown before anything is typed stays short, whatever the size of the sweep)."""
         # Provider.app is typed App; this provider is registered on SpecbenchApp only (its COMMANDS).
-        app: SpecbenchApp = self.app  # type: ignore[assignment]
+        app = cast(CommandTarget, self.app)
         state = app.state
         if app.view.paused:  # as the header shows it (what p asked for, until the engine answers)
             yield "sweep: resume the queue", app.action_toggle_pause, "launch the next configurations again (p)"

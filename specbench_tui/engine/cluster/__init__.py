@@ -7,14 +7,13 @@ nothing outside this package imports this package's Ray modules unless the sweep
 from __future__ import annotations
 
 import importlib.util
-import os
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from specbench_tui.core.cluster import ClusterSpec
 from specbench_tui.core.events import Event
 from specbench_tui.core.plan import Plan
+from specbench_tui.engine.cluster.head_lost import end_process, mark_head_lost
 
 if TYPE_CHECKING:
     from specbench_tui.core.sweep.schema import Sweep
@@ -23,27 +22,7 @@ if TYPE_CHECKING:
 RAY_MISSING = ("[cluster] executor = 'ray' needs Ray, which is not installed: "
                "pip install 'specbench-tui[ray]' (the same Ray version on every node)")
 
-_head_lost = False
-
-
-def mark_head_lost() -> None:
-    """This process's Ray lost its head (the Ray executor says so): see :func:`end_process`."""
-    global _head_lost
-    _head_lost = True
-
-
-def end_process(code: int) -> int:
-    """``code``, or, when this process's Ray lost its head, the process ends here with ``code``: Ray's own
-    teardown (``ray.shutdown``, at exit too) would end it with another code or crash it when the head took the
-    engine's own Ray node with it. Called by the entry points once everything is written."""
-    if _head_lost:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(int(code))
-    return code
+__all__ = ["end_process", "mark_head_lost"]
 
 
 def ray_installed() -> bool:

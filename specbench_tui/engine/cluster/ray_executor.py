@@ -49,7 +49,7 @@ from specbench_tui.core.cluster_placement import pick_node
 from specbench_tui.core.events import Event, Notice, ServerLaunching
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import MeasurementKey
-from specbench_tui.engine.cluster import mark_head_lost
+from specbench_tui.engine.cluster.head_lost import mark_head_lost
 from specbench_tui.engine.cluster.head import GCS_RECONNECT_ENV, GCS_RECONNECT_S, HeadWatch
 from specbench_tui.engine.cluster.node import Item, NodeInfo, NodeJob, actor_class, server_lines
 from specbench_tui.engine.executor import Job, JobControl, JobSink, OpenFailed, Outcome, Placement, StopJob
