@@ -129,6 +129,13 @@ class HostileServer:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         writer.transport.abort()
 
+    _SCRIPTED = frozenset({
+        "unicode_separators", "malformed_json", "truncated_sse", "truncated_clean", "sse_error", "reset",
+        "reset_mid_stream", "stall_after_first", "no_answer", "redirect", "huge_sse_line", "huge_error_body",
+    })
+    """The scripted behaviours other than ok, http_<code> and the health probes: each one's answer is the method
+``_scripted_<behaviour>``."""
+
     async def _answer(self, path: str, writer) -> bool:
         behaviour = self._behaviour_for(path)
         self.sent = 0
@@ -141,35 +148,6 @@ class HostileServer:
                 await self._send(writer, _chunk(_sse(_token_payload(i, i == len(TOKENS)))))
             await self._send(writer, _chunk(_sse("[DONE]")) + b"0\r\n\r\n")
             return True
-        if behaviour == "unicode_separators":
-            await self._sse_head(writer)
-            text = "line\u2028sep\u2029para\u0085nel"
-            payload = {"text": text, "meta_info": {"completion_tokens": 3, "prompt_tokens": 5,
-                                                   "finish_reason": {"type": "length", "length": 3}}}
-            await self._send(writer, _chunk(_sse(payload)) + _chunk(_sse("[DONE]")) + b"0\r\n\r\n")
-            return True
-        if behaviour == "malformed_json":
-            await self._sse_head(writer)
-            await self._send(writer, _chunk(b'data: {"text": "Hel", "meta_info": {"completion_tok\n\n'))
-            await self._send(writer, _chunk(_sse("[DONE]")) + b"0\r\n\r\n")
-            return True
-        if behaviour == "truncated_sse":
-            await self._sse_head(writer)
-            await self._send(writer, _chunk(_sse(_token_payload(1))))
-            await self._send(writer, b"40\r\ndata: {\"text\": \"Hello wo")  # a chunk cut short, then gone
-            writer.transport.abort()
-            return False
-        if behaviour == "truncated_clean":
-            await self._sse_head(writer)
-            await self._send(writer, _chunk(_sse(_token_payload(1))) + _chunk(_sse(_token_payload(2))))
-            await self._send(writer, b"0\r\n\r\n")  # a complete HTTP body, but no [DONE] and no finish_reason
-            return True
-        if behaviour == "sse_error":
-            await self._sse_head(writer)
-            error = {"error": {"message": "The input (9000 tokens) is longer than the model's context length "
-                                          "(8192 tokens).", "type": "invalid_request_error", "code": 400}}
-            await self._send(writer, _chunk(_sse(error)) + _chunk(_sse("[DONE]")) + b"0\r\n\r\n")
-            return True
         if behaviour.startswith("http_"):
             code = int(behaviour[5:])
             reason = {400: "Bad Request", 500: "Internal Server Error", 503: "Service Unavailable"}.get(code, "X")
@@ -179,46 +157,89 @@ class HostileServer:
                                                            "content-length": str(len(body))})
             await self._send(writer, body)
             return True
-        if behaviour == "reset":
-            self._reset(writer)
-            return False
-        if behaviour == "reset_mid_stream":
-            await self._sse_head(writer)
-            await self._send(writer, _chunk(_sse(_token_payload(1))))
-            await asyncio.sleep(0.05)
-            self._reset(writer)
-            return False
-        if behaviour == "stall_after_first":
-            await self._sse_head(writer)
-            await self._send(writer, _chunk(_sse(_token_payload(1))))
-            await asyncio.sleep(3600)
-            return False
-        if behaviour == "no_answer":
-            await asyncio.sleep(3600)
-            return False
-        if behaviour == "redirect":
-            await self._head(writer, "307 Temporary Redirect", {"location": "/b/redirect/target",
-                                                                "content-length": "0"})
-            return True
-        if behaviour == "huge_sse_line":
-            await self._sse_head(writer)
-            await self._send(writer, _chunk(b'data: {"text": "'))
-            piece = _chunk(b"A" * (1 << 20))
-            while self.sent < min(2 * GB, self.safety_cap):
-                await self._send(writer, piece)
-            writer.transport.abort()
-            return False
-        if behaviour == "huge_error_body":
-            await self._head(writer, "500 Internal Server Error", {"content-type": "text/plain",
-                                                                   "content-length": str(2 * GB)})
-            piece = b"E" * (1 << 20)
-            while self.sent < min(2 * GB, self.safety_cap):
-                await self._send(writer, piece)
-            writer.transport.abort()
-            return False
+        if behaviour in self._SCRIPTED:
+            answered: bool = await getattr(self, f"_scripted_{behaviour}")(writer)
+            return answered
         await self._head(writer, "404 Not Found", {"content-length": "0"})
         return True
 
+    async def _scripted_unicode_separators(self, writer) -> bool:
+        await self._sse_head(writer)
+        text = "line\u2028sep\u2029para\u0085nel"
+        payload = {"text": text, "meta_info": {"completion_tokens": 3, "prompt_tokens": 5,
+                                               "finish_reason": {"type": "length", "length": 3}}}
+        await self._send(writer, _chunk(_sse(payload)) + _chunk(_sse("[DONE]")) + b"0\r\n\r\n")
+        return True
+
+    async def _scripted_malformed_json(self, writer) -> bool:
+        await self._sse_head(writer)
+        await self._send(writer, _chunk(b'data: {"text": "Hel", "meta_info": {"completion_tok\n\n'))
+        await self._send(writer, _chunk(_sse("[DONE]")) + b"0\r\n\r\n")
+        return True
+
+    async def _scripted_truncated_sse(self, writer) -> bool:
+        await self._sse_head(writer)
+        await self._send(writer, _chunk(_sse(_token_payload(1))))
+        await self._send(writer, b"40\r\ndata: {\"text\": \"Hello wo")  # a chunk cut short, then gone
+        writer.transport.abort()
+        return False
+
+    async def _scripted_truncated_clean(self, writer) -> bool:
+        await self._sse_head(writer)
+        await self._send(writer, _chunk(_sse(_token_payload(1))) + _chunk(_sse(_token_payload(2))))
+        await self._send(writer, b"0\r\n\r\n")  # a complete HTTP body, but no [DONE] and no finish_reason
+        return True
+
+    async def _scripted_sse_error(self, writer) -> bool:
+        await self._sse_head(writer)
+        error = {"error": {"message": "The input (9000 tokens) is longer than the model's context length "
+                                      "(8192 tokens).", "type": "invalid_request_error", "code": 400}}
+        await self._send(writer, _chunk(_sse(error)) + _chunk(_sse("[DONE]")) + b"0\r\n\r\n")
+        return True
+
+    async def _scripted_reset(self, writer) -> bool:
+        self._reset(writer)
+        return False
+
+    async def _scripted_reset_mid_stream(self, writer) -> bool:
+        await self._sse_head(writer)
+        await self._send(writer, _chunk(_sse(_token_payload(1))))
+        await asyncio.sleep(0.05)
+        self._reset(writer)
+        return False
+
+    async def _scripted_stall_after_first(self, writer) -> bool:
+        await self._sse_head(writer)
+        await self._send(writer, _chunk(_sse(_token_payload(1))))
+        await asyncio.sleep(3600)
+        return False
+
+    async def _scripted_no_answer(self, writer) -> bool:
+        await asyncio.sleep(3600)
+        return False
+
+    async def _scripted_redirect(self, writer) -> bool:
+        await self._head(writer, "307 Temporary Redirect", {"location": "/b/redirect/target",
+                                                            "content-length": "0"})
+        return True
+
+    async def _scripted_huge_sse_line(self, writer) -> bool:
+        await self._sse_head(writer)
+        await self._send(writer, _chunk(b'data: {"text": "'))
+        piece = _chunk(b"A" * (1 << 20))
+        while self.sent < min(2 * GB, self.safety_cap):
+            await self._send(writer, piece)
+        writer.transport.abort()
+        return False
+
+    async def _scripted_huge_error_body(self, writer) -> bool:
+        await self._head(writer, "500 Internal Server Error", {"content-type": "text/plain",
+                                                               "content-length": str(2 * GB)})
+        piece = b"E" * (1 << 20)
+        while self.sent < min(2 * GB, self.safety_cap):
+            await self._send(writer, piece)
+        writer.transport.abort()
+        return False
 
 async def _main() -> None:
     parser = argparse.ArgumentParser()

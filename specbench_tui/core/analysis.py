@@ -265,46 +265,67 @@ class _Fold:
     startup_s: float | None = None
 
 
+def _fold_state(fold: _Fold, event: ConfigStateChanged) -> None:
+    fold.state = event.state.value
+    fold.name = fold.name or event.name
+    if not event.state.final:  # it runs (or waits) again: its old end is past
+        fold.finished = None
+    if event.state in (ConfigState.PENDING, ConfigState.LAUNCHING):  # a new attempt
+        fold.crash, fold.not_run, fold.current_workload = None, {}, None
+
+
+def _fold_crash(fold: _Fold, event: CrashDetected) -> None:
+    fold.crash = event
+    if fold.state in ("launching", "ready", "running"):  # crashed from the first match on (red first)
+        fold.state = ConfigState.CRASHED.value
+
+
+def _fold_workload_started(fold: _Fold, event: WorkloadStarted) -> None:
+    fold.current_workload = event.workload
+    if isinstance(event.expected, int) and event.expected > 0:
+        fold.expected[event.workload] = event.expected
+
+
+def _fold_workload_finished(fold: _Fold, event: WorkloadFinished) -> None:
+    fold.current_workload = None
+    log = event.server_log
+    if not isinstance(log, dict):
+        return
+    value = log.get("accept_length")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        fold.log_accept[event.workload] = float(value)
+    positions = server_positions(log)
+    if positions is not None:
+        fold.log_positions[event.workload] = positions
+
+
+def _fold_event(fold: _Fold, event: Event) -> None:
+    """One event's part of its configuration's fold."""
+    if isinstance(event, ConfigFinished):
+        fold.finished, fold.state, fold.current_workload = event, event.state.value, None
+        fold.name = fold.name or event.name
+    elif isinstance(event, ConfigStateChanged):
+        _fold_state(fold, event)
+    elif isinstance(event, ServerLaunching):
+        fold.crash, fold.not_run = None, {}
+    elif isinstance(event, CrashDetected):
+        _fold_crash(fold, event)
+    elif isinstance(event, ServerReady):
+        fold.startup_s = event.startup_s
+    elif isinstance(event, WorkloadNotRun):
+        fold.not_run[event.workload] = event.reason
+    elif isinstance(event, WorkloadStarted):
+        _fold_workload_started(fold, event)
+    elif isinstance(event, WorkloadFinished):
+        _fold_workload_finished(fold, event)
+
+
 def _fold_events(events: list[Event]) -> dict[str, _Fold]:
     folds: dict[str, _Fold] = defaultdict(_Fold)
     for event in events:
         config_id = getattr(event, "config_id", None)
-        if not isinstance(config_id, str):
-            continue
-        fold = folds[config_id]
-        if isinstance(event, ConfigFinished):
-            fold.finished, fold.state, fold.current_workload = event, event.state.value, None
-            fold.name = fold.name or event.name
-        elif isinstance(event, ConfigStateChanged):
-            fold.state = event.state.value
-            fold.name = fold.name or event.name
-            if not event.state.final:  # it runs (or waits) again: its old end is past
-                fold.finished = None
-            if event.state in (ConfigState.PENDING, ConfigState.LAUNCHING):  # a new attempt
-                fold.crash, fold.not_run, fold.current_workload = None, {}, None
-        elif isinstance(event, ServerLaunching):
-            fold.crash, fold.not_run = None, {}
-        elif isinstance(event, CrashDetected):
-            fold.crash = event
-            if fold.state in ("launching", "ready", "running"):  # crashed from the first match on (red first)
-                fold.state = ConfigState.CRASHED.value
-        elif isinstance(event, ServerReady):
-            fold.startup_s = event.startup_s
-        elif isinstance(event, WorkloadNotRun):
-            fold.not_run[event.workload] = event.reason
-        elif isinstance(event, WorkloadStarted):
-            fold.current_workload = event.workload
-            if isinstance(event.expected, int) and event.expected > 0:
-                fold.expected[event.workload] = event.expected
-        elif isinstance(event, WorkloadFinished):
-            fold.current_workload = None
-            log = event.server_log
-            value = log.get("accept_length") if isinstance(log, dict) else None
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                fold.log_accept[event.workload] = float(value)
-            positions = server_positions(log) if isinstance(log, dict) else None
-            if positions is not None:
-                fold.log_positions[event.workload] = positions
+        if isinstance(config_id, str):
+            _fold_event(folds[config_id], event)
     return folds
 
 
