@@ -132,6 +132,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help=f"comma-separated subset of {','.join(SCRIPTS)}")
     parser.add_argument("--quiet", action="store_true", help="print only the summary")
+    parser.add_argument("--presses", type=int, default=None, help="presses per key for bench_ui.py (its default: 20)")
     args = parser.parse_args()
     chosen = args.only.split(",") if args.only else list(SCRIPTS)
     unknown = [key for key in chosen if key not in SCRIPTS]
@@ -140,7 +141,10 @@ def main() -> int:
     summary: list[Row] = []
     failed = False
     for key in chosen:
-        rows, bad = run_one(key, SCRIPTS[key], args.quiet)
+        bench = SCRIPTS[key]
+        if args.presses is not None and bench.script.endswith("bench_ui.py"):
+            bench = Bench(bench.script, (*bench.args, "--presses", str(args.presses)), bench.busy_loops, bench.label)
+        rows, bad = run_one(key, bench, args.quiet)
         summary.extend(rows)
         failed |= bad
     width = max(len(row.name) for row in summary)

@@ -77,7 +77,7 @@ async def test_the_watch_publishes_one_event_per_batch_and_the_file_keeps_every_
 
 
 def test_a_flood_drops_display_lines_with_a_count_and_keeps_the_newest() -> None:
-    feed = LogFeed(frame_lines=500, max_bytes=64 * 1024, keep=1000)
+    feed = LogFeed(frame_lines=500, max_bytes=64 * 1024, keep=1000, threaded=False)
     feed.put(ServerLaunching(config_id="c", name="ddtree-b8", argv=(), gpus=(0,), port=1, pid=2, log_path="x"))
     first = 1
     for _ in range(200):  # 200 batches of 100 lines, ~6 KB each: far more than the 64 KB the feed queues

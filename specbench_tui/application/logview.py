@@ -201,9 +201,10 @@ class LogFeed:
 
     def __init__(self, *, frame_s: float = FRAME_S, frame_lines: int = FRAME_LINES,
                  max_bytes: int = MAX_QUEUED_BYTES, keep: int = 5000,
-                 on_ready: Callable[[], None] | None = None) -> None:
+                 on_ready: Callable[[], None] | None = None, threaded: bool = True) -> None:
         """``keep``: formatted lines held for the UI at most (it keeps no more); ``on_ready``: called (from the
-        feed's thread) when formatted lines wait to be taken."""
+        feed's thread) when formatted lines wait to be taken; ``threaded`` false: no thread of its own, the
+        caller calls :meth:`format_pending` (one formatter at a time keeps the lines in order)."""
         self._frame_s = frame_s
         self._frame_lines = frame_lines
         self._max_bytes = max_bytes
@@ -218,7 +219,7 @@ class LogFeed:
         self._ready_dropped = 0
         self._names: dict[str, str] = {}
         self._thread: threading.Thread | None = None
-        self._closed = False
+        self._closed = not threaded
         self.last_line_at: float | None = None
         """``ts`` of the newest line put (the engine is alive)."""
         self.received = 0
