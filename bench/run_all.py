@@ -47,7 +47,7 @@ SCRIPTS: dict[str, Bench] = {
                   skip="no side-by-side bench with vLLM's `bench serve` in bench/ (and no vLLM server on this box)"),
     "crash": Bench("bench/bench_crash_dead_time.py"),
     "logpump": Bench("bench/bench_logpump.py"),
-    "ui": Bench("bench/bench_ui.py", label="idle box"),
+    "ui": Bench("bench/bench_ui.py", label="no busy loops"),
     "ui-busy": Bench("bench/bench_ui.py", ("--no-memory",), busy_loops=2, label="2 busy loops beside"),
     "histories": Bench("bench/bench_histories.py"),
     "placement": Bench("bench/bench_placement.py"),
