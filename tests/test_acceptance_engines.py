@@ -5,6 +5,7 @@ docs of ../shared/reference/real-servers.md: ``vllm:spec_decode_num_accepted_tok
 from __future__ import annotations
 
 import pytest
+from narrowing import present
 
 from specbench_tui.core.acceptance import SERVER_FIGURES, server_definition
 from specbench_tui.core.analysis import analyse
@@ -56,11 +57,11 @@ def test_server_per_position_acceptance_reaches_the_report() -> None:
 
 
 def test_each_engines_figures_have_their_names() -> None:
-    assert server_definition("vllm", "log 'Mean acceptance length'").name == "acceptance length"
-    assert server_definition("llamacpp", "log 'mean len'").name == "acceptance length"
+    assert present(server_definition("vllm", "log 'Mean acceptance length'")).name == "acceptance length"
+    assert present(server_definition("llamacpp", "log 'mean len'")).name == "acceptance length"
     for engine in ("vllm", "llamacpp"):  # the client's figure on these engines: every target forward counted
-        assert server_definition(engine, "client: completion / (completion - accepted)").name == (
+        assert present(server_definition(engine, "client: completion / (completion - accepted)")).name == (
             "tokens per target forward")
-    assert server_definition("sglang", "meta_info.spec_accept_length").name == "acceptance length"
-    assert server_definition("sglang", "meta_info.spec_accept_rate").name == "draft acceptance rate"
+    assert present(server_definition("sglang", "meta_info.spec_accept_length")).name == "acceptance length"
+    assert present(server_definition("sglang", "meta_info.spec_accept_rate")).name == "draft acceptance rate"
     assert set(SERVER_FIGURES) == {"sglang", "llamacpp", "vllm"}

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from engine_helpers import plan_for, run_plan
+from narrowing import present
 from sweep_builder import inline, sim_profile, sim_sweep
 
 from specbench_tui.core.acceptance import AcceptanceAnalysis, conditional_from_histogram, fmt_positions, sparkline
@@ -118,7 +119,7 @@ def test_speedup_is_acceptance_length_over_step_cost_within_the_repeat_spread(ea
     names = {c.name: c.id for c in run.analysis.configs}
     for steps in STEPS:
         cell = run.analysis.acceptance.cell(names[f"eagle3-s{steps}-d{steps + 1}"], "code")
-        row = run.analysis.row(names[f"eagle3-s{steps}-d{steps + 1}"], "code")
+        row = present(run.analysis.row(names[f"eagle3-s{steps}-d{steps + 1}"], "code"))
         assert cell.step_cost is not None and cell.step_cost > 1.0  # drafting and verifying cost more than a step
         assert row.speedup is not None and cell.predicted_speedup is not None
         spread = max(row.speedup.high - row.speedup.low, 0.0)

@@ -8,7 +8,19 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from narrowing import present
 
+from specbench_tui.core.analysis import analyse
+from specbench_tui.core.cells import acceptance, spread_of
+from specbench_tui.core.events import (
+    ConfigFinished,
+    ConfigState,
+    CrashDetected,
+    Notice,
+    WorkloadFinished,
+    WorkloadNotRun,
+)
+from specbench_tui.core.records import Measurement
 from specbench_tui.core.results import (
     ACCEPT_FROM_SERVER,
     FLAG_BURST,
@@ -21,17 +33,6 @@ from specbench_tui.core.results import (
     LOSSLESS_PASS,
     to_json,
 )
-from specbench_tui.core.cells import acceptance, spread_of
-from specbench_tui.core.analysis import analyse
-from specbench_tui.core.events import (
-    ConfigFinished,
-    ConfigState,
-    CrashDetected,
-    Notice,
-    WorkloadFinished,
-    WorkloadNotRun,
-)
-from specbench_tui.core.records import Measurement
 from specbench_tui.report.load import load_run
 
 RUN_A = Path(__file__).parent / "data" / "report_run_a"
@@ -176,7 +177,7 @@ def test_states_reasons_and_crashes_come_from_events() -> None:
     assert problems["crashy"].workloads_not_run == (("w", "server crashed"),)
     assert problems["skippy"].state == "skipped" and problems["skippy"].reason == "does not fit"
     assert "warning: something odd (crashy)" in analysis.notes
-    assert analysis.config("a0") and analysis.config("a0").state == "incomplete"  # measured, no ConfigFinished
+    assert analysis.config("a0") and present(analysis.config("a0")).state == "incomplete"  # measured, no ConfigFinished
 
 
 def test_without_a_plan_configurations_come_from_results() -> None:

@@ -293,7 +293,7 @@ def test_a_wrong_token_gets_403_and_the_token_is_never_logged(sweep: Sweep, brow
         response = page.goto(wrong)
         assert response is not None and response.status == 403, response and response.status
         assert "needs the token" in page.inner_text("body")
-        assert page.goto(serve.url.split("?")[0]).status == 403  # type: ignore[union-attr]
+        assert page.goto(serve.url.split("?")[0]).status == 403
         good = _open(browser, serve.url)
         _wait_screen(good, "Sweep queue", READY_S)
         policy = good.evaluate("fetch(location.href).then(r => r.headers.get('referrer-policy'))")

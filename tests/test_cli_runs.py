@@ -10,10 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
+from narrowing import present
 
 from specbench_tui.cli import _resolve_latest, main
-from specbench_tui.runlock import acquire
 from specbench_tui.report.runs import latest_run, list_runs, progress_text
+from specbench_tui.runlock import acquire
 
 DATA = Path(__file__).parent / "data"
 
@@ -74,7 +75,7 @@ def test_resume_latest_takes_the_newest(runs: Path, capsys: pytest.CaptureFixtur
     assert _resolve_latest(args)
     assert args.resume == str(runs / "2026-01-01_120000_demo")
     assert "resuming the latest run" in capsys.readouterr().err
-    assert latest_run(runs).path.name == "2026-01-01_120000_demo"
+    assert present(latest_run(runs)).path.name == "2026-01-01_120000_demo"
 
 
 def test_resume_latest_without_runs_says_so(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from narrowing import present
 
 from specbench_tui.core.cluster import ClusterSpec, with_address
 from specbench_tui.core.errors import SweepError
@@ -187,8 +188,8 @@ def test_the_start_notice_says_how_configurations_are_placed() -> None:
     local = SimpleNamespace(indices=(0, 1))
     cluster = SimpleNamespace(indices=tuple(range(12)), node_sizes=[8, 4])
     assert placement_note(sweep, local) is None  # one at a time on this machine: nothing to say
-    assert "disjoint GPUs of the pool [0, 1]" in placement_note(replace(sweep, concurrent=True), local)
+    assert "disjoint GPUs of the pool [0, 1]" in present(placement_note(replace(sweep, concurrent=True), local))
     on_ray = replace(sweep, cluster=ClusterSpec(executor="ray"))
-    assert "set [sweep] concurrent = true" in placement_note(on_ray, cluster)
-    note = placement_note(replace(on_ray, concurrent=True), cluster)
+    assert "set [sweep] concurrent = true" in present(placement_note(on_ray, cluster))
+    note = present(placement_note(replace(on_ray, concurrent=True), cluster))
     assert "each on one node of the Ray cluster's 2 GPU nodes (8, 4 GPUs)" in note

@@ -12,24 +12,24 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specbench_tui.core.engines.registry import engine_flags, engine_names
-from specbench_tui.core.errors import SweepError
-from specbench_tui.core.launch import server_argv
 from specbench_tui.core.engines.llamacpp import (
+    LLAMACPP,
+    LLAMACPP_SIGNATURES,
     LLAMACPP_SPEC_COUNTERS,
+    llamacpp_final_meta,
     parse_draft_acceptance_line,
     parse_llamacpp_stats_line,
 )
+from specbench_tui.core.engines.registry import engine_flags, engine_names, get_profile
+from specbench_tui.core.engines.sglang import SGLANG
+from specbench_tui.core.errors import SweepError
+from specbench_tui.core.launch import server_argv
 from specbench_tui.core.logparse import parse_prometheus, spec_counter_figures
 from specbench_tui.core.plan import build_plan
-from specbench_tui.core.engines.llamacpp import LLAMACPP_SIGNATURES
 from specbench_tui.core.signatures import SignatureSet
 from specbench_tui.core.sweep.env import expand_env_refs
 from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.engine.client import ERROR_CONNECTION, ServerClient
-from specbench_tui.core.engines.llamacpp import LLAMACPP, llamacpp_final_meta
-from specbench_tui.core.engines.sglang import SGLANG
-from specbench_tui.core.engines.registry import get_profile
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "llamacpp"
@@ -151,7 +151,7 @@ async def test_stream_of_the_real_server_through_the_client(scenario):
     client = _client(raw)
     result = await client.generate("def f():", {"max_new_tokens": 12, "temperature": 0.0, "ignore_eos": True})
     await client.aclose()
-    body = client.seen[0]  # type: ignore[attr-defined]
+    body = client.seen[0]
     assert body["max_tokens"] == 12 and body["stream"] is True and body["stream_options"] == {"include_usage": True}
     assert "max_new_tokens" not in body and body["ignore_eos"] is True
     assert result.ok and result.done, result.error

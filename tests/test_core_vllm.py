@@ -12,18 +12,21 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specbench_tui.core.engines.registry import engine_flags
+from specbench_tui.core.engines.registry import engine_flags, get_profile
+from specbench_tui.core.engines.vllm import (
+    VLLM,
+    VLLM_SIGNATURES,
+    VLLM_SPEC_COUNTERS,
+    parse_vllm_stats_line,
+    vllm_final_meta,
+)
 from specbench_tui.core.errors import SweepError
 from specbench_tui.core.launch import server_argv
-from specbench_tui.core.engines.vllm import VLLM_SPEC_COUNTERS, parse_vllm_stats_line
 from specbench_tui.core.logparse import parse_prometheus, spec_counter_figures
 from specbench_tui.core.plan import build_plan
-from specbench_tui.core.engines.vllm import VLLM_SIGNATURES
 from specbench_tui.core.signatures import SignatureSet, most_specific
 from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.engine.client import ServerClient
-from specbench_tui.core.engines.vllm import VLLM, vllm_final_meta
-from specbench_tui.core.engines.registry import get_profile
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "vllm"
@@ -303,7 +306,7 @@ async def test_real_stream_with_continuous_usage_through_the_client():
     client = _client(raw)
     result = await client.generate("def f():", {"max_new_tokens": 4, "temperature": 0.0, "ignore_eos": True})
     await client.aclose()
-    body = client.seen[0]  # type: ignore[attr-defined]
+    body = client.seen[0]
     assert body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
     assert body["max_tokens"] == 4 and "model" not in body
     assert result.ok and result.done, result.error

@@ -8,6 +8,7 @@ import statistics
 from typing import Any
 
 import pytest
+from narrowing import present
 
 from specbench_tui.core.analysis import analyse
 from specbench_tui.core.crossover.results import ALWAYS_PAYS, CROSSES, NEVER_PAYS
@@ -95,9 +96,9 @@ def test_no_slo_no_goodput() -> None:
 
 
 def test_median_and_mad_over_three_or_more_repeats() -> None:
-    s = stat_of([100.0, 104.0, 90.0])
+    s = present(stat_of([100.0, 104.0, 90.0]))
     assert s.median == 100.0 and s.mad == 4.0 and s.rel_spread == pytest.approx(0.04)
-    two = stat_of([100.0, 150.0])
+    two = present(stat_of([100.0, 150.0]))
     assert two.mad is None and two.rel_spread is None and (two.low, two.high) == (100.0, 150.0)
 
 
@@ -158,7 +159,7 @@ def test_load_workloads_have_no_cells_and_sequential_ones_keep_theirs() -> None:
     seq = [Measurement(config_id="a0", config="ar", workload="seq", item="x", repeat=1, status="ok", decode_tps=10.0)]
     a = analyse(p, point("a0", "ar", "c1", 1, 100.0) + seq, [])
     assert [w.name for w in a.workloads] == ["seq"]
-    assert a.row("a0", "seq").decode_tps.median == 10.0
+    assert present(present(a.row("a0", "seq")).decode_tps).median == 10.0
     assert a.load.point("a0", "w", "c1") is not None
 
 
@@ -295,7 +296,7 @@ def test_the_results_table_has_a_row_per_load_point_with_its_speedup_and_b_star(
     rows = build_rows(RunState(), a)
     spec_rows = sorted((r for r in rows.values() if r.config == "spec"), key=lambda r: r.order)
     assert [r.workload for r in spec_rows] == ["w @c1", "w @c8", "w @c16", "w @c64"]
-    assert [round(r.speedup, 2) for r in spec_rows] == [2.0, 1.2, 0.9, 0.5]
+    assert [round(present(r.speedup), 2) for r in spec_rows] == [2.0, 1.2, 0.9, 0.5]
     assert all("B* (8, 16]" in r.note for r in spec_rows)
     assert all(r.is_baseline for r in rows.values() if r.config == "ar")
 

@@ -410,6 +410,7 @@ def test_the_page_query_and_terminal_sizes_are_read_as_the_page_meant() -> None:
     assert page_query({"token": "T", "width": "9", "height": "8"}) == {"token": "T", "width": "9", "height": "8"}
     assert clamp_size(20000, 20000) == (MAX_COLUMNS, MAX_ROWS)
     assert clamp_size("155", 40.5) == (155, 40)
+    absurd: object
     for absurd in (None, "x", float("inf"), "9" * 5000, [], {}, -5):
         width, height = clamp_size(absurd, absurd)
         assert 1 <= width <= MAX_COLUMNS and 1 <= height <= MAX_ROWS

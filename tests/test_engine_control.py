@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from engine_helpers import of_type, plan_for, record_key, wait_no_processes
+from narrowing import present
 from sweep_builder import dumps, inline, sim_profile, sim_sweep, write
 
 from specbench_tui.core.events import (
@@ -70,7 +71,7 @@ class Sweep:
         self.task = asyncio.create_task(self.orchestrator.run())
 
     def id(self, name: str) -> str:
-        return self.plan.by_name(name).id
+        return present(self.plan.by_name(name)).id
 
     def measured(self, name: str | None = None) -> list[MeasurementRecorded]:
         return [e for e in of_type(self.events, MeasurementRecorded)

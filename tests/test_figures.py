@@ -15,7 +15,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from test_report_html import load_run_fixture
@@ -144,7 +144,7 @@ def test_figures_dir_writes_pdf_svg_and_png_for_each_figure_and_an_index(tmp_pat
             png.verify()
         with Image.open(out / entry["files"]["png"]) as png:
             assert png.format == "PNG" and png.width > 600 and png.height > 300
-            lo, hi = png.convert("L").getextrema()
+            lo, hi = cast("tuple[int, int]", png.convert("L").getextrema())  # one band: (low, high)
             assert hi - lo > 100  # a drawing, not a blank page
         assert _pdf_pages((out / entry["files"]["pdf"]).read_bytes()) == 1
         root = ET.parse(out / entry["files"]["svg"]).getroot()

@@ -171,7 +171,7 @@ def test_open_backend_kinds():
     assert open_backend("fake", count=2).device_count() == 2
     assert open_backend("none").device_count() == 0 and open_backend("none").hint
     with pytest.raises(ValueError, match="unknown GPU backend"):
-        open_backend("cuda")  # type: ignore[arg-type]
+        open_backend("cuda")
 
 
 # ------------------------------------------------------------------------------------------- NVML: no driver

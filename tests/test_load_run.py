@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from narrowing import present
 
 from specbench_tui.core.load import arrival_offsets
 from specbench_tui.core.records import Measurement
@@ -48,7 +49,7 @@ class FakeWorkload:
 
 
 def test_closed_loop_keeps_exactly_n_requests_in_flight() -> None:
-    workload, recorded = FakeWorkload(), []
+    workload, recorded = FakeWorkload(), list[Measurement]()
     run = asyncio.run(run_point(workload, None, Labels("c", "cfg", "w"), "c4", 2, 12, 0,  # type: ignore[arg-type]
                                 recorded.append, set()))
     assert workload.peak == 4 and run.sent == 12 and len(recorded) == 12
@@ -80,7 +81,7 @@ async def _with_wake_ups(run: Any) -> tuple[float, list[float]]:
 
 
 def test_open_loop_sends_on_the_seeded_poisson_schedule() -> None:
-    workload, recorded = FakeWorkload(delay_s=0.05), []
+    workload, recorded = FakeWorkload(delay_s=0.05), list[Measurement]()
     start = time.monotonic()
     entered, wake_ups = asyncio.run(_with_wake_ups(run_point(
         workload, None, Labels("c", "cfg", "w"), "r40", 1, 20, 11, recorded.append, set())))  # type: ignore[arg-type]
@@ -139,7 +140,7 @@ def test_crossover_demo_finds_every_true_crossover_with_under_half_the_grid(tmp_
         low, high = crossovers[name]["interval"]
         assert (low if low is not None else float("-inf")) < truth <= (high if high is not None else float("inf")), \
             (name, truth, crossovers[name])
-    grid = len(load_sweep(REPO / "sweeps" / "crossover-demo.toml").workloads[0].load.concurrency) * 7
+    grid = len(present(load_sweep(REPO / "sweeps" / "crossover-demo.toml").workloads[0].load).concurrency) * 7
     assert data["grid_points"] == grid == 84
     assert data["points_measured"] <= grid / 2, data["points_measured"]
     measured = {(m["config"], m["load"]) for m in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())}
@@ -245,7 +246,7 @@ def test_an_adaptive_search_stopped_between_rounds_resumes_where_it_was(tmp_path
     """The search keeps nothing the run directory does not hold: stopped after its first round and resumed, it
     measures no point twice and still brackets the true B* between grid neighbours."""
     from specbench_tui.core.analysis import analyse
-    from specbench_tui.core.events import Notice
+    from specbench_tui.core.events import Event, Notice
     from specbench_tui.core.plan import build_plan
     from specbench_tui.engine.orchestrator import Orchestrator
     from specbench_tui.store import RunDir
@@ -255,7 +256,12 @@ def test_an_adaptive_search_stopped_between_rounds_resumes_where_it_was(tmp_path
     plan = build_plan(load_sweep(sweep))
     run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
     first = Orchestrator(plan, run_dir)
-    first.subscribe(lambda e: first.abort() if isinstance(e, Notice) and "round 2" in e.text else None)
+
+    def abort_at_round_2(e: Event) -> None:
+        if isinstance(e, Notice) and "round 2" in e.text:
+            first.abort()
+
+    first.subscribe(abort_at_round_2)
     assert asyncio.run(first.run()).state != "completed"
     run_dir.close()
     before = {(m["config"], m["load"]) for m in map(json.loads, (run_dir.path / "results.jsonl").read_text().splitlines())}

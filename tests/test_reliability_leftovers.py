@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ def _spawn(argv: list[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True)
 
 
-def _run_dir(root: Path, name: str, launches: list[dict], extra_lines: list[str] = ()) -> Path:
+def _run_dir(root: Path, name: str, launches: list[dict], extra_lines: Sequence[str] = ()) -> Path:
     run = root / name
     (run / "logs").mkdir(parents=True)
     (run / "sweep.toml").write_text("")

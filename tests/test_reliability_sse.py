@@ -75,12 +75,12 @@ async def test_unicode_line_separators_stay_inside_a_line():
 async def test_a_line_without_end_stops_at_the_cap():
     body = _Body([b"data: " + b"A" * 1000] * 100)
     with pytest.raises(_LineTooLong):
-        async for _line in _sse_lines(body, max_line=10_000):  # type: ignore[arg-type]
+        async for _line in _sse_lines(body, max_line=10_000):
             pass
     assert body.taken <= 12_000
 
 
 async def test_only_the_head_of_an_error_body_is_read():
     body = _Body([b"E" * 1000] * 1000)
-    head = await _read_head(body, limit=4096)  # type: ignore[arg-type]
+    head = await _read_head(body, limit=4096)
     assert head == b"E" * 4096 and body.taken <= 5000

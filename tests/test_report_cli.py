@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from narrowing import present
 
 from specbench_tui.cli import main
 from specbench_tui.report.charts import ChartSeries, budget_charts, budget_series, render_chart
@@ -122,7 +123,7 @@ def test_compare_matches_by_id_and_marks_significant_changes(capsys: pytest.Capt
     assert {c.name for c in comparison.only_b} == {"ddtree-b24-tp1", "ddtree-b24-tp4"}
     assert ("ddtree-b12-tp1", "crashed", "done") in comparison.state_changes
     tp4 = [r for r in comparison.rows if r.config.endswith("-tp4") and r.decode_tps.relative is not None]
-    assert tp4 and all(r.decode_tps.relative > 0.05 for r in tp4 if r.config.startswith("ddtree-b32"))
+    assert tp4 and all(present(r.decode_tps.relative) > 0.05 for r in tp4 if r.config.startswith("ddtree-b32"))
     assert any(r.decode_tps.significant for r in tp4)
     tp1_tps = [r for r in comparison.rows if r.config == "ddtree-b16-tp1"]
     assert not any(r.decode_tps.significant for r in tp1_tps)  # same speed, inside the noise

@@ -205,7 +205,8 @@ def test_nothing_is_cut_in_a_narrower_window(browser: Any, page_a: str, tmp_path
 
 
 def test_a_run_with_nothing_measured_yet_has_a_page_and_no_figure(tmp_path: Path) -> None:
-    configs = [{"id": "a0", "name": "ar", "algorithm": "autoregressive", "argv": [], "params": {}, "baseline": None}]
+    configs: list[dict[str, Any]] = [
+        {"id": "a0", "name": "ar", "algorithm": "autoregressive", "argv": [], "params": {}, "baseline": None}]
     plan = {"sweep": "empty", "configs": configs, "workloads": [{"name": "w", "kind": "code", "repeats": 1}]}
     html = render_html(LoadedRun(path=tmp_path, env=None, analysis=analyse(plan, [], [])), "")
     assert "No figure: nothing measured yet." in html and "<figure" not in html

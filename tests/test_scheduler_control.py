@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from engine_helpers import of_type, plan_for
+from narrowing import present
 from sweep_builder import inline, sim_profile, sim_sweep, write
 
 from specbench_tui.core.events import (
@@ -26,12 +27,12 @@ from specbench_tui.core.events import (
     ConfigState,
     ConfigStateChanged,
     Event,
-    log_lines,
     MeasurementRecorded,
     QueuePaused,
     QueueResumed,
     ServerLaunching,
     ServerStopped,
+    log_lines,
 )
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import ERROR_KIND_CRASH, STATUS_ERROR, STATUS_OK, Measurement
@@ -153,7 +154,7 @@ class Sweep:
         self.task = asyncio.create_task(self.orchestrator.run())
 
     def id(self, name: str) -> str:
-        return self.plan.by_name(name).id
+        return present(self.plan.by_name(name)).id
 
     def measured(self, name: str) -> list[dict]:
         return [e.record for e in of_type(self.events, MeasurementRecorded) if e.config_id == self.id(name)]

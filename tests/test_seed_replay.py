@@ -5,10 +5,10 @@ slower), so an all-item speedup and a same-item one differ. The report must tell
 from __future__ import annotations
 
 import pytest
-
 from engine_helpers import headless_engine, plan_for, run_plan, wait_no_processes, write_sweep
-from specbench_tui.core.results import COVERAGE_COMPLETE, COVERAGE_NOT_RUN, COVERAGE_PARTIAL, aggregate
+
 from specbench_tui.core.records import ERROR_KIND_CRASH
+from specbench_tui.core.results import COVERAGE_COMPLETE, COVERAGE_NOT_RUN, COVERAGE_PARTIAL, aggregate
 from specbench_tui.report.load import load_run
 
 pytestmark = pytest.mark.e2e
@@ -110,8 +110,8 @@ async def test_the_seed_campaign_is_told_as_it_went(tmp_path):
     records = [m for m in (run_dir.read_measurements()) if m.config_id == b12 and m.workload == "long-context"]
     assert {(m.item, m.status, m.error_kind) for m in records} == {("1024", "ok", None),
                                                                   ("16000", "error", ERROR_KIND_CRASH)}
-    assert analysis.row(b12, "code").coverage == COVERAGE_COMPLETE  # type: ignore[union-attr]
-    assert [w for w, _ in analysis.config(b12).workloads_not_run] == []  # type: ignore[union-attr]
+    assert analysis.row(b12, "code").coverage == COVERAGE_COMPLETE
+    assert [w for w, _ in analysis.config(b12).workloads_not_run] == []
 
     # Speeds depend on the context, so pairing items matters: the speedup is the same-item ratio.
     by_item = {(m.config_id, m.item): m.decode_tps for m in run_dir.read_measurements()
@@ -130,7 +130,7 @@ async def test_the_seed_campaign_is_told_as_it_went(tmp_path):
     for crashed in (b8, b12):
         assert aggregate(analysis, crashed, "speedup") is None
         assert aggregate(analysis, crashed, "speedup", ["code"]) is None
-        assert analysis.totals_for(crashed).speedup is None  # type: ignore[union-attr]
+        assert analysis.totals_for(crashed).speedup is None
     assert aggregate(analysis, b16, "speedup") is not None
     assert all(best.config_id not in (b8, b12) for best in analysis.best)
 

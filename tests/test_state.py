@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from narrowing import present
 from tui_fakes import T0, DemoScript, demo_plan
 
 from specbench_tui.core.analysis import analyse
@@ -76,7 +77,7 @@ def test_replay_without_a_plan_still_builds_rows(script: DemoScript) -> None:
     state = replay(script.events)
     assert len(state.configs) == 5
     assert state.sweep_name == "demo"
-    row = state.ledger.analyse().row(state.by_name("dflash-b16-tp1").config_id, "code")
+    row = state.ledger.analyse().row(present(state.by_name("dflash-b16-tp1")).config_id, "code")
     assert row and row.decode_tps and row.speedup is None  # baselines unknown
 
 
@@ -101,16 +102,16 @@ def test_paused_shows_on_pending_configs_only(script: DemoScript) -> None:
     state.apply(QueuePaused(ts=T0))
     shown = {v.name: state.display_state(v) for v in state.configs.values()}
     assert shown["ddtree-b32-tp1"] == "running"
-    state.apply(ConfigStateChanged(config_id=state.by_name("ddtree-b32-tp1").config_id, name="ddtree-b32-tp1",
+    state.apply(ConfigStateChanged(config_id=present(state.by_name("ddtree-b32-tp1")).config_id, name="ddtree-b32-tp1",
                                    state=ConfigState.PENDING, ts=T0))
-    assert state.display_state(state.by_name("ddtree-b32-tp1")) == PAUSED
+    assert state.display_state(present(state.by_name("ddtree-b32-tp1"))) == PAUSED
     state.apply(QueueResumed(ts=T0))
-    assert state.display_state(state.by_name("ddtree-b32-tp1")) == "pending"
+    assert state.display_state(present(state.by_name("ddtree-b32-tp1"))) == "pending"
 
 
 def test_retry_clears_the_crash_and_relaunch_counts_the_attempt(script: DemoScript) -> None:
     state = replay(script.events, demo_plan())
-    view = state.by_name("ddtree-b8-tp1")
+    view = present(state.by_name("ddtree-b8-tp1"))
     state.apply(ConfigStateChanged(config_id=view.config_id, name=view.name, state=ConfigState.PENDING, ts=T0))
     assert view.state is ConfigState.PENDING and view.signature is None and view.reason is None
     state.apply(ServerLaunching(config_id=view.config_id, name=view.name, argv=("x",), gpus=(1,), port=1, pid=2,
@@ -152,7 +153,7 @@ def test_read_events_skips_cut_lines(tmp_path: Path, script: DemoScript) -> None
     events = read_events(path)
     assert len(events) == len(persisted)
     state = replay(events)
-    assert state.by_name("ddtree-b8-tp1").state is ConfigState.CRASHED
+    assert present(state.by_name("ddtree-b8-tp1")).state is ConfigState.CRASHED
 
 
 def test_state_keeps_what_the_analysis_reads_besides_the_records(script: DemoScript) -> None:
@@ -167,4 +168,4 @@ def test_state_keeps_what_the_analysis_reads_besides_the_records(script: DemoScr
     state.apply(WorkloadFinished(config_id=spec.id, workload=plan.workloads[0].name, measured=1, errors=0,
                                  zero_output=0, server_log={"source": "metrics", "accept_length": 2.5}))
     analysis = analyse(plan.to_json(), [], state.ledger.events)
-    assert dict(analysis.config(spec.id).workload_log_accept)[plan.workloads[0].name] == 2.5
+    assert dict(present(analysis.config(spec.id)).workload_log_accept)[plan.workloads[0].name] == 2.5

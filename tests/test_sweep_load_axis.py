@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from narrowing import present
 
 from specbench_tui.core.errors import SweepError
 from specbench_tui.core.load import LoadSpec
@@ -44,6 +45,7 @@ def test_concurrency_and_rate_with_their_defaults(tmp_path: Path) -> None:
 def test_a_single_value_needs_no_brackets_and_slo_is_read(tmp_path: Path) -> None:
     load = load_sweep(write(tmp_path, "concurrency = 8\nrequests = 20\nsearch = \"grid\"\narrival_seed = 3\n"
                                       "slo = { ttft_ms = 500, itl_ms = 50, percentile = 90 }\n")).workloads[0].load
+    assert load is not None and load.slo is not None
     assert load.concurrency == (8,) and load.requests == 20 and load.search == "grid" and load.arrival_seed == 3
     assert load.slo.ttft_ms == 500 and load.slo.itl_ms == 50 and load.slo.e2e_ms is None and load.slo.percentile == 90
 
@@ -81,7 +83,7 @@ def test_an_agentic_workload_cannot_be_put_under_load(tmp_path: Path) -> None:
 
 def test_the_shipped_crossover_demo_validates() -> None:
     sweep = load_sweep(Path(__file__).parent.parent / "sweeps" / "crossover-demo.toml")
-    assert sweep.workloads[0].load.concurrency == (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+    assert present(sweep.workloads[0].load).concurrency == (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 
 
 def test_validate_prints_the_load_axis(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from narrowing import plain, present
 from textual.command import CommandList
 from textual.widgets import DataTable
 from tui_fakes import CRASH_LINE, SETTLE_TIMEOUT_S, T0, FakeEngine, at_rest, until
@@ -85,7 +86,7 @@ async def test_events_from_another_thread_update_every_panel(engine: FakeEngine)
         await analysed(app, pilot)
         state = app.state
         assert state.outcome == "completed"
-        assert state.configs[engine.plan.by_name("ddtree-b8-tp1").id].state is ConfigState.CRASHED
+        assert state.configs[present(engine.plan.by_name("ddtree-b8-tp1")).id].state is ConfigState.CRASHED
         results = app.sweep_screen.query_one(ResultsPanel)
         assert results.row_count == 9
         log = app.sweep_screen.query_one(ServerLogPanel)
@@ -137,7 +138,7 @@ async def test_pause_and_resume_reach_the_engine(engine: FakeEngine) -> None:
         await settle(app, pilot)
         assert engine.calls[-1] == ("pause",)
         assert app.state.paused
-        assert "PAUSED" in app.sweep_screen.query_one("#header").render().plain
+        assert "PAUSED" in plain(app.sweep_screen.query_one("#header").render())
         await pilot.press("p")
         await settle(app, pilot)
         assert engine.calls[-1] == ("resume",)
@@ -275,15 +276,15 @@ async def test_results_highlight_crash_and_zero_output(engine: FakeEngine) -> No
         engine.play()
         await settle(app, pilot)
         results = app.sweep_screen.query_one(ResultsPanel)
-        b16 = engine.plan.by_name("ddtree-b16-tp1").id
+        b16 = present(engine.plan.by_name("ddtree-b16-tp1")).id
         zero = results.get_cell(f"{b16}\x1farithmetic", "tps")
         assert zero.plain == "zero output"
         assert zero.style == app.palette.zero_output
-        b8 = engine.plan.by_name("ddtree-b8-tp1").id
+        b8 = present(engine.plan.by_name("ddtree-b8-tp1")).id
         crash_note = results.get_cell(f"{b8}\x1fcode", "note")
         assert "cuda_illegal_instruction" in crash_note.plain
         assert crash_note.style == app.palette.crash
-        speedup = results.get_cell(f"{engine.plan.by_name('dflash-b16-tp1').id}\x1fcode", "speedup")
+        speedup = results.get_cell(f"{present(engine.plan.by_name('dflash-b16-tp1')).id}\x1fcode", "speedup")
         assert speedup.plain == "1.81×"
 
 
@@ -349,16 +350,18 @@ async def test_theme_key_cycles_and_recolours_cells(engine: FakeEngine) -> None:
         await pilot.pause()
         assert app.palette.crash != dark_crash
         results = app.sweep_screen.query_one(ResultsPanel)
-        b8 = engine.plan.by_name("ddtree-b8-tp1").id
+        b8 = present(engine.plan.by_name("ddtree-b8-tp1")).id
         assert results.get_cell(f"{b8}\x1fcode", "note").style == app.palette.crash
 
 
 def highlighted_command(app: SpecbenchApp) -> str:
     """The text of the command the palette would run on Enter ("" while it is still searching)."""
     commands = app.screen.query(CommandList)
-    if not commands or commands.first().highlighted is None:
+    if not commands:
         return ""
     command_list = commands.first()
+    if command_list.highlighted is None:
+        return ""
     return str(command_list.get_option_at_index(command_list.highlighted).prompt)
 
 

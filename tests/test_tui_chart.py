@@ -113,7 +113,8 @@ def _many_configs(n: int) -> RunAnalysis:
     from specbench_tui.core.analysis import analyse
     from specbench_tui.core.records import Measurement
 
-    configs = [{"id": "c0", "name": "ar", "algorithm": "autoregressive", "argv": [], "params": {}, "baseline": None}]
+    configs: list[dict[str, Any]] = [
+        {"id": "c0", "name": "ar", "algorithm": "autoregressive", "argv": [], "params": {}, "baseline": None}]
     configs += [{"id": f"c{i}", "name": f"spec-{i}", "algorithm": "dflash", "argv": [], "params": {},
                  "baseline": "ar"} for i in range(1, n)]
     plan = {"sweep": "many", "configs": configs, "workloads": [{"name": "w", "kind": "code", "temperature": 0.0,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 
 from specbench_tui.tui.gc_pacing import AT_MOST_S, EVERY_S, FIRST_S, HOLD_S, IDLE_S, OUT_OF_REACH, GarbagePacer
 
@@ -66,7 +67,7 @@ def test_a_key_holds_every_automatic_collection_until_its_answer_is_drawn() -> N
     """No collection (not even of the young generations) while a key's answer is being drawn: what it allocated
     is collected after. A later key extends the hold; stopping the pacer ends it."""
     clock = Clock()
-    later: list[tuple[float, object]] = []
+    later: list[tuple[float, Callable[[], None]]] = []
     pacer = GarbagePacer(clock, lambda: None, lambda: None, schedule=lambda delay, callback: later.append(
         (clock.now + delay, callback)))
     assert gc.isenabled()

@@ -5,10 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 import types
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
 from specbench_tui.tui.main import run_tui
+
+if TYPE_CHECKING:
+    from specbench_tui.core.results import RunAnalysis
+    from specbench_tui.engine.orchestrator import SweepOutcome
+    from specbench_tui.tui.main import EndedEngine
 
 
 def _args() -> argparse.Namespace:
@@ -33,14 +39,27 @@ def test_refused_sweep_returns_the_factory_code(monkeypatch: pytest.MonkeyPatch,
 class _Ended:
     """What ``run_tui`` reads of an engine once the app is gone."""
 
-    def __init__(self, outcome: object, error: BaseException | None = None, table: str = "TABLE") -> None:
+    def __init__(
+        self,
+        outcome: SweepOutcome | None,
+        error: BaseException | None = None,
+        table: str = "TABLE",
+        analysis: RunAnalysis | None = None,
+    ) -> None:
         self.outcome, self.error, self.run_dir, self._table = outcome, error, "runs/x", table
+        self._analysis = analysis
 
     def summary_table(self) -> str:
         return self._table
 
-    def analysis(self) -> None:
-        return None
+    def analysis(self) -> RunAnalysis | None:
+        return self._analysis
+
+
+def _ended(*args: Any, **kwargs: Any) -> EndedEngine:
+    """An ``_Ended`` as the engine ``_ending`` takes (its run_dir is a str and its analysis may be None: ``_ending``
+    prints the one and reads the other only for a silent server)."""
+    return cast("EndedEngine", _Ended(*args, **kwargs))
 
 
 @pytest.mark.parametrize(("states", "code"), [({"a": "done"}, 0), ({"a": "done", "b": "crashed"}, 1)])
@@ -51,7 +70,7 @@ def test_the_ending_is_headless_s(capsys: pytest.CaptureFixture, states: dict[st
     from specbench_tui.tui.main import _ending
 
     outcome = SweepOutcome("completed", states={k: ConfigState(v) for k, v in states.items()})
-    assert _ending(_Ended(outcome), 0) == code
+    assert _ending(_ended(outcome), 0) == code
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "TABLE"
     assert out[-2].startswith("specbench: sweep completed: 1 done")
@@ -65,7 +84,7 @@ def test_quitting_mid_sweep_says_how_to_continue_and_exits_130(capsys: pytest.Ca
 
     outcome = SweepOutcome("aborted", "stopped on request; continue with specbench run --resume runs/x",
                            states={"a": ConfigState.DONE, "b": ConfigState.PENDING})
-    assert _ending(_Ended(outcome), 0) == 130
+    assert _ending(_ended(outcome), 0) == 130
     assert "continue with specbench run --resume runs/x" in capsys.readouterr().out
 
 
@@ -77,7 +96,7 @@ def test_a_failed_preflight_prints_its_reasons_not_a_count(capsys: pytest.Captur
     outcome = SweepOutcome("failed", "pre-flight failed", states={"a": ConfigState.PENDING, "b": ConfigState.PENDING},
                            failure="preflight")
     reasons = ["GPU 3 is held by pid 4242 (python)", "port 30000 is in use"]
-    assert _ending(_Ended(outcome), 0, preflight_problems=reasons) == 2
+    assert _ending(_ended(outcome), 0, preflight_problems=reasons) == 2
     out = capsys.readouterr().out
     assert "pre-flight failed, nothing was launched" in out
     assert "  - GPU 3 is held by pid 4242 (python)" in out and "  - port 30000 is in use" in out
@@ -88,7 +107,7 @@ def test_a_failed_preflight_prints_its_reasons_not_a_count(capsys: pytest.Captur
 def test_an_engine_error_is_said_and_fails(capsys: pytest.CaptureFixture) -> None:
     from specbench_tui.tui.main import _ending
 
-    assert _ending(_Ended(None, RuntimeError("boom")), 0) == 1
+    assert _ending(_ended(None, RuntimeError("boom")), 0) == 1
     captured = capsys.readouterr()
     assert "the engine stopped unexpectedly: RuntimeError('boom')" in captured.err
     assert "TABLE" not in captured.out and "run directory runs/x" in captured.out
@@ -168,10 +187,9 @@ def test_a_server_that_returned_no_tokens_fails_the_tui_run_as_headless(capsys: 
     from specbench_tui.tui.main import _ending
 
     silent = analyse({}, [Measurement("c", "silent", "w", "i", 1, "zero_output")])
-    ended = _Ended(SweepOutcome("completed", states={"c": ConfigState.DONE}))
-    ended.analysis = lambda: silent  # type: ignore[attr-defined]
+    ended = _ended(SweepOutcome("completed", states={"c": ConfigState.DONE}), analysis=silent)
     assert _ending(ended, 0) == 1
-    assert _ending(_Ended(SweepOutcome("completed", states={"c": ConfigState.DONE})), 0) == 0
+    assert _ending(_ended(SweepOutcome("completed", states={"c": ConfigState.DONE})), 0) == 0
 
 
 LOAD_SWEEP = """

@@ -8,12 +8,22 @@ import asyncio
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from tui_fakes import DEMO_SWEEP, T0, FakeEngine
 
-from specbench_tui.core.events import ConfigFinished, ConfigState, ConfigStateChanged, GpuSampled, Notice, \
-    QueuePaused, QueueResumed
+from specbench_tui.core.events import (
+    ConfigFinished,
+    ConfigState,
+    ConfigStateChanged,
+    Event,
+    GpuSampled,
+    Notice,
+    QueuePaused,
+    QueueResumed,
+)
 from specbench_tui.core.plan import build_plan
 from specbench_tui.core.sweep.loader import parse_sweep
 from specbench_tui.engine.control import Answer, Outcome, answered, outcome_of
@@ -279,7 +289,7 @@ def test_gpu_samples_name_the_other_run_that_leases_a_gpu(tmp_path: Path) -> Non
         assert f"pid {holder.pid}" in held[1] and "runs/theirs" in held[1]
         published: list[GpuSampled] = []
         machine = Machine.__new__(Machine)  # only its sampling side: no backend, no sweep
-        machine.owners, machine._publish = {}, published.append
+        machine.owners, machine._publish = {}, cast("Callable[[Event], None]", published.append)
         machine.held_elsewhere, machine._elsewhere, machine._elsewhere_at = (
             lambda: held_by_other_runs(leases, keys), {}, float("-inf"))
         machine.on_samples([GpuSample(index=i) for i in range(3)])

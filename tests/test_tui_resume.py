@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from engine_helpers import headless_engine, processes_with_env, wait_no_processes, write_sweep
 
-from specbench_tui.core.results import RunAnalysis
 from specbench_tui.application.runner import make_engine
+from specbench_tui.core.results import RunAnalysis
 from specbench_tui.report.load import load_run
 from specbench_tui.tui.app import SpecbenchApp
 from specbench_tui.tui.queue_panel import QueuePanel
@@ -180,7 +180,7 @@ async def test_resume_in_the_tui_shows_what_the_report_shows(tmp_path: Path) -> 
     engine = make_engine(argparse.Namespace(sweep=None, resume=str(run_dir), retry_crashed=False, runs_dir=None))
     assert not isinstance(engine, int)
     gated = _GatedEngine(engine)
-    app = SpecbenchApp(gated)  # type: ignore[arg-type]
+    app = SpecbenchApp(gated)
     try:
         async with app.run_test(size=(160, 48)) as pilot:
             # Before the resumed engine does anything: the past, as the report reads it.

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from narrowing import present
 from tui_fakes import T0, FakeEngine, at_rest, repaint_all
 
 from specbench_tui.tui.app import SpecbenchApp
@@ -80,7 +81,7 @@ def test_crash_log_screen(engine: FakeEngine, snap_compare) -> None:
         await steady(pilot)
         app = pilot.app
         queue = app.sweep_screen.query_one(QueuePanel)
-        queue.select_config(engine.plan.by_name("ddtree-b8-tp1").id)
+        queue.select_config(present(engine.plan.by_name("ddtree-b8-tp1")).id)
         await pilot.press("l")
         await at_rest(pilot)  # the log screen has indexed the file
         await pilot.press("c")

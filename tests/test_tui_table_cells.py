@@ -3,10 +3,13 @@ when it changed (a sort, a resize or a focus change re-renders nothing)."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey
 
 from specbench_tui.tui.textual_private import CachedCellsTable, rows_pending
 
@@ -80,7 +83,7 @@ async def test_a_sort_renders_no_cell_again_and_a_changed_cell_is_rendered_again
         kept.update_cell(row_key, "value", Text("5", style="red"))
         draw(kept)
         changed = [slot for slot, entry in kept._kept_cells.items() if slot in before and entry[2] is not before[slot]]
-        assert [(slot[0], slot[1].value) for slot in changed] == [(row_key, "value")]
+        assert [(slot[0], cast(ColumnKey, slot[1]).value) for slot in changed] == [(row_key, "value")]
 
 
 async def test_the_header_follows_a_column_widened_by_a_new_row_drawn_before_it_was_measured() -> None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from narrowing import present
 from tui_fakes import T0, FakeEngine, until
 
 from specbench_tui.tui.app import SpecbenchApp
 from specbench_tui.tui.palette import Palette
-from specbench_tui.tui.themes import DEFAULT_THEME, load_themes
 from specbench_tui.tui.textual_private import notifications_of
+from specbench_tui.tui.themes import DEFAULT_THEME, load_themes
 
 
 def near(triplet, expected: tuple[int, int, int]) -> bool:
@@ -72,11 +73,11 @@ async def test_theme_choice_and_palette_follow_theme(tmp_path: Path) -> None:
         assert app.theme == "specbench-light"
         light = app.palette
         assert light == Palette.from_variables(app.get_css_variables())
-        assert near(light.crash.color.triplet, (0xC4, 0x16, 0x1C))
+        assert near(present(light.crash.color).triplet, (0xC4, 0x16, 0x1C))
         app.set_theme(DEFAULT_THEME)
         await pilot.pause()
         assert app.palette.crash != light.crash
-        assert near(app.palette.zero_output.color.triplet, (0xFF, 0xC4, 0x4D))
+        assert near(present(app.palette.zero_output.color).triplet, (0xFF, 0xC4, 0x4D))
 
 
 async def test_a_theme_change_recolours_every_queue_row_on_screen_and_off(tmp_path: Path) -> None:

@@ -339,11 +339,12 @@ class FakeEngine:
             self._thread = threading.Thread(target=self._run_realtime, daemon=True, name="fake-engine")
             self._thread.start()
 
-    def stop(self, timeout: float = 30.0) -> None:
+    def stop(self, timeout: float = 30.0) -> bool:
         self.calls.append(("stop", timeout))
         self.stopped = True
         if self._thread is not None:
             self._thread.join(timeout=2)
+        return self._thread is None or not self._thread.is_alive()
 
     def history(self) -> tuple[list[Measurement], list[Event]]:
         return [], []
@@ -351,7 +352,7 @@ class FakeEngine:
     def detach(self) -> None:
         raise RuntimeError("the fake engine runs in this process: nothing to detach from")
 
-    def pause(self) -> Answer:
+    def pause(self) -> Answer | None:  # None: no answer (SweepControl allows it; a subclass may not answer)
         self.calls.append(("pause",))
         if self._paused:
             return answered(outcome_of("pause", paused=True))
@@ -359,7 +360,7 @@ class FakeEngine:
         self.emit(QueuePaused(ts=self._now()))
         return answered(outcome_of("pause", paused=False))
 
-    def resume(self) -> Answer:
+    def resume(self) -> Answer | None:
         self.calls.append(("resume",))
         if not self._paused:
             return answered(outcome_of("resume", paused=False))
@@ -367,14 +368,14 @@ class FakeEngine:
         self.emit(QueueResumed(ts=self._now()))
         return answered(outcome_of("resume", paused=True))
 
-    def skip(self, config_id: str) -> Answer:
+    def skip(self, config_id: str) -> Answer | None:
         self.calls.append(("skip", config_id))
         name = self.plan.by_id(config_id).name
         self.emit(ConfigFinished(config_id=config_id, name=name, state=ConfigState.SKIPPED,
                                  reason="skipped by the user", ts=self._now()))
         return answered(Outcome("skip", True, f"skipped {name}", config_id))
 
-    def retry(self, config_id: str) -> Answer:
+    def retry(self, config_id: str) -> Answer | None:
         self.calls.append(("retry", config_id))
         name = self.plan.by_id(config_id).name
         self.emit(ConfigStateChanged(config_id=config_id, name=name, state=ConfigState.PENDING, ts=self._now()))
