@@ -51,10 +51,12 @@ def test_counts_in_a_fixed_order_and_the_reason_with_the_resume_command() -> Non
 
 
 class _Analysis:
-    """Just what :func:`state_counts` reads of a run's analysis: per configuration its totals and cells."""
+    """Just what :func:`state_counts` reads of a run's analysis: its configurations, and per configuration its
+    totals and cells."""
 
     def __init__(self, zero: set[str], partial: set[str]) -> None:
         self.zero, self.partial = zero, partial
+        self.configs = [SimpleNamespace(id=cid) for cid in ("d1", "d2", "z", "p", "zp", "c", "s")]
 
     def totals_for(self, config_id: str) -> object:
         return SimpleNamespace(n_zero_output=1 if config_id in self.zero else 0)

@@ -21,7 +21,7 @@ from specbench_tui.core.engines.registry import ENV_MODULES, EngineLoadError, en
 from specbench_tui.core.errors import SweepError
 from specbench_tui.core.plan import build_plan
 from specbench_tui.core.records import Measurement
-from specbench_tui.core.signatures import SignatureSet
+from specbench_tui.core.signatures import LEVEL_FATAL, LEVEL_INFO, SignatureSet, line_level
 from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.tui.log_style import classify, compact_line
 
@@ -132,10 +132,18 @@ def test_sweeps_are_checked_against_its_flags_and_rules(tmp_path):
 
 
 def test_its_crash_signature_and_log_hints():
+    """The crash signature is what makes a line fatal (the engine's verdict, which records the crash: the sweep
+    below ends ``crashed`` with ``toy_meltdown``); the log hint only raises the line to ``error`` when read back
+    from disk, where no verdict comes with it."""
+    line = "TOY MELTDOWN: reactor breach"
     signatures = SignatureSet(builtins=get_profile("toy").crash_signatures)
-    match = signatures.match("TOY MELTDOWN: reactor breach")
+    match = signatures.match(line)
     assert match is not None and match.name == "toy_meltdown"
-    assert classify("TOY MELTDOWN: reactor breach") == "fatal"
+    assert signatures.match("toy stats: accept len 2.00, gen 250.5 tok/s") is None
+    assert line_level(line, signatures) == LEVEL_FATAL  # the engine's verdict on a live line
+    assert classify(line, LEVEL_FATAL) == "fatal"  # the live panel draws the verdict it is given
+    assert line_level(line) == LEVEL_INFO  # no generic error word in it: without the hint it would be plain
+    assert classify(line) == "error"  # read back from disk: the toy's hint raises it, never to fatal
     assert compact_line("toy stats: accept len 2.00, gen 250.5 tok/s") == "Decode ▸ 250.5 tok/s · accept 2.00"
     assert get_profile("toy").parse_stats_line("toy stats: accept len 2.00, gen 250.5 tok/s").accept_length == 2.0
 
