@@ -103,7 +103,12 @@ def test_the_feed_formats_on_its_own_thread_and_the_taker_only_takes() -> None:
 
     formatted_on: list[str] = []
     ready = threading.Event()
-    feed = LogFeed(frame_s=0.0, on_ready=lambda: (formatted_on.append(threading.current_thread().name), ready.set()))
+
+    def on_ready() -> None:
+        formatted_on.append(threading.current_thread().name)
+        ready.set()
+
+    feed = LogFeed(frame_s=0.0, on_ready=on_ready)
     feed.put(LogLines(config_id="c", first=1, text="a\nb WARNING: careful", count=2))
     assert ready.wait(30), "the feed's thread never formatted the batch"
     burst = feed.take()
