@@ -7,7 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from narrowing import plain, present
 from textual.color import Color
+from textual.widgets import DataTable
 from tui_fakes import DEMO_SWEEP, T0, FakeEngine, at_rest, until
 
 from specbench_tui.core.events import (
@@ -22,6 +24,7 @@ from specbench_tui.core.events import (
 from specbench_tui.core.plan import build_plan
 from specbench_tui.core.records import Measurement
 from specbench_tui.core.sweep.loader import parse_sweep
+from specbench_tui.engine.control import Answer
 from specbench_tui.tui.app import SpecbenchApp
 from specbench_tui.tui.confirm_quit import ConfirmQuitScreen
 from specbench_tui.tui.gpu_panel import GpuLine
@@ -46,17 +49,21 @@ class SilentEngine(FakeEngine):
     """Records control calls and answers none of them (an engine busy elsewhere): what the screen shows after a
     key is then the app's own doing."""
 
-    def pause(self) -> None:
+    def pause(self) -> Answer | None:
         self.calls.append(("pause",))
+        return None
 
-    def resume(self) -> None:
+    def resume(self) -> Answer | None:
         self.calls.append(("resume",))
+        return None
 
-    def skip(self, config_id: str) -> None:
+    def skip(self, config_id: str) -> Answer | None:
         self.calls.append(("skip", config_id))
+        return None
 
-    def retry(self, config_id: str) -> None:
+    def retry(self, config_id: str) -> Answer | None:
         self.calls.append(("retry", config_id))
+        return None
 
 
 @pytest.fixture
@@ -114,7 +121,7 @@ async def test_s_marks_a_pending_row_skipped_at_once(engine: SilentEngine) -> No
         assert queue_state(app, "ddtree-b16-tp1") == "skipped"  # before any event from the engine
         assert ("skip", config_id) in engine.calls
         assert "1 skipped" in str(app.sweep_screen.query_one(QueuePanel).border_subtitle)
-        header = app.sweep_screen.query_one("#header").render().plain
+        header = plain(app.sweep_screen.query_one("#header").render())
         assert "0/4 ran" in header and "↷ 1 skipped" in header  # skipped is counted apart, never as done
         await pilot.press("s")  # a second press does not ask again
         assert engine.calls.count(("skip", config_id)) == 1
@@ -132,7 +139,7 @@ async def test_capital_s_marks_the_running_row_skipped_at_once(engine: SilentEng
         app.drain_events()
         await pilot.press("S")
         assert queue_state(app, "ar-tp1") == "skipped"
-        view = app.state.by_name("ar-tp1")
+        view = present(app.state.by_name("ar-tp1"))
         note = app.sweep_screen.query_one(QueuePanel).get_cell(view.config_id, "note").plain
         assert "stopping its server" in note
         await pilot.press("S")  # nothing else runs: the key says so instead of asking again
@@ -154,12 +161,12 @@ async def test_r_requeues_at_once_and_p_pauses_at_once(engine: SilentEngine) -> 
         assert ("retry", config_id) in engine.calls
         await pilot.press("p")
         assert ("pause",) in engine.calls
-        assert "PAUSED" in app.sweep_screen.query_one("#header").render().plain
+        assert "PAUSED" in plain(app.sweep_screen.query_one("#header").render())
         assert queue_state(app, "ddtree-b16-tp1") == "paused"
         assert any("Queue paused" in n.message for n in notifications_of(app))
         await pilot.press("p")
         assert ("resume",) in engine.calls
-        assert "PAUSED" not in app.sweep_screen.query_one("#header").render().plain
+        assert "PAUSED" not in plain(app.sweep_screen.query_one("#header").render())
         assert [n.message for n in notifications_of(app) if "Queue" in n.message] == ["Queue resumed."]
 
 
@@ -214,7 +221,7 @@ async def test_a_burst_is_one_toast_placed_off_the_state_column_and_kept_in_the_
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
         await ready(app, pilot)
         play_until_first_running(engine)
-        view = app.state.by_name("ar-tp1")
+        view = present(app.state.by_name("ar-tp1"))
         for index, workload in enumerate(("code", "arithmetic", "long-context", "agent")):
             engine.emit(_zero(view.config_id, view.name, workload, T0 + 10 + index))
         engine.emit(Notice(level="warning", text="a", ts=T0 + 20))
@@ -243,7 +250,7 @@ async def test_a_burst_is_one_toast_placed_off_the_state_column_and_kept_in_the_
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, NotificationsScreen)
-        table = screen.query_one("#notifications-table")
+        table = screen.query_one("#notifications-table", DataTable)
         assert table.row_count == len(app.notifier.history) >= 3
         first = [cell.plain for cell in table.get_row_at(0)]
         assert "error" in first[1] and "crashed" in first[3]  # newest first, severity as a word
@@ -376,7 +383,7 @@ async def test_no_color_crash_looks_stronger_than_text(engine: SilentEngine, mon
         await pilot.pause()
         assert app.no_color
         assert app.palette.crash.reverse and app.palette.crash.bold and app.palette.crash.color is None
-        view = app.state.by_name("ddtree-b8-tp1")
+        view = present(app.state.by_name("ddtree-b8-tp1"))
         glyph = app.sweep_screen.query_one(QueuePanel).get_cell(view.config_id, "glyph")
         state = app.sweep_screen.query_one(QueuePanel).get_cell(view.config_id, "state")
         assert glyph.plain == "✖" and state.plain == "crashed" and state.style == app.palette.crash
@@ -409,7 +416,7 @@ async def test_live_log_and_log_screen_agree_on_the_crash_line(engine: SilentEng
     async with app.run_test(size=(160, 48)) as pilot:
         await ready(app, pilot)
         play_until_first_running(engine)
-        view = app.state.by_name("ar-tp1")
+        view = present(app.state.by_name("ar-tp1"))
         log = Path(view.log_path or tmp_path / "x.log")
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text("[2026-01-01 10:00:08] Decode batch, #running-req: 1\n" + SIGQUIT_LINE + "\n")
@@ -430,7 +437,7 @@ async def test_live_log_and_log_screen_agree_on_the_crash_line(engine: SilentEng
 # ---------------------------------------------------------------------------------------- results follow
 
 async def _b16_arithmetic(app: SpecbenchApp, engine: FakeEngine, pilot,
-                          play: Callable[[], None]) -> tuple[ResultsPanel, int]:
+                          play: Callable[[], object]) -> tuple[ResultsPanel, int]:
     """Play the demo with ``play`` and settle: the results table and the index of ddtree-b16-tp1's arithmetic row
     (the newest alarming row: zero output)."""
     await ready(app, pilot)
@@ -438,7 +445,7 @@ async def _b16_arithmetic(app: SpecbenchApp, engine: FakeEngine, pilot,
     app.drain_events()
     await at_rest(pilot)
     results = app.sweep_screen.query_one(ResultsPanel)
-    return results, results.get_row_index(f"{engine.plan.by_name('ddtree-b16-tp1').id}\x1farithmetic")
+    return results, results.get_row_index(f"{present(engine.plan.by_name('ddtree-b16-tp1')).id}\x1farithmetic")
 
 
 def _in_view(results: ResultsPanel, index: int, height: int) -> bool:
@@ -457,7 +464,7 @@ async def test_results_follow_a_new_crash_row_unless_scrolled_away(tmp_path: Pat
         results.scroll_to(y=0, animate=False, immediate=True)  # back to the top: still following
         results.scroll_to(y=1, animate=False, immediate=True)  # the user scrolls elsewhere
         await pilot.pause()
-        b32 = engine.plan.by_name("ddtree-b32-tp1")
+        b32 = present(engine.plan.by_name("ddtree-b32-tp1"))
         engine.emit(ConfigFinished(config_id=b32.id, name=b32.name, state=ConfigState.CRASHED,
                                    signature="cuda_oom", ts=T0 + 999))
         app.drain_events()
