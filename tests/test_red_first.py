@@ -11,6 +11,7 @@ draw, the analysis the results table draws), and the TUI's row is red once that 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from engine_helpers import plan_for, run_plan, write_sweep
 from tui_fakes import T0, FakeEngine
@@ -97,7 +98,7 @@ async def test_the_crash_is_said_before_its_excerpt_and_teardown_and_every_fold_
     stopped = next(i for i, e in enumerate(ours) if isinstance(e, ServerStopped))
     finished = next(i for i, e in enumerate(ours) if isinstance(e, ConfigFinished))
     assert crashes[0] < crashes[1] < stopped < finished
-    assert ours[finished].state == ConfigState.CRASHED
+    assert cast(ConfigFinished, ours[finished]).state == ConfigState.CRASHED
 
     # The line that matched was published as fatal in its batch too (the batch comes after the crash).
     batch = next(e for e in ours[crashes[0]:] if isinstance(e, LogLines) and first.line in e.lines)
