@@ -49,6 +49,7 @@ class _Collector:
         SignatureSet(builtins=SGLANG_SIGNATURES).match(text)
         line_level(text)
         SGLANG.parse_stats_line(text)
+        assert SGLANG.ready_line is not None
         SGLANG.ready_line.search(text)
 
 
