@@ -135,7 +135,7 @@ def headless(args: list[str], cwd: Path, env: dict[str, str], tui: bool = False)
 
 def _jsonl(path: Path) -> list[dict]:
     """The objects of a JSON-lines file; lines torn by a kill (resume ignores them too) left out."""
-    out = []
+    out: list[dict] = []
     if not path.exists():
         return out
     for line in path.read_text(errors="replace").splitlines():

@@ -18,6 +18,7 @@ import subprocess
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
+from typing import cast
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -107,12 +108,18 @@ def _pieces(node: ast.AST) -> list[ast.AST] | None:
     return None
 
 
+def const_str(node: ast.Constant) -> str:
+    """The text of a string constant (the f-string pieces and dict keys read here are strings; typeshed types
+    ``Constant.value`` as any literal)."""
+    return cast(str, node.value)
+
+
 def template(node: ast.AST) -> re.Pattern[str]:
     """A string expression as a regular expression: literal pieces escaped, each ``{value}`` a lazy group."""
     pieces = _pieces(node)
     if pieces is None:
         raise AssertionError(f"not a string expression: {ast.dump(node)[:200]}")
-    parts = [re.escape(p.value) if isinstance(p, ast.Constant) else "(.+?)" for p in pieces]
+    parts = [re.escape(const_str(p)) if isinstance(p, ast.Constant) else "(.+?)" for p in pieces]
     return re.compile("".join(parts), re.S)
 
 
@@ -124,7 +131,7 @@ def percent_template(text: str) -> re.Pattern[str]:
 
 def literal_text(node: ast.AST) -> str:
     """The literal pieces of a string expression joined (values dropped): for locating."""
-    return "".join(p.value for p in _pieces(node) or () if isinstance(p, ast.Constant))
+    return "".join(const_str(p) for p in _pieces(node) or () if isinstance(p, ast.Constant))
 
 
 def string_exprs(scope: ast.AST) -> Iterator[ast.AST]:
@@ -157,7 +164,7 @@ def labels(scope: ast.AST) -> set[str]:
         values = node.values
         for piece, after in zip(values, values[1:]):
             if isinstance(piece, ast.Constant) and isinstance(after, ast.FormattedValue):
-                match = re.search(r"(?:^|, |\. )([#A-Za-z][A-Za-z0-9 _\-/()]*): $", piece.value)
+                match = re.search(r"(?:^|, |\. )([#A-Za-z][A-Za-z0-9 _\-/()]*): $", const_str(piece))
                 if match:
                     out.add(match.group(1))
     return out
@@ -174,14 +181,14 @@ def subscript_keys(scope: ast.AST, target: str) -> set[str]:
                         and isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str)):
                     keys.add(t.slice.value)
                 if isinstance(t, ast.Name) and t.id == target and isinstance(node.value, ast.Dict):
-                    keys |= {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+                    keys |= {const_str(k) for k in node.value.keys if isinstance(k, ast.Constant)}
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update"
                 and isinstance(node.func.value, ast.Name) and node.func.value.id == target and node.args
                 and isinstance(node.args[0], ast.Dict)):
-            keys |= {k.value for k in node.args[0].keys if isinstance(k, ast.Constant)}
+            keys |= {const_str(k) for k in node.args[0].keys if isinstance(k, ast.Constant)}
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == target \
                 and isinstance(node.value, ast.Dict):
-            keys |= {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+            keys |= {const_str(k) for k in node.value.keys if isinstance(k, ast.Constant)}
     return keys
 
 
@@ -193,7 +200,7 @@ def dict_keys(scope: ast.AST) -> set[str]:
 
 def call_args(scope: ast.AST, name: str) -> list[ast.AST]:
     """First arguments of calls to ``name`` (a bare name or an attribute's last part)."""
-    out = []
+    out: list[ast.AST] = []
     for node in ast.walk(scope):
         if isinstance(node, ast.Call) and node.args:
             func = node.func

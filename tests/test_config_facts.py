@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
-
 from engine_helpers import plan_for, run_plan, write_sweep
 
 SWEEP = """
@@ -44,7 +44,7 @@ items = ["fibonacci"]
 def test_each_configurations_caps_are_in_plan_json_and_env_json(tmp_path: Path) -> None:
     path = write_sweep(tmp_path, SWEEP)
     _, events, run_dir, _ = asyncio.run(run_plan(plan_for(path), tmp_path / "runs", timeout_s=240))
-    ready = {e.config_id: e for e in events if type(e).__name__ == "ServerReady"}
+    ready: dict[str, Any] = {cast(Any, e).config_id: e for e in events if type(e).__name__ == "ServerReady"}
     plan = json.loads((run_dir.path / "plan.json").read_text())
     by_name = {c["name"]: c for c in plan["configs"]}
     eagle = by_name["eagle3"]

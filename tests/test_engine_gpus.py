@@ -63,7 +63,10 @@ async def test_fake_box_follows_the_server_and_the_summary_covers_the_measured_w
         else:
             return
         raw = Path(f"/proc/{pid}/environ").read_bytes()
-        environ.update(item.decode().split("=", 1) for item in raw.split(b"\0") if b"=" in item)
+        for item in raw.split(b"\0"):
+            if b"=" in item:
+                key, value = item.decode().split("=", 1)
+                environ[key] = value
 
     run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
     orchestrator = Orchestrator(plan, run_dir, backend=backend, gpu_sample_interval_s=0.05)

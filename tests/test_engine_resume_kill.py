@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import signal
 import subprocess
@@ -9,6 +10,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import cast
 
 import pytest
 from engine_helpers import (
@@ -64,7 +66,8 @@ class _Engine:
 
     def _drain(self) -> None:
         assert self.proc.stdout is not None
-        for chunk in iter(lambda: self.proc.stdout.read1(65536), b""):
+        stdout = cast(io.BufferedReader, self.proc.stdout)  # Popen's pipe, buffered (bufsize -1): a BufferedReader
+        for chunk in iter(lambda: stdout.read1(65536), b""):
             self._chunks.append(chunk)
 
     def output(self) -> str:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from narrowing import present
 from reliability_helpers import events, headless, make_sweep, marker_env, new_marker, the_run_dir, wait_gone
 
 from specbench_tui.cli import main
@@ -36,7 +37,7 @@ def test_a_catastrophic_backtracking_signature_matches_in_linear_time() -> None:
         assert signatures.match(line) is None
         assert signatures.candidates(line.encode()) == set()
         assert time.thread_time() - started < 0.05, "the pattern backtracks"
-    assert signatures.match("aaaa").name == "mine"
+    assert present(signatures.match("aaaa")).name == "mine"
 
 
 def test_a_signature_re2_cannot_take_is_refused_at_its_line(tmp_path: Path, capsys) -> None:
@@ -241,7 +242,7 @@ def test_reading_a_fifo_never_blocks(tmp_path: Path) -> None:
     assert time.monotonic() - started < 10  # milliseconds quiet (an open() that waited for a writer never returns)
 
 
-CONFUSED = [{"repeat": "x"}, {"accept_length": [1, 2]}, {"e2e_s": "fast"}, {"status": "weird"},
+CONFUSED: list[dict[str, object]] = [{"repeat": "x"}, {"accept_length": [1, 2]}, {"e2e_s": "fast"}, {"status": "weird"},
             {"completion_tokens": True}, {"ttft_s": {"a": 1}}, {"config_id": 7}]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from engine_helpers import plan_for, write_sweep
+from narrowing import present
 from reliability_helpers import (
     events,
     headless,
@@ -79,7 +80,7 @@ def _escapees(marker: str, engine_pid: int | None) -> list[int]:
 def _wait_ready(runs: Path) -> None:
     """Until the first server is ready: the wrapped server, its daemon and the simulator's children are up
     (counting processes is not enough: the env.json probe runs the wrapper too)."""
-    wait_for(lambda: the_run_dir(runs) and any(e.get("type") == "ServerReady" for e in events(the_run_dir(runs))),
+    wait_for(lambda: the_run_dir(runs) and any(e.get("type") == "ServerReady" for e in events(present(the_run_dir(runs)))),
              60, what="a ready server")
 
 

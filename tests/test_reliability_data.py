@@ -112,6 +112,7 @@ def random_kill_soak(folder: Path, kills: int, seed_name: str = "random-kill", r
         if not finished_first:
             os.kill(engine.pid, signal.SIGKILL)
         engine.wait(10)
+        assert engine.stdout is not None
         engine.stdout.close()
         after_s = time.monotonic() - started
         survivors = wait_gone(marker, engine.pid)
@@ -130,6 +131,7 @@ def random_kill_soak(folder: Path, kills: int, seed_name: str = "random-kill", r
         code, out, _ = _complete(["--resume", str(run_dir)], folder, env)
     assert code == 0, out
     assert wait_gone(marker) == []
+    assert run_dir is not None
     result, states = _summary(run_dir)
     assert set(result) == set(reference), (set(result) ^ set(reference))
     assert result == reference, "a measurement differs from the uninterrupted run"

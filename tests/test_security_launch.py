@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import httpx
 import pytest
@@ -24,6 +25,7 @@ from reliability_helpers import (
 )
 
 from specbench_tui.core.launch import redact_argv, server_argv
+from specbench_tui.core.plan import Plan
 
 pytestmark = pytest.mark.e2e
 
@@ -81,7 +83,7 @@ async def test_servers_bind_loopback_and_shell_metacharacters_are_literal(tmp_pa
             seen["launch"] = event
         if isinstance(event, ServerReady) and "probe" not in seen:
             orchestrator.pause()  # no request is sent until the probe has looked
-            seen["probe"] = loop.create_task(probe(seen["launch"].port))
+            seen["probe"] = loop.create_task(probe(cast(ServerLaunching, seen["launch"]).port))
 
     orchestrator.subscribe(on_event)
     try:
@@ -121,7 +123,7 @@ def test_redaction_of_the_api_key_in_argv():
     assert SECRET not in redact_argv(argv)
 
 
-_KEY_PLAN = {}
+_KEY_PLAN: dict[str, Plan] = {}
 
 
 def plan_for_key():

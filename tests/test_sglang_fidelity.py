@@ -15,17 +15,17 @@ from pathlib import Path
 
 import httpx
 import pytest
+from narrowing import present
 
 from specbench_tui.core.budget import fits, plan_budget
-from specbench_tui.core.engines.sglang import reserved_speculative_tokens
+from specbench_tui.core.engines.registry import get_profile
+from specbench_tui.core.engines.sglang import SGLANG, reserved_speculative_tokens
 from specbench_tui.core.launch import server_argv
 from specbench_tui.core.plan import build_plan
 from specbench_tui.core.records import STATUS_ERROR, STATUS_OK
 from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.engine.client import ERROR_ABORT, GenerateResult, ServerClient
 from specbench_tui.engine.leftovers import find_leftovers
-from specbench_tui.core.engines.registry import get_profile
-from specbench_tui.core.engines.sglang import SGLANG
 from specbench_tui.engine.workloads import Labels, LongContextWorkload, Session, measurement_from
 from specbench_tui.sim.testing import SimProcess
 
@@ -59,7 +59,7 @@ def test_budget_counts_the_reservation_and_the_scheduler_limit() -> None:
     limited = plan_budget("max", 8192, 256, max_req_input_len=6000)
     assert limited.prompt_tokens + 256 + 32 == 6004 and limited.prompt_tokens < 6000
     clamped = plan_budget(8000, 8192, 256, reserved=40)
-    assert clamped.clamped and "40 reserved for speculative decoding" in clamped.note
+    assert clamped.clamped and "40 reserved for speculative decoding" in present(clamped.note)
 
 
 def _eagle3_worst_config() -> list[str]:
@@ -99,14 +99,15 @@ async def test_eagle3_max_items_fit_a_server_that_reserves_40_tokens() -> None:
             await workload.prepare(session)
             record = await workload.run("max", 0, session, Labels("c", "eagle3-s5-k8-d32-tp1", spec.name))
             assert record.status == STATUS_OK, record.error
+            assert record.prompt_tokens is not None and record.completion_tokens is not None
             assert record.prompt_tokens + 40 + record.completion_tokens <= 8192
             assert record.prompt_tokens > 8192 - 256 - 32 - 40 - 50  # "max" still fills the context
             # The same prompt sized without the reservation is what a real server refuses (the seed's 400).
             unreserved = plan_budget("max", 8192, spec.max_new_tokens)
             sized, count = await workload._size(session, unreserved.prompt_tokens)
             result = await client.generate(sized, {"max_new_tokens": spec.max_new_tokens})
-            assert not result.ok and result.http_status == 200 and "stream error 400" in result.error
-            assert f"You requested a total of {count + 40 + spec.max_new_tokens} tokens" in result.error
+            assert not result.ok and result.http_status == 200 and "stream error 400" in present(result.error)
+            assert f"You requested a total of {count + 40 + spec.max_new_tokens} tokens" in present(result.error)
         finally:
             await client.aclose()
 
@@ -131,11 +132,12 @@ async def test_an_abort_chunk_is_an_error_carrying_sglangs_message() -> None:
         finally:
             await client.aclose()
         assert not result.ok and result.error_kind == ERROR_ABORT and result.http_status == 400
-        assert "exceeds the maximum allowed length" in result.error and f"({limit} tokens)" in result.error
-        assert "BadRequestError" in result.error
+        error = present(result.error)
+        assert "exceeds the maximum allowed length" in error and f"({limit} tokens)" in error
+        assert "BadRequestError" in error
         record = measurement_from(Labels("c", "cfg", "long"), "big", 0, [result])
         assert record.status == STATUS_ERROR and record.error == result.error and record.http_status == 400
-        assert "no tokens" not in record.error
+        assert "no tokens" not in present(record.error)
         sim.wait_for_line("exceeds the maximum allowed length")
         r = httpx.post(f"{sim.url}/generate", json={"text": "word " * (limit + 50)})
         assert r.status_code == 400 and "exceeds the maximum allowed length" in r.json()["error"]["message"]
@@ -286,9 +288,8 @@ def test_hybrid_pool_fields_and_new_prefixes_are_read() -> None:
 
 
 def test_crash_lines_of_0_5_23() -> None:
-    from specbench_tui.core.signatures import SignatureSet
-
     from specbench_tui.core.engines.sglang import SGLANG_SIGNATURES
+    from specbench_tui.core.signatures import SignatureSet
 
     sigs = SignatureSet(builtins=SGLANG_SIGNATURES)
     hard = sigs.match("[2026-01-01 00:00:00] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)")
@@ -375,12 +376,12 @@ async def test_every_configuration_gets_the_same_max_prompt_sized_for_the_larges
     outcome, events, _, _ = await run_plan(plan, tmp_path / "runs", timeout_s=120)
     assert outcome.state == "completed"
     assert {e.context_length for e in events if isinstance(e, ServerReady)} == {6000}  # from /v1/models
-    records = {e.measurement.config: e.measurement for e in events if isinstance(e, MeasurementRecorded)}
+    records = {m.config: m for m in (present(e.measurement) for e in events if isinstance(e, MeasurementRecorded))}
     assert set(records) == {"ar", "eagle3-s5-k8-d32"}
     assert all(r.status == STATUS_OK for r in records.values()), records
     assert records["ar"].prompt_tokens == records["eagle3-s5-k8-d32"].prompt_tokens  # paired: the same prompt
     assert records["ar"].output_sha == records["eagle3-s5-k8-d32"].output_sha  # speculation is lossless
-    assert 6000 - 64 - 32 - 40 - 40 < records["ar"].prompt_tokens <= 6000 - 64 - 32 - 40
+    assert 6000 - 64 - 32 - 40 - 40 < present(records["ar"].prompt_tokens) <= 6000 - 64 - 32 - 40
 
 
 def test_avg_spec_accept_length_appears_with_the_first_decode_line() -> None:

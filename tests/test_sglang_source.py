@@ -34,24 +34,27 @@ import httpx
 import pytest
 import sglang_facts as facts
 import sglang_source as src
+from narrowing import present
 
-from specbench_tui.core.engines.sglang import RESERVING_ALGORITHMS
-from specbench_tui.core.engines.sglang import SGLANG_ALGORITHMS
-from specbench_tui.core.engines.sglang import parse_batch_line
-from specbench_tui.core.engines.sglang import SGLANG_SIGNATURES
-from specbench_tui.core.engines import sglang as sglang_profile
 from specbench_tui.core import measure_notes
+from specbench_tui.core.engines import sglang as sglang_profile
+from specbench_tui.core.engines.sglang import (
+    RESERVING_ALGORITHMS,
+    SGLANG,
+    SGLANG_ALGORITHMS,
+    SGLANG_SIGNATURES,
+    parse_batch_line,
+)
 from specbench_tui.core.metrics import Chunk
 from specbench_tui.core.signatures import SignatureSet
 from specbench_tui.engine.client import GenerateResult, ServerClient, _take_abort
 from specbench_tui.engine.leftovers import SGLANG_TITLE_PREFIX
 from specbench_tui.engine.workloads import Labels, measurement_from
-from specbench_tui.core.engines.sglang import SGLANG
 from specbench_tui.sim import adaptive as sim_adaptive
 from specbench_tui.sim import args as sim_args
 from specbench_tui.sim import kvpool as sim_kvpool
-from specbench_tui.sim import spec_hook as sim_spec_hook
 from specbench_tui.sim import logs as sim_logs
+from specbench_tui.sim import spec_hook as sim_spec_hook
 from specbench_tui.sim.testing import SimProcess, group_pids
 
 pytestmark = pytest.mark.sglang
@@ -192,8 +195,8 @@ def check_batch_lines(root: Path, observed: dict[str, Any]) -> None:
 def check_scheduler_prefixes(root: Path, observed: dict[str, Any]) -> None:
     """Every rank prefix SGLang's scheduler can print is read as what it is (``MOE_DP1`` is no DP rank)."""
     configure = src.function(src.tree(root, "scheduler"), "configure_scheduler_process")
-    names = [p.value.strip() for n in ast.walk(configure) if isinstance(n, ast.JoinedStr) for p in n.values
-             if isinstance(p, ast.Constant) and re.fullmatch(r" [A-Z_]+", p.value)]
+    names = [src.const_str(p).strip() for n in ast.walk(configure) if isinstance(n, ast.JoinedStr) for p in n.values
+             if isinstance(p, ast.Constant) and re.fullmatch(r" [A-Z_]+", src.const_str(p))]
     assert {"DP", "TP"} <= set(names) and len(names) >= 4, names
     for name in names:
         parsed = parse_batch_line(f"[2026-01-01 00:00:00 {name}1 TP2] Decode batch, #running-req: 1, #token: 5, "
@@ -264,7 +267,7 @@ def check_messages(root: Path, observed: dict[str, Any]) -> None:
 
 def check_reserved_rule(root: Path, observed: dict[str, Any]) -> None:
     rule = src.function(src.tree(root, "managers_utils"), "compute_num_reserved_tokens")
-    returns = [n.value for n in sorted((n for n in ast.walk(rule) if isinstance(n, ast.Return) and n.value),
+    returns = [present(n.value) for n in sorted((n for n in ast.walk(rule) if isinstance(n, ast.Return) and n.value),
                                        key=lambda n: n.lineno)]
     assert [ast.unparse(r) for r in returns[:-1]] == ["0"], "every other algorithm reserves nothing"
     final = returns[-1]  # max(topk * steps, max_speculative_num_draft_tokens())
@@ -343,7 +346,7 @@ def check_kv_warning(root: Path, observed: dict[str, Any]) -> None:
 
 def _render(node: ast.AST, values: list[str]) -> str:
     pending = iter(values)
-    return "".join(p.value if isinstance(p, ast.Constant) else next(pending) for p in src._pieces(node) or ())
+    return "".join(src.const_str(p) if isinstance(p, ast.Constant) else next(pending) for p in src._pieces(node) or ())
 
 
 def check_crash_lines(root: Path, observed: dict[str, Any]) -> None:

@@ -23,6 +23,7 @@ import random
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
@@ -196,8 +197,8 @@ def measurements_for(config: PlannedConfig, workload: str, rng: random.Random, s
             tps = decode_tps(config, workload, speed) * repeat_noise * (1 + rng.uniform(-0.02, 0.02))
             if item == "ctx-max":
                 tps *= 0.82
-            al = accept_length(config, workload) * (1 + rng.uniform(-0.03, 0.03))
-            al = max(al, 1.0) if config.algorithm != "autoregressive" else None
+            drawn = accept_length(config, workload) * (1 + rng.uniform(-0.03, 0.03))
+            al = max(drawn, 1.0) if config.algorithm != "autoregressive" else None
             completion = {"code": 512, "haiku": 48, "long-context": 256}[workload]
             verify = round(completion / al) if al else None
             output = (sha(workload, item) if workload != "haiku" else sha(config.name, workload, item, repeat))
@@ -207,8 +208,8 @@ def measurements_for(config: PlannedConfig, workload: str, rng: random.Random, s
             if item == "ctx-max":
                 ttft *= 6
             prompt = {"ctx-1024": 1024, "ctx-max": 32256}.get(item, 180)
-            common = dict(config_id=config.id, config=config.name, workload=workload, item=item, repeat=repeat,
-                          prompt_tokens=prompt, started_at=1_777_000_000.0 + len(out))
+            common: dict[str, Any] = dict(config_id=config.id, config=config.name, workload=workload, item=item, repeat=repeat,
+                                          prompt_tokens=prompt, started_at=1_777_000_000.0 + len(out))
             if config.name == "ddtree-b32-tp4" and workload == "haiku" and item == "haiku-1" and repeat == 2:
                 out.append(Measurement(**common, status="zero_output", completion_tokens=0, ttft_s=round(ttft, 4),
                                        e2e_s=round(ttft, 4), finish_reason="stop"))

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 HOST = "127.0.0.1"
 ALIAS = "tiny"
@@ -120,7 +121,7 @@ class Server:
             time.sleep(0.002)
         raise TimeoutError("server not ready")
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> dict:
+    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 30.0) -> dict:
         t0 = time.monotonic()
         self.proc.send_signal(sig)
         try:
@@ -162,7 +163,7 @@ def write(path: str, data) -> None:
 
 def stream_then_signal(srv: Server, sig: signal.Signals, after_s: float) -> dict:
     """Start a long streaming request, send `sig` to the server mid-stream, report what the client saw."""
-    seen = {"chunks": 0, "done_marker": False, "error": None}
+    seen: dict[str, Any] = {"chunks": 0, "done_marker": False, "error": None}
 
     def client() -> None:
         conn = http.client.HTTPConnection(HOST, srv.port, timeout=30)
@@ -196,9 +197,9 @@ def stream_then_signal(srv: Server, sig: signal.Signals, after_s: float) -> dict
 
 
 def capture(a: argparse.Namespace) -> None:
-    index = {"server_version": subprocess.run([a.server, "--version"], capture_output=True, text=True).stderr.strip()
-             or subprocess.run([a.server, "--version"], capture_output=True, text=True).stdout.strip(),
-             "scenarios": {}}
+    index: dict[str, Any] = {"server_version": subprocess.run([a.server, "--version"], capture_output=True, text=True).stderr.strip()
+                             or subprocess.run([a.server, "--version"], capture_output=True, text=True).stdout.strip(),
+                             "scenarios": {}}
     scenarios = [
         ("baseline", "none", 0, "sigterm-idle"),
         ("draft-n4", "draft", 4, "sigkill-idle"),
