@@ -29,7 +29,7 @@ def _shown(text: str, limit: int) -> str:
 
 def sweep_file(plan: Plan) -> str:
     """The sweep file the user ran: a resumed or attached run's plan is read from the run directory's copy, but
-    its exclude rules are edited in the user's own file (``run.json``'s ``sweep_path``)."""
+    its exclude rules are edited in the user's own file (the run's record of its ``sweep_path``)."""
     return str(plan.sweep.path)
 
 

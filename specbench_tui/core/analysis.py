@@ -7,7 +7,7 @@ API
 ---
 ``analyse(plan_json, measurements, events=()) -> RunAnalysis``
 
-- ``plan_json``: the run's ``plan.json`` as a dict (``Plan.to_json()``); ``{}`` when it is missing, in which
+- ``plan_json``: the run's plan as a dict (``Plan.to_json()``); ``{}`` when it is missing, in which
   case configurations are taken from the measurements and events (no TP, budget or baseline, so no speedups).
 - ``measurements``: :class:`~specbench_tui.core.records.Measurement` objects (``RunDir.read_measurements()``).
 - ``events``: :class:`~specbench_tui.core.events.Event` objects (``RunDir.read_events()``), for final states,
@@ -389,7 +389,7 @@ def _replace(summary: ConfigSummary, **changes: Any) -> ConfigSummary:
 
 
 def _engine(plan_json: Mapping[str, Any]) -> EngineProfile | None:
-    """The engine the run's plan names (``sglang`` for a plan.json from before plans named it); None when it is
+    """The engine the run's plan names (``sglang`` for a plan from before plans named it); None when it is
     not registered in this process (a report of a run on an engine added elsewhere: declared algorithms only)."""
     name = plan_json.get("engine") or "sglang"
     try:
@@ -403,7 +403,7 @@ def _summary(raw: dict[str, Any], is_baseline: bool, fold: _Fold | None, measure
     argv = [str(a) for a in raw.get("argv") or []]
     algorithm = str(raw.get("algorithm") or "unknown")
     speculative = raw.get("speculative")
-    if not isinstance(speculative, bool):  # a plan.json from before plans recorded it: the engine's rule
+    if not isinstance(speculative, bool):  # a plan from before plans recorded it: the engine's rule
         speculative = (engine.speculative(argv, algorithm) if engine is not None
                        else declared_speculation(argv, algorithm))
     state, reason, signature = "pending", raw.get("skip_reason"), None
@@ -438,7 +438,7 @@ def _summary(raw: dict[str, Any], is_baseline: bool, fold: _Fold | None, measure
 
 def _budget(raw: Mapping[str, Any], argv: Sequence[str], engine: EngineProfile | None) -> int | None:
     """A matrix parameter named as the draft budget, else the one the plan recorded from the argv (by the
-    engine's rule), else the engine's rule now (a plan.json from before plans recorded it)."""
+    engine's rule), else the engine's rule now (a plan from before plans recorded it)."""
     params = raw.get("params") or {}
     for key in BUDGET_PARAMS:
         value = params.get(key)

@@ -1,6 +1,6 @@
 """The event stream: typed, frozen, JSON-round-trippable facts the engine publishes.
 
-Readers (the TUI, the headless printer, ``events.jsonl``) subscribe to one stream; replaying the persisted
+Readers (the TUI, the headless printer, the run's event log) subscribe to one stream; replaying the persisted
 events rebuilds the state of a run (see :mod:`specbench_tui.core.state`). Events are past-tense facts.
 """
 
@@ -45,7 +45,7 @@ class Event:
 
     ts: float = field(default_factory=time.time, kw_only=True)
     persist: ClassVar[bool] = True
-    """Whether the event goes to ``events.jsonl`` (log lines and GPU samples do not)."""
+    """Whether the event goes to the run's event log (log lines and GPU samples do not)."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -190,7 +190,7 @@ class WorkloadStarted(Event):
 class MeasurementRecorded(Event):
     config_id: str
     record: dict[str, Any]
-    """The :class:`~specbench_tui.core.records.Measurement` as stored in ``results.jsonl``."""
+    """The :class:`~specbench_tui.core.records.Measurement` as stored in the run's results."""
 
     @cached_property
     def measurement(self) -> Measurement | None:
@@ -282,8 +282,8 @@ class GpuSampled(Event):
 
 @dataclass(frozen=True)
 class NodeFingerprinted(Event):
-    """A cluster node's environment fingerprint (the document ``env.json`` holds for this machine, taken on that
-    node by a remote executor): the engine records it in ``env.json`` under ``nodes``."""
+    """A cluster node's environment fingerprint (the environment document the run holds for this machine, taken on that
+    node by a remote executor): the engine records it in the run's environment document under ``nodes``."""
 
     node: str
     """As in :attr:`ServerLaunching.node` (``host/node-id``)."""

@@ -111,7 +111,7 @@ class LoadSpec:
 
     @classmethod
     def from_json(cls, raw: Any) -> LoadSpec | None:
-        """Read back from ``plan.json`` (never trusted: wrong types fall back to defaults)."""
+        """Read back from the run's plan (never trusted: wrong types fall back to defaults)."""
         if not isinstance(raw, Mapping):
             return None
         conc = tuple(int(v) for v in raw.get("concurrency") or () if isinstance(v, int) and not isinstance(v, bool)

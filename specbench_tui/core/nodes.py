@@ -2,7 +2,7 @@
 
 A pure fold of what a run directory holds: the launches (:class:`~specbench_tui.core.events.ServerLaunching`,
 whose ``node`` is None on this machine and ``host/node-id`` on a cluster node), the nodes' fingerprints
-(:class:`~specbench_tui.core.events.NodeFingerprinted`, and ``env.json``: this machine's document at its top,
+(:class:`~specbench_tui.core.events.NodeFingerprinted`, and the run's environment document: this machine's at its top,
 the cluster nodes' under ``nodes``) and the measurements (each belongs to the latest launch of its configuration
 that started before it, so a configuration measured on two nodes, after a node was lost, says so).
 
@@ -137,7 +137,7 @@ class RunHardware:
 
     configs: Mapping[str, ConfigHardware] = field(default_factory=dict)
     fingerprints: Mapping[str | None, Mapping[str, Any]] = field(default_factory=dict)
-    """Node -> fingerprint; None: this machine (``env.json`` itself)."""
+    """Node -> fingerprint; None: this machine (the environment document itself)."""
 
     @property
     def on_nodes(self) -> bool:
@@ -218,7 +218,7 @@ def _some(items: list[str]) -> str:
 
 
 def fingerprints(env: Mapping[str, Any] | None, events: Iterable[Event]) -> dict[str | None, Mapping[str, Any]]:
-    """Node -> fingerprint: this machine's (``env.json``) under None, the cluster nodes' from ``env.json``'s
+    """Node -> fingerprint: this machine's (the environment document) under None, the cluster nodes' from its
     ``nodes`` and from :class:`NodeFingerprinted` events (the latest wins)."""
     out: dict[str | None, Mapping[str, Any]] = {}
     if isinstance(env, Mapping):
@@ -244,7 +244,7 @@ def _models(fingerprint: Mapping[str, Any] | None, gpus: tuple[int, ...]) -> tup
 
 def run_hardware(events: Iterable[Event], measurements: Iterable[Measurement],
                  env: Mapping[str, Any] | None) -> RunHardware:
-    """The hardware of a run from its events, measurements and ``env.json`` (see the module docstring)."""
+    """The hardware of a run from its events, measurements and environment document (see the module docstring)."""
     events = list(events)
     prints = fingerprints(env, events)
     launches: dict[str, list[Launch]] = {}

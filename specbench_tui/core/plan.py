@@ -56,7 +56,7 @@ class PlannedConfig:
     source_index: int = 0
     """Index of the ``[[configs]]`` block this configuration expanded from."""
     speculative: bool | None = None
-    """Whether the server speculates, by its engine's rule (recorded in plan.json, so that a report needs no
+    """Whether the server speculates, by its engine's rule (recorded in the run's plan, so that a report needs no
     engine module); None when unknown."""
     draft_budget: int | None = None
     """The draft budget the argv sets, by its engine's rule (None: none)."""

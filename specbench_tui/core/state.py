@@ -152,7 +152,7 @@ class RunState:
         runs (a client attaching), so the running configurations keep their GPUs."""
         state = cls.from_plan(plan, run_dir)
         for event in events:
-            if not isinstance(event, MeasurementRecorded):  # results.jsonl is the measurements' truth
+            if not isinstance(event, MeasurementRecorded):  # the results file is the measurements' truth
                 state.apply(event)
         for measurement in measurements:
             state.ledger.add(measurement)
@@ -409,7 +409,7 @@ def replay(events: Iterable[Event], plan: Plan | None = None) -> RunState:
 
 
 def read_events(path: str | Path) -> list[Event]:
-    """Events of an ``events.jsonl``; a malformed or cut line is skipped, never fatal."""
+    """Events of a run's event log; a malformed or cut line is skipped, never fatal."""
     events: list[Event] = []
     with open(path, encoding="utf-8", errors="replace") as handle:
         for line in handle:

@@ -1,4 +1,4 @@
-"""The environment fingerprint written as ``env.json`` in every run: what hardware and software made the numbers.
+"""The environment fingerprint written into every run (its environment document): what hardware and software made the numbers.
 
 ``simulated`` is true when the simulator made the figures (its launcher, or the fake GPU box): every view that
 shows hardware then says SIMULATED. It holds the GPUs (names, count, compute capability with SM120 spelled "sm_120", driver and CUDA driver
@@ -16,7 +16,7 @@ How the orchestrator calls it::
 
     doc = await collect_async(backend=backend, sweep_path=sweep.path, python=sweep.engine.python,
                               extra={"concurrent": sweep.concurrent, "gpu_pool": list(pool.indices)})
-    run_dir.write_json("env.json", doc)       # already redacted
+    run_dir.write_env(doc)       # already redacted
 """
 
 from __future__ import annotations
@@ -263,7 +263,7 @@ def gpu_section(backend: GpuBackend | None) -> dict[str, Any]:
 def collect(*, backend: GpuBackend | None = None, sweep_path: Path | str | None = None, python: str | None = None,
             timeout_s: float = 30.0, environ: Mapping[str, str] | None = None,
             extra: Mapping[str, Any] | None = None, packages: tuple[str, ...] = SERVER_PACKAGES) -> dict[str, Any]:
-    """The whole ``env.json`` document, redacted. Blocks for the subprocess: use :func:`collect_async`
+    """The whole environment document, redacted. Blocks for the subprocess: use :func:`collect_async`
     from the event loop."""
     environ = dict(os.environ if environ is None else environ)
     sweep: dict[str, Any] = {"path": None, "sha256": None}
@@ -300,5 +300,5 @@ async def collect_async(**kwargs: Any) -> dict[str, Any]:
 
 
 def dumps(doc: Mapping[str, Any]) -> str:
-    """``doc`` as the text of env.json (redacted once more, for documents built by hand)."""
+    """``doc`` as the text of the run's environment document (redacted once more, for documents built by hand)."""
     return json.dumps(redact(doc, secret_values(os.environ)), indent=2, sort_keys=False) + "\n"

@@ -16,6 +16,7 @@ from specbench_tui.core.results import CellRow, ConfigSummary, Spread
 from specbench_tui.report.acceptance_view import PositionChange, position_change_table, position_changes
 from specbench_tui.report.load import LoadedRun
 from specbench_tui.report.nodesview import hardware_warnings
+from specbench_tui.rundir import ENV_JSON
 from specbench_tui.report.tables import (
     CACHE_TEXT,
     Table,
@@ -96,7 +97,7 @@ def _accept_change(a: CellRow, b: CellRow, threshold: float) -> Change:
 def _env_changes(env_a: dict[str, Any] | None, env_b: dict[str, Any] | None) -> list[str]:
     """What differs between the two environments, as ``key old -> new``."""
     if bool(env_a) != bool(env_b):
-        return [f"env.json missing in {'A' if not env_a else 'B'}"]
+        return [f"{ENV_JSON} missing in {'A' if not env_a else 'B'}"]
     facts_a, facts_b = env_facts(env_a), env_facts(env_b)
     return [f"{key} {facts_a.get(key, '(none)')} -> {facts_b.get(key, '(none)')}"
             for key in dict.fromkeys([*facts_a, *facts_b]) if facts_a.get(key) != facts_b.get(key)]

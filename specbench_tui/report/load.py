@@ -45,7 +45,7 @@ class LoadedRun:
 
 
 def _read_json(path: Path, name: str, warnings: list[str], required_for: str | None) -> dict[str, Any] | None:
-    try:  # plan.json and env.json grow with the configurations (10,000 of them: about 9 MB): the store's limit
+    try:  # the plan and the environment document grow with the configurations (10,000 of them: about 9 MB): the store's limit
         data = read_object(path, name, MAX_JSON_BYTES)
     except StoreError as exc:
         warnings.append(f"{exc}; ignored")

@@ -313,13 +313,13 @@ def summary_line(analysis: RunAnalysis) -> str:
 
 
 ENV_PACKAGES = ("sglang", "sgl-kernel", "torch", "triton", "flashinfer-python", "transformers", "vllm")
-"""Flat keys read from a hand-made ``env.json``; a fingerprint lists the packages its engine named instead."""
+"""Flat keys read from a hand-made environment document; a fingerprint lists the packages its engine named instead."""
 MAX_ENV_PACKAGES = 16
 """Recorded package versions shown at most (an engine names fewer; a hand-edited file may hold thousands)."""
 
 
 def env_facts(env: dict[str, Any] | None) -> dict[str, str]:
-    """The facts of ``env.json`` that explain a change in speed: GPUs, driver, CUDA, package versions.
+    """The facts of the run's environment document that explain a change in speed: GPUs, driver, CUDA, package versions.
 
     Reads the fingerprint written by the engine (``gpus.names``, ``gpus.driver_version``,
     ``server_python.packages``…) and, for hand-made files, flat keys (``driver``, ``cuda``, ``sglang``…).
@@ -362,7 +362,7 @@ SIMULATED_LABEL = "SIMULATED (the SGLang simulator on a scripted GPU box: no rea
 
 
 def env_simulated(env: dict[str, Any] | None) -> bool:
-    """Whether ``env.json`` describes a simulated run (the simulator's servers, or the fake GPU box)."""
+    """Whether the environment document describes a simulated run (the simulator's servers, or the fake GPU box)."""
     if not isinstance(env, dict):
         return False
     gpus = env.get("gpus")
@@ -373,7 +373,7 @@ def env_simulated(env: dict[str, Any] | None) -> bool:
 
 
 def env_line(env: dict[str, Any] | None) -> str | None:
-    """GPUs, driver and versions from ``env.json`` on one line, whatever of them it has; a simulated run says
+    """GPUs, driver and versions from the environment document on one line, whatever of them it has; a simulated run says
     so first (its GPU names and driver are the fake box's inventions)."""
     facts = env_facts(env)
     if env_simulated(env):

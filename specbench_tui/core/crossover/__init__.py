@@ -6,7 +6,7 @@ Pure, part of the single analysis (:func:`specbench_tui.core.analysis.analyse` c
 view reads it from there. Where things live:
 
 - :mod:`.results` holds what the analysis produces (:class:`~.results.LoadAnalysis`: point rows, crossovers,
-  the schedule) and reads the load workloads from ``plan.json``;
+  the schedule) and reads the load workloads from the run's plan;
 - :mod:`.analyse` assembles it: rows per point, the matched baseline's speedup per point, then crossovers and
   the schedule;
 - :mod:`.points` computes one configuration's figures at one load point (throughput, latency, goodput, SLO);

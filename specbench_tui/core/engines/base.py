@@ -361,7 +361,7 @@ class EngineProfile:
     tokenize_reports_context: bool = True
     """Whether the tokenize endpoint's ``max_model_len`` is the server's context."""
     python_packages: tuple[str, ...] = ()
-    """Distributions whose versions ``env.json`` records from the server's interpreter (none for a native binary)."""
+    """Distributions whose versions the run's environment document records from the server's interpreter (none for a native binary)."""
     python_modules: Mapping[str, str] = field(default_factory=dict)
     """``[engine] launcher`` → the module ``python -m`` runs (a launcher not listed needs ``launcher = "command"``)."""
     algorithm_flag: str | None = None

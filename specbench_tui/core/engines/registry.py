@@ -4,7 +4,7 @@ An engine added outside this package is a module that builds an :class:`EnginePr
 :func:`register` when imported. It is found either way:
 
 - listed in the environment variable ``SPECBENCH_ENGINES`` (module names, comma-separated), e.g.
-  ``SPECBENCH_ENGINES=mypackage.trtllm specbench run sweep.toml``;
+  ``SPECBENCH_ENGINES=mypackage.trtllm specbench run sweeps/demo.toml``;
 - or declared by an installed package as an entry point of the group ``specbench_tui.engines``
   (``[project.entry-points."specbench_tui.engines"] trtllm = "mypackage.trtllm"``).
 

@@ -25,8 +25,8 @@ def args_table(r: Reader, raw: Any, key: KeyPath) -> tuple[tuple[str, ArgValue],
     for flag, value in raw.items():
         fkey = (*key, flag)
         if any(isinstance(v, str) and refers_to_secret(v) for v in (value if isinstance(value, list) else [value])):
-            r.error(fkey, "a secret in a flag would be written into the plan, plan.json and the server's command "
-                    "line", "pass it in the environment instead ([server.env] NAME = \"${NAME}\"), or the API key "
+            r.error(fkey, "a secret in a flag would be written into the plan, the run's plan file and the server's "
+                    "command line", "pass it in the environment instead ([server.env] NAME = \"${NAME}\"), or the API key "
                     "with engine.api_key_env")
             continue
         value = expand_value(r, fkey, value)

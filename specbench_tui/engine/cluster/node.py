@@ -69,7 +69,7 @@ class NodeJob:
     port_base: int = 30000
     excerpt_wait_s: float = 0.2
     fingerprint: bool = False
-    """The first job on its node: take the node's environment fingerprint (``env.json``'s ``nodes``)."""
+    """The first job on its node: take the node's environment fingerprint (the run's environment document, under ``nodes``)."""
     node: str = ""
     """The node as events name it (``host/node-id``)."""
     gpu_sample_interval_s: float = 0.5
@@ -249,7 +249,7 @@ async def _run_local(job: NodeJob, gpus: tuple[int, ...], node_id: str, sink: _S
 
 
 async def _fingerprint(plan: Plan, machine: Machine, node: str, sink: _Sink) -> None:
-    """This node's ``env.json`` document (taken here, redacted here), as :class:`NodeFingerprinted`."""
+    """This node's environment document (taken here, redacted here), as :class:`NodeFingerprinted`."""
     engine = plan.sweep.engine
     try:
         doc = await collect_async(backend=machine.backend, python=engine.python or sys.executable,
