@@ -60,8 +60,6 @@ OWNER_LOCK = ".owner.lock"
 SUMMARY = "summary.txt"
 ENGINE_LOG = "engine.log"
 ENGINE_SOCKET = "engine.sock"
-INDEX_NAME = ".specbench-index.json"
-"""The runs folder's index of its run directories (:mod:`specbench_tui.rundir.index`)."""
 """The run directory's files: only the run-directory package (this module, :mod:`specbench_tui.runlock`,
 :mod:`specbench_tui.rundir`) names them."""
 EXAMPLES = 3
@@ -343,8 +341,6 @@ class RunDir:
             return False
         self.discarded = True
         if self._made_runs_dir:
-            with contextlib.suppress(OSError):
-                os.unlink(self.path.parent / INDEX_NAME)  # the index this run started (of itself alone)
             with contextlib.suppress(OSError):
                 self.path.parent.rmdir()  # only when empty
         return True

@@ -31,7 +31,8 @@ from specbench_tui.engine.scheduler import EXCLUDED_SAID
 from specbench_tui.report.runs import find_run, list_runs
 from specbench_tui.rundir import EVENTS, RESULTS, RUN_JSON
 from specbench_tui.rundir.history import RunFold
-from specbench_tui.rundir.index import INDEX_NAME, key_of, load_index, read_entry
+from specbench_tui.paths import PRIVATE_DIR_VAR
+from specbench_tui.rundir.index import index_path, key_of, load_index, read_entry
 from specbench_tui.rundir.tail import Tail
 from specbench_tui.store import RunDir
 
@@ -64,7 +65,8 @@ def _run(runs: Path, sweep: Path, started: float, measured: int, ended: bool) ->
 
 
 @pytest.fixture
-def runs(tmp_path: Path) -> Path:
+def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(PRIVATE_DIR_VAR, str(tmp_path / "state"))  # this user's private folder, where the index is
     sweep = write(tmp_path, SWEEP, sim_profile())
     folder = tmp_path / "runs"
     folder.mkdir()
@@ -82,7 +84,9 @@ EXPECTED = [("run-1700000000", "completed", 1, 1, 2), ("run-1700000100", "interr
 
 def test_the_index_is_built_and_rebuilt_when_missing_stale_or_corrupt(runs: Path) -> None:
     assert _rows(runs) == EXPECTED
-    index = runs / INDEX_NAME
+    index = _index(runs)
+    assert sorted(os.listdir(runs)) == ["run-1700000000", "run-1700000100"]  # the runs folder holds runs only
+    assert index.parent == Path(os.environ[PRIVATE_DIR_VAR]) / "run-index"
     assert set(load_index(runs) or {}) == {"run-1700000000", "run-1700000100"}
     index.unlink()  # missing: rebuilt
     assert _rows(runs) == EXPECTED and index.is_file()
@@ -95,6 +99,12 @@ def test_the_index_is_built_and_rebuilt_when_missing_stale_or_corrupt(runs: Path
     assert json.loads(index.read_bytes())["version"] == 1
 
 
+def _index(runs: Path) -> Path:
+    path = index_path(runs)
+    assert path is not None
+    return path
+
+
 def plan_id(runs: Path) -> str:
     return str(json.loads((runs / "run-1700000000" / "plan.json").read_text())["configs"][0]["id"])
 
@@ -102,7 +112,7 @@ def plan_id(runs: Path) -> str:
 def _forged(runs: Path) -> bytes:
     """An index whose keys match the files and whose counts lie (999 measurements each)."""
     _rows(runs)
-    doc = json.loads((runs / INDEX_NAME).read_bytes())
+    doc = json.loads(_index(runs).read_bytes())
     for entry in doc["runs"].values():
         entry["measurements"] = 999
     return json.dumps(doc).encode()
@@ -110,7 +120,7 @@ def _forged(runs: Path) -> bytes:
 
 def test_a_planted_index_is_never_believed(runs: Path, tmp_path: Path) -> None:
     forged = _forged(runs)
-    index = runs / INDEX_NAME
+    index = _index(runs)
     index.unlink()
     elsewhere = tmp_path / "forged.json"
     elsewhere.write_bytes(forged)
@@ -127,6 +137,36 @@ def test_a_planted_index_is_never_believed(runs: Path, tmp_path: Path) -> None:
     index.write_bytes(forged)  # the same file, ours alone: believed (the forged counts show, as a cache's would)
     os.chmod(index, 0o644)
     assert [row[4] for row in _rows(runs)] == [999, 999]
+
+
+def test_a_replaced_runs_folder_is_read_again_and_stray_entries_are_no_runs(runs: Path, tmp_path: Path) -> None:
+    forged = _forged(runs)
+    index = _index(runs)
+    index.write_bytes(forged)
+    assert [row[4] for row in _rows(runs)] == [999, 999]  # the folder's own index, ours alone: believed
+    os.rename(runs, tmp_path / "old-runs")  # the folder replaced by a copy at the same path: another inode
+    (tmp_path / "runs").mkdir()
+    for name in ("run-1700000000", "run-1700000100"):
+        os.rename(tmp_path / "old-runs" / name, runs / name)
+    index.write_bytes(forged)
+    assert _rows(runs) == EXPECTED  # written for the folder that was there before: not believed
+    (runs / ".hidden").mkdir()  # a dotfile folder, a file and a link to a file are never run directories
+    (runs / ".hidden" / "sweep.toml").write_text("")
+    (runs / "notes.txt").write_text("")
+    (runs / "link").symlink_to(runs / "notes.txt")
+    assert _rows(runs) == EXPECTED
+    assert find_run("latest", runs).path.name == "run-1700000100"
+
+
+def test_someone_elses_runs_folder_is_listed_with_the_index_in_our_own(runs: Path) -> None:
+    os.chmod(runs, 0o555)  # a folder this user cannot write (another user's, as far as writing goes)
+    try:
+        _index(runs).unlink(missing_ok=True)
+        assert _rows(runs) == EXPECTED
+        assert _index(runs).is_file()  # kept in this user's private folder
+        assert sorted(os.listdir(runs)) == ["run-1700000000", "run-1700000100"]
+    finally:
+        os.chmod(runs, 0o755)
 
 
 def test_a_fresh_index_is_used_without_opening_a_results_file(runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:

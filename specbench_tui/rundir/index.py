@@ -1,6 +1,9 @@
 """The index of a runs folder: one line of figures per run directory, so listing 10,000 runs reads one file.
 
-``<runs folder>/.specbench-index.json`` holds, per run directory, what ``specbench runs`` and ``latest`` show
+``<private dir>/run-index/<sha256 of the runs folder's resolved path>.json`` (in this user's private folder,
+:func:`specbench_tui.paths.private_dir`, mode 0700 and verified; never inside the runs folder, which holds run
+directories only and may be another user's) holds, with the runs folder's resolved path, device and inode (a
+folder moved, replaced or recreated does not match, and is read again), per run directory, what ``specbench runs`` and ``latest`` show
 (its sweep, when it started, how it ended, the ledger's counts, what could not be read) with the key it was
 read under: the inode, size, modification time and kind of the directory and of each of its state and record
 files (:data:`KEYED`). An entry whose key still matches the files is used as it is; any other (a run that went
@@ -14,14 +17,16 @@ never lock: each writes a new file beside it and renames it over the index (atom
 index or the one before; two writers racing lose at worst an entry, which the next listing reads again.
 
 The run directory's rules hold for the index too: opened without following a link and without blocking, a
-regular file of at most :data:`INDEX_LIMIT` bytes, owned by this user and writable by no one else (a file a
-co-tenant planted in a shared folder is ignored, never believed), every entry's fields checked before use.
+regular file of at most :data:`INDEX_LIMIT` bytes, owned by this user and writable by no one else (a file
+planted there is ignored, never believed), every entry's fields checked before use. A user listing someone
+else's runs folder keeps that folder's index in their own private folder; the runs folder is never written.
 Whether a run is live is never cached: it is read from the run directory's lock at each listing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import secrets
@@ -33,11 +38,14 @@ from pathlib import Path
 from typing import Any
 
 from specbench_tui.core.events import ConfigFinished, Event, SweepFinished, SweepStarted
+from specbench_tui.paths import PrivateDirError, private_dir
 from specbench_tui.rundir.files import META_LIMIT, PLAN_JSON, RUN_DIR_MARKERS, RUN_JSON, plausible_time, read_object
 from specbench_tui.rundir.history import RunFold
-from specbench_tui.store import EVENTS, FILE_MODE, INDEX_NAME, MAX_JSON_BYTES, RESULTS, SWEEP_TOML, StoreError
+from specbench_tui.store import EVENTS, FILE_MODE, MAX_JSON_BYTES, RESULTS, SWEEP_TOML, StoreError
 
 INDEX_VERSION = 1
+INDEX_DIR = "run-index"
+"""The sub-folder of this user's private folder that holds one index per runs folder."""
 INDEX_LIMIT = 256 << 20
 """An index larger than this is not one specbench wrote (10,000 runs take about 4 MB)."""
 KEYED = (RUN_JSON, PLAN_JSON, EVENTS, RESULTS)
@@ -186,15 +194,36 @@ def read_entry(run_dir: Path, key: Key, fold: RunFold | None = None) -> Entry:
                  problem="; ".join(problems) or None)
 
 
-def index_path(runs_dir: Path) -> Path:
-    return runs_dir / INDEX_NAME
+def _folder_identity(runs_dir: Path) -> tuple[str, int, int] | None:
+    """The runs folder's resolved path, device and inode (None: not a folder that can be read)."""
+    try:
+        resolved = os.path.realpath(runs_dir)
+        info = os.stat(resolved)
+    except (OSError, ValueError):
+        return None
+    return (resolved, info.st_dev, info.st_ino) if stat.S_ISDIR(info.st_mode) else None
 
 
-def load_index(runs_dir: Path) -> dict[str, Any] | None:
-    """The entries of ``runs_dir``'s index as stored (each checked by :meth:`Entry.from_json` when used); None
-    when there is none it can believe (missing, not a regular file, a link, someone else's or writable by
-    others, too large, not JSON, another version)."""
-    path = index_path(runs_dir)
+def index_path(runs_dir: Path, resolved: str | None = None) -> Path | None:
+    """Where ``runs_dir``'s index is kept: ``<private dir>/run-index/<sha256 of its resolved path>.json``, in this
+    user's own private folder (:func:`specbench_tui.paths.private_dir`), never in the runs folder itself (which
+    holds run directories only, and may be someone else's). None when there is no private folder to keep it in
+    (the listing then reads every run: the index is a cache)."""
+    if resolved is None:
+        folder = _folder_identity(runs_dir)
+        if folder is None:
+            return None
+        resolved = folder[0]
+    try:
+        base = private_dir(INDEX_DIR)
+    except (PrivateDirError, OSError):
+        return None
+    return base / f"{hashlib.sha256(os.fsencode(resolved)).hexdigest()}.json"
+
+
+def _read_private(path: Path) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file of this user's that no one else may write, of at most
+    :data:`INDEX_LIMIT` bytes (opened without following a link and without blocking); else None."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -205,28 +234,47 @@ def load_index(runs_dir: Path) -> dict[str, Any] | None:
                 or info.st_size > INDEX_LIMIT):
             return None
         with os.fdopen(os.dup(fd), "rb") as handle:
-            raw = handle.read(INDEX_LIMIT + 1)
+            return handle.read(INDEX_LIMIT + 1)
     except OSError:
         return None
     finally:
         os.close(fd)
+
+
+def load_index(runs_dir: Path) -> dict[str, Any] | None:
+    """The entries of ``runs_dir``'s index as stored (each checked by :meth:`Entry.from_json` when used); None
+    when there is none it can believe (missing, not a regular file, a link, someone else's or writable by
+    others, too large, not JSON, another version, or written for another folder: the runs folder's path, device
+    or inode differ, so a folder moved, replaced or recreated is read again)."""
+    folder = _folder_identity(runs_dir)
+    path = index_path(runs_dir, folder[0]) if folder is not None else None
+    raw = _read_private(path) if path is not None else None
+    if raw is None or folder is None:
+        return None
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("version") != INDEX_VERSION or not isinstance(data.get("runs"), dict):
         return None
+    if data.get("folder") != {"path": folder[0], "dev": folder[1], "ino": folder[2]}:
+        return None
     runs: dict[str, Any] = data["runs"]
     return runs
 
 
 def save_index(runs_dir: Path, entries: Mapping[str, Entry | dict[str, Any]]) -> bool:
-    """Write the index (a new file renamed over the old: atomic); False when it cannot be (a folder this user
-    cannot write, a full disk): the index is a cache, and its absence costs only time."""
-    doc = {"version": INDEX_VERSION, "runs": {name: entry.to_json() if isinstance(entry, Entry) else entry
-                                              for name, entry in entries.items()}}
+    """Write the index (a new file renamed over the old: atomic), with the runs folder's path, device and inode;
+    False when it cannot be (no private folder, a full disk): the index is a cache, and its absence costs only
+    time."""
+    folder = _folder_identity(runs_dir)
+    path = index_path(runs_dir, folder[0]) if folder is not None else None
+    if path is None or folder is None:
+        return False
+    doc = {"version": INDEX_VERSION, "folder": {"path": folder[0], "dev": folder[1], "ino": folder[2]},
+           "runs": {name: entry.to_json() if isinstance(entry, Entry) else entry for name, entry in entries.items()}}
     data = json.dumps(doc, separators=(",", ":")).encode()
-    tmp = runs_dir / f"{INDEX_NAME}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
     except OSError:
@@ -235,7 +283,7 @@ def save_index(runs_dir: Path, entries: Mapping[str, Entry | dict[str, Any]]) ->
         with os.fdopen(fd, "wb") as handle:
             os.fchmod(handle.fileno(), FILE_MODE)
             handle.write(data)
-        os.replace(tmp, index_path(runs_dir))
+        os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -243,12 +291,21 @@ def save_index(runs_dir: Path, entries: Mapping[str, Entry | dict[str, Any]]) ->
     return True
 
 
+def run_dir_entries(runs_dir: Path) -> list[os.DirEntry[str]]:
+    """The entries of ``runs_dir`` that may be run directories: directories (or links to one), never a dotfile
+    nor any other file (a run directory is never named with a leading dot)."""
+    try:
+        with os.scandir(runs_dir) as listing:
+            return [child for child in listing if not child.name.startswith(".") and child.is_dir()]
+    except OSError:
+        return []
+
+
 def scan(runs_dir: Path) -> list[tuple[Path, Entry]]:
     """Every run directory directly under ``runs_dir`` with its entry: from the index where it is fresh, read
     again where not (and the index rewritten when anything changed). Unordered."""
-    try:
-        children = [child for child in os.scandir(runs_dir) if child.is_dir()]
-    except OSError:
+    children = run_dir_entries(runs_dir)
+    if not children:
         return []
     known = load_index(runs_dir)
     stored = known or {}
@@ -303,8 +360,9 @@ class IndexUpdater:
             self.write()
 
     def _index_size(self) -> int:
+        path = index_path(self.run_dir.parent)
         try:
-            return os.lstat(index_path(self.run_dir.parent)).st_size
+            return os.lstat(path).st_size if path is not None else 0
         except OSError:
             return 0
 
