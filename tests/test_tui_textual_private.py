@@ -1,6 +1,6 @@
 """One test per private Textual name the app uses (:data:`specbench_tui.tui.textual_private.PRIVATE_NAMES`): each
 fails on a Textual upgrade that removes the name or changes its signature or kind, naming it. Checked on Textual
-8.2.0 and 8.2.8 (``pyproject.toml`` pins ``textual>=8.2.0,<8.3``)."""
+8.2.0 and 8.2.8 (``pyproject.toml`` pins ``textual==8.2.8``)."""
 
 from __future__ import annotations
 

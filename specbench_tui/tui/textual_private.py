@@ -2,7 +2,7 @@
 
 The app reaches past Textual's public surface where its public path is too slow for a live table of thousands of
 rows, or has no public way to do what is needed. Each such name is listed in :data:`PRIVATE_NAMES` (Textual
-8.2; ``pyproject.toml`` pins ``textual>=8.2.0,<8.3``); a test per name fails on an upgrade that removes or
+8.2; ``pyproject.toml`` pins ``textual==8.2.8``); a test per name fails on an upgrade that removes or
 changes it, so an upgrade says where to look instead of breaking at run time. No other module of the package or
 of the tests names a private Textual attribute.
 
