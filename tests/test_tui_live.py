@@ -94,7 +94,7 @@ def play_until_first_running(engine: FakeEngine) -> None:
 def queue_state(app: SpecbenchApp, name: str) -> str:
     view = app.state.by_name(name)
     assert view is not None
-    return app.sweep_screen.query_one(QueuePanel).get_cell(view.config_id, "state").plain
+    return plain(app.sweep_screen.query_one(QueuePanel).get_cell(view.config_id, "state"))
 
 
 async def select(app: SpecbenchApp, pilot, name: str) -> str:
