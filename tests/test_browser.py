@@ -317,8 +317,10 @@ TAB_GONE_S = 5.0
 
 
 def _new_tabs(marker: str, known: set[int], count: int) -> list[psutil.Process]:
-    return wait_for(lambda: (found := [p for p in _tabs(marker) if p.pid not in known]) and len(found) >= count
-                    and found, READY_S, what=f"{count} tab process(es)")
+    tabs: list[psutil.Process] = wait_for(
+        lambda: (found := [p for p in _tabs(marker) if p.pid not in known]) and len(found) >= count and found,
+        READY_S, what=f"{count} tab process(es)")
+    return tabs
 
 
 def _gone_within(processes: list[psutil.Process], timeout: float) -> list[int]:

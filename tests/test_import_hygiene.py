@@ -17,7 +17,8 @@ def _loaded_after(code: str) -> list[str]:
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    modules: list[str] = json.loads(result.stdout.strip().splitlines()[-1])
+    return modules
 
 
 def test_importing_the_cli_loads_nothing_heavy() -> None:

@@ -75,7 +75,8 @@ def all_timings(name: str) -> list[dict]:
 
 
 def index() -> dict:
-    return json.loads((DATA / "index.json").read_text())
+    loaded: dict = json.loads((DATA / "index.json").read_text())
+    return loaded
 
 
 def test_index_records_version_and_flags():

@@ -334,7 +334,8 @@ def test_a_port_leased_by_another_process_is_passed_over_and_named(tmp_path):
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 GPU_SWEEP = """

@@ -51,7 +51,8 @@ def _wait_servers(marker: str, engine: subprocess.Popen[bytes] | None, minimum: 
         pids = server_pids(marker, engine.pid if engine else None)
         return pids if len(pids) >= minimum else None
 
-    return wait_for(seen, timeout_s, what="a server with its child processes")
+    pids: list[int] = wait_for(seen, timeout_s, what="a server with its child processes")
+    return pids
 
 
 def _random_moment(name: str) -> float:

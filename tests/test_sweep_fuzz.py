@@ -109,7 +109,7 @@ def _containers(node: Any, out: list[Any]) -> list[Any]:
 
 @st.composite
 def mutated_documents(draw: st.DrawFn) -> dict[str, Any]:
-    data = copy.deepcopy(draw(st.sampled_from(BASE_DATA)))
+    data: dict[str, Any] = copy.deepcopy(draw(st.sampled_from(BASE_DATA)))
     for _ in range(draw(st.integers(1, 4))):
         containers = _containers(data, [])
         target = draw(st.sampled_from(containers))

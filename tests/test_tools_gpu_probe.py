@@ -34,7 +34,8 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _fingerprint(stdout: str) -> dict:
-    return json.loads(stdout[stdout.index("env.json:\n") + len("env.json:\n"):stdout.index("\n}\n") + 2])
+    fingerprint: dict = json.loads(stdout[stdout.index("env.json:\n") + len("env.json:\n"):stdout.index("\n}\n") + 2])
+    return fingerprint
 
 
 def test_fake_box_with_the_hold_check(tmp_path: Path) -> None:

@@ -4,6 +4,8 @@ pointer to the user's own sweep file for an excluded configuration."""
 
 from __future__ import annotations
 
+from narrowing import plain
+
 import asyncio
 import json
 import subprocess
@@ -57,7 +59,7 @@ def play_until_first_running(engine: FakeEngine) -> None:
 def queue_state(app: SpecbenchApp, name: str) -> str:
     view = app.state.by_name(name)
     assert view is not None
-    return app.sweep_screen.query_one(QueuePanel).get_cell(view.config_id, "state").plain
+    return plain(app.sweep_screen.query_one(QueuePanel).get_cell(view.config_id, "state"))
 
 
 class FinishedElsewhere(FakeEngine):

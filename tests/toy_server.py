@@ -49,7 +49,8 @@ def main() -> None:
 
         def _body(self) -> dict:
             length = int(self.headers.get("Content-Length") or 0)
-            return json.loads(self.rfile.read(length) or b"{}")
+            body: dict = json.loads(self.rfile.read(length) or b"{}")
+            return body
 
         def do_GET(self) -> None:
             if self.path == "/health":

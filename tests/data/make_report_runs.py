@@ -169,7 +169,7 @@ def accept_length(config: PlannedConfig, workload: str) -> float:
         budget = int(config.param("budget", 16))
         alpha = 1 - (1 - alpha) / (1 + budget / 24)
         depth = math.log2(budget) + 1
-    return 1.0 + alpha * (1 - alpha ** depth) / (1 - alpha)
+    return float(1.0 + alpha * (1 - alpha ** depth) / (1 - alpha))
 
 
 def decode_tps(config: PlannedConfig, workload: str, speed: dict[int, float]) -> float:

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 HOST = "127.0.0.1"
 ALIAS = "tiny"
@@ -50,7 +50,8 @@ SWEEP_PROMPTS = [
 def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def server_argv(server: str, target: str, port: int, spec: list[str], threads: int = 2) -> list[str]:
@@ -99,7 +100,7 @@ class Server:
     def stream_raw(self, path: str, body: dict) -> bytes:
         status, raw = self.request("POST", path, body)
         assert status == 200, (status, raw[:300])
-        return raw
+        return cast(bytes, raw)
 
     def wait_ready(self, timeout: float = 60.0) -> list[dict]:
         """Poll /health every ~2 ms; return the de-duplicated sequence of states seen, with times."""
