@@ -326,30 +326,34 @@ def _latex_matrix(analysis: RunAnalysis, caption: str, label: str, cell: Callabl
     return out
 
 
+def _latex_flags(row: CellRow) -> str:
+    """The marks a flagged cell carries whatever its figure reads (a number, n/b or --): the dagger for
+    zero-output or non-lossless outputs, the double dagger for a workload cut short."""
+    marks = r"$^{\dagger}$" if "zero_output" in row.flags or "lossless_mismatch" in row.flags else ""
+    return marks + (r"$^{\ddagger}$" if row.partial else "")
+
+
 def _latex_speedup(row: CellRow) -> str:
     if row.state in ("crashed", "failed") and row.n_ok == 0:
         return r"\textit{" + row.state + "}"
     if row.speedup is None:
-        return "n/b" if row.n_ok else "--"
+        return ("n/b" if row.n_ok else "--") + _latex_flags(row)
     text = f"{row.speedup.median:.2f}" + r"$\times$"
     if row.speedup.repeats > 1 and row.speedup_note != "baseline":
         text += r"\,{\scriptsize[" + f"{row.speedup.low:.2f}, {row.speedup.high:.2f}" + "]}"
-    if "zero_output" in row.flags or "lossless_mismatch" in row.flags:
-        text += r"$^{\dagger}$"
-    if row.partial:  # over the items it reached before the cut, paired with the baseline's same items
-        text += r"$^{\ddagger}$"
-    return text
+    # partial: over the items it reached before the cut, paired with the baseline's same items
+    return text + _latex_flags(row)
 
 
 def _latex_accept(row: CellRow) -> str:
     if row.state in ("crashed", "failed") and row.n_ok == 0:
         return r"\textit{" + row.state + "}"
     if row.accept_length is None:
-        return "--"
+        return "--" + _latex_flags(row)
     if row.accept_method == ACCEPT_FROM_SERVER:  # no per-request figure: it IS the server's
-        return f"({row.accept_length:.2f})"
+        return f"({row.accept_length:.2f})" + _latex_flags(row)
     log = f" ({row.server_log_accept_length:.2f})" if row.server_log_accept_length is not None else ""
-    return f"{row.accept_length:.2f}{log}"
+    return f"{row.accept_length:.2f}{log}" + _latex_flags(row)
 
 
 def render_latex(run: LoadedRun) -> str:
@@ -367,7 +371,8 @@ def render_latex(run: LoadedRun) -> str:
         f"tab:{label}-speedup", _latex_speedup)
     out += _latex_matrix(
         analysis,
-        f"Mean acceptance length weighted by verify steps ({name}); in parentheses the server's own log figure.",
+        f"Mean acceptance length weighted by verify steps ({name}); in parentheses the server's own log figure. "
+        r"$^{\dagger}$: zero-output or non-lossless outputs. $^{\ddagger}$: partial, the workload was cut short.",
         f"tab:{label}-acceptance", _latex_accept)
     out += _latex_load(analysis, name, label)
     for index, table in enumerate(acceptance_tables(analysis)):
