@@ -28,6 +28,8 @@ from specbench_tui.report.tables import (
     render_text_table,
 )
 
+_FAILED = ("crashed", "failed")
+
 SIGNIFICANT_CHANGE = 0.05
 """Relative change below which nothing is called significant."""
 
@@ -77,6 +79,9 @@ class Comparison:
     """(config, where A measured it, where B did), when either run ran on cluster nodes."""
     positions: tuple[PositionChange, ...] = ()
     """Per cell both runs measured a histogram of: conditional acceptance by draft position in A and in B."""
+    still_failing: tuple[tuple[str, str, str, str, str], ...] = ()
+    """(config, state in A, signature in A, state in B, signature in B) of a configuration that crashed or failed
+    in both runs: no state changed and no cell was measured, yet it belongs in the comparison."""
 
 
 def _change(a: Spread | None, b: Spread | None, threshold: float) -> Change:
@@ -109,6 +114,7 @@ def compare_runs(a: LoadedRun, b: LoadedRun, threshold: float = SIGNIFICANT_CHAN
     ids_a = {c.id for c in a.analysis.configs}
     rows: list[CompareRow] = []
     states: list[tuple[str, str, str]] = []
+    failing: list[tuple[str, str, str, str, str]] = []
     workloads_b = {w.name for w in b.analysis.workloads}
     for config in a.analysis.configs:
         other = b.analysis.config(config.id)
@@ -116,6 +122,9 @@ def compare_runs(a: LoadedRun, b: LoadedRun, threshold: float = SIGNIFICANT_CHAN
             continue
         if config.state != other.state:
             states.append((other.name, config.state, other.state))
+        elif config.state in _FAILED:
+            failing.append((other.name, config.state, config.signature or "no signature", other.state,
+                            other.signature or "no signature"))
         for workload in a.analysis.workloads:
             if workload.name not in workloads_b:
                 continue
@@ -140,7 +149,7 @@ def compare_runs(a: LoadedRun, b: LoadedRun, threshold: float = SIGNIFICANT_CHAN
         workloads_only=tuple([f"{w} (only in A)" for w in workload_names_a - workloads_b]
                              + [f"{w} (only in B)" for w in workloads_b - workload_names_a]),
         warnings=(*_simulation_warnings(a.env, b.env), *_hardware_warnings(a, b, rows), *_cache_warnings(a, b)),
-        places=_places(a, b, rows),
+        places=_places(a, b, rows), still_failing=tuple(failing),
     )
 
 
@@ -232,6 +241,9 @@ def render_compare(comparison: Comparison) -> str:
     if c.state_changes:
         out += ["", "State changes"]
         out += [f"  {name}: {sa} -> {sb}" for name, sa, sb in c.state_changes]
+    if c.still_failing:
+        out += ["", "Crashed or failed in both runs"]
+        out += [f"  {name}: {sa} in A ({sig_a}), {sb} in B ({sig_b})" for name, sa, sig_a, sb, sig_b in c.still_failing]
     for title, configs in (("Only in A", c.only_a), ("Only in B", c.only_b)):
         if configs:
             out += ["", title]
