@@ -140,6 +140,8 @@ def schedule_table(load: LoadAnalysis, workload: str) -> Table:
                            + (" [capped]" if e.capped else "")])
         for config, text in e.capped:
             table.notes.append(f"{e.load}: {config} {text}: this choice rests on a capped point")
+        if e.held:
+            table.notes.append(f"{e.load}: {e.held}")
     return table
 
 

@@ -59,10 +59,7 @@ def analyse_load(plan_json: Mapping[str, Any], measurements: Iterable[Measuremen
     runnable = [c for c in configs if getattr(c, "in_plan", True) and c.state != "skipped"]
     grid_points = len(runnable) * sum(len(w.spec.points()) for w in workloads)
     lossy_set = set(lossy)
-    schedule = [_scheduled(workload.name, label, [final_by[k] for k in final_by if k[1] == workload.name
-                                                  and k[2] == label], configs, FAILED_STATES, lossy_set)
-                for workload in workloads for label in workload.spec.points()
-                if any(k[1] == workload.name and k[2] == label for k in final_by)]
+    schedule = _schedule(workloads, list(final_by.values()), configs, FAILED_STATES, lossy_set)
     return LoadAnalysis(workloads=tuple(workloads), points=tuple(final), crossovers=tuple(crossovers),
                         schedule=tuple(schedule), points_measured=len(final), grid_points=grid_points)
 
@@ -144,10 +141,33 @@ def _crossovers(configs: Sequence[Any], workloads: Sequence[LoadWorkload], by_na
     return out
 
 
+def _schedule(workloads: Sequence[LoadWorkload], final: Sequence[PointRow], configs: Sequence[Any],
+              failed_states: frozenset[str], lossy: set[str]) -> list[ScheduleEntry]:
+    """Every measured point's entry, in the order the workload writes its points; each axis is walked from low
+    load to high so that a point's choice can be kept from the point before it (see :mod:`.schedule`)."""
+    at: dict[tuple[str, str], list[PointRow]] = defaultdict(list)
+    for row in final:
+        at[(row.workload, row.load)].append(row)
+    out: list[ScheduleEntry] = []
+    for workload in workloads:
+        entries: dict[str, ScheduleEntry] = {}
+        for axis in (AXIS_CONCURRENCY, AXIS_RATE):
+            previous: tuple[str, str] | None = None
+            for label in workload.spec.axis_points(axis):
+                if (workload.name, label) not in at:
+                    continue
+                entry = _scheduled(workload.name, label, at[(workload.name, label)], configs, failed_states, lossy,
+                                   previous)
+                entries[label] = entry
+                previous = (entry.best, label) if entry.best else previous
+        out += [entries[label] for label in workload.spec.points() if label in entries]
+    return out
+
+
 def _scheduled(workload: str, label: str, rows: list[PointRow], configs: Sequence[Any], failed_states: frozenset[str],
-               lossy: set[str]) -> ScheduleEntry:
+               lossy: set[str], previous: tuple[str, str] | None) -> ScheduleEntry:
     """The schedule entry of one point, with the candidates whose server capped it."""
-    entry = schedule_entry(workload, label, rows, configs, failed_states, lossy)
+    entry = schedule_entry(workload, label, rows, configs, failed_states, lossy, previous)
     capped = tuple((r.config, r.capped) for r in rows if r.capped and r.per_user_tps is not None)
     return replace(entry, capped=capped) if capped else entry
 

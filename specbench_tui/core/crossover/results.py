@@ -185,6 +185,9 @@ class ScheduleEntry:
     capped: tuple[tuple[str, str], ...] = ()
     """(configuration, ``capped (n in flight, cap c)``) of the candidates whose server capped this point: the
     choice then rests on a capped point."""
+    held: str = ""
+    """Why the previous point's choice was kept though another configuration's median is higher here (it is
+    faster only within the repeat spread); "" when the fastest was chosen."""
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,9 @@
 """The schedule: per load point, the configuration with the highest per-user tok/s (noisy points, crashed and
-lossy configurations excluded), its margin over the runner-up and whether that margin exceeds the spread."""
+lossy configurations excluded), its margin over the runner-up and whether that margin exceeds the spread.
+
+Along a load axis the choice is sticky: the previous point's choice is kept while another configuration beats it
+only within the repeat spread (a speedup of 1.0 ± noise would otherwise read AR, EAGLE3, AR, EAGLE3 ...); the
+entry says so in :attr:`~specbench_tui.core.crossover.results.ScheduleEntry.held`."""
 
 from __future__ import annotations
 
@@ -12,7 +16,10 @@ from specbench_tui.core.load import parse_label
 
 
 def schedule_entry(workload: str, label: str, rows: list[PointRow], configs: Sequence[Any],
-                   failed_states: frozenset[str], lossy: set[str]) -> ScheduleEntry:
+                   failed_states: frozenset[str], lossy: set[str],
+                   previous: tuple[str, str] | None = None) -> ScheduleEntry:
+    """The entry of one load point; ``previous``: (configuration, load label) chosen at the point before on the
+    same axis, kept unless another candidate is faster beyond the repeat spread."""
     axis, value = parse_label(label)
     states = {c.id: c.state for c in configs}
     excluded: list[tuple[str, str]] = []
@@ -36,13 +43,24 @@ def schedule_entry(workload: str, label: str, rows: list[PointRow], configs: Seq
     if len(candidates) == 1:
         return ScheduleEntry(workload, label, axis, value, best.config, best.per_user_tps.median, None, None, None,
                              None, 1, tuple(excluded))
-    second = candidates[1]
-    assert second.per_user_tps is not None
+    second, held = candidates[1], ""
+    kept = next((r for r in candidates[1:] if previous and r.config == previous[0]), None)
+    if kept is not None and previous and not _beyond_spread(best, kept):
+        best, second = kept, best
+        held = (f"kept {kept.config} from {previous[1]}: {second.config} is faster here only within the repeat "
+                "spread")
+    assert best.per_user_tps is not None and second.per_user_tps is not None
     b, r = best.per_user_tps, second.per_user_tps
     margin = b.median / r.median - 1.0 if r.median > 0 else None
-    if b.mad is not None and r.mad is not None:
-        significant = (b.median - r.median) > MAD_SCALE * (b.mad + r.mad)
-    else:
-        significant = b.low > r.high
     return ScheduleEntry(workload, label, axis, value, best.config, b.median, second.config, r.median, margin,
-                         significant, len(candidates), tuple(excluded))
+                         _beyond_spread(best, second), len(candidates), tuple(excluded), held=held)
+
+
+def _beyond_spread(best: PointRow, other: PointRow) -> bool:
+    """Whether ``best`` is faster than ``other`` by more than their repeat spreads (MAD with ≥ 3 repeats, else
+    the ranges do not overlap)."""
+    b, r = best.per_user_tps, other.per_user_tps
+    assert b is not None and r is not None
+    if b.mad is not None and r.mad is not None:
+        return (b.median - r.median) > MAD_SCALE * (b.mad + r.mad)
+    return b.low > r.high
