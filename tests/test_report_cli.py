@@ -62,7 +62,7 @@ def test_json_is_loadable_and_complete(capsys: pytest.CaptureFixture[str]) -> No
 def test_latex_is_booktabs_and_escaped(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "report", str(RUN_A), "--format", "latex")
     assert code == 0
-    assert out.count(r"\toprule") == out.count(r"\bottomrule") == 3
+    assert out.count(r"\toprule") == out.count(r"\bottomrule") == out.count(r"\begin{table}") == 6
     assert r"cuda\_illegal\_instruction" in out and "cuda_illegal" not in out.replace(r"\_", "")
     assert latex_escape("50% of #1_b & {x} ~ ^ $ \\") == (
         r"50\% of \#1\_b \& \{x\} \textasciitilde{} \textasciicircum{} \$ \textbackslash{}")
