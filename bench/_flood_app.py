@@ -188,6 +188,9 @@ class FloodEngine:
         self._lock = threading.Lock()
         self.log_path = run_dir / "flood.log"
         self._finished: set[str] = set()
+        self.read_only = False  # as EngineThread: the sweep runs in this process, its view may steer it
+        self.engine_pid: int | None = None
+        self.live = False
 
     def subscribe(self, callback: Callable[[Event], None]) -> None:
         self._subscribers.append(callback)
