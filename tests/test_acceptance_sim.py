@@ -15,9 +15,15 @@ from engine_helpers import plan_for, run_plan
 from narrowing import present
 from sweep_builder import inline, sim_profile, sim_sweep
 
-from specbench_tui.core.acceptance import AcceptanceAnalysis, conditional_from_histogram, fmt_positions, sparkline
+from specbench_tui.core.acceptance import (
+    AcceptanceAnalysis,
+    cell_acceptance,
+    conditional_from_histogram,
+    fmt_positions,
+    sparkline,
+)
 from specbench_tui.core.prompts import code_prompts
-from specbench_tui.core.records import STATUS_OK
+from specbench_tui.core.records import STATUS_OK, Measurement
 from specbench_tui.report.formats import render
 from specbench_tui.report.load import load_run
 from specbench_tui.sim.args import parse_args, resolve
@@ -114,7 +120,26 @@ def test_the_histogram_is_the_sum_of_the_servers_and_client_and_server_agree(eag
         assert cell.agree and cell.acceptance_length == pytest.approx(cell.server_acceptance_length, rel=0.01)
 
 
+def _predicted_per_repeat(eagle_run: Path, config_id: str, baseline_id: str) -> list[float]:
+    """The predicted speedup of each repeat alone (the analysis's own rule over that repeat's measurements)."""
+    ms = [Measurement.from_json(json.loads(line)) for line in (eagle_run / "results.jsonl").read_text().splitlines()
+          if line.strip()]
+    predicted = []
+    for repeat in sorted({m.repeat for m in ms}):
+        mine = [m for m in ms if m.config_id == config_id and m.workload == "code" and m.repeat == repeat]
+        base = [m for m in ms if m.config_id == baseline_id and m.workload == "code" and m.repeat == repeat]
+        figure = cell_acceptance(config_id, "code", mine, base).predicted_speedup
+        if figure is not None:
+            predicted.append(figure)
+    return predicted
+
+
 def test_speedup_is_acceptance_length_over_step_cost_within_the_repeat_spread(eagle_run: Path) -> None:
+    """Both sides are measured in wall time: the speedup is a median of paired rates, the step cost a mean of
+    inter-token latencies, so a request stalled by a loaded machine moves the step cost and not the median. The
+    tolerance is the width of the speedup over the repeats plus the width of the prediction over the repeats
+    (each side's own noise; never the distance between them), never less than 3 %: a rule off by the square root
+    of the step cost fails here."""
     run = load_run(eagle_run)
     names = {c.name: c.id for c in run.analysis.configs}
     for steps in STEPS:
@@ -122,9 +147,11 @@ def test_speedup_is_acceptance_length_over_step_cost_within_the_repeat_spread(ea
         row = present(run.analysis.row(names[f"eagle3-s{steps}-d{steps + 1}"], "code"))
         assert cell.step_cost is not None and cell.step_cost > 1.0  # drafting and verifying cost more than a step
         assert row.speedup is not None and cell.predicted_speedup is not None
-        spread = max(row.speedup.high - row.speedup.low, 0.0)
+        per_repeat = _predicted_per_repeat(eagle_run, names[f"eagle3-s{steps}-d{steps + 1}"], names["ar"])
+        assert len(per_repeat) == row.speedup.repeats == 2
+        spread = max(row.speedup.high - row.speedup.low, 0.0) + (max(per_repeat) - min(per_repeat))
         assert abs(cell.predicted_speedup - row.speedup.median) <= max(spread, 0.03 * row.speedup.median), (
-            steps, cell.predicted_speedup, row.speedup)
+            steps, cell.predicted_speedup, row.speedup, per_repeat)
         assert cell.limit in ("acceptance", "step cost")
 
 
