@@ -18,7 +18,7 @@ What a profile says, by who asks:
 - the client and workloads: endpoints, the stream's wire format and its final-usage mapping onto ``meta_info``
   keys, the ``/metrics`` counters of acceptance, the context length and the tokens reserved for speculation;
 - analysis: whether a configuration speculates and its draft budget, from its argv;
-- the log view: extra patterns of fatal lines and a compact form of the stats lines.
+- the log view: extra patterns of serious lines and a compact form of the stats lines.
 """
 
 from __future__ import annotations
@@ -282,7 +282,8 @@ class LogHints:
     """How the log view styles an engine's lines beyond the generic level words."""
 
     fatal: tuple[str, ...] = ()
-    """Regular expressions of lines drawn as a crash although read back from disk (no signature level)."""
+    """Regular expressions of serious lines: read back from disk (no verdict with them) they are drawn as errors;
+    only the crash signatures make a line fatal."""
     keywords: tuple[bytes, ...] = ()
     """Literal bytes each of those lines contains (the full-log view's fast pre-filter)."""
     compact: Callable[[str], str] | None = None
