@@ -355,12 +355,10 @@ class ServerProcess:
     def _on_progress(self, text: str) -> None:
         self._publish(LogLine(config_id=self.config_id, line=text, level="info"))
 
-    def _on_lines(self, first: int, texts: list[str]) -> None:
-        block = "\n".join(texts)
-        self._on_block(first, len(texts), block, block.encode("utf-8", errors="replace"))
-
     def _on_line(self, number: int, text: str) -> None:
-        self._on_lines(number, [text])
+        """The pump's line-by-line handler (it hands batches to :meth:`_on_block`, which wins): one line is a
+        batch of one."""
+        self._on_block(number, 1, text, text.encode("utf-8", errors="replace"))
 
     def _on_block(self, first: int, count: int, block: str, data: bytes) -> None:
         """One read's lines, as one batch (``block``: ``count`` lines joined by ``\\n``; ``data``: it as UTF-8).
