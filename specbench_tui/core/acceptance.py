@@ -31,7 +31,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from specbench_tui.core.records import STATUS_OK, Measurement
 
@@ -129,6 +129,11 @@ def histogram_accept_length(histogram: Sequence[int | float]) -> float | None:
     return 1.0 + sum(k * h for k, h in enumerate(histogram)) / steps if steps > 0 else None
 
 
+def _is_count(value: object) -> TypeGuard[int]:
+    """A count read from a server: an int (not a bool) ≥ 0."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def add_histograms(histograms: Iterable[Sequence[int]]) -> tuple[int, ...]:
     """Element-wise sum (shorter histograms padded with zeros)."""
     total: list[int] = []
@@ -136,7 +141,7 @@ def add_histograms(histograms: Iterable[Sequence[int]]) -> tuple[int, ...]:
         if len(h) > len(total):
             total += [0] * (len(h) - len(total))
         for k, count in enumerate(h):
-            if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+            if _is_count(count):
                 total[k] += count
     return tuple(total)
 
@@ -290,12 +295,12 @@ class CategoryMatrix:
     acceptance_length: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        names = dict(self.configs)
+        def by_category(values: dict[tuple[str, str], float]) -> dict[str, dict[str, float | None]]:
+            return {c: {n: values.get((c, i)) for i, n in self.configs} for c in self.categories}
+
         return {"workload": self.workload, "categories": list(self.categories),
                 "configs": [n for _, n in self.configs],
-                "speedup": {c: {names[i]: self.speedup.get((c, i)) for i, _ in self.configs} for c in self.categories},
-                "acceptance_length": {c: {names[i]: self.acceptance_length.get((c, i)) for i, _ in self.configs}
-                                      for c in self.categories}}
+                "speedup": by_category(self.speedup), "acceptance_length": by_category(self.acceptance_length)}
 
 
 def _paired(mine: Sequence[Measurement], theirs: Sequence[Measurement]) -> float | None:
@@ -356,8 +361,8 @@ def server_positions(log: Mapping[str, Any]) -> tuple[tuple[int, ...], int] | No
     """(accepted per draft position, drafts) from a workload's server counter figures
     (``WorkloadFinished.server_log``), None when the server exported no per-position counter."""
     positions, drafts = log.get("accepted_per_position"), log.get("drafts")
-    if (isinstance(positions, list) and positions and isinstance(drafts, int) and not isinstance(drafts, bool)
-            and drafts > 0 and all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in positions)):
+    if (isinstance(positions, list) and positions and _is_count(drafts) and drafts > 0
+            and all(_is_count(p) for p in positions)):
         return tuple(positions), drafts
     return None
 
@@ -390,7 +395,6 @@ def analyse_acceptance(configs: Sequence[tuple[str, str, str | None]], workloads
 def from_mapping(data: Mapping[str, Any]) -> tuple[int, ...] | None:
     """A ``spec_correct_drafts_histogram`` read from a server's JSON (None unless a list of counts ≥ 0)."""
     value = data.get("spec_correct_drafts_histogram")
-    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                                                for v in value):
+    if isinstance(value, list) and value and all(_is_count(v) for v in value):
         return tuple(value)
     return None

@@ -195,9 +195,7 @@ def cache_note(rows: Sequence[Any]) -> str | None:
 
 def policy_line(analysis: RunAnalysis) -> str | None:
     """``caches: cold (...)`` for a report's head, None when no measurement recorded a policy."""
-    rows: list[Any] = [*analysis.rows, *(analysis.load.points if analysis.load is not None else ())]
-    policy = cache_policy(rows)
-    return f"caches: {CACHE_TEXT.get(policy, policy)}" if policy else None
+    return cache_note([*analysis.rows, *(analysis.load.points if analysis.load is not None else ())])
 
 
 def row_notes(rows: Sequence[CellRow]) -> list[str]:
