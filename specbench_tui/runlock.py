@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specbench_tui.store import EVENTS, OWNER_LOCK, StoreError, check_regular, read_regular
+from specbench_tui.store import EVENTS, OWNER_LOCK, StoreError, open_regular, read_regular
 
 LOCK_NAME = OWNER_LOCK
 NOTE_LIMIT = 64 << 10
@@ -94,18 +94,12 @@ def acquire(run_dir: Path) -> RunLock:
     FIFO, a device, a symbolic link: never followed, never waited on)."""
     path = run_dir / LOCK_NAME
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+        fd = open_regular(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)  # never blocks on a FIFO
     except OSError as exc:
         if os.path.islink(path):
             raise StoreError(f"{path} is a symbolic link, not a regular file: this run directory has been "
                              "tampered with") from None
         raise StoreError(f"cannot open {path}: {exc.strerror or exc}") from None
-    try:
-        check_regular(fd, path)
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -113,15 +113,21 @@ def open_regular(path: Path, flags: int = os.O_RDONLY, mode: int = FILE_MODE) ->
     return fd
 
 
-def read_regular(path: Path, limit: int = MAX_JSON_BYTES) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes; :class:`StoreError` otherwise (missing files
-    raise ``FileNotFoundError``)."""
+def open_to_read(path: Path) -> int:
+    """:func:`open_regular` for reading, any failure but ``FileNotFoundError`` a :class:`StoreError` naming the
+    file."""
     try:
-        fd = open_regular(path)
+        return open_regular(path)
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def read_regular(path: Path, limit: int = MAX_JSON_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; :class:`StoreError` otherwise (missing files
+    raise ``FileNotFoundError``)."""
+    fd = open_to_read(path)
     with os.fdopen(fd, "rb") as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:

@@ -12,17 +12,7 @@ before they are used (a ``started`` of ``1e20`` is no time). A reader that canno
 """
 
 from specbench_tui.rundir.files import (
-    ENGINE_LOG,
-    ENGINE_SOCKET,
-    ENV_JSON,
-    EVENTS,
-    OWNER_LOCK,
-    PLAN_JSON,
-    RESULTS,
     RUN_DIR_MARKERS,
-    RUN_JSON,
-    SUMMARY,
-    SWEEP_TOML,
     engine_owns,
     event_lines,
     file_size,
@@ -33,15 +23,26 @@ from specbench_tui.rundir.files import (
     plausible_time,
     read_meta,
     read_object,
-    read_owner_note,
     read_prefix,
     read_text,
     records_mtime,
+)
+from specbench_tui.store import (
+    ENGINE_LOG,
+    ENGINE_SOCKET,
+    ENV_JSON,
+    EVENTS,
+    OWNER_LOCK,
+    PLAN_JSON,
+    RESULTS,
+    RUN_JSON,
+    SUMMARY,
+    SWEEP_TOML,
 )
 
 __all__ = [
     "ENGINE_LOG", "ENGINE_SOCKET", "ENV_JSON", "EVENTS", "OWNER_LOCK", "PLAN_JSON", "RESULTS", "RUN_DIR_MARKERS",
     "RUN_JSON", "SUMMARY", "SWEEP_TOML", "engine_owns", "event_lines", "file_size", "has_file", "held_locks", "is_run_dir",
-    "load_plan", "plausible_time", "read_meta", "read_object", "read_owner_note", "read_prefix", "read_text",
+    "load_plan", "plausible_time", "read_meta", "read_object", "read_prefix", "read_text",
     "records_mtime",
 ]

@@ -17,18 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specbench_tui.store import (
-    ENGINE_LOG,
-    ENGINE_SOCKET,
-    ENV_JSON,
     EVENTS,
     OWNER_LOCK,
     PLAN_JSON,
     RESULTS,
     RUN_JSON,
-    SUMMARY,
     SWEEP_TOML,
     StoreError,
-    open_regular,
+    open_to_read,
     read_regular,
 )
 
@@ -43,10 +39,6 @@ TEXT_LIMIT = 16 << 20
 """``sweep.toml``, ``summary.txt``, ``engine.log`` read at most this much."""
 FUTURE_SLACK_S = 86_400.0
 """A time stamp this far past now is no time (a clock may be off by hours, never by days)."""
-
-__all__ = ["ENGINE_LOG", "ENGINE_SOCKET", "ENV_JSON", "EVENTS", "OWNER_LOCK", "PLAN_JSON", "RESULTS",
-           "RUN_DIR_MARKERS", "RUN_JSON", "SUMMARY", "SWEEP_TOML"]
-
 
 def has_file(run_dir: Path, name: str) -> bool:
     """Whether ``name`` exists in the run directory (whatever it is: a reader still checks it)."""
@@ -111,16 +103,6 @@ def load_plan(run_dir: Path) -> Plan:
     stored = run_dir / SWEEP_TOML
     origin = meta.get("sweep_path")
     return build_plan(parse_sweep(text, Path(origin) if isinstance(origin, str) and origin else stored, str(stored)))
-
-
-def read_owner_note(run_dir: Path) -> dict[str, Any]:
-    """What ``.owner.lock`` says about its holder; empty when it is missing, unreadable or of the wrong kind
-    (never blocks: a FIFO is refused unopened)."""
-    try:
-        data = read_object(run_dir, OWNER_LOCK, 64 << 10)
-    except (StoreError, OSError):
-        return {}
-    return data or {}
 
 
 def held_locks() -> frozenset[str] | None:
@@ -201,11 +183,9 @@ def event_lines(run_dir: Path) -> Iterator[bytes]:
 
 def _lines(path: Path, size: int | None) -> Iterator[bytes]:
     try:
-        fd = open_regular(path)
+        fd = open_to_read(path)
     except FileNotFoundError:
         return
-    except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
     with os.fdopen(fd, "rb") as handle:
         left = size
         while left is None or left > 0:

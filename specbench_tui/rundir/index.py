@@ -39,9 +39,9 @@ from typing import Any
 
 from specbench_tui.core.events import ConfigFinished, Event, SweepFinished, SweepStarted
 from specbench_tui.paths import PrivateDirError, private_dir
-from specbench_tui.rundir.files import META_LIMIT, PLAN_JSON, RUN_DIR_MARKERS, RUN_JSON, plausible_time, read_object
+from specbench_tui.rundir.files import META_LIMIT, RUN_DIR_MARKERS, plausible_time, read_object
 from specbench_tui.rundir.history import RunFold
-from specbench_tui.store import EVENTS, FILE_MODE, MAX_JSON_BYTES, RESULTS, SWEEP_TOML, StoreError
+from specbench_tui.store import EVENTS, FILE_MODE, MAX_JSON_BYTES, PLAN_JSON, RESULTS, RUN_JSON, SWEEP_TOML, StoreError
 
 INDEX_VERSION = 1
 INDEX_DIR = "run-index"
