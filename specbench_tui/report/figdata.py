@@ -164,6 +164,12 @@ def _tp_label(tp: int | None) -> str:
     return f"TP{tp}" if tp is not None else "TP?"
 
 
+def _line(label: str, points: list[tuple[float, float | None, str]]) -> Line:
+    """A line through (x, value, why missing) points, in x order, the missing ones with their reasons."""
+    points = sorted(points, key=lambda p: p[0])
+    return Line(label, tuple((x, y) for x, y, _ in points), tuple((x, why) for x, y, why in points if y is None))
+
+
 def budget_lines(analysis: RunAnalysis, metric: str, algorithm: str, workload: str | None = None) -> list[Line]:
     """``metric`` against draft budget for ``algorithm``, one line per TP: per configuration the geometric mean
     over workloads (the mean for acceptance; :func:`~specbench_tui.core.results.aggregate`), or one
@@ -178,12 +184,8 @@ def budget_lines(analysis: RunAnalysis, metric: str, algorithm: str, workload: s
         value = aggregate(analysis, config.id, metric, workloads)
         why = "" if value is not None else _why_missing(analysis, config)
         by_tp.setdefault(config.tp, []).append((float(config.budget), value, why))
-    out = []
-    for tp, points in sorted(by_tp.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
-        points.sort(key=lambda p: p[0])
-        out.append(Line(_tp_label(tp), tuple((x, y) for x, y, _ in points),
-                        tuple((x, why) for x, y, why in points if y is None)))
-    return out
+    return [_line(_tp_label(tp), points) for tp, points in sorted(by_tp.items(),
+                                                                  key=lambda kv: (kv[0] is None, kv[0] or 0))]
 
 
 def budget_series(analysis: RunAnalysis, metric: str, algorithm: str,
@@ -216,11 +218,7 @@ def tp_lines(analysis: RunAnalysis) -> list[Line]:
         value = aggregate(analysis, config.id, "decode_tps")
         why = "" if value is not None else _why_missing(analysis, config)
         lines.setdefault(family(config), []).append((float(config.tp), value, why))
-    out = []
-    for label, points in lines.items():
-        points.sort(key=lambda p: p[0])
-        out.append(Line(label, tuple((x, y) for x, y, _ in points), tuple((x, w) for x, y, w in points if y is None)))
-    return out
+    return [_line(label, points) for label, points in lines.items()]
 
 
 @dataclass(frozen=True)
