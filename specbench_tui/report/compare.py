@@ -20,12 +20,12 @@ from specbench_tui.rundir import ENV_JSON
 from specbench_tui.report.tables import (
     CACHE_TEXT,
     Table,
-    cache_policy,
     clean_text,
     env_facts,
     env_simulated,
     fmt_seconds,
     render_text_table,
+    run_cache_policy,
 )
 
 _FAILED = ("crashed", "failed")
@@ -165,8 +165,7 @@ def _hardware_warnings(a: LoadedRun, b: LoadedRun, rows: list[CompareRow]) -> li
 def _cache_warnings(a: LoadedRun, b: LoadedRun) -> list[str]:
     """Both runs' cache policies, and a warning when they differ (a warm repeat may meet its own prefix, and an
     n-gram drafter its own earlier output)."""
-    policies = [cache_policy([*run.analysis.rows, *(run.analysis.load.points if run.analysis.load else ())])
-                for run in (a, b)]
+    policies = [run_cache_policy(run.analysis) for run in (a, b)]
     if not any(policies):
         return []
     shown = [p or "not recorded" for p in policies]

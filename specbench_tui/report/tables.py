@@ -189,13 +189,21 @@ def cache_policy(rows: Sequence[Any]) -> str | None:
 
 def cache_note(rows: Sequence[Any]) -> str | None:
     """``caches: cold (...)`` for a table's notes, None when no row recorded a policy."""
-    policy = cache_policy(rows)
+    return _caches_text(cache_policy(rows))
+
+
+def _caches_text(policy: str | None) -> str | None:
     return f"caches: {CACHE_TEXT.get(policy, policy)}" if policy else None
+
+
+def run_cache_policy(analysis: RunAnalysis) -> str | None:
+    """The policy of a whole run: its cells and its load points together (:func:`cache_policy`)."""
+    return cache_policy([*analysis.rows, *(analysis.load.points if analysis.load is not None else ())])
 
 
 def policy_line(analysis: RunAnalysis) -> str | None:
     """``caches: cold (...)`` for a report's head, None when no measurement recorded a policy."""
-    return cache_note([*analysis.rows, *(analysis.load.points if analysis.load is not None else ())])
+    return _caches_text(run_cache_policy(analysis))
 
 
 def row_notes(rows: Sequence[CellRow]) -> list[str]:
