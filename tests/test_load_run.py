@@ -215,7 +215,7 @@ RESUME_SWEEP = """
 [sweep]
 name = "resume-search"
 gpus = 1
-repeats = 1
+repeats = 3  # three, so a point a loaded box's stall spread shows as noisy and cannot decide the bracket
 warmup = 0
 baseline = "ar"
 [engine]
@@ -226,6 +226,7 @@ startup_timeout_s = 60
 model-path = "Qwen/Qwen3-8B"
 context-length = 4096
 max-running-requests = 64
+stream-interval = 4  # as in the demo: fewer chunks, so a busy loop's stalls cost autoregressive less
 [measure]  # the closed-form B* counts decode steps only; a cold point also pays each prompt's whole prefill
 cache = "warm"
 [[configs]]
@@ -278,4 +279,8 @@ def test_an_adaptive_search_stopped_between_rounds_resumes_where_it_was(tmp_path
     analysis = analyse(plan.to_json(), RunDir.open(run_dir.path).read_measurements(),
                        RunDir.open(run_dir.path).read_events())
     c = analysis.load.crossover(plan.configs[1].id, "code")
-    assert (c.low, c.high) == (16.0, 24.0)  # B* = 19.6 (sim-profiles/crossover.toml)
+    # B* = 19.6 (sim-profiles/crossover.toml): (16, 24] on a quiet box; a noisy point may widen the bracket (CI's
+    # loaded 2 cores once read 0.92x at c24 as a speedup with one repeat), but it must still hold the truth
+    truth = _truths()["eagle3-s7"]
+    assert c.low is not None and c.high is not None and c.low < truth <= c.high, (c.low, c.high)
+    assert (c.low, c.high) in {(16.0, 24.0), (8.0, 24.0), (16.0, 32.0), (8.0, 32.0)}, (c.low, c.high)
