@@ -20,6 +20,7 @@ import gc
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
+from math import isfinite
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,87 @@ def decode_event(data: dict[str, Any]) -> Event:
     """:func:`~specbench_tui.core.events.event_from_json`, the same checks (field types, states, arrays as
     tuples) and the same event, built without the frozen ``__init__``'s per-field ``setattr`` (an events file of
     64 MB holds 300,000 of them). Anything unusual (an unknown type, a missing field, log batches) goes through
-    ``event_from_json`` itself, which says what is wrong."""
+    ``event_from_json`` itself, which says what is wrong. ``data`` is left as it was."""
+    return _decode_owned(dict(data))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Layout:
+    """What a record of one layout (its keys, in order, and the type of each value) takes to become its event,
+    learnt from the first record of its type and layout that passed every check: the checks that depend on a value's
+    type alone (:func:`~specbench_tui.core.records.check_field_types` but for a float's finiteness, the keys
+    required and known) hold for every record of the layout, so they are not made again."""
+
+    cls: type
+    floats: tuple[str, ...]
+    """Its float values (each must still be finite)."""
+    state: bool
+    """It has a ``state`` to turn into a :class:`~specbench_tui.core.events.ConfigState` (the value still checked)."""
+    tuples: tuple[str, ...]
+    """Its arrays the event holds as tuples."""
+    extra: tuple[str, ...]
+    """Its keys the event has no field for (a newer writer's): left out."""
+    defaults: dict[str, Any]
+    """The fields it leaves out, with their defaults."""
+    factories: dict[str, Callable[[], Any]]
+
+
+_LayoutKey = tuple[str, tuple[str, ...], tuple[type, ...]]
+"""A record's type, its keys in order and the type of each value."""
+_LAYOUTS: dict[_LayoutKey, _Layout] = {}
+_STATES = {state.value: state for state in ConfigState}
+
+
+def _learn(layout_key: _LayoutKey, cls: type) -> None:
+    shape = _shape(cls)
+    _, names, kinds = layout_key
+    present = dict(zip(names, kinds))
+    del present["type"]
+    _LAYOUTS[layout_key] = _Layout(
+        cls=cls, floats=tuple(n for n, k in present.items() if k is float),
+        state="state" in present and (cls is ConfigStateChanged or cls is ConfigFinished),
+        tuples=tuple(n for n in shape.tuples if present.get(n) is list),
+        extra=tuple(n for n in present if n not in shape.names),
+        defaults={n: v for n, v in shape.defaults.items() if n not in present},
+        factories={n: f for n, f in shape.factories.items() if n not in present})
+
+
+def _decode_owned(data: dict[str, Any]) -> Event:
+    """:func:`decode_event` of a record the caller hands over (it is made the event's own fields): a record of
+    a layout seen before (:class:`_Layout`) is checked for what its layout does not say and built at once."""
+    kind = data.get("type")
+    if type(kind) is not str:
+        return _decode_checked(data)
+    layout_key = (kind, tuple(data), tuple(map(type, data.values())))
+    layout = _LAYOUTS.get(layout_key)
+    if layout is not None:
+        state = _STATES.get(data["state"]) if layout.state else None
+        finite = True
+        for name in layout.floats:
+            finite = finite and isfinite(data[name])
+        if finite and (state is not None or not layout.state):
+            del data["type"]
+            if state is not None:
+                data["state"] = state
+            for name in layout.tuples:
+                data[name] = tuple(data[name])
+            for name in layout.extra:
+                del data[name]
+            if layout.defaults:
+                data.update(layout.defaults)
+            for name, factory in layout.factories.items():
+                data[name] = factory()
+            event: Event = object.__new__(layout.cls)
+            object.__setattr__(event, "__dict__", data)
+            return event
+    event = _decode_checked(data)
+    if layout is None and type(event) is not LogLines and type(event) is not MeasurementRecorded:
+        _learn(layout_key, type(event))
+    return event
+
+
+def _decode_checked(data: dict[str, Any]) -> Event:
+    """:func:`decode_event` with every check made (``data`` left as it was)."""
     kind = data.get("type")
     cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None or cls is LogLines or cls is MeasurementRecorded:
@@ -202,22 +283,19 @@ class RunFold:
 
     def _fold_events(self, upto: int | None) -> None:
         every = self.every_event
-        batch: list[bytes] = []
-        for raw in self.events_tail.lines(upto):
-            if every:
-                if not raw.startswith(_MEASUREMENT_TYPE):
-                    batch.append(raw)
-                    if len(batch) >= BATCH_LINES:
-                        self._fold_batch(batch)
-                        batch = []
+        for block in self.events_tail.batches(upto):
+            if every:  # every event but the measurements' copies, parsed BATCH_LINES at a time
+                lines = [raw for raw in block if raw and not raw.startswith(_MEASUREMENT_TYPE)]
+                for first in range(0, len(lines), BATCH_LINES):
+                    self._fold_batch(lines[first:first + BATCH_LINES])
                 continue
-            kind = _line_type(raw)
-            if kind is not None and kind not in STATE_TYPES:
-                continue
-            event = self._event(raw)
-            if event is not None:
-                self._fold(event)
-        self._fold_batch(batch)
+            for raw in block:
+                kind = _line_type(raw)
+                if kind is not None and kind not in STATE_TYPES:
+                    continue
+                event = self._event(raw)
+                if event is not None:
+                    self._fold(event)
 
     def _fold_batch(self, batch: list[bytes]) -> None:
         """Lines parsed as one JSON array (one call instead of one per line); a batch that is not one value per
@@ -235,10 +313,16 @@ class RunFold:
                 if event is not None:
                     self._fold(event)
             return
+        fold, decode, report = self._fold, _decode_owned, self.report
         for data in values:
-            event = self._decoded(data)
-            if event is not None:
-                self._fold(event)
+            if type(data) is not dict or data.get("type") == "MeasurementRecorded":
+                continue
+            try:
+                event = decode(data)
+            except (ValueError, TypeError) as exc:
+                report.add(EVENTS, f"{EVENTS}: {exc}")
+                continue
+            fold(event)
 
     def _fold(self, event: Event) -> None:
         if self.every_event:
@@ -263,13 +347,13 @@ class RunFold:
         if not isinstance(data, dict) or data.get("type") == "MeasurementRecorded":
             return None
         try:
-            return decode_event(data)
+            return _decode_owned(data)
         except (ValueError, TypeError) as exc:
             self.report.add(EVENTS, f"{EVENTS}: {exc}")
             return None
 
     def _fold_results(self, upto: int | None) -> None:
-        for raw in self.results_tail.lines(upto):
+        for raw in (line for block in self.results_tail.batches(upto) for line in block):
             if not raw.strip():
                 continue
             try:
