@@ -27,7 +27,7 @@ from specbench_tui.core.events import Event, Notice, QueuePaused, QueueResumed, 
     event_from_json
 from specbench_tui.core.records import Measurement
 from specbench_tui.rundir import load_plan
-from specbench_tui.rundir.history import MEASUREMENT_LINE, RunFold  # noqa: F401 - MEASUREMENT_LINE kept for importers
+from specbench_tui.rundir.checkpoint import attach_fold
 from specbench_tui.engine.control import Answer, Outcome
 from specbench_tui.engine.control_socket import PROTOCOL, encode, hello, short_path, socket_path, version_mismatch
 
@@ -60,7 +60,7 @@ def history_of(run_dir: Path, events_bytes: int | None, results_bytes: int | Non
     the results file, the measurements' truth, and the other events (their copies in the events file, most of
     its bytes in older run directories, are passed over unparsed). Folded in one pass, in large reads
     (:class:`~specbench_tui.rundir.history.RunFold`); a line cut at the byte count is left out."""
-    fold = RunFold(run_dir, ledger_events=False).advance(events_bytes, results_bytes)
+    fold = attach_fold(run_dir, events_bytes, results_bytes)
     return fold.measurements(), fold.events
 
 

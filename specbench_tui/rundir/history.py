@@ -49,7 +49,7 @@ _TYPE_AT = len(b'{"type":"')
 BATCH_LINES = 4096
 """Lines of the events file parsed in one call (an attaching view's fold)."""
 PAUSE_GC_BYTES = 1 << 20
-"""A fold of more than this many new bytes pauses the cyclic garbage collector (see :func:`_no_cyclic_collection`);
+"""A fold of more than this many new bytes pauses the cyclic garbage collector (see :func:`no_cyclic_collection`);
 the small steps of a live run's own entry leave it alone."""
 
 
@@ -220,7 +220,7 @@ def _line_type(raw: bytes) -> bytes | None:
 
 
 @contextlib.contextmanager
-def _no_cyclic_collection() -> Iterator[None]:
+def no_cyclic_collection() -> Iterator[None]:
     """The cyclic garbage collector paused while a fold builds its records: they hold no cycles (reference
     counting frees what is dropped), and its collections, triggered again and again by 300,000 new objects and
     each walking all of them, took more than half of the time to fold a 64 MB events file. Its state is put
@@ -264,7 +264,7 @@ class RunFold:
     def advance(self, events_upto: int | None = None, results_upto: int | None = None) -> RunFold:
         """Fold what the files hold past the offsets (up to those byte counts; None: their ends now).
         :class:`~specbench_tui.store.StoreError` when one is not a regular file."""
-        with _no_cyclic_collection() if self._pending() > PAUSE_GC_BYTES else contextlib.nullcontext():
+        with no_cyclic_collection() if self._pending() > PAUSE_GC_BYTES else contextlib.nullcontext():
             for attempt in (1, 2):
                 self._fold_events(events_upto)
                 self._fold_results(results_upto)

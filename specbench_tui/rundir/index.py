@@ -221,9 +221,9 @@ def index_path(runs_dir: Path, resolved: str | None = None) -> Path | None:
     return base / f"{hashlib.sha256(os.fsencode(resolved)).hexdigest()}.json"
 
 
-def _read_private(path: Path) -> bytes | None:
+def read_private(path: Path, limit: int = INDEX_LIMIT) -> bytes | None:
     """The bytes of ``path`` when it is a regular file of this user's that no one else may write, of at most
-    :data:`INDEX_LIMIT` bytes (opened without following a link and without blocking); else None."""
+    ``limit`` bytes (opened without following a link and without blocking); else None."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -231,14 +231,34 @@ def _read_private(path: Path) -> bytes | None:
     try:
         info = os.fstat(fd)
         if (not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022
-                or info.st_size > INDEX_LIMIT):
+                or info.st_size > limit):
             return None
         with os.fdopen(os.dup(fd), "rb") as handle:
-            return handle.read(INDEX_LIMIT + 1)
+            return handle.read(limit + 1)
     except OSError:
         return None
     finally:
         os.close(fd)
+
+
+def write_private(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` in this user's private folder: a new file (mode 0644, never through a link)
+    renamed over the old, so a reader sees the one or the other whole; False when it cannot be (a full disk)."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), FILE_MODE)
+            handle.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return False
+    return True
 
 
 def load_index(runs_dir: Path) -> dict[str, Any] | None:
@@ -248,7 +268,7 @@ def load_index(runs_dir: Path) -> dict[str, Any] | None:
     or inode differ, so a folder moved, replaced or recreated is read again)."""
     folder = _folder_identity(runs_dir)
     path = index_path(runs_dir, folder[0]) if folder is not None else None
-    raw = _read_private(path) if path is not None else None
+    raw = read_private(path) if path is not None else None
     if raw is None or folder is None:
         return None
     try:
@@ -273,22 +293,7 @@ def save_index(runs_dir: Path, entries: Mapping[str, Entry | dict[str, Any]]) ->
         return False
     doc = {"version": INDEX_VERSION, "folder": {"path": folder[0], "dev": folder[1], "ino": folder[2]},
            "runs": {name: entry.to_json() if isinstance(entry, Entry) else entry for name, entry in entries.items()}}
-    data = json.dumps(doc, separators=(",", ":")).encode()
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
-    except OSError:
-        return False
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), FILE_MODE)
-            handle.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        return False
-    return True
+    return write_private(path, json.dumps(doc, separators=(",", ":")).encode())
 
 
 def run_dir_entries(runs_dir: Path) -> list[os.DirEntry[str]]:

@@ -1,0 +1,289 @@
+"""A fold checkpoint: an attaching view's fold of a large run directory, kept so that the next attach reads only
+what was written since.
+
+An attaching view (the TUI, ``specbench logs``, ``attach``) folds the run's events and results
+(:class:`~specbench_tui.rundir.history.RunFold`): a 64 MB events file is 300,000 records to parse and build.
+When a fold has read at least :data:`MIN_BYTES`, what it made is written to
+``<private dir>/fold-cache/<sha256 of the run directory's resolved path>.bin`` (this user's private folder, as the
+run index is: :func:`specbench_tui.paths.private_dir`; never the run directory, which may be someone else's), and
+the next fold of that directory starts from it and reads the files from where it stopped.
+
+A checkpoint is a cache, and is believed only while it describes the files as they are; else it is ignored and
+the files folded from nothing (and the checkpoint written again). It is used when:
+
+- it is a regular file of this user's that no one else may write, at most :data:`LIMIT` bytes, written by this
+  format version under this Python (its bytes are marshal's), and its digest (BLAKE2b over the rest) matches:
+  a file cut short, corrupt or planted is refused before it is decoded;
+- it was written for this directory (its resolved path and inode);
+- each record file is the one it read (device and inode), at least as long as it read, the same size and
+  modification time when it has not grown since, and the same bytes at :data:`SAMPLES` places spread over what
+  it read (a file rewritten, truncated or replaced reads as another);
+- it read no further than the caller may (an attaching client stops where its stream starts).
+
+At most :data:`KEEP` checkpoints are kept (the ones used last); writing one never fails the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import marshal
+import os
+import sys
+import threading
+import time
+import zlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from specbench_tui.core.events import EVENT_TYPES, ConfigFinished, ConfigState, ConfigStateChanged, Event, SweepFinished
+from specbench_tui.core.records import Measurement
+from specbench_tui.paths import PrivateDirError, private_dir
+from specbench_tui.rundir.history import RunFold, no_cyclic_collection
+from specbench_tui.rundir.index import read_private, write_private
+from specbench_tui.rundir.tail import Tail
+from specbench_tui.store import EVENTS, RESULTS, StoreError, open_regular
+
+FORMAT = 1
+MAGIC = b"specbench-fold\x00\x01"
+CACHE_DIR = "fold-cache"
+MIN_BYTES = 8 << 20
+"""A fold that read at least this many bytes is kept (a smaller one folds again faster than this is worth)."""
+LIMIT = 512 << 20
+"""A checkpoint larger than this is not written (nor believed)."""
+KEEP = 4
+"""Checkpoints kept: the four run directories attached last."""
+ABANDONED_S = 600
+"""A leftover of a writer that died (a new file never renamed) older than this is removed."""
+SAMPLES = 16
+SAMPLE_BYTES = 4096
+_DIGEST = 32
+_STATES = {state.value: state for state in ConfigState}
+
+
+def checkpoint_path(run_dir: Path) -> Path | None:
+    """Where ``run_dir``'s checkpoint is kept (None: no private folder to keep it in)."""
+    try:
+        base = private_dir(CACHE_DIR)
+    except (PrivateDirError, OSError):
+        return None
+    return base / f"{hashlib.sha256(os.fsencode(os.path.realpath(run_dir))).hexdigest()}.bin"
+
+
+def _file_key(tail: Tail) -> dict[str, Any] | None:
+    """What a checkpoint says of one record file: as the tail read it (identity, offset, the bytes at
+    :data:`SAMPLES` places) and as it is now (size, modification time). None: it cannot be said (the file
+    replaced since it was read, or not readable)."""
+    try:
+        fd = open_regular(tail.path)
+    except FileNotFoundError:
+        return {"identity": None, "offset": 0, "too_long": 0, "skipping": False} if tail.offset == 0 else None
+    except (OSError, StoreError):
+        return None
+    try:
+        info = os.fstat(fd)
+        identity = (info.st_dev, info.st_ino)
+        if tail._identity is not None and identity != tail._identity:
+            return None
+        return {"identity": identity, "offset": tail.offset, "size": info.st_size, "mtime": info.st_mtime_ns,
+                "samples": _samples(fd, tail.offset), "too_long": tail.too_long, "skipping": tail._skipping}
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _samples(fd: int, offset: int) -> bytes:
+    """A digest of the bytes at :data:`SAMPLES` places spread over the first ``offset`` bytes (its first and
+    last :data:`SAMPLE_BYTES` among them)."""
+    digest = hashlib.blake2b(str(offset).encode(), digest_size=16)
+    if offset:
+        span = max(0, offset - SAMPLE_BYTES)
+        for place in range(SAMPLES):
+            at = span * place // (SAMPLES - 1)
+            digest.update(os.pread(fd, min(SAMPLE_BYTES, offset - at), at))
+    return digest.digest()
+
+
+def _matches(tail: Tail, saved: Mapping[str, Any]) -> bool:
+    """Whether the file ``tail`` reads is still the one ``saved`` describes, up to what was read of it."""
+    offset: int = saved["offset"]
+    try:
+        fd = open_regular(tail.path)
+    except FileNotFoundError:
+        return bool(offset == 0 and saved["identity"] is None)
+    except (OSError, StoreError):
+        return False
+    try:
+        info = os.fstat(fd)
+        if saved["identity"] is None:
+            return offset == 0
+        if (info.st_dev, info.st_ino) != tuple(saved["identity"]) or info.st_size < offset:
+            return False
+        if info.st_size == saved["size"] and info.st_mtime_ns != saved["mtime"]:
+            return False  # rewritten in place, to the same length
+        return bool(_samples(fd, offset) == saved["samples"])
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _dir_inode(run_dir: Path) -> int | None:
+    try:
+        return os.stat(run_dir).st_ino
+    except OSError:
+        return None
+
+
+def save(fold: RunFold) -> bool:
+    """Write ``fold``'s checkpoint (an attaching view's fold: every event, no ledger of events); False when it is
+    not written (nothing to keep it in, a file changed meanwhile, a value marshal cannot hold, a full disk)."""
+    path = checkpoint_path(fold.run_dir)
+    events_key, results_key = _file_key(fold.events_tail), _file_key(fold.results_tail)
+    if path is None or events_key is None or results_key is None or not fold.every_event or fold.ledger_events:
+        return False
+    rows: list[Any] = []
+    append = rows.append
+    for event in fold.events:  # its class's name (marshal writes each name once), its fields
+        values = event.__dict__
+        if "state" in values and isinstance(values["state"], ConfigState):
+            values = dict(values, state=values["state"]._value_)
+        append(type(event).__name__)
+        append(values)
+    ended = next((n for n in range(len(fold.events) - 1, -1, -1) if fold.events[n] is fold.ended), -1)
+    doc = {"format": FORMAT, "python": sys.hexversion, "run_dir": os.path.realpath(fold.run_dir),
+           "dir_inode": _dir_inode(fold.run_dir), "events": rows,
+           "ended": ended, "measurements": [m.__dict__ for m in fold.ledger.measurements.values()],
+           "tails": {EVENTS: events_key, RESULTS: results_key},
+           "report": {"skipped": fold.report.skipped, "counts": fold.report.counts}}
+    try:
+        body = zlib.compress(marshal.dumps(doc), 1)
+    except ValueError:  # a value marshal cannot hold: no checkpoint
+        return False
+    if len(body) + len(MAGIC) + _DIGEST > LIMIT:
+        return False
+    written = write_private(path, MAGIC + hashlib.blake2b(body, digest_size=_DIGEST).digest() + body)
+    _prune(path.parent)
+    return written
+
+
+def _prune(folder: Path) -> None:
+    """Keep the :data:`KEEP` checkpoints used last (and no leftover of a writer that died)."""
+    try:
+        with os.scandir(folder) as listing:
+            found = [(entry.stat(follow_symlinks=False).st_mtime_ns, entry.path) for entry in listing
+                     if entry.is_file(follow_symlinks=False)]
+    except OSError:
+        return
+    found.sort(reverse=True)
+    kept = set([path for _, path in found if path.endswith(".bin")][:KEEP])
+    abandoned = time.time_ns() - ABANDONED_S * 10**9  # a writer's new file, not yet renamed, is left alone
+    for mtime, path in found:
+        if path not in kept and (path.endswith(".bin") or mtime < abandoned):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    """The checkpoint's document, when its file and digest are sound and it is of this format and Python."""
+    raw = read_private(path, LIMIT)
+    if raw is None or not raw.startswith(MAGIC):
+        return None
+    digest, body = raw[len(MAGIC):len(MAGIC) + _DIGEST], raw[len(MAGIC) + _DIGEST:]
+    if hashlib.blake2b(body, digest_size=_DIGEST).digest() != digest:
+        return None
+    try:
+        doc = marshal.loads(zlib.decompress(body))
+    except (ValueError, EOFError, TypeError, zlib.error):
+        return None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("python") != sys.hexversion:
+        return None
+    return doc
+
+
+def restore(run_dir: Path, events_upto: int | None = None, results_upto: int | None = None) -> RunFold | None:
+    """The fold ``run_dir``'s checkpoint holds, ready to go on from its offsets; None when there is none that
+    holds (see the module docstring) or it read past ``events_upto`` / ``results_upto``."""
+    path = checkpoint_path(run_dir)
+    if path is None:
+        return None
+    with no_cyclic_collection():  # 300,000 records made at once (see history.no_cyclic_collection)
+        doc = _load(path)
+        try:
+            fold = _rebuild(run_dir, doc, events_upto, results_upto) if doc is not None else None
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+            fold = None
+    if fold is None:
+        return None
+    with contextlib.suppress(OSError):
+            os.utime(path)  # used: kept by the pruning
+    return fold
+
+
+def _rebuild(run_dir: Path, doc: dict[str, Any], events_upto: int | None, results_upto: int | None) \
+        -> RunFold | None:
+    if doc["run_dir"] != os.path.realpath(run_dir) or doc["dir_inode"] != _dir_inode(run_dir):
+        return None
+    fold = RunFold(run_dir, ledger_events=False)
+    tails = doc["tails"]
+    for tail, name, upto in ((fold.events_tail, EVENTS, events_upto), (fold.results_tail, RESULTS, results_upto)):
+        saved = tails[name]
+        if (upto is not None and saved["offset"] > upto) or not _matches(tail, saved):
+            return None
+        tail.offset = saved["offset"]
+        tail._identity = tuple(saved["identity"]) if saved["identity"] is not None else None
+        tail.too_long, tail._skipping = saved["too_long"], saved["skipping"]
+    fold.events = _events(doc["events"])
+    if doc["ended"] >= 0:
+        ended = fold.events[doc["ended"]]
+        fold.ended = ended if isinstance(ended, SweepFinished) else None
+    for values in doc["measurements"]:
+        measurement = object.__new__(Measurement)
+        object.__setattr__(measurement, "__dict__", values)
+        fold.ledger.add(measurement)
+    fold.report.skipped = list(doc["report"]["skipped"])
+    fold.report.counts = dict(doc["report"]["counts"])
+    return fold
+
+
+def _events(rows: list[Any]) -> list[Event]:
+    """The events the rows hold (class name, fields: as :func:`save` wrote them)."""
+    stated = {ConfigStateChanged.__name__, ConfigFinished.__name__}
+    new, assign, states, classes = object.__new__, object.__setattr__, _STATES, EVENT_TYPES
+    events: list[Event] = []
+    append = events.append
+    pairs = iter(rows)
+    for name, values in zip(pairs, pairs):
+        if name in stated:
+            values["state"] = states[values["state"]]
+        event = new(classes[name])
+        assign(event, "__dict__", values)
+        append(event)
+    return events
+
+
+def attach_fold(run_dir: Path, events_upto: int | None = None, results_upto: int | None = None) -> RunFold:
+    """An attaching view's fold of ``run_dir`` up to those byte counts (None: the files' ends now): from its
+    checkpoint where one holds, the rest read; kept as the next one's checkpoint when it read
+    :data:`MIN_BYTES` or more (written on a thread of its own, :func:`save`)."""
+    fold = restore(run_dir, events_upto, results_upto)
+    before = fold.events_tail.offset + fold.results_tail.offset if fold is not None else 0
+    fold = (fold or RunFold(run_dir, ledger_events=False)).advance(events_upto, results_upto)
+    if fold.events_tail.offset + fold.results_tail.offset - before >= MIN_BYTES:
+        # Written beside the caller's next steps (its compression and hashing let go of the interpreter), not
+        # before them; not a daemon: a short command's exit waits for it rather than leave it half written.
+        writer = threading.Thread(target=save, args=(fold,), name="specbench-checkpoint")
+        _WRITERS.append(writer)
+        writer.start()
+    return fold
+
+
+_WRITERS: list[threading.Thread] = []
+
+
+def wait_for_writes(timeout: float = 30.0) -> None:
+    """Wait until the checkpoints being written are (tests, and a caller about to read one)."""
+    while _WRITERS:
+        _WRITERS.pop().join(timeout)
