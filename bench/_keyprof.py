@@ -29,7 +29,8 @@ from specbench_tui.core.sweep.loader import parse_sweep  # noqa: E402
 
 
 SORT = "cumulative"
-SEQUENCES = {"l": ["l", "escape"], "/": ["l", "/", "escape", "escape"], "ctrl+p": ["ctrl+p", "escape"]}
+SEQUENCES = {"l": ["l", "escape"], "/": ["l", "/", "escape", "escape"], "ctrl+p": ["ctrl+p", "escape"],
+             "c": ["c", "escape"]}
 """The keys pressed to measure one key (and to leave the screen it opens)."""
 
 
@@ -146,6 +147,9 @@ async def main(keys: list[str], profile: str | None, rounds: int) -> None:
         await pilot.pause(1.0)
         for key in keys:
             await _press(pilot, key, profile, rounds, frames)
+        chart = getattr(app, "_chart", None)
+        if chart is not None:
+            print(f"chart drawings made on the UI thread: {chart.drawn_on_ui_thread}")
         if os.environ.get("GARBAGE"):
             await _print_garbage(pilot)
         engine.flood.stop.set()
@@ -161,4 +165,5 @@ if __name__ == "__main__":
         i = args.index("--profile")
         profile = args[i + 1]
         del args[i:i + 2]
-    asyncio.run(main(args or ["p", "m", "o", "t", "s", "r", "S", "l", "/", "ctrl+p"], profile, 6))
+    print("load average", os.getloadavg())
+    asyncio.run(main(args or ["p", "m", "o", "t", "s", "r", "S", "l", "/", "ctrl+p", "c"], profile, 6))

@@ -1,6 +1,6 @@
 """The chart screen (key ``c``): the results as a plot, from the analysis the results table shows, redrawn live.
 
-Snapshots at 160×48 and 80×24 show it on ``tests/data/report_run_a`` (crashed, skipped, partial and empty
+Snapshots at 160×48 and 80×24 (and 80×24 under ``NO_COLOR``) show it on ``tests/data/report_run_a`` (crashed, skipped, partial and empty
 cells); the Pilot tests open it in the real app with ``c``, check it draws the app's own analysis (the worker's,
 not one of its own) and follows a newer one, and that its marks are glyphs and words (``NO_COLOR``).
 """
@@ -43,7 +43,16 @@ def analysis_a() -> RunAnalysis:
 
 
 def _text(screen: ChartScreen, selector: str) -> str:
-    return str(screen.query_one(selector).render())
+    """What a widget of the screen shows, its lines joined (the marks come wrapped to the width)."""
+    return str(screen.query_one(selector).render()).replace("\n", " ")
+
+
+async def _drawn(pilot: Any, screen: ChartScreen) -> None:
+    """Wait until the drawing asked for (``v``, ``w``, a newer analysis) is made in its worker and shown."""
+    await pilot.pause()
+    while screen.drawing_pending:
+        await pilot.pause(0.02)
+    await pilot.pause()
 
 
 def test_chart_wide(analysis_a: RunAnalysis, snap_compare: Any) -> None:
@@ -51,6 +60,13 @@ def test_chart_wide(analysis_a: RunAnalysis, snap_compare: Any) -> None:
 
 
 def test_chart_narrow(analysis_a: RunAnalysis, snap_compare: Any) -> None:
+    assert snap_compare(Host(analysis_a), terminal_size=(80, 24))
+
+
+def test_chart_narrow_without_colour(analysis_a: RunAnalysis, snap_compare: Any,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``NO_COLOR`` the bars, the partial bar (▒), the baseline line and the marks read the same."""
+    monkeypatch.setenv("NO_COLOR", "1")
     assert snap_compare(Host(analysis_a), terminal_size=(80, 24))
 
 
@@ -73,8 +89,10 @@ async def test_marks_are_glyphs_and_words_without_colour(analysis_a: RunAnalysis
         assert "ddtree-b12-tp1 3.47x!" in plot and "█" in plot and "▒" in plot  # ▒: the partial cell's bar
         assert "ddtree-b8-tp1" not in plot  # a crashed configuration has no bar (not a bar of 0)
         await pilot.press("w")
+        await _drawn(pilot, screen)
         assert "haiku (2/3 workloads)" in _text(screen, "#chart-title")
         await pilot.press("v")
+        await _drawn(pilot, screen)
         assert "acceptance length vs draft budget" in _text(screen, "#chart-title")
         assert "ddtree TP1 b8 crashed" in _text(screen, "#chart-marks")
         await pilot.press("escape")
@@ -134,3 +152,56 @@ async def test_a_big_sweep_shows_the_highest_bars_that_fit_one_row_each() -> Non
         assert "showing the 14 highest of 60 values" in _text(screen, "#chart-marks")
         plot = str(screen.query_one(PlotextPlot).render())
         assert "spec-59" in plot and "spec-46" in plot and "spec-45 " not in plot
+
+
+async def test_c_shows_a_chart_drawn_ahead_in_a_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once an analysis is in, the chart is drawn in a worker thread before ``c``: the key only pushes the screen
+    (no plot drawn on the UI thread), and a newer analysis is drawn in the worker too while it is open."""
+    import threading
+
+    import specbench_tui.tui.chart_screen as chart_module
+
+    threads: list[int] = []
+    real_draw_plot = chart_module.draw_plot
+
+    def recording_draw_plot(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.get_ident())
+        return real_draw_plot(*args, **kwargs)
+
+    monkeypatch.setattr(chart_module, "draw_plot", recording_draw_plot)
+    monkeypatch.chdir(tmp_path)
+    engine = FakeEngine(tmp_path / "runs" / "2026-01-01_100000_demo")
+    app = make_app(engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        engine.play_until_running()
+        await steady(pilot)
+        ui_thread = threading.get_ident()
+        chart = app.chart_screen()
+        for _ in range(400):  # the worker's drawing (a state, not a time: 20 s is only a bound against a hang)
+            if not chart.drawing_pending and chart.ready is not None and chart.ready.analysis is app.analysis:
+                break
+            await pilot.pause(0.05)
+        assert chart.ready is not None and chart.ready.analysis is app.analysis
+        assert threads and ui_thread not in threads  # drawn ahead, in the worker
+        await pilot.press("c")
+        assert app.screen is chart and chart.shown is app.analysis
+        assert chart.drawn_on_ui_thread == 0 and ui_thread not in threads
+        first = app.analysis
+        engine.play()
+        await steady(pilot)
+        assert app.analysis is not first
+        while chart.shown is not app.analysis:  # the next poll draws the newer analysis, in the worker
+            await pilot.pause(0.1)
+        assert ui_thread not in threads and chart.drawn_on_ui_thread == 0
+        await pilot.press("escape")
+        await pilot.press("c")  # the same screen again, at once
+        assert app.screen is chart and chart.drawn_on_ui_thread == 0
+
+
+def test_marks_wrap_to_the_width_in_four_lines_at_most() -> None:
+    from specbench_tui.tui.chart_screen import mark_lines
+
+    assert mark_lines(("a b c d e f g h i j",), 10) == ("a b c d e", "f g h i j")
+    lines = mark_lines(tuple("word " * 30 for _ in range(3)), 20)
+    assert len(lines) == 4 and lines[-1].endswith("…") and all(len(line) <= 20 for line in lines)

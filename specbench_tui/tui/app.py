@@ -468,6 +468,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
                 self._results_panel().sync(self.state, False, self.analysis, rows)
                 if partial_changed:
                     self._show_view()
+                self.prepare_chart()  # drawn ahead of c, in a worker
         elif worker.state == WorkerState.ERROR:
             self.log.warning(f"analysis failed: {worker.error!r}")
         if self._analysis_wanted:
@@ -576,14 +577,6 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
                       if isinstance(w, (QueuePanel, ResultsPanel, ServerLogPanel, GpuPanel))), None)
         if panel is not None:
             screen.maximize_panel(panel)
-
-    def action_open_chart(self) -> None:
-        """``c``: the results as a chart (:class:`~specbench_tui.tui.chart_screen.ChartScreen`), from the same
-        analysis as the results table, redrawn as newer ones arrive."""
-        from specbench_tui.tui.chart_screen import ChartScreen
-
-        if not any(isinstance(s, ChartScreen) for s in self.screen_stack):
-            self.push_screen(ChartScreen(lambda: self.analysis))
 
     def action_cycle_sort(self) -> None:
         label = self._results_panel().cycle_sort()

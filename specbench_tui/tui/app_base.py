@@ -19,6 +19,7 @@ from specbench_tui.application.viewmodel import SweepView, build_view
 from specbench_tui.core.events import Event
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import Measurement
+from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.state import ConfigView, RunState
 from specbench_tui.engine.control import Outcome, SweepControl
 from specbench_tui.tui.gpu_panel import GpuPanel
@@ -60,6 +61,7 @@ class AppBase(App[int]):
 
     engine: EngineAdapter
     state: RunState
+    analysis: RunAnalysis | None
     palette: Palette
     notifier: Notifier
     optimistic: dict[str, tuple[str, str, float]]

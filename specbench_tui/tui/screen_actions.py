@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
+import importlib
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specbench_tui.core.state import ConfigView
 from specbench_tui.store import log_file_name
@@ -11,12 +17,60 @@ from specbench_tui.tui.log_screen import FullLogScreen
 from specbench_tui.tui.notifications_screen import NotificationsScreen
 from specbench_tui.tui.safe_text import clean
 
+if TYPE_CHECKING:
+    from specbench_tui.tui.chart_screen import ChartScreen
+
 LOG_SCREENS_KEPT = 4
 """Full-log screens kept built after they close, so reopening one is instant."""
+CHART_MODULE = "specbench_tui.tui.chart_screen"
+"""Imported in a worker thread when the first analysis is in (it brings plotext: ~25 ms), not on the first ``c``."""
 
 
 class ScreenActions(AppBase):
-    """Screen keys of :class:`~specbench_tui.tui.app.SpecbenchApp` (``l``, ``n``)."""
+    """Screen keys of :class:`~specbench_tui.tui.app.SpecbenchApp` (``l``, ``n``, ``c``)."""
+
+    _chart: ChartScreen | None = None
+    _chart_importing = False
+
+    def chart_screen(self) -> ChartScreen:
+        """The chart screen, built and installed once (kept between opens, so it is drawn ahead while closed)."""
+        if self._chart is None:
+            from specbench_tui.tui.chart_screen import ChartScreen
+
+            self._chart = ChartScreen(lambda: self.analysis)
+            self.install_screen(self._chart, "specbench-chart")
+            self.theme_changed_signal.subscribe(self, lambda _: self.prepare_chart())  # redrawn in its colours
+        return self._chart
+
+    def prepare_chart(self) -> None:
+        """A newer analysis is in: have the chart drawn ahead of ``c`` in a worker (its module imported in one
+        first, so that the UI thread never waits for plotext)."""
+        if CHART_MODULE in sys.modules:
+            self.chart_screen().prepare()
+        elif not self._chart_importing:
+            self._chart_importing = True
+            loop, context = asyncio.get_running_loop(), contextvars.copy_context()  # the app's, for the callback
+
+            def load() -> None:
+                try:
+                    importlib.import_module(CHART_MODULE)
+                finally:
+                    with contextlib.suppress(RuntimeError):  # the app's loop is closed: it is gone
+                        loop.call_soon_threadsafe(self._chart_imported, context=context)
+
+            self.run_worker(load, thread=True, group="chart", exit_on_error=False, description="chart import")
+
+    def _chart_imported(self) -> None:
+        self._chart_importing = False
+        if CHART_MODULE in sys.modules:
+            self.chart_screen().prepare()
+
+    def action_open_chart(self) -> None:
+        """``c``: the results as a chart (:class:`~specbench_tui.tui.chart_screen.ChartScreen`), from the same
+        analysis as the results table, redrawn as newer ones arrive."""
+        chart = self.chart_screen()
+        if chart not in self.screen_stack:
+            self.push_screen(chart)
 
     def action_notifications(self) -> None:
         """Open the history of this session's notifications."""
