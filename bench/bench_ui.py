@@ -60,7 +60,7 @@ from specbench_tui.core.metrics import percentile
 RATE = 10_000
 TABLE = "200x8"
 CPU_WINDOW_S = 10.0
-SORT_LABELS = ("tok/s", "speedup", "TTFT", "accept", "plan order")
+SORT_LABELS = ("tok/s", "speedup", "TTFT", "acc.len", "plan order")
 THEMES = ("specbench-high-contrast", "specbench-light", "specbench-dark")
 MEMORY_LINES = 1_000_000
 MEMORY_RATE = 50_000

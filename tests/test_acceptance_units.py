@@ -51,6 +51,18 @@ def test_every_definition_is_named_and_each_engine_maps_its_figures() -> None:
         assert all(d in GLOSSARY for _, d in SERVER_FIGURES[engine])
 
 
+def test_each_definition_has_one_short_name_that_names_it() -> None:
+    """The narrow views' labels (the TUI's results column and its sort, the live log's decode line) come from the
+    glossary: short, distinct, never the bare word; on each engine the results column names its client figure."""
+    from specbench_tui.core.acceptance import BARE_ACCEPT, client_definition
+
+    shorts = [d.short for d in GLOSSARY]
+    assert len(set(shorts)) == len(GLOSSARY) and all(0 < len(s) <= 8 for s in shorts)
+    assert not any(BARE_ACCEPT.search(s) for s in shorts)
+    assert BARE_ACCEPT.search("accept") and not BARE_ACCEPT.search("accept len: 3.1, accept rate: 0.6")
+    assert [client_definition(e).short for e in ("sglang", "llamacpp", "vllm")] == ["acc.len", "tok/fwd", "tok/fwd"]
+
+
 def _m(**kw: object) -> Measurement:
     base = {"config_id": "c", "config": "c", "workload": "w", "item": "i", "repeat": 1, "status": "ok"}
     return Measurement(**{**base, **kw})  # type: ignore[arg-type]

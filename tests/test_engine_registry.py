@@ -61,7 +61,7 @@ def test_log_hints_of_each_engine():
     assert classify("send_error: task id = 3, error: request exceeds the available context size") != "fatal"
     assert b"GGML_ASSERT" in problem_keywords() and b"Error" in problem_keywords()
     line = "[2025-01-01 00:00:00] Decode batch, #running-req: 1, accept len: 3.10, gen throughput (token/s): 90.0"
-    assert compact_line(line) == "[2025-01-01 00:00:00] Decode ▸ 90.0 tok/s · accept 3.10 · run 1"
+    assert compact_line(line) == "[2025-01-01 00:00:00] Decode ▸ 90.0 tok/s · acc.len 3.10 · run 1"
     assert compact_line("an ordinary line") == "an ordinary line"
     from specbench_tui.tui.log_panel import format_live_line
 

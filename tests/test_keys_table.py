@@ -28,6 +28,7 @@ WHERE = {
     "ConfirmQuitScreen": "quit dialog, `--foreground`",
     "PreflightFailedScreen": "pre-flight",
     "ChartScreen": "chart",
+    "AcceptanceScreen": "acceptance",
 }
 """The table's "where" for each class that declares bindings (a new screen with keys needs a name here)."""
 

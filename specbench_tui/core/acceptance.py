@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,29 +39,37 @@ from specbench_tui.core.records import STATUS_OK, Measurement
 
 @dataclass(frozen=True)
 class Definition:
-    """One named figure: its name as every view prints it, a short column label, and how it is computed."""
+    """One named figure: its name as every view prints it, a column label, how it is computed, and the short
+    name a narrow view (the TUI's results table, the live log's decode line) prints it under."""
 
     name: str
     label: str
     formula: str
+    short: str
+    """At most 8 characters, never the bare word "accept" (:data:`BARE_ACCEPT`)."""
 
 
 ACCEPTANCE_LENGTH = Definition("acceptance length", "accept len (tok/step)",
-                               "completion tokens / verify steps (bonus token included)")
+                               "completion tokens / verify steps (bonus token included)", "acc.len")
 DRAFT_ACCEPTANCE_RATE = Definition("draft acceptance rate", "draft accept rate",
-                                   "accepted draft tokens / proposed draft tokens")
+                                   "accepted draft tokens / proposed draft tokens", "acc.rate")
 ACCEPTED_PER_VERIFIED = Definition("accepted per verified", "accepted/verify",
-                                   "accepted draft tokens / verify steps")
+                                   "accepted draft tokens / verify steps", "acc/step")
 CONDITIONAL_ACCEPTANCE = Definition("conditional acceptance at position k", "conditional acceptance",
-                                    "steps accepting >= k drafts / steps accepting >= k-1 drafts")
+                                    "steps accepting >= k drafts / steps accepting >= k-1 drafts", "acc@k")
 TOKENS_PER_TARGET_FORWARD = Definition("tokens per target forward", "tok/target fwd",
-                                       "completion tokens / target forward passes")
+                                       "completion tokens / target forward passes", "tok/fwd")
 STEP_COST = Definition("step cost ×", "step cost ×",
-                       "mean verify-step time / the baseline's step time at the same load")
+                       "mean verify-step time / the baseline's step time at the same load", "cost×")
 
 GLOSSARY: tuple[Definition, ...] = (ACCEPTANCE_LENGTH, DRAFT_ACCEPTANCE_RATE, ACCEPTED_PER_VERIFIED,
                                     CONDITIONAL_ACCEPTANCE, TOKENS_PER_TARGET_FORWARD, STEP_COST)
 """Every definition a view may show, in the order the docs list them (docs/acceptance.md)."""
+
+BARE_ACCEPT = re.compile(r"\baccept\b(?! len\b| rate\b)", re.IGNORECASE)
+"""The word "accept" standing for a figure without its definition: what no view may print. SGLang's own
+``accept len`` and ``accept rate`` (its log's and the glossary's names for its figures, :data:`SERVER_FIGURES`)
+are not bare."""
 
 SERVER_FIGURES: dict[str, tuple[tuple[str, Definition], ...]] = {
     "sglang": (  # srt/managers/tokenizer_manager.py _calculate_spec_decoding_metrics; the decode log lines

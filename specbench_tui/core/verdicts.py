@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 
+from specbench_tui.core.acceptance import ACCEPTANCE_LENGTH
 from specbench_tui.core.events import ConfigState
 from specbench_tui.core.results import (
     FLAG_BURST,
@@ -80,7 +81,7 @@ def verdict_counts(verdicts: Iterable[str]) -> Counter[str]:
 
 FLAG_NOTES = {
     FLAG_MISMATCH: "✖ output differs from baseline",
-    FLAG_IDLE: "draft idle (accept ≈ 1)",
+    FLAG_IDLE: f"draft idle ({ACCEPTANCE_LENGTH.name} ≈ 1)",
     FLAG_BURST: "answers came in one burst: no decode rate",
     FLAG_CLAMPED: "prompt clamped to the context",
     FLAG_FROM_MEMORY: "drafted from memory",

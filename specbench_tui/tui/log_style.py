@@ -25,6 +25,7 @@ import re
 from rich.highlighter import Highlighter
 from rich.text import Text
 
+from specbench_tui.core.acceptance import ACCEPTANCE_LENGTH, DRAFT_ACCEPTANCE_RATE
 from specbench_tui.application.logview import (
     ERROR_PATTERN,
     LEVEL_RANK,
@@ -42,7 +43,11 @@ from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 __all__ = ["ERROR_PATTERN", "LEVEL_RANK", "MARKERS", "SERIOUS_PATTERN", "WARNING_PATTERN", "LogHighlighter",
            "classify", "compact_line", "is_fatal", "problem_keywords", "short_stamp"]
 
-_DECODE_FIGURES = re.compile(r"(?:accept len: |gen throughput \(token/s\): |accept )([0-9.]+)|([0-9.]+)(?= tok/s)")
+_DECODE_FIGURES = re.compile(
+    r"(?:accept len: |accept rate: |gen throughput \(token/s\): "
+    rf"|{re.escape(ACCEPTANCE_LENGTH.short)} |{re.escape(DRAFT_ACCEPTANCE_RATE.short)} )([0-9.]+)|([0-9.]+)(?= tok/s)")
+"""The figures of a decode line drawn bold: SGLang's own (``accept len: 3.91``) and the compact line's, under
+the glossary's short names (``acc.len 3.91 · acc.rate 0.78``)."""
 _DECODE = re.compile(r"Decode (?:batch|▸)")
 _PREFILL = re.compile(r"Prefill (?:batch|▸)")
 

@@ -20,7 +20,15 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist
 
 from specbench_tui.application.viewmodel import point_marks
-from specbench_tui.core.acceptance import AcceptanceAnalysis, fmt_positions, sparkline
+from specbench_tui.core.acceptance import (
+    ACCEPTANCE_LENGTH,
+    CONDITIONAL_ACCEPTANCE,
+    AcceptanceAnalysis,
+    Definition,
+    client_definition,
+    fmt_positions,
+    sparkline,
+)
 from specbench_tui.core.results import (
     ACCEPT_FROM_SERVER,
     COVERAGE_NOT_RUN,
@@ -36,14 +44,19 @@ from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean
 from specbench_tui.tui.textual_private import CachedCellsTable, SlicedRestyle, rows_pending, update_row
 
+ACCEPT_COLUMN = "accept"
+"""The key of the acceptance column; its header is the glossary's short name of what the engine's client
+measures (:func:`~specbench_tui.core.acceptance.client_definition`): ``acc.len`` on SGLang, ``tok/fwd`` on
+llama.cpp and vLLM."""
 COLUMNS = (("config", "config"), ("workload", "workload"), ("n", "n"), ("tps", "tok/s"), ("ttft", "TTFT ms"),
-           ("accept", "accept"), ("speedup", "speedup"), ("note", "note"))
+           (ACCEPT_COLUMN, ACCEPTANCE_LENGTH.short), ("speedup", "speedup"), ("note", "note"))
 COLUMN_KEYS = tuple(key for key, _ in COLUMNS)
 SORTS: tuple[tuple[str | None, str, bool], ...] = (
     (None, "plan order", False), ("tps", "tok/s", True), ("speedup", "speedup", True), ("ttft", "TTFT", False),
-    ("accept", "accept", True),
+    (ACCEPT_COLUMN, ACCEPTANCE_LENGTH.short, True),
 )
-"""(column, label, descending) in the order the sort key cycles through them."""
+"""(column, label, descending) in the order the sort key cycles through them (the acceptance column's label is
+the panel's :attr:`ResultsPanel.figure`)."""
 _KEY_SEPARATOR = "\x1f"
 _NO_WORKLOAD = "\x00"
 
@@ -154,7 +167,7 @@ def _cell_notes(cell: Any, crash_note: str | None) -> list[str]:
     if cell.not_run:
         notes.append(f"not run: {cell.not_run}")
     if cell.accept_method == ACCEPT_FROM_SERVER and cell.accept_length is not None:
-        notes.append("accept len: server counters")
+        notes.append(f"{ACCEPTANCE_LENGTH.short} of the server's counters")
     notes.extend(_FLAG_NOTES[flag] for flag in cell.flags if flag in _FLAG_NOTES)
     return notes
 
@@ -167,7 +180,7 @@ def _with_positions(row: ResultRow, analysis: RunAnalysis, config_id: str, workl
     positions = (cell.conditional or cell.server_conditional) if cell is not None else ()
     if not positions:
         return row
-    shown = f"by position {sparkline(positions)} {fmt_positions(positions)}"
+    shown = f"{CONDITIONAL_ACCEPTANCE.short} {sparkline(positions)} {fmt_positions(positions)}"
     return dataclasses.replace(row, note=" · ".join(n for n in (row.note, shown) if n))
 
 
@@ -227,8 +240,10 @@ class ResultsPanel(CachedCellsTable):
 
     ALLOW_MAXIMIZE = True
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, engine: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", classes="panel")
+        self.figure: Definition = client_definition(engine or "sglang")
+        """What the acceptance column shows: the engine's client figure, headed by its glossary short name."""
         self.border_title = "2 Results"
         self.palette: Palette = DEFAULT_PALETTE
         """Styles from the current theme (set by the app)."""
@@ -255,7 +270,7 @@ class ResultsPanel(CachedCellsTable):
 
     def on_mount(self) -> None:
         for key, label in COLUMNS:
-            self.add_column(label, key=key)
+            self.add_column(self.figure.short if key == ACCEPT_COLUMN else label, key=key)
         self._update_subtitle()
 
     @property
@@ -396,12 +411,17 @@ class ResultsPanel(CachedCellsTable):
             _cell(clean(row.note, 240), base or (zero if row.zero_output else palette.muted), row.note),
         ]
 
+    def sort_label(self) -> str:
+        """The current sort's label (the acceptance column's is the short name of the figure it shows)."""
+        column, label, _ = SORTS[self.sort_index]
+        return self.figure.short if column == ACCEPT_COLUMN else label
+
     def cycle_sort(self) -> str:
         """Sort by the next column in :data:`SORTS`; returns its label."""
         self.sort_index = (self.sort_index + 1) % len(SORTS)
         self.sort_reverse = None
         self.apply_sort()
-        return SORTS[self.sort_index][1]
+        return self.sort_label()
 
     def sort_by_column(self, column: str) -> None:
         """Sort by ``column`` (a header click); a second click on it reverses the order."""
@@ -438,7 +458,8 @@ class ResultsPanel(CachedCellsTable):
         self._update_subtitle()
 
     def _update_subtitle(self) -> None:
-        column, label, descending = SORTS[self.sort_index]
+        column, _, descending = SORTS[self.sort_index]
+        label = self.sort_label()
         reverse = descending if self.sort_reverse is None else self.sort_reverse
         arrow = "" if column is None else (" ↓" if reverse else " ↑")
         self.border_subtitle = f"sort: {label}{arrow} (o)"

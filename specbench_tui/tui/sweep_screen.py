@@ -47,6 +47,8 @@ class SweepScreen(Screen[None]):
         Binding("o", "app.cycle_sort", "Sort", id="results-sort", tooltip="sort the results by the next column"),
         Binding("c", "app.open_chart", "Chart", id="results-chart",
                 tooltip="the results as a chart: speedup per configuration, acceptance vs budget"),
+        Binding("a", "open_acceptance", "Acceptance", id="results-acceptance",
+                tooltip="the selected configuration's acceptance per workload: by position, histogram, cost"),
         Binding("n", "app.notifications", "Notices", id="notifications",
                 tooltip="every notification of this session"),
         Binding("t", "app.cycle_theme", "Theme", id="theme-next", tooltip="switch to the next theme"),
@@ -71,7 +73,7 @@ class SweepScreen(Screen[None]):
         yield SweepHeader(self.state, self.clock, id="header")
         with Horizontal(id="top-row"):
             yield QueuePanel(id="queue-panel")
-            yield ResultsPanel(id="results-panel")
+            yield ResultsPanel(id="results-panel", engine=str(self.state.ledger.plan_json.get("engine") or "sglang"))
         with Horizontal(id="bottom-row"):
             yield ServerLogPanel(id="log-panel")
             yield GpuPanel(id="gpu-panel")
@@ -119,6 +121,15 @@ class SweepScreen(Screen[None]):
             widget.refresh(layout=True)
         self.refresh(layout=True)
         panel.border_title = str(panel.border_title or "").removesuffix(self.MAXIMIZED_HINT)
+
+    def action_open_acceptance(self) -> None:
+        """``a``: the acceptance of the results table's selected configuration (the queue's when the results
+        table has no focus) per workload, over the app's latest analysis."""
+        from specbench_tui.tui.acceptance_screen import open_acceptance
+
+        results = self.query_one(ResultsPanel)
+        config_id = results.selected_config_id if results.has_focus else None
+        open_acceptance(self.app, config_id or self.query_one(QueuePanel).selected_config_id)
 
     @on(DataTable.RowSelected, "#queue-panel")
     @on(DataTable.RowSelected, "#results-panel")

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from specbench_tui.core.acceptance import ACCEPTANCE_LENGTH, DRAFT_ACCEPTANCE_RATE
 from specbench_tui.core.engines import simulator
 from specbench_tui.core.engines.base import (
     EngineFlags,
@@ -239,8 +240,9 @@ def compact_batch_line(text: str) -> str:
     """``Decode batch`` / ``Prefill batch`` lines with their key figures first, for the narrow live panel.
 
     ``[ts] Decode batch, #running-req: 1, … gen throughput (token/s): 182.30, #queue-req: 0`` becomes
-    ``[ts] Decode ▸ 182.30 tok/s · accept 3.91 (0.78) · run 1 · queue 0 · usage 0.01``; other lines are
-    returned unchanged (the full-log screen always shows the original).
+    ``[ts] Decode ▸ 182.30 tok/s · acc.len 3.91 · acc.rate 0.78 · run 1 · queue 0 · usage 0.01`` (SGLang's
+    ``accept len`` and ``accept rate`` under the glossary's short names); other lines are returned unchanged
+    (the full-log screen always shows the original).
     """
     match = _BATCH.match(text)
     if match is None:
@@ -256,7 +258,9 @@ def compact_batch_line(text: str) -> str:
             items.append(f"{fields['gen throughput (token/s)']} tok/s")
         if "accept len" in fields:
             rate = fields.get("accept rate")
-            items.append(f"accept {fields['accept len']}" + (f" ({rate})" if rate else ""))
+            items.append(f"{ACCEPTANCE_LENGTH.short} {fields['accept len']}")
+            if rate:
+                items.append(f"{DRAFT_ACCEPTANCE_RATE.short} {rate}")
         labels = (("#running-req", "run"), ("#queue-req", "queue"), ("token usage", "usage"), ("#token", "tokens"))
     else:
         if "input throughput (token/s)" in fields:
