@@ -16,6 +16,7 @@ from narrowing import present
 from sweep_builder import inline, sim_profile, sim_sweep
 
 from specbench_tui.core.acceptance import (
+    CONDITIONAL_ACCEPTANCE,
     AcceptanceAnalysis,
     cell_acceptance,
     conditional_from_histogram,
@@ -200,5 +201,6 @@ def test_the_tui_results_rows_carry_the_per_position_sparkline(eagle_run: Path) 
     rows = build_rows(None, run.analysis)
     notes = {r.config: r.note for r in rows.values() if r.workload == "code"}
     cell = run.analysis.acceptance.cell(next(c.id for c in run.analysis.configs if c.name == "eagle3-s5-d6"), "code")
-    assert f"by position {sparkline(cell.conditional)} {fmt_positions(cell.conditional)}" in notes["eagle3-s5-d6"]
-    assert "by position" not in notes["ar"]
+    shown = f"{CONDITIONAL_ACCEPTANCE.short} {sparkline(cell.conditional)} {fmt_positions(cell.conditional)}"
+    assert shown in notes["eagle3-s5-d6"]
+    assert CONDITIONAL_ACCEPTANCE.short not in notes["ar"]
