@@ -90,6 +90,24 @@ class ReadReport:
         return out
 
 
+def document_text(doc: dict[str, Any]) -> str:
+    """``doc`` as JSON for a reader and for a person: one key a line, each item of a list on a line of its own
+    (what ``json.dumps(doc, indent=2)`` holds, in one call of the C encoder per item: ``indent`` takes the
+    pure-Python encoder, seconds for a plan of 10,000 points)."""
+    lines = ["{"]
+    last = len(doc) - 1
+    for number, (key, value) in enumerate(doc.items()):
+        comma = "," if number < last else ""
+        if isinstance(value, list) and value:
+            lines.append(f"  {json.dumps(key)}: [")
+            lines.append(",\n".join(f"    {json.dumps(item)}" for item in value))
+            lines.append(f"  ]{comma}")
+        else:
+            lines.append(f"  {json.dumps(key)}: {json.dumps(value)}{comma}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
 def check_regular(fd: int, path: Path) -> None:
     """Raise :class:`StoreError` unless ``fd`` is a regular file (a run directory holds nothing else)."""
     mode = os.fstat(fd).st_mode
@@ -308,7 +326,7 @@ class RunDir:
             run.created = True
             run._made_runs_dir = made_runs_dir
             _write_atomic(path / SWEEP_TOML, sweep_text)
-            _write_atomic(path / PLAN_JSON, json.dumps(plan_json, indent=2) + "\n")
+            _write_atomic(path / PLAN_JSON, document_text(plan_json))
         except OSError as exc:
             raise StoreError(f"cannot create a run directory under {runs_dir}: {exc.strerror or exc}") from exc
         return run

@@ -17,7 +17,7 @@ import itertools
 import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specbench_tui.core.engines.base import EngineFlags
@@ -71,8 +71,8 @@ class PlannedConfig:
         return dict(self.params).get(key, default)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["params"] = dict(self.params)
+        data = dict(vars(self))  # its fields, all immutable: asdict's deep copy of each (a plan of 10,000
+        data["params"] = dict(self.params)  # points took seconds) would make the same values
         data["env"] = dict(self.env)
         return data
 

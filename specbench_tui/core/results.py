@@ -284,10 +284,17 @@ class RunAnalysis:
     per-position acceptance, the histogram and the step cost; per workload the category matrices."""
     _rows_by_key: dict[tuple[str, str], CellRow] = field(default_factory=dict, repr=False, compare=False)
     _configs_by_id: dict[str, ConfigSummary] = field(default_factory=dict, repr=False, compare=False)
+    _rows_by_config: dict[str, list[CellRow]] = field(default_factory=dict, repr=False, compare=False)
+    _totals_by_config: dict[str, ConfigTotals] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._rows_by_key.update({(r.config_id, r.workload): r for r in self.rows})
         self._configs_by_id.update({c.id: c for c in self.configs})
+        rows: dict[str, list[CellRow]] = {}  # looked up once per configuration: a scan each was quadratic
+        for row in self.rows:
+            rows.setdefault(row.config_id, []).append(row)
+        object.__setattr__(self, "_rows_by_config", rows)
+        object.__setattr__(self, "_totals_by_config", {t.config_id: t for t in reversed(self.totals)})  # the first
 
     def row(self, config_id: str, workload: str) -> CellRow | None:
         return self._rows_by_key.get((config_id, workload))
@@ -306,10 +313,10 @@ class RunAnalysis:
         return next((b for b in self.best if b.workload == workload and b.tp == tp), None)
 
     def totals_for(self, config_id: str) -> ConfigTotals | None:
-        return next((t for t in self.totals if t.config_id == config_id), None)
+        return self._totals_by_config.get(config_id)
 
     def rows_of(self, config_id: str) -> list[CellRow]:
-        return [r for r in self.rows if r.config_id == config_id]
+        return list(self._rows_by_config.get(config_id, ()))
 
     @property
     def measurement_count(self) -> int:

@@ -165,13 +165,15 @@ def _started(path: Path, meta: Mapping[str, object], problems: list[str]) -> flo
     return started
 
 
-def read_entry(run_dir: Path, key: Key, fold: RunFold | None = None) -> Entry:
+def read_entry(run_dir: Path, key: Key, fold: RunFold | None = None,
+               plan: dict[str, Any] | None = None) -> Entry:
     """Read ``run_dir`` (its key taken before, so a change meanwhile makes the entry stale, never wrong):
-    its plan and metadata, and its records through ``fold`` (advanced from where it was) or a new one.
-    Nothing raises: what cannot be read is said in :attr:`Entry.problem`."""
+    its plan (unless given: a run's own writer read it once) and metadata, and its records through ``fold``
+    (advanced from where it was) or a new one. Nothing raises: what cannot be read is said in
+    :attr:`Entry.problem`."""
     problems: list[str] = []
-    objects: dict[str, dict[str, Any]] = {}
-    for name in (PLAN_JSON, RUN_JSON):
+    objects: dict[str, dict[str, Any]] = {} if plan is None else {PLAN_JSON: plan}
+    for name in (PLAN_JSON, RUN_JSON) if plan is None else (RUN_JSON,):
         try:
             objects[name] = read_object(run_dir, name, MAX_JSON_BYTES if name == PLAN_JSON else META_LIMIT) or {}
         except (StoreError, OSError) as exc:
@@ -355,6 +357,7 @@ class IndexUpdater:
         self.run_dir = run_dir
         self.every_s = every_s
         self._fold: RunFold | None = None
+        self._plan: dict[str, Any] = {}
         self._last = float("-inf")
         self.writes = 0
 
@@ -380,11 +383,11 @@ class IndexUpdater:
                 return
             if self._fold is None:
                 try:
-                    plan = read_object(self.run_dir, PLAN_JSON, MAX_JSON_BYTES) or {}
+                    self._plan = read_object(self.run_dir, PLAN_JSON, MAX_JSON_BYTES) or {}
                 except (StoreError, OSError):
-                    plan = {}
-                self._fold = RunFold(self.run_dir, plan, every_event=False)
-            entry = read_entry(self.run_dir, key, self._fold)
+                    self._plan = {}
+                self._fold = RunFold(self.run_dir, self._plan, every_event=False)
+            entry = read_entry(self.run_dir, key, self._fold, self._plan)  # the plan, written once, read once
             runs_dir = self.run_dir.parent
             entries = load_index(runs_dir) or {}
             entries[self.run_dir.name] = entry
