@@ -177,3 +177,20 @@ def real_engine_paths(script: str, needed: tuple[str, ...], *, require_env: str,
         pytest.fail(message)
     warnings.warn(message, UserWarning, stacklevel=2)
     pytest.skip(message)
+
+
+def md_table(markdown: str, title: str) -> list[dict[str, str]]:
+    """The rows of the Markdown report's table under ``## {title}``, each keyed by its column heading (the
+    name the report gives the figure)."""
+    lines = markdown.splitlines()
+    start = lines.index(f"## {title}")
+    block: list[str] = []
+    for line in lines[start + 1:]:
+        if line.startswith("## "):
+            break
+        if line.startswith("|"):
+            block.append(line)
+        elif block:
+            break
+    head = [cell.strip() for cell in block[0].strip("|").split("|")]
+    return [dict(zip(head, (cell.strip() for cell in row.strip("|").split("|")))) for row in block[2:]]

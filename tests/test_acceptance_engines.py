@@ -4,10 +4,13 @@ docs of ../shared/reference/real-servers.md: ``vllm:spec_decode_num_accepted_tok
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from narrowing import present
 
-from specbench_tui.core.acceptance import SERVER_FIGURES, server_definition
+from specbench_tui.core.acceptance import SERVER_FIGURES, client_definition, server_definition, server_length_figure
 from specbench_tui.core.analysis import analyse
 from specbench_tui.core.engines.llamacpp import LLAMACPP_SPEC_COUNTERS
 from specbench_tui.core.engines.vllm import VLLM_SPEC_COUNTERS
@@ -65,3 +68,47 @@ def test_each_engines_figures_have_their_names() -> None:
     assert present(server_definition("sglang", "meta_info.spec_accept_length")).name == "acceptance length"
     assert present(server_definition("sglang", "meta_info.spec_accept_rate")).name == "draft acceptance rate"
     assert set(SERVER_FIGURES) == {"sglang", "llamacpp", "vllm"}
+
+
+DATA = Path(__file__).parent / "data"
+# What each real server printed, captured verbatim (docs/real-engines.md §7, docs/real-engines-vllm.md): its log,
+# its /metrics, its responses (vLLM's per-request metrics are quoted verbatim in its page, not in a fixture).
+CAPTURED = {
+    "llamacpp": ("llamacpp/draft-n4/stderr.log", "llamacpp/draft-n4/metrics_after.txt",
+                 "llamacpp/draft-n4/completion.json"),
+    "vllm": ("vllm/ngram4.log", "vllm/metrics_ngram4_full.txt", "../../docs/real-engines-vllm.md"),
+}
+
+
+@pytest.mark.parametrize("engine", sorted(CAPTURED))
+def test_server_figure_names_are_the_servers_own_words(engine: str) -> None:
+    """Every name the glossary maps for llama.cpp and vLLM is text the real server printed: a log field, a
+    counter, a response key (ours, the client's, are named as ours)."""
+    text = "\n".join((DATA / name).read_text() for name in CAPTURED[engine])
+    for figure, _definition in SERVER_FIGURES[engine]:
+        if figure.startswith("client: "):
+            continue
+        quoted = re.fullmatch(r"log '(.+)'", figure)
+        words = [quoted.group(1)] if quoted else re.findall(r"[\w:.]+[a-z_]\w*", figure.replace("1 + ", ""))
+        for word in words:
+            last = word.rsplit(".", 1)[-1]
+            assert (word if quoted or ":" in word else f'"{last}"') in text, (engine, figure, word)
+
+
+def test_server_figures_mean_what_the_glossary_says() -> None:
+    """The servers' own lines, as captured: llama.cpp's ``draft acceptance`` is accepted / generated (the
+    draft acceptance rate), vLLM's ``Avg Draft acceptance rate`` is Accepted / Drafted."""
+    line = next(x for x in (DATA / "llamacpp/draft-n4/stderr.log").read_text().splitlines() if "draft acceptance =" in x)
+    llama = re.search(r"draft acceptance = ([\d.]+) \( *(\d+) accepted / *(\d+) generated\)", line)
+    assert llama is not None
+    assert float(llama.group(1)) == pytest.approx(int(llama.group(2)) / int(llama.group(3)), abs=1e-5)
+    assert present(server_definition("llamacpp", "log 'draft acceptance'")).name == "draft acceptance rate"
+    line = next(x for x in (DATA / "vllm/ngram4.log").read_text().splitlines() if "SpecDecoding metrics" in x)
+    vllm = re.search(r"Accepted: (\d+) tokens, Drafted: (\d+) tokens.*Avg Draft acceptance rate: ([\d.]+)%", line)
+    assert vllm is not None
+    assert float(vllm.group(3)) == pytest.approx(100 * int(vllm.group(1)) / int(vllm.group(2)), abs=0.05)
+    assert present(server_definition("vllm", "log 'Avg Draft acceptance rate'")).name == "draft acceptance rate"
+    for engine in ("llamacpp", "vllm"):  # the counters' acceptance length is the log's, per drafting step
+        assert present(server_definition(engine, present(server_length_figure(engine)))).name == "acceptance length"
+        assert client_definition(engine).name == "tokens per target forward"
+    assert server_length_figure("sglang") is None

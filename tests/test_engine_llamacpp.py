@@ -12,7 +12,9 @@ and deterministic (greedy), speed is not (shared 2-core machine), so no test ass
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from engine_helpers import (
+    md_table,
     of_type,
     plan_for,
     real_engine_paths,
@@ -41,6 +44,8 @@ from specbench_tui.core.events import (
     WorkloadNotRun,
 )
 from specbench_tui.engine.orchestrator import Orchestrator
+from specbench_tui.report.formats import render
+from specbench_tui.report.load import load_run
 from specbench_tui.store import RunDir
 
 pytestmark = pytest.mark.llamacpp
@@ -186,6 +191,84 @@ async def test_sweep_measures_acceptance_against_real_llama_server(tmp_path, lla
     assert wait_no_processes(marker) == []
 
 
+# llama-server's own per-request line (tools/server, docs/real-engines.md §4), read here with its own regex.
+_DRAFT_LINE = re.compile(r"draft acceptance = (\d+\.\d{5}) \( *(\d+) accepted / *(\d+) generated\), "
+                         r"mean len = +(\d+\.\d{2})$")
+
+
+def _server_lines(log: str, measured: int) -> list[tuple[int, int, float]]:
+    """(accepted, generated, mean len) of the last ``measured`` requests' ``draft acceptance`` lines (the
+    warm-up's comes first), from llama-server's own log text."""
+    found = [m for m in (_DRAFT_LINE.search(line) for line in log.splitlines()) if m]
+    return [(int(m.group(2)), int(m.group(3)), float(m.group(4))) for m in found[len(found) - measured:]]
+
+
+def _num(cell: str) -> float:
+    return float(cell.split()[0].rstrip("^~"))
+
+
+async def test_report_shows_llamacpps_own_figures_beside_ours(tmp_path, llama):
+    """Issue 27: the results and acceptance tables (md, json) and the headless line show llama-server's own
+    figures under their names (acceptance length per drafting step, from llamacpp:spec_decode_* as its log's
+    ``mean len``; draft acceptance rate as its ``draft acceptance``) beside ours (tokens per target forward),
+    distinct where the definitions differ (n-gram: 1.1 against 2.5) and equal where they are the same."""
+    marker = str(tmp_path)
+    path = _sweep(tmp_path / "sweep", llama, BASELINE + _draft(4, llama["TINY_DRAFT_GGUF"]) + NGRAM, CODE, marker)
+    outcome, events, run_dir, _ = await run_plan(plan_for(path), tmp_path / "runs")
+    assert outcome.state == "completed", outcome
+    names = {e.config_id: e.name for e in of_type(events, ServerLaunching)}
+    ids = {n: i for i, n in names.items()}
+    records: dict[str, list[dict]] = {}
+    for event in of_type(events, MeasurementRecorded):
+        records.setdefault(names[event.config_id], []).append(event.record)
+    counters = {names[e.config_id]: e.server_log for e in of_type(events, WorkloadFinished)}
+    run = load_run(run_dir.path)
+    md, doc = render(run, "md"), json.loads(render(run, "json"))
+    results = {r["config"]: r for r in md_table(md, "Results: code (code, greedy, 1 repeat)")}
+    accepted = {r["config"]: r for r in md_table(md, "Acceptance: code")}
+    cells = {c["config"]: c for c in doc["analysis"]["acceptance"]["cells"]}
+    # The counter names the report cites are llama-server's own (its /metrics as captured, tests/data/llamacpp).
+    captured = (REPO / "tests/data/llamacpp/draft-n4/metrics_after.txt").read_text()
+    for name in ("draft-n4", "ngram"):
+        mine = records[name]
+        drafted = [r for r in mine if r["accept_rate"] is not None]
+        lines = _server_lines(run_dir.log_path(name, ids[name]).read_text(), len(drafted))
+        server = counters[name]
+        # The counters over the workload are what llama-server printed per request, token for token.
+        assert server["accepted_tokens"] == sum(a for a, _, _ in lines), (name, server, lines)
+        assert server["draft_tokens"] == sum(g for _, g, _ in lines), (name, server, lines)
+        length = 1 + server["accepted_tokens"] / server["drafts"]  # its mean len over the workload
+        steps = sum(a / (m - 1) for a, _, m in lines if m > 1)  # the steps behind each line's rounded mean len
+        assert length == pytest.approx(1 + sum(a for a, _, _ in lines) / steps, abs=0.02), (name, lines)
+        ours = sum(r["completion_tokens"] for r in mine) / sum(r["verify_ct"] for r in mine)
+        rate = sum(a for a, _, _ in lines) / sum(g for _, g, _ in lines)
+        # Results table: each column under its definition's name, ours and the server's.
+        row = results[name]
+        assert _num(row["tok/target fwd"]) == pytest.approx(ours, abs=0.006), row
+        assert _num(row["server accept len/draft step"]) == pytest.approx(length, abs=0.006), row
+        # Acceptance table: the same two, and llama-server's draft acceptance rate (ours from its timings agrees).
+        table = accepted[name]
+        assert _num(table["tokens per target forward (client)"]) == pytest.approx(ours, abs=0.006), table
+        assert table["acceptance length (server, per drafting step)"] == f"{length:.2f}", table
+        assert table["draft acceptance rate"] == f"{rate:.3f}", table  # no "(server ...)": the two agree
+        # JSON (4 decimals): the names, the source, and agreement where the definitions are one.
+        cell = cells[name]
+        assert cell["client_definition"] == "tokens per target forward", cell
+        assert cell["server_definition"] == "acceptance length", cell
+        assert cell["server_acceptance_length"] == pytest.approx(length, abs=1e-4), cell
+        assert cell["acceptance_length"] == pytest.approx(ours, abs=1e-4), cell
+        assert cell["server_tokens_per_target_forward"] == pytest.approx(ours, abs=1e-4), cell
+        assert cell["server_draft_acceptance_rate"] == pytest.approx(rate, abs=1e-4), cell
+        assert cell["draft_acceptance_rate"] == pytest.approx(rate, abs=1e-4), cell
+        assert cell["client_server_agree"] is True, cell
+        for counter in re.findall(r"llamacpp:\w+", cell["server_source"]):
+            assert f"\n{counter} " in captured, counter
+    # n-gram drafts on few steps: per target forward and per drafting step are far apart, and labelled apart.
+    assert _num(results["ngram"]["server accept len/draft step"]) > _num(results["ngram"]["tok/target fwd"]) + 0.3
+    assert "tokens per target forward" in md and "llamacpp:spec_decode_num_drafts_total" in md
+    assert wait_no_processes(marker) == []
+
+
 async def test_server_killed_mid_stream_is_a_crash(tmp_path, llama):
     marker = str(tmp_path)
     workload = """
@@ -276,4 +359,10 @@ def test_shipped_sweep_runs_headless(tmp_path, llama):
     for name in ("baseline", "draft-n2", "draft-n4", "draft-n8", "draft-n16", "ngram"):
         assert f"{name}: DONE" in out, out
     assert "tokens per target forward 1.00" in out  # the baseline, under its definition
+    # Each workload's line: ours, then llama-server's counters under their own name (issue 27).
+    ngram = next(line for line in out.splitlines() if "ngram: code:" in line)
+    assert re.search(r"tokens per target forward 1\.\d\d, server counters: acceptance length \d\.\d\d per "
+                     r"drafting step, \d+ of \d+ drafted tokens accepted", ngram), ngram
+    head = next(line for line in out.splitlines() if line.startswith("configuration "))
+    assert "tok/target fwd" in head and "accept len" not in head, head
     assert wait_no_processes(str(tmp_path)) == []

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from engine_helpers import (
+    md_table,
     of_type,
     plan_for,
     real_engine_paths,
@@ -40,6 +42,8 @@ from specbench_tui.core.events import (
     WorkloadNotRun,
 )
 from specbench_tui.engine.orchestrator import Orchestrator
+from specbench_tui.report.formats import render
+from specbench_tui.report.load import load_run
 from specbench_tui.store import RunDir
 
 pytestmark = pytest.mark.vllm
@@ -81,6 +85,7 @@ def test_shipped_sweep_runs_headless(tmp_path, vllm):
                            "--headless", "--runs-dir", str(tmp_path / "runs")], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=900, check=False)
     out = done.stdout + done.stderr
+    (tmp_path / "headless.txt").write_text(out)  # kept with the run directory when the test fails
     assert done.returncode == 0, out
     assert "sweep completed" in out, out
     names = ("baseline", "ngram-k2", "ngram-k4", "ngram-k8")
@@ -120,12 +125,62 @@ def test_shipped_sweep_runs_headless(tmp_path, vllm):
     assert all(r.accept_length is None for r in by_name["baseline"])
     row = next(line for line in out.splitlines() if line.startswith("baseline ") and "done" in line)
     assert "1.00^" in row, row
+    _own_figures_beside_ours(run.path, out, by_name, logs, names[1:])
     # Readiness from /health, the context from /v1/models; teardown by one SIGTERM with nothing left behind.
     ready = [e for e in events if e["type"] == "ServerReady"]
     assert len(ready) == 4 and all(r["context_length"] == 2048 for r in ready)
     stopped = [e for e in events if e["type"] == "ServerStopped"]
     assert len(stopped) == 4 and all(not s["leftover_pids"] for s in stopped), stopped
     assert wait_no_processes(str(tmp_path), timeout_s=30) == []
+
+
+def _num(cell: str) -> float:
+    return float(cell.split()[0].rstrip("^~"))
+
+
+def _own_figures_beside_ours(path: Path, out: str, by_name: dict[str, list], logs: dict[str, dict],
+                             speculative: tuple[str, ...]) -> None:
+    """Issue 27: the results and acceptance tables (md, json) and the headless lines show vLLM's own figures
+    under their names (acceptance length per drafting step = its ``Mean acceptance length`` from
+    vllm:spec_decode_*, its draft acceptance rate, conditional acceptance from its per-position counters) beside
+    ours (tokens per target forward), distinct where the definitions differ and equal where they are the same."""
+    run = load_run(path)
+    md, doc = render(run, "md"), json.loads(render(run, "json"))
+    results = {r["config"]: r for r in md_table(md, "Results: code (code, greedy, 1 repeat)")}
+    accepted = {r["config"]: r for r in md_table(md, "Acceptance: code")}
+    cells = {c["config"]: c for c in doc["analysis"]["acceptance"]["cells"]}
+    captured = (REPO / "tests/data/vllm/metrics_ngram4_full.txt").read_text()  # vLLM's own /metrics
+    for name in speculative:
+        recs, server = by_name[name], logs[name]
+        ours = sum(r.completion_tokens for r in recs) / sum(r.verify_ct for r in recs)
+        length = 1 + server["accepted_tokens"] / server["drafts"]  # vLLM's Mean acceptance length
+        rate = server["accepted_tokens"] / server["draft_tokens"]  # its Avg Draft acceptance rate
+        per_position, drafts = server["accepted_per_position"], server["drafts"]
+        conditional = [a / b for a, b in zip(per_position, [drafts, *per_position[:-1]])]
+        row = results[name]
+        assert _num(row["tok/target fwd"]) == pytest.approx(ours, abs=0.006), row
+        assert _num(row["server accept len/draft step"]) == pytest.approx(length, abs=0.006), row
+        assert _num(row["server accept len/draft step"]) > _num(row["tok/target fwd"]), row  # per drafting step
+        table = accepted[name]
+        assert _num(table["tokens per target forward (client)"]) == pytest.approx(ours, abs=0.006), table
+        assert table["acceptance length (server, per drafting step)"] == f"{length:.2f}", table
+        assert table["draft acceptance rate"] == f"{rate:.3f}", table  # per request (ours) = counters: agree
+        assert table[""] == " ".join(f"{c:.2f}" for c in conditional) + " (server)", table
+        cell = cells[name]
+        assert (cell["client_definition"], cell["server_definition"]) == ("tokens per target forward",
+                                                                          "acceptance length"), cell
+        assert cell["server_acceptance_length"] == pytest.approx(length, abs=1e-4), cell
+        assert cell["server_tokens_per_target_forward"] == pytest.approx(ours, abs=1e-4), cell
+        assert cell["draft_acceptance_rate"] == pytest.approx(rate, abs=1e-4), cell
+        assert cell["server_conditional_acceptance"] == pytest.approx(conditional, abs=1e-4), cell
+        assert cell["client_server_agree"] is True, cell
+        for counter in re.findall(r"vllm:\w+", cell["server_source"]):
+            assert f"\n{counter}{{" in captured, counter
+        line = next(text for text in out.splitlines() if f"{name}: code:" in text)
+        assert re.search(rf"tokens per target forward {ours:.2f}, server counters: acceptance length {length:.2f} "
+                         r"per drafting step, \d+ of \d+ drafted tokens accepted", line), line
+    head = next(text for text in out.splitlines() if text.startswith("configuration "))
+    assert "tok/target fwd" in head and "accept len" not in head, head
 
 
 async def test_engine_core_killed_mid_stream_is_a_crash(tmp_path, vllm):

@@ -208,7 +208,7 @@ class Printer:
             parts.append(f"TTFT {ttft * 1000:.0f} ms")
         if accept is not None:
             parts.append(f"{client_definition(self.plan.sweep.engine.profile).name} {accept:.2f}")
-        if log.get("lines"):
+        if log.get("lines") and log.get("source") != "metrics":
             server = f"server log: {log['gen_throughput']:.1f} tok/s" if log.get("gen_throughput") else "server log:"
             if log.get("accept_length") is not None:
                 server += f", acceptance length {log['accept_length']:.2f}"

@@ -85,12 +85,21 @@ SERVER_FIGURES: dict[str, tuple[tuple[str, Definition], ...]] = {
         ("client: completion / (completion - accepted)", TOKENS_PER_TARGET_FORWARD),
         ("timings.draft_n_accepted / draft_n", DRAFT_ACCEPTANCE_RATE),
         ("llamacpp:spec_decode_num_accepted_tokens_per_pos_total", CONDITIONAL_ACCEPTANCE),
+        ("1 + llamacpp:spec_decode_num_accepted_tokens_total / llamacpp:spec_decode_num_drafts_total",
+         ACCEPTANCE_LENGTH),  # /metrics over the workload: the log's 'mean len' over all its requests
+        ("llamacpp:spec_decode_num_accepted_tokens_total / llamacpp:spec_decode_num_draft_tokens_total",
+         DRAFT_ACCEPTANCE_RATE),
     ),
     "vllm": (  # v1/spec_decode/metrics.py: SpecDecoding metrics line and the vllm:spec_decode_* counters
         ("log 'Mean acceptance length'", ACCEPTANCE_LENGTH),  # 1 + accepted / num_drafts (steps that drafted)
         ("client: completion / (completion - accepted)", TOKENS_PER_TARGET_FORWARD),
         ("log 'Avg Draft acceptance rate'", DRAFT_ACCEPTANCE_RATE),
         ("vllm:spec_decode_num_accepted_tokens_per_pos_total", CONDITIONAL_ACCEPTANCE),
+        ("1 + vllm:spec_decode_num_accepted_tokens_total / vllm:spec_decode_num_drafts_total",
+         ACCEPTANCE_LENGTH),  # /metrics over the workload: the log's 'Mean acceptance length'
+        ("vllm:spec_decode_num_accepted_tokens_total / vllm:spec_decode_num_draft_tokens_total",
+         DRAFT_ACCEPTANCE_RATE),  # the log's 'Avg Draft acceptance rate'
+        ("metrics.speculative_decoding.draft_acceptance_rate", DRAFT_ACCEPTANCE_RATE),  # per request (0.32)
     ),
 }
 """Engine → what its server reports, mapped to the glossary (each from the engine's own source)."""
@@ -106,6 +115,45 @@ def client_definition(engine: str) -> Definition:
 def server_definition(engine: str, figure: str) -> Definition | None:
     """The definition an engine's reported ``figure`` measures (None when it is not mapped)."""
     return next((d for name, d in SERVER_FIGURES.get(engine, ()) if name == figure), None)
+
+
+def server_length_figure(engine: str) -> str | None:
+    """The name (from the engine's own counters) of the acceptance length its server reports over a workload,
+    where the engine has one beside the client's figure (llama.cpp, vLLM); None for SGLang."""
+    return next((name for name, d in SERVER_FIGURES.get(engine, ()) if d is ACCEPTANCE_LENGTH
+                 and name.startswith("1 + ")), None)
+
+
+@dataclass(frozen=True)
+class AcceptColumns:
+    """How a results table heads its two acceptance columns on an engine, and what its legend adds."""
+
+    client: str
+    server: str
+    legend: str | None = None
+
+
+SGLANG_COLUMNS = AcceptColumns("accept len", "log accept len")
+
+
+def accept_columns(engine: str) -> AcceptColumns:
+    """The results tables' acceptance columns: SGLang's client and log figures are both acceptance length; on
+    llama.cpp and vLLM the client's is tokens per target forward and the server's an acceptance length per
+    drafting step (its counters), so each column carries its own definition."""
+    source = server_length_figure(engine)
+    if source is None:
+        return SGLANG_COLUMNS
+    client, server = client_definition(engine).label, "server accept len/draft step"
+    return AcceptColumns(client, server, (
+        f"{client}: {client_definition(engine).name}, completion tokens / (completion - accepted draft tokens), "
+        f"every target forward counted (ours, per request; ^: the server's counters); {server}: the server's own "
+        f"{ACCEPTANCE_LENGTH.name} per drafting step over the workload, {source} (llama.cpp's 'mean len', vLLM's "
+        f"'Mean acceptance length'): only steps that drafted count, so it reads higher"))
+
+
+def run_engine(figures: object) -> str:
+    """The engine of a run's acceptance figures (``RunAnalysis.acceptance``); SGLang when there are none."""
+    return figures.engine if isinstance(figures, AcceptanceAnalysis) else "sglang"
 
 
 # ---------------------------------------------------------------------------------------------- the math
@@ -208,14 +256,32 @@ class CellAcceptance:
     server_conditional: tuple[float | None, ...] = ()
     """Conditional acceptance by position from the server's per-position counters over the workload (vLLM,
     llama.cpp), when it exports them."""
+    client_definition: str = ACCEPTANCE_LENGTH.name
+    """What ``acceptance_length`` measures: acceptance length on SGLang, tokens per target forward on
+    llama.cpp and vLLM (:func:`client_definition`)."""
+    server_source: str | None = None
+    """Where ``server_acceptance_length`` comes from when it is the engine's own counters over the workload
+    (:func:`server_length_figure`, llama.cpp and vLLM): an acceptance length per drafting step."""
+    server_draft_acceptance_rate: float | None = None
+    """The server's counters: Δaccepted ÷ Δdrafted tokens over the workload."""
+    server_tokens_per_target_forward: float | None = None
+    """The server's counters: Δgenerated ÷ (Δgenerated − Δaccepted) over the workload, the client's definition."""
 
     @property
     def agree(self) -> bool:
-        """Client- and server-side acceptance length agree within 1 % (or one side is missing)."""
-        a, b = self.acceptance_length, self.server_acceptance_length
-        return a is None or b is None or abs(a - b) <= 0.01 * max(abs(b), 1e-9)
+        """Client- and server-side figures of the same definition agree within 1 % (or one side is missing):
+        the acceptance lengths on SGLang; on llama.cpp and vLLM, whose client figure is tokens per target
+        forward and whose server's is per drafting step, tokens per target forward and draft acceptance rate."""
+        if self.client_definition == ACCEPTANCE_LENGTH.name:
+            return _close(self.acceptance_length, self.server_acceptance_length)
+        return (_close(self.acceptance_length, self.server_tokens_per_target_forward)
+                and _close(self.draft_acceptance_rate, self.server_draft_acceptance_rate))
 
     def to_json(self) -> dict[str, Any]:
+        engine = {} if self.server_source is None else {
+            "client_definition": self.client_definition, "server_definition": ACCEPTANCE_LENGTH.name,
+            "server_source": self.server_source, "server_draft_acceptance_rate": self.server_draft_acceptance_rate,
+            "server_tokens_per_target_forward": self.server_tokens_per_target_forward}
         return {"config_id": self.config_id, "workload": self.workload, "histogram": list(self.histogram),
                 "conditional_acceptance": list(self.conditional), "acceptance_length": self.acceptance_length,
                 "server_acceptance_length": self.server_acceptance_length,
@@ -224,7 +290,11 @@ class CellAcceptance:
                 "accepted_per_verified": self.accepted_per_verified, "tokens_per_chunk": self.tokens_per_chunk,
                 "step_ms": self.step_ms, "step_cost": self.step_cost, "predicted_speedup": self.predicted_speedup,
                 "limit": self.limit, "client_server_agree": self.agree,
-                "server_conditional_acceptance": list(self.server_conditional)}
+                "server_conditional_acceptance": list(self.server_conditional), **engine}
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    return a is None or b is None or abs(a - b) <= 0.01 * max(abs(b), 1e-9)
 
 
 def _ok(ms: Iterable[Measurement]) -> list[Measurement]:
@@ -356,6 +426,8 @@ class AcceptanceAnalysis:
 
     cells: tuple[CellAcceptance, ...] = ()
     categories: tuple[CategoryMatrix, ...] = ()
+    engine: str = "sglang"
+    """The run's engine profile: what its client and server figures measure (:func:`client_definition`)."""
 
     def cell(self, config_id: str, workload: str) -> CellAcceptance | None:
         return next((c for c in self.cells if c.config_id == config_id and c.workload == workload), None)
@@ -363,25 +435,75 @@ class AcceptanceAnalysis:
     def to_json(self) -> dict[str, Any]:
         return {"definitions": [{"name": d.name, "label": d.label, "formula": d.formula} for d in GLOSSARY],
                 "cells": [c.to_json() for c in self.cells],
-                "categories": [m.to_json() for m in self.categories]}
+                "categories": [m.to_json() for m in self.categories],
+                **({} if server_length_figure(self.engine) is None else {"engine": self.engine})}
 
 
-def server_positions(log: Mapping[str, Any]) -> tuple[tuple[int, ...], int] | None:
-    """(accepted per draft position, drafts) from a workload's server counter figures
-    (``WorkloadFinished.server_log``), None when the server exported no per-position counter."""
-    positions, drafts = log.get("accepted_per_position"), log.get("drafts")
-    if (isinstance(positions, list) and positions and _is_count(drafts) and drafts > 0
-            and all(_is_count(p) for p in positions)):
-        return tuple(positions), drafts
-    return None
+@dataclass(frozen=True)
+class ServerCounts:
+    """A workload's speculative-decoding counters as its server reported them (llama.cpp's and vLLM's
+    ``/metrics``, diffed around the workload: ``WorkloadFinished.server_log``)."""
+
+    drafts: int
+    """Verify steps that had a draft."""
+    accepted_per_position: tuple[int, ...] = ()
+    accepted: int | None = None
+    drafted: int | None = None
+    generated: int | None = None
+
+    @property
+    def acceptance_length(self) -> float | None:
+        """1 + accepted ÷ drafting steps: llama.cpp's ``mean len``, vLLM's ``Mean acceptance length``."""
+        return 1.0 + self.accepted / self.drafts if self.accepted is not None and self.drafts > 0 else None
+
+    @property
+    def draft_acceptance_rate(self) -> float | None:
+        return self.accepted / self.drafted if self.accepted is not None and self.drafted else None
+
+    @property
+    def tokens_per_target_forward(self) -> float | None:
+        """Generated ÷ (generated − accepted): every target forward commits one token plus its accepted ones."""
+        g, a = self.generated, self.accepted
+        return g / (g - a) if g is not None and a is not None and g > a else None
+
+
+def server_counts(log: Mapping[str, Any]) -> ServerCounts | None:
+    """The counters of a workload's server figures (``WorkloadFinished.server_log``), None unless they come
+    from the counters (``source = "metrics"``) and something was drafted."""
+    drafts = log.get("drafts")
+    if log.get("source") != "metrics" or not _is_count(drafts) or drafts <= 0:
+        return None
+    positions = log.get("accepted_per_position")
+    counted = tuple(positions) if isinstance(positions, list) and all(_is_count(p) for p in positions) else ()
+
+    def one(key: str) -> int | None:
+        value = log.get(key)
+        return value if _is_count(value) else None
+
+    return ServerCounts(drafts, counted, one("accepted_tokens"), one("draft_tokens"), one("predicted_tokens"))
+
+
+def _with_server(cell: CellAcceptance, counted: ServerCounts, engine: str) -> CellAcceptance:
+    """A cell with its server's counters: per-position acceptance, and on an engine whose client figure is
+    another definition (llama.cpp, vLLM) the server's own acceptance length beside it."""
+    cell = dataclasses.replace(cell, server_conditional=conditional_from_positions(
+        counted.accepted_per_position, counted.drafts) if counted.accepted_per_position else ())
+    source = server_length_figure(engine)
+    if source is None:
+        return cell
+    return dataclasses.replace(
+        cell, client_definition=client_definition(engine).name, server_source=source,
+        server_acceptance_length=counted.acceptance_length,
+        server_draft_acceptance_rate=counted.draft_acceptance_rate,
+        server_tokens_per_target_forward=counted.tokens_per_target_forward)
 
 
 def analyse_acceptance(configs: Sequence[tuple[str, str, str | None]], workloads: Sequence[str],
-                       ms: Sequence[Measurement],
-                       server: Mapping[tuple[str, str], tuple[tuple[int, ...], int]] | None = None
-                       ) -> AcceptanceAnalysis:
+                       ms: Sequence[Measurement], server: Mapping[tuple[str, str], ServerCounts] | None = None,
+                       engine: str = "sglang") -> AcceptanceAnalysis:
     """Every sequential cell's figures (``configs``: (id, name, baseline id or None), plan order); ``server``:
-    per (config id, workload) the server's per-position counts (:func:`server_positions`)."""
+    per (config id, workload) the server's counters (:func:`server_counts`); ``engine``: the run's engine
+    profile, which says what the client's figure measures."""
     by_cell: dict[tuple[str, str], list[Measurement]] = defaultdict(list)
     for m in ms:
         by_cell[(m.config_id, m.workload)].append(m)
@@ -395,10 +517,14 @@ def analyse_acceptance(configs: Sequence[tuple[str, str, str | None]], workloads
             cell = cell_acceptance(config_id, workload, mine, base if base is not None else ())
             counted = (server or {}).get((config_id, workload))
             if counted is not None:
-                cell = dataclasses.replace(cell, server_conditional=conditional_from_positions(*counted))
+                cell = _with_server(cell, counted, engine)
+            elif server_length_figure(engine) is not None:
+                # no counters: the per-request figure is the client's own, not the server's
+                cell = dataclasses.replace(cell, client_definition=client_definition(engine).name,
+                                           server_acceptance_length=None)
             cells.append(cell)
     matrices = [m for m in (category_matrix(w, configs, ms) for w in workloads) if m is not None]
-    return AcceptanceAnalysis(tuple(cells), tuple(matrices))
+    return AcceptanceAnalysis(tuple(cells), tuple(matrices), engine)
 
 
 def from_mapping(data: Mapping[str, Any]) -> tuple[int, ...] | None:

@@ -71,7 +71,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specbench_tui.core.acceptance import analyse_acceptance, server_positions
+from specbench_tui.core.acceptance import ServerCounts, analyse_acceptance, server_counts
 from specbench_tui.core.cells import acceptance, best_cells, cell_row, spread_of
 from specbench_tui.core.engines.base import EngineProfile, declared_speculation
 from specbench_tui.core.engines.registry import get_profile
@@ -179,7 +179,8 @@ def analyse(plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurem
     acceptance_figures = analyse_acceptance(
         [(c.id, c.name, ids.get(c.baseline) if c.baseline else None) for c in configs],
         [w.name for w in workloads], cell_ms,
-        {(i, w): p for i, f in folds.items() for w, p in f.log_positions.items()})
+        {(i, w): p for i, f in folds.items() for w, p in f.log_positions.items()},
+        engine=str(plan_json.get("engine") or "sglang"))
     return _replace_analysis(analysis, totals=tuple(_totals(analysis, c, by_config.get(c.id, [])) for c in configs),
                              load=load, acceptance=acceptance_figures)
 
@@ -258,8 +259,8 @@ class _Fold:
     crash: CrashDetected | None = None
     not_run: dict[str, str] = field(default_factory=dict)
     log_accept: dict[str, float] = field(default_factory=dict)
-    log_positions: dict[str, tuple[tuple[int, ...], int]] = field(default_factory=dict)
-    """workload → (accepted tokens per draft position, drafts) from the server's counters (vLLM, llama.cpp)."""
+    log_positions: dict[str, ServerCounts] = field(default_factory=dict)
+    """workload → the server's speculative-decoding counters over it (vLLM, llama.cpp)."""
     expected: dict[str, int] = field(default_factory=dict)
     current_workload: str | None = None
     startup_s: float | None = None
@@ -294,7 +295,7 @@ def _fold_workload_finished(fold: _Fold, event: WorkloadFinished) -> None:
     value = log.get("accept_length")
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         fold.log_accept[event.workload] = float(value)
-    positions = server_positions(log)
+    positions = server_counts(log)
     if positions is not None:
         fold.log_positions[event.workload] = positions
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from specbench_tui.core import verdicts
+from specbench_tui.core.acceptance import accept_columns, run_engine
 from specbench_tui.core.verdicts import partial_configs, zero_output_configs
 from specbench_tui.core.results import ACCEPT_FROM_SERVER, FLAG_CRASH_CUT, FLAG_PARTIAL, RunAnalysis
 from specbench_tui.core.events import ConfigState, Event
@@ -110,8 +111,9 @@ def render_summary(analysis: RunAnalysis, simulated: bool = False) -> str:
     simulated run says so first."""
     workloads = [w.name for w in analysis.workloads]
     loaded = [w.name for w in analysis.load.workloads] if analysis.load is not None else []
+    columns = accept_columns(run_engine(analysis.acceptance))
     head = ["configuration", "state", "start s", *workloads, *(f"{w} (load)" for w in loaded), "speedup",
-            "TTFT ms", "accept len", "note"]
+            "TTFT ms", columns.client, "note"]
     rows = [head]
     left = {0, 1, len(head) - 1}
     for config in analysis.configs:
@@ -131,8 +133,9 @@ def render_summary(analysis: RunAnalysis, simulated: bool = False) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     out = [("decode tok/s per workload (median over requests; Nx = speedup over the matched baseline, over the "
             "items both measured; partial k/n: cut short after k of n items); speedup: geometric mean over all "
-            "workloads, none for a crashed or partial configuration; accept len: acceptance length (tokens per "
-            "verify step), weighted by verify steps (^: from the server's counters, the engine gives none per request)"),
+            "workloads, none for a crashed or partial configuration; "
+            + (columns.legend or "accept len: acceptance length (tokens per verify step), weighted by verify "
+               "steps (^: from the server's counters, the engine gives none per request)")),
            *lines]
     if loaded:
         out.insert(1, "(load): speedup at the lowest and the highest load measured (the baseline: its output tok/s) "

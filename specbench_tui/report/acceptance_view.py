@@ -20,7 +20,9 @@ from specbench_tui.core.acceptance import (
     AcceptanceAnalysis,
     CategoryMatrix,
     CellAcceptance,
+    client_definition,
     fmt_positions,
+    server_length_figure,
     sparkline,
 )
 from specbench_tui.core.results import RunAnalysis, plain_json
@@ -51,6 +53,17 @@ def _server_length(cell: CellAcceptance) -> str:
     return text if cell.agree else f"{text} (differs)"
 
 
+def _draft_rate(cell: CellAcceptance) -> str:
+    """The client's draft acceptance rate; the server counters' where the requests carry none, or beside it
+    where the two differ by more than 1 %."""
+    mine, theirs = cell.draft_acceptance_rate, cell.server_draft_acceptance_rate
+    if mine is None and theirs is not None:
+        return f"{fmt_num(theirs, 3)} (server)"
+    if mine is not None and theirs is not None and abs(mine - theirs) > 0.01 * max(theirs, 1e-9):
+        return f"{fmt_num(mine, 3)} (server {fmt_num(theirs, 3)})"
+    return fmt_num(mine, 3)
+
+
 def _positions(cell: CellAcceptance) -> list[str]:
     """The sparkline and values of conditional acceptance by position: the histogram's, else the server
     counters' (marked ``(server)``)."""
@@ -69,8 +82,11 @@ def acceptance_table(analysis: RunAnalysis, workload: str) -> Table | None:
     cells = [c for c in figures.cells if c.workload == workload and _speculative(analysis, c)]
     if not cells:
         return None
+    source = server_length_figure(figures.engine)
+    per_draft = "" if source is None else ", per drafting step"
     table = Table(f"Acceptance: {workload}",
-                  ["config", f"{ACCEPTANCE_LENGTH.name} (client)", f"{ACCEPTANCE_LENGTH.name} (server)",
+                  ["config", f"{client_definition(figures.engine).name} (client)",
+                   f"{ACCEPTANCE_LENGTH.name} (server{per_draft})",
                    DRAFT_ACCEPTANCE_RATE.name, ACCEPTED_PER_VERIFIED.name, f"{CONDITIONAL_ACCEPTANCE.label} by k",
                    "", STEP_COST.name, "length ÷ cost", "measured speedup", "limited by"],
                   align="lrrrrlrrrrl")
@@ -79,12 +95,24 @@ def acceptance_table(analysis: RunAnalysis, workload: str) -> Table | None:
         measured = row.speedup.median if row is not None and row.speedup is not None else None
         table.rows.append([
             _name(analysis, cell.config_id), fmt_num(cell.acceptance_length, 2), _server_length(cell),
-            fmt_num(cell.draft_acceptance_rate, 3), fmt_num(cell.accepted_per_verified, 2),
+            _draft_rate(cell), fmt_num(cell.accepted_per_verified, 2),
             *_positions(cell),
             fmt_num(cell.step_cost, 2), fmt_num(cell.predicted_speedup, 2), fmt_num(measured, 2),
             cell.limit or DASH])
     table.notes.append(EXPLAIN)
+    if source is not None:
+        table.notes.append(engine_note(figures.engine, source))
     return table
+
+
+def engine_note(engine: str, source: str) -> str:
+    """What the client's and the server's columns measure on an engine whose server counts drafting steps
+    (llama.cpp, vLLM): two definitions, so they are shown side by side and never compared."""
+    return (f"{engine}: {client_definition(engine).name} (client) = completion tokens ÷ (completion − accepted "
+            f"draft tokens), every target forward counted; {ACCEPTANCE_LENGTH.name} (server, per drafting step) = "
+            f"{source} over the workload, only the steps that drafted counted: two definitions, shown side by "
+            f"side; the figures of one definition (tokens per target forward, draft acceptance rate) agree "
+            f"with the server's counters, else marked (differs)")
 
 
 def histogram_table(analysis: RunAnalysis, workload: str) -> Table | None:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specbench_tui.core.acceptance import accept_columns, run_engine
 from specbench_tui.core.engines import simulator
 from specbench_tui.core.results import (
     ACCEPT_FROM_SERVER,
@@ -228,9 +229,10 @@ def results_table(analysis: RunAnalysis, workload: WorkloadInfo, nodes: dict[str
     """Every configuration that ran (or crashed) on one workload, in plan order; ``nodes`` (config id -> where it
     was measured) adds a node column after the configuration's name."""
     marks = best_marks(analysis)
+    columns = accept_columns(run_engine(analysis.acceptance))
     table = Table(f"Results: {workload.name} ({describe_workload(workload)})",
                   ["", "config", *(["node"] if nodes is not None else []), "TP", "budget", "state", "tok/s",
-                   "speedup", "TTFT", "accept len", "log accept len", "n", "lossless", "flags"],
+                   "speedup", "TTFT", columns.client, columns.server, "n", "lossless", "flags"],
                   align="ll" + ("l" if nodes is not None else "") + "lrlrrrrrrll")
     for row in analysis.rows_for(workload.name):
         if not row.measured and row.state not in ("crashed", "failed"):
@@ -243,6 +245,8 @@ def results_table(analysis: RunAnalysis, workload: WorkloadInfo, nodes: dict[str
             fmt_log_accept(row), fmt_counts(row), fmt_lossless(row), fmt_flags(row),
         ])
     table.notes += row_notes(analysis.rows_for(workload.name))
+    if columns.legend:
+        table.notes.append(columns.legend)
     return table
 
 

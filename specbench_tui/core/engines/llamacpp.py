@@ -191,6 +191,8 @@ def llamacpp_final_meta(payload: Mapping[str, Any]) -> dict[str, Any]:
         meta.update(draft_tokens=drafted, accepted_tokens=accepted)
         if drafted:
             meta["spec_accept_rate"] = accepted / drafted
+    if drafted:  # the draft acceptance rate's two counts (accepted / proposed), as SGLang names them
+        meta.update(spec_num_correct_drafts=accepted, spec_num_proposed_drafts=drafted)
     return meta
 
 

@@ -200,8 +200,11 @@ def vllm_final_meta(payload: Mapping[str, Any]) -> dict[str, Any]:
     completion = meta.get("completion_tokens")
     if isinstance(spec, Mapping) and completion:
         accepted = count(spec.get("num_accepted_draft_tokens"))
+        drafted = count(spec.get("num_draft_tokens")) or 0
         if accepted is not None and accepted < completion:
-            meta.update(draft_acceptance_meta(completion, accepted, count(spec.get("num_draft_tokens")) or 0))
+            meta.update(draft_acceptance_meta(completion, accepted, drafted))
+            if drafted:  # the draft acceptance rate's two counts (accepted / proposed), as SGLang names them
+                meta.update(spec_num_correct_drafts=accepted, spec_num_proposed_drafts=drafted)
     return meta
 
 
