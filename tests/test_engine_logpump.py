@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 from pathlib import Path
 
-from specbench_tui.engine.logpump import LogPump
+from specbench_tui.engine.logpump import LogPump, PipeReader
 
 
 async def _pump(chunks: list[bytes], tmp_path, fail: bool = False) -> tuple[list[str], list[str], str]:
@@ -67,3 +68,41 @@ def test_a_pending_line_beyond_the_cap_is_cut_not_fatal():
 async def test_a_failing_reader_does_not_stop_the_pump(tmp_path):
     lines, _, log = await _pump([b"a\nb\nc\n"], tmp_path, fail=True)
     assert lines == ["a", "b", "c"] and log == "a\nb\nc\n"
+
+
+async def test_the_pipe_reader_yields_to_the_loop_in_a_flood_and_a_close_ends_a_waiting_read() -> None:
+    """The watch reads a server's pipe straight (no StreamReader): data always waiting must not starve the loop
+    (the measurement client and the crash's excerpt timer run on it), and a close (a teardown while a daemon
+    still holds the pipe) wakes a read that waits, with an end of file."""
+    read_end, write_end = os.pipe()
+    reader = PipeReader(read_end)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    for _ in range(20):
+        os.write(write_end, b"line\n" * 100)
+        assert await reader.read(1 << 20) == b"line\n" * 100
+    assert ticks >= 19, "the reader never let the loop run while data was waiting"
+    task.cancel()
+    waiting = asyncio.create_task(reader.read(1 << 20))
+    for _ in range(10):  # a few turns of the loop: the read finds the pipe empty and waits
+        await asyncio.sleep(0)
+    assert reader._waiter is not None
+    reader.close()
+    assert await asyncio.wait_for(waiting, 30) == b""
+    reader.close()  # twice is fine
+    os.close(write_end)
+
+    read_end, write_end = os.pipe()
+    reader = PipeReader(read_end)
+    os.write(write_end, b"last words")
+    os.close(write_end)
+    assert await reader.read(1 << 20) == b"last words"
+    assert await reader.read(1 << 20) == b""
+    reader.close()

@@ -14,10 +14,14 @@ import asyncio
 import sys
 from pathlib import Path
 
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from specbench_tui.application.logview import LogFeed
 from specbench_tui.core.engines.sglang import SGLANG
 from specbench_tui.core.events import CrashDetected, Event, LogLines, ServerLaunching
-from specbench_tui.core.signatures import SignatureSet
+from specbench_tui.core.logparse import BatchLine
+from specbench_tui.core.signatures import SignatureSet, lines_touched
 from specbench_tui.engine.server import ServerProcess
 
 LINES = 200_000
@@ -115,3 +119,71 @@ def test_the_feed_formats_on_its_own_thread_and_the_taker_only_takes() -> None:
     assert formatted_on and formatted_on[0] == "log-feed" != threading.current_thread().name
     assert burst.lines[0].endswith("│ a") and burst.lines[1].startswith("▲ ")
     feed.close()
+
+
+# ------------------------------------------------------------------------------- the one pass over a batch
+
+_PIECES = ["Decode batch, #running-req: 1", " batch", "Retract requests", "CUDA error: ", "batch failed", "Trace",
+           "Traceback (most recent call last):", "[2026-05-04 10:12:07 TP0] ", "NCCL error", "é ü", "\ufffd",
+           "adaptive runtime state", "ProcessGroupNCCL.cpp x Exception", "boom", "\t", " "]
+_EXTRA = [("batch_failed", r"batch failed"), ("spans", r"boom\s+Trace"), ("boom_eol", r"boom$"),
+          ("at_start", r"^ batch"), ("tab", r"\t\S")]
+"""User signatures that overlap the stats hints (``batch failed`` starts inside `` batch``'s match), one that can
+cross a line break in the joined text and anchored ones."""
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_PIECES), max_size=6).map("".join), min_size=1, max_size=30))
+@example(["x boom", "Traceback (most recent call last):", "y"])  # a match across a line break hides the next
+@example(["[2026-05-04 10:12:07 TP0] Prefill batch failed"])  # a hint's match hides a signature's
+def test_the_one_pass_touches_every_line_a_signature_or_a_hint_matches(lines: list[str]) -> None:
+    """What the watch relies on to skip the other lines of a batch: the lines the one RE2 pass touches hold every
+    line one of the signatures matches (line by line, as :meth:`SignatureSet.match` decides) and every line
+    holding a stats hint, each cut out exactly as it is."""
+    signatures = SignatureSet(_EXTRA, SGLANG.crash_signatures)
+    hints = SGLANG.stats_hints
+    block = "\n".join(lines).encode()
+    pass_ = signatures.scanner(hints)
+    touched = lines_touched(pass_, block)
+    assert [index for index, _ in touched] == sorted({index for index, _ in touched})
+    assert all(line == lines[index].encode() for index, line in touched)
+    wanted = {index for index, line in enumerate(lines)
+              if signatures.match(line) is not None or any(hint in line for hint in hints)}
+    assert wanted <= {index for index, _ in touched}
+    assert all(signatures.may_match(lines[index].encode()) for index, line in enumerate(lines)
+               if signatures.match(line) is not None)
+
+
+STATS_FEEDER = r"""
+import sys
+out = sys.stdout.buffer
+decode = b"[2026-05-04 10:12:07 TP0] Decode batch, #running-req: %d, #token: 1411, token usage: 0.01, accept len: 3.12, gen throughput (token/s): 141.52, #queue-req: 0\n"
+for i in range(20000):
+    out.write(decode % i if i % 20 == 7 else b"[2026-05-04 10:12:07 TP0] Load weight begin. line %d\n" % i)
+    if i == 10000:
+        out.write(b"[2026-05-04 10:12:07 TP0] The server is fired up and ready to roll!\n")
+out.write(b"[2026-05-04 10:12:07 TP0] Retract requests. KV cache pool is full. Retract requests. #retracted_reqs: 3\n")
+out.write(b"[2026-05-04 10:12:07 TP0] Prefill batch failed: the draft vocab does not fit\n")
+out.flush()
+"""
+
+
+async def test_the_watch_reads_every_stats_line_in_order_the_ready_line_and_an_overlapping_crash(
+        tmp_path: Path) -> None:
+    """Through a real child and pipe: every stats line reaches the stats reader, in order, and nothing else does;
+    the ready line is seen; a user signature whose match starts inside a stats hint's (``batch failed`` in
+    ``Prefill batch failed``) still names the crash."""
+    stats: list[BatchLine] = []
+    events: list[Event] = []
+    server = ServerProcess("c", [sys.executable, "-c", STATS_FEEDER], {}, tmp_path / "server.log", SGLANG,
+                           SignatureSet([("batch_failed", r"batch failed")], SGLANG.crash_signatures),
+                           events.append, on_stats=stats.append)
+    await server.start()
+    death = await asyncio.wait_for(server.death, 120)
+    crash = await asyncio.wait_for(server.crash_report(), 30)
+    await server.stop(1.0)
+    assert server._ready_line.is_set()
+    assert [s.running_req for s in stats if s.kind == "decode"] == list(range(7, 20000, 20))
+    assert [(s.kind, s.num_token) for s in stats if s.kind != "decode"] == [("retract", 3)]
+    assert death.signature == "batch_failed" and crash is not None and crash.signature == "batch_failed"
+    assert crash.log_line_number == 20000 + 1 + 2

@@ -28,7 +28,14 @@ from dataclasses import dataclass, field
 
 from specbench_tui.core.engines.registry import all_profiles, engine_names, get_profile
 from specbench_tui.core.events import ConfigFinished, ConfigStateChanged, Event, LogLine, LogLines, ServerLaunching
-from specbench_tui.core.signatures import LEVEL_ERROR, LEVEL_FATAL, LEVEL_INFO, LEVEL_WARNING, line_level
+from specbench_tui.core.signatures import (
+    LEVEL_ERROR,
+    LEVEL_FATAL,
+    LEVEL_INFO,
+    LEVEL_WARNING,
+    last_lines,
+    line_level,
+)
 
 # ------------------------------------------------------------------------------------------ safe text
 
@@ -192,7 +199,7 @@ def _newest(lines: LogLines | LogLine, take: int) -> list[str]:
     """The newest ``take`` lines of a batch (only those are split off its text), oldest first."""
     if isinstance(lines, LogLine):
         return [lines.line][-take:] if take else []
-    return lines.text.rsplit("\n", take)[-take:] if take else []
+    return last_lines(lines.text, take) if take else []
 
 
 class LogFeed:

@@ -119,8 +119,10 @@ class SignatureSet:
         combinable = [s.pattern.pattern for s in self.signatures if "\\A" not in s.pattern.pattern
                       and "\\z" not in s.pattern.pattern]
         self._per_line_only = len(combinable) != len(self.signatures)
+        self._combinable = tuple(combinable)
         self._block = (compile_pattern(("(?m)" + "|".join(f"(?:{p})" for p in combinable)).encode())
                        if combinable else None)
+        self._scanners: dict[tuple[str, ...], Any] = {}
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -132,6 +134,27 @@ class SignatureSet:
         if self._per_line_only:
             return None
         return candidate_lines(self._block, block) if self._block is not None else set()
+
+    def scanner(self, literals: Iterable[str] = ()) -> Any | None:
+        """One RE2 pattern (bytes, ``(?m)``) that matches wherever a signature or one of ``literals`` (a log
+        watch's stats hints) may match: the watch's single linear pass over a batch (:func:`lines_touched`
+        gives the lines). None when a signature cannot be combined (every line must then be tried). A line
+        the pass does not touch matches no signature and holds no literal; a line it touches is only a
+        candidate (one match may hide another that starts inside it): :meth:`may_match` and ``in`` decide."""
+        if self._per_line_only:
+            return None
+        key = tuple(literals)
+        if key not in self._scanners:
+            parts = [*self._combinable, *(re2.escape(literal) for literal in key if literal)]
+            self._scanners[key] = compile_pattern(("(?m)" + "|".join(f"(?:{p})" for p in parts)).encode()) \
+                if parts else None
+        return self._scanners[key]
+
+    def may_match(self, line: bytes) -> bool:
+        """Whether ``line`` (one line, UTF-8) may match a signature (one RE2 call; :meth:`match` decides)."""
+        if self._per_line_only:
+            return True
+        return self._block is not None and self._block.search(line) is not None
 
     def match(self, line: str) -> SignatureMatch | None:
         """The most specific signature ``line`` matches, or None. Only the first :data:`MATCH_WINDOW`
@@ -176,6 +199,28 @@ def candidate_lines(pattern: Any, block: bytes) -> set[int]:
     return found
 
 
+def lines_touched(pattern: Any, block: bytes) -> list[tuple[int, bytes]]:
+    """``(index, the line)`` of each line of ``block`` (lines joined by ``\\n``) that a match of (bytes)
+    ``pattern`` touches, in order, each once; as :func:`candidate_lines`, every line from a match's start to its
+    end. Linear in ``block``; only the lines touched are cut out (the batch is never split)."""
+    found: list[tuple[int, bytes]] = []
+    line, line_start = 0, 0
+    for match in pattern.finditer(block):
+        start, end = match.start(), max(match.start(), match.end() - 1)
+        if start > line_start and (crossed := block.count(b"\n", line_start, start)):
+            line += crossed
+            line_start = block.rfind(b"\n", line_start, start) + 1
+        while True:
+            stop = block.find(b"\n", line_start)
+            stop = len(block) if stop < 0 else stop
+            if not found or found[-1][0] != line:
+                found.append((line, block[line_start:stop]))
+            if end <= stop:
+                break
+            line, line_start = line + 1, stop + 1
+    return found
+
+
 def level_candidates(block: bytes) -> set[int]:
     """The lines of ``block`` that may be ``error`` or ``warning`` (all others are ``info``)."""
     return candidate_lines(_LEVEL_WORDS, block)
@@ -202,6 +247,17 @@ def lines_holding(block: str, needles: Iterable[str]) -> set[int]:
             counted = end
             position = block.find(needle, end)
     return found
+
+
+def last_lines(text: str, keep: int) -> list[str]:
+    """The last ``keep`` lines of ``text`` (lines joined by ``\\n``): only they are copied (``rsplit`` would copy
+    all the others as its first piece)."""
+    start = len(text)
+    for _ in range(keep):
+        start = text.rfind("\n", 0, start)
+        if start < 0:
+            return text.split("\n")
+    return text[start + 1:].split("\n")
 
 
 def block_levels(block: str, lines: list[str]) -> dict[int, str]:

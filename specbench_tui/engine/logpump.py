@@ -15,7 +15,9 @@ blocked on a full pipe would never print its ready line nor exit.
 The work is done per read, not per line: the complete lines of a chunk are split, decoded, redacted and
 written at once, and handed to ``on_block`` / ``on_lines`` as one batch when that is given
 (``bench/bench_logpump.py`` measures the throughput), so a server that floods its log is never held back by the
-pipe. :func:`widen_pipe` makes a read up to :data:`CHUNK` bytes: fewer, bigger batches.
+pipe. :func:`widen_pipe` makes a read up to :data:`CHUNK` bytes: fewer, bigger batches; :class:`PipeReader`
+reads them straight from the pipe. Valid UTF-8 that redaction leaves alone is written and handed on as it was
+read (no re-encoding).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, cast
+from typing import BinaryIO, Protocol, cast
 
 LineHandler = Callable[[int, str], None]
 """Called with (1-based line number, text without the newline)."""
@@ -54,6 +56,75 @@ def widen_pipe(fd: int, size: int = CHUNK) -> int:
         return 0
 
 
+class PipeReader:
+    """The read end of a pipe, read straight into batches of up to ``n`` bytes: one ``os.read`` per batch, no
+    :class:`asyncio.StreamReader` between (which reads 256 KiB at a time, pauses at 128 KiB and copies every
+    byte twice more). What :class:`LogPump` needs of a stream: ``await read(n)``, ``b""`` at end of file."""
+
+    def __init__(self, fd: int) -> None:
+        """``fd``: the read end, owned from now on (:meth:`close` closes it)."""
+        os.set_blocking(fd, False)
+        self._fd: int | None = fd
+        self._waiter: asyncio.Future[None] | None = None
+
+    def fileno(self) -> int:
+        if self._fd is None:
+            raise ValueError("the pipe reader is closed")
+        return self._fd
+
+    async def read(self, n: int) -> bytes:
+        """Up to ``n`` bytes, as soon as some are there; ``b""`` at end of file or once closed. Yields to the
+        event loop on every call, even when data was waiting: a flood must not starve the other tasks."""
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(0)  # before the read: a reader cancelled here loses nothing
+        while self._fd is not None:
+            try:
+                return os.read(self._fd, n)
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                return b""
+            fd = self._fd
+            self._waiter = loop.create_future()
+            loop.add_reader(fd, _wake, self._waiter)
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+                if self._fd is not None:
+                    loop.remove_reader(fd)
+        return b""
+
+    def close(self) -> None:
+        """Stop reading and close the pipe (a reader waiting gets ``b""``); safe to call more than once. Must
+        run on the loop the reads run on (it removes the fd from its selector)."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        if self._waiter is not None:
+            with contextlib.suppress(RuntimeError):
+                asyncio.get_running_loop().remove_reader(fd)
+            _wake(self._waiter)
+        os.close(fd)
+
+    def __del__(self) -> None:
+        # Never while a read waits (the reading coroutine holds the reader): no selector knows the fd any more.
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+class ByteStream(Protocol):
+    """What the pump reads: :class:`asyncio.StreamReader` or :class:`PipeReader`."""
+
+    async def read(self, n: int, /) -> bytes: ...
+
+
 def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
@@ -70,7 +141,7 @@ def _visible(raw: bytes) -> bytes:
 class LogPump:
     """Copies one stream to a log file line by line and hands each line to ``on_line``."""
 
-    def __init__(self, stream: asyncio.StreamReader, log_path: Path, on_line: LineHandler, *,
+    def __init__(self, stream: ByteStream, log_path: Path, on_line: LineHandler, *,
                  on_progress: Callable[[str], None] | None = None, max_line: int = 1 << 20,
                  progress_interval_s: float = 0.5, log: BinaryIO | None = None,
                  redact: Callable[[str], str] | None = None,
@@ -145,8 +216,9 @@ class LogPump:
         """Split ``data`` (appended to what is pending) into lines and emit the complete ones."""
         last = data.rfind(b"\n")
         if last >= 0:
-            block = bytes(self._buffer) + data[:last] if self._buffer else data[:last]
-            self._buffer = bytearray(data[last + 1:])
+            view = memoryview(data)  # one copy of the complete lines, none of the rest
+            block = b"".join((self._buffer, view[:last])) if self._buffer else data[:last]
+            self._buffer = bytearray(view[last + 1:])
             self._emit(block, log)
         else:
             self._buffer += data
@@ -175,8 +247,15 @@ class LogPump:
         """Emit the lines of ``block`` (complete lines, joined by ``\n``, the last one without it)."""
         if b"\r" in block:
             block = b"\n".join(_visible(line) for line in block.split(b"\n"))
-        text = self._redacted(_decode(block))
-        data = text.encode("utf-8", errors="replace")
+        try:
+            raw = block.decode("utf-8")
+        except UnicodeDecodeError:
+            raw, valid = _decode(block), False
+        else:
+            valid = True
+        text = self._redacted(raw)
+        # Valid UTF-8 that redaction left alone is its own encoding: written and handed on as read.
+        data = block if valid and text == raw else text.encode("utf-8", errors="replace")
         if self.write_error is None:
             try:
                 log.write(data)

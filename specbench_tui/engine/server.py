@@ -12,8 +12,10 @@ Readiness proves identity: a healthy answer on the server's port counts only whe
 file descriptor of a process in the keeper's tree (psutil maps the kernel's socket table to pids), so another
 sweep's or another user's server answering on that port is never taken for ours.
 
-Crash watch: the log lines arrive in batches (one read of the pipe) and every batch is matched against the
-crash signatures as it arrives, in one linear pass. The first match marks the server dead *at once* (the
+Crash watch: the log lines arrive in batches (one read of the pipe, up to 1 MiB, read straight from it by a
+:class:`~specbench_tui.engine.logpump.PipeReader`) and every batch is matched against the crash signatures as it
+arrives, in one linear pass over its bytes (RE2) that finds the stats reader's lines too; only the lines that
+pass touches are cut out and decoded, the batch is not split. The first match marks the server dead *at once* (the
 orchestrator cancels the request in flight) and publishes :class:`CrashDetected` with that line
 (``complete`` false): every view shows the configuration crashed from then on. The watcher then waits
 ``excerpt_wait_s`` for the trailing lines, upgrades the signature if a more specific one appears (a
@@ -27,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import time
 import uuid
@@ -45,11 +48,13 @@ from specbench_tui.core.signatures import (
     LEVEL_FATAL,
     SignatureMatch,
     SignatureSet,
+    last_lines,
     lines_holding,
+    lines_touched,
     most_specific,
 )
 from specbench_tui.engine.client import ServerClient
-from specbench_tui.engine.logpump import LogPump, widen_pipe
+from specbench_tui.engine.logpump import LogPump, PipeReader, widen_pipe
 from specbench_tui.engine.processes import (
     _LIVE_KEEPERS,
     KEEPER_PATH,
@@ -115,6 +120,15 @@ class _Batch:
         return self.split
 
 
+def _literal(pattern: re.Pattern[str] | None) -> bytes | None:
+    """``pattern`` as the UTF-8 bytes it matches when it is a plain literal of one line (no regular-expression
+    syntax, no flags), else None."""
+    if pattern is None or pattern.flags & ~re.UNICODE or "\n" in pattern.pattern \
+            or any(char in pattern.pattern for char in ".^$*+?{}[]\\|()"):
+        return None
+    return pattern.pattern.encode()
+
+
 # ----------------------------------------------------------------------------------------------- the server
 
 
@@ -156,6 +170,7 @@ class ServerProcess:
         self.tree_id = uuid.uuid4().hex
         """Carried by every process of this server in its environment (``SPECBENCH_TREE``): leftover detection
         finds escaped processes by it."""
+        self._output: PipeReader | None = None
         self._pump_task: asyncio.Task[None] | None = None
         self._exit_task: asyncio.Task[None] | None = None
         self._death: asyncio.Future[Death] | None = None
@@ -169,6 +184,13 @@ class ServerProcess:
         self._crash_detected_at = 0.0
         self._crash_done = asyncio.Event()
         self.crash: CrashDetected | None = None
+        hints = (profile.stats_hint,) if profile.stats_hint is not None else profile.stats_hints
+        self._hints = tuple(hints) if on_stats is not None else ()
+        self._hint_bytes = tuple(hint.encode() for hint in self._hints)
+        self._scan = signatures.scanner(self._hints)
+        """One RE2 pass over a batch finds every line a signature or a stats hint may touch (None: every line
+        is tried, a signature cannot be combined)."""
+        self._ready_literal = _literal(profile.ready_line)
         self.started_at = 0.0
         self.pids_seen: set[int] = set()
 
@@ -225,28 +247,28 @@ class ServerProcess:
         _ = self.death
         self.started_at = time.monotonic()
         report_r, report_w = os.pipe()
+        output_r, output_w = os.pipe()  # the server's stdout and stderr; read by the pump straight from the pipe
+        widen_pipe(output_r)  # batches of up to 1 MiB (the server blocks on a full pipe less too)
+        self._output = PipeReader(output_r)
         keeper_argv = [*keeper_prefix("--parent", str(os.getpid()), "--report-fd", str(report_w),
                                       "--stop-signal", str(int(self.profile.stop_signal))), "--", *self.argv]
         env = {**self.env, TREE_VAR: self.tree_id}
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                *keeper_argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                *keeper_argv, stdin=asyncio.subprocess.DEVNULL, stdout=output_w,
                 stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True, pass_fds=(report_w,),
             )
         except BaseException:
             log.close()
             os.close(report_r)
+            self._output.close()
             raise
         finally:
             os.close(report_w)
+            os.close(output_w)
         self._keeper = _Keeper(self._proc.pid, _open_pidfd(self._proc.pid))
         _LIVE_KEEPERS[self._proc.pid] = self._keeper
-        assert self._proc.stdout is not None
-        transport = getattr(self._proc, "_transport", None)
-        pipe = transport.get_pipe_transport(1) if transport is not None else None
-        if pipe is not None and (fileobj := pipe.get_extra_info("pipe")) is not None:
-            widen_pipe(fileobj.fileno())  # batches of up to 1 MiB (the server blocks on a full pipe less too)
-        pump = LogPump(self._proc.stdout, self.log_path, self._on_line, on_progress=self._on_progress, log=log,
+        pump = LogPump(self._output, self.log_path, self._on_line, on_progress=self._on_progress, log=log,
                        redact=self._redact, on_write_error=self._on_log_write_error, on_block=self._on_block)
         self._pump_task = asyncio.create_task(pump.run(), name=f"logpump-{self.config_id}")
         self._exit_task = asyncio.create_task(self._watch_exit(), name=f"exit-{self.config_id}")
@@ -368,32 +390,34 @@ class ServerProcess:
         (:class:`CrashDetected`, ``complete`` false): nothing waits for the traceback before the configuration
         reads crashed."""
         batch = _Batch(block)
-        marked = self._crash_scan(first, batch, data)
-        ready = self.profile.ready_line
-        if ready is not None and not self._ready_line.is_set() and ready.search(block) is not None \
-                and any(ready.search(text) for text in batch.lines()):
-            self._ready_line.set()
+        found = lines_touched(self._scan, data) if self._scan is not None else None
+        marked = self._crash_scan(first, batch, found)
+        self._ready_of_block(batch, data)
         if self._on_stats is not None:
-            self._stats_of_block(batch)
+            self._stats_of_block(batch, found)
         keep = self._excerpt_before + 1
-        tail = block.rsplit("\n", keep)[-keep:] if batch.split is None else batch.split[-keep:]
+        tail = batch.split[-keep:] if batch.split is not None else last_lines(block, keep)
         self._recent.extend(zip(range(first + count - len(tail), first + count), tail, strict=True))
         self._publish(LogLines(config_id=self.config_id, first=first, text=block, count=count,
                                marked=tuple(sorted(marked.items()))))
 
-    def _crash_scan(self, first: int, batch: _Batch, data: bytes) -> dict[int, str]:
+    def _crash_scan(self, first: int, batch: _Batch, found: list[tuple[int, bytes]] | None) -> dict[int, str]:
         """Match the crash signatures over the batch (not while stopping: a teardown's lines are no crash);
-        the lines found fatal, by index. The first match marks the server dead and publishes the crash at once;
-        the lines after it, up to :data:`EXCERPT_CAP`, are kept for the excerpt until it is complete."""
+        the lines found fatal, by index. ``found``: the lines the batch's one pass touched (None: try every
+        line). The first match marks the server dead and publishes the crash at once; the lines after it, up to
+        :data:`EXCERPT_CAP`, are kept for the excerpt until it is complete."""
         if self._stopping:
             return {}
-        candidates = self.signatures.candidates(data)
         collecting = bool(self._crash_matches) and not self._crash_done.is_set()
-        if not candidates and candidates is not None and not collecting:
-            return {}  # the common case: nothing in the batch can match, and it is not split
+        if found is None:
+            matches = [(index, match) for index, text in enumerate(batch.lines())
+                       if (match := self.signatures.match(text)) is not None]
+        else:
+            matches = [(index, match) for index, line in found if self.signatures.may_match(line)
+                       and (match := self.signatures.match(line.decode("utf-8", errors="replace"))) is not None]
+        if not matches and not collecting:
+            return {}  # the common case: no line of the batch matches, and it is not split
         texts = batch.lines()
-        matches = [(index, match) for index in (range(len(texts)) if candidates is None else sorted(candidates))
-                   if index < len(texts) and (match := self.signatures.match(texts[index])) is not None]
         collect_from: int | None = 0 if collecting else None
         if matches and not self._crash_matches:
             index, match = matches.pop(0)
@@ -410,18 +434,35 @@ class ServerProcess:
         return {index: LEVEL_FATAL for index, _ in matches} | (
             {self._crash_first_line - first: LEVEL_FATAL} if 0 <= self._crash_first_line - first < len(texts) else {})
 
-    def _stats_of_block(self, batch: _Batch) -> None:
-        """The stats lines of a batch: only the lines holding the profile's hint(s) are parsed."""
-        hints = (self.profile.stats_hint,) if self.profile.stats_hint is not None else self.profile.stats_hints
-        if not hints:
+    def _ready_of_block(self, batch: _Batch, data: bytes) -> None:
+        """Whether the batch holds the ready line (searched until it is seen): a literal one is found in the
+        bytes, any other pattern in the text and then line by line."""
+        ready = self.profile.ready_line
+        if ready is None or self._ready_line.is_set():
+            return
+        if self._ready_literal is not None:
+            seen = self._ready_literal in data
+        else:
+            seen = ready.search(batch.text) is not None and any(ready.search(text) for text in batch.lines())
+        if seen:
+            self._ready_line.set()
+
+    def _stats_of_block(self, batch: _Batch, found: list[tuple[int, bytes]] | None) -> None:
+        """The stats lines of a batch: only the lines holding the profile's hint(s) are parsed, in order;
+        ``found`` (the lines the batch's one pass touched) holds every one of them."""
+        if not self._hints:
             for text in batch.lines():
                 self._stats_of(text)
             return
-        found = lines_holding(batch.text, hints)
-        if found:
-            texts = batch.lines()
-            for index in sorted(found):
+        if found is None:
+            holding = lines_holding(batch.text, self._hints)
+            texts = batch.lines() if holding else []
+            for index in sorted(holding):
                 self._stats_of(texts[index])
+            return
+        for _, line in found:
+            if any(hint in line for hint in self._hint_bytes):
+                self._stats_of(line.decode("utf-8", errors="replace"))
 
     def _stats_of(self, text: str) -> None:
         figures = self.profile.parse_stats_line(text)
@@ -496,9 +537,7 @@ class ServerProcess:
                 with contextlib.suppress(Exception, asyncio.CancelledError):
                     await asyncio.wait_for(task, timeout=2.0)
         # A process that escaped the group (a daemon in its own session) may still hold the output pipe: close
-        # our end now, while the loop runs, or the transport is closed at garbage collection after the loop is
-        # gone ("Exception ignored ... Event loop is closed").
-        transport = getattr(proc, "_transport", None)
-        if transport is not None and not transport.is_closing():
-            transport.close()
+        # our end now, while the loop runs (the pump, if it still waits, reads an end of file).
+        if self._output is not None:
+            self._output.close()
         return StopReport(proc.returncode, time.monotonic() - started, tuple(sorted(leftover)))
