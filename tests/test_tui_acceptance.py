@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from test_tui_snapshots import make_app, ready, steady
 from textual.app import App
-from tui_fakes import FakeEngine
+from tui_fakes import FakeEngine, until
 
 from specbench_tui.core.acceptance import AcceptanceAnalysis, CellAcceptance
 from specbench_tui.core.results import RunAnalysis
@@ -177,6 +177,28 @@ async def test_the_category_matrices_of_a_prompt_dataset(analysis: RunAnalysis) 
             assert row == [category, *(f"{values[(category, cid)]:.2f}" for cid, _ in matrix.configs)]
     assert " code" in text.splitlines()  # a workload without categories has no matrix
     assert "by category: code" not in text
+
+
+async def test_the_screen_follows_the_apps_newer_analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opened mid-run, it draws the worker's analysis (not one of its own) and the next one when it arrives."""
+    monkeypatch.chdir(tmp_path)
+    engine = FakeEngine(tmp_path / "runs" / "2026-01-01_100000_demo")
+    app = make_app(engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        engine.play_until_running()
+        await steady(pilot)
+        first = app.analysis
+        await pilot.press("1", "ctrl+end", "a")  # the queue's last row: the running ddtree-b32-tp1
+        screen = app.screen
+        assert isinstance(screen, AcceptanceScreen) and screen.shown is first
+        assert screen.detail is not None and screen.detail.config == "ddtree-b32-tp1"
+        assert screen.detail.state == "running"
+        engine.play()
+        await steady(pilot)
+        assert app.analysis is not first
+        await until(pilot, lambda: screen.shown is app.analysis, "the next poll draws the newer analysis")
+        assert screen.detail.config == "ddtree-b32-tp1" and screen.detail.state != "running"
 
 
 async def test_a_opens_the_selected_configuration_and_n_p_step(tmp_path: Path,
