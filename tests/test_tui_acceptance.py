@@ -242,3 +242,24 @@ async def test_the_results_column_is_headed_by_what_the_engines_client_measures(
         for _ in range(4):
             panel.cycle_sort()
         assert panel.sort_label() == header and panel.border_subtitle == f"sort: {header} ↓ (o)"
+
+
+def test_on_vllm_and_llamacpp_each_side_is_named_by_its_own_definition() -> None:
+    """The client's figure there is tokens per target forward; the server's counters give an acceptance length
+    over the steps that drafted (real vLLM: 1.75 beside 4.55): both shown, each under its name."""
+    from rich.console import Console
+
+    from specbench_tui.application.acceptance_detail import AcceptanceDetail, WorkloadAcceptance
+    from specbench_tui.core.acceptance import TOKENS_PER_TARGET_FORWARD
+    from specbench_tui.tui.acceptance_screen import workload_block
+
+    cell = CellAcceptance("c", "code", acceptance_length=1.75, server_acceptance_length=4.55,
+                          draft_acceptance_rate=0.64, server_conditional=(0.8, 0.7))
+    item = WorkloadAcceptance("code", cell, TOKENS_PER_TARGET_FORWARD, 1.4, positions=(0.8, 0.7),
+                              positions_from_server=True)
+    detail = AcceptanceDetail("c", "ngram", True, "done", (item,))
+    console = Console(width=160, record=True, color_system=None)
+    console.print(workload_block(item, detail, 160))
+    text = console.export_text()
+    assert "tokens per target forward 1.75 · server's acceptance length per drafting step 4.55" in text
+    assert "(server 4.55)" not in text and "conditional acceptance at position k (server counters)" in text

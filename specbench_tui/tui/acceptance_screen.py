@@ -76,7 +76,11 @@ def _figures(item: WorkloadAcceptance, cell: CellAcceptance, palette: Palette) -
         server += " (differs)"
     text.append(f"{item.client.name} ", palette.muted)
     text.append(_num(cell.acceptance_length), palette.accent)
-    text.append(f" (server {server})" if cell.server_acceptance_length is not None else "", palette.muted)
+    if cell.server_acceptance_length is not None and item.client is ACCEPTANCE_LENGTH:
+        text.append(f" (server {server})", palette.muted)
+    elif cell.server_acceptance_length is not None:  # llama.cpp, vLLM: the server counts the steps that drafted
+        text.append(f" · server's {ACCEPTANCE_LENGTH.name} per drafting step ", palette.muted)
+        text.append(server, palette.accent)
     text.append(f" · {DRAFT_ACCEPTANCE_RATE.name} ", palette.muted)
     text.append(_num(cell.draft_acceptance_rate, 3), palette.accent)
     text.append(f" · {ACCEPTED_PER_VERIFIED.name} ", palette.muted)
