@@ -253,10 +253,13 @@ def test_on_vllm_and_llamacpp_each_side_is_named_by_its_own_definition() -> None
     from specbench_tui.core.acceptance import TOKENS_PER_TARGET_FORWARD
     from specbench_tui.tui.acceptance_screen import workload_block
 
+    from specbench_tui.application.acceptance_detail import _client
+
     cell = CellAcceptance("c", "code", acceptance_length=1.75, server_acceptance_length=4.55,
-                          draft_acceptance_rate=0.64, server_conditional=(0.8, 0.7))
-    item = WorkloadAcceptance("code", cell, TOKENS_PER_TARGET_FORWARD, 1.4, positions=(0.8, 0.7),
-                              positions_from_server=True)
+                          draft_acceptance_rate=0.64, server_conditional=(0.8, 0.7),
+                          client_definition=TOKENS_PER_TARGET_FORWARD.name)
+    assert _client(cell) is TOKENS_PER_TARGET_FORWARD
+    item = WorkloadAcceptance("code", cell, _client(cell), 1.4, positions=(0.8, 0.7), positions_from_server=True)
     detail = AcceptanceDetail("c", "ngram", True, "done", (item,))
     console = Console(width=160, record=True, color_system=None)
     console.print(workload_block(item, detail, 160))

@@ -60,9 +60,9 @@ class AcceptanceDetail:
     """Every configuration id the screen can step to (plan order; skipped ones left out)."""
 
 
-def _client(cell: CellAcceptance | None) -> Definition:
-    name = getattr(cell, "client_definition", ACCEPTANCE_LENGTH.name) if cell is not None else ACCEPTANCE_LENGTH.name
-    return TOKENS_PER_TARGET_FORWARD if name == TOKENS_PER_TARGET_FORWARD.name else ACCEPTANCE_LENGTH
+def _client(cell: CellAcceptance) -> Definition:
+    """What the cell's client-side figure measures (the cell names it: :attr:`CellAcceptance.client_definition`)."""
+    return TOKENS_PER_TARGET_FORWARD if cell.client_definition == TOKENS_PER_TARGET_FORWARD.name else ACCEPTANCE_LENGTH
 
 
 def _workload(analysis: RunAnalysis, figures: AcceptanceAnalysis | None, config_id: str,
