@@ -29,7 +29,7 @@ from specbench_tui.core.results import (
     FLAG_NO_BASELINE,
     FLAG_ZERO_OUTPUT,
     LOSSLESS_MISMATCH,
-    LOSSLESS_NOT_CHECKED,
+    LOSSLESS_NA,
     LOSSLESS_PASS,
     to_json,
 )
@@ -152,11 +152,12 @@ def test_lossless_mismatch_bars_the_fastest_from_best() -> None:
     assert [(b.config, b.why) for b in best.barred] == [("fast-wrong", "lossless mismatch (1/2)")]
 
 
-def test_lossless_is_not_checked_when_sampling() -> None:
+def test_lossless_is_not_applicable_when_sampling() -> None:
     spec = config("s1", "spec")
     ms = [m("a0", "ar", "i", 0, 50.0, output_sha="x"), m("s1", "spec", "i", 0, 90.0, output_sha="y")]
     row = analyse(plan(AR, spec, temperature=0.7), ms).row("s1", "w")
-    assert row and row.lossless.status == LOSSLESS_NOT_CHECKED and "temperature 0.7" in (row.lossless.note or "")
+    assert row and row.lossless.status == LOSSLESS_NA
+    assert row.lossless.note == "not applicable: sampled at temperature 0.7" and FLAG_MISMATCH not in row.flags
 
 
 def test_states_reasons_and_crashes_come_from_events() -> None:

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("textual", "httpx", "torch", "triton", "sglang", "rich")
+HEAVY = ("textual", "httpx", "torch", "triton", "sglang", "rich", "scipy")
 
 
 def _loaded_after(code: str) -> list[str]:

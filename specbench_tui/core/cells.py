@@ -132,8 +132,8 @@ def _lossless(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurem
         return LosslessCheck(LOSSLESS_NOT_CHECKED, note="no measurements")
     if workload.temperature is None:
         return LosslessCheck(LOSSLESS_NOT_CHECKED, note="sampling temperature unknown")
-    if workload.temperature != 0:
-        return LosslessCheck(LOSSLESS_NOT_CHECKED, note=f"sampling at temperature {workload.temperature:g}")
+    if workload.temperature != 0:  # sampled outputs differ by chance: the check applies to greedy decoding only
+        return LosslessCheck(LOSSLESS_NA, note=f"not applicable: sampled at temperature {workload.temperature:g}")
     if baseline is None:
         return LosslessCheck(LOSSLESS_NOT_CHECKED, note="no baseline")
     if not hashed:

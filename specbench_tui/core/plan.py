@@ -108,6 +108,7 @@ class Plan:
             "workloads": [{"name": w.name, "kind": w.kind, "max_new_tokens": w.max_new_tokens,
                            "repeats": w.repeats, "warmup": w.warmup, "temperature": w.temperature,
                            "ignore_eos": w.ignore_eos, "params": dict(w.params), "cache": w.cache,
+                           **({"family": w.family} if w.family is not None else {}),
                            **({"load": w.load.to_json()} if w.load is not None else {})} for w in self.workloads],
             "notes": list(self.notes),
         }

@@ -282,6 +282,10 @@ class RunAnalysis:
     acceptance: Any = None
     """:class:`specbench_tui.core.acceptance.AcceptanceAnalysis`: per cell the named acceptance figures,
     per-position acceptance, the histogram and the step cost; per workload the category matrices."""
+    intervals: Any = None
+    """:class:`specbench_tui.core.intervals.IntervalAnalysis`: bootstrap confidence intervals on each cell's
+    speedup and acceptance; None unless asked for (:func:`~specbench_tui.core.intervals.with_intervals`, which a
+    report's loader calls; the TUI's live analysis does without)."""
     _rows_by_key: dict[tuple[str, str], CellRow] = field(default_factory=dict, repr=False, compare=False)
     _configs_by_id: dict[str, ConfigSummary] = field(default_factory=dict, repr=False, compare=False)
     _rows_by_config: dict[str, list[CellRow]] = field(default_factory=dict, repr=False, compare=False)

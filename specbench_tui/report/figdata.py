@@ -20,6 +20,7 @@ from specbench_tui.core.results import (
     CellRow,
     ConfigSummary,
     RunAnalysis,
+    Spread,
     aggregate,
 )
 
@@ -70,10 +71,22 @@ class Bar:
     low: float | None = None
     high: float | None = None
     mark: str = ""
+    ci_low: float | None = None
+    """The 95 % bootstrap interval of the value (``RunAnalysis.intervals``), where it has one."""
+    ci_high: float | None = None
 
     @property
     def drawn(self) -> bool:
         return self.value is not None and math.isfinite(self.value)
+
+    @property
+    def has_ci(self) -> bool:
+        return self.ci_low is not None and self.ci_high is not None
+
+    @property
+    def right(self) -> float:
+        """The rightmost of the value, its repeat range and its interval (where a label may start)."""
+        return max(v for v in (self.value, self.high, self.ci_high, 0.0) if v is not None)
 
 
 @dataclass(frozen=True)
@@ -112,16 +125,40 @@ def _value_marks(row: CellRow, config: ConfigSummary) -> str:
     return ", ".join(marks)
 
 
+def _spread(row: CellRow, metric: str) -> Spread | None:
+    """The row's figure for ``metric`` with its repeat range (acceptance: over the per-repeat figures)."""
+    if metric == "speedup":
+        return row.speedup
+    if metric == "decode_tps":
+        return row.decode_tps
+    if row.accept_length is None:
+        return None
+    per_repeat = [a for _, a in row.accept_by_repeat] or [row.accept_length]
+    return Spread(row.accept_length, min(per_repeat), max(per_repeat), len(per_repeat))
+
+
+def _interval(analysis: RunAnalysis, row: CellRow, metric: str) -> tuple[float | None, float | None]:
+    """The row's bootstrap interval for ``metric`` (speedup, acceptance length), (None, None) without one."""
+    cells = analysis.intervals.cell(row.config_id, row.workload) if analysis.intervals is not None else None
+    interval = getattr(cells, metric, None) if cells is not None and metric != "decode_tps" else None
+    if interval is None or not interval.ok:
+        return None, None
+    return interval.low, interval.high
+
+
 def cell_bar(analysis: RunAnalysis, config: ConfigSummary, workload: str, metric: str) -> Bar:
-    """The bar of ``config`` on ``workload`` for ``metric`` (``speedup`` or ``decode_tps``)."""
+    """The bar of ``config`` on ``workload`` for ``metric`` (``speedup``, ``decode_tps`` or ``accept_length``),
+    with its bootstrap interval where the analysis has one."""
     row = analysis.row(config.id, workload)
-    spread = None if row is None else (row.speedup if metric == "speedup" else row.decode_tps)
+    spread = None if row is None else _spread(row, metric)
     if row is None or spread is None or not math.isfinite(spread.median):
         mark = _missing_mark(row, config)
         if row is not None and metric == "speedup" and mark == MARK_NO_VALUE and row.speedup_note:
             mark = row.speedup_note
         return Bar(config.id, config.name, None, mark=mark)
-    return Bar(config.id, config.name, spread.median, spread.low, spread.high, _value_marks(row, config))
+    ci_low, ci_high = _interval(analysis, row, metric) if row.speedup_note != "baseline" else (None, None)
+    return Bar(config.id, config.name, spread.median, spread.low, spread.high, _value_marks(row, config),
+               ci_low, ci_high)
 
 
 def speedup_metric(analysis: RunAnalysis) -> str:
@@ -131,14 +168,16 @@ def speedup_metric(analysis: RunAnalysis) -> str:
 
 
 def bar_panels(analysis: RunAnalysis, metric: str | None = None) -> tuple[str, list[BarPanel]]:
-    """(metric, one panel per workload without a load axis, every configuration of the plan in plan order)."""
+    """(metric, one panel per workload without a load axis, every configuration of the plan in plan order; for
+    ``accept_length`` the speculative ones)."""
     metric = metric or speedup_metric(analysis)
     load_names = {w.name for w in analysis.load.workloads} if analysis.load is not None else set()
     panels = []
+    shown = [c for c in analysis.configs if c.in_plan and (metric != "accept_length" or c.speculative)]
     for workload in analysis.workloads:
         if workload.name in load_names:
             continue
-        bars = tuple(cell_bar(analysis, c, workload.name, metric) for c in analysis.configs if c.in_plan)
+        bars = tuple(cell_bar(analysis, c, workload.name, metric) for c in shown)
         panels.append(BarPanel(workload.name, bars))
     return metric, panels
 

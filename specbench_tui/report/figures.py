@@ -32,6 +32,7 @@ from specbench_tui.core.load import AXIS_CONCURRENCY, AXIS_RATE
 from specbench_tui.core.results import RunAnalysis
 from specbench_tui.report.figdata import (
     METRICS,
+    Bar,
     BarPanel,
     Line,
     ParetoPoint,
@@ -132,9 +133,21 @@ def _pow2_axis(ax: Axes, values: Sequence[float], label: str) -> None:
 # ---------------------------------------------------------------------------------------------- bars
 
 
+def _whiskers(ax: Axes, bar: Bar, y: float) -> list[list[float]]:
+    """The bar's whiskers: its 95 % bootstrap interval where it has one (the repeat range then drawn as a grey
+    band behind it), else the range of its repeats."""
+    assert bar.value is not None
+    if bar.has_ci and bar.ci_low is not None and bar.ci_high is not None:
+        if bar.low is not None and bar.high is not None and bar.high > bar.low:
+            ax.hlines(y, bar.low, bar.high, colors="#9a9a9a", linewidth=4.0, alpha=0.55, zorder=3)
+        return [[bar.value - bar.ci_low], [bar.ci_high - bar.value]]
+    return [[bar.value - (bar.low if bar.low is not None else bar.value)],
+            [(bar.high if bar.high is not None else bar.value) - bar.value]]
+
+
 def _bar_panel(ax: Axes, panel: BarPanel, metric: str, colors: Sequence[str]) -> None:
     n = len(panel.bars)
-    top = max((b.high or b.value or 0.0) for b in panel.bars if b.drawn) if any(b.drawn for b in panel.bars) else 1
+    top = max(b.right for b in panel.bars if b.drawn) if any(b.drawn for b in panel.bars) else 1
     for i, bar in enumerate(panel.bars):
         y = n - 1 - i
         if not bar.drawn or bar.value is None:
@@ -143,13 +156,13 @@ def _bar_panel(ax: Axes, panel: BarPanel, metric: str, colors: Sequence[str]) ->
                     bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6})
             continue
         hatched = bool(bar.mark) and bar.mark != "baseline"
-        err = [[bar.value - (bar.low if bar.low is not None else bar.value)],
-               [(bar.high if bar.high is not None else bar.value) - bar.value]]
+        err = _whiskers(ax, bar, y)
         ax.barh(y, bar.value, height=0.7, color=colors[i], alpha=0.55 if hatched else 0.9,
                 hatch=HATCHED if hatched else None, edgecolor=MISSING_COLOR if hatched else colors[i],
-                xerr=err, error_kw={"elinewidth": 0.9, "capsize": 2, "ecolor": "#333333"})
-        text = f"{bar.value:.2f}x" if metric == "speedup" else f"{bar.value:.0f}"
-        ax.text((bar.high or bar.value) + top * 0.02, y, text + (f"  {bar.mark}" if bar.mark else ""),
+                xerr=err, error_kw={"elinewidth": 0.9, "capsize": 3 if bar.has_ci else 2, "ecolor": "#222222",
+                                    "zorder": 4})
+        text = {"speedup": f"{bar.value:.2f}x", "accept_length": f"{bar.value:.2f}"}.get(metric, f"{bar.value:.0f}")
+        ax.text(bar.right + top * 0.02, y, text + (f"  {bar.mark}" if bar.mark else ""),
                 va="center", fontsize=7, color=MISSING_COLOR if hatched else "#333333")
     if metric == "speedup":
         ax.axvline(1.0, color="#000000", linewidth=0.9, linestyle="--", zorder=3)
@@ -183,12 +196,30 @@ def bar_figure(analysis: RunAnalysis) -> FigureSpec | None:
         title = "Speedup over the matched baseline per configuration and workload"
     else:
         title = "Decode tok/s per configuration and workload (no baseline in the plan)"
-    caption = (f"{title}: median over repeats, whiskers the range of the repeats; the dashed line is 1x. Hatched: "
+    caption = (f"{title}: median over repeats; {WHISKERS}; the dashed line is 1x. Hatched: "
                "the value stands on fewer measurements than planned (partial, some empty answers, crashed part-way). "
                "× with a reason: no value (crashed, skipped, every answer empty), never drawn as 0.")
     width = min(3.0 + 3.2 * len(panels), 13.0)
     return FigureSpec("speedup" if metric == "speedup" else "decode-tps", title, caption,
                       (width, 1.3 + 0.26 * n), _draw_bars(analysis, metric, panels))
+
+
+WHISKERS = ("whiskers with caps: the 95 % bootstrap confidence interval (percentile, over the paired items for a "
+            "speedup, over the requests for acceptance), where the cell has one; grey band, or plain whiskers "
+            "without one: the range of the per-repeat values")
+
+
+def acceptance_bar_figure(analysis: RunAnalysis) -> FigureSpec | None:
+    """Acceptance length per speculative configuration and workload, with its bootstrap interval."""
+    _, panels = bar_panels(analysis, "accept_length")
+    if not panels or not panels[0].bars or not any(b.drawn for p in panels for b in p.bars):
+        return None
+    title = "Acceptance length per configuration and workload"
+    caption = (f"{title} (tokens per verify step, weighted by verify steps): {WHISKERS}. × with a reason: no "
+               "value, never drawn as 0.")
+    return FigureSpec("acceptance-length", title, caption,
+                      (min(3.0 + 3.2 * len(panels), 13.0), 1.3 + 0.26 * len(panels[0].bars)),
+                      _draw_bars(analysis, "accept_length", panels))
 
 
 # ---------------------------------------------------------------------------------------------- lines
@@ -456,7 +487,8 @@ def load_pareto(load: LoadAnalysis, workload: str) -> FigureSpec | None:
 
 def figure_specs(analysis: RunAnalysis) -> list[FigureSpec]:
     """Every figure the run has data for, in the order the report shows them (no drawing yet)."""
-    specs = [bar_figure(analysis), budget_figure(analysis, "speedup"), budget_figure(analysis, "accept_length"),
+    specs = [bar_figure(analysis), acceptance_bar_figure(analysis), budget_figure(analysis, "speedup"),
+             budget_figure(analysis, "accept_length"),
              position_figure(analysis), tp_figure(analysis), cell_pareto_figure(analysis), *load_figures(analysis)]
     out: list[FigureSpec] = []
     seen: set[str] = set()

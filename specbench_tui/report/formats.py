@@ -32,10 +32,11 @@ from specbench_tui.report.loadview import (
 )
 from specbench_tui.report.tables import (
     CACHE_TEXT,
-    LEGEND,
+    legend,
     best_marks,
     best_table,
     cache_policy,
+    cell_intervals,
     clean_text,
     env_line,
     lossless_table,
@@ -87,7 +88,7 @@ def render_txt(run: LoadedRun, chart_width: int = 72, chart_height: int = 10) ->
     for workload in analysis.workloads:
         out.append("")
         out += render_text_table(results_table(analysis, workload, nodes))
-    out += ["", *_wrap(LEGEND, 110), ""]
+    out += ["", *_wrap(legend(analysis), 110), ""]
     out += render_text_table(problems_table(analysis))
     for config in analysis.problems():
         if config.excerpt:
@@ -144,7 +145,7 @@ def render_md(run: LoadedRun) -> str:
     nodes = node_column(run)
     for workload in analysis.workloads:
         out += render_markdown_table(results_table(analysis, workload, nodes), 2)
-    out += [LEGEND, ""]
+    out += [legend(analysis), ""]
     out += render_markdown_table(problems_table(analysis), 2)
     for config in analysis.problems():
         if config.excerpt:
@@ -181,6 +182,7 @@ CSV_COLUMNS = (
     "cache", "from_memory", "n_retracted",
     "draft_acceptance_rate", "accepted_per_verified", "conditional_acceptance", "accept_histogram", "step_cost",
     "length_over_cost", "limited_by",
+    "speedup_ci_low", "speedup_ci_high", "accept_length_ci_low", "accept_length_ci_high",
 )
 """One row per configuration × workload; ``_min``/``_max`` are the range of per-repeat values; ``coverage`` is
 complete, partial (cut short: ``items_measured`` of ``items_expected``, ``n_crash`` requests cut by the crash),
@@ -190,7 +192,8 @@ policy it was measured under (cold, warm, mixed), ``from_memory`` set for a warm
 requests the server retracted (kept out of the latency figures); ``conditional_acceptance`` the conditional
 acceptance at draft positions 1, 2, … and ``accept_histogram`` the verify steps that accepted 0, 1, … drafts
 (space-separated), ``step_cost`` the step cost ×, ``length_over_cost`` acceptance length ÷ step cost × and
-``limited_by`` which of the two limits the configuration (docs/acceptance.md)."""
+``limited_by`` which of the two limits the configuration (docs/acceptance.md); ``..._ci_low``/``_high`` the 95 %
+bootstrap interval of the speedup and of ``accept_length`` (empty without one: core/intervals.py)."""
 
 
 def _num(value: float | int | None, digits: int = 4) -> str:
@@ -229,6 +232,7 @@ def csv_rows(run: LoadedRun) -> list[dict[str, str]]:
             row.coverage, str(row.items_measured), _num(row.expected), str(row.n_crash), str(row.paired),
             nodes.get(row.config_id, ""), clean_text(run.hardware.model(row.config_id) or "", 200),
             row.cache or "", row.from_memory or "", str(row.n_retracted), *_acceptance_cells(run, row),
+            *_interval_cells(run, row),
         ]
         out.append(dict(zip(CSV_COLUMNS, cells)))
     return out
@@ -243,6 +247,15 @@ def _acceptance_cells(run: LoadedRun, row: CellRow) -> list[str]:
             " ".join("" if v is None else f"{v:.4f}" for v in cell.conditional),
             " ".join(str(h) for h in cell.histogram), _num(cell.step_cost, 4), _num(cell.predicted_speedup, 4),
             cell.limit or ""]
+
+
+def _interval_cells(run: LoadedRun, row: CellRow) -> list[str]:
+    ci = cell_intervals(run.analysis, row)
+    out: list[str] = []
+    for interval in (ci.speedup if ci else None, ci.accept_length if ci else None):
+        ok = interval is not None and interval.ok
+        out += [_num(interval.low, 4) if ok and interval else "", _num(interval.high, 4) if ok and interval else ""]
+    return out
 
 
 def render_csv(run: LoadedRun) -> str:
@@ -266,8 +279,9 @@ def render_csv(run: LoadedRun) -> str:
 def render_json(run: LoadedRun) -> str:
     """The whole analysis, for scripts: ``{"schema", "run", "env", "warnings", "analysis"}``."""
     analysis = to_json(run.analysis)
-    if analysis.get("load") is None:
-        analysis.pop("load", None)
+    for key in ("load", "intervals"):
+        if analysis.get(key) is None:
+            analysis.pop(key, None)
     acceptance = acceptance_json(run.analysis)
     if acceptance is None:
         analysis.pop("acceptance", None)

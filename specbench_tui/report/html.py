@@ -19,7 +19,7 @@ from specbench_tui.report.load import LoadedRun
 from specbench_tui.report.loadview import crossover_table, points_table, schedule_table
 from specbench_tui.report.nodesview import hardware_warnings, node_column, node_lines
 from specbench_tui.report.tables import (
-    LEGEND,
+    legend,
     Table,
     best_table,
     clean_text,
@@ -150,7 +150,7 @@ def render_html(run: LoadedRun, text_report: str) -> str:
     for workload in analysis.workloads:
         if analysis.rows_for(workload.name):
             parts.append(_table(results_table(analysis, workload, nodes)))
-    parts.append(f'<p class="note">{escape(LEGEND)}</p>')
+    parts.append(f'<p class="note">{escape(legend(analysis))}</p>')
     parts.append("<h2>Crashed, failed and skipped</h2>")
     parts += [_table(problems_table(analysis)), *_excerpts(run), _table(lossless_table(analysis))]
     acceptance = acceptance_tables(analysis)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench_tui.core.results import RunAnalysis
+from specbench_tui.core.intervals import with_intervals
 from specbench_tui.core.ledger import Ledger, Progress
 from specbench_tui.core.nodes import RunHardware, run_hardware
 from specbench_tui.rundir import (ENV_JSON, EVENTS, PLAN_JSON, RESULTS, RUN_DIR_MARKERS, engine_owns, has_file,
@@ -86,6 +87,7 @@ def load_run(path: str | Path) -> LoadedRun:
         warnings.append(f"{EVENTS} is missing: states, crash signatures and skip reasons are unknown")
     warnings.extend(report.summary())
     ledger = Ledger.from_run(plan, measurements, events, engine_alive=engine_owns(path) is not False)
-    return LoadedRun(path=path, analysis=ledger.analyse(), env=env, warnings=tuple(warnings),
+    analysis = with_intervals(ledger.analyse(), ledger.measurements.values())  # the report's ± (core/intervals.py)
+    return LoadedRun(path=path, analysis=analysis, env=env, warnings=tuple(warnings),
                      hardware=run_hardware(ledger.events, ledger.measurements.values(), env),
                      progress=ledger.progress())

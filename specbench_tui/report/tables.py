@@ -13,6 +13,7 @@ from typing import Any
 
 from specbench_tui.core.acceptance import accept_columns, run_engine
 from specbench_tui.core.engines import simulator
+from specbench_tui.core.intervals import CellIntervals, Interval
 from specbench_tui.core.results import (
     ACCEPT_FROM_SERVER,
     FLAG_BURST,
@@ -112,12 +113,32 @@ def fmt_state(row: CellRow) -> str:
     return f"{row.state}, {coverage}" if coverage and coverage != "not run" else row.state
 
 
-def fmt_speedup(row: CellRow) -> str:
+def fmt_pm(interval: Interval | None, digits: int = 2) -> str:
+    """A bootstrap interval beside its figure: `` ±0.04``, `` +0.05/-0.03`` when the two sides differ at
+    ``digits``, `` ±0`` without variation, `` (n<5)`` with too few units for one; "" without an interval."""
+    if interval is None:
+        return ""
+    if not interval.ok:
+        return f" ({interval.why})" if interval.why else ""
+    if interval.why:  # no variation: the interval is the figure itself
+        return " ±0"
+    minus, plus = f"{interval.minus:.{digits}f}", f"{interval.plus:.{digits}f}"
+    return f" ±{plus}" if minus == plus else f" +{plus}/-{minus}"
+
+
+def cell_intervals(analysis: RunAnalysis, row: CellRow) -> CellIntervals | None:
+    """The row's bootstrap intervals, when the analysis carries them (a report's does; the TUI's does not)."""
+    intervals = analysis.intervals
+    return intervals.cell(row.config_id, row.workload) if intervals is not None else None
+
+
+def fmt_speedup(row: CellRow, interval: Interval | None = None) -> str:
+    """``2.41x [2.38-2.45] ±0.03``: median, range of the per-repeat ratios, and the bootstrap interval."""
     if row.speedup is None:
         return "no baseline" if row.speedup_note and row.speedup_note.startswith("no baseline") else DASH
     if row.speedup_note == "baseline":
         return "1.00x (base)"
-    return fmt_range(row.speedup, 2, "x")
+    return fmt_range(row.speedup, 2, "x") + fmt_pm(interval, 2)
 
 
 def fmt_seconds(value: float | None) -> str:
@@ -127,10 +148,11 @@ def fmt_seconds(value: float | None) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
-def fmt_accept(row: CellRow) -> str:
+def fmt_accept(row: CellRow, interval: Interval | None = None) -> str:
     if row.accept_length is None:
         return DASH
-    return f"{row.accept_length:.2f}" + {"mean": "~", ACCEPT_FROM_SERVER: "^"}.get(row.accept_method or "", "")
+    return (f"{row.accept_length:.2f}" + {"mean": "~", ACCEPT_FROM_SERVER: "^"}.get(row.accept_method or "", "")
+            + fmt_pm(interval, 2))
 
 
 def fmt_log_accept(row: CellRow) -> str:
@@ -237,11 +259,13 @@ def results_table(analysis: RunAnalysis, workload: WorkloadInfo, nodes: dict[str
     for row in analysis.rows_for(workload.name):
         if not row.measured and row.state not in ("crashed", "failed"):
             continue
+        ci = cell_intervals(analysis, row)
         table.rows.append([
             marks.get((row.config_id, row.workload), ""), row.config,
             *([nodes.get(row.config_id) or DASH] if nodes is not None else []), fmt_tp(row.tp),
             DASH if row.budget is None else str(row.budget), fmt_state(row), fmt_range(row.decode_tps),
-            fmt_speedup(row), fmt_seconds(row.ttft_s.median if row.ttft_s else None), fmt_accept(row),
+            fmt_speedup(row, ci.speedup if ci else None), fmt_seconds(row.ttft_s.median if row.ttft_s else None),
+            fmt_accept(row, ci.accept_length if ci else None),
             fmt_log_accept(row), fmt_counts(row), fmt_lossless(row), fmt_flags(row),
         ])
     table.notes += row_notes(analysis.rows_for(workload.name))
@@ -250,12 +274,20 @@ def results_table(analysis: RunAnalysis, workload: WorkloadInfo, nodes: dict[str
     return table
 
 
+def legend(analysis: RunAnalysis) -> str:
+    """:data:`LEGEND`, with what the ± of the tables are (level, method, resamples, seed, units) when the
+    analysis has bootstrap intervals."""
+    return LEGEND + (f" {analysis.intervals.described}." if analysis.intervals is not None else "")
+
+
 def fmt_lossless(row: CellRow) -> str:
     check = row.lossless
     if check.status == LOSSLESS_PASS:
         return f"ok {check.checked}/{check.checked}"
     if check.status == LOSSLESS_MISMATCH:
         return f"DIFF {len(check.mismatches)}/{check.checked}"
+    if check.note and check.note.startswith("not applicable"):  # sampled: the check is for greedy decoding
+        return "n/a (sampled)"
     return DASH
 
 
@@ -271,7 +303,7 @@ def best_table(analysis: RunAnalysis) -> Table:
         notes += [f"faster {b.config} barred: {b.why}" for b in best.barred]
         table.rows.append([
             best.workload, "all" if best.tp is None else str(best.tp), best.config, fmt_range(best.decode_tps),
-            fmt_speedup(row) if row else DASH,
+            fmt_speedup(row, getattr(cell_intervals(analysis, row), "speedup", None)) if row else DASH,
             f"{best.runner_up} ({fmt_num(best.runner_up_tps.median if best.runner_up_tps else None)})"
             if best.runner_up else DASH,
             "; ".join(notes),
@@ -309,6 +341,10 @@ def lossless_table(analysis: RunAnalysis) -> Table:
                            f"{wrong} differ.")
     else:
         table.notes.append("no outputs were compared (no greedy workload with output hashes and a baseline).")
+    sampled = [f"{w.name} (temperature {w.temperature:g})" for w in analysis.workloads if w.temperature]
+    if sampled:
+        table.notes.append("not applicable to sampled workloads, whose outputs differ by chance: "
+                           + ", ".join(sampled) + "; the check runs at temperature 0.")
     return table
 
 

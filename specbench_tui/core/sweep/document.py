@@ -25,7 +25,7 @@ from specbench_tui.core.sweep.limits import (
 from specbench_tui.core.sweep.reader import Reader, short_repr, type_name
 from specbench_tui.core.sweep.schema import ConfigSpec, Sweep, WorkloadSpec
 from specbench_tui.core.sweep.values import shown_name, usable_name
-from specbench_tui.core.sweep.workloads import WorkloadDefaults, workload_spec
+from specbench_tui.core.sweep.workloads import WorkloadDefaults, workload_specs
 
 _TOP_KEYS = ("sweep", "engine", "measure", "server", "configs", "workloads", "cluster")
 _SWEEP_KEYS = ("name", "description", "baseline", "runs_dir", "gpus", "concurrent", "lossless_check",
@@ -45,7 +45,7 @@ def build_sweep(r: Reader, data: dict[str, Any], text: str, path: Path, shown: s
     server_env = env_table(r, server_t.get("env", {}), ("server", "env"))
     cluster = read_cluster(r, data.get("cluster", {}))
     configs = _configs(r, data.get("configs"))
-    defaults = WorkloadDefaults(head["repeats"], head["warmup"], measure.cache, engine.profile)
+    defaults = WorkloadDefaults(head["repeats"], head["warmup"], measure.cache, engine.profile, measure.temperatures)
     workloads = _workloads(r, data.get("workloads"), defaults, base_dir)
     return Sweep(
         path=path, text=text, name=head["name"], description=head["description"], baseline=head["baseline"],
@@ -131,25 +131,32 @@ def _each_workload(r: Reader, workloads_raw: list[dict[str, Any]], defaults: Wor
     seen: dict[str, int] = {}
     requests = 0
     for i, w in enumerate(workloads_raw):
-        spec = workload_spec(r, i, w, defaults, base_dir)
-        if spec is None:
-            continue
-        requests += spec.requests
-        if requests > MAX_REQUESTS:
-            r.error(("workloads", i), f"each configuration would be sent more than {MAX_REQUESTS:,} requests "
-                    f"by the workloads up to this one (MAX_REQUESTS: items × repeats + warm-up, "
-                    "or each load point's requests × repeats + warm-up)",
-                    "lower repeats, count, the number of items, requests, waves or load points")
-            requests = -(1 << 62)  # said once
-        if spec.name in seen:
-            implicit = "" if "name" in w else " (a workload without a name is named after its kind)"
-            r.error(("workloads", i, "name"), f"duplicate workload name '{spec.name}'{implicit}; "
-                    f"workloads[{seen[spec.name]}] on line {r.line_of(('workloads', seen[spec.name]))} "
-                    "has it too", "give each workload its own name = \"...\"")
-        else:
-            seen[spec.name] = i
-        workloads.append(spec)
+        for spec in workload_specs(r, i, w, defaults, base_dir):
+            requests = _add_workload(r, i, w, spec, workloads, seen, requests)
     return workloads
+
+
+def _add_workload(r: Reader, i: int, w: dict[str, Any], spec: WorkloadSpec, workloads: list[WorkloadSpec],
+                  seen: dict[str, int], requests: int) -> int:
+    """Append one workload (of block ``i``), checking the sweep's request total and its name; the new total."""
+    requests += spec.requests
+    if requests > MAX_REQUESTS:
+        r.error(("workloads", i), f"each configuration would be sent more than {MAX_REQUESTS:,} requests "
+                f"by the workloads up to this one (MAX_REQUESTS: items × repeats + warm-up, "
+                "or each load point's requests × repeats + warm-up)",
+                "lower repeats, count, the number of items, requests, waves or load points")
+        requests = -(1 << 62)  # said once
+    if spec.name in seen:
+        implicit = "" if "name" in w else " (a workload without a name is named after its kind)"
+        if spec.family is not None:
+            implicit = f" (the name of '{spec.family}' at temperature {spec.temperature:g})"
+        r.error(("workloads", i, "name"), f"duplicate workload name '{spec.name}'{implicit}; "
+                f"workloads[{seen[spec.name]}] on line {r.line_of(('workloads', seen[spec.name]))} "
+                "has it too", "give each workload its own name = \"...\"")
+    else:
+        seen[spec.name] = i
+    workloads.append(spec)
+    return requests
 
 
 def _gpus(r: Reader, sweep_t: dict[str, Any]) -> tuple[int, ...] | None:

@@ -2,7 +2,8 @@
 flush) empties the server's caches before every measured request at concurrency 1 and before every load point;
 ``cache = "warm"`` keeps them (a repeat then meets its own prefix in the radix cache, and an n-gram drafter its
 own earlier output). A workload may override it with its own ``cache`` key. An engine whose server cannot
-flush refuses a written ``cold`` (with why) and runs ``warm`` by default, saying so."""
+flush refuses a written ``cold`` (with why) and runs ``warm`` by default, saying so. ``temperature`` (a number or a
+list, :mod:`specbench_tui.core.sweep.temperature`) is every workload's default sampling temperature."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from typing import Any
 from specbench_tui.core.errors import did_you_mean
 from specbench_tui.core.records import CACHE_COLD, CACHE_POLICIES, CACHE_WARM
 from specbench_tui.core.sweep.reader import Reader, short_repr
+from specbench_tui.core.sweep.temperature import read_temperatures
 from specbench_tui.core.tomlpos import KeyPath
 
-MEASURE_KEYS = ("cache",)
+MEASURE_KEYS = ("cache", "temperature")
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,9 @@ class MeasureSpec:
     cache: str = CACHE_COLD
     note: str | None = None
     """Why the policy is not what the file says or implies (an engine that cannot flush runs warm)."""
+    temperatures: tuple[float, ...] = (0.0,)
+    """``[measure] temperature``: every workload's temperatures unless it lists its own
+    (:mod:`specbench_tui.core.sweep.temperature`)."""
 
 
 def _flush_facts(profile_name: str) -> tuple[bool, str]:
@@ -67,4 +72,4 @@ def measure_spec(r: Reader, raw: Any, profile_name: str) -> MeasureSpec:
     if "cache" not in table and not can_flush:
         note = (f"measurements run warm: the '{profile_name}' engine cannot flush its server's caches ({why}); "
                 "repeats may meet their own prefix")
-    return MeasureSpec(cache=cache, note=note)
+    return MeasureSpec(cache=cache, note=note, temperatures=read_temperatures(r, table, ("measure",), (0.0,)))

@@ -83,6 +83,9 @@ class WorkloadSpec:
     cache: str = "cold"
     """The cache policy of its measurements: ``cold`` (the server is flushed before each measured request at
     concurrency 1 and before each load point) or ``warm`` (:mod:`specbench_tui.core.sweep.measure`)."""
+    family: str | None = None
+    """The workload's name in the sweep file when its temperature list made it one workload per temperature,
+    named ``<family>-t<temperature>`` (:mod:`specbench_tui.core.sweep.temperature`); None otherwise."""
 
     @property
     def requests(self) -> int:

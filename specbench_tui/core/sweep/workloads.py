@@ -28,6 +28,7 @@ from specbench_tui.core.sweep.load_axis import LOAD_KEYS, load_spec
 from specbench_tui.core.sweep.measure import cache_value
 from specbench_tui.core.sweep.reader import Reader, is_type, resolve_path, short_repr, type_name, types_text
 from specbench_tui.core.sweep.schema import WorkloadSpec
+from specbench_tui.core.sweep.temperature import read_temperatures, variants
 from specbench_tui.core.sweep.values import shown_name, usable_name
 from specbench_tui.core.tomlpos import KeyPath
 from specbench_tui.core.workload_kinds import COMMON_PARAMS, KINDS, ParamSpec
@@ -45,6 +46,23 @@ class WorkloadDefaults:
     """``[measure] cache``."""
     engine: str = "sglang"
     """The engine profile (whether it can flush decides whether ``cache = "cold"`` is possible)."""
+    temperatures: tuple[float, ...] = (0.0,)
+    """``[measure] temperature``: the workload's temperatures unless it lists its own."""
+
+
+def workload_specs(r: Reader, index: int, raw: dict[str, Any], defaults: WorkloadDefaults,
+                   base_dir: Path) -> list[WorkloadSpec]:
+    """One ``[[workloads]]`` block as the workloads it measures: one per temperature of its list
+    (:mod:`specbench_tui.core.sweep.temperature`); none when it cannot be read."""
+    spec = workload_spec(r, index, raw, defaults, base_dir)
+    if spec is None:
+        return []
+    out = variants(spec, read_temperatures(r, raw, ("workloads", index), defaults.temperatures))
+    for variant in out if len(out) > 1 else ():  # one temperature keeps the name checked already
+        if not usable_name(variant.name):
+            r.error(("workloads", index, "name"), f"{shown_name(variant.name)} (the workload at one temperature of "
+                    "its list) is not a usable name", f"use a name of at most {MAX_NAME_CHARS - 8} characters")
+    return out
 
 
 def workload_spec(r: Reader, index: int, raw: dict[str, Any], defaults: WorkloadDefaults, base_dir: Path) -> WorkloadSpec | None:
@@ -76,10 +94,9 @@ def workload_spec(r: Reader, index: int, raw: dict[str, Any], defaults: Workload
         item_count = _check_prompts_file(r, (*key, "path"), resolved, params)
     if kind == "prompt_dataset":
         item_count = _check_dataset(r, key, base_dir, params)
-    temperature = common["temperature"]
     return WorkloadSpec(
         name=name, kind=kind, max_new_tokens=common["max_new_tokens"] or 256, repeats=common["repeats"] or 1,
-        warmup=common["warmup"] if common["warmup"] is not None else 1, temperature=float(temperature or 0.0),
+        warmup=common["warmup"] if common["warmup"] is not None else 1, temperature=defaults.temperatures[0],
         ignore_eos=bool(common["ignore_eos"]), params=tuple(sorted(params.items())), item_count=item_count,
         load=load_spec(r, key, raw, kind), cache=cache_value(r, raw, key, defaults.cache, defaults.engine),
     )
@@ -89,6 +106,8 @@ def _common_params(r: Reader, key: KeyPath, raw: dict[str, Any], defaults: Workl
     """The parameters every kind takes (repeats and warm-up default to the sweep's)."""
     common: dict[str, Any] = {}
     for pname, spec in COMMON_PARAMS.items():
+        if pname == "temperature":  # a number or a list: read by workload_specs (core/sweep/temperature.py)
+            continue
         default = {"repeats": defaults.repeats, "warmup": defaults.warmup}.get(pname, spec.default)
         limit, limit_name = _COMMON_LIMITS.get(pname, (None, ""))
         if spec.positive:
@@ -98,9 +117,6 @@ def _common_params(r: Reader, key: KeyPath, raw: dict[str, Any], defaults: Workl
                                        limit_name=limit_name)
         else:
             common[pname] = r.get(raw, key, pname, spec.types, default)
-    temperature = common["temperature"]
-    if temperature is not None and temperature < 0:
-        r.error((*key, "temperature"), f"expected a temperature >= 0, got {temperature}", "0 means greedy")
     return common
 
 
