@@ -9,13 +9,19 @@ attached, and an all-excluded 10,000-point sweep run.
   it (a fresh process, imports included), first with no index (it builds one) and then three times with it
   (the figure is the median).
 - **latest**: :func:`~specbench_tui.report.runs.find_run` ``("latest")`` as ``run --resume latest`` resolves it,
-  in a fresh process, index fresh (the median of three).
+  in a fresh process, index fresh (the median of three); and the whole ``specbench run --resume latest
+  --headless`` over the 10,000 (the newest run is an interrupted one whose configurations are all done: the
+  resume runs nothing and ends it; its files are put back after each), beside the same command in a folder
+  that holds that run alone (what the resume itself costs, whatever the folder holds).
 - **attach**: a run directory whose ``events.jsonl`` holds 64 MB of the events a long sweep writes (state
   changes, launches, workloads, load points, notices), read as an attaching client does before its first frame:
-  :func:`~specbench_tui.engine.attached.history_of` and the ledger's fold, in a fresh process (median of three).
-- **excluded**: a sweep of 10,000 points, every one excluded, run by the real orchestrator against the
-  simulator: how long running nothing takes (the run; writing the run directory and building the orchestrator,
-  which any plan of 10,000 points costs, are printed apart).
+  :func:`~specbench_tui.engine.attached.history_of` and the ledger's fold, in a fresh process: first with no
+  fold checkpoint (:mod:`specbench_tui.rundir.checkpoint`; the time until the ledger is ready, imports
+  included, is the figure: the checkpoint is written after it), then three re-attaches that start from it (the
+  median of the whole process is the figure).
+- **excluded**: a sweep of 10,000 points, every one excluded: ``specbench run SWEEP --headless`` as a user runs
+  it (a fresh process), beside ``specbench validate SWEEP`` (building the plan, which any plan of 10,000 points
+  costs, excluded or not), and the real orchestrator's run alone, in this process.
 
 Each timed command's wall time is the figure, and its CPU time (user + system) is printed beside it as a
 ``*_cpu_s`` figure: on a shared box the wall stretches with the load (printed), the CPU time much less.
@@ -60,10 +66,13 @@ from specbench_tui.store import RunDir
 RUNS = 10_000
 RUNS_TARGET_S = 1.0
 LATEST_TARGET_S = 1.0
+RESUME_TARGET_S = 2.0
+"""The whole resume command: resolving ``latest`` (its 1 s) and a resume of one run (about 0.6 s here)."""
 ATTACH_TARGET_S = 2.0
 EVENTS_BYTES = 64 << 20
 EXCLUDED_POINTS = 10_000
 EXCLUDED_TARGET_S = 1.0
+"""The orchestrator's run of the all-excluded sweep; the whole command may take this beyond its plan's cost."""
 PYTHON = sys.executable
 
 SWEEP = """
@@ -205,10 +214,22 @@ def _timed(code: str, *args: str) -> float:
 RUNS_CODE = "import sys; from specbench_tui.cli import main; sys.exit(main(['runs', '--runs-dir', sys.argv[1]]))"
 LATEST_CODE = ("import sys; from specbench_tui.report.runs import find_run; "
                "print(find_run('latest', __import__('pathlib').Path(sys.argv[1])).path)")
-ATTACH_CODE = ("import sys, pathlib; from specbench_tui.engine.attached import history_of; "
+ATTACH_CODE = ("import time; T0, C0 = time.perf_counter(), time.process_time(); "
+               "import sys, pathlib; from specbench_tui.engine.attached import history_of; "
                "from specbench_tui.core.ledger import Ledger; from specbench_tui.rundir import read_object; "
                "p = pathlib.Path(sys.argv[1]); m, e = history_of(p, None, None); "
-               "l = Ledger.from_run(read_object(p, 'plan.json', 1 << 28), m, e); print(l.progress().text, len(e))")
+               "l = Ledger.from_run(read_object(p, 'plan.json', 1 << 28), m, e); "
+               "print('READY', time.perf_counter() - T0, time.process_time() - C0); print(l.progress().text, len(e))")
+RESUME_CODE = ("import sys; from specbench_tui.cli import main; "
+               "sys.exit(main(['run', '--resume', 'latest', '--headless', '--runs-dir', sys.argv[1]]))")
+CLI_CODE = "import sys; from specbench_tui.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def _ready(code: str, *args: str) -> tuple[float, float]:
+    """Wall and CPU seconds a fresh Python running ``code`` took until it printed ``READY`` (imports included)."""
+    out = subprocess.run([PYTHON, "-c", code, *args], check=True, cwd=ROOT, capture_output=True, text=True).stdout
+    wall, cpu = next(line for line in out.splitlines() if line.startswith("READY")).split()[1:]
+    return float(wall), float(cpu)
 
 
 def _median(code: str, *args: str, times: int = 3) -> tuple[float, list[float]]:
@@ -222,19 +243,23 @@ def _median(code: str, *args: str, times: int = 3) -> tuple[float, list[float]]:
 MEDIAN_CPU: list[float] = []
 
 
+def excluded_text() -> str:
+    """A sweep of :data:`EXCLUDED_POINTS` points, every one excluded."""
+    side = int(EXCLUDED_POINTS ** 0.5)
+    return (SWEEP.format(name="all-excluded", budgets=", ".join(str(b) for b in range(1, side + 1)))
+            .replace("matrix = { budget = [", f"matrix = {{ tp = [{', '.join(str(t) for t in range(1, side + 1))}],"
+                     " budget = [").replace('name = "dflash-b{budget}"', 'name = "dflash-b{budget}-t{tp}"')
+            .replace("[[workloads]]", '[configs.env]\nPOINT_TP = "{tp}"\n[[workloads]]')
+            + "".join(f'[[configs.exclude]]\ntp = {t}\nreason = "not this one"\n' for t in range(1, side + 1)))
+
+
 def excluded_sweep(folder: Path) -> float:
     """Seconds the real orchestrator takes to run a sweep of :data:`EXCLUDED_POINTS` points, all excluded (the
     run itself; the setup any sweep of that size has, writing its run directory and building the orchestrator,
     is printed apart)."""
     from specbench_tui.engine.orchestrator import Orchestrator
 
-    side = int(EXCLUDED_POINTS ** 0.5)
-    text = (SWEEP.format(name="all-excluded", budgets=", ".join(str(b) for b in range(1, side + 1)))
-            .replace("matrix = { budget = [", f"matrix = {{ tp = [{', '.join(str(t) for t in range(1, side + 1))}],"
-                     " budget = [").replace('name = "dflash-b{budget}"', 'name = "dflash-b{budget}-t{tp}"')
-            .replace("[[workloads]]", '[configs.env]\nPOINT_TP = "{tp}"\n[[workloads]]')
-            + "".join(f'[[configs.exclude]]\ntp = {t}\nreason = "not this one"\n' for t in range(1, side + 1)))
-    plan = build_plan(parse_sweep(text, folder / "sweep.toml", "sweep.toml"))
+    plan = build_plan(parse_sweep(excluded_text(), folder / "sweep.toml", "sweep.toml"))
     assert len(plan.configs) == EXCLUDED_POINTS and all(c.skip_reason for c in plan.configs)
     started = time.perf_counter()
     run = RunDir.create(folder / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
@@ -253,6 +278,45 @@ def excluded_sweep(folder: Path) -> float:
     return ran - built
 
 
+def excluded_command(folder: Path) -> tuple[float, float, float, float]:
+    """Wall and CPU seconds of ``specbench run SWEEP --headless`` on the all-excluded sweep, and of
+    ``specbench validate SWEEP`` (the plan alone), each in a fresh process."""
+    sweep = folder / "sweep.toml"
+    sweep.write_text(excluded_text())
+    validate = _timed(CLI_CODE, "validate", str(sweep))
+    validate_cpu = CPU[-1]
+    run = _timed(CLI_CODE, "run", str(sweep), "--headless", "--runs-dir", str(folder / "cli-runs"))
+    return run, CPU[-1], validate, validate_cpu
+
+
+def resume_latest(runs: Path, folder: Path) -> tuple[float, float, float, float]:
+    """Wall and CPU seconds of ``specbench run --resume latest --headless`` over ``runs`` (median of three), and
+    of the same command in a folder holding the newest run alone; the newest run's files are put back after
+    each resume (so that the next bench run resumes the same)."""
+    newest = max(p for p in runs.iterdir() if p.is_dir() and not p.name.startswith("."))
+    kept = {p.name: p.read_bytes() for p in newest.iterdir() if p.is_file()}
+
+    def put_back(path: Path) -> None:
+        for child in path.iterdir():
+            if child.is_file() and child.name not in kept:
+                child.unlink()
+        for name, data in kept.items():
+            (path / name).write_bytes(data)
+
+    walls, cpus = [], []
+    try:
+        for _ in range(3):
+            walls.append(_timed(RESUME_CODE, str(runs)))
+            cpus.append(CPU[-1])
+            put_back(newest)
+        alone = folder / "alone"
+        shutil.copytree(newest, alone / newest.name)
+        one = _timed(RESUME_CODE, str(alone))
+    finally:
+        put_back(newest)
+    return statistics.median(walls), statistics.median(cpus), one, CPU[-1]
+
+
 def main() -> int:
     failures: list[str] = []
     cache = Path(os.environ.get("SPECBENCH_BENCH_CACHE", tempfile.gettempdir())) / f"specbench-histories-{os.getuid()}"
@@ -260,34 +324,57 @@ def main() -> int:
     t0 = time.perf_counter()
     write_runs(runs)
     print(f"{RUNS:,} run directories under {runs} (written or kept in {time.perf_counter() - t0:.1f} s)")
-    for stale in runs.glob(".specbench-*"):
-        stale.unlink()
+    from specbench_tui.rundir.index import index_path
+
+    index = index_path(runs)  # this user's index of the folder: the first listing builds it again
+    if index is not None:
+        index.unlink(missing_ok=True)
     cold = _timed(RUNS_CODE, str(runs))
     warm, all_warm = _median(RUNS_CODE, str(runs))
     print(f"specbench runs: {cold:.2f} s with no index (it builds one), then {', '.join(f'{t:.2f}' for t in all_warm)} s")
     latest, all_latest = _median(LATEST_CODE, str(runs))
     print(f"latest resolved in {', '.join(f'{t:.2f}' for t in all_latest)} s")
+    with tempfile.TemporaryDirectory(prefix="specbench-resume-") as tmp:
+        resume, resume_cpu, resume_one, resume_one_cpu = resume_latest(runs, Path(tmp))
+    print(f"specbench run --resume latest over {RUNS:,} runs: {resume:.2f} s (CPU {resume_cpu:.2f} s, median of 3); "
+          f"the same resume in a folder of that run alone: {resume_one:.2f} s (CPU {resume_one_cpu:.2f} s)")
     t0 = time.perf_counter()
     path = events_run(cache / "attach")
     size = (path / "events.jsonl").stat().st_size
     print(f"{size / 1e6:.1f} MB of events (written or kept in {time.perf_counter() - t0:.1f} s)")
+    from specbench_tui.rundir.checkpoint import checkpoint_path
+
+    kept = checkpoint_path(path)
+    if kept is not None:
+        kept.unlink(missing_ok=True)
+    first, first_cpu = _ready(ATTACH_CODE, str(path))
+    print(f"64 MB events file, first attach (no checkpoint): ledger ready in {first:.2f} s (CPU {first_cpu:.2f} s)")
     attach, all_attach = _median(ATTACH_CODE, str(path))
-    print(f"64 MB events file read and folded in {', '.join(f'{t:.2f}' for t in all_attach)} s")
+    print(f"64 MB events file re-attached (from the checkpoint) in {', '.join(f'{t:.2f}' for t in all_attach)} s")
     with tempfile.TemporaryDirectory(prefix="specbench-excluded-") as tmp:
         excluded = excluded_sweep(Path(tmp))
+        command, command_cpu, validate, validate_cpu = excluded_command(Path(tmp))
+    print(f"all-excluded sweep, specbench run --headless: {command:.2f} s (CPU {command_cpu:.2f} s); specbench "
+          f"validate of the same sweep (its plan): {validate:.2f} s (CPU {validate_cpu:.2f} s)")
     load = os.getloadavg()[0]
     print(f"load average {load:.1f}")
     runs_cpu, latest_cpu, attach_cpu = MEDIAN_CPU[-3:]
     for name, value, target in (("runs_10k_s", warm, RUNS_TARGET_S), ("runs_10k_cpu_s", runs_cpu, RUNS_TARGET_S),
                                 ("latest_10k_s", latest, LATEST_TARGET_S),
                                 ("latest_10k_cpu_s", latest_cpu, LATEST_TARGET_S),
+                                ("resume_latest_10k_s", resume, RESUME_TARGET_S),
+                                ("resume_latest_10k_cpu_s", resume_cpu, RESUME_TARGET_S),
+                                ("attach_64mb_events_first_s", first, ATTACH_TARGET_S),
+                                ("attach_64mb_events_first_cpu_s", first_cpu, ATTACH_TARGET_S),
                                 ("attach_64mb_events_s", attach, ATTACH_TARGET_S),
                                 ("attach_64mb_events_cpu_s", attach_cpu, ATTACH_TARGET_S),
-                                ("all_excluded_10k_run_s", excluded, EXCLUDED_TARGET_S)):
+                                ("all_excluded_10k_run_s", excluded, EXCLUDED_TARGET_S),
+                                ("all_excluded_10k_command_s", command, validate + EXCLUDED_TARGET_S),
+                                ("all_excluded_10k_command_cpu_s", command_cpu, validate_cpu + EXCLUDED_TARGET_S)):
         ok = value <= target
-        figure(name, f"{value:.2f}", f"<= {target:g}", ok)
+        figure(name, f"{value:.2f}", f"<= {target:.2f}", ok)
         if not ok:
-            failures.append(f"{name} {value:.2f} s > {target:g} s (load {load:.1f})")
+            failures.append(f"{name} {value:.2f} s > {target:.2f} s (load {load:.1f})")
     return verdict(failures)
 
 

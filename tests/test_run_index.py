@@ -344,3 +344,67 @@ def test_a_line_holding_two_events_is_refused_in_a_batch_as_alone(tmp_path: Path
     fold = RunFold(tmp_path).advance()
     assert [e.text for e in fold.events if isinstance(e, Notice)] == ["first", "last"]
     assert fold.report.counts == {EVENTS: 1}
+
+
+def test_a_run_appends_its_entry_to_a_journal_that_the_next_listing_folds_in(runs: Path) -> None:
+    from specbench_tui.rundir.index import IndexUpdater, journal_path
+
+    _rows(runs)
+    index = _index(runs)
+    before = index.stat()
+    newer = RunDir(runs / "run-1700000100")
+    newer.append_measurement(_measurement(plan_id(runs), 9))
+    newer.append_event(SweepFinished(state="completed"))
+    newer.close()
+    updater = IndexUpdater(newer.path)
+    updater(SweepFinished(state="completed"))
+    assert updater.writes == 1
+    assert index.stat().st_ino == before.st_ino and index.stat().st_mtime_ns == before.st_mtime_ns  # not rewritten
+    journal = journal_path(index)
+    assert journal.is_file()
+    entry = (load_index(runs) or {})["run-1700000100"]  # the journal's line wins over the index's entry
+    assert entry["key"] == key_of(newer.path) and (entry["ended"], entry["measurements"]) == ("completed", 4)
+    opened: list[str] = []
+    real_open = os.open
+
+    def counting_open(path: str | os.PathLike[str], *args: Any, **kwargs: Any) -> int:
+        opened.append(os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    os.open = counting_open  # type: ignore[assignment]
+    try:
+        rows = _rows(runs)
+    finally:
+        os.open = real_open
+    assert rows == [EXPECTED[0], ("run-1700000100", "completed", 1, 1, 4)]
+    assert not [path for path in opened if path.endswith(RESULTS)]  # fresh from the journal: nothing read again
+    assert not journal.exists()  # folded into the index
+    assert (json.loads(index.read_bytes())["runs"]["run-1700000100"]["measurements"]) == 4
+
+
+def test_a_planted_journal_is_never_believed_nor_written_through(runs: Path, tmp_path: Path) -> None:
+    from specbench_tui.rundir.index import Entry, append_entry, journal_path
+
+    _rows(runs)
+    journal = journal_path(_index(runs))
+    stored = (load_index(runs) or {})["run-1700000000"]
+    forged = dict(stored, measurements=999)
+    folder = json.loads(_index(runs).read_bytes())["folder"]
+    line = json.dumps({"version": 1, "folder": folder, "name": "run-1700000000", "entry": forged}) + "\n"
+    elsewhere = tmp_path / "forged.journal"
+    elsewhere.write_text(line)
+    journal.symlink_to(elsewhere)  # a link: neither read nor appended through
+    assert _rows(runs) == EXPECTED
+    entry = Entry.from_json(stored)
+    assert entry is not None and not append_entry(runs, "run-1700000000", entry)
+    assert elsewhere.read_text() == line
+    journal.unlink()
+    journal.write_text(line)
+    os.chmod(journal, 0o666)  # writable by others
+    assert _rows(runs) == EXPECTED
+    assert not append_entry(runs, "run-1700000000", entry)
+    os.chmod(journal, 0o644)
+    journal.write_text(line.replace(str(folder["ino"]), str(folder["ino"] + 1)))  # written for another folder
+    assert _rows(runs) == EXPECTED
+    journal.write_text(line)  # ours alone, for this folder: believed (the forged count shows, as a cache's would)
+    assert [row[4] for row in _rows(runs)] == [999, 3]

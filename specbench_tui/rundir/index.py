@@ -11,13 +11,16 @@ on, a file replaced, a directory new to the folder) is read again, through the i
 (:class:`~specbench_tui.rundir.history.RunFold`), and the index rewritten. So the index is a cache: missing,
 stale, corrupt or planted, it is rebuilt, and nothing it says outlives a change of the files it describes.
 
-It is written by the run as it starts, as its configurations finish (at most every
-:data:`UPDATE_EVERY_S`) and as it ends (:class:`IndexUpdater`), and by any listing that found it stale. Writers
-never lock: each writes a new file beside it and renames it over the index (atomic), so a reader sees one whole
-index or the one before; two writers racing lose at worst an entry, which the next listing reads again.
+It is kept current by the run as it starts, as its configurations finish (at most every
+:data:`UPDATE_EVERY_S`) and as it ends (:class:`IndexUpdater`), each time by appending its entry as one line to
+the index's journal (:func:`journal_path`, beside it: a run never reads nor rewrites an index of 10,000 runs on
+its engine's thread), and by any listing that found it stale or a journal beside it: the listing writes a new
+index beside the old and renames it over (atomic), so a reader sees one whole index or the one before, then
+removes the journal it folded in. Writers never lock; two racing lose at worst an entry, which the next listing
+reads again.
 
-The run directory's rules hold for the index too: opened without following a link and without blocking, a
-regular file of at most :data:`INDEX_LIMIT` bytes, owned by this user and writable by no one else (a file
+The run directory's rules hold for the index and its journal too: opened without following a link and
+without blocking, a regular file of at most :data:`INDEX_LIMIT` (:data:`JOURNAL_LIMIT`) bytes, owned by this user and writable by no one else (a file
 planted there is ignored, never believed), every entry's fields checked before use. A user listing someone
 else's runs folder keeps that folder's index in their own private folder; the runs folder is never written.
 Whether a run is live is never cached: it is read from the run directory's lock at each listing.
@@ -54,9 +57,10 @@ only says that the directory is a run directory when none of them is there)."""
 UPDATE_EVERY_S = 2.0
 """A running sweep rewrites its entry at most this often as configurations finish (always at start and end)."""
 PROGRESS_INDEX_BYTES = 256 << 10
-"""An index larger than this (about 600 runs) is rewritten by a running sweep only as it starts and ends: the
-rewrite runs on the engine's thread, and a folder of 10,000 runs would hold it for a tenth of a second while
-requests are measured (the listing reads a live run's few changed files anyway)."""
+"""A journal larger than this (about 600 entries since the last listing) is added to by a running sweep only as
+it starts and ends, not as its configurations finish (the listing reads a live run's few changed files anyway)."""
+JOURNAL_LIMIT = 16 << 20
+"""A journal is never made larger than this (nor read past it): its runs are read again by the next listing."""
 _MISSING = (0, -1, 0, 0)
 
 Key = list[int]
@@ -264,25 +268,97 @@ def write_private(path: Path, data: bytes) -> bool:
 
 
 def load_index(runs_dir: Path) -> dict[str, Any] | None:
-    """The entries of ``runs_dir``'s index as stored (each checked by :meth:`Entry.from_json` when used); None
-    when there is none it can believe (missing, not a regular file, a link, someone else's or writable by
-    others, too large, not JSON, another version, or written for another folder: the runs folder's path, device
-    or inode differ, so a folder moved, replaced or recreated is read again)."""
+    """The entries of ``runs_dir``'s index as stored, with those its runs appended since (:func:`append_entry`;
+    each checked by :meth:`Entry.from_json` when used); None when there is none it can believe (missing, not a
+    regular file, a link, someone else's or writable by others, too large, not JSON, another version, or
+    written for another folder: the runs folder's path, device or inode differ, so a folder moved, replaced or
+    recreated is read again)."""
+    return _load(runs_dir)[0]
+
+
+def _folder_doc(folder: tuple[str, int, int]) -> dict[str, Any]:
+    return {"path": folder[0], "dev": folder[1], "ino": folder[2]}
+
+
+def _load(runs_dir: Path) -> tuple[dict[str, Any] | None, int]:
+    """:func:`load_index`, and the size of the journal read with it (0: none)."""
     folder = _folder_identity(runs_dir)
     path = index_path(runs_dir, folder[0]) if folder is not None else None
-    raw = read_private(path) if path is not None else None
-    if raw is None or folder is None:
-        return None
+    if path is None or folder is None:
+        return None, 0
+    raw = read_private(path)
+    runs: dict[str, Any] | None = None
     try:
-        data = json.loads(raw)
+        data = json.loads(raw) if raw is not None else None
     except (ValueError, RecursionError):
-        return None
-    if not isinstance(data, dict) or data.get("version") != INDEX_VERSION or not isinstance(data.get("runs"), dict):
-        return None
-    if data.get("folder") != {"path": folder[0], "dev": folder[1], "ino": folder[2]}:
-        return None
-    runs: dict[str, Any] = data["runs"]
-    return runs
+        data = None
+    if (isinstance(data, dict) and data.get("version") == INDEX_VERSION and isinstance(data.get("runs"), dict)
+            and data.get("folder") == _folder_doc(folder)):
+        runs = data["runs"]
+    appended, size = _journal(journal_path(path), folder)
+    if appended:
+        runs = {**(runs or {}), **appended}
+    return runs, size
+
+
+def journal_path(index: Path) -> Path:
+    """Where the runs of a folder append their entries between two writes of its index (beside it)."""
+    return index.with_suffix(".journal")
+
+
+def _journal(path: Path, folder: tuple[str, int, int]) -> tuple[dict[str, Any], int]:
+    """The entries a journal holds for ``folder`` (the last line per run directory wins; a line that is not one
+    is passed over), and its size."""
+    raw = read_private(path, JOURNAL_LIMIT)
+    if not raw:
+        return {}, 0
+    expected = _folder_doc(folder)
+    entries: dict[str, Any] = {}
+    for line in raw.split(b"\n"):
+        try:
+            record = json.loads(line) if line else None
+        except (ValueError, RecursionError):
+            continue
+        if (isinstance(record, dict) and record.get("version") == INDEX_VERSION
+                and record.get("folder") == expected and type(record.get("name")) is str):
+            entries[record["name"]] = record.get("entry")
+    return entries, len(raw)
+
+
+def append_entry(runs_dir: Path, name: str, entry: Entry) -> bool:
+    """Add run directory ``name``'s entry to its folder's index by appending one line to the index's journal
+    (:func:`journal_path`; the next listing folds it into the index): a run's own writer never reads nor
+    rewrites an index of 10,000 runs. False when it is not written (no private folder, a journal that is not a
+    regular file of this user's alone, or one of :data:`JOURNAL_LIMIT` bytes already)."""
+    folder = _folder_identity(runs_dir)
+    path = index_path(runs_dir, folder[0]) if folder is not None else None
+    if path is None or folder is None:
+        return False
+    line = json.dumps({"version": INDEX_VERSION, "folder": _folder_doc(folder), "name": name,
+                       "entry": entry.to_json()}, separators=(",", ":")).encode() + b"\n"
+    try:
+        fd = os.open(journal_path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                     | os.O_CLOEXEC, FILE_MODE)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if (not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022
+                or info.st_size + len(line) > JOURNAL_LIMIT):
+            return False
+        return os.write(fd, line) == len(line)  # one write of one line: appends never interleave
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _journal_size(runs_dir: Path) -> int:
+    path = index_path(runs_dir)
+    try:
+        return os.lstat(journal_path(path)).st_size if path is not None else 0
+    except OSError:
+        return 0
 
 
 def save_index(runs_dir: Path, entries: Mapping[str, Entry | dict[str, Any]]) -> bool:
@@ -293,7 +369,7 @@ def save_index(runs_dir: Path, entries: Mapping[str, Entry | dict[str, Any]]) ->
     path = index_path(runs_dir, folder[0]) if folder is not None else None
     if path is None or folder is None:
         return False
-    doc = {"version": INDEX_VERSION, "folder": {"path": folder[0], "dev": folder[1], "ino": folder[2]},
+    doc = {"version": INDEX_VERSION, "folder": _folder_doc(folder),
            "runs": {name: entry.to_json() if isinstance(entry, Entry) else entry for name, entry in entries.items()}}
     return write_private(path, json.dumps(doc, separators=(",", ":")).encode())
 
@@ -314,10 +390,10 @@ def scan(runs_dir: Path) -> list[tuple[Path, Entry]]:
     children = run_dir_entries(runs_dir)
     if not children:
         return []
-    known = load_index(runs_dir)
+    known, journal = _load(runs_dir)
     stored = known or {}
     entries: dict[str, Entry | dict[str, Any]] = {}
-    changed = known is None
+    changed = known is None or journal > 0  # a journal is folded into the index, and emptied
     out: list[tuple[Path, Entry]] = []
     for child in children:
         key = key_of(child.path, child.inode() if not child.is_symlink() else None)
@@ -332,9 +408,21 @@ def scan(runs_dir: Path) -> list[tuple[Path, Entry]]:
         else:
             entries[child.name] = raw if isinstance(raw, dict) else entry
         out.append((path, entry))
-    if changed or len(entries) != len(stored):
-        save_index(runs_dir, entries)
+    if (changed or len(entries) != len(stored)) and save_index(runs_dir, entries) and journal:
+        _empty_journal(runs_dir, journal)
     return out
+
+
+def _empty_journal(runs_dir: Path, size: int) -> None:
+    """Remove the journal folded into the index just written, unless it grew since it was read (a run's line
+    appended meanwhile stays, folded in by the next listing; one appended in the instant between the two
+    calls is lost, and its run read again: the index is a cache)."""
+    path = index_path(runs_dir)
+    if path is None:
+        return
+    with contextlib.suppress(OSError):
+        if os.lstat(journal_path(path)).st_size == size:
+            os.unlink(journal_path(path))
 
 
 def entry_of(run_dir: Path) -> Entry | None:
@@ -364,15 +452,8 @@ class IndexUpdater:
     def __call__(self, event: Event) -> None:
         if isinstance(event, (SweepStarted, SweepFinished)) or (
                 isinstance(event, ConfigFinished) and time.monotonic() - self._last >= self.every_s
-                and self._index_size() <= PROGRESS_INDEX_BYTES):
+                and _journal_size(self.run_dir.parent) <= PROGRESS_INDEX_BYTES):
             self.write()
-
-    def _index_size(self) -> int:
-        path = index_path(self.run_dir.parent)
-        try:
-            return os.lstat(path).st_size if path is not None else 0
-        except OSError:
-            return 0
 
     def write(self) -> None:
         """Rewrite the entry now."""
@@ -388,10 +469,7 @@ class IndexUpdater:
                     self._plan = {}
                 self._fold = RunFold(self.run_dir, self._plan, every_event=False)
             entry = read_entry(self.run_dir, key, self._fold, self._plan)  # the plan, written once, read once
-            runs_dir = self.run_dir.parent
-            entries = load_index(runs_dir) or {}
-            entries[self.run_dir.name] = entry
-            if save_index(runs_dir, entries):
+            if append_entry(self.run_dir.parent, self.run_dir.name, entry):
                 self.writes += 1
         except Exception:  # noqa: BLE001 - the index is a cache: the run goes on whatever happens to it
             return
