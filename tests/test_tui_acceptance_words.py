@@ -3,7 +3,8 @@
 The scan (:data:`specbench_tui.core.acceptance.BARE_ACCEPT`: the word "accept" not followed by SGLang's own
 ``len`` or ``rate``) reads what a person sees: the TUI at 80×24 and 160×48 (main screen with the results table
 sorted by its acceptance column, the live log's compact decode lines, the acceptance screen) over the scripted
-demo, and the txt, md, html and json reports of a simulator run (``tests/data/acceptance_demo_run``). SGLang's own
+demo, the txt, md, html and json reports and the end summary of simulator runs (``tests/data/acceptance_demo_run``,
+``tests/data/report_run_a``). SGLang's own
 ``accept len:`` / ``accept rate:`` in its log lines stay verbatim. The last tests put a bare one back and watch the
 scan catch it.
 """
@@ -68,10 +69,22 @@ async def test_the_tui_prints_no_bare_accept(size: tuple[int, int], tmp_path: Pa
 
 
 @pytest.mark.parametrize("fmt", ["txt", "md", "html", "json"])
-def test_the_reports_of_a_simulator_run_print_no_bare_accept(fmt: str) -> None:
-    text = render(load_run(RUN), fmt)
+@pytest.mark.parametrize("run", [RUN, RUN.parent / "report_run_a"], ids=["acceptance_demo", "report_run_a"])
+def test_the_reports_of_a_simulator_run_print_no_bare_accept(fmt: str, run: Path) -> None:
+    """The acceptance demo (EAGLE3 per position, categories) and report_run_a (crashed, partial, zero-output and
+    idle-draft cells, load points)."""
+    text = render(load_run(run), fmt)
     assert not bare_accepts(text), bare_accepts(text)[:5]
-    assert "acceptance length" in text and "draft acceptance rate" in text
+    assert "acceptance length" in text
+
+
+@pytest.mark.parametrize("run", [RUN, RUN.parent / "report_run_a"], ids=["acceptance_demo", "report_run_a"])
+def test_the_end_summary_prints_no_bare_accept(run: Path) -> None:
+    from specbench_tui.engine.ending import render_summary
+
+    text = render_summary(load_run(run).analysis, simulated=True)
+    assert not bare_accepts(text), bare_accepts(text)[:5]
+    assert "accept len" in text  # the column is there, under SGLang's name (its legend: acceptance length)
 
 
 def test_sglangs_own_words_are_not_bare_and_a_bare_one_is() -> None:
