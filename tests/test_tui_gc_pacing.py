@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from specbench_tui.tui.gc_pacing import AT_MOST_S, EVERY_S, FIRST_S, HOLD_S, IDLE_S, OUT_OF_REACH, GarbagePacer
 
@@ -103,3 +105,39 @@ def test_a_key_does_not_enable_a_collector_someone_else_turned_off() -> None:
     finally:
         gc.enable()
         pacer.stop()
+
+
+def test_key_hold_left_counts_down_from_the_last_key() -> None:
+    clock = Clock()
+    pacer = GarbagePacer(clock)
+    assert pacer.key_hold_left() == 0.0  # no key yet
+    pacer.key_pressed()
+    assert abs(pacer.key_hold_left() - HOLD_S) < 1e-9
+    clock.now += HOLD_S / 2
+    pacer.key_pressed()  # a later key starts its own hold
+    assert abs(pacer.key_hold_left() - HOLD_S) < 1e-9
+    clock.now += HOLD_S
+    assert pacer.key_hold_left() == 0.0
+
+
+async def test_an_analysis_asked_for_while_a_key_is_answered_starts_after_its_hold(tmp_path: Path,
+                                                                                  monkeypatch: Any) -> None:
+    """The analysis worker would take the GIL from the key's answer: it starts once the key's hold is over."""
+    from test_tui_snapshots import make_app, ready, steady
+    from tui_fakes import FakeEngine
+
+    monkeypatch.chdir(tmp_path)
+    engine = FakeEngine(tmp_path / "runs" / "2026-01-01_100000_demo")
+    app = make_app(engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        engine.play_until_running()
+        await steady(pilot)
+        first = app.analysis
+        app.gc_pacer.key_pressed()
+        app._request_analysis()
+        assert not app._analysis_running and not app.analysis_settled  # asked for, held
+        assert app.gc_pacer.key_hold_left() > 0
+        while not app.analysis_settled:
+            await pilot.pause(0.05)
+        assert app.analysis is not first  # it ran once the hold was over

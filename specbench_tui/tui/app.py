@@ -116,10 +116,13 @@ class _Dirty:
 
 
 class AnalysedRows(NamedTuple):
-    """What the analysis worker hands back: the run's analysis and the results table's rows built from it."""
+    """What the analysis worker hands back: the run's analysis, the results table's rows built from it, and
+    the configurations cut short or capped (the queue's notes): nothing of it is computed on the UI thread."""
 
     analysis: RunAnalysis
     rows: dict[str, ResultRow]
+    partial: frozenset[str]
+    capped: dict[str, str]
 
 PRIME_THEMES_AFTER_S = 2.0
 """The themes' CSS is parsed ahead of ``t`` this long after the panels are up (one theme every 0.2 s)."""
@@ -154,6 +157,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         """The latest analysis of the state's ledger (what the results table shows)."""
         self._analysis_running = False
         self._analysis_wanted = False
+        self._analysis_deferred = False
         self.palette: Palette = DEFAULT_PALETTE
         """Rich styles from the current theme for cells and log lines built in Python."""
         self.engine_stopped = False
@@ -440,9 +444,19 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         if self._analysis_running:
             self._analysis_wanted = True
             return
+        if (held := self.gc_pacer.key_hold_left()) > 0:  # a key's answer is being drawn: it gets the GIL first
+            self._analysis_wanted = True
+            if not self._analysis_deferred:
+                self._analysis_deferred = True
+                self.set_timer(held, self._analysis_after_key)
+            return
         self._analysis_running = True
         self._analysis_wanted = False
         self._analyse_in_thread(self.state.ledger.snapshot(), config_notes(self.state))
+
+    def _analysis_after_key(self) -> None:
+        self._analysis_deferred = False
+        self._request_analysis()
 
     # A description of its own: without one Textual describes a worker by the repr() of its arguments, on the UI
     # thread, every time: the whole ledger snapshot (8 ms and 1.4 MB of text for 2,400 measurements).
@@ -451,7 +465,8 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         """The analysis of ``snapshot`` and the results table's rows, off the UI thread (it walks every
         measurement; the rows of a big run are thousands)."""
         analysis = snapshot.analyse()
-        return AnalysedRows(analysis, build_rows(None, analysis, notes))
+        return AnalysedRows(analysis, build_rows(None, analysis, notes), partial_configs(analysis),
+                            capped_configs(analysis))
 
     def _analysis_done(self, worker: Worker[Any]) -> None:
         self._analysis_running = False
@@ -460,8 +475,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
             rows = worker.result.rows
             if self._heap_frozen_at is None:  # the run's past is loaded and shown: freeze it once now
                 self.call_after_refresh(self._freeze_heap, True)
-            partial = partial_configs(self.analysis)
-            capped = capped_configs(self.analysis)
+            partial, capped = worker.result.partial, worker.result.capped
             partial_changed = partial != self.partial_ids or capped != self.capped_notes
             self.partial_ids, self.capped_notes = partial, capped
             if self._panels_attached():

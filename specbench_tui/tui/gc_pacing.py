@@ -87,6 +87,11 @@ class GarbagePacer:
             self.held = True
             self.schedule(HOLD_S, self._release)
 
+    def key_hold_left(self) -> float:
+        """Seconds left until the last key's answer has had its :data:`HOLD_S` (0 when none is held): background
+        work that would compete with the answer for the GIL (an analysis, a chart drawing) waits as long."""
+        return max(0.0, self._key_at + HOLD_S - self.clock())
+
     def _release(self, force: bool = False) -> None:
         """Automatic collections on again, once the last key's hold is over (or at once with ``force``)."""
         if not self.held:

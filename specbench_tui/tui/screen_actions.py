@@ -31,6 +31,7 @@ class ScreenActions(AppBase):
 
     _chart: ChartScreen | None = None
     _chart_importing = False
+    _chart_deferred = False
 
     def chart_screen(self) -> ChartScreen:
         """The chart screen, built and installed once (kept between opens, so it is drawn ahead while closed)."""
@@ -44,7 +45,12 @@ class ScreenActions(AppBase):
 
     def prepare_chart(self) -> None:
         """A newer analysis is in: have the chart drawn ahead of ``c`` in a worker (its module imported in one
-        first, so that the UI thread never waits for plotext)."""
+        first, so that the UI thread never waits for plotext); not while a key's answer is being drawn."""
+        if (held := self.gc_pacer.key_hold_left()) > 0:
+            if not self._chart_deferred:
+                self._chart_deferred = True
+                self.set_timer(held, self._chart_after_key)
+            return
         if CHART_MODULE in sys.modules:
             self.chart_screen().prepare()
         elif not self._chart_importing:
@@ -59,6 +65,10 @@ class ScreenActions(AppBase):
                         loop.call_soon_threadsafe(self._chart_imported, context=context)
 
             self.run_worker(load, thread=True, group="chart", exit_on_error=False, description="chart import")
+
+    def _chart_after_key(self) -> None:
+        self._chart_deferred = False
+        self.prepare_chart()
 
     def _chart_imported(self) -> None:
         self._chart_importing = False
