@@ -206,7 +206,8 @@ def lines_touched(pattern: Any, block: bytes) -> list[tuple[int, bytes]]:
     found: list[tuple[int, bytes]] = []
     line, line_start = 0, 0
     for match in pattern.finditer(block):
-        start, end = match.start(), max(match.start(), match.end() - 1)
+        start, end = match.span()
+        end = max(start, end - 1)
         if start > line_start and (crossed := block.count(b"\n", line_start, start)):
             line += crossed
             line_start = block.rfind(b"\n", line_start, start) + 1

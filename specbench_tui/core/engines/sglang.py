@@ -101,9 +101,10 @@ _HEAD = re.compile(
     r"^\[(?P<time>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d{1,6})?)(?P<prefix>(?:\s+[A-Z_]+\d+)*)\]\s+"
     r"(?P<kind>Decode|Prefill) batch(?: \[\d+\])?[.,]\s+(?P<body>.*)$"
 )
-_FIELD = re.compile(r"(?P<key>#?[A-Za-z][A-Za-z0-9 \-/()]{0,40}?):\s*(?P<value>-?[0-9]+(?:\.[0-9]+)?|True|False)")
+_FIELD = re.compile(r"(?P<key>#?[A-Za-z][A-Za-z0-9 \-/()]{0,40}+):\s*(?P<value>-?[0-9]+(?:\.[0-9]+)?|True|False)")
 """A ``key: value`` field; the key is bounded (the longest, ``input throughput (token/s)``, has 26 characters)
-so that a line without colons is scanned in linear time, not from every position to its end."""
+so that a line without colons is scanned in linear time, not from every position to its end. The key takes
+its characters possessively (none of them is the colon that ends it: nothing to give back, no backtracking)."""
 _RANK = re.compile(r"(?:^|\s)(DP|TP|PP|EP)(\d+)\b")
 """Rank prefixes as whole words: 0.5.23 also prints ``ATTN_CPn`` and ``MOE_DPn`` (``MOE_DP1`` is no DP rank)."""
 _TIMESTAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:[.,](\d{1,6}))?")
@@ -111,33 +112,18 @@ _USAGE_KEYS = ("token usage", "full token usage", "swa token usage", "mamba usag
 """The KV pool's usage fields: ``token usage``, or a hybrid model's ``full``/``swa``/``mamba`` ones."""
 
 
-def _number(fields: dict[str, str], key: str, cast: type = float) -> float | int | None:
-    value = fields.get(key)
-    if value is None or value in ("True", "False"):
-        return None
-    try:
-        return cast(float(value)) if cast is int else cast(value)
-    except ValueError:
-        return None
+def _figures(body: str) -> dict[str, float | None]:
+    """Each field of a stats line's body by its name: its number, None for ``True``/``False``; a name given
+    twice keeps its last value. Every stats line of a measured window is parsed on the engine's event loop, so
+    each value is read once here, not once per name looked up."""
+    figures: dict[str, float | None] = {}
+    for key, value in _FIELD.findall(body):
+        figures[key.rstrip(" ")] = None if value == "True" or value == "False" else float(value)
+    return figures
 
 
-def _whole(value: float | int | None) -> int | None:
-    """A count read with ``cast=int`` (already an int; typed as one)."""
+def _count(value: float | None) -> int | None:
     return None if value is None else int(value)
-
-
-def _first(fields: dict[str, str], keys: tuple[str, ...], cast: type = float) -> float | int | None:
-    for key in keys:
-        value = _number(fields, key, cast)
-        if value is not None:
-            return value
-    return None
-
-
-def _pool_usage(fields: dict[str, str]) -> float | None:
-    """The fullest pool, as SGLang's own ``get_max_pool_usage`` takes it (hybrid models have two)."""
-    values = [v for v in (_number(fields, key) for key in _USAGE_KEYS) if v is not None]
-    return max(values) if values else None
 
 
 def parse_batch_line(line: str) -> BatchLine | None:
@@ -155,22 +141,25 @@ def parse_batch_line(line: str) -> BatchLine | None:
     match = _HEAD.match(line.strip())
     if match is None:
         return None
-    fields = {m.group("key").strip(): m.group("value") for m in _FIELD.finditer(match.group("body"))}
-    ranks = dict(_RANK.findall(match.group("prefix")))
+    time, prefix, kind, body = match.group("time", "prefix", "kind", "body")
+    get = _figures(body).get
+    ranks = dict(_RANK.findall(prefix)) if prefix else {}
+    tokens = get("#token")
+    usages = [usage for usage in map(get, _USAGE_KEYS) if usage is not None]
     return BatchLine(
-        kind=match.group("kind").lower(),
-        time=match.group("time"),
+        kind=kind.lower(),
+        time=time,
         tp_rank=int(ranks["TP"]) if "TP" in ranks else None,
         dp_rank=int(ranks["DP"]) if "DP" in ranks else None,
-        running_req=_whole(_number(fields, "#running-req", int)),
-        queue_req=_whole(_number(fields, "#queue-req", int)),
-        num_token=_whole(_first(fields, ("#token", "#full token"), int)),
-        token_usage=_pool_usage(fields),
-        accept_length=_number(fields, "accept len"),
-        accept_rate=_number(fields, "accept rate"),
-        gen_throughput=_number(fields, "gen throughput (token/s)"),
-        new_tokens=_whole(_number(fields, "#new-token", int)),
-        input_throughput=_number(fields, "input throughput (token/s)"),
+        running_req=_count(get("#running-req")),
+        queue_req=_count(get("#queue-req")),
+        num_token=_count(tokens if tokens is not None else get("#full token")),
+        token_usage=max(usages) if usages else None,  # the fullest pool, as SGLang's get_max_pool_usage takes it
+        accept_length=get("accept len"),
+        accept_rate=get("accept rate"),
+        gen_throughput=get("gen throughput (token/s)"),
+        new_tokens=_count(get("#new-token")),
+        input_throughput=get("input throughput (token/s)"),
     )
 
 
