@@ -187,6 +187,15 @@ def test_reports_show_the_interval_and_json_holds_its_fields() -> None:
     assert "speedup_ci_low,speedup_ci_high,accept_length_ci_low,accept_length_ci_high" in csv_text.splitlines()[0]
 
 
+def test_the_acceptance_table_shows_the_interval_of_each_named_figure() -> None:
+    from specbench_tui.report.formats import render
+    from specbench_tui.report.load import load_run
+
+    md = render(load_run(DATA / "acceptance_demo_run"), "md")
+    assert "| eagle3-s2-d3 | 1.95 ±0.03 | 1.95 | 0.470 +0.016/-0.017 |" in md  # client length, draft rate
+    assert "| eagle3-s2-d3 | 2.21 (n<5) | 2.21 | 0.604 (n<5) |" in md  # two prompts x two repeats
+
+
 def test_whiskers_are_the_interval_where_there_is_one() -> None:
     from specbench_tui.report.figdata import bar_panels
     from specbench_tui.report.load import load_run

@@ -26,7 +26,8 @@ from specbench_tui.core.acceptance import (
     sparkline,
 )
 from specbench_tui.core.results import RunAnalysis, plain_json
-from specbench_tui.report.tables import DASH, Table, fmt_num
+from specbench_tui.core.intervals import Interval
+from specbench_tui.report.tables import DASH, Table, fmt_num, fmt_pm
 
 EXPLAIN = ("speedup = acceptance length ÷ step cost ×: acceptance length is tokens per verify step, step cost × "
            "the mean verify-step time over the baseline's step time on the same workload; 'limited by' names the "
@@ -53,15 +54,24 @@ def _server_length(cell: CellAcceptance) -> str:
     return text if cell.agree else f"{text} (differs)"
 
 
-def _draft_rate(cell: CellAcceptance) -> str:
-    """The client's draft acceptance rate; the server counters' where the requests carry none, or beside it
-    where the two differ by more than 1 %."""
+def _draft_rate(cell: CellAcceptance, interval: Interval | None = None) -> str:
+    """The client's draft acceptance rate (with its bootstrap interval); the server counters' where the requests
+    carry none, or beside it where the two differ by more than 1 %."""
     mine, theirs = cell.draft_acceptance_rate, cell.server_draft_acceptance_rate
     if mine is None and theirs is not None:
         return f"{fmt_num(theirs, 3)} (server)"
     if mine is not None and theirs is not None and abs(mine - theirs) > 0.01 * max(theirs, 1e-9):
-        return f"{fmt_num(mine, 3)} (server {fmt_num(theirs, 3)})"
-    return fmt_num(mine, 3)
+        return f"{fmt_num(mine, 3)}{fmt_pm(interval, 3)} (server {fmt_num(theirs, 3)})"
+    return fmt_num(mine, 3) + (fmt_pm(interval, 3) if mine is not None else "")
+
+
+def _interval(analysis: RunAnalysis, cell: CellAcceptance, figure: str) -> Interval | None:
+    """The cell's bootstrap interval of ``figure`` (``acceptance_length``, ``draft_acceptance_rate``), when the
+    analysis has intervals (a report's does)."""
+    intervals = analysis.intervals
+    cells = intervals.cell(cell.config_id, cell.workload) if intervals is not None else None
+    value = getattr(cells, figure, None)
+    return value if isinstance(value, Interval) else None
 
 
 def _positions(cell: CellAcceptance) -> list[str]:
@@ -94,8 +104,10 @@ def acceptance_table(analysis: RunAnalysis, workload: str) -> Table | None:
         row = analysis.row(cell.config_id, workload)
         measured = row.speedup.median if row is not None and row.speedup is not None else None
         table.rows.append([
-            _name(analysis, cell.config_id), fmt_num(cell.acceptance_length, 2), _server_length(cell),
-            _draft_rate(cell), fmt_num(cell.accepted_per_verified, 2),
+            _name(analysis, cell.config_id),
+            fmt_num(cell.acceptance_length, 2) + fmt_pm(_interval(analysis, cell, "acceptance_length"), 2),
+            _server_length(cell), _draft_rate(cell, _interval(analysis, cell, "draft_acceptance_rate")),
+            fmt_num(cell.accepted_per_verified, 2),
             *_positions(cell),
             fmt_num(cell.step_cost, 2), fmt_num(cell.predicted_speedup, 2), fmt_num(measured, 2),
             cell.limit or DASH])
