@@ -222,3 +222,20 @@ def test_the_live_analysis_and_help_never_import_scipy() -> None:
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_compare_calls_an_acceptance_change_inside_both_intervals_noise() -> None:
+    from dataclasses import replace
+
+    from specbench_tui.core.intervals import Interval
+    from specbench_tui.report.compare import _accept_change
+
+    row = _analysed(_runs()).row("s1", "code")
+    assert row is not None and row.accept_length is not None
+    a, b = replace(row, accept_length=3.0), replace(row, accept_length=3.3)  # +10 %, over the 5 % threshold
+    wide = (Interval(3.0, 2.7, 3.35, 16), Interval(3.3, 3.0, 3.6, 16))
+    narrow = (Interval(3.0, 2.95, 3.05, 16), Interval(3.3, 3.25, 3.35, 16))
+    assert _accept_change(a, b, 0.05).significant  # no intervals: the threshold alone
+    assert not _accept_change(a, b, 0.05, wide).significant
+    assert _accept_change(a, b, 0.05, narrow).significant
+    assert _accept_change(a, b, 0.05, (Interval(3.0, None, None, 3, "n<5"), wide[1])).significant

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from specbench_tui.core.intervals import Interval
 from specbench_tui.core.nodes import compare_warnings
 from specbench_tui.core.results import CellRow, ConfigSummary, Spread
 from specbench_tui.report.acceptance_view import PositionChange, position_change_table, position_changes
@@ -20,6 +21,7 @@ from specbench_tui.rundir import ENV_JSON
 from specbench_tui.report.tables import (
     CACHE_TEXT,
     Table,
+    cell_intervals,
     clean_text,
     env_facts,
     env_simulated,
@@ -92,11 +94,23 @@ def _change(a: Spread | None, b: Spread | None, threshold: float) -> Change:
     return Change(a.median, b.median, relative, relative is not None and abs(relative) >= threshold and not noisy)
 
 
-def _accept_change(a: CellRow, b: CellRow, threshold: float) -> Change:
+def _accept_change(a: CellRow, b: CellRow, threshold: float,
+                   intervals: tuple[Interval | None, Interval | None] = (None, None)) -> Change:
+    """The acceptance length's change; inside the noise (not significant) where both sides' bootstrap intervals
+    exist and overlap."""
     if a.accept_length is None or b.accept_length is None:
         return Change(a.accept_length, b.accept_length, None, False)
     relative = (b.accept_length - a.accept_length) / a.accept_length if a.accept_length else None
-    return Change(a.accept_length, b.accept_length, relative, relative is not None and abs(relative) >= threshold)
+    ci_a, ci_b = intervals
+    noisy = (ci_a is not None and ci_b is not None and ci_a.ok and ci_b.ok and ci_a.why is None and ci_b.why is None
+             and (ci_a.low or 0) <= (ci_b.high or 0) and (ci_b.low or 0) <= (ci_a.high or 0))
+    return Change(a.accept_length, b.accept_length, relative,
+                  relative is not None and abs(relative) >= threshold and not noisy)
+
+
+def _accept_interval(run: LoadedRun, row: CellRow) -> Interval | None:
+    ci = cell_intervals(run.analysis, row)
+    return ci.accept_length if ci is not None else None
 
 
 def _env_changes(env_a: dict[str, Any] | None, env_b: dict[str, Any] | None) -> list[str]:
@@ -135,7 +149,9 @@ def compare_runs(a: LoadedRun, b: LoadedRun, threshold: float = SIGNIFICANT_CHAN
             rows.append(CompareRow(config.id, other.name, workload.name,
                                    _change(row_a.decode_tps, row_b.decode_tps, threshold),
                                    _change(row_a.ttft_s, row_b.ttft_s, threshold),
-                                   _accept_change(row_a, row_b, threshold), f"{cut} partial" if cut else ""))
+                                   _accept_change(row_a, row_b, threshold,
+                                                  (_accept_interval(a, row_a), _accept_interval(b, row_b))),
+                                   f"{cut} partial" if cut else ""))
     positions = position_changes(a.analysis, b.analysis, [(r.config_id, r.config, r.workload) for r in rows])
     only_a = tuple(c for c in a.analysis.configs if c.id not in ids_b)
     only_b = tuple(c for c in b.analysis.configs if c.id not in ids_a)
@@ -229,7 +245,8 @@ def render_compare(comparison: Comparison) -> str:
             _num(r.accept_length.a, 2), _num(r.accept_length.b, 2), _pct(r.accept_length),
         ])
     table.notes.append(f"* significant: |change| >= {SIGNIFICANT_CHANGE * 100:.0f}% and the per-repeat ranges "
-                       "do not overlap (tok/s: higher is better; TTFT: lower is better)")
+                       "do not overlap (accept len: the 95% bootstrap intervals, where both sides have one; tok/s: "
+                       "higher is better; TTFT: lower is better)")
     out += render_text_table(table)
     if c.positions:
         out += ["", *render_text_table(position_change_table(c.positions))]
