@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shlex
 import time
 from collections.abc import Iterable, Iterator
@@ -210,15 +211,24 @@ def _run_dirs(roots: Iterable[Path | str]) -> Iterator[Path]:
     seen: set[Path] = set()
     for root in roots:
         root = Path(root)
-        candidates = [root] if records_mtime(root) is not None else []
-        if not candidates:
+        if records_mtime(root) is not None:
+            candidates = [(root, True)]
+        else:
             try:
-                candidates = sorted(p for p in root.iterdir() if records_mtime(p) is not None)
+                with os.scandir(root) as listing:  # by name; the folder resolved once, not each of its runs
+                    children = sorted((child.name, child.is_symlink()) for child in listing)
             except OSError:
                 continue
-        for path in candidates:
             try:
-                key = path.resolve()
+                resolved = root.resolve()
+            except OSError:
+                continue
+            candidates = [(root / name, linked) for name, linked in children]
+        for path, linked in candidates:
+            if records_mtime(path) is None:
+                continue
+            try:
+                key = path.resolve() if linked else resolved / path.name
             except OSError:
                 continue
             if key not in seen:
@@ -226,11 +236,26 @@ def _run_dirs(roots: Iterable[Path | str]) -> Iterator[Path]:
                 yield path
 
 
+_LAUNCH_LINE = b'{"type":"ServerLaunching"'
+_STORE_LINE = b'{"type":"'
+_STAMP = re.compile(rb'\{"type":"[A-Za-z]+","ts":(-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)[,}]')
+"""How the store writes every event (compact JSON, its type then its time first): the time read without
+parsing the line; any other line is parsed whole."""
+
+
 def _launches(run_dir: Path) -> tuple[list[_Launch], float]:
     """The launches recorded in one run directory and the time of its last readable event."""
     launches: list[_Launch] = []
     last = 0.0
-    for raw in event_lines(run_dir):
+    lines = list(event_lines(run_dir))
+    if not any(raw.startswith(_LAUNCH_LINE) or not raw.startswith(_STORE_LINE) for raw in lines):
+        return launches, last  # every line the store's, none a launch: nothing it launched (its time unused)
+    for raw in lines:
+        if not raw.startswith(_LAUNCH_LINE):
+            stamped = _STAMP.match(raw)
+            if stamped is not None and raw.rstrip().endswith(b"}"):  # a whole line the store wrote: its time is
+                last = max(last, float(stamped.group(1)))  # all it gives (a folder of 10,000 runs is 200,000)
+                continue
         if b'"ts"' not in raw:
             continue
         try:
