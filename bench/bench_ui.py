@@ -37,12 +37,16 @@ press in twenty that waits for the CPU moves it only a little, two decide it.
 
 ``--profile DIR`` samples the app's UI thread every 2 ms (``_sampler.py``) and prints, per key, the functions on
 its stack during the presses over 60 ms. ``bench/_keyprof.py`` gives the headless CPU cost of each key (cProfile).
+``--sched`` splits each key's presses into the UI thread's time on a CPU, its time waiting on a run queue (the
+CPU was busy with other work: on a loaded box this grows with the first) and the other threads' CPU
+(``/proc/PID/task/TID/schedstat``); ``--app-nice N`` runs the app under ``nice -n N``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
@@ -76,8 +80,34 @@ DOWN, UP, ESC = b"\x1b[B", b"\x1b[A", b"\x1b"
 CTRL_END = b"\x1b[1;5F"
 
 
+def schedstat(pid: int) -> dict[int, tuple[str, int, int]]:
+    """{tid: (kernel name, ns on a CPU, ns waiting on a run queue)} of the process's threads now
+    (``/proc/PID/task/TID/schedstat``): what ``--sched`` splits each press's wall time into."""
+    found = {}
+    base = f"/proc/{pid}/task"
+    try:
+        tids = os.listdir(base)
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"{base}/{tid}/schedstat") as fh:
+                run_ns, wait_ns, _ = (int(v) for v in fh.read().split())
+            with open(f"{base}/{tid}/comm") as fh:
+                name = fh.read().strip()
+        except (OSError, ValueError):
+            continue
+        found[int(tid)] = (name, run_ns, wait_ns)
+    return found
+
+
+APP_NICE = 0
+"""``--app-nice N``: the app runs under ``nice -n N`` (what niceness costs the screen beside busy servers)."""
+
+
 def _app(args: list[str]) -> PtyProcess:
-    return PtyProcess([sys.executable, str(HERE / "_flood_app.py"), *args], cols=160, rows=48)
+    prefix = ["nice", "-n", str(APP_NICE)] if APP_NICE else []
+    return PtyProcess([*prefix, sys.executable, str(HERE / "_flood_app.py"), *args], cols=160, rows=48)
 
 
 def _config_name(index: int) -> str:
@@ -102,18 +132,33 @@ class KeyBench:
         self.ms: dict[str, list[float]] = {key: [] for key in KEYS}
         self.misses: dict[str, int] = {key: 0 for key in KEYS}
         self.windows: dict[str, list[tuple[float, float]]] = {key: [] for key in KEYS}
+        self.sched: dict[str, list[tuple[float, float, float]]] | None = None
+        """With ``--sched``: per press, (UI thread ms on a CPU, its ms waiting on a run queue, other threads' ms
+        on a CPU)."""
 
     def press(self, key: str, data: bytes, expect: bytes | re.Pattern[bytes], gap_s: float = 0.6) -> None:
+        before = schedstat(self.app.pid) if self.sched is not None else {}
         sent = self.app.send(data)
         if isinstance(expect, bytes):
             seen = self.app.wait_for(expect, sent, TIMEOUT_S)
         else:
             seen = self.app.wait_for_pattern(expect, sent, TIMEOUT_S)
+        if self.sched is not None:
+            self.sched.setdefault(key, []).append(self._split(before, schedstat(self.app.pid)))
         if seen is None:
             self.misses[key] += 1
         self.ms[key].append((seen - sent) * 1000 if seen is not None else TIMEOUT_S * 1000)
         self.windows[key].append((sent, seen if seen is not None else sent + TIMEOUT_S))
         time.sleep(max(0.0, sent + gap_s - time.monotonic()))
+
+    def _split(self, before: dict[int, tuple[str, int, int]],
+               after: dict[int, tuple[str, int, int]]) -> tuple[float, float, float]:
+        ui = self.app.pid  # the main thread runs the event loop
+        run = {tid: (v[1] - before.get(tid, (v[0], 0, 0))[1], v[2] - before.get(tid, (v[0], 0, 0))[2])
+               for tid, v in after.items()}
+        ui_run, ui_wait = run.get(ui, (0, 0))
+        others = sum(r for tid, (r, _) in run.items() if tid != ui and after[tid][0] != "bench-flood")
+        return ui_run / 1e6, ui_wait / 1e6, others / 1e6
 
     def quiet(self, data: bytes, settle_s: float = 0.4) -> None:
         """A key that is not measured (moving the cursor, closing a screen)."""
@@ -172,11 +217,14 @@ class KeyBench:
             self.quiet(ESC, 0.6)
 
     def _chart(self, n: int) -> None:
-        """c opens the chart screen (its title line is on the terminal); Esc closes it."""
+        """c opens the chart screen (its title line is on the terminal); Esc closes it, and the next c waits for
+        the main screen to be back (on a busy box an Esc still in the queue made that c close the chart)."""
         if "c" in self.only:
             for _ in range(n):
                 self.press("c", b"c", " chart · ".encode(), 0.6)
-                self.quiet(ESC, 0.6)
+                sent = self.app.send(ESC)
+                self.app.wait_for(b"Sweep queue", sent, TIMEOUT_S)
+                time.sleep(max(0.0, sent + 0.6 - time.monotonic()))
 
     def _skip_and_retry(self, n: int) -> None:
         """s and r on pending rows FIRST_PENDING + 10 …"""
@@ -203,7 +251,7 @@ class KeyBench:
             self.press("S", b"S", re.compile(rb"(?<![0-9])%d skipped" % (i + 1)), 0.8)
 
 
-def flood_figures(presses: int, profile: str | None = None) -> dict[str, object]:
+def flood_figures(presses: int, profile: str | None = None, sched: bool = False) -> dict[str, object]:
     if profile:
         Path(profile).mkdir(parents=True, exist_ok=True)
     extra = ["--profile", str(Path(profile) / "samples.pickle")] if profile else []
@@ -215,6 +263,7 @@ def flood_figures(presses: int, profile: str | None = None) -> dict[str, object]
         time.sleep(CPU_WINDOW_S)  # nobody types: the cost of the flood alone
         cpu1, total1, wall1 = app.cpu_seconds(("bench-flood",)), app.cpu_seconds(), time.monotonic()
         keys = KeyBench(app, presses)
+        keys.sched = {} if sched else None
         keys.run()
         cpu2, wall2 = app.cpu_seconds(("bench-flood",)), time.monotonic()
         app.send(b"\x11")  # ctrl+q: quits at once (no real server runs)
@@ -224,7 +273,7 @@ def flood_figures(presses: int, profile: str | None = None) -> dict[str, object]
         app.wait(10)
     return {"cpu": (cpu1 - cpu0) / (wall1 - wall0), "cpu_with_generator": (total1 - total0) / (wall1 - wall0),
             "cpu_typing": (cpu2 - cpu1) / (wall2 - wall1), "keys": keys.ms, "misses": keys.misses,
-            "output_mb": app.total_bytes / 1e6, "windows": keys.windows}
+            "output_mb": app.total_bytes / 1e6, "windows": keys.windows, "sched": keys.sched}
 
 
 def memory_figure() -> dict[str, float]:
@@ -254,17 +303,36 @@ def _print_profile(path: Path, flood: dict[str, object]) -> None:
         print(report(samples, slow or spans))
 
 
+def _print_sched(sched: dict[str, list[tuple[float, float, float]]], keys: dict[str, list[float]]) -> None:
+    """Per key, the median and p95 over its presses of: wall ms, the UI thread's ms on a CPU and waiting on a
+    run queue (the rest of its wall time it waited for the GIL, a timer or the terminal), other threads' CPU ms."""
+    print(f"\n{'key':<8} {'wall':>11} {'UI on CPU':>11} {'UI queued':>11} {'others CPU':>11}   ms, median/p95")
+    for key, splits in sched.items():
+        def both(values: list[float]) -> str:
+            return f"{percentile(values, 50) or 0.0:5.0f}/{percentile(values, 95) or 0.0:<5.0f}"
+        print(f"{key:<8} {both(keys[key]):>11} {both([s[0] for s in splits]):>11} "
+              f"{both([s[1] for s in splits]):>11} {both([s[2] for s in splits]):>11}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="UI CPU, key latency and memory of the real app in a pty")
     parser.add_argument("--presses", type=int, default=20, help="presses per key (default 20; t: half)")
     parser.add_argument("--no-memory", action="store_true", help="leave the 1M-line memory figure out")
     parser.add_argument("--keys", default=",".join(KEYS), help="only these keys (comma-separated)")
+    parser.add_argument("--app-nice", type=int, default=0, metavar="N",
+                        help="run the app under nice -n N (default 0: the bench's own priority)")
+    parser.add_argument("--sched", action="store_true",
+                        help="split each key's presses into the UI thread's CPU and run-queue wait and the other "
+                             "threads' CPU (/proc schedstat)")
     parser.add_argument("--profile", metavar="DIR", default=None,
                         help="sample the app's UI thread and print where each key's slow presses went")
     options = parser.parse_args()
     started = time.monotonic()
+    global APP_NICE
+    APP_NICE = options.app_nice
     KeyBench.only = set(options.keys.split(","))
-    flood = flood_figures(options.presses, options.profile)
+    print(f"load average at start: {os.getloadavg()}")
+    flood = flood_figures(options.presses, options.profile, options.sched)
     memory = memory_figure() if not options.no_memory else None
     keys: dict[str, list[float]] = flood["keys"]  # type: ignore[assignment]
     misses: dict[str, int] = flood["misses"]  # type: ignore[assignment]
@@ -308,6 +376,9 @@ def main() -> int:
         figure("peak RSS after 1M log lines", f"{memory['rss_mb']:.0f} MB", f"< {TARGETS['rss_mb']:.0f} MB",
                memory["rss_mb"] < TARGETS["rss_mb"] and memory["lines"] >= MEMORY_LINES)
     print("PASS" if not failures else "FAIL: " + "; ".join(failures))
+    if flood["sched"]:
+        _print_sched(flood["sched"], keys)  # type: ignore[arg-type]
+    print(f"load average at end: {os.getloadavg()}")
     if options.profile:
         _print_profile(Path(options.profile) / "samples.pickle", flood)
     return 1 if failures else 0
