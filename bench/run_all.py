@@ -5,8 +5,10 @@ Each script prints its own table, then ``FIGURE|name|value|target|pass`` lines t
 (``bench_placement.py`` prints its ratio in its own words, which are read instead). The scripts run one at a
 time: they time things, and two of them at once on two cores would measure each other. The ``ui-busy`` run is
 ``bench_ui.py`` again with two busy loops (``python -c 'while 1: pass'``) running beside the app the whole time,
-as a GPU box's tokenizer and scheduler threads compete with it. A bench that does not exist in ``bench/`` (vLLM's
-``bench serve`` side by side) prints SKIP with the reason. About 15 minutes for everything on 2 cores.
+as a GPU box's tokenizer and scheduler threads compete with it. The ``fidelity`` rows put ours beside SGLang's
+``bench_serving`` on the simulator (error against its truth), the ``vllm`` rows beside vLLM's ``vllm bench serve``
+on one real vLLM server (the ratio between the clients; info lines and exit 0 without ``.venv-vllm``). A bench
+that does not exist in ``bench/`` prints SKIP with the reason. About 20 minutes for everything on 2 cores.
 
 The load column is the 1-minute load average when the script started and when it ended (``os.getloadavg``):
 figures measured at a load above the box's cores measure the box as much as the code.
@@ -43,8 +45,7 @@ class Bench:
 
 SCRIPTS: dict[str, Bench] = {
     "fidelity": Bench("bench/bench_engine_fidelity.py"),
-    "vllm": Bench("bench/bench_vllm_serve.py",
-                  skip="no side-by-side bench with vLLM's `bench serve` in bench/ (and no vLLM server on this box)"),
+    "vllm": Bench("bench/bench_vllm_clients.py"),
     "crash": Bench("bench/bench_crash_dead_time.py"),
     "logpump": Bench("bench/bench_logpump.py"),
     "ui": Bench("bench/bench_ui.py", label="no busy loops"),

@@ -1,0 +1,331 @@
+"""Our client beside vLLM's own ``vllm bench serve`` on ONE real vLLM server, at concurrency 1, 8 and 64.
+
+One ``vllm serve`` (the CPU build in ``.venv-vllm`` and the tiny model ``tools/setup_vllm.sh`` prepares; no
+speculation, ``--enforce-eager``) is started once; both clients then measure it in turn, at each concurrency,
+with the same prompts in the same order (the ``code`` workload's items, cycled as our load points cycle them,
+written as vLLM's ``sharegpt`` dataset file with ``--disable-shuffle``: its ``custom`` JSONL reader needs pandas,
+which the vLLM venv lacks; both send the prompt text as a plain completion, no chat template), the same output
+length (``--sharegpt-output-len`` = our ``max_new_tokens``, ``--ignore-eos``, greedy), the same number of
+requests and a warm-up each:
+
+- **ours**: the product's own measuring code (``engine.loadrun.run_point`` over ``ServerClient`` and
+  ``Session`` with the ``vllm`` profile: the streaming ``/v1/completions`` client with kernel receive stamps that
+  the orchestrator uses), closed loop, N in flight;
+- **vLLM**: ``vllm bench serve --backend vllm --dataset-name sharegpt --max-concurrency N`` (vLLM 0.32.0's
+  ``vllm/benchmarks/serve.py``), run as ``python -m vllm.entrypoints.cli.main`` from ``.venv-vllm``, with
+  ``--save-detailed`` so its per-request TTFT, ITLs and latencies can be summarised exactly as ours are.
+
+Each concurrency runs ``--repeats`` rounds (3) of both clients, alternating which goes first, so the server's
+drift over the rounds falls on both; the figures are the clients' medians over the rounds, and the tok/s line
+also gives the range of the per-round ratios (how far one round's pair strays: the noise of the box).
+
+Per concurrency and client: output tok/s (all completion tokens ÷ the first send to the last answer; vLLM: its
+``output_throughput``), TTFT p50 (median over requests), TPOT p50 (median over requests of (e2e − TTFT) ÷
+(tokens − 1), vLLM's own definition) and ITL (median over requests of each request's mean inter-token gap).
+The judged figure is the ratio ours ÷ vLLM's for tok/s: within 0.90–1.10 (two clients measuring one server at
+the same load; on a shared, loaded 2-core box one round can stray by far more: read the rounds' range). TTFT, TPOT and ITL
+ratios are printed as info: there is no truth here (the simulator's truth is bench_engine_fidelity.py's), and
+vLLM's CPU build on 2 cores often streams a whole answer in one burst, so per-token gaps are small and noisy.
+
+Without ``.venv-vllm`` or the model it prints SKIP lines (exit 0). About 5 minutes on 2 cores (server start
+30-60 s, each of the 9 ``vllm bench serve`` runs ~15 s of imports). Every figure line carries the load average.
+
+    .venv/bin/python bench/bench_vllm_clients.py [--concurrency 1,8,64] [--tokens 64] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _common import ROOT, figure, verdict  # noqa: E402
+
+from specbench_tui.core.engines.vllm import VLLM  # noqa: E402
+from specbench_tui.core.load import point_item  # noqa: E402
+from specbench_tui.core.records import STATUS_OK, Measurement  # noqa: E402
+from specbench_tui.core.sweep.loader import load_sweep  # noqa: E402
+from specbench_tui.core.plan import build_plan  # noqa: E402
+from specbench_tui.engine.client import ServerClient  # noqa: E402
+from specbench_tui.engine.loadrun import run_point, warm_up  # noqa: E402
+from specbench_tui.engine.server import find_free_port  # noqa: E402
+from specbench_tui.engine.workloads import Labels, Session, Workload, build_workload  # noqa: E402
+
+REQUESTS = {1: 8, 8: 32, 64: 128}
+"""Requests per concurrency: 8 one at a time, 4 waves of 8, 2 waves of 64."""
+TOK_S_BAND = (0.90, 1.10)
+STARTUP_TIMEOUT_S = 600.0
+ITEMS = ("fibonacci", "quicksort", "binary_search", "lru_cache", "merge_intervals", "trie")
+
+
+def load() -> str:
+    return f"load {os.getloadavg()[0]:.1f}"
+
+
+def vllm_paths() -> dict[str, str] | str:
+    """What tools/setup_vllm.sh prepared (it installs nothing with --print-paths), or why not."""
+    done = subprocess.run(["bash", str(ROOT / "tools/setup_vllm.sh"), "--print-paths"], capture_output=True,
+                          text=True, check=False, timeout=120)
+    if done.returncode != 0:
+        return (done.stderr.strip().splitlines() or ["tools/setup_vllm.sh --print-paths failed"])[-1]
+    paths = {}
+    for line in done.stdout.splitlines():
+        key, _, value = line.partition("=")
+        if key and value:
+            paths[key] = shlex.split(value)[0]
+    missing = [k for k in ("VLLM_BIN", "VLLM_PYTHON", "VLLM_TINY_MODEL") if not Path(paths.get(k, "")).exists()]
+    return f"missing {', '.join(missing)}: run tools/setup_vllm.sh" if missing else paths
+
+
+@contextlib.contextmanager
+def vllm_server(paths: dict[str, str], port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """One ``vllm serve`` in its own process group, stopped (SIGTERM, then SIGKILL of the group) on exit."""
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "LD_PRELOAD": paths.get("VLLM_LIBIOMP", "")}
+    argv = [paths["VLLM_BIN"], "serve", paths["VLLM_TINY_MODEL"], "--served-model-name", "tiny", "--host",
+            "127.0.0.1", "--port", str(port), "--max-model-len", "2048", "--dtype", "float32", "--enforce-eager"]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        yield proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+async def wait_ready(client: ServerClient, proc: subprocess.Popen[bytes]) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < STARTUP_TIMEOUT_S:
+        if proc.poll() is not None:
+            raise RuntimeError(f"vllm serve exited with {proc.returncode} before it was ready")
+        if await client.healthy(timeout_s=2.0):
+            return time.monotonic() - started
+        await asyncio.sleep(0.5)
+    raise RuntimeError(f"vllm serve not ready after {STARTUP_TIMEOUT_S:.0f} s")
+
+
+@dataclass(frozen=True)
+class Side:
+    """One client's figures at one concurrency."""
+
+    requests: int
+    tok_s: float
+    ttft_ms: float
+    tpot_ms: float | None
+    itl_ms: float | None
+    seconds: float
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def sweep_text(tokens: int) -> str:
+    items = ", ".join(f'"{item}"' for item in ITEMS)
+    return f"""
+[sweep]
+name = "vllm-clients"
+warmup = 1
+[engine]
+profile = "vllm"
+launcher = "command"
+command = ["vllm", "serve"]
+[server.args]
+model = "tiny"
+[[configs]]
+name = "baseline"
+[[workloads]]
+name = "code"
+kind = "code"
+items = [{items}]
+max_new_tokens = {tokens}
+temperature = 0.0
+ignore_eos = true
+"""
+
+
+async def ours(session: Session, workload: Workload, concurrency: int, count: int) -> Side:
+    """The product's closed-loop load point: ``count`` requests, ``concurrency`` in flight."""
+    records: list[Measurement] = []
+    label = f"c{concurrency}"
+    labels = Labels(config_id="baseline", config="baseline", workload="code")
+    await warm_up(workload, session, label)
+    run = await run_point(workload, session, labels, label, 1, count, 0, records.append, set())
+    ok = [m for m in records if m.status == STATUS_OK and m.completion_tokens]
+    if len(ok) != count:
+        raise RuntimeError(f"ours at c={concurrency}: {count - len(ok)} of {count} requests failed")
+    tokens = sum(m.completion_tokens or 0 for m in ok)
+    tpot = [((m.e2e_s or 0) - (m.ttft_s or 0)) / (m.completion_tokens - 1) * 1000 for m in ok
+            if m.completion_tokens and m.completion_tokens > 1]
+    return Side(len(ok), tokens / run.wall_s, 1000 * statistics.median(m.ttft_s or 0 for m in ok), _median(tpot),
+                _median([m.itl_mean_s * 1000 for m in ok if m.itl_mean_s is not None]), run.wall_s)
+
+
+def theirs(paths: dict[str, str], port: int, prompts: Path, tokens: int, concurrency: int, count: int,
+           out_dir: Path, round_: int = 0) -> Side:
+    """``vllm bench serve`` with the same prompts, length and concurrency; its own detailed result file."""
+    name = f"vllm-c{concurrency}-{round_}.json"
+    argv = [paths["VLLM_PYTHON"], "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "vllm",
+            "--base-url", f"http://127.0.0.1:{port}", "--endpoint", "/v1/completions", "--model", "tiny",
+            "--tokenizer", paths["VLLM_TINY_MODEL"], "--dataset-name", "sharegpt", "--dataset-path", str(prompts),
+            "--disable-shuffle", "--sharegpt-output-len", str(tokens), "--ignore-eos",
+            "--temperature", "0", "--num-prompts", str(count), "--max-concurrency", str(concurrency),
+            "--num-warmups", str(concurrency), "--percentile-metrics", "ttft,tpot,itl,e2el", "--disable-tqdm",
+            "--save-result", "--save-detailed", "--result-dir", str(out_dir), "--result-filename", name]
+    env = {**os.environ, "LD_PRELOAD": ""}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"vllm bench serve at c={concurrency} exited {done.returncode}:\n"
+                           + "\n".join((done.stdout + done.stderr).splitlines()[-15:]))
+    result = json.loads((out_dir / name).read_text())
+    ttfts = [t * 1000 for t in result["ttfts"]]
+    lens = result["output_lens"]
+    tpot = [(lat - ttft) / (n - 1) * 1000 for lat, ttft, n in zip(result["latencies"], result["ttfts"], lens)
+            if n > 1]
+    itl = [statistics.fmean(gaps) * 1000 for gaps in result["itls"] if gaps]
+    if result["completed"] != count or any(n != tokens for n in lens):
+        raise RuntimeError(f"vllm bench serve at c={concurrency}: {result['completed']} of {count} completed, "
+                           f"output lengths {sorted(set(lens))}")
+    return Side(result["completed"], float(result["output_throughput"]), statistics.median(ttfts), _median(tpot),
+                _median(itl), float(result["duration"]))
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+@dataclass(frozen=True)
+class Level:
+    """One concurrency to measure on the running server."""
+
+    paths: dict[str, str]
+    port: int
+    work: Path
+    tokens: int
+    concurrency: int
+    repeats: int
+
+
+def _row(c: int, who: str, side: Side) -> str:
+    return (f"{c:>3} {who:6} {side.requests:>4} {side.tok_s:>9.1f} {side.ttft_ms:>12.2f} {_fmt(side.tpot_ms):>12} "
+            f"{_fmt(side.itl_ms):>8} {side.seconds:>7.2f}")
+
+
+def _med(sides: Sequence[Side], key: str) -> float | None:
+    return _median([v for v in (getattr(s, key) for s in sides) if v is not None])
+
+
+async def compare_level(level: Level, session: Session, workload: Workload, texts: dict[str, str],
+                        failures: list[str]) -> None:
+    """``repeats`` rounds of both clients at one concurrency, alternating which goes first (the server's drift
+    over the rounds falls on both); figures: the ratio of the clients' medians, and the per-round ratios'
+    range (how far one round's pair can stray)."""
+    c, count = level.concurrency, REQUESTS.get(level.concurrency, 2 * level.concurrency)
+    # vLLM's client gets the same prompts in the same order: ours cycles the items (point_item).
+    prompts = level.work / f"prompts-c{c}.json"
+    prompts.write_text(json.dumps([
+        {"conversations": [{"from": "human", "value": texts[point_item(workload.items(), i)[0]]},
+                           {"from": "gpt", "value": "unused: --sharegpt-output-len sets the length"}]}
+        for i in range(count)]))
+    mine: list[Side] = []
+    other: list[Side] = []
+    cpu = 0.0
+    for round_ in range(level.repeats):
+        for who in (("ours", "vLLM") if round_ % 2 == 0 else ("vLLM", "ours")):
+            if who == "ours":
+                started = time.process_time()
+                mine.append(await ours(session, workload, c, count))
+                cpu += time.process_time() - started
+                print(_row(c, who, mine[-1]))
+            else:
+                other.append(await asyncio.to_thread(theirs, level.paths, level.port, prompts, level.tokens, c,
+                                                     count, level.work, round_))
+                print(_row(c, who, other[-1]))
+    print(f"    (ours: {cpu / level.repeats:.2f} CPU s in this process per {count} requests; {load()})")
+    ratios = sorted(a.tok_s / b.tok_s for a, b in zip(mine, other))
+    a, b = _med(mine, "tok_s"), _med(other, "tok_s")
+    tok_ratio = (a or 0.0) / (b or 1.0)
+    ok = TOK_S_BAND[0] <= tok_ratio <= TOK_S_BAND[1]
+    figure(f"real vLLM c={c}: tok/s ours / vLLM bench serve, median of {level.repeats} ({a:.0f} / {b:.0f}; "
+           f"rounds {ratios[0]:.2f}-{ratios[-1]:.2f}; {load()})", f"{tok_ratio:.3f}",
+           f"{TOK_S_BAND[0]:.2f}-{TOK_S_BAND[1]:.2f}", ok)
+    if not ok:
+        failures.append(f"c={c}: tok/s ratio {tok_ratio:.3f} outside {TOK_S_BAND[0]:.2f}-{TOK_S_BAND[1]:.2f}")
+    for what, key in (("TTFT p50", "ttft_ms"), ("TPOT p50", "tpot_ms"), ("ITL", "itl_ms")):
+        x, y = _med(mine, key), _med(other, key)
+        print(f"FIGURE|real vLLM c={c}: {what} ours / vLLM bench serve ({_fmt(x)} / {_fmt(y)} ms)|"
+              f"{_fmt(_ratio(x, y))}|~1 (info)|info")
+
+
+async def measure(paths: dict[str, str], levels: Sequence[int], tokens: int, repeats: int,
+                  failures: list[str]) -> None:
+    work = Path(tempfile.mkdtemp(prefix="bench-vllm-clients-"))
+    path = work / "sweep.toml"
+    path.write_text(sweep_text(tokens))
+    workload = build_workload(build_plan(load_sweep(path)).workloads[0])
+    texts = {p.item: p.text for p in workload.prompts}
+    port = find_free_port("127.0.0.1", 39300)
+    client = ServerClient(f"http://127.0.0.1:{port}", VLLM, request_timeout_s=600.0)
+    try:
+        with vllm_server(paths, port, work / "server.log") as proc:
+            startup = await wait_ready(client, proc)
+            info = await client.server_info() or {}
+            session = Session(client=client, on_progress=lambda: None,
+                              context_length=await client.context_length(info), notice=lambda level, text: None)
+            print(f"vllm serve ready in {startup:.1f} s (one server for every row; {load()}); "
+                  f"{tokens} output tokens per request, prompts: the code workload's {len(workload.prompts)}")
+            print(f"{'c':>3} {'client':6} {'reqs':>4} {'tok/s':>9} {'TTFT p50 ms':>12} {'TPOT p50 ms':>12} "
+                  f"{'ITL ms':>8} {'wall s':>7}")
+            for c in levels:
+                await compare_level(Level(paths, port, work, tokens, c, repeats), session, workload, texts, failures)
+    finally:
+        await client.aclose()
+    print(f"server log and vLLM's result files: {work}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", default="1,8,64", help="comma-separated concurrencies (default 1,8,64)")
+    parser.add_argument("--tokens", type=int, default=64, help="output tokens per request (default 64)")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of both clients per concurrency (default 3)")
+    args = parser.parse_args()
+    levels = [int(c) for c in args.concurrency.split(",")]
+    paths = vllm_paths()
+    if isinstance(paths, str):
+        print(f"SKIP: no vLLM on this box ({paths})")
+        print(f"FIGURE|real vLLM: ours / vLLM bench serve: not measured ({paths})|-|-|info")
+        return 0
+    failures: list[str] = []
+    try:
+        asyncio.run(measure(paths, levels, args.tokens, args.repeats, failures))
+    except RuntimeError as error:
+        failures.append(str(error))
+    return verdict(failures)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
