@@ -49,6 +49,8 @@ FORMAT = 1
 MAGIC = b"specbench-fold\x00\x01"
 CACHE_DIR = "fold-cache"
 MIN_BYTES = 8 << 20
+SAVE_AFTER_S = 2.0
+"""A checkpoint is written this long after the fold it keeps (an attaching view draws its first frame first)."""
 """A fold that read at least this many bytes is kept (a smaller one folds again faster than this is worth)."""
 LIMIT = 512 << 20
 """A checkpoint larger than this is not written (nor believed)."""
@@ -272,18 +274,30 @@ def attach_fold(run_dir: Path, events_upto: int | None = None, results_upto: int
     before = fold.events_tail.offset + fold.results_tail.offset if fold is not None else 0
     fold = (fold or RunFold(run_dir, ledger_events=False)).advance(events_upto, results_upto)
     if fold.events_tail.offset + fold.results_tail.offset - before >= MIN_BYTES:
-        # Written beside the caller's next steps (its compression and hashing let go of the interpreter), not
-        # before them; not a daemon: a short command's exit waits for it rather than leave it half written.
-        writer = threading.Thread(target=save, args=(fold,), name="specbench-checkpoint")
+        # Written after the caller's next steps (a view's first frame), not before them nor beside them (its
+        # marshalling holds the interpreter); not a daemon: a short command's exit waits for it rather than
+        # leave it half written.
+        writer = threading.Thread(target=_save_later, args=(fold,), name="specbench-checkpoint")
         _WRITERS.append(writer)
         writer.start()
     return fold
 
 
 _WRITERS: list[threading.Thread] = []
+_NOW = threading.Event()
+
+
+def _save_later(fold: RunFold) -> None:
+    _NOW.wait(SAVE_AFTER_S)
+    save(fold)
 
 
 def wait_for_writes(timeout: float = 30.0) -> None:
-    """Wait until the checkpoints being written are (tests, and a caller about to read one)."""
-    while _WRITERS:
-        _WRITERS.pop().join(timeout)
+    """Write the checkpoints waiting to be written now, and wait until they are (tests, a caller about to
+    read one)."""
+    _NOW.set()
+    try:
+        while _WRITERS:
+            _WRITERS.pop().join(timeout)
+    finally:
+        _NOW.clear()
