@@ -15,6 +15,10 @@ requests and a warm-up each:
   ``vllm/benchmarks/serve.py``), run as ``python -m vllm.entrypoints.cli.main`` from ``.venv-vllm``, with
   ``--save-detailed`` so its per-request TTFT, ITLs and latencies can be summarised exactly as ours are.
 
+A third row, ``ours-iu``, is ours with the stream options vLLM's client sends (``include_usage`` only; the
+``vllm`` profile also asks for ``continuous_usage_stats``, a usage object in every chunk, which vLLM's API server
+builds on the same 2 cores): what our request's options cost the server, apart from how each client times.
+
 Each concurrency runs ``--repeats`` rounds (3) of both clients, alternating which goes first, so the server's
 drift over the rounds falls on both; the figures are the clients' medians over the rounds, and the tok/s line
 also gives the range of the per-round ratios (how far one round's pair strays: the noise of the box).
@@ -38,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import shlex
@@ -231,7 +236,7 @@ class Level:
 
 
 def _row(c: int, who: str, side: Side) -> str:
-    return (f"{c:>3} {who:6} {side.requests:>4} {side.tok_s:>9.1f} {side.ttft_ms:>12.2f} {_fmt(side.tpot_ms):>12} "
+    return (f"{c:>3} {who:7} {side.requests:>4} {side.tok_s:>9.1f} {side.ttft_ms:>12.2f} {_fmt(side.tpot_ms):>12} "
             f"{_fmt(side.itl_ms):>8} {side.seconds:>7.2f}")
 
 
@@ -239,7 +244,7 @@ def _med(sides: Sequence[Side], key: str) -> float | None:
     return _median([v for v in (getattr(s, key) for s in sides) if v is not None])
 
 
-async def compare_level(level: Level, session: Session, workload: Workload, texts: dict[str, str],
+async def compare_level(level: Level, sessions: tuple[Session, Session], workload: Workload, texts: dict[str, str],
                         failures: list[str]) -> None:
     """``repeats`` rounds of both clients at one concurrency, alternating which goes first (the server's drift
     over the rounds falls on both); figures: the ratio of the clients' medians, and the per-round ratios'
@@ -253,14 +258,18 @@ async def compare_level(level: Level, session: Session, workload: Workload, text
         for i in range(count)]))
     mine: list[Side] = []
     other: list[Side] = []
+    plain: list[Side] = []
     cpu = 0.0
     for round_ in range(level.repeats):
-        for who in (("ours", "vLLM") if round_ % 2 == 0 else ("vLLM", "ours")):
+        for who in (("ours", "vLLM", "ours-iu") if round_ % 2 == 0 else ("ours-iu", "vLLM", "ours")):
             if who == "ours":
                 started = time.process_time()
-                mine.append(await ours(session, workload, c, count))
+                mine.append(await ours(sessions[0], workload, c, count))
                 cpu += time.process_time() - started
                 print(_row(c, who, mine[-1]))
+            elif who == "ours-iu":
+                plain.append(await ours(sessions[1], workload, c, count))
+                print(_row(c, who, plain[-1]))
             else:
                 other.append(await asyncio.to_thread(theirs, level.paths, level.port, prompts, level.tokens, c,
                                                      count, level.work, round_))
@@ -275,6 +284,9 @@ async def compare_level(level: Level, session: Session, workload: Workload, text
            f"{TOK_S_BAND[0]:.2f}-{TOK_S_BAND[1]:.2f}", ok)
     if not ok:
         failures.append(f"c={c}: tok/s ratio {tok_ratio:.3f} outside {TOK_S_BAND[0]:.2f}-{TOK_S_BAND[1]:.2f}")
+    x, y = _med(plain, "tok_s"), _med(other, "tok_s")
+    print(f"FIGURE|real vLLM c={c}: tok/s ours with vLLM's stream options (include_usage only) / vLLM bench serve "
+          f"({_fmt(x)} / {_fmt(y)})|{_fmt(_ratio(x, y))}|~1 (info)|info")
     for what, key in (("TTFT p50", "ttft_ms"), ("TPOT p50", "tpot_ms"), ("ITL", "itl_ms")):
         x, y = _med(mine, key), _med(other, key)
         print(f"FIGURE|real vLLM c={c}: {what} ours / vLLM bench serve ({_fmt(x)} / {_fmt(y)} ms)|"
@@ -290,20 +302,27 @@ async def measure(paths: dict[str, str], levels: Sequence[int], tokens: int, rep
     texts = {p.item: p.text for p in workload.prompts}
     port = find_free_port("127.0.0.1", 39300)
     client = ServerClient(f"http://127.0.0.1:{port}", VLLM, request_timeout_s=600.0)
+    # ours again with the stream options vLLM's client sends (include_usage, no continuous_usage_stats): what the
+    # request's options cost the server, apart from how the clients time the answers
+    plain_client = ServerClient(f"http://127.0.0.1:{port}", dataclasses.replace(
+        VLLM, stream_options={"include_usage": True}), request_timeout_s=600.0)
     try:
         with vllm_server(paths, port, work / "server.log") as proc:
             startup = await wait_ready(client, proc)
             info = await client.server_info() or {}
-            session = Session(client=client, on_progress=lambda: None,
-                              context_length=await client.context_length(info), notice=lambda level, text: None)
+            context = await client.context_length(info)
+            sessions = tuple(Session(client=one, on_progress=lambda: None, context_length=context,
+                                     notice=lambda level, text: None) for one in (client, plain_client))
             print(f"vllm serve ready in {startup:.1f} s (one server for every row; {load()}); "
                   f"{tokens} output tokens per request, prompts: the code workload's {len(workload.prompts)}")
-            print(f"{'c':>3} {'client':6} {'reqs':>4} {'tok/s':>9} {'TTFT p50 ms':>12} {'TPOT p50 ms':>12} "
+            print(f"{'c':>3} {'client':7} {'reqs':>4} {'tok/s':>9} {'TTFT p50 ms':>12} {'TPOT p50 ms':>12} "
                   f"{'ITL ms':>8} {'wall s':>7}")
             for c in levels:
-                await compare_level(Level(paths, port, work, tokens, c, repeats), session, workload, texts, failures)
+                await compare_level(Level(paths, port, work, tokens, c, repeats), (sessions[0], sessions[1]),
+                                    workload, texts, failures)
     finally:
         await client.aclose()
+        await plain_client.aclose()
     print(f"server log and vLLM's result files: {work}")
 
 
