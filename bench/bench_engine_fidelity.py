@@ -463,11 +463,37 @@ def main() -> int:
         print(f"note: {note}")
     failures += _print_load(load_rows)
     print(f"\nran in {time.monotonic() - phases.started:.1f} s ({', '.join(phases.names)})")
+    _side_by_side(rows, load_rows)
     figure("fidelity: worst decode tok/s error (ours)", f"{worst['tok_s'] * 100:.3f} %", "< 0.5 %",
            worst["tok_s"] <= LIMITS["tok_s_rel"])
     figure("fidelity: worst TTFT error (ours)", f"{worst['ttft']:.2f} ms", "< 2 ms",
            worst["ttft"] <= LIMITS["ttft_abs_ms"])
     return verdict(failures)
+
+
+def _side_by_side(rows: list[TableRow], load_rows: list[tuple[int, str, LoadRow | str]]) -> None:
+    """One info line per concurrency (1, 8, 64) with both clients' errors against the simulator's truth on the
+    autoregressive configuration, for run_all's one table: per-request decode tok/s (1 / ITL: the inter-token
+    gap's error, relative) and TTFT p50 against what the server served."""
+    truth = truth_tok_s("ar")
+    at_one = {client: (tps, err) for client, name, tps, _ttft, err, _judged in rows if name == "ar"}
+    points: list[tuple[int, tuple[float, float] | None, tuple[float, float] | None]] = [
+        (1, at_one.get("ours, alone"), at_one.get("SGLang bench_serving"))]
+    by = {(n, client): row for n, client, row in load_rows}
+    for n in LOADS:
+        ours, theirs = by.get((n, "ours")), by.get((n, "SGLang bench_serving"))
+        points.append((n, (ours[0], ours[2]) if isinstance(ours, tuple) else None,
+                       (theirs[0], theirs[2]) if isinstance(theirs, tuple) else None))
+
+    def error(who: str, pair: tuple[float, float] | None) -> str:
+        if pair is None:
+            return f"{who} -"
+        tps, err = pair
+        return f"{who} {(tps - truth) / truth:+.3%}, {err:+.2f} ms"
+
+    for n, ours_, theirs_ in points:
+        print(f"FIGURE|simulator c={n}: tok/s (1/ITL) error, TTFT p50 error vs truth, ours and SGLang bench_serving"
+              f"|{error('ours', ours_)}; {error('SGLang', theirs_)}|side by side|info")
 
 
 def _print_load(load_rows: list[tuple[int, str, LoadRow | str]]) -> list[str]:
