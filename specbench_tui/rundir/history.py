@@ -313,7 +313,9 @@ class RunFold:
                 if event is not None:
                     self._fold(event)
             return
-        fold, decode, report = self._fold, _decode_owned, self.report
+        decode, report = _decode_owned, self.report
+        kept = self.events.append if self.every_event and not self.ledger_events else None
+        fold = self._fold
         for data in values:
             if type(data) is not dict or data.get("type") == "MeasurementRecorded":
                 continue
@@ -322,7 +324,10 @@ class RunFold:
             except (ValueError, TypeError) as exc:
                 report.add(EVENTS, f"{EVENTS}: {exc}")
                 continue
-            fold(event)
+            if kept is not None and type(event) is not SweepFinished:  # an attaching view's: kept, no more
+                kept(event)
+            else:
+                fold(event)
 
     def _fold(self, event: Event) -> None:
         if self.every_event:
