@@ -184,7 +184,8 @@ def test_reports_show_the_interval_and_json_holds_its_fields() -> None:
     assert set(cell["speedup"]) == {"estimate", "low", "high", "n", "why", "level", "method"}
     assert cell["speedup"]["low"] <= cell["speedup"]["estimate"] <= cell["speedup"]["high"]
     csv_text = render(run, "csv")
-    assert "speedup_ci_low,speedup_ci_high,accept_length_ci_low,accept_length_ci_high" in csv_text.splitlines()[0]
+    assert "speedup_ci_low,speedup_ci_high,accept_length_ci_low,accept_length_ci_high,temperature" in \
+        csv_text.splitlines()[0]
 
 
 def test_the_acceptance_table_shows_the_interval_of_each_named_figure() -> None:

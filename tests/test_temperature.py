@@ -5,6 +5,8 @@ only and the report says it is not applicable to a sampled workload; the simulat
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import json
 from pathlib import Path
 
@@ -137,3 +139,5 @@ def test_each_temperature_is_measured_resumably_and_lossless_only_when_greedy(tm
     assert "## Results: code-t1 (code, temperature 1, 2 repeats)" in md and "n/a (sampled)" in md
     assert "not applicable to sampled workloads, whose outputs differ by chance: code-t1 (temperature 1)" in md
     assert json.loads(render(run, "json"))["analysis"]["workloads"][1]["temperature"] == 1.0
+    rows = list(csv.DictReader(io.StringIO(render(run, "csv"))))
+    assert {(r["workload"], r["temperature"]) for r in rows} == {("code-t0", "0"), ("code-t1", "1")}

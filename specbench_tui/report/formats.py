@@ -182,7 +182,7 @@ CSV_COLUMNS = (
     "cache", "from_memory", "n_retracted",
     "draft_acceptance_rate", "accepted_per_verified", "conditional_acceptance", "accept_histogram", "step_cost",
     "length_over_cost", "limited_by",
-    "speedup_ci_low", "speedup_ci_high", "accept_length_ci_low", "accept_length_ci_high",
+    "speedup_ci_low", "speedup_ci_high", "accept_length_ci_low", "accept_length_ci_high", "temperature",
 )
 """One row per configuration × workload; ``_min``/``_max`` are the range of per-repeat values; ``coverage`` is
 complete, partial (cut short: ``items_measured`` of ``items_expected``, ``n_crash`` requests cut by the crash),
@@ -193,7 +193,8 @@ requests the server retracted (kept out of the latency figures); ``conditional_a
 acceptance at draft positions 1, 2, … and ``accept_histogram`` the verify steps that accepted 0, 1, … drafts
 (space-separated), ``step_cost`` the step cost ×, ``length_over_cost`` acceptance length ÷ step cost × and
 ``limited_by`` which of the two limits the configuration (docs/acceptance.md); ``..._ci_low``/``_high`` the 95 %
-bootstrap interval of the speedup and of ``accept_length`` (empty without one: core/intervals.py)."""
+bootstrap interval of the speedup and of ``accept_length`` (empty without one: core/intervals.py); ``temperature``
+the workload's sampling temperature (0: greedy)."""
 
 
 def _num(value: float | int | None, digits: int = 4) -> str:
@@ -212,6 +213,7 @@ def csv_rows(run: LoadedRun) -> list[dict[str, str]]:
     analysis = run.analysis
     marks = best_marks(analysis)
     nodes = node_column(run) or {}
+    temperatures = {w.name: w.temperature for w in analysis.workloads}
     out = []
     for row in analysis.rows:
         config = analysis.config(row.config_id)
@@ -232,7 +234,7 @@ def csv_rows(run: LoadedRun) -> list[dict[str, str]]:
             row.coverage, str(row.items_measured), _num(row.expected), str(row.n_crash), str(row.paired),
             nodes.get(row.config_id, ""), clean_text(run.hardware.model(row.config_id) or "", 200),
             row.cache or "", row.from_memory or "", str(row.n_retracted), *_acceptance_cells(run, row),
-            *_interval_cells(run, row),
+            *_interval_cells(run, row), _temperature(temperatures.get(row.workload)),
         ]
         out.append(dict(zip(CSV_COLUMNS, cells)))
     return out
@@ -247,6 +249,10 @@ def _acceptance_cells(run: LoadedRun, row: CellRow) -> list[str]:
             " ".join("" if v is None else f"{v:.4f}" for v in cell.conditional),
             " ".join(str(h) for h in cell.histogram), _num(cell.step_cost, 4), _num(cell.predicted_speedup, 4),
             cell.limit or ""]
+
+
+def _temperature(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"
 
 
 def _interval_cells(run: LoadedRun, row: CellRow) -> list[str]:
