@@ -17,12 +17,14 @@ written at once, and handed to ``on_block`` / ``on_lines`` as one batch when tha
 (``bench/bench_logpump.py`` measures the throughput), so a server that floods its log is never held back by the
 pipe. :func:`widen_pipe` makes a read up to :data:`CHUNK` bytes: fewer, bigger batches; :class:`PipeReader`
 reads them straight from the pipe. Valid UTF-8 that redaction leaves alone is written and handed on as it was
-read (no re-encoding).
+read (no re-encoding). A batch reader's ``scan`` (the watch's RE2 pass) runs on a worker thread while the pump
+decodes, writes and counts the same bytes: RE2 lets go of the GIL, so a second core searches meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import fcntl
 import os
@@ -35,9 +37,15 @@ LineHandler = Callable[[int, str], None]
 """Called with (1-based line number, text without the newline)."""
 LinesHandler = Callable[[int, list[str]], None]
 """Called with (1-based number of the first line, the lines of one read, without newlines)."""
-BlockHandler = Callable[[int, int, str, bytes], None]
-"""Called with (number of the first line, how many lines, the lines joined by ``\n``, that text as UTF-8): a
-batch reader that searches the whole batch at once needs not split, join nor encode it."""
+BlockHandler = Callable[[int, int, str, bytes, object], None]
+"""Called with (number of the first line, how many lines, the lines joined by ``\n``, that text as UTF-8, what
+``scan`` found in those bytes or :data:`NOT_SCANNED`): a batch reader that searches the whole batch at once needs
+not split, join nor encode it."""
+Scan = Callable[[bytes], object]
+"""A pure function of a batch's bytes (thread-safe: it runs on the pump's worker thread)."""
+NOT_SCANNED = object()
+"""Handed to ``on_block`` in place of the scan's result when there was none (no ``scan``, or the bytes handed on
+are not the ones read: redacted, or invalid UTF-8 replaced)."""
 
 CHUNK = 1 << 20
 """Bytes asked for per read; a pipe widened by :func:`widen_pipe` holds that much."""
@@ -146,17 +154,22 @@ class LogPump:
                  progress_interval_s: float = 0.5, log: BinaryIO | None = None,
                  redact: Callable[[str], str] | None = None,
                  on_write_error: Callable[[OSError], None] | None = None,
-                 on_lines: LinesHandler | None = None, on_block: BlockHandler | None = None) -> None:
+                 on_lines: LinesHandler | None = None, on_block: BlockHandler | None = None,
+                 scan: Scan | None = None) -> None:
         """``log``: the log file already opened for appending (``run`` closes it); else ``run`` opens
         ``log_path``. ``on_lines``, when given, receives each read's lines as one batch instead of
         ``on_line`` receiving them one by one; ``on_block`` (which wins over both) receives the batch with its
-        joined text and bytes."""
+        joined text and bytes. ``scan`` (with ``on_block``): run on each batch's bytes on a worker thread while
+        the pump decodes, writes and counts them (RE2 lets go of the GIL: a second core does the search meanwhile),
+        its result handed to ``on_block``."""
         self._stream = stream
         self._log_path = log_path
         self._log = log
         self._on_line = on_line
         self._on_lines = on_lines
         self._on_block = on_block
+        self._scan = scan if on_block is not None else None
+        self._scanner: concurrent.futures.ThreadPoolExecutor | None = None
         self._on_progress = on_progress
         self._redact = redact
         self._on_write_error = on_write_error
@@ -182,6 +195,8 @@ class LogPump:
             except OSError as exc:
                 self._write_failed(exc)
         sink = log if log is not None else cast(BinaryIO, _Discard())
+        if self._scan is not None:
+            self._scanner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="logscan")
         try:
             while True:
                 data = await self._stream.read(CHUNK)
@@ -194,6 +209,9 @@ class LogPump:
                 self._buffer.clear()
                 self._flush(sink)
         finally:
+            if self._scanner is not None:
+                self._scanner.shutdown(wait=False, cancel_futures=True)
+                self._scanner = None
             if log is not None:
                 with contextlib.suppress(OSError):  # what a full disk did not take is lost: already reported
                     log.close()
@@ -247,6 +265,8 @@ class LogPump:
         """Emit the lines of ``block`` (complete lines, joined by ``\n``, the last one without it)."""
         if b"\r" in block:
             block = b"\n".join(_visible(line) for line in block.split(b"\n"))
+        scanning = self._scanner.submit(self._scan, block) \
+            if self._scanner is not None and self._scan is not None else None
         try:
             raw = block.decode("utf-8")
         except UnicodeDecodeError:
@@ -266,7 +286,7 @@ class LogPump:
         if self._on_block is not None:
             count = text.count("\n") + 1
             self.lines += count
-            self._call(self._on_block, first, count, text, data)
+            self._call(self._on_block, first, count, text, data, self._scanned(scanning, block, data))
             return
         lines = text.split("\n")
         self.lines += len(lines)
@@ -275,6 +295,21 @@ class LogPump:
             return
         for number, line in enumerate(lines, start=first):
             self._call(self._on_line, number, line)
+
+    def _scanned(self, scanning: concurrent.futures.Future[object] | None, block: bytes, data: bytes) -> object:
+        """What ``scan`` found in ``data``: the worker's result when it scanned these very bytes, else the scan
+        run here; :data:`NOT_SCANNED` without a scan or when it failed (the reader then searches itself)."""
+        if self._scan is None:
+            return NOT_SCANNED
+        try:
+            if scanning is not None and data is block:
+                return scanning.result()
+            if scanning is not None:
+                scanning.cancel()
+            return self._scan(data)
+        except Exception:  # noqa: BLE001 - isolation: the pump outlives any reader's bug
+            self.handler_errors += 1
+            return NOT_SCANNED
 
     def _call(self, handler: Callable[..., None], *args: object) -> None:
         """A failing handler must not stop the pump (the server would block on a full pipe)."""

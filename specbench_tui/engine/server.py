@@ -37,7 +37,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 
 from specbench_tui.core.events import CrashDetected, Event, LogLine, LogLines
@@ -54,7 +54,7 @@ from specbench_tui.core.signatures import (
     most_specific,
 )
 from specbench_tui.engine.client import ServerClient
-from specbench_tui.engine.logpump import LogPump, PipeReader, widen_pipe
+from specbench_tui.engine.logpump import NOT_SCANNED, LogPump, PipeReader, widen_pipe
 from specbench_tui.engine.processes import (
     _LIVE_KEEPERS,
     KEEPER_PATH,
@@ -269,7 +269,8 @@ class ServerProcess:
         self._keeper = _Keeper(self._proc.pid, _open_pidfd(self._proc.pid))
         _LIVE_KEEPERS[self._proc.pid] = self._keeper
         pump = LogPump(self._output, self.log_path, self._on_line, on_progress=self._on_progress, log=log,
-                       redact=self._redact, on_write_error=self._on_log_write_error, on_block=self._on_block)
+                       redact=self._redact, on_write_error=self._on_log_write_error, on_block=self._on_block,
+                       scan=self._scan_lines if self._scan is not None else None)
         self._pump_task = asyncio.create_task(pump.run(), name=f"logpump-{self.config_id}")
         self._exit_task = asyncio.create_task(self._watch_exit(), name=f"exit-{self.config_id}")
         report = await asyncio.to_thread(_read_report, report_r, REPORT_TIMEOUT_S)
@@ -380,9 +381,14 @@ class ServerProcess:
     def _on_line(self, number: int, text: str) -> None:
         """The pump's line-by-line handler (it hands batches to :meth:`_on_block`, which wins): one line is a
         batch of one."""
-        self._on_block(number, 1, text, text.encode("utf-8", errors="replace"))
+        self._on_block(number, 1, text, text.encode("utf-8", errors="replace"), NOT_SCANNED)
 
-    def _on_block(self, first: int, count: int, block: str, data: bytes) -> None:
+    def _scan_lines(self, data: bytes) -> list[tuple[int, bytes]] | None:
+        """The lines of a batch the one pass touches (None: every line must be tried); a pure function of the
+        bytes, which the pump runs on its worker thread while it writes the batch."""
+        return lines_touched(self._scan, data) if self._scan is not None else None
+
+    def _on_block(self, first: int, count: int, block: str, data: bytes, scanned: object = NOT_SCANNED) -> None:
         """One read's lines, as one batch (``block``: ``count`` lines joined by ``\\n``; ``data``: it as UTF-8).
         The checks that rarely fire (crash signatures, the ready line, the stats hints) run once over the whole
         batch in linear time (RE2, ``str.find``); the batch is split into lines only when one of them points at
@@ -390,7 +396,7 @@ class ServerProcess:
         (:class:`CrashDetected`, ``complete`` false): nothing waits for the traceback before the configuration
         reads crashed."""
         batch = _Batch(block)
-        found = lines_touched(self._scan, data) if self._scan is not None else None
+        found = self._scan_lines(data) if scanned is NOT_SCANNED else cast("list[tuple[int, bytes]] | None", scanned)
         marked = self._crash_scan(first, batch, found)
         self._ready_of_block(batch, data)
         if self._on_stats is not None:
