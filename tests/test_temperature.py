@@ -68,6 +68,8 @@ def test_bad_temperatures_name_the_file_line_and_fix() -> None:
     assert "empty list of temperatures" in issue
     (issue,) = _issues(block.format("true"))
     assert "got a boolean" in issue
+    (issue,) = _issues(block.format([t / 10 for t in range(9)]))
+    assert "9 temperatures (MAX_TEMPERATURES = 8)" in issue
     (issue,) = _issues('[[workloads]]\nkind = "code"\n', "[measure]\ntemperature = -1\n")
     assert issue.startswith(f"t.toml:{HEAD.count(chr(10)) + 2}: measure.temperature: expected a temperature >= 0")
 

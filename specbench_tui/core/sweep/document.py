@@ -144,7 +144,7 @@ def _add_workload(r: Reader, i: int, w: dict[str, Any], spec: WorkloadSpec, work
         r.error(("workloads", i), f"each configuration would be sent more than {MAX_REQUESTS:,} requests "
                 f"by the workloads up to this one (MAX_REQUESTS: items × repeats + warm-up, "
                 "or each load point's requests × repeats + warm-up)",
-                "lower repeats, count, the number of items, requests, waves or load points")
+                "lower repeats, count, the number of items or temperatures, requests, waves or load points")
         requests = -(1 << 62)  # said once
     if spec.name in seen:
         implicit = "" if "name" in w else " (a workload without a name is named after its kind)"

@@ -23,6 +23,8 @@ MAX_ITEMS = 10_000
 """Items of one workload: ``count``, ``items``, ``prompt_tokens`` entries, prompts read from a file."""
 MAX_WORKLOADS = 100
 """``[[workloads]]`` blocks."""
+MAX_TEMPERATURES = 8
+"""Temperatures one workload (or ``[measure]``) may list: each measures the workload again."""
 MAX_REQUESTS = 100_000
 """Requests one configuration is sent (items × repeats + warm-up, over every workload)."""
 MAX_NEW_TOKENS = 1 << 20

@@ -17,12 +17,10 @@ import dataclasses
 import math
 from typing import Any
 
+from specbench_tui.core.sweep.limits import MAX_TEMPERATURES
 from specbench_tui.core.sweep.reader import Reader, short_repr, type_name
 from specbench_tui.core.sweep.schema import WorkloadSpec
 from specbench_tui.core.tomlpos import KeyPath
-
-MAX_TEMPERATURES = 8
-"""Temperatures one workload may list (each multiplies the workload's requests)."""
 
 _HINT = "a number >= 0 (0 is greedy), or a list of them, e.g. temperature = [0.0, 0.7]"
 
