@@ -37,6 +37,12 @@ press in twenty that waits for the CPU moves it only a little, two decide it.
 
 ``--profile DIR`` samples the app's UI thread every 2 ms (``_sampler.py``) and prints, per key, the functions on
 its stack during the presses over 60 ms. ``bench/_keyprof.py`` gives the headless CPU cost of each key (cProfile).
+``--busy N`` runs N busy loops beside the app, each in a session of its own as the engine starts each server,
+``--busy-nice K`` nices them (the autogroup's nice, which is what counts across sessions, and their own):
+
+    .venv/bin/python bench/bench_ui.py --no-memory --busy 2 --sched                 # servers at the app's priority
+    .venv/bin/python bench/bench_ui.py --no-memory --busy 2 --busy-nice 10 --sched  # servers niced
+
 ``--sched`` splits each key's presses into the UI thread's time on a CPU, its time waiting on a run queue (the
 CPU was busy with other work: on a loaded box this grows with the first) and the other threads' CPU
 (``/proc/PID/task/TID/schedstat``); ``--app-nice N`` runs the app under ``nice -n N``.
@@ -48,6 +54,7 @@ import argparse
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -82,7 +89,13 @@ CTRL_END = b"\x1b[1;5F"
 
 def schedstat(pid: int) -> dict[int, tuple[str, int, int]]:
     """{tid: (kernel name, ns on a CPU, ns waiting on a run queue)} of the process's threads now
-    (``/proc/PID/task/TID/schedstat``): what ``--sched`` splits each press's wall time into."""
+    (``/proc/PID/task/TID/schedstat``): what ``--busy N`` runs N busy loops beside the app, each in a session of its own as the engine starts each server,
+``--busy-nice K`` nices them (the autogroup's nice, which is what counts across sessions, and their own):
+
+    .venv/bin/python bench/bench_ui.py --no-memory --busy 2 --sched                 # servers at the app's priority
+    .venv/bin/python bench/bench_ui.py --no-memory --busy 2 --busy-nice 10 --sched  # servers niced
+
+``--sched`` splits each press's wall time into."""
     found = {}
     base = f"/proc/{pid}/task"
     try:
@@ -103,6 +116,22 @@ def schedstat(pid: int) -> dict[int, tuple[str, int, int]]:
 
 APP_NICE = 0
 """``--app-nice N``: the app runs under ``nice -n N`` (what niceness costs the screen beside busy servers)."""
+
+
+def busy_loops(count: int, nice: int) -> list[subprocess.Popen[bytes]]:
+    """``count`` busy loops, each in a session of its own as the engine starts each server (with scheduler
+    autogroups, CPU is shared between sessions first), their priority lowered by ``nice``: the autogroup's nice
+    (``/proc/PID/autogroup``; a process's own nice counts only inside its autogroup) and the process's."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while 1: pass"], start_new_session=True)
+             for _ in range(count)]
+    for loop in loops:
+        if nice:
+            os.setpriority(os.PRIO_PROCESS, loop.pid, nice)
+            try:
+                Path(f"/proc/{loop.pid}/autogroup").write_text(str(nice))
+            except OSError:  # a kernel without autogroups: the process's nice is the whole story
+                pass
+    return loops
 
 
 def _app(args: list[str]) -> PtyProcess:
@@ -319,6 +348,10 @@ def main() -> int:
     parser.add_argument("--presses", type=int, default=20, help="presses per key (default 20; t: half)")
     parser.add_argument("--no-memory", action="store_true", help="leave the 1M-line memory figure out")
     parser.add_argument("--keys", default=",".join(KEYS), help="only these keys (comma-separated)")
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="N busy loops beside the app, each in a session of its own (as servers are)")
+    parser.add_argument("--busy-nice", type=int, default=0, metavar="N",
+                        help="the busy loops niced by N (their autogroups' nice and their own): servers run niced")
     parser.add_argument("--app-nice", type=int, default=0, metavar="N",
                         help="run the app under nice -n N (default 0: the bench's own priority)")
     parser.add_argument("--sched", action="store_true",
@@ -331,8 +364,17 @@ def main() -> int:
     global APP_NICE
     APP_NICE = options.app_nice
     KeyBench.only = set(options.keys.split(","))
+    loops = busy_loops(options.busy, options.busy_nice)
+    if loops:
+        print(f"{len(loops)} busy loops beside the app, niced by {options.busy_nice}")
+        time.sleep(2.0)
     print(f"load average at start: {os.getloadavg()}")
-    flood = flood_figures(options.presses, options.profile, options.sched)
+    try:
+        flood = flood_figures(options.presses, options.profile, options.sched)
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
     memory = memory_figure() if not options.no_memory else None
     keys: dict[str, list[float]] = flood["keys"]  # type: ignore[assignment]
     misses: dict[str, int] = flood["misses"]  # type: ignore[assignment]
