@@ -98,26 +98,42 @@ def test_the_speedup_interval_is_scipys_bootstrap_over_the_analysis_pairs() -> N
 
 
 def test_acceptance_intervals_are_ratios_of_sums_over_requests() -> None:
+    """The three acceptance figures of a cell are over the same requests: one scipy call resamples them once for
+    all three (a statistic giving the three ratios of sums), seeded by the cell."""
     ms = _runs()
     analysis = _analysed(ms)
     cell = _intervals(analysis).cell("s1", "code")
     row = analysis.row("s1", "code")
-    assert cell is not None and row is not None and cell.accept_length is not None
+    assert cell is not None and row is not None
     spec = [m for m in ms if m.config_id == "s1"]
-    for interval, num, den, name, shown in (
-            (cell.accept_length, [(m.accept_length or 0) * (m.verify_ct or 0) for m in spec],
-             [m.verify_ct for m in spec], "accept_length", row.accept_length),
-            (cell.draft_acceptance_rate, [m.correct_drafts for m in spec], [m.proposed_drafts for m in spec],
-             "draft_acceptance_rate", None)):
-        assert interval is not None and interval.ok
-        rng = np.random.default_rng(seed_for("s1", "code", name))
-        expected = stats.bootstrap((np.array(num, dtype=float), np.array(den, dtype=float)),
-                                   lambda a, b, axis: a.sum(axis=axis) / b.sum(axis=axis), paired=True,
-                                   vectorized=True, n_resamples=2000, method="percentile", rng=rng)
-        assert (interval.low, interval.high) == pytest.approx(
-            (float(expected.confidence_interval.low), float(expected.confidence_interval.high)), rel=1e-12)
-        if shown is not None:
-            assert interval.estimate == pytest.approx(shown, rel=1e-12)
+    columns = [[(m.accept_length or 0) * (m.verify_ct or 0) for m in spec], [m.verify_ct for m in spec],
+               [m.completion_tokens for m in spec], [m.verify_ct for m in spec],
+               [m.correct_drafts for m in spec], [m.proposed_drafts for m in spec]]
+
+    def ratios(*arrays: Any, axis: int) -> Any:
+        return np.stack([arrays[i].sum(axis=axis) / arrays[i + 1].sum(axis=axis) for i in (0, 2, 4)])
+
+    expected = stats.bootstrap(tuple(np.array(c, dtype=float) for c in columns), ratios, paired=True,
+                               vectorized=True, n_resamples=2000, method="percentile",
+                               rng=np.random.default_rng(seed_for("s1", "code", "acceptance"))).confidence_interval
+    for k, interval in enumerate((cell.accept_length, cell.acceptance_length, cell.draft_acceptance_rate)):
+        assert interval is not None and interval.ok and interval.n == 16
+        assert (interval.low, interval.high) == pytest.approx((float(expected.low[k]), float(expected.high[k])),
+                                                              rel=1e-12)
+    assert cell.accept_length is not None and cell.accept_length.estimate == pytest.approx(row.accept_length)
+    # a figure over other requests than the rest is resampled on its own, seeded by its name
+    fewer = [m if m.config_id == "base" or m.item != "i0" else
+             Measurement(m.config_id, m.config, m.workload, m.item, m.repeat, "ok", decode_tps=m.decode_tps,
+                         completion_tokens=100, verify_ct=m.verify_ct, accept_length=m.accept_length) for m in ms]
+    alone = _intervals(_analysed(fewer)).cell("s1", "code")
+    assert alone is not None and alone.draft_acceptance_rate is not None and alone.draft_acceptance_rate.n == 14
+    drafts = [m for m in fewer if m.config_id == "s1" and m.correct_drafts is not None]
+    own = stats.bootstrap((np.array([m.correct_drafts for m in drafts], dtype=float),
+                           np.array([m.proposed_drafts for m in drafts], dtype=float)),
+                          lambda a, b, axis: a.sum(axis=axis) / b.sum(axis=axis), paired=True, vectorized=True,
+                          n_resamples=2000, method="percentile",
+                          rng=np.random.default_rng(seed_for("s1", "code", "draft_acceptance_rate")))
+    assert alone.draft_acceptance_rate.low == pytest.approx(float(own.confidence_interval.low), rel=1e-12)
 
 
 def test_breaking_the_pairing_widens_the_interval() -> None:

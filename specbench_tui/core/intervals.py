@@ -11,7 +11,8 @@ Per configuration × workload cell (the sequential cells of :mod:`specbench_tui.
 - **acceptance length** (the results table's ``accept len``: per-request acceptance weighted by verify steps),
   the client's **acceptance length** (Σ completion tokens ÷ Σ verify steps) and the **draft acceptance rate**
   (Σ accepted ÷ Σ proposed drafts): ratios of sums over the cell's ok requests; the unit is the request, its
-  numerator and denominator resampled together.
+  numerator and denominator resampled together. Figures over the same requests (a cell's usually are) come from
+  one call that resamples the requests once for all of them (seeded by the cell and ``acceptance``).
 
 Fixed choices, each stated in every report and in the JSON:
 
@@ -52,7 +53,8 @@ LEVEL = 0.95
 METHOD = "percentile"
 N_RESAMPLES = 2000
 """Enough for the 2.5 and 97.5 percentiles to sit on 50 resamples each (Efron and Tibshirani suggest 1000-2000
-for percentile intervals); a 256-cell run of 50k measurements costs about a CPU second per 1000 resamples."""
+for percentile intervals). The cost grows with resamples × units: about 40 ms of CPU for a cell of 195 pairs
+(bench/bench_analysis.py: 9-11 s for the 252 cells of 50k measurements on a loaded 2-core box)."""
 SEED = 27
 MIN_UNITS = 5
 
@@ -162,14 +164,31 @@ def _sum_ratio(x: Any, y: Any, axis: int = -1) -> Any:
     return x.sum(axis=axis) / y.sum(axis=axis)
 
 
-def bootstrap(estimate: float, data: Sequence[Sequence[float]], statistic: Statistic, key: Sequence[str]) -> Interval:
-    """The interval of ``statistic`` over paired samples ``data`` (equal lengths, resampled together), around the
-    figure the analysis shows (``estimate``)."""
-    n = len(data[0]) if data else 0
+def _sum_ratios(*arrays: Any, axis: int = -1) -> Any:
+    """Σ numerator ÷ Σ denominator of each (numerator, denominator) pair of ``arrays``, stacked: the figures of
+    one set of units, resampled with the same draws."""
+    import numpy as np
+
+    return np.stack([arrays[i].sum(axis=axis) / arrays[i + 1].sum(axis=axis) for i in range(0, len(arrays), 2)])
+
+
+def _interval(estimate: float, low: float, high: float, n: int) -> Interval:
     if not math.isfinite(estimate):
         return Interval(estimate, None, None, n, "the figure is not finite")
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return Interval(estimate, None, None, n, "a resample's figure is not finite")
+    if high - low <= 1e-12 * max(abs(estimate), 1.0):
+        return Interval(estimate, estimate, estimate, n, "no variation")
+    return Interval(estimate, low, high, n)
+
+
+def bootstrap_many(estimates: Sequence[float], data: Sequence[Sequence[float]], statistic: Statistic,
+                   key: Sequence[str]) -> list[Interval]:
+    """The intervals of a ``statistic`` giving one figure per ``estimates`` (the figures the analysis shows) over
+    paired samples ``data`` (equal lengths, resampled together: one draw of units serves every figure)."""
+    n = len(data[0]) if data else 0
     if n < MIN_UNITS:
-        return Interval(estimate, None, None, n, f"n<{MIN_UNITS}")
+        return [Interval(e, None, None, n, f"n<{MIN_UNITS}") for e in estimates]
     import numpy as np
     from scipy.stats import bootstrap as scipy_bootstrap
 
@@ -178,12 +197,15 @@ def bootstrap(estimate: float, data: Sequence[Sequence[float]], statistic: Stati
         warnings.simplefilter("ignore")
         result = scipy_bootstrap(arrays, statistic, paired=True, vectorized=True, n_resamples=N_RESAMPLES,
                                  confidence_level=LEVEL, method=METHOD, rng=np.random.default_rng(seed_for(*key)))
-    low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return Interval(estimate, None, None, n, "a resample's figure is not finite")
-    if high - low <= 1e-12 * max(abs(estimate), 1.0):
-        return Interval(estimate, estimate, estimate, n, "no variation")
-    return Interval(estimate, low, high, n)
+    lows = np.atleast_1d(result.confidence_interval.low)
+    highs = np.atleast_1d(result.confidence_interval.high)
+    return [_interval(e, float(low), float(high), n) for e, low, high in zip(estimates, lows, highs)]
+
+
+def bootstrap(estimate: float, data: Sequence[Sequence[float]], statistic: Statistic, key: Sequence[str]) -> Interval:
+    """The interval of ``statistic`` over paired samples ``data`` (equal lengths, resampled together), around the
+    figure the analysis shows (``estimate``)."""
+    return bootstrap_many([estimate], data, statistic, key)[0]
 
 
 def paired_values(ok: Iterable[Measurement], base_ok: Iterable[Measurement]) -> tuple[list[float], list[float]]:
@@ -201,14 +223,6 @@ def speedup_interval(estimate: float, ok: Iterable[Measurement], base_ok: Iterab
     return bootstrap(estimate, (mine, theirs), _median_ratio, key)
 
 
-def ratio_interval(estimate: float | None, numerators: Sequence[float], denominators: Sequence[float],
-                   key: Sequence[str]) -> Interval | None:
-    """The interval of Σ numerators ÷ Σ denominators, one (numerator, denominator) per unit."""
-    if estimate is None:
-        return None
-    return bootstrap(estimate, (numerators, denominators), _sum_ratio, key)
-
-
 def _finite(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -216,15 +230,15 @@ def _finite(value: Any) -> TypeGuard[float]:
 # ---------------------------------------------------------------------------------------------- per cell
 
 
-def _accept_parts(ok: Sequence[Measurement]) -> tuple[list[float], list[float]]:
-    """The row's acceptance as a ratio of sums (:func:`specbench_tui.core.cells.acceptance`): accept length ×
-    verify steps over verify steps, else the plain mean (accept length over 1)."""
+def _accept_parts(ok: Sequence[Measurement]) -> tuple[list[Measurement], list[float], list[float]]:
+    """The row's acceptance as a ratio of sums (:func:`specbench_tui.core.cells.acceptance`): its requests, accept
+    length × verify steps over verify steps, else the plain mean (accept length over 1)."""
     weighted = [m for m in ok if m.accept_length is not None and m.verify_ct is not None and m.verify_ct > 0]
     if weighted:
-        return [float(m.accept_length or 0) * float(m.verify_ct or 0) for m in weighted], \
+        return weighted, [float(m.accept_length or 0) * float(m.verify_ct or 0) for m in weighted], \
             [float(m.verify_ct or 0) for m in weighted]
-    plain = [float(m.accept_length) for m in ok if m.accept_length is not None]
-    return plain, [1.0] * len(plain)
+    plain = [m for m in ok if m.accept_length is not None]
+    return plain, [float(m.accept_length or 0) for m in plain], [1.0] * len(plain)
 
 
 def cell_intervals(row: CellRow, ok: Sequence[Measurement], base_ok: Sequence[Measurement] | None,
@@ -235,18 +249,43 @@ def cell_intervals(row: CellRow, ok: Sequence[Measurement], base_ok: Sequence[Me
     speedup = None
     if base_ok is not None and row.speedup is not None and row.speedup_note != "baseline":
         speedup = speedup_interval(row.speedup.median, ok, base_ok, (*key, "speedup"))
-    accept = None
+    figures: dict[str, _Ratio] = {}
     if row.accept_length is not None and row.accept_method != ACCEPT_FROM_SERVER:
-        accept = ratio_interval(row.accept_length, *_accept_parts(ok), (*key, "accept_length"))
-    client = rate = None
+        figures["accept_length"] = (row.accept_length, *_accept_parts(ok))
     if acceptance is not None:
         counted = [m for m in ok if m.verify_ct and m.completion_tokens]
-        client = ratio_interval(acceptance.acceptance_length, [float(m.completion_tokens or 0) for m in counted],
-                                [float(m.verify_ct or 0) for m in counted], (*key, "acceptance_length"))
+        if acceptance.acceptance_length is not None:
+            figures["acceptance_length"] = (acceptance.acceptance_length, counted,
+                                            [float(m.completion_tokens or 0) for m in counted],
+                                            [float(m.verify_ct or 0) for m in counted])
         drafts = [m for m in counted if m.correct_drafts is not None and m.proposed_drafts]
-        rate = ratio_interval(acceptance.draft_acceptance_rate, [float(m.correct_drafts or 0) for m in drafts],
-                              [float(m.proposed_drafts or 0) for m in drafts], (*key, "draft_acceptance_rate"))
-    return CellIntervals(row.config_id, row.workload, speedup, accept, client, rate)
+        if acceptance.draft_acceptance_rate is not None:
+            figures["draft_acceptance_rate"] = (acceptance.draft_acceptance_rate, drafts,
+                                                [float(m.correct_drafts or 0) for m in drafts],
+                                                [float(m.proposed_drafts or 0) for m in drafts])
+    found = _ratio_intervals(figures, key)
+    return CellIntervals(row.config_id, row.workload, speedup, found.get("accept_length"),
+                         found.get("acceptance_length"), found.get("draft_acceptance_rate"))
+
+
+_Ratio = tuple[float, Sequence[Measurement], Sequence[float], Sequence[float]]
+"""A ratio-of-sums figure: (its value, the requests it is over, their numerators, their denominators)."""
+
+
+def _ratio_intervals(figures: dict[str, _Ratio], key: tuple[str, str]) -> dict[str, Interval]:
+    """The intervals of ratio-of-sums figures: those over the same requests (as a cell's figures usually are) from
+    one bootstrap call, resampling the requests once for all of them; each of the others from its own."""
+    units = {name: tuple(id(m) for m in f[1]) for name, f in figures.items()}
+    shared = [name for name in figures if units[name] == next(iter(units.values()))]
+    out: dict[str, Interval] = {}
+    if len(shared) > 1:
+        data = [column for name in shared for column in (figures[name][2], figures[name][3])]
+        found = bootstrap_many([figures[name][0] for name in shared], data, _sum_ratios, (*key, "acceptance"))
+        out.update(zip(shared, found))
+    for name, (estimate, _units, numerators, denominators) in figures.items():
+        if name not in out:
+            out[name] = bootstrap(estimate, (numerators, denominators), _sum_ratio, (*key, name))
+    return out
 
 
 def analyse_intervals(analysis: RunAnalysis, measurements: Iterable[Measurement]) -> IntervalAnalysis:
