@@ -256,3 +256,21 @@ def test_compare_calls_an_acceptance_change_inside_both_intervals_noise() -> Non
     assert not _accept_change(a, b, 0.05, wide).significant
     assert _accept_change(a, b, 0.05, narrow).significant
     assert _accept_change(a, b, 0.05, (Interval(3.0, None, None, 3, "n<5"), wide[1])).significant
+
+
+def test_a_large_cell_is_resampled_in_batches_of_bounded_size() -> None:
+    """100,000 requests (MAX_REQUESTS) would be 1.6 GB an array resampled at once; in batches the interval is the
+    same kind of figure, drawn from the same seed."""
+    import tracemalloc
+
+    from specbench_tui.core.intervals import MAX_BATCH_VALUES, _sum_ratio, bootstrap
+
+    rng = np.random.default_rng(5)
+    n = 40_000
+    num, den = rng.uniform(2, 4, n), np.full(n, 1.0)
+    tracemalloc.start()
+    interval = bootstrap(float(num.sum() / den.sum()), (num, den), _sum_ratio, ("c", "w", "big"))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert interval.ok and (interval.low or 0) < interval.estimate < (interval.high or 0)
+    assert peak < 12 * 8 * MAX_BATCH_VALUES, peak  # a few arrays of one batch, never 2000 x 40,000 at once

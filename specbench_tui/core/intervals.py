@@ -56,6 +56,9 @@ N_RESAMPLES = 2000
 for percentile intervals). The cost grows with resamples × units: about 40 ms of CPU for a cell of 195 pairs
 (bench/bench_analysis.py: 9-11 s for the 252 cells of 50k measurements on a loaded 2-core box)."""
 SEED = 27
+MAX_BATCH_VALUES = 4_000_000
+"""Resampled values drawn at once per array (resamples × units, 32 MB of floats): a cell of 100,000 requests
+(MAX_REQUESTS) is resampled 40 resamples at a time instead of all 2000 at once (1.6 GB an array)."""
 MIN_UNITS = 5
 
 SPEEDUP_UNIT = "(item, repeat) pair measured ok by the configuration and its baseline"
@@ -196,7 +199,8 @@ def bootstrap_many(estimates: Sequence[float], data: Sequence[Sequence[float]], 
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         result = scipy_bootstrap(arrays, statistic, paired=True, vectorized=True, n_resamples=N_RESAMPLES,
-                                 confidence_level=LEVEL, method=METHOD, rng=np.random.default_rng(seed_for(*key)))
+                                 batch=max(1, min(N_RESAMPLES, MAX_BATCH_VALUES // n)), confidence_level=LEVEL,
+                                 method=METHOD, rng=np.random.default_rng(seed_for(*key)))
     lows = np.atleast_1d(result.confidence_interval.low)
     highs = np.atleast_1d(result.confidence_interval.high)
     return [_interval(e, float(low), float(high), n) for e, low, high in zip(estimates, lows, highs)]
