@@ -17,7 +17,7 @@ from pathlib import Path
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from specbench_tui.application.logview import LogFeed
+from specbench_tui.application.logview import LogFeed, _classify, classify
 from specbench_tui.core.engines.sglang import SGLANG
 from specbench_tui.core.events import CrashDetected, Event, LogLines, ServerLaunching
 from specbench_tui.core.logparse import BatchLine
@@ -187,3 +187,20 @@ async def test_the_watch_reads_every_stats_line_in_order_the_ready_line_and_an_o
     assert [(s.kind, s.num_token) for s in stats if s.kind != "decode"] == [("retract", 3)]
     assert death.signature == "batch_failed" and crash is not None and crash.signature == "batch_failed"
     assert crash.log_line_number == 20000 + 1 + 2
+
+
+_WORDS = ["ERROR", "CRITICAL", "Error", "Exception", "error:", "error", "WARN", "WARNING", "Warning", "warning:",
+          "deprecated", "Traceback (most recent call last)", "CUDA error", "CUDA out of memory", "NCCL error",
+          "Segmentation fault", "core dumped", "Fatal Python error", "FATAL", "illegal instruction", "failed",
+          "GGML_ASSERT(x) failed", "Scheduler hit an exception", "EngineCore encountered a fatal error",
+          "AcceleratorError", "ValueError", "Err", "Warn", "fail", "[2026-05-04 10:12:07 TP0] ", "x", " ", ":", "_",
+          "é", "\x1b[31m"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_WORDS), max_size=6).map("".join),
+       st.sampled_from([None, "", "info", "warning", "error", "fatal"]))
+def test_the_panel_classifies_a_line_as_its_full_rule_does(line: str, level: str | None) -> None:
+    """The live panel's pre-filter (a line holding none of the words of the level patterns is ``info`` without a
+    search) never changes a line's level."""
+    assert classify(line, level) == _classify(line, level)

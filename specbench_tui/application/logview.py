@@ -134,13 +134,34 @@ MARKERS = {"fatal": "✖", "error": "!", "warning": "▲"}
 """Glyph in front of a live log line, so its level reads without colour too."""
 
 
+_LEVEL_WORDS = ("ERROR", "CRITICAL", "Error", "Exception", "error", "WARN", "Warning", "warning", "deprecated",
+                "Traceback", "CUDA", "NCCL", "Segmentation fault", "core dumped", "Fatal", "FATAL", "illegal", "failed")
+"""A literal each line :func:`classify` gives ``error`` or ``warning`` without a level contains: one of every
+alternative of core's word rule (:func:`~specbench_tui.core.signatures.line_level`), of :data:`SERIOUS_PATTERN`,
+:data:`ERROR_PATTERN` and :data:`WARNING_PATTERN`; the engines' own fatal patterns add their ``keywords``."""
+
+
+@functools.cache
+def _words_of(names: tuple[str, ...]) -> tuple[str, ...]:
+    keywords = (k.decode("utf-8", errors="replace") for name in names for k in get_profile(name).log.keywords)
+    return tuple(dict.fromkeys((*_LEVEL_WORDS, *keywords)))
+
+
 def classify(line: str, level: str | None = None) -> str:
     """``fatal``, ``error``, ``warning`` or ``info``.
 
     ``fatal`` is the engine's verdict only: ``level`` as the engine gave it with a live line (a line read back
     from disk has none, and core's word rule gives it ``error`` at most). The patterns raise a line to ``error``
-    or ``warning`` for colour, never to ``fatal``.
+    or ``warning`` for colour, never to ``fatal``. A line without a level that holds none of the words those
+    patterns need is ``info`` at once (most lines of a flood: a few substring tests instead of five searches).
     """
+    if not level and not any(word in line for word in _words_of(engine_names())):
+        return LEVEL_INFO
+    return _classify(line, level)
+
+
+def _classify(line: str, level: str | None) -> str:
+    """:func:`classify` without its pre-filter."""
     serious = _engine_hints()[0]
     verdict = _VERDICTS.get((level or "").lower(), LEVEL_INFO) if level else line_level(line)
     if verdict == LEVEL_FATAL:
