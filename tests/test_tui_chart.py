@@ -74,6 +74,35 @@ def test_chart_acceptance_narrow(analysis_a: RunAnalysis, snap_compare: Any) -> 
     assert snap_compare(Host(analysis_a, "acceptance"), terminal_size=(80, 24))
 
 
+async def _chart_of_the_finished_demo(pilot: Any, engine: FakeEngine) -> None:
+    """In the real app: the stand-in sweep played to its end, then ``c`` (the chart drawn ahead in its worker)."""
+    app = pilot.app
+    await ready(pilot)
+    engine.play()
+    await steady(pilot)
+    chart = app.chart_screen()
+    for _ in range(400):  # the worker's drawing (a state; 20 s only bounds a hang)
+        if not chart.drawing_pending and chart.ready is not None and chart.ready.analysis is app.analysis:
+            break
+        await pilot.pause(0.05)
+    await pilot.press("c")
+    await pilot.pause()
+    assert isinstance(app.screen, ChartScreen) and chart.drawn_on_ui_thread == 0
+
+
+@pytest.mark.parametrize("size", [(160, 48), (80, 24)], ids=["wide", "narrow"])
+def test_c_in_the_app(size: tuple[int, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                      snap_compare: Any) -> None:
+    """The chart as ``c`` shows it in the app (the drawing made ahead in the worker, at the terminal's size)."""
+    monkeypatch.chdir(tmp_path)
+    engine = FakeEngine(tmp_path / "runs" / "2026-01-01_100000_demo")
+
+    async def run_before(pilot: Any) -> None:
+        await _chart_of_the_finished_demo(pilot, engine)
+
+    assert snap_compare(make_app(engine), terminal_size=size, run_before=run_before)
+
+
 async def test_marks_are_glyphs_and_words_without_colour(analysis_a: RunAnalysis,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
