@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 from specbench_tui.application.logview import LogFeed, _classify, classify
 from specbench_tui.core.engines.sglang import SGLANG
 from specbench_tui.core.events import CrashDetected, Event, LogLines, ServerLaunching
+from specbench_tui.core.launch import secret_redactor
 from specbench_tui.core.logparse import BatchLine
+from specbench_tui.core.secrets import secret_forms
 from specbench_tui.core.signatures import SignatureSet, lines_touched
 from specbench_tui.engine.server import ServerProcess
 
@@ -204,3 +206,16 @@ def test_the_panel_classifies_a_line_as_its_full_rule_does(line: str, level: str
     """The live panel's pre-filter (a line holding none of the words of the level patterns is ``info`` without a
     search) never changes a line's level."""
     assert classify(line, level) == _classify(line, level)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.sampled_from([*map(chr, range(0x20, 0x7F)), "é", "\t", "\n", "\x00", "\u2028"]), min_size=4,
+               max_size=24))
+def test_the_watch_redacts_every_form_of_any_secret(secret: str) -> None:
+    """The redactor searches a batch for one needle per secret (its longest run that no escaping changes) before
+    it runs its regex: every spelling of the secret still goes (repr, JSON, shell quoting, twice escaped)."""
+    redact = secret_redactor([secret])
+    assert redact is not None
+    for form in secret_forms(secret):
+        line = f"[2026-05-04 10:12:07] server_args=ServerArgs(api_key={form}, x=1)"
+        assert redact(line) != line, form

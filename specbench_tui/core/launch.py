@@ -117,9 +117,25 @@ def secret_redactor(secrets: Iterable[str]) -> Callable[[str], str] | None:
     def replace(match: re.Match[str]) -> str:
         return (match.groupdict().get("sep") or "") + REDACTED
 
+    # Every form of a secret holds its longest run of characters no escaping changes: one search per secret says
+    # whether any form can be there (a key with quotes or backslashes has a dozen forms, each a search of the text).
+    needles = list(dict.fromkeys(n for s in unique if len(s) >= SHORT_SECRET for n in _needles(s)))
+    needles.extend(short)
+
     def redact(text: str) -> str:
-        if short or any(s in text for s in long):  # usually one substring search per secret and no regex
+        if any(needle in text for needle in needles):  # usually one substring search per secret and no regex
             return pattern.sub(replace, text)
         return text
 
     return redact
+
+
+_KEPT = re.compile(r"[ !#-&(-\[\]-~]{4,}")
+r"""A run of printable ASCII without ``'``, ``"`` or ``\``: what repr, JSON and shell quoting all leave as is."""
+
+
+def _needles(secret: str) -> list[str]:
+    """Substrings one of which every form of ``secret`` contains (:func:`secret_forms`): its longest run of
+    characters that no escaping changes, or (none of 4 or more) its forms themselves."""
+    runs = _KEPT.findall(secret)
+    return [max(runs, key=len)] if runs else all_forms([secret])
