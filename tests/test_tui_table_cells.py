@@ -147,3 +147,29 @@ async def test_a_scrollbar_that_comes_after_the_table_scrolled_shows_where_it_is
         assert table.scroll_y == 5 and table.vertical_scrollbar.position == 0
         table.show_vertical_scrollbar = True
         assert table.vertical_scrollbar.position == 5
+
+
+async def test_a_table_drawn_at_two_widths_keeps_the_lines_of_both() -> None:
+    """A panel maximised (``m``) and back in its place: its lines at the first width are still kept, so the
+    restore draws no row again; the lines are what ``DataTable`` draws at each width."""
+    app = Tables()
+    async with app.run_test(size=(60, 70)) as pilot:
+        kept, plain = app.query_one("#kept", CachedCellsTable), app.query_one("#plain", DataTable)
+        app.set_focus(None)
+        await pilot.pause()
+        for table in (kept, plain):
+            table.styles.width = 40
+        await pilot.pause()
+        narrow = lines(kept)
+        at_40 = {slot: entry[2] for slot, entry in kept._kept_lines.items()}
+        assert len(at_40) >= ROWS
+        for table in (kept, plain):
+            table.styles.width = 50
+        await pilot.pause()
+        assert kept.size.width == 50 and lines(kept) == lines(plain)
+        for table in (kept, plain):
+            table.styles.width = 40
+        await pilot.pause()
+        assert lines(kept) == narrow == lines(plain)
+        again = {slot: entry[2] for slot, entry in kept._kept_lines.items() if slot in at_40}
+        assert len(again) == len(at_40) and all(again[slot] is at_40[slot] for slot in at_40)  # not drawn again

@@ -127,7 +127,7 @@ class CachedCellsTable(DataTable[Any]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._kept_cells: dict[tuple[object, ...], tuple[object, tuple[object, ...], _CellLines]] = {}
-        self._kept_lines: dict[tuple[RowKey, int], tuple[tuple[object, ...], tuple[object, ...], Strip]] = {}
+        self._kept_lines: dict[tuple[RowKey, int, int], tuple[tuple[object, ...], tuple[object, ...], Strip]] = {}
         self._frame_style: Style | None = None
         self._frame_looks: tuple[object, ...] | None = None
         self._styles_version = 0
@@ -176,12 +176,13 @@ class CachedCellsTable(DataTable[Any]):
         values = tuple(data.values())
         state = (looks, base_style, x1, x2, row_index, self.cursor_coordinate.row == row_index,
                  self.hover_coordinate.row == row_index)
-        kept = self._kept_lines.get((row_key, line_no))
+        # By width too: a maximised panel (m) and the same panel back in its place each keep their lines.
+        kept = self._kept_lines.get((row_key, line_no, self.size.width))
         if (kept is not None and kept[0] == state and len(kept[1]) == len(values)
                 and all(a is b for a, b in zip(kept[1], values))):
             return kept[2]
         strip = super()._render_line(y, x1, x2, base_style)
-        _keep(self._kept_lines, (row_key, line_no), (state, values, strip), KEPT_LINES)
+        _keep(self._kept_lines, (row_key, line_no, self.size.width), (state, values, strip), KEPT_LINES)
         return strip
 
     def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
