@@ -60,6 +60,11 @@ def test_log_hints_of_each_engine():
         assert classify(line) == "error" and classify(line, "info") == "error" and classify(line, "fatal") == "fatal"
     assert classify("send_error: task id = 3, error: request exceeds the available context size") != "fatal"
     assert b"GGML_ASSERT" in problem_keywords() and b"Error" in problem_keywords()
+    # the full-log screen's pre-filter finds every line classify colours (a CRITICAL or deprecated line was missed)
+    for line in ("[2025-01-01 00:00:00] CRITICAL the scheduler is gone", "torch.foo is deprecated, use bar",
+                 "WARN low memory", "RuntimeError: boom"):
+        assert classify(line) != "info", line
+        assert any(word in line.encode() for word in problem_keywords()), line
     line = "[2025-01-01 00:00:00] Decode batch, #running-req: 1, accept len: 3.10, gen throughput (token/s): 90.0"
     assert compact_line(line) == "[2025-01-01 00:00:00] Decode ▸ 90.0 tok/s · acc.len 3.10 · run 1"
     assert compact_line("an ordinary line") == "an ordinary line"

@@ -81,9 +81,16 @@ WARNING_PATTERN = r"\bWARN(?:ING)?\b|\bWarning\b|\bwarning:"
 
 _ERROR = re.compile(ERROR_PATTERN)
 _WARNING = re.compile(WARNING_PATTERN)
-_PROBLEM_KEYWORDS = (b"Error", b"ERROR", b"error", b"Exception", b"Traceback", b"WARN", b"Warning", b"warning",
-                     b"FATAL", b"Fatal", b"illegal", b"failed", b"sigquit", b"Segmentation fault", b"core dumped",
-                     b"out of memory", b"CUDA", b"NCCL")
+_LEVEL_WORDS = ("ERROR", "CRITICAL", "Error", "Exception", "error", "WARN", "Warning", "warning", "deprecated",
+                "Traceback", "CUDA", "NCCL", "Segmentation fault", "core dumped", "Fatal", "FATAL", "illegal", "failed")
+"""A literal each line :func:`classify` gives ``error`` or ``warning`` without a level contains: one of every
+alternative of core's word rule (:func:`~specbench_tui.core.signatures.line_level`), of :data:`SERIOUS_PATTERN`,
+:data:`ERROR_PATTERN` and :data:`WARNING_PATTERN`; the engines' own fatal patterns add their ``keywords``."""
+
+
+_PROBLEM_KEYWORDS = (*(word.encode() for word in _LEVEL_WORDS), b"sigquit", b"out of memory")
+"""The full-log screen's pre-filter: every level word (so a ``CRITICAL`` or ``deprecated`` line is found as
+:func:`classify` colours it), and the words of dying lines that carry no level word."""
 
 
 def _engine_hints() -> tuple[re.Pattern[str], tuple[bytes, ...]]:
@@ -132,13 +139,6 @@ _VERDICTS = {"fatal": LEVEL_FATAL, "critical": LEVEL_FATAL, "error": LEVEL_ERROR
              "warn": LEVEL_WARNING}
 MARKERS = {"fatal": "✖", "error": "!", "warning": "▲"}
 """Glyph in front of a live log line, so its level reads without colour too."""
-
-
-_LEVEL_WORDS = ("ERROR", "CRITICAL", "Error", "Exception", "error", "WARN", "Warning", "warning", "deprecated",
-                "Traceback", "CUDA", "NCCL", "Segmentation fault", "core dumped", "Fatal", "FATAL", "illegal", "failed")
-"""A literal each line :func:`classify` gives ``error`` or ``warning`` without a level contains: one of every
-alternative of core's word rule (:func:`~specbench_tui.core.signatures.line_level`), of :data:`SERIOUS_PATTERN`,
-:data:`ERROR_PATTERN` and :data:`WARNING_PATTERN`; the engines' own fatal patterns add their ``keywords``."""
 
 
 @functools.cache
