@@ -266,3 +266,28 @@ def test_on_vllm_and_llamacpp_each_side_is_named_by_its_own_definition() -> None
     text = console.export_text()
     assert "tokens per target forward 1.75 · server's acceptance length per drafting step 4.55" in text
     assert "(server 4.55)" not in text and "conditional acceptance at position k (server counters)" in text
+
+
+def test_a_zero_output_cell_says_why_it_has_no_figure(analysis: RunAnalysis) -> None:
+    """A cell whose every request returned no token has no acceptance (never a zero, never bare dashes): the
+    screen says so, as the results table flags it (the demo's dflash-b32-tp1 read '–' everywhere)."""
+    import dataclasses
+
+    from rich.console import Console
+
+    from specbench_tui.application.acceptance_detail import AcceptanceDetail, WorkloadAcceptance, _why_no_figure
+    from specbench_tui.core.acceptance import ACCEPTANCE_LENGTH
+    from specbench_tui.tui.acceptance_screen import workload_block
+
+    row = next(r for r in analysis.rows_for("code") if r.n_ok)
+    assert _why_no_figure(row) is None
+    zero = dataclasses.replace(row, n_ok=0, n_zero_output=4, n_error=0)
+    why = _why_no_figure(zero)
+    assert why == "no acceptance figure: 4 of 4 requests returned zero tokens (ZERO-OUTPUT)"
+    assert _why_no_figure(dataclasses.replace(row, n_ok=0, n_zero_output=0, n_error=3)) == \
+        "no acceptance figure: all 3 requests failed"
+    item = WorkloadAcceptance("code", CellAcceptance(row.config_id, "code"), ACCEPTANCE_LENGTH, None, why=why)
+    console = Console(width=120, record=True, color_system=None)
+    console.print(workload_block(item, AcceptanceDetail(row.config_id, row.config, True, "done", (item,)), 120))
+    text = console.export_text()
+    assert why in text and "step cost ×" not in text

@@ -20,7 +20,7 @@ from specbench_tui.core.acceptance import (
     CellAcceptance,
     Definition,
 )
-from specbench_tui.core.results import RunAnalysis
+from specbench_tui.core.results import CellRow, RunAnalysis
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,8 @@ class WorkloadAcceptance:
     """Conditional acceptance by draft position 1.. (the histogram's, else the server counters')."""
     positions_from_server: bool = False
     matrix: CategoryMatrix | None = None
+    why: str | None = None
+    """Why the cell has no acceptance figure although it ran (every request zero-output or failed, not run)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,20 @@ def _client(cell: CellAcceptance) -> Definition:
     return TOKENS_PER_TARGET_FORWARD if cell.client_definition == TOKENS_PER_TARGET_FORWARD.name else ACCEPTANCE_LENGTH
 
 
+def _why_no_figure(row: CellRow | None) -> str | None:
+    """What the results table says of a cell that ran without one ok request (its acceptance is not a zero)."""
+    if row is None or row.n_ok:
+        return None
+    if row.not_run:
+        return f"not run: {row.not_run}"
+    if row.n_zero_output:
+        return (f"no acceptance figure: {row.n_zero_output} of {row.n_zero_output + row.n_error} requests returned "
+                "zero tokens (ZERO-OUTPUT)")
+    if row.n_error:
+        return f"no acceptance figure: all {row.n_error} requests failed"
+    return None
+
+
 def _workload(analysis: RunAnalysis, figures: AcceptanceAnalysis | None, config_id: str,
               workload: str) -> WorkloadAcceptance:
     cell = figures.cell(config_id, workload) if figures is not None else None
@@ -72,13 +88,14 @@ def _workload(analysis: RunAnalysis, figures: AcceptanceAnalysis | None, config_
     measured = (row.speedup.median if row is not None and row.speedup is not None and row.speedup_note != "baseline"
                 else None)
     matrix = next((m for m in figures.categories if m.workload == workload), None) if figures is not None else None
+    why = _why_no_figure(row)
     if cell is None:
-        return WorkloadAcceptance(workload, None, ACCEPTANCE_LENGTH, measured, matrix=matrix)
+        return WorkloadAcceptance(workload, None, ACCEPTANCE_LENGTH, measured, matrix=matrix, why=why)
     steps = sum(cell.histogram)
     shares = tuple(h / steps for h in cell.histogram) if steps else ()
     positions = cell.conditional or cell.server_conditional
     return WorkloadAcceptance(workload, cell, _client(cell), measured, shares, steps, positions,
-                              not cell.conditional and bool(cell.server_conditional), matrix)
+                              not cell.conditional and bool(cell.server_conditional), matrix, why)
 
 
 def acceptance_detail(analysis: RunAnalysis | None, config_id: str | None) -> AcceptanceDetail | None:

@@ -128,6 +128,8 @@ def workload_block(item: WorkloadAcceptance, detail: AcceptanceDetail, width: in
     if not detail.speculative:
         parts.append(Text(f"not speculative: no draft is proposed ({ACCEPTANCE_LENGTH.name} 1.00 by definition)",
                           palette.muted))
+    elif item.why is not None and (cell is None or cell.acceptance_length is None):
+        parts.append(Text(item.why, palette.zero_output if "ZERO-OUTPUT" in item.why else palette.warning))
     elif cell is None:
         parts.append(Text("no acceptance figures yet", palette.muted))
     else:
