@@ -89,13 +89,7 @@ CTRL_END = b"\x1b[1;5F"
 
 def schedstat(pid: int) -> dict[int, tuple[str, int, int]]:
     """{tid: (kernel name, ns on a CPU, ns waiting on a run queue)} of the process's threads now
-    (``/proc/PID/task/TID/schedstat``): what ``--busy N`` runs N busy loops beside the app, each in a session of its own as the engine starts each server,
-``--busy-nice K`` nices them (the autogroup's nice, which is what counts across sessions, and their own):
-
-    .venv/bin/python bench/bench_ui.py --no-memory --busy 2 --sched                 # servers at the app's priority
-    .venv/bin/python bench/bench_ui.py --no-memory --busy 2 --busy-nice 10 --sched  # servers niced
-
-``--sched`` splits each press's wall time into."""
+    (``/proc/PID/task/TID/schedstat``): what ``--sched`` splits each press's wall time into."""
     found = {}
     base = f"/proc/{pid}/task"
     try:

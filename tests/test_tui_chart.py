@@ -14,7 +14,7 @@ import pytest
 from test_tui_snapshots import make_app, ready, steady
 from textual.app import App
 from textual_plotext import PlotextPlot
-from tui_fakes import FakeEngine
+from tui_fakes import FakeEngine, until
 
 from specbench_tui.core.results import RunAnalysis
 from specbench_tui.report.load import load_run
@@ -74,6 +74,11 @@ def test_chart_acceptance_narrow(analysis_a: RunAnalysis, snap_compare: Any) -> 
     assert snap_compare(Host(analysis_a, "acceptance"), terminal_size=(80, 24))
 
 
+def _drawn_ahead(chart: ChartScreen, app: Any) -> bool:
+    """The worker has drawn the chart of the app's latest analysis, and no drawing is pending."""
+    return not chart.drawing_pending and chart.ready is not None and chart.ready.analysis is app.analysis
+
+
 async def _chart_of_the_finished_demo(pilot: Any, engine: FakeEngine) -> None:
     """In the real app: the stand-in sweep played to its end, then ``c`` (the chart drawn ahead in its worker)."""
     app = pilot.app
@@ -81,10 +86,7 @@ async def _chart_of_the_finished_demo(pilot: Any, engine: FakeEngine) -> None:
     engine.play()
     await steady(pilot)
     chart = app.chart_screen()
-    for _ in range(400):  # the worker's drawing (a state; 20 s only bounds a hang)
-        if not chart.drawing_pending and chart.ready is not None and chart.ready.analysis is app.analysis:
-            break
-        await pilot.pause(0.05)
+    await until(pilot, lambda: _drawn_ahead(chart, app), "the worker draws the chart of the latest analysis")
     await pilot.press("c")
     await pilot.pause()
     assert isinstance(app.screen, ChartScreen) and chart.drawn_on_ui_thread == 0
@@ -207,10 +209,7 @@ async def test_c_shows_a_chart_drawn_ahead_in_a_worker(tmp_path: Path, monkeypat
         await steady(pilot)
         ui_thread = threading.get_ident()
         chart = app.chart_screen()
-        for _ in range(400):  # the worker's drawing (a state, not a time: 20 s is only a bound against a hang)
-            if not chart.drawing_pending and chart.ready is not None and chart.ready.analysis is app.analysis:
-                break
-            await pilot.pause(0.05)
+        await until(pilot, lambda: _drawn_ahead(chart, app), "the worker draws the chart of the latest analysis")
         assert chart.ready is not None and chart.ready.analysis is app.analysis
         assert threads and ui_thread not in threads  # drawn ahead, in the worker
         await pilot.press("c")

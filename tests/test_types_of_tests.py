@@ -5,32 +5,20 @@ tests/test_static_checks.py, this runs the tool from the test environment's bin 
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from test_static_checks import _tool
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 
 # Files whose errors could not be fixed yet (each is an edit left for its owner). The list only shrinks: a file
 # listed here that mypy finds clean fails the test until it is taken off.
 NOT_YET_CHECKED: frozenset[str] = frozenset()
 
 _ERROR = re.compile(r"^(?P<path>[^:\s]+\.py):\d+: error: ")
-
-
-def _tool(name: str) -> str:
-    path = BIN / name
-    if path.exists():
-        return str(path)
-    found = shutil.which(name)
-    if found is None:
-        pytest.fail(f"{name} is not installed: pip install -e '.[test]' installs it")
-    return found
 
 
 def _mypy_errors_by_file() -> tuple[dict[str, list[str]], str]:
