@@ -48,6 +48,10 @@ NOT_SCANNED = object()
 are not the ones read: redacted, or invalid UTF-8 replaced)."""
 
 CHUNK = 1 << 20
+SCAN_ON_THREAD_MIN = 64 << 10
+"""A batch this long or longer is scanned on the worker thread while the pump writes it; a shorter one (a live
+server's few lines a read) is scanned where it is handed on: the hop to the thread and back costs more than the
+search it would overlap."""
 """Bytes asked for per read; a pipe widened by :func:`widen_pipe` holds that much."""
 
 
@@ -266,7 +270,7 @@ class LogPump:
         if b"\r" in block:
             block = b"\n".join(_visible(line) for line in block.split(b"\n"))
         scanning = self._scanner.submit(self._scan, block) \
-            if self._scanner is not None and self._scan is not None else None
+            if self._scanner is not None and self._scan is not None and len(block) >= SCAN_ON_THREAD_MIN else None
         try:
             raw = block.decode("utf-8")
         except UnicodeDecodeError:
