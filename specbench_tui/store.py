@@ -304,7 +304,10 @@ class RunDir:
         ``config_facts``."""
         self.after_event: Callable[[Event], None] | None = None
         """Called with every event once it is recorded (the runs folder's index keeps the run's entry with
-        :class:`specbench_tui.rundir.index.IndexUpdater`); what it raises is not the run's concern."""
+        :class:`specbench_tui.rundir.index.IndexUpdater`, the fold checkpoint is kept by
+        :class:`specbench_tui.rundir.checkpoint.RunCheckpoints`); what it raises is not the run's concern."""
+        self.on_close: list[Callable[[], None]] = []
+        """Called as the run directory is closed (the checkpoint writer ends its thread)."""
 
     @classmethod
     def create(cls, runs_dir: Path, sweep_name: str, sweep_text: str, plan_json: dict[str, Any]) -> RunDir:
@@ -489,6 +492,10 @@ class RunDir:
                 _skip(report, RESULTS, f"{RESULTS}: malformed record skipped ({exc})")
 
     def close(self) -> None:
+        for closing in self.on_close:
+            with contextlib.suppress(Exception):
+                closing()
+        self.on_close = []
         self.events.close()
         self.results.close()
 

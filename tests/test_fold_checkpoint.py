@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,10 +29,11 @@ from specbench_tui.store import RunDir
 
 
 @pytest.fixture(autouse=True)
-def private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv(PRIVATE_DIR_VAR, str(tmp_path / "state"))
     monkeypatch.setattr(checkpoint, "MIN_BYTES", 1)  # every fold is kept
-    return tmp_path / "state"
+    yield tmp_path / "state"
+    wait_for_writes()  # a test's checkpoint is written into its own folder, never into the next test's
 
 
 def _measurement(config_id: str, repeat: int, status: str = "ok") -> Measurement:

@@ -32,7 +32,7 @@ from specbench_tui.report.runs import find_run, list_runs
 from specbench_tui.rundir import EVENTS, RESULTS, RUN_JSON
 from specbench_tui.rundir.history import RunFold
 from specbench_tui.paths import PRIVATE_DIR_VAR
-from specbench_tui.rundir.index import index_path, key_of, load_index, read_entry
+from specbench_tui.rundir.index import INDEX_VERSION, index_path, key_of, load_index, read_entry
 from specbench_tui.rundir.tail import Tail
 from specbench_tui.store import RunDir
 
@@ -96,7 +96,7 @@ def test_the_index_is_built_and_rebuilt_when_missing_stale_or_corrupt(runs: Path
     assert _rows(runs)[1][4] == 4
     index.write_bytes(b'{"version": 1, "runs": {"run-17')  # corrupt (a torn write): rebuilt
     assert _rows(runs)[1][4] == 4
-    assert json.loads(index.read_bytes())["version"] == 1
+    assert json.loads(index.read_bytes())["version"] == INDEX_VERSION
 
 
 def _index(runs: Path) -> Path:
@@ -202,7 +202,7 @@ def test_a_run_writes_its_own_entry_as_it_starts_progresses_and_ends(tmp_path: P
         first = plan.configs[0]
         run.append_measurement(_measurement(first.id))
         assert run.after_event is not None
-        run.after_event.every_s = 0.0  # type: ignore[attr-defined]
+        run.after_event.index.every_s = 0.0  # type: ignore[attr-defined]
         run.append_event(ConfigFinished(config_id=first.id, name=first.name, state=ConfigState.DONE))
         assert (entry()["ran"], entry()["measurements"]) == (1, 1)
         run.append_event(SweepFinished(state="completed"))
@@ -390,7 +390,7 @@ def test_a_planted_journal_is_never_believed_nor_written_through(runs: Path, tmp
     stored = (load_index(runs) or {})["run-1700000000"]
     forged = dict(stored, measurements=999)
     folder = json.loads(_index(runs).read_bytes())["folder"]
-    line = json.dumps({"version": 1, "folder": folder, "name": "run-1700000000", "entry": forged}) + "\n"
+    line = json.dumps({"version": INDEX_VERSION, "folder": folder, "name": "run-1700000000", "entry": forged}) + "\n"
     elsewhere = tmp_path / "forged.journal"
     elsewhere.write_text(line)
     journal.symlink_to(elsewhere)  # a link: neither read nor appended through

@@ -13,10 +13,12 @@ from specbench_tui.core.engines import simulator
 from specbench_tui.application.plans import load_plan_or_report
 from specbench_tui.core.cluster import ClusterSpec, with_address
 from specbench_tui.core.errors import SweepError
+from specbench_tui.core.events import Event
 from specbench_tui.core.plan import Plan
 from specbench_tui.engine.ending import EXIT_INVALID
 from specbench_tui.engine.gpus import GpuBackend, NullBackend, open_backend
 from specbench_tui.rundir import load_plan
+from specbench_tui.rundir.checkpoint import RunCheckpoints
 from specbench_tui.rundir.index import IndexUpdater
 from specbench_tui.runlock import RunDirBusy, acquire
 from specbench_tui.store import RunDir, StoreError
@@ -109,10 +111,25 @@ def _prepare_run(args: RunRequest) -> tuple[Plan, RunDir] | int:
 
 def keep_index(run_dir: RunDir) -> None:
     """The run keeps its entry in its runs folder's index as it starts, progresses and ends
-    (:class:`~specbench_tui.rundir.index.IndexUpdater`): ``runs`` and ``latest`` read it, not the run's files."""
-    updater = IndexUpdater(run_dir.path)
-    run_dir.after_event = updater
-    updater.write()
+    (:class:`~specbench_tui.rundir.index.IndexUpdater`): ``runs`` and ``latest`` read it, not the run's files;
+    and its fold checkpoint as its events grow (:class:`~specbench_tui.rundir.checkpoint.RunCheckpoints`): an
+    attach to a long run starts from it."""
+    keepers = RunKeepers(IndexUpdater(run_dir.path), RunCheckpoints(run_dir.path))
+    run_dir.after_event = keepers
+    run_dir.on_close.append(keepers.checkpoints.close)
+    keepers.index.write()
+
+
+@dataclass(frozen=True)
+class RunKeepers:
+    """What a run keeps up to date as it records its events: its index entry and its fold checkpoint."""
+
+    index: IndexUpdater
+    checkpoints: RunCheckpoints
+
+    def __call__(self, event: Event) -> None:
+        self.index(event)
+        self.checkpoints(event)
 
 
 def take_ownership(run_dir: RunDir) -> None:

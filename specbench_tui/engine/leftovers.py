@@ -26,8 +26,10 @@ A server whose run directory a live specbench still runs (another sweep of this 
 not a leftover: it is that run's, and is named as such (run, pid, user), never with a command to end it.
 
 Run directories last written before the machine booted cannot hold a living server and are not read
-further. Processes are read with psutil (only this user's environments can be read, which is where our
-servers are).
+further, nor are those whose runs folder's index says they launched none
+(:class:`~specbench_tui.rundir.index.LaunchFree`: a folder of 10,000 runs is not read file by file at each
+start). Processes are read with psutil (only this user's environments can be read, which is where our servers
+are).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import psutil
 
 from specbench_tui.keeper import TREE_VAR
 from specbench_tui.rundir import engine_owns, event_lines, records_mtime
+from specbench_tui.rundir.index import LaunchFree
 from specbench_tui.runlock import read_owner
 
 LAUNCH_SLACK_S = 60.0
@@ -206,34 +209,37 @@ class _Launch:
     tree_id: str | None = None
 
 
-def _run_dirs(roots: Iterable[Path | str]) -> Iterator[Path]:
-    """Each root is a run directory (has an event record) or a folder of them; missing ones are skipped."""
-    seen: set[Path] = set()
+def _run_dirs(roots: Iterable[Path | str], launched_none: LaunchFree | None = None) -> Iterator[Path]:
+    """Each root is a run directory (has an event record) or a folder of them; missing ones are skipped, and
+    with ``launched_none`` the runs of a folder its index says launched no server."""
+    seen: set[str] = set()
     for root in roots:
-        root = Path(root)
-        if records_mtime(root) is not None:
-            candidates = [(root, True)]
+        base = os.fspath(root)
+        if records_mtime(base) is not None:
+            candidates = [(base, True)]
         else:
             try:
-                with os.scandir(root) as listing:  # by name; the folder resolved once, not each of its runs
+                with os.scandir(base) as listing:  # by name; the folder resolved once, not each of its runs
                     children = sorted((child.name, child.is_symlink()) for child in listing)
             except OSError:
                 continue
             try:
-                resolved = root.resolve()
+                resolved = os.fspath(Path(base).resolve())
             except OSError:
                 continue
-            candidates = [(root / name, linked) for name, linked in children]
-        for path, linked in candidates:
+            quiet = launched_none.folder(base) if launched_none is not None else None
+            candidates = [(f"{base}/{name}", linked) for name, linked in children
+                          if quiet is None or not quiet(name)]  # one stat call each, nothing read
+        for path, linked in candidates:  # as strings: a folder of 10,000 runs makes a Path of each run alone
             if records_mtime(path) is None:
                 continue
             try:
-                key = path.resolve() if linked else resolved / path.name
+                key = os.fspath(Path(path).resolve()) if linked else f"{resolved}/{os.path.basename(path)}"
             except OSError:
                 continue
             if key not in seen:
                 seen.add(key)
-                yield path
+                yield Path(path)
 
 
 _LAUNCH_LINE = b'{"type":"ServerLaunching"'
@@ -293,7 +299,7 @@ def find_leftovers(runs_dirs: Iterable[Path | str], *, exclude: Iterable[int] = 
     excluded = {os.getpid(), *exclude}
     found: list[Leftover] = []
     procs: dict[int, _Proc] | None = None
-    for run_dir in _run_dirs(runs_dirs):
+    for run_dir in _run_dirs(runs_dirs, LaunchFree()):  # a run its folder's index says launched none: passed over
         written = records_mtime(run_dir)
         if written is None or written < boot - CLOCK_SLACK_S:
             continue  # written before this boot: nothing it launched can be alive

@@ -2,7 +2,8 @@
 
 ``specbench runs`` prints them; ``latest`` (every command that takes a run) is the newest of them, live or not
 (:func:`find_run`). Both read the runs folder's index (:mod:`specbench_tui.rundir.index`), so 10,000 run
-directories cost one file and a few ``stat`` calls each, plus a read of any run that changed. Counts are the ledger's (:class:`~specbench_tui.core.ledger.Progress`), as in every view. A run's state is read
+directories cost one file and a few ``stat`` calls each (``latest``: two, :class:`~specbench_tui.rundir.index.Ordering`),
+plus a read of any run that changed. Counts are the ledger's (:class:`~specbench_tui.core.ledger.Progress`), as in every view. A run's state is read
 from its events (how the sweep ended), its owner from the run directory's lock (a live specbench holds it), so
 a run whose engine died mid-sweep reads ``interrupted`` and can be resumed.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from specbench_tui.core.ledger import Progress
 from specbench_tui.rundir import engine_owns, held_locks
-from specbench_tui.rundir.index import Entry, entry_of, scan
+from specbench_tui.rundir.index import Entry, Ordering, entry_of, scan
 from specbench_tui.runlock import read_owner
 
 DEFAULT_RUNS_DIR = Path("runs")
@@ -127,11 +128,12 @@ def find_run(text: str | None, runs_dir: Path = DEFAULT_RUNS_DIR, *, live: bool 
                 return info
         raise RunNotFound(f"{text}: no such run directory (nor one of that name under {runs_dir})")
     back = int(match.group(1) or 0)
-    order = _by_start(runs_dir)  # from the index: a run whose files changed is read again, no other
-    newest = order[-1][0] if order else None
+    ordering = Ordering(runs_dir)  # two stat calls a run: a run whose files changed is read again, no other
+    order = ordering.order
+    newest = runs_dir / order[-1][1] if order else None
     locks = held_locks()
     if live:
-        order = [(path, entry) for path, entry in order if engine_owns(path, locks)]
+        order = [(started, name) for started, name in order if engine_owns(runs_dir / name, locks)]
     if not order:
         where = f"under {runs_dir}" if runs_dir.is_dir() else f"yet: {runs_dir} does not exist"
         what = "no sweep is running" if live else "there is no run directory"
@@ -143,6 +145,22 @@ def find_run(text: str | None, runs_dir: Path = DEFAULT_RUNS_DIR, *, live: bool 
     if back >= len(order):
         raise RunNotFound(f"latest~{back}: there are only {len(order)} {'live ' if live else ''}run directories "
                           f"under {runs_dir} (latest~{len(order) - 1} is the oldest)")
+    name = order[-1 - back][1]
+    entry = ordering.entry(name)
+    if entry is None:  # no longer a run directory (its files removed this instant): the whole listing's answer
+        return _find_listed(back, runs_dir, live)
+    return _info(runs_dir / name, entry, locks)
+
+
+def _find_listed(back: int, runs_dir: Path, live: bool) -> RunInfo:
+    """``latest~back`` from the whole listing (every entry made fresh)."""
+    locks = held_locks()
+    order = _by_start(runs_dir)
+    if live:
+        order = [(path, entry) for path, entry in order if engine_owns(path, locks)]
+    if back >= len(order):
+        raise RunNotFound(f"latest~{back}: there are only {len(order)} {'live ' if live else ''}run directories "
+                          f"under {runs_dir}")
     path, entry = order[-1 - back]
     return _info(path, entry, locks)
 

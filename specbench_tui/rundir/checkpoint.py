@@ -45,7 +45,8 @@ from specbench_tui.rundir.index import read_private, write_private
 from specbench_tui.rundir.tail import Tail
 from specbench_tui.store import EVENTS, RESULTS, StoreError, open_regular
 
-FORMAT = 1
+FORMAT = 2
+"""2: the events may be held in compressed chunks too (a run's own checkpoints, :class:`RunCheckpoints`)."""
 MAGIC = b"specbench-fold\x00\x01"
 CACHE_DIR = "fold-cache"
 MIN_BYTES = 8 << 20
@@ -142,21 +143,40 @@ def _dir_inode(run_dir: Path) -> int | None:
 def save(fold: RunFold) -> bool:
     """Write ``fold``'s checkpoint (an attaching view's fold: every event, no ledger of events); False when it is
     not written (nothing to keep it in, a file changed meanwhile, a value marshal cannot hold, a full disk)."""
-    path = checkpoint_path(fold.run_dir)
-    events_key, results_key = _file_key(fold.events_tail), _file_key(fold.results_tail)
-    if path is None or events_key is None or results_key is None or not fold.every_event or fold.ledger_events:
+    if not fold.every_event or fold.ledger_events:
         return False
+    ended = next((n for n in range(len(fold.events) - 1, -1, -1) if fold.events[n] is fold.ended), -1)
+    return _save(fold, [], _rows(fold.events), ended)
+
+
+def _rows(events: list[Event]) -> list[Any]:
+    """The rows a checkpoint holds the events in: each one's class name (marshal writes each name once), then its
+    fields."""
     rows: list[Any] = []
     append = rows.append
-    for event in fold.events:  # its class's name (marshal writes each name once), its fields
+    for event in events:
         values = event.__dict__
         if "state" in values and isinstance(values["state"], ConfigState):
             values = dict(values, state=values["state"]._value_)
         append(type(event).__name__)
         append(values)
-    ended = next((n for n in range(len(fold.events) - 1, -1, -1) if fold.events[n] is fold.ended), -1)
+    return rows
+
+
+def _chunk(events: list[Event]) -> bytes:
+    """Events as one compressed chunk of rows (:func:`_rows`)."""
+    return zlib.compress(marshal.dumps(_rows(events)), 1)
+
+
+def _save(fold: RunFold, chunks: list[bytes], rows: list[Any], ended: int) -> bool:
+    """Write the checkpoint of ``fold``'s files as its tails read them, holding the events of ``chunks`` and then
+    of ``rows`` (``ended``: the place of the sweep's ending among them, -1: none) and the fold's measurements."""
+    path = checkpoint_path(fold.run_dir)
+    events_key, results_key = _file_key(fold.events_tail), _file_key(fold.results_tail)
+    if path is None or events_key is None or results_key is None:
+        return False
     doc = {"format": FORMAT, "python": sys.hexversion, "run_dir": os.path.realpath(fold.run_dir),
-           "dir_inode": _dir_inode(fold.run_dir), "events": rows,
+           "dir_inode": _dir_inode(fold.run_dir), "chunks": chunks, "events": rows,
            "ended": ended, "measurements": [m.__dict__ for m in fold.ledger.measurements.values()],
            "tails": {EVENTS: events_key, RESULTS: results_key},
            "report": {"skipped": fold.report.skipped, "counts": fold.report.counts}}
@@ -215,7 +235,7 @@ def restore(run_dir: Path, events_upto: int | None = None, results_upto: int | N
         doc = _load(path)
         try:
             fold = _rebuild(run_dir, doc, events_upto, results_upto) if doc is not None else None
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, EOFError, zlib.error):
             fold = None
     if fold is None:
         return None
@@ -237,7 +257,10 @@ def _rebuild(run_dir: Path, doc: dict[str, Any], events_upto: int | None, result
         tail.offset = saved["offset"]
         tail._identity = tuple(saved["identity"]) if saved["identity"] is not None else None
         tail.too_long, tail._skipping = saved["too_long"], saved["skipping"]
-    fold.events = _events(doc["events"])
+    events: list[Event] = []
+    for chunk in doc["chunks"]:
+        events.extend(_events(marshal.loads(zlib.decompress(chunk))))
+    fold.events = events + _events(doc["events"]) if events else _events(doc["events"])
     if doc["ended"] >= 0:
         ended = fold.events[doc["ended"]]
         fold.ended = ended if isinstance(ended, SweepFinished) else None
@@ -301,3 +324,116 @@ def wait_for_writes(timeout: float = 30.0) -> None:
             _WRITERS.pop().join(timeout)
     finally:
         _NOW.clear()
+
+
+KEEP_EVERY_BYTES = MIN_BYTES
+"""A running sweep writes its checkpoint again each time its events file has grown this much since the last."""
+CHECK_EVERY_S = 0.5
+"""How often, at most, a running sweep looks at its events file's size (one ``lstat``)."""
+
+
+class RunCheckpoints:
+    """A run's own writer of its fold checkpoint, so that attaching to a long run (live or ended) never starts
+    from nothing: called with every event the run directory records (see
+    :attr:`specbench_tui.store.RunDir.after_event`), it looks at most every :data:`CHECK_EVERY_S` at the events
+    file's size, and each time it has grown :data:`KEEP_EVERY_BYTES` since the last checkpoint it wakes a thread
+    of its own that folds what was written since, as an attaching view folds it (the same
+    :class:`~specbench_tui.rundir.history.RunFold`, so the checkpoint holds what a fold of the files from nothing
+    makes, and is believed by the same rules), and writes the checkpoint. The events folded before are kept only
+    as compressed chunks (about a seventh of their bytes), each written once: a checkpoint costs the fold of the
+    new bytes and the writing of the file, not the fold of the whole run again. The engine's thread pays one
+    ``lstat`` now and then; the fold runs beside it, on the thread. Never raises: a checkpoint not written costs
+    the next attach a longer fold."""
+
+    def __init__(self, run_dir: Path, every_bytes: int = KEEP_EVERY_BYTES) -> None:
+        self.run_dir = run_dir
+        self.every_bytes = every_bytes
+        self.writes = 0
+        """Checkpoints written."""
+        self._events = os.fspath(run_dir / EVENTS)
+        self._checked = float("-inf")
+        self._kept = 0
+        """The events file's bytes the last checkpoint holds."""
+        self._fold: RunFold | None = None
+        self._keys: dict[str, dict[str, Any]] = {}
+        """The record files as the fold read them (:func:`_file_key`): a file changed otherwise since is folded
+        again from nothing."""
+        self._chunks: list[bytes] = []
+        self._count = 0
+        self._ended = -1
+        self._wake = threading.Event()
+        self._closed = False
+        self._busy = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def __call__(self, event: Event) -> None:
+        now = time.monotonic()
+        if now - self._checked < CHECK_EVERY_S or self._closed:
+            return
+        self._checked = now
+        try:
+            size = os.lstat(self._events).st_size
+        except OSError:
+            return
+        if size - self._kept >= self.every_bytes:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._main, name="specbench-run-checkpoint", daemon=True)
+                self._thread.start()
+            self._wake.set()
+
+    def _main(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._closed:
+                return
+            self.write()
+
+    def write(self) -> bool:
+        """Fold what was written since the last checkpoint and write the checkpoint now; False when it is not."""
+        with self._busy:
+            try:
+                return self._write()
+            except Exception:  # noqa: BLE001 - a cache: the run goes on whatever happens to it
+                return False
+
+    def _write(self) -> bool:
+        fold = self._fold
+        if fold is not None and not (_matches(fold.events_tail, self._keys[EVENTS])
+                                     and _matches(fold.results_tail, self._keys[RESULTS])):
+            fold = None  # a file rewritten or replaced since (whatever its inode): folded again from nothing
+        if fold is None:
+            fold = RunFold(self.run_dir, ledger_events=False, pause_gc=False)
+            self._chunks, self._count, self._ended = [], 0, -1
+        tail = fold.events_tail
+        fold.advance()
+        if fold.events_tail is not tail:  # replaced as it was read: the fold began again from nothing
+            self._chunks, self._count, self._ended = [], 0, -1
+        self._fold = fold
+        new = fold.events
+        if new:
+            if fold.ended is not None:
+                at = next((n for n in range(len(new) - 1, -1, -1) if new[n] is fold.ended), -1)
+                if at >= 0:
+                    self._ended = self._count + at
+            self._chunks.append(_chunk(new))
+            self._count += len(new)
+            fold.events = []
+        events_key, results_key = _file_key(fold.events_tail), _file_key(fold.results_tail)
+        if events_key is None or results_key is None:
+            self._fold = None
+            return False
+        self._keys = {EVENTS: events_key, RESULTS: results_key}
+        written = _save(fold, self._chunks, [], self._ended)
+        self._kept = fold.events_tail.offset
+        if written:
+            self.writes += 1
+        return written
+
+    def close(self, timeout: float = 30.0) -> None:
+        """No more checkpoints: a write under way is finished (within ``timeout``), none is started."""
+        self._closed = True
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)

@@ -151,10 +151,10 @@ LINES_BLOCK = 1 << 20
 """Bytes read at a time by the line readers below."""
 
 
-def records_mtime(run_dir: Path) -> float | None:
+def records_mtime(run_dir: Path | str) -> float | None:
     """When ``events.jsonl`` was last written (None when it is missing or not a regular file)."""
     try:
-        info = os.lstat(run_dir / EVENTS)
+        info = os.lstat(f"{os.fspath(run_dir)}/{EVENTS}")  # no Path made: a scan asks it of 10,000 runs
     except OSError:
         return None
     return info.st_mtime if stat.S_ISREG(info.st_mode) else None

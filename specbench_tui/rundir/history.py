@@ -46,6 +46,7 @@ _MEASUREMENT_TYPE = MEASUREMENT_LINE + b'"'
 STATE_TYPES = frozenset({b"ConfigStateChanged", b"ConfigFinished", b"SweepFinished", b"SweepStarted"})
 """The events a fold for the listing of runs reads (where each configuration stands, how the sweep ended)."""
 _TYPE_AT = len(b'{"type":"')
+_LAUNCH_TYPE = b"ServerLaunching"
 BATCH_LINES = 4096
 """Lines of the events file parsed in one call (an attaching view's fold)."""
 PAUSE_GC_BYTES = 1 << 20
@@ -240,8 +241,12 @@ class RunFold:
     """One run directory's ledger and the offsets it has been folded to; see the module docstring."""
 
     def __init__(self, run_dir: Path, plan_json: Mapping[str, Any] | None = None, *, every_event: bool = True,
-                 ledger_events: bool = True) -> None:
+                 ledger_events: bool = True, pause_gc: bool = True) -> None:
         self.run_dir = run_dir
+        self.pause_gc = pause_gc
+        """Pause the cyclic garbage collector over a large fold (:func:`no_cyclic_collection`); a fold on a
+        thread of a process that runs other work (a run's own checkpoints) leaves it alone, as its freezing
+        would keep that work's garbage."""
         self._plan_json = dict(plan_json or {})
         self.every_event = every_event
         """Keep every persisted event in :attr:`events` (an attaching view's history); else only what the
@@ -259,12 +264,16 @@ class RunFold:
         """Every event read, in file order (with ``every_event``), measurements' copies apart."""
         self.ended: SweepFinished | None = None
         """The last sweep ending recorded."""
+        self.launches = 0
+        """Server launches the events record, counted by a fold for the listing (``every_event`` false) from each
+        line's type, unparsed; a line not written by the store that names one (or escapes a character, so it
+        might) counts too: never fewer than a scanner parsing every line would find."""
         self.report = ReadReport()
 
     def advance(self, events_upto: int | None = None, results_upto: int | None = None) -> RunFold:
         """Fold what the files hold past the offsets (up to those byte counts; None: their ends now).
         :class:`~specbench_tui.store.StoreError` when one is not a regular file."""
-        with no_cyclic_collection() if self._pending() > PAUSE_GC_BYTES else contextlib.nullcontext():
+        with no_cyclic_collection() if self.pause_gc and self._pending() > PAUSE_GC_BYTES else contextlib.nullcontext():
             for attempt in (1, 2):
                 self._fold_events(events_upto)
                 self._fold_results(results_upto)
@@ -292,7 +301,11 @@ class RunFold:
             for raw in block:
                 kind = _line_type(raw)
                 if kind is not None and kind not in STATE_TYPES:
+                    if kind == _LAUNCH_TYPE or b"\\" in kind:  # an escaped type may spell it
+                        self.launches += 1
                     continue
+                if _LAUNCH_TYPE in raw or b"\\" in raw:  # a line parsed whole that may be one (duplicate keys,
+                    self.launches += 1                    # escapes): counted, as a scanner would find it
                 event = self._event(raw)
                 if event is not None:
                     self._fold(event)

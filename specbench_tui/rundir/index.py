@@ -35,18 +35,19 @@ import os
 import secrets
 import stat
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from specbench_tui.core.events import ConfigFinished, Event, SweepFinished, SweepStarted
 from specbench_tui.paths import PrivateDirError, private_dir
-from specbench_tui.rundir.files import META_LIMIT, RUN_DIR_MARKERS, plausible_time, read_object
+from specbench_tui.rundir.files import FUTURE_SLACK_S, META_LIMIT, RUN_DIR_MARKERS, plausible_time, read_object
 from specbench_tui.rundir.history import RunFold
 from specbench_tui.store import EVENTS, FILE_MODE, MAX_JSON_BYTES, PLAN_JSON, RESULTS, RUN_JSON, SWEEP_TOML, StoreError
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
+"""2: each entry says how many server launches its events record (:attr:`Entry.launches`)."""
 INDEX_DIR = "run-index"
 """The sub-folder of this user's private folder that holds one index per runs folder."""
 INDEX_LIMIT = 256 << 20
@@ -62,6 +63,10 @@ it starts and ends, not as its configurations finish (the listing reads a live r
 JOURNAL_LIMIT = 16 << 20
 """A journal is never made larger than this (nor read past it): its runs are read again by the next listing."""
 _MISSING = (0, -1, 0, 0)
+_EVENTS_AT = 1 + 4 * KEYED.index(EVENTS)
+"""Where the identity of ``events.jsonl`` sits in a :data:`Key` (and of ``run.json``: :data:`_META_AT`)."""
+_META_AT = 1 + 4 * KEYED.index(RUN_JSON)
+_KEY_LENGTH = 1 + 4 * len(KEYED)
 
 Key = list[int]
 """The directory's inode, then four numbers (inode, size, modification time in ns, kind) for each of
@@ -122,11 +127,15 @@ class Entry:
     skipped: int
     measurements: int
     problem: str | None
+    launches: int = 0
+    """Server launches its events file records (at least: a line that may be one counts), so a scan for
+    servers left behind (:mod:`specbench_tui.engine.leftovers`) passes over a run that launched none without
+    reading it (:func:`launch_free`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "sweep": self.sweep, "started": self.started, "ended": self.ended,
                 "unreadable": self.unreadable, "total": self.total, "ran": self.ran, "skipped": self.skipped,
-                "measurements": self.measurements, "problem": self.problem}
+                "measurements": self.measurements, "problem": self.problem, "launches": self.launches}
 
     @classmethod
     def from_json(cls, data: object, key: Key | None = None) -> Entry | None:
@@ -141,7 +150,8 @@ class Entry:
         elif not (isinstance(stored, list) and len(stored) == 1 + 4 * len(KEYED)
                   and all(type(v) is int for v in stored)):
             return None
-        counts = (data.get("total"), data.get("ran"), data.get("skipped"), data.get("measurements"))
+        counts = (data.get("total"), data.get("ran"), data.get("skipped"), data.get("measurements"),
+                  data.get("launches"))
         started, ended, problem, sweep = data.get("started"), data.get("ended"), data.get("problem"), data.get("sweep")
         values = [count for count in counts if type(count) is int and count >= 0]
         if len(values) != len(counts) or not isinstance(started, (int, float)) or isinstance(started, bool) \
@@ -150,10 +160,10 @@ class Entry:
         if not (type(sweep) is str and (ended is None or type(ended) is str) and (problem is None or type(problem) is str)
                 and type(data.get("unreadable")) is bool):
             return None
-        total, ran, skipped, measurements = values
+        total, ran, skipped, measurements, launches = values
         return cls(key=list(key if key is not None else stored), sweep=sweep, started=float(started), ended=ended,
                    unreadable=data["unreadable"], total=total, ran=ran, skipped=skipped, measurements=measurements,
-                   problem=problem)
+                   problem=problem, launches=launches)
 
 
 def _started(path: Path, meta: Mapping[str, object], problems: list[str]) -> float:
@@ -189,15 +199,17 @@ def read_entry(run_dir: Path, key: Key, fold: RunFold | None = None,
         fold = (fold or RunFold(run_dir, plan, every_event=False)).advance()
         counts = fold.ledger.progress()
         ended = fold.ended.state if fold.ended is not None else None
+        launches = fold.launches
     except (StoreError, OSError) as exc:
         problems.append(str(exc))
         unreadable, ended = True, None
         counts = RunFold(run_dir, plan).ledger.progress()
+        launches = 1  # not read: it may have launched one
     sweep = plan.get("sweep")
     return Entry(key=key, sweep=sweep if isinstance(sweep, str) and sweep else run_dir.name,
                  started=_started(run_dir, meta, problems), ended=ended, unreadable=unreadable, total=counts.total,
                  ran=counts.ran, skipped=counts.skipped, measurements=counts.measurements,
-                 problem="; ".join(problems) or None)
+                 problem="; ".join(problems) or None, launches=launches)
 
 
 def _folder_identity(runs_dir: Path) -> tuple[str, int, int] | None:
@@ -230,19 +242,32 @@ def index_path(runs_dir: Path, resolved: str | None = None) -> Path | None:
 def read_private(path: Path, limit: int = INDEX_LIMIT) -> bytes | None:
     """The bytes of ``path`` when it is a regular file of this user's that no one else may write, of at most
     ``limit`` bytes (opened without following a link and without blocking); else None."""
+    return _read_private(path, limit)[0]
+
+
+Identity = tuple[int, int, int, int]
+"""A file's device, inode, size and modification time (ns)."""
+
+
+def _read_private(path: Path, limit: int, known: Identity | None = None) -> tuple[bytes | None, Identity | None]:
+    """:func:`read_private`, and the identity of the file read; when it is ``known`` (the file read before,
+    unchanged), its bytes are not read again (None with the identity)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return None
+        return None, None
     try:
         info = os.fstat(fd)
         if (not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022
                 or info.st_size > limit):
-            return None
+            return None, None
+        identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+        if identity == known:
+            return None, identity
         with os.fdopen(os.dup(fd), "rb") as handle:
-            return handle.read(limit + 1)
+            return handle.read(limit + 1), identity
     except OSError:
-        return None
+        return None, None
     finally:
         os.close(fd)
 
@@ -250,21 +275,52 @@ def read_private(path: Path, limit: int = INDEX_LIMIT) -> bytes | None:
 def write_private(path: Path, data: bytes) -> bool:
     """Write ``data`` to ``path`` in this user's private folder: a new file (mode 0644, never through a link)
     renamed over the old, so a reader sees the one or the other whole; False when it cannot be (a full disk)."""
+    return _write_private(path, data) is not None
+
+
+def _write_private(path: Path, data: bytes) -> Identity | None:
+    """:func:`write_private`; the identity of the file written (None: not written)."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
     except OSError:
-        return False
+        return None
     try:
         with os.fdopen(fd, "wb") as handle:
             os.fchmod(handle.fileno(), FILE_MODE)
             handle.write(data)
+            handle.flush()
+            info = os.fstat(handle.fileno())
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        return False
-    return True
+        return None
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+
+
+_READ: dict[str, tuple[Identity, dict[str, Any] | None]] = {}
+"""The index this process last read or wrote at each path, by the identity of its file: a command that reads
+it twice (``run --resume latest``: ``latest``, then the scan for leftover servers) parses 4 MB once. A file
+changed, replaced or rewritten by another process has another identity and is read again."""
+
+
+def _index_doc(path: Path) -> dict[str, Any] | None:
+    """The parsed index at ``path`` (None: none there that can be believed, or not JSON); do not change it."""
+    cached = _READ.get(str(path))
+    raw, identity = _read_private(path, INDEX_LIMIT, cached[0] if cached is not None else None)
+    if identity is None:
+        return None
+    if raw is None and cached is not None:
+        return cached[1]
+    try:
+        data = json.loads(raw) if raw is not None else None
+    except (ValueError, RecursionError):
+        data = None
+    doc = data if isinstance(data, dict) else None
+    _READ.clear()  # one index kept: a listing reads one folder
+    _READ[str(path)] = (identity, doc)
+    return doc
 
 
 def load_index(runs_dir: Path) -> dict[str, Any] | None:
@@ -286,15 +342,11 @@ def _load(runs_dir: Path) -> tuple[dict[str, Any] | None, int]:
     path = index_path(runs_dir, folder[0]) if folder is not None else None
     if path is None or folder is None:
         return None, 0
-    raw = read_private(path)
+    data = _index_doc(path)
     runs: dict[str, Any] | None = None
-    try:
-        data = json.loads(raw) if raw is not None else None
-    except (ValueError, RecursionError):
-        data = None
-    if (isinstance(data, dict) and data.get("version") == INDEX_VERSION and isinstance(data.get("runs"), dict)
+    if (data is not None and data.get("version") == INDEX_VERSION and isinstance(data.get("runs"), dict)
             and data.get("folder") == _folder_doc(folder)):
-        runs = data["runs"]
+        runs = dict(data["runs"])  # a copy: the parsed index may be read again (:data:`_READ`)
     appended, size = _journal(journal_path(path), folder)
     if appended:
         runs = {**(runs or {}), **appended}
@@ -371,7 +423,11 @@ def save_index(runs_dir: Path, entries: Mapping[str, Entry | dict[str, Any]]) ->
         return False
     doc = {"version": INDEX_VERSION, "folder": _folder_doc(folder),
            "runs": {name: entry.to_json() if isinstance(entry, Entry) else entry for name, entry in entries.items()}}
-    return write_private(path, json.dumps(doc, separators=(",", ":")).encode())
+    identity = _write_private(path, json.dumps(doc, separators=(",", ":")).encode())
+    if identity is not None:
+        _READ.clear()
+        _READ[str(path)] = (identity, doc)  # what this process wrote is what it would read back
+    return identity is not None
 
 
 def run_dir_entries(runs_dir: Path) -> list[os.DirEntry[str]]:
@@ -425,6 +481,108 @@ def _empty_journal(runs_dir: Path, size: int) -> None:
             os.unlink(journal_path(path))
 
 
+JOURNAL_FEW = 64
+"""An ordering that read at most this many run directories again adds their entries to the journal (a line each)
+instead of rewriting the index."""
+
+
+class Ordering:
+    """The run directories of a runs folder in the order they started, for ``latest`` and ``latest~N``
+    (:func:`~specbench_tui.report.runs.find_run`): :attr:`order` is each one's start and name, oldest first (by
+    start, then name, as :func:`~specbench_tui.report.runs.list_runs` orders them), and :meth:`entry` the whole
+    entry of the one picked.
+
+    A start is what the run's ``run.json`` says (or its directory's time when it says none), so an index entry
+    gives it as long as that file is the one it was read from; and a directory is a run directory as long as its
+    events file is the one the entry was read from. So each run costs two ``lstat`` calls here, not the four of
+    a fresh entry (:func:`key_of`): the one picked is made fresh by :meth:`entry` (read again if any of its files
+    changed), and any other whose ``run.json`` or events file changed, or that is new to the folder, is read
+    again now. Those read again go to the index's journal (at most :data:`JOURNAL_FEW`; more, or a folder with no
+    index, rewrite the index)."""
+
+    def __init__(self, runs_dir: Path) -> None:
+        self.runs_dir = runs_dir
+        self.order: list[tuple[float, str]] = []
+        self._stored: dict[str, Any] = {}
+        self._fresh: dict[str, Entry] = {}
+        children = run_dir_entries(runs_dir)
+        if not children:
+            return
+        known, journal = _load(runs_dir)
+        stored = self._stored = known or {}
+        fresh = self._fresh
+        order = self.order
+        latest = time.time() + FUTURE_SLACK_S
+        for child in children:
+            name = child.name
+            started = None if child.is_symlink() else _start_of(stored.get(name), child, latest)
+            if started is None:
+                key = key_of(child.path, None if child.is_symlink() else child.inode())
+                if key is None:
+                    continue
+                entry = Entry.from_json(stored.get(name), key)
+                if entry is None:
+                    entry = fresh[name] = read_entry(Path(child.path), key)
+                started = entry.started
+            order.append((started, name))
+        order.sort()
+        if known is None or len(fresh) > JOURNAL_FEW or not all(
+                append_entry(runs_dir, name, entry) for name, entry in fresh.items()):
+            listed = {name for _, name in order}
+            entries = {name: fresh.get(name) or stored[name] for name in listed}
+            if save_index(runs_dir, entries) and journal:
+                _empty_journal(runs_dir, journal)
+
+    def entry(self, name: str) -> Entry | None:
+        """The fresh entry of run directory ``name`` of :attr:`order` (read again if any of its files changed;
+        None: no longer a run directory)."""
+        if name in self._fresh:
+            return self._fresh[name]
+        path = self.runs_dir / name
+        key = key_of(path)
+        if key is None:
+            return None
+        entry = Entry.from_json(self._stored.get(name), key)
+        if entry is None:
+            entry = self._fresh[name] = read_entry(path, key)
+            append_entry(self.runs_dir, name, entry)
+        return entry
+
+
+def _start_of(raw: object, child: os.DirEntry[str], latest: float) -> float | None:
+    """The start an index entry gives, when its directory is the one it was read from and its ``run.json`` and
+    events file too (see :class:`Ordering`), and it is a time (0, or after 1970 and at most ``latest``, as
+    :func:`~specbench_tui.rundir.files.plausible_time` has it); None: read the entry whole."""
+    if type(raw) is not dict:
+        return None
+    key = raw.get("key")
+    started = raw.get("started")
+    if type(key) is not list or len(key) != _KEY_LENGTH or key[0] != child.inode() \
+            or key[_EVENTS_AT + 1] == -1:  # no events file: whether it is a run directory needs the whole key
+        return None
+    if not (isinstance(started, (float, int)) and type(started) is not bool
+            and (started == 0 or 0 < started <= latest)):  # NaN fails both
+        return None
+    lstat, path = os.lstat, child.path
+    try:
+        info = lstat(f"{path}/{RUN_JSON}")
+    except OSError:
+        if key[_META_AT + 1] != -1:
+            return None
+    else:
+        if key[_META_AT] != info.st_ino or key[_META_AT + 1] != info.st_size \
+                or key[_META_AT + 2] != info.st_mtime_ns or key[_META_AT + 3] != stat.S_IFMT(info.st_mode):
+            return None
+    try:
+        info = lstat(f"{path}/{EVENTS}")
+    except OSError:
+        return None
+    if key[_EVENTS_AT] != info.st_ino or key[_EVENTS_AT + 1] != info.st_size \
+            or key[_EVENTS_AT + 2] != info.st_mtime_ns or key[_EVENTS_AT + 3] != stat.S_IFMT(info.st_mode):
+        return None
+    return float(started)
+
+
 def entry_of(run_dir: Path) -> Entry | None:
     """The entry of one run directory: its index entry when fresh, else read (None: not a run directory)."""
     key = key_of(run_dir)
@@ -432,6 +590,45 @@ def entry_of(run_dir: Path) -> Entry | None:
         return None
     entry = Entry.from_json((load_index(run_dir.parent) or {}).get(run_dir.name), key)
     return entry if entry is not None else read_entry(run_dir, key)
+
+
+class LaunchFree:
+    """Which run directories launched no server, from their folders' indexes: True for a run directory when its
+    folder's index has an entry for it that counts no launch (:attr:`Entry.launches`) and was read from the
+    events file that is there now (the same inode, size, modification time and kind). Anything else (no index,
+    no entry, an events file written since, an entry that is not one) is False: read the run. Each folder's
+    index is loaded once per checker (make one per scan)."""
+
+    def __init__(self) -> None:
+        self._folders: dict[str, Callable[[str], bool]] = {}
+
+    def __call__(self, run_dir: Path | str) -> bool:
+        folder, name = os.path.split(os.fspath(run_dir).rstrip("/"))
+        return self.folder(folder)(name)
+
+    def folder(self, folder: str) -> Callable[[str], bool]:
+        """The check for the run directories of ``folder``, by name."""
+        check = self._folders.get(folder)
+        if check is None:
+            check = self._folders[folder] = _launch_free_in(folder, load_index(Path(folder or ".")) or {})
+        return check
+
+
+def _launch_free_in(folder: str, runs: Mapping[str, Any]) -> Callable[[str], bool]:
+    def check(name: str) -> bool:
+        raw = runs.get(name)
+        if type(raw) is not dict or raw.get("launches") != 0 or type(raw["launches"]) is not int:
+            return False
+        key = raw.get("key")
+        if type(key) is not list or len(key) != 1 + 4 * len(KEYED):
+            return False
+        try:
+            info = os.lstat(f"{folder}/{name}/{EVENTS}")
+        except OSError:
+            return False
+        return key[_EVENTS_AT:_EVENTS_AT + 4] == [info.st_ino, info.st_size, info.st_mtime_ns,
+                                                   stat.S_IFMT(info.st_mode)]
+    return check
 
 
 class IndexUpdater:
