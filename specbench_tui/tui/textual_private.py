@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from textual.app import App
 
 _CellLines = list[list[Segment]]
+_CellConstants = tuple[int, int, bool, bool, bool, bool, int, dict[tuple[bool, bool, bool, Style], tuple[Style, Style]]]
 _NO_STYLE = Style.null()
 
 
@@ -126,10 +127,12 @@ class CachedCellsTable(DataTable[Any]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._kept_cells: dict[tuple[object, ...], tuple[object, tuple[object, ...], _CellLines]] = {}
+        self._kept_cells: dict[tuple[object, ...],
+                               tuple[object, tuple[object, ...], _CellLines, tuple[int, int], _CellLines]] = {}
         self._kept_lines: dict[tuple[RowKey, int, int], tuple[tuple[object, ...], tuple[object, ...], Strip]] = {}
         self._frame_style: Style | None = None
         self._frame_looks: tuple[object, ...] | None = None
+        self._frame_cells: _CellConstants | None = None
         self._styles_version = 0
         # DataTable's own caches sit behind these (misses only): small, so that they do not hold thousands of
         # strips and segment lists that every full garbage collection walks.
@@ -149,6 +152,7 @@ class CachedCellsTable(DataTable[Any]):
 
     def render_lines(self, crop: Region) -> list[Strip]:
         self._frame_style = style = DOMNode.rich_style.fget(self)  # type: ignore[attr-defined]
+        self._frame_cells = self._cell_constants()
         widths = tuple(column.get_render_width(self) for column in self.ordered_columns)
         self._frame_looks = (style, widths, self.cursor_type, self.show_cursor, self._show_hover_cursor,
                              self.get_pseudo_class_state(), self.fixed_rows, self.fixed_columns, self.zebra_stripes,
@@ -158,6 +162,7 @@ class CachedCellsTable(DataTable[Any]):
         finally:
             self._frame_style = None
             self._frame_looks = None
+            self._frame_cells = None
 
     def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
         """A line of a row kept while the row's cells, its place, its cursor and hover state and the table's looks
@@ -213,23 +218,39 @@ class CachedCellsTable(DataTable[Any]):
         value = data.get(column_key)
         if not isinstance(value, Text):
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        fixed = row_index < self.fixed_rows or column_index < self.fixed_columns
-        component_style, post_style = self._get_styles_to_render_cell(
-            False, False, fixed, hover, cursor, self.show_cursor, self._show_hover_cursor,
-            self.cursor_foreground_priority == "css", self.cursor_background_priority == "css")
-        pre_style = base_style + component_style
-        looks = (pre_style, post_style, width, self.cell_padding)
+        frame = self._frame_cells
+        if frame is None:
+            frame = self._cell_constants()
+        fixed_rows, fixed_columns, show_cursor, show_hover, fg_css, bg_css, padding, styles = frame
+        fixed = row_index < fixed_rows or column_index < fixed_columns
+        pair = styles.get((fixed, hover, cursor, base_style))
+        if pair is None:
+            component_style, post_style = self._get_styles_to_render_cell(
+                False, False, fixed, hover, cursor, show_cursor, show_hover, fg_css, bg_css)
+            pair = styles[fixed, hover, cursor, base_style] = (base_style + component_style, post_style)
+        pre_style, post_style = pair
+        looks = (pre_style, post_style, width, padding)
         slot = (row_key, column_key, cursor, hover)
         kept = self._kept_cells.get(slot)
         if kept is not None and kept[0] is value and kept[1] == looks:
+            if kept[3] == (row_index, column_index):
+                return kept[4]  # the same segments, at the same place: nothing to make
             plain = kept[2]
         else:
-            plain = render_cell(self.app.console, self.app.console_options, value, width, self.cell_padding,
-                                pre_style, post_style)
-            _keep(self._kept_cells, slot, (value, looks, plain), KEPT_CELLS)
+            app = self.app
+            plain = render_cell(app.console, app.console_options, value, width, padding, pre_style, post_style)
         meta = _meta_style(row_index, column_index)
-        return [[Segment(text, style + meta if style is not None else meta, control)
-                 for text, style, control in line] for line in plain]
+        placed = [[Segment(text, style + meta if style is not None else meta, control)
+                   for text, style, control in line] for line in plain]
+        _keep(self._kept_cells, slot, (value, looks, plain, (row_index, column_index), placed), KEPT_CELLS)
+        return placed
+
+    def _cell_constants(self) -> _CellConstants:
+        """What every cell of a frame is drawn with (each is a reactive or a property: read once a frame, not once
+        a cell), and the frame's memo of cell styles."""
+        return (self.fixed_rows, self.fixed_columns, self.show_cursor, self._show_hover_cursor,
+                self.cursor_foreground_priority == "css", self.cursor_background_priority == "css",
+                self.cell_padding, {})
 
     def clear(self, columns: bool = False) -> Any:
         self._kept_cells.clear()
