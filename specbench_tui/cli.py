@@ -107,15 +107,54 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _interrupts_raise() -> None:
+def _interrupts_raise() -> bool:
     """From here on Ctrl-C raises KeyboardInterrupt, which each command handles (``python -m specbench_tui``
-    exits quietly on it until now: :func:`specbench_tui.__main__.quiet_interrupt`)."""
+    exits quietly on it until now: :func:`specbench_tui.__main__.quiet_interrupt`). True when this process is
+    the program (not a caller of :func:`main`, such as a test): its exit is then :func:`_exits_with`'s."""
     import signal
     import threading
 
-    if threading.current_thread() is threading.main_thread() and \
-            getattr(signal.getsignal(signal.SIGINT), "__module__", None) == "specbench_tui.__main__":
+    handler = signal.getsignal(signal.SIGINT)
+    program = threading.current_thread() is threading.main_thread() and \
+        getattr(handler, "__name__", None) == "quiet_interrupt"  # its module is __main__ under python -m
+    if program:
+        import atexit
+
+        atexit.register(_interrupts_ignored)  # before any of the commands' hooks: it runs after all of them
+    if program and getattr(handler, "__module__", None) == "specbench_tui.__main__":
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    return program
+
+
+def _interrupts_ignored() -> None:
+    """The program's last exit hook: Ctrl-C is ignored for the rest of the interpreter's shutdown, which would
+    otherwise put SIGINT back to its default for the tenths of a second it takes to unload the modules (a
+    Ctrl-C then killed the process by the signal: status -2 to its parent, the command's exit code lost)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _exits_with(code: int) -> int:
+    """``code``. The command is over (a run's servers stopped, everything written) and the program only exits
+    now: a Ctrl-C from here on ends it at once with ``code`` (any server still live told to end first, as the
+    exit hook would), instead of raising KeyboardInterrupt in the shutdown's thread joins and exit hooks."""
+    import signal
+    from types import FrameType
+
+    def exit_now(signum: int, frame: FrameType | None) -> None:
+        processes = sys.modules.get("specbench_tui.engine.processes")
+        if processes is not None:
+            processes.kill_all_servers()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError, RuntimeError):  # RuntimeError: the signal came inside a write
+                pass
+        os._exit(int(code))
+
+    signal.signal(signal.SIGINT, exit_now)
+    return code
 
 
 def _port(text: str) -> int:
@@ -130,8 +169,14 @@ def _port(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """The CLI; Ctrl-C at any moment of it (the parser's imports included) ends it with status 130 and no
-    traceback (a run's own Ctrl-C handling stops its servers first, see application/headless.py)."""
-    _interrupts_raise()
+    traceback (a run's own Ctrl-C handling stops its servers first, see application/headless.py); once the
+    command is over, Ctrl-C leaves its exit code as it is, up to the program's last instruction."""
+    program = _interrupts_raise()
+    code = _command(argv)
+    return _exits_with(code) if program else code
+
+
+def _command(argv: list[str] | None) -> int:
     try:
         parser = _parser()
         args = parser.parse_args(argv)

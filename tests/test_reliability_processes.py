@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import fcntl
 import os
 import pty
@@ -89,6 +90,38 @@ def test_headless_ending_leaves_no_server(tmp_path, ending):
         assert code in (130, 0), output  # 0 when the sweep had already completed
     if ending == "sigterm":
         assert code in (130, 0), output
+
+
+def test_ctrl_c_while_a_finished_run_exits_keeps_its_exit_code(tmp_path):
+    """Ctrl-C pressed while the program exits after its last line (its servers already stopped) neither kills
+    it by the signal (status -2: the interpreter's shutdown puts SIGINT back to its default for the tenths of
+    a second it takes) nor leaves a server: the exit code stays the run's (0), or 130 when the Ctrl-C still
+    reached the sweep. SIGINT is sent every 15 ms from the last line until the process is gone."""
+    marker = new_marker()
+    engine = headless([str(make_sweep(tmp_path)), "--runs-dir", str(tmp_path / "runs")], tmp_path,
+                      marker_env(marker))
+    sent = 0
+    try:
+        assert engine.stdout is not None
+        output = b""
+        while b"run directory:" not in output:
+            line = engine.stdout.readline()
+            assert line, f"the run ended without its last line (rc {engine.wait(30)}):\n{output.decode()}"
+            output += line
+        deadline = time.monotonic() + 30
+        while engine.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(ProcessLookupError):
+                engine.send_signal(signal.SIGINT)
+                sent += 1
+            time.sleep(0.015)
+        code = engine.wait(timeout=5)
+        output += engine.stdout.read()
+    finally:
+        if engine.poll() is None:
+            engine.kill()
+            engine.wait(5)
+    assert wait_gone(marker, engine.pid, timeout_s=GONE_WITHIN_S) == []
+    assert code in (0, 130), f"exit {code} after {sent} Ctrl-C:\n{output.decode(errors='replace')[-2000:]}"
 
 
 def test_sigterm_during_a_long_request_stops_within_seconds(tmp_path):
