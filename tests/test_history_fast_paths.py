@@ -226,3 +226,29 @@ def test_a_run_checkpoint_of_a_replaced_events_file_is_not_believed(tmp_path: Pa
     path = checkpoint_path(run.path)
     assert path is not None and os.stat(path).st_mode & 0o022 == 0
     assert (run.path / RESULTS).is_file()
+
+
+def test_the_end_of_an_all_excluded_sweep_is_not_a_table_of_every_point(tmp_path: Path) -> None:
+    import io
+
+    from sweep_builder import inline, sim_profile, sim_sweep, write
+
+    from specbench_tui.application.headless import SUMMARY_EXCLUDED, run_headless
+    from specbench_tui.application.session import RunRequest
+
+    points = SUMMARY_EXCLUDED + 30
+    sweep = sim_sweep(
+        "all-excluded", configs=[{"name": "c{n}", "algorithm": "autoregressive",
+                                  "matrix": inline(n=list(range(1, points + 1))),
+                                  "args": inline(**{"max-running-requests": "{n}"}),
+                                  "exclude": [{"n": n, "reason": "not this one"} for n in range(1, points + 1)]}],
+        workloads=[{"name": "code", "kind": "code", "items": ["fibonacci"]}])
+    out = io.StringIO()
+    code = run_headless(RunRequest(sweep=str(write(tmp_path, sweep, sim_profile())), runs_dir=tmp_path / "runs"),
+                        out=out)
+    text = out.getvalue()
+    assert code == 0
+    table = text[text.index("configuration "):]
+    rows = [line for line in table.splitlines() if line.startswith("c") and "skipped" in line]
+    assert len(rows) == SUMMARY_EXCLUDED, table
+    assert f"{points - SUMMARY_EXCLUDED:,} more configurations excluded by the sweep are not in the table" in table

@@ -234,6 +234,30 @@ def _silence(out: TextIO) -> None:
         os.close(null)
 
 
+SUMMARY_EXCLUDED = 20
+"""Configurations the sweep excludes that the end-of-run table lists (the rest are counted in one line, as the
+run's start says them: an all-excluded sweep of 10,000 points is not a table of 10,000 rows)."""
+
+
+def summary_plan(plan_json: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The plan the end-of-run table is made of: every configuration but those the sweep excludes past the first
+    :data:`SUMMARY_EXCLUDED` (they never run, have no result and no bearing on the exit code), and how many are
+    left out."""
+    configs = plan_json.get("configs")
+    if not isinstance(configs, list):
+        return plan_json, 0
+    kept: list[Any] = []
+    excluded = 0
+    for config in configs:
+        if isinstance(config, dict) and config.get("skip_reason") is not None:
+            excluded += 1
+            if excluded > SUMMARY_EXCLUDED:
+                continue
+        kept.append(config)
+    left_out = len(configs) - len(kept)
+    return ({**plan_json, "configs": kept} if left_out else plan_json), left_out
+
+
 # ------------------------------------------------------------------------------------------------ entry point
 
 
@@ -261,12 +285,15 @@ async def _run(plan: Plan, run_dir: Any, resumed: bool, retry_crashed: bool, out
     api_key = os.environ.get(plan.sweep.engine.api_key_env) if plan.sweep.engine.api_key_env else None
     orchestrator = Orchestrator(plan, run_dir, backend=make_backend(plan), resumed=resumed, retry_crashed=retry_crashed,
                                 api_key=api_key, port_base=port_base)
-    ledger = Ledger(plan_json=plan.to_json())
+    plan_json = plan.to_json()  # once: a plan of 10,000 points takes a while to write out
+    ledger = None
     if resumed:  # the earlier runs' results, so every figure printed is over the whole run
         try:
-            ledger = Ledger.from_run(plan.to_json(), run_dir.read_measurements(), run_dir.read_events())
+            ledger = Ledger.from_run(plan_json, run_dir.read_measurements(), run_dir.read_events())
         except StoreError:
             pass
+    if ledger is None:
+        ledger = Ledger(plan_json=plan_json)
     printer = Printer(plan, out, ledger)
     orchestrator.subscribe(printer)
     signals: list[int] = []
@@ -301,8 +328,12 @@ async def _run(plan: Plan, run_dir: Any, resumed: bool, retry_crashed: bool, out
         printer.write("")
         analysis = None
         try:
-            analysis = run_analysis(plan.to_json(), run_dir.read_measurements(), run_dir.read_events())
+            summarised, left_out = summary_plan(plan_json)
+            analysis = run_analysis(summarised, run_dir.read_measurements(), run_dir.read_events())
             printer.write(render_summary(analysis, simulated=simulator.simulated(plan.sweep.engine)))
+            if left_out:
+                printer.write(f"{left_out:,} more configurations excluded by the sweep are not in the table "
+                              "(specbench validate lists each with its reason)")
         except StoreError as exc:
             printer.write(f"no summary: {exc}")
         printer.write(f"\nrun directory: {run_dir.path}")
