@@ -252,3 +252,31 @@ def test_the_end_of_an_all_excluded_sweep_is_not_a_table_of_every_point(tmp_path
     rows = [line for line in table.splitlines() if line.startswith("c") and "skipped" in line]
     assert len(rows) == SUMMARY_EXCLUDED, table
     assert f"{points - SUMMARY_EXCLUDED:,} more configurations excluded by the sweep are not in the table" in table
+
+
+def test_a_measurement_of_a_known_layout_is_the_one_from_json_makes_and_is_still_checked() -> None:
+    from specbench_tui.rundir.history import decode_measurement
+
+    good = _measurement("a", 1).to_json()
+    for repeat in (1, 2):  # the layout is learnt from the first
+        assert decode_measurement(dict(good, repeat=repeat)) == Measurement.from_json(dict(good, repeat=repeat))
+    assert decode_measurement(dict(good, newer_field=1)) == Measurement.from_json(good)  # a newer writer's key
+    with pytest.raises(ValueError):
+        decode_measurement(dict(good, decode_tps=float("nan")))
+    with pytest.raises(ValueError):
+        decode_measurement(dict(good, status="exploded"))
+    with pytest.raises(ValueError):
+        decode_measurement(dict(good, repeat="x"))
+
+
+def test_a_results_file_with_bad_lines_folds_the_good_ones_and_counts_the_rest(tmp_path: Path) -> None:
+    run = _run(tmp_path, "r", 1_700_000_000)
+    with (run.path / RESULTS).open("ab") as handle:
+        handle.write(json.dumps(_measurement("b", 1).to_json()).encode() + b"\n")
+        handle.write(b"null\n")
+        handle.write(b'{"config_id": "c", "torn\n')
+        handle.write(json.dumps(dict(_measurement("d", 1).to_json(), status="exploded")).encode() + b"\n")
+        handle.write(json.dumps(_measurement("e", 1).to_json()).encode() + b"\n")
+    fold = RunFold(run.path).advance()
+    assert [m.config_id for m in fold.measurements()] == ["a", "b", "e"]
+    assert fold.report.counts == {RESULTS: 3}

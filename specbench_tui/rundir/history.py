@@ -36,7 +36,7 @@ from specbench_tui.core.events import (
     event_from_json,
 )
 from specbench_tui.core.ledger import Ledger
-from specbench_tui.core.records import Measurement, check_field_types
+from specbench_tui.core.records import STATUSES, Measurement, check_field_types
 from specbench_tui.rundir.tail import Tail
 from specbench_tui.store import EVENTS, RESULTS, ReadReport
 
@@ -194,6 +194,44 @@ def _decode_checked(data: dict[str, Any]) -> Event:
             values[name] = factory()
     values.update(kwargs)
     return event
+
+
+_UNREADABLE = object()
+_MEASUREMENT_NAMES = frozenset(f.name for f in dataclasses.fields(Measurement))
+_MEASUREMENT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Measurement)
+                         if f.default is not dataclasses.MISSING}
+_MEASUREMENT_LAYOUTS: dict[tuple[tuple[str, ...], tuple[type, ...]], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+"""A measurement record's keys in order and the type of each value -> its float values (each must still be
+finite) and its keys the record has no field for (a newer writer's: left out), learnt from the first record of
+the layout that :meth:`~specbench_tui.core.records.Measurement.from_json` took: its checks but for a float's
+finiteness and the status's value depend on the layout alone."""
+
+
+def decode_measurement(data: dict[str, Any]) -> Measurement:
+    """:meth:`~specbench_tui.core.records.Measurement.from_json` of a record the caller hands over: the same
+    checks and the same measurement, a record of a layout seen before built at once (a results file of 20,000
+    records is read by every attach before its first frame). ``ValueError`` or ``TypeError`` for what it refuses."""
+    layout_key = (tuple(data), tuple(map(type, data.values())))
+    layout = _MEASUREMENT_LAYOUTS.get(layout_key)
+    if layout is not None:
+        floats, extra = layout
+        fine = data["status"] in STATUSES
+        for name in floats:
+            fine = fine and isfinite(data[name])
+        if fine:
+            for name in extra:
+                del data[name]
+            record: Measurement = object.__new__(Measurement)
+            values = record.__dict__
+            values.update(_MEASUREMENT_DEFAULTS)
+            values.update(data)
+            return record
+    record = Measurement.from_json(data)
+    if layout is None:
+        _MEASUREMENT_LAYOUTS[layout_key] = (
+            tuple(name for name, kind in zip(*layout_key) if kind is float),
+            tuple(name for name in layout_key[0] if name not in _MEASUREMENT_NAMES))
+    return record
 
 
 _DECODER = json.JSONDecoder()
@@ -371,21 +409,35 @@ class RunFold:
             return None
 
     def _fold_results(self, upto: int | None) -> None:
-        for raw in (line for block in self.results_tail.batches(upto) for line in block):
-            if not raw.strip():
-                continue
-            try:
-                data = _loads(raw)
-            except (ValueError, RecursionError):
-                self.report.add(RESULTS, f"{RESULTS}: unreadable line skipped (torn by a crash?)")
-                continue
-            if not isinstance(data, dict):
-                self.report.add(RESULTS, f"{RESULTS}: not a JSON object, skipped")
-                continue
-            try:
-                self.ledger.add(Measurement.from_json(data))
-            except (TypeError, ValueError) as exc:
-                self.report.add(RESULTS, f"{RESULTS}: malformed record skipped ({exc})")
+        add, report = self.ledger.add, self.report
+        for block in self.results_tail.batches(upto):
+            lines = [raw for raw in block if raw.strip()]
+            for first in range(0, len(lines), BATCH_LINES):  # BATCH_LINES records parsed in one call
+                batch = lines[first:first + BATCH_LINES]
+                try:
+                    values = json.loads(b"[" + b",".join(batch) + b"]")
+                except (ValueError, RecursionError):
+                    values = None
+                if not isinstance(values, list) or len(values) != len(batch):
+                    values = [self._result(raw) for raw in batch]  # line by line, each refused line counted
+                for data in values:
+                    if data is _UNREADABLE:
+                        continue
+                    if type(data) is not dict:
+                        report.add(RESULTS, f"{RESULTS}: not a JSON object, skipped")
+                        continue
+                    try:
+                        add(decode_measurement(data))
+                    except (TypeError, ValueError) as exc:
+                        report.add(RESULTS, f"{RESULTS}: malformed record skipped ({exc})")
+
+    def _result(self, raw: bytes) -> Any:
+        """One results line parsed (:data:`_UNREADABLE`, counted, when it is not JSON)."""
+        try:
+            return _loads(raw)
+        except (ValueError, RecursionError):
+            self.report.add(RESULTS, f"{RESULTS}: unreadable line skipped (torn by a crash?)")
+            return _UNREADABLE
 
     def measurements(self) -> list[Measurement]:
         """One per key, the last recorded (in the place of the key's first record)."""
