@@ -3,7 +3,10 @@
 workloads x 3 repeats, with 1k, 10k and 50k measurements. No processes; a few seconds.
 
 Targets: the snapshot under 5 ms (a frame is 16 ms), the analysis of 50k measurements under 2 s (it never blocks
-the screen, but a table that lags the run by more than that would look stuck).
+the screen, but a table that lags the run by more than that would look stuck). The snapshot's figure is the median
+of five, each taken after the ledger changed (a measurement recorded again, as a live run does between two): one
+timing alone is as often the cyclic garbage collector's pass over every object the process made (the 50k
+measurements just built, 4-5 ms here) as the snapshot's copy of references (under 1 ms); the slowest is printed.
 
 The report's bootstrap intervals (core/intervals.py, scipy) are timed apart: the TUI's live analysis does without
 them, a report computes them once. Target: under 15 s of CPU for 50k measurements (252 speculative cells of 195
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import os
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -59,9 +63,13 @@ def main() -> int:
           f"{'intervals (report), wall / CPU':>30}")
     for total in (1_000, 10_000, 50_000):
         ledger = ledger_of(total)
-        started = time.perf_counter()
-        snapshot = ledger.snapshot()
-        snap_ms = (time.perf_counter() - started) * 1000
+        snaps = []
+        for _ in range(5):
+            ledger.add(next(iter(ledger.measurements.values())))  # a change: the snapshot is taken anew
+            started = time.perf_counter()
+            snapshot = ledger.snapshot()
+            snaps.append((time.perf_counter() - started) * 1000)
+        snap_ms = statistics.median(snaps)
         started = time.perf_counter()
         analysis = snapshot.analyse()
         analyse_ms = (time.perf_counter() - started) * 1000
@@ -69,7 +77,7 @@ def main() -> int:
         with_intervals(analysis, snapshot.measurements)
         ci_s, ci_cpu = time.perf_counter() - started, time.process_time() - cpu
         print(f"{len(snapshot.measurements):>12}  {snap_ms:>17.2f} ms  {analyse_ms:>15.0f} ms  "
-              f"{ci_s:>17.2f} s / {ci_cpu:.2f} s")
+              f"{ci_s:>17.2f} s / {ci_cpu:.2f} s   (snapshots: slowest {max(snaps):.2f} ms)")
         if total == 50_000:
             figure("bootstrap intervals of a report, 50k measurements (CPU)", f"{ci_cpu:.1f} s", "< 15 s",
                    ci_cpu < 15)
