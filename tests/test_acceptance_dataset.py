@@ -25,16 +25,19 @@ QUESTIONS = [
     {"question_id": 4, "category": "math", "turns": ["Solve for x: 3x + 7 = 31. Explain each step."]},
     {"question_id": 5, "category": "writing", "turns": ["Write a short poem about a lighthouse in the fog.",
                                                         "Now give the poem a title and explain it."]},
+    {"question_id": 6, "category": "writing", "turns": ["Write a short story about a cat who learns to sail."]},
 ]
 
 
-def _sweep(folder: Path, workloads: list[dict]) -> Path:
-    sweep = sim_sweep("cats", sweep={"baseline": "ar"}, workloads=workloads, configs=[
+def _sweep(folder: Path, workloads: list[dict], *, repeats: int = 1, time_scale: float = 0.05,
+           server_args: dict | None = None) -> Path:
+    sweep = sim_sweep("cats", sweep={"baseline": "ar", "repeats": repeats}, workloads=workloads,
+                      server_args=server_args, configs=[
         {"name": "ar", "algorithm": "autoregressive"},
         {"name": "eagle3", "algorithm": "eagle3",
          "args": {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "X/EAGLE3",
                   "speculative-num-steps": 3, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 4}}])
-    profile = sim_profile(tok_s=None, time_scale=0.05, seed=5)
+    profile = sim_profile(tok_s=None, time_scale=time_scale, seed=5)
     return write_sweep(folder, dumps(sweep).replace('"{port}"', "{port}"), dumps(profile))
 
 
@@ -46,7 +49,13 @@ def test_a_spec_bench_file_gives_category_matrices_and_random_tokens_warn(tmp_pa
         json.dumps({"id": f"r{i}", "prompt": " ".join(rng.choice(vocab) for _ in range(80))}) for i in range(2)) + "\n")
     path = _sweep(tmp_path, [
         {"name": "specbench", "kind": "prompt_dataset", "path": "questions.jsonl", "max_new_tokens": 48},
-        {"name": "random", "kind": "prompts_file", "path": "random.jsonl", "max_new_tokens": 16}])
+        {"name": "random", "kind": "prompts_file", "path": "random.jsonl", "max_new_tokens": 16}],
+        # the speedups are timed: three repeats and two writing questions (a cell is the median of its pairs),
+        # steps five times longer than the other tests' and stream-interval 4 (as the demo), so a loaded box's
+        # stalls cannot flip a category (2 cores under two busy loops read writing's one pair at 0.96x with one
+        # repeat at time_scale 0.05); the truth holds with margin: each category's acceptance (>= 1.6) times the
+        # step cost ratio (15.1/19.6 ms) is >= 1.2
+        repeats=3, time_scale=0.25, server_args={"stream-interval": 4})
     plan = plan_for(path)
     _outcome, _events, run_dir, _ = asyncio.run(run_plan(plan, tmp_path / "runs", timeout_s=600))
     run = load_run(run_dir.path)
