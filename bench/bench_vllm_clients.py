@@ -23,9 +23,20 @@ Each concurrency runs ``--repeats`` rounds (3) of both clients, alternating whic
 drift over the rounds falls on both; the figures are the clients' medians over the rounds, and the tok/s line
 also gives the range of the per-round ratios (how far one round's pair strays: the noise of the box).
 
+Both clients run on the same CPUs, away from those ``vllm serve`` binds its compute to: vLLM's CPU build pins its
+worker to a core (``VLLM_CPU_OMP_THREADS_BIND=auto``: core 0 on 2 cores, the other left to the API server and the
+rest) and a client that shares that core changes how the server streams, whatever the client: on 2 cores, an
+aiohttp client written as ``vllm bench serve``'s, pinned there, got its answers in one burst (TTFT p50 94-192 ms,
+TTFT = e2e) and pinned to the other core streamed (TTFT 16-34 ms). Unpinned, where each client runs is the
+scheduler's choice, and the long-lived bench process and each new ``vllm bench serve`` process can be measuring two
+different servers (``--no-pin`` leaves it so, to see it). The bench pins every thread of its own process (ours; the
+``vllm bench serve`` child inherits it) to the CPUs no server thread is bound to, once the server is up.
+
 Per concurrency and client: output tok/s (all completion tokens ÷ the first send to the last answer; vLLM: its
 ``output_throughput``), TTFT p50 (median over requests), TPOT p50 (median over requests of (e2e − TTFT) ÷
-(tokens − 1), vLLM's own definition) and ITL (median over requests of each request's mean inter-token gap).
+(tokens − 1), vLLM's own definition), ITL (median over requests of each request's mean inter-token gap) and
+``burst``: the requests whose whole answer reached the client at one instant (no gap between its tokens: TTFT =
+e2e, TPOT 0; the server held the stream, which is what a TPOT of 0.00 means, not a definition of ours).
 The judged figure is the ratio ours ÷ vLLM's for tok/s: within 0.90–1.10 (two clients measuring one server at
 the same load; on a shared, loaded 2-core box one round can stray by far more: read the rounds' range). TTFT, TPOT and ITL
 ratios are printed as info: there is no truth here (the simulator's truth is bench_engine_fidelity.py's), and
@@ -34,7 +45,7 @@ vLLM's CPU build on 2 cores often streams a whole answer in one burst, so per-to
 Without ``.venv-vllm`` or the model it prints SKIP lines (exit 0). About 5 minutes on 2 cores (server start
 30-60 s, each of the 9 ``vllm bench serve`` runs ~15 s of imports). Every figure line carries the load average.
 
-    .venv/bin/python bench/bench_vllm_clients.py [--concurrency 1,8,64] [--tokens 64] [--repeats 3]
+    .venv/bin/python bench/bench_vllm_clients.py [--concurrency 1,8,64] [--tokens 64] [--repeats 3] [--no-pin]
 """
 
 from __future__ import annotations
@@ -74,6 +85,8 @@ from specbench_tui.engine.workloads import Labels, Session, Workload, build_work
 REQUESTS = {1: 8, 8: 32, 64: 128}
 """Requests per concurrency: 8 one at a time, 4 waves of 8, 2 waves of 64."""
 TOK_S_BAND = (0.90, 1.10)
+BURST_S = 0.001
+"""An answer whose last token came within this of its first arrived in one burst (64 tokens: under 16 µs a token)."""
 STARTUP_TIMEOUT_S = 600.0
 ITEMS = ("fibonacci", "quicksort", "binary_search", "lru_cache", "merge_intervals", "trie")
 
@@ -129,6 +142,39 @@ async def wait_ready(client: ServerClient, proc: subprocess.Popen[bytes]) -> flo
     raise RuntimeError(f"vllm serve not ready after {STARTUP_TIMEOUT_S:.0f} s")
 
 
+def server_bound_cpus(pgid: int) -> set[int]:
+    """The CPUs that some thread of the server's process group is bound to (an affinity narrower than ours):
+    vLLM's CPU worker and its OpenMP threads."""
+    ours = os.sched_getaffinity(0)
+    bound: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if os.getpgid(int(entry)) != pgid:
+                continue
+            for tid in os.listdir(f"/proc/{entry}/task"):
+                with contextlib.suppress(OSError):
+                    cpus = os.sched_getaffinity(int(tid))
+                    if cpus < ours:
+                        bound |= cpus
+    return bound
+
+
+def pin_clients(server_pgid: int) -> str:
+    """Bind every thread of this process (ours, and the ``vllm bench serve`` children it starts) to the CPUs the
+    server's compute is not bound to; what was done, for the header line."""
+    ours = os.sched_getaffinity(0)
+    bound = server_bound_cpus(server_pgid)
+    free = ours - bound
+    if not bound or not free:
+        return f"clients unpinned (server bound to {sorted(bound) or 'no CPU'} of {sorted(ours)})"
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(int(tid), free)
+    return f"both clients on CPUs {sorted(free)} (vLLM's worker bound to {sorted(bound)})"
+
+
 @dataclass(frozen=True)
 class Side:
     """One client's figures at one concurrency."""
@@ -139,6 +185,8 @@ class Side:
     tpot_ms: float | None
     itl_ms: float | None
     seconds: float
+    bursts: int = 0
+    """Requests whose whole answer arrived at one instant (TTFT = e2e: no gap between any of its tokens)."""
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -182,8 +230,9 @@ async def ours(session: Session, workload: Workload, concurrency: int, count: in
     tokens = sum(m.completion_tokens or 0 for m in ok)
     tpot = [((m.e2e_s or 0) - (m.ttft_s or 0)) / (m.completion_tokens - 1) * 1000 for m in ok
             if m.completion_tokens and m.completion_tokens > 1]
+    bursts = sum(1 for m in ok if (m.e2e_s or 0) - (m.ttft_s or 0) < BURST_S)
     return Side(len(ok), tokens / run.wall_s, 1000 * statistics.median(m.ttft_s or 0 for m in ok), _median(tpot),
-                _median([m.itl_mean_s * 1000 for m in ok if m.itl_mean_s is not None]), run.wall_s)
+                _median([m.itl_mean_s * 1000 for m in ok if m.itl_mean_s is not None]), run.wall_s, bursts)
 
 
 def theirs(paths: dict[str, str], port: int, prompts: Path, tokens: int, concurrency: int, count: int,
@@ -211,8 +260,9 @@ def theirs(paths: dict[str, str], port: int, prompts: Path, tokens: int, concurr
     if result["completed"] != count or any(n != tokens for n in lens):
         raise RuntimeError(f"vllm bench serve at c={concurrency}: {result['completed']} of {count} completed, "
                            f"output lengths {sorted(set(lens))}")
+    bursts = sum(1 for lat, ttft in zip(result["latencies"], result["ttfts"]) if lat - ttft < BURST_S)
     return Side(result["completed"], float(result["output_throughput"]), statistics.median(ttfts), _median(tpot),
-                _median(itl), float(result["duration"]))
+                _median(itl), float(result["duration"]), bursts)
 
 
 def _fmt(value: float | None) -> str:
@@ -237,7 +287,7 @@ class Level:
 
 def _row(c: int, who: str, side: Side) -> str:
     return (f"{c:>3} {who:7} {side.requests:>4} {side.tok_s:>9.1f} {side.ttft_ms:>12.2f} {_fmt(side.tpot_ms):>12} "
-            f"{_fmt(side.itl_ms):>8} {side.seconds:>7.2f}")
+            f"{_fmt(side.itl_ms):>8} {side.seconds:>7.2f} {side.bursts:>6}")
 
 
 def _med(sides: Sequence[Side], key: str) -> float | None:
@@ -294,7 +344,7 @@ async def compare_level(level: Level, sessions: tuple[Session, Session], workloa
 
 
 async def measure(paths: dict[str, str], levels: Sequence[int], tokens: int, repeats: int,
-                  failures: list[str]) -> None:
+                  failures: list[str], pin: bool = True) -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-vllm-clients-"))
     path = work / "sweep.toml"
     path.write_text(sweep_text(tokens))
@@ -309,14 +359,16 @@ async def measure(paths: dict[str, str], levels: Sequence[int], tokens: int, rep
     try:
         with vllm_server(paths, port, work / "server.log") as proc:
             startup = await wait_ready(client, proc)
+            placement = pin_clients(proc.pid) if pin else "clients unpinned (--no-pin)"
             info = await client.server_info() or {}
             context = await client.context_length(info)
             sessions = tuple(Session(client=one, on_progress=lambda: None, context_length=context,
                                      notice=lambda level, text: None) for one in (client, plain_client))
             print(f"vllm serve ready in {startup:.1f} s (one server for every row; {load()}); "
-                  f"{tokens} output tokens per request, prompts: the code workload's {len(workload.prompts)}")
+                  f"{tokens} output tokens per request, prompts: the code workload's {len(workload.prompts)}; "
+                  f"{placement}")
             print(f"{'c':>3} {'client':7} {'reqs':>4} {'tok/s':>9} {'TTFT p50 ms':>12} {'TPOT p50 ms':>12} "
-                  f"{'ITL ms':>8} {'wall s':>7}")
+                  f"{'ITL ms':>8} {'wall s':>7} {'burst':>6}")
             for c in levels:
                 await compare_level(Level(paths, port, work, tokens, c, repeats), (sessions[0], sessions[1]),
                                     workload, texts, failures)
@@ -331,6 +383,8 @@ def main() -> int:
     parser.add_argument("--concurrency", default="1,8,64", help="comma-separated concurrencies (default 1,8,64)")
     parser.add_argument("--tokens", type=int, default=64, help="output tokens per request (default 64)")
     parser.add_argument("--repeats", type=int, default=3, help="rounds of both clients per concurrency (default 3)")
+    parser.add_argument("--no-pin", action="store_true",
+                        help="leave the clients where the scheduler puts them (see the module docstring)")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
     paths = vllm_paths()
@@ -340,7 +394,7 @@ def main() -> int:
         return 0
     failures: list[str] = []
     try:
-        asyncio.run(measure(paths, levels, args.tokens, args.repeats, failures))
+        asyncio.run(measure(paths, levels, args.tokens, args.repeats, failures, pin=not args.no_pin))
     except RuntimeError as error:
         failures.append(str(error))
     return verdict(failures)
