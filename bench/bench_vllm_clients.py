@@ -226,7 +226,8 @@ async def ours(session: Session, workload: Workload, concurrency: int, count: in
     run = await run_point(workload, session, labels, label, 1, count, 0, records.append, set())
     ok = [m for m in records if m.status == STATUS_OK and m.completion_tokens]
     if len(ok) != count:
-        raise RuntimeError(f"ours at c={concurrency}: {count - len(ok)} of {count} requests failed")
+        why = sorted({f"{m.status}: {m.error or m.http_status or 'no tokens'}" for m in records if m not in ok})
+        raise RuntimeError(f"ours at c={concurrency}: {count - len(ok)} of {count} requests failed ({'; '.join(why)})")
     tokens = sum(m.completion_tokens or 0 for m in ok)
     tpot = [((m.e2e_s or 0) - (m.ttft_s or 0)) / (m.completion_tokens - 1) * 1000 for m in ok
             if m.completion_tokens and m.completion_tokens > 1]

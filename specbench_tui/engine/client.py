@@ -142,17 +142,6 @@ class _LineTooLong(Exception):
     """A stream line passed :data:`MAX_SSE_LINE` without a line end."""
 
 
-BODY_END_WAIT_S = 1.0
-"""How long the HTTP body's own end is waited for once ``[DONE]`` came: vLLM, SGLang and llama.cpp write the
-chunked body's last chunk a moment after ``[DONE]`` (a write of its own); read to there, the connection goes back
-to the pool for the next request. A connection left before it is closed by httpcore (the response unfinished),
-so every request of a load point paid a new TCP connection before its headers left, in no figure of its own but
-in the point's wall time: at concurrency 8 on a busy 2-core vLLM server, 48 ms p50 and up to 0.95 s each, the
-point's tok/s at a quarter of ``vllm bench serve``'s (which reads each body to its end)."""
-MAX_AFTER_DONE = 64 << 10
-"""Bytes a body may still bring after ``[DONE]`` before it is cut instead (a server that goes on talking)."""
-
-
 async def _sse_lines(response: httpx.Response, max_line: int = MAX_SSE_LINE) -> AsyncIterator[str]:
     """The response body's lines, split on ``\\r\\n``, ``\\r`` or ``\\n`` only (SSE's line ends), each decoded
     as UTF-8. Not httpx's ``aiter_lines``: it splits on every ``str.splitlines`` separator, and JSON leaves
@@ -176,23 +165,6 @@ async def _sse_lines(response: httpx.Response, max_line: int = MAX_SSE_LINE) -> 
             raise _LineTooLong(len(pending))
     if pending:
         yield pending.decode("utf-8", errors="replace")
-
-
-async def _finish_body(lines: AsyncIterator[str]) -> None:
-    """Read the rest of a body whose ``[DONE]`` came (its HTTP end, normally nothing else) so that its connection
-    is kept for the next request; at most :data:`BODY_END_WAIT_S` and :data:`MAX_AFTER_DONE` bytes, after which the
-    connection is closed as before. The answer is complete either way: nothing here makes it an error."""
-    async def rest() -> None:
-        seen = 0
-        async for line in lines:
-            seen += len(line) + 1
-            if seen > MAX_AFTER_DONE:
-                return
-
-    try:
-        await asyncio.wait_for(rest(), timeout=BODY_END_WAIT_S)
-    except (asyncio.TimeoutError, httpx.HTTPError, _LineTooLong):
-        pass
 
 
 async def _read_head(response: httpx.Response, limit: int = MAX_ERROR_BODY) -> bytes:
@@ -395,8 +367,7 @@ class ServerClient:
                 result.error = f"HTTP {response.status_code}: {message}"[:2000]
                 return
             last = result.start
-            lines = _sse_lines(response)
-            async for line in lines:
+            async for line in _sse_lines(response):
                 # When the line's last bytes reached the socket (kernel stamp), else when we read them; never
                 # before an earlier line of the same answer (stamps map onto this clock to within microseconds,
                 # and an answer's times must stay in order: its end never before its first token).
@@ -409,7 +380,6 @@ class ServerClient:
                 if data == "[DONE]":
                     result.end = now
                     result.done = True
-                    await _finish_body(lines)
                     return
                 payload = _decode_payload(data, result)
                 if result.error is not None:

@@ -196,65 +196,14 @@ class RxBackend(httpcore.AsyncNetworkBackend):
         await asyncio.sleep(seconds)
 
 
-class OneRequestPerConnectionPool(httpcore.AsyncConnectionPool):
-    """httpcore's pool, whose assignment pass gives each queued request a connection of its own.
-
-    httpcore 1.0.9's pass hands every request queued in it the *first* available connection: an idle HTTP/1.1
-    connection stays "available" until its request starts on it, so a wave of N requests over N idle kept-alive
-    connections all get the same one; one starts, the other N - 1 fail with ``ConnectionNotAvailable``, retry on
-    the next pass and again all but one lose: N passes of the event loop before the last of the wave is sent (at
-    concurrency 64 on a busy 2-core vLLM, 1.2 s p50 and 5 s at worst between the call and the request's headers,
-    ours keeping ~9 of 64 in flight; encode/httpcore issues 822 and 1110). Here a connection that a request of the
-    pool is already assigned to is spoken for: it is given to no other request, nor closed as expired or surplus
-    under it; one pass of the queue, one connection per request (HTTP/1.1 only, which is all this client speaks)."""
-
-    def _assign_requests_to_connections(self) -> list[httpcore.AsyncConnectionInterface]:
-        taken = {id(r.connection) for r in self._requests if r.connection is not None}
-        closing: list[httpcore.AsyncConnectionInterface] = []
-        kept: list[httpcore.AsyncConnectionInterface] = []
-        for connection in self._connections:
-            if connection.is_closed():
-                continue
-            if id(connection) not in taken and connection.has_expired():
-                closing.append(connection)
-                continue
-            kept.append(connection)
-        idle = [c for c in kept if id(c) not in taken and c.is_idle()]
-        surplus = {id(c) for c in idle[:max(0, len(idle) - self._max_keepalive_connections)]}
-        closing.extend(c for c in kept if id(c) in surplus)
-        self._connections[:] = [c for c in kept if id(c) not in surplus]
-        free = [c for c in self._connections if id(c) not in taken and c.is_available()]
-        for pool_request in [r for r in self._requests if r.is_queued()]:
-            origin = pool_request.request.url.origin
-            reuse = next((c for c in free if c.can_handle_request(origin)), None)
-            if reuse is not None:
-                free.remove(reuse)
-                connection = reuse
-            else:
-                if len(self._connections) >= self._max_connections:
-                    spare = next((c for c in self._connections if id(c) not in taken and c.is_idle()), None)
-                    if spare is None:
-                        continue  # stays queued until a response closes
-                    self._connections.remove(spare)
-                    if spare in free:
-                        free.remove(spare)
-                    closing.append(spare)
-                connection = self.create_connection(origin)
-                self._connections.append(connection)
-            pool_request.assign_to_connection(connection)
-            taken.add(id(connection))
-        return closing
-
-
 class RxClockTransport(httpx.AsyncHTTPTransport):
-    """httpx's own transport (request and response mapping, error mapping) over :class:`RxBackend`, pooled by
-    :class:`OneRequestPerConnectionPool`."""
+    """httpx's own transport (request and response mapping, error mapping, pooling) over :class:`RxBackend`."""
 
     def __init__(self, *, limits: httpx.Limits) -> None:
         super().__init__(verify=False, limits=limits)
         # httpx builds its pool in __init__ without a way to name the network backend; the pool is rebuilt with
         # the same settings and ours (tests/test_engine_rxclock.py fails if httpx stops using ``_pool``).
-        self._pool = OneRequestPerConnectionPool(
+        self._pool = httpcore.AsyncConnectionPool(
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
