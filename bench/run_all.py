@@ -13,7 +13,11 @@ that does not exist in ``bench/`` prints SKIP with the reason. About 20 minutes 
 The load column is the 1-minute load average when the script started and when it ended (``os.getloadavg``):
 figures measured at a load above the box's cores measure the box as much as the code.
 
-    .venv/bin/python bench/run_all.py [--only crash,logpump,ui,ui-busy,...] [--quiet]
+    .venv/bin/python bench/run_all.py [--only crash,logpump,ui,ui-busy,...] [--quiet] [--record docs/bench-latest.md]
+
+``--record PAGE`` writes the table as a documentation page (the date, the commit and the box at its head) and
+puts its headline rows (:data:`HEADLINES`) into the README between its ``bench:start``/``bench:end`` markers, so
+that the README's figures are those of the last recorded run; ``tests/test_docs.py`` holds the two to each other.
 """
 
 from __future__ import annotations
@@ -58,6 +62,13 @@ SCRIPTS: dict[str, Bench] = {
     "attach": Bench("bench/bench_attach.py"),
 }
 _PLACEMENT = re.compile(r"measured concurrent/lower-bound ratio ([0-9.]+)")
+README = ROOT / "README.md"
+README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
+HEADLINES = ("crash line -> red row", "whole watch through a pipe", "slowest key p95", "runs_10k_s",
+             "resume_latest_10k_s", "attach_64mb_events_first_s", "fidelity: worst decode tok/s error", "real vLLM c=")
+"""The figures the README quotes: the rows whose name starts with one of these and that are judged (PASS or
+FAIL, not info)."""
+RECORD_COLUMNS = ("figure", "value", "target", "verdict", "load", "command")
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,71 @@ class Row:
     load: str
     command: str
     seconds: float
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "/").strip()
+
+
+def record_page(rows: list[Row], when: str, commit: str, cores: int | None) -> str:
+    """The documentation page of one run of everything: every row, with its verdict and the load it ran at."""
+    lines = ["# The latest bench run", "",
+             f"Written by `.venv/bin/python bench/run_all.py --record docs/bench-latest.md` on {when}, at commit "
+             f"`{commit}`, on {cores} cores. Each figure, its target, its verdict and the 1-minute load average "
+             "when its script started and ended; what each measures and how: "
+             "[Figures and how they were measured](performance.md). The README quotes the headline rows.", "",
+             "| " + " | ".join(RECORD_COLUMNS) + " |", "| " + " | ".join("---" for _ in RECORD_COLUMNS) + " |"]
+    for row in rows:
+        cells = (row.name, row.value, row.target, row.verdict, row.load, f"`{row.command}` ({row.seconds:.0f} s)")
+        lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def recorded_rows(page: str) -> list[dict[str, str]]:
+    """The rows of a page :func:`record_page` wrote, as {column: text}."""
+    rows = []
+    for line in page.splitlines():
+        if line.startswith("| ") and not line.startswith(("| figure |", "| ---")):
+            cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
+            if len(cells) == len(RECORD_COLUMNS):
+                rows.append(dict(zip(RECORD_COLUMNS, cells)))
+    return rows
+
+
+def headline_block(rows: list[dict[str, str]], when: str) -> str:
+    """The README's table of headline figures, from a recorded page's rows."""
+    chosen = [row for row in rows
+              if row["figure"].startswith(HEADLINES) and row["verdict"] in ("PASS", "FAIL")]
+    lines = [README_START,
+             f"From the last recorded run of `bench/run_all.py` ({when}, 2 shared cores, no GPU; every figure and "
+             "the load it ran at: [docs/bench-latest.md](docs/bench-latest.md)):", "",
+             "| figure | value | target | | load |", "| --- | --- | --- | --- | --- |"]
+    lines += [f"| {row['figure']} | {row['value']} | {row['target']} | {row['verdict']} | {row['load']} |"
+              for row in chosen]
+    return "\n".join([*lines, README_END])
+
+
+def recorded_when(page: str) -> str:
+    match = re.search(r" on (\d{4}-\d{2}-\d{2})", page)
+    return match[1] if match else "?"
+
+
+def with_headlines(readme: str, block: str) -> str:
+    """``readme`` with the text between its bench markers replaced by ``block``."""
+    start, end = readme.find(README_START), readme.find(README_END)
+    if start < 0 or end < start:
+        raise SystemExit(f"{README}: no {README_START} ... {README_END} block to write the figures into")
+    return readme[:start] + block + readme[end + len(README_END):]
+
+
+def record(rows: list[Row], page_path: Path) -> None:
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                            check=False).stdout.strip() or "?"
+    page = record_page(rows, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit, os.cpu_count())
+    page_path.write_text(page, encoding="utf-8")
+    README.write_text(with_headlines(README.read_text(encoding="utf-8"),
+                                     headline_block(recorded_rows(page), recorded_when(page))), encoding="utf-8")
+    print(f"recorded in {page_path} and the README's figures")
 
 
 def figures_of(key: str, output: str, code: int) -> list[tuple[str, str, str, str]]:
@@ -134,6 +210,8 @@ def main() -> int:
     parser.add_argument("--only", help=f"comma-separated subset of {','.join(SCRIPTS)}")
     parser.add_argument("--quiet", action="store_true", help="print only the summary")
     parser.add_argument("--presses", type=int, default=None, help="presses per key for bench_ui.py (its default: 20)")
+    parser.add_argument("--record", type=Path, metavar="PAGE",
+                        help="write the table to PAGE (docs/bench-latest.md) and its headline rows into the README")
     args = parser.parse_args()
     chosen = args.only.split(",") if args.only else list(SCRIPTS)
     unknown = [key for key in chosen if key not in SCRIPTS]
@@ -155,6 +233,8 @@ def main() -> int:
         print(f"{row.name:<{width}}  {row.value:>14}  {row.target:>12}  {row.verdict:4}  {row.load:>10}  "
               f"{row.command} ({row.seconds:.0f} s)")
     print("\nALL PASS" if not failed else "\nSOME FIGURES MISS THEIR TARGET")
+    if args.record is not None:
+        record(summary, args.record)
     return 1 if failed else 0
 
 

@@ -136,6 +136,26 @@ def test_the_readme_is_a_newcomers_page() -> None:
     assert "docs/screenshot.svg" in text and (DOCS / "screenshot.svg").exists()
 
 
+def test_the_readmes_figures_are_the_last_recorded_bench_run() -> None:
+    """The README's figures are the headline rows of docs/bench-latest.md, which ``bench/run_all.py --record``
+    wrote from one run of every bench: a figure edited by hand in either, or a headline row dropped, fails here."""
+    spec = importlib.util.spec_from_file_location("run_all", ROOT / "bench" / "run_all.py")
+    assert spec is not None and spec.loader is not None
+    run_all = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("run_all", run_all)  # its dataclasses look their module up there
+    spec.loader.exec_module(run_all)
+    page = (DOCS / "bench-latest.md").read_text(encoding="utf-8")
+    rows = run_all.recorded_rows(page)
+    assert len(rows) >= 30, f"docs/bench-latest.md: {len(rows)} rows; a whole run of bench/run_all.py has more"
+    assert {"crash", "watch", "key", "runs_10k", "resume_latest", "attach_64mb", "vLLM"} <= {
+        word for row in rows for word in ("crash", "watch", "key", "runs_10k", "resume_latest", "attach_64mb", "vLLM")
+        if word in row["figure"]}, "docs/bench-latest.md: a bench of the issue's table is missing"
+    block = run_all.headline_block(rows, run_all.recorded_when(page))
+    readme = README.read_text(encoding="utf-8")
+    assert block in readme, ("README.md: its figures differ from docs/bench-latest.md's headline rows; "
+                             "run .venv/bin/python bench/run_all.py --record docs/bench-latest.md")
+
+
 def test_ci_runs_the_readmes_test_command_which_installs_the_docs_builder() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert TEST_COMMAND in ci.splitlines(), ".ci/run must run the README's test command verbatim"
