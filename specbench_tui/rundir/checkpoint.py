@@ -145,8 +145,12 @@ def save(fold: RunFold) -> bool:
     not written (nothing to keep it in, a file changed meanwhile, a value marshal cannot hold, a full disk)."""
     if not fold.every_event or fold.ledger_events:
         return False
-    ended = next((n for n in range(len(fold.events) - 1, -1, -1) if fold.events[n] is fold.ended), -1)
-    return _save(fold, [], _rows(fold.events), ended)
+    return _save(fold, [], _rows(fold.events), _place_of(fold.ended, fold.events))
+
+
+def _place_of(event: Event | None, events: list[Event]) -> int:
+    """Where ``event`` is among ``events``, the last time (-1: not there)."""
+    return next((n for n in range(len(events) - 1, -1, -1) if events[n] is event), -1)
 
 
 def _rows(events: list[Event]) -> list[Any]:
@@ -412,10 +416,8 @@ class RunCheckpoints:
         self._fold = fold
         new = fold.events
         if new:
-            if fold.ended is not None:
-                at = next((n for n in range(len(new) - 1, -1, -1) if new[n] is fold.ended), -1)
-                if at >= 0:
-                    self._ended = self._count + at
+            if fold.ended is not None and (at := _place_of(fold.ended, new)) >= 0:
+                self._ended = self._count + at
             self._chunks.append(_chunk(new))
             self._count += len(new)
             fold.events = []

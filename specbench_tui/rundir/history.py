@@ -19,7 +19,7 @@ import dataclasses
 import gc
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from math import isfinite
 from pathlib import Path
 from typing import Any
@@ -234,6 +234,23 @@ def decode_measurement(data: dict[str, Any]) -> Measurement:
     return record
 
 
+def _batches(lines: Iterable[bytes]) -> Iterator[list[bytes]]:
+    """The lines that are not blank, :data:`BATCH_LINES` at a time."""
+    kept = [raw for raw in lines if raw.strip()]
+    for first in range(0, len(kept), BATCH_LINES):
+        yield kept[first:first + BATCH_LINES]
+
+
+def _parsed(lines: list[bytes]) -> list[Any] | None:
+    """``lines`` parsed as one JSON array (one call instead of one per line); None when they are not one value a
+    line (a line not JSON, cut, or holding two): the caller reads them line by line."""
+    try:
+        values = json.loads(b"[" + b",".join(lines) + b"]")
+    except (ValueError, RecursionError):
+        return None
+    return values if isinstance(values, list) and len(values) == len(lines) else None
+
+
 _DECODER = json.JSONDecoder()
 
 
@@ -332,9 +349,8 @@ class RunFold:
         every = self.every_event
         for block in self.events_tail.batches(upto):
             if every:  # every event but the measurements' copies, parsed BATCH_LINES at a time
-                lines = [raw for raw in block if raw and not raw.startswith(_MEASUREMENT_TYPE)]
-                for first in range(0, len(lines), BATCH_LINES):
-                    self._fold_batch(lines[first:first + BATCH_LINES])
+                for batch in _batches(raw for raw in block if not raw.startswith(_MEASUREMENT_TYPE)):
+                    self._fold_batch(batch)
                 continue
             for raw in block:
                 kind = _line_type(raw)
@@ -348,17 +364,11 @@ class RunFold:
                 if event is not None:
                     self._fold(event)
 
-    def _fold_batch(self, batch: list[bytes]) -> None:
-        """Lines parsed as one JSON array (one call instead of one per line); a batch that is not one value per
-        line (a line not JSON, cut, or holding two) is read line by line, each refused line counted."""
-        lines = [raw for raw in batch if raw.strip()]
-        if not lines:
-            return
-        try:
-            values = json.loads(b"[" + b",".join(lines) + b"]")
-        except (ValueError, RecursionError):
-            values = None
-        if not isinstance(values, list) or len(values) != len(lines):
+    def _fold_batch(self, lines: list[bytes]) -> None:
+        """Lines parsed as one JSON array (:func:`_parsed`); a batch that is not one value per line is read line
+        by line, each refused line counted."""
+        values = _parsed(lines)
+        if values is None:
             for raw in lines:
                 event = self._event(raw)
                 if event is not None:
@@ -411,14 +421,9 @@ class RunFold:
     def _fold_results(self, upto: int | None) -> None:
         add, report = self.ledger.add, self.report
         for block in self.results_tail.batches(upto):
-            lines = [raw for raw in block if raw.strip()]
-            for first in range(0, len(lines), BATCH_LINES):  # BATCH_LINES records parsed in one call
-                batch = lines[first:first + BATCH_LINES]
-                try:
-                    values = json.loads(b"[" + b",".join(batch) + b"]")
-                except (ValueError, RecursionError):
-                    values = None
-                if not isinstance(values, list) or len(values) != len(batch):
+            for batch in _batches(block):  # BATCH_LINES records parsed in one call
+                values = _parsed(batch)
+                if values is None:
                     values = [self._result(raw) for raw in batch]  # line by line, each refused line counted
                 for data in values:
                     if data is _UNREADABLE:

@@ -147,7 +147,7 @@ class Entry:
         if key is not None:
             if stored != key:
                 return None
-        elif not (isinstance(stored, list) and len(stored) == 1 + 4 * len(KEYED)
+        elif not (isinstance(stored, list) and len(stored) == _KEY_LENGTH
                   and all(type(v) is int for v in stored)):
             return None
         counts = (data.get("total"), data.get("ran"), data.get("skipped"), data.get("measurements"),
@@ -563,24 +563,16 @@ def _start_of(raw: object, child: os.DirEntry[str], latest: float) -> float | No
     if not (isinstance(started, (float, int)) and type(started) is not bool
             and (started == 0 or 0 < started <= latest)):  # NaN fails both
         return None
-    lstat, path = os.lstat, child.path
-    try:
-        info = lstat(f"{path}/{RUN_JSON}")
-    except OSError:
-        if key[_META_AT + 1] != -1:
-            return None
-    else:
-        if key[_META_AT] != info.st_ino or key[_META_AT + 1] != info.st_size \
-                or key[_META_AT + 2] != info.st_mtime_ns or key[_META_AT + 3] != stat.S_IFMT(info.st_mode):
-            return None
-    try:
-        info = lstat(f"{path}/{EVENTS}")
-    except OSError:
-        return None
-    if key[_EVENTS_AT] != info.st_ino or key[_EVENTS_AT + 1] != info.st_size \
-            or key[_EVENTS_AT + 2] != info.st_mtime_ns or key[_EVENTS_AT + 3] != stat.S_IFMT(info.st_mode):
+    path = child.path
+    if not (_same_identity(key, _META_AT, f"{path}/{RUN_JSON}")  # both missing is the same
+            and _same_identity(key, _EVENTS_AT, f"{path}/{EVENTS}")):  # the key has one (checked above)
         return None
     return float(started)
+
+
+def _same_identity(key: Key, at: int, path: str) -> bool:
+    """Whether the identity that ``key`` holds at ``at`` is that of the file at ``path`` now."""
+    return tuple(key[at:at + 4]) == _identity(path)
 
 
 def entry_of(run_dir: Path) -> Entry | None:
@@ -620,14 +612,8 @@ def _launch_free_in(folder: str, runs: Mapping[str, Any]) -> Callable[[str], boo
         if type(raw) is not dict or raw.get("launches") != 0 or type(raw["launches"]) is not int:
             return False
         key = raw.get("key")
-        if type(key) is not list or len(key) != 1 + 4 * len(KEYED):
-            return False
-        try:
-            info = os.lstat(f"{folder}/{name}/{EVENTS}")
-        except OSError:
-            return False
-        return key[_EVENTS_AT:_EVENTS_AT + 4] == [info.st_ino, info.st_size, info.st_mtime_ns,
-                                                   stat.S_IFMT(info.st_mode)]
+        return (type(key) is list and len(key) == _KEY_LENGTH and key[_EVENTS_AT + 1] != -1
+                and _same_identity(key, _EVENTS_AT, f"{folder}/{name}/{EVENTS}"))
     return check
 
 
