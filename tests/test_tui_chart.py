@@ -233,3 +233,15 @@ def test_marks_wrap_to_the_width_in_four_lines_at_most() -> None:
     assert mark_lines(("a b c d e f g h i j",), 10) == ("a b c d e", "f g h i j")
     lines = mark_lines(tuple("word " * 30 for _ in range(3)), 20)
     assert len(lines) == 4 and lines[-1].endswith("…") and all(len(line) <= 20 for line in lines)
+
+
+async def test_an_analysis_that_finishes_as_the_app_quits_draws_no_chart(tmp_path: Path) -> None:
+    """The analysis worker can finish while the app is closing: installing the chart screen then raised
+    Textual's SignalError (a flaky failure of whichever test ended just as its analysis came in)."""
+    engine = FakeEngine(tmp_path / "run")
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await ready(pilot)
+    assert not app.is_running
+    app.prepare_chart()  # raised SignalError before
+    assert app._chart is None

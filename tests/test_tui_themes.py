@@ -131,6 +131,50 @@ async def test_t_draws_the_new_theme_and_its_toast_in_one_frame(tmp_path: Path, 
             assert batch_depth(app) == 0
 
 
+async def test_p_and_o_draw_their_change_and_its_toast_in_one_frame(tmp_path: Path, monkeypatch) -> None:
+    """``p`` and ``o``: the frame that first shows the paused header (or the new sort) carries the key's toast
+    (it came one or two frames, 16-50 ms, later while Textual mounted it). The toast's mount is made to take
+    20 ms here, as it does beside a log flood on a busy box, so that a frame can come before it."""
+    from specbench_tui.tui.textual_private import DISPLAY_METHOD, Toast, ToastRack, batch_depth, toast_notification
+
+    show = ToastRack.show
+
+    def slow_show(self, notifications) -> None:  # noqa: ANN001
+        self.set_timer(0.02, lambda: show(self, notifications))
+
+    monkeypatch.setattr(ToastRack, "show", slow_show)
+
+    engine = FakeEngine(tmp_path / "run")
+    app = SpecbenchApp(engine, theme="specbench-light", clock=lambda: T0)
+    frames: list[tuple[bool, str, bool]] = []
+    display = getattr(app, DISPLAY_METHOD)
+
+    def recorded(screen, renderable) -> None:  # noqa: ANN001
+        if renderable is not None and not batch_depth(app):
+            messages = {n.message for t in app.query(Toast) if t.is_mounted and (n := toast_notification(t))}
+            sort = app.sweep_screen.query_one("#results-panel").sort_label()
+            answer = any(m.startswith(("Queue paused", f"Results sorted by {sort}")) for m in messages)
+            frames.append((app.paused_shown, sort, answer))
+        display(screen, renderable)
+
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        engine.play_until_running()
+        while not app.panels_ready:
+            await pilot.pause(0.02)
+        await pilot.pause(0.1)
+        monkeypatch.setattr(app, DISPLAY_METHOD, recorded)
+        await pilot.press("p")
+        await until(pilot, lambda: any(paused for paused, _, _ in frames), "a frame with the queue paused")
+        assert next(answer for paused, _, answer in frames if paused), frames
+        await pilot.pause(0.2)
+        sort = frames[-1][1]
+        frames.clear()
+        await pilot.press("o")
+        await until(pilot, lambda: any(label != sort for _, label, _ in frames), "a frame in the new sort")
+        assert next(answer for _, label, answer in frames if label != sort), frames
+        assert batch_depth(app) == 0
+
+
 async def test_a_theme_seen_before_reuses_its_parsed_css_which_equals_a_fresh_parse(tmp_path: Path) -> None:
     from textual.css.stylesheet import Stylesheet
 

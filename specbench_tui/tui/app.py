@@ -78,7 +78,7 @@ from specbench_tui.tui.safe_text import clean
 from specbench_tui.tui.screen_actions import ScreenActions
 from specbench_tui.tui.sweep_screen import SweepScreen
 from specbench_tui.tui.terminal_watch import HangupWatch
-from specbench_tui.tui.textual_private import ThemeStylesheet, begin_batch, end_batch
+from specbench_tui.tui.textual_private import ThemeStylesheet
 from specbench_tui.tui.themes import DEFAULT_THEME, FALLBACK_THEME, load_themes
 
 STOP_TIMEOUT_S = 60.0
@@ -126,8 +126,6 @@ class AnalysedRows(NamedTuple):
 
 PRIME_THEMES_AFTER_S = 2.0
 """The themes' CSS is parsed ahead of ``t`` this long after the panels are up (one theme every 0.2 s)."""
-THEME_TOAST_WAIT_S = 0.05
-"""At most this long a new theme's first frame waits for its toast to be mounted (it takes a few ms)."""
 
 
 class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, AppBase):
@@ -532,26 +530,11 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         names = self.specbench_themes or [FALLBACK_THEME]
         index = names.index(self.theme) + 1 if self.theme in names else 0
         name = names[index % len(names)]
-        # One frame shows the new theme and its toast: repaints wait (Textual's batch update) until the new CSS is
-        # applied, the panels restyled and the toast mounted; otherwise the toast came a frame after the full
-        # repaint of the new theme, ~20 ms of CPU and a screen write later.
-        begin_batch(self)
-        try:
-            self.notifier.post(f"Theme: {name}", timeout=3, topic=("theme",), record=False)
-            self.set_theme(name)
-        finally:
-            self.call_later(self._draw_theme)
-
-    async def _draw_theme(self) -> None:
-        """End the batch of :meth:`action_cycle_theme` once the theme's toast is mounted (or after a while)."""
-        deadline = time.monotonic() + THEME_TOAST_WAIT_S
-        try:
-            turns = 0
-            while not self.notifier.toast_ready(("theme",)) and time.monotonic() < deadline:
-                turns += 1
-                await asyncio.sleep(0 if turns < 20 else 0.002)  # the toast mounts in its own task
-        finally:
-            end_batch(self)
+        # One frame shows the new theme and its toast (the notifier holds repaints until the toast is mounted):
+        # otherwise the toast came a frame after the full repaint of the new theme, ~20 ms of CPU and a screen
+        # write later.
+        self.notifier.answer(f"Theme: {name}", timeout=3, topic=("theme",))
+        self.set_theme(name)
 
     # ------------------------------------------------------------------------------------ panels
 
@@ -594,7 +577,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
 
     def action_cycle_sort(self) -> None:
         label = self._results_panel().cycle_sort()
-        self.notifier.post(f"Results sorted by {label}.", timeout=3, topic=("sort",), record=False)
+        self.notifier.answer(f"Results sorted by {label}.", timeout=3, topic=("sort",))
 
 
 def _initial_state(engine: EngineAdapter) -> RunState:

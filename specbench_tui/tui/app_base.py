@@ -135,7 +135,7 @@ class AppBase(App[int]):
 
     def _hint(self, message: str, severity: Severity = "warning") -> None:
         """A short answer to a key (not kept in the history)."""
-        self.notifier.post(message, severity=severity, timeout=4, topic=("hint",), record=False)
+        self.notifier.answer(message, severity=severity, timeout=4, topic=("hint",))
 
     @property
     def attached(self) -> bool:

@@ -95,7 +95,7 @@ class ControlActions(AppBase):
         pause = not self.paused_shown
         self.pause_requested = pause
         self._control(self.engine.pause if pause else self.engine.resume)
-        self.notifier.post(QUEUE_PAUSED if pause else QUEUE_RESUMED, timeout=4, topic=("queue",), record=False)
+        self.notifier.answer(QUEUE_PAUSED if pause else QUEUE_RESUMED, timeout=4, topic=("queue",))
         if self._panels_attached():
             self._show_view()
 

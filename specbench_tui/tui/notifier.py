@@ -9,6 +9,7 @@ newest last, for the notifications screen (key ``n``).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -18,7 +19,16 @@ from textual.app import ScreenStackError
 from textual.css.query import NoMatches
 from textual.notifications import Notification
 
-from specbench_tui.tui.textual_private import Toast, ToastRack, is_shown, show_notification, take_down, toast_notification
+from specbench_tui.tui.textual_private import (
+    Toast,
+    ToastRack,
+    begin_batch,
+    end_batch,
+    is_shown,
+    show_notification,
+    take_down,
+    toast_notification,
+)
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -27,6 +37,8 @@ Severity = Literal["information", "warning", "error"]
 MAX_SHOWN = 3
 """Toasts on screen at once (two on a terminal under 30 lines); older ones leave the screen, not the history."""
 MAX_HISTORY = 1000
+ANSWER_WAIT_S = 0.05
+"""How long a key's answer holds the screen for its toast to mount (it takes a few turns of the event loop)."""
 
 
 @dataclass
@@ -72,6 +84,31 @@ class Notifier:
             self.record(entry)
         self._show(entry, timeout, topic)
         return entry
+
+    def answer(self, message: str, *, topic: Hashable, severity: Severity = "information",
+               timeout: float = 4.0) -> Entry:
+        """A key's answer: its toast and whatever else the key changes on screen are drawn in one frame.
+
+        Textual mounts a toast over a few turns of its event loop, and the screen's update timer drew the key's
+        other changes (a paused header, a restyled table) in between: the toast came one or two frames (16-50 ms)
+        later. Here repaints are held (Textual's batch update) from now until the toast is mounted, or at most
+        :data:`ANSWER_WAIT_S`; what the caller changes after this call, in the same turn, is in that frame too."""
+        begin_batch(self.app)
+        try:
+            entry = self.post(message, severity=severity, timeout=timeout, topic=topic, record=False)
+        finally:
+            self.app.call_later(self._release_when_up, topic)
+        return entry
+
+    async def _release_when_up(self, topic: Hashable) -> None:
+        deadline = time.monotonic() + ANSWER_WAIT_S
+        try:
+            turns = 0
+            while not self.toast_ready(topic) and time.monotonic() < deadline:
+                turns += 1
+                await asyncio.sleep(0 if turns < 20 else 0.002)  # the toast mounts in its own task
+        finally:
+            end_batch(self.app)
 
     def record(self, entry: Entry) -> None:
         """Keep ``entry`` in the history without showing a toast (what a key already said on screen)."""

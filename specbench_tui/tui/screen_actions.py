@@ -45,7 +45,10 @@ class ScreenActions(AppBase):
 
     def prepare_chart(self) -> None:
         """A newer analysis is in: have the chart drawn ahead of ``c`` in a worker (its module imported in one
-        first, so that the UI thread never waits for plotext); not while a key's answer is being drawn."""
+        first, so that the UI thread never waits for plotext); not while a key's answer is being drawn, nor once
+        the app is closing (an analysis that finished as the app quit: the screen cannot be installed then)."""
+        if not self.is_running:
+            return
         if (held := self.gc_pacer.key_hold_left()) > 0:
             if not self._chart_deferred:
                 self._chart_deferred = True
