@@ -9,6 +9,7 @@ from tui_fakes import T0, FakeEngine, until
 
 from specbench_tui.tui.app import SpecbenchApp
 from specbench_tui.tui.palette import Palette
+from specbench_tui.tui.results_panel import ResultsPanel
 from specbench_tui.tui.textual_private import notifications_of
 from specbench_tui.tui.themes import DEFAULT_THEME, load_themes
 
@@ -152,7 +153,7 @@ async def test_p_and_o_draw_their_change_and_its_toast_in_one_frame(tmp_path: Pa
     def recorded(screen, renderable) -> None:  # noqa: ANN001
         if renderable is not None and not batch_depth(app):
             messages = {n.message for t in app.query(Toast) if t.is_mounted and (n := toast_notification(t))}
-            sort = app.sweep_screen.query_one("#results-panel").sort_label()
+            sort = app.sweep_screen.query_one(ResultsPanel).sort_label()
             answer = any(m.startswith(("Queue paused", f"Results sorted by {sort}")) for m in messages)
             frames.append((app.paused_shown, sort, answer))
         display(screen, renderable)
