@@ -272,3 +272,28 @@ async def test_applying_a_theme_asks_every_node_to_refresh_once_and_repaints_eve
         screen = app.sweep_screen
         assert max(count for widget, count in asked.items() if widget is not screen) == 1
         assert asked[screen] <= 2  # its own request, and the app's (the app repaints through its screen)
+
+
+async def test_the_palette_and_the_dialogs_hide_the_sweep_screen_instead_of_tinting_it(tmp_path: Path) -> None:
+    """A translucent screen renders and tints the whole sweep screen under it on every frame (the log flood makes
+    four a second): 0.15 core of the UI thread with the quit dialog open, 0.03 opaque. Opaque in every theme."""
+    from textual.command import CommandPalette
+
+    from specbench_tui.tui.confirm_quit import ConfirmQuitScreen
+    from specbench_tui.tui.detach_screen import DetachOrStopScreen
+    from specbench_tui.tui.preflight_screen import PreflightFailedScreen
+
+    engine = FakeEngine(tmp_path / "run")
+    app = SpecbenchApp(engine, theme="specbench-light", clock=lambda: T0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        while not app.panels_ready:
+            await pilot.pause(0.02)
+        for theme in ("specbench-light", "specbench-dark", "specbench-high-contrast"):
+            app.set_theme(theme)
+            for screen in (ConfirmQuitScreen(["ar"]), DetachOrStopScreen(1, None), PreflightFailedScreen(["x"]),
+                           CommandPalette()):
+                await app.push_screen(screen)
+                await pilot.pause()
+                assert app.screen is screen and screen.styles.background.a == 1, (theme, screen)
+                app.pop_screen()
+                await pilot.pause()
