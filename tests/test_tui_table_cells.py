@@ -3,7 +3,7 @@ when it changed (a sort, a resize or a focus change re-renders nothing)."""
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from rich.text import Text
 from textual.app import App, ComposeResult
@@ -63,6 +63,31 @@ async def test_same_lines_as_datatable_through_updates_sorts_cursor_moves_and_fo
         await pilot.pause()
         assert focused_kept == lines(plain)
         assert lines(kept) != focused_kept  # the cursor row looks different without focus: not a stale cell
+
+
+async def test_same_lines_as_datatable_with_zebra_stripes_the_cursor_and_the_mouse_over_a_row() -> None:
+    """A row's line is put together from per-frame constants (its style, the edge right of its cells): striped
+    rows, the cursor row and the hovered row still read as ``DataTable`` draws them, mouse metadata included."""
+    app = Tables()
+    async with app.run_test(size=(60, 70)) as pilot:
+        kept, plain = app.query_one("#kept", CachedCellsTable), app.query_one("#plain", DataTable)
+        for table in (kept, plain):
+            table.zebra_stripes = True
+            table.move_cursor(row=3)
+        kept.focus()
+        await pilot.pause()
+        await pilot.hover("#kept", offset=(5, 7))
+        await pilot.pause()
+        hovered_kept: list[list[Any]] = lines(kept)
+        plain.focus()
+        await pilot.hover("#plain", offset=(5, 7))
+        await pilot.pause()
+        hovered_plain = lines(plain)
+        assert hovered_kept == hovered_plain
+        edges = [next(seg for seg in line if seg[2] and seg[2].get("out_of_bounds")) for line in hovered_kept[4:8]]
+        assert edges[3][2] == {"row": 6, "column": 0, "out_of_bounds": True}
+        # the cursor row (3), an even (4) and an odd row (5) and the hovered row (6): four looks of the edge
+        assert len({(edge[1].color, edge[1].bgcolor) for edge in edges}) == 4
 
 
 async def test_a_sort_renders_no_cell_again_and_a_changed_cell_is_rendered_again() -> None:

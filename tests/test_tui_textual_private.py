@@ -25,6 +25,10 @@ SIGNATURES = {
         "(self, y: 'int') -> 'tuple[RowKey, int]'",
     ('textual.widgets.DataTable', '_get_styles_to_render_cell'):
         "(self, is_header_cell: 'bool', is_row_label_cell: 'bool', is_fixed_style_cell: 'bool', hover: 'bool', cursor: 'bool', show_cursor: 'bool', show_hover_cursor: 'bool', has_css_foreground_priority: 'bool', has_css_background_priority: 'bool') -> 'tuple[Style, Style]'",
+    ('textual.widgets.DataTable', '_render_line_in_row'):
+        "(self, row_key: 'RowKey', line_no: 'int', base_style: 'Style', cursor_location: 'Coordinate', hover_location: 'Coordinate') -> 'tuple[SegmentLines, SegmentLines]'",
+    ('textual.widgets.DataTable', '_get_row_style'):
+        "(self, row_index: 'int', base_style: 'Style') -> 'Style'",
     ('textual.widget.Widget', '_get_virtual_dom'):
         "(self) -> 'Iterable[Widget]'",
     ('textual.app.App', '_refresh_notifications'):
@@ -49,6 +53,9 @@ KINDS = {
     ('textual.widgets.DataTable', '_new_rows'): 'builtins.set',
     ('textual.widgets.DataTable', '_require_update_dimensions'): 'builtins.bool',
     ('textual.widgets.DataTable', '_show_hover_cursor'): 'builtins.bool',
+    ('textual.widgets.DataTable', '_labelled_row_exists'): 'builtins.bool',
+    ('textual.widgets.DataTable', '_row_label_column_width'): 'builtins.int',
+    ('textual.widgets.DataTable', '_header_row_key'): 'textual.widgets._data_table.RowKey',
     ('textual.widgets.DataTable', '_row_render_cache'): 'textual.cache.LRUCache',
     ('textual.widgets.DataTable', '_cell_render_cache'): 'textual.cache.LRUCache',
     ('textual.widgets.DataTable', '_row_renderable_cache'): 'textual.cache.LRUCache',

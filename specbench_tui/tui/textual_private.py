@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 
 _CellLines = list[list[Segment]]
 _CellConstants = tuple[int, int, bool, bool, bool, bool, int, dict[tuple[bool, bool, bool, Style], tuple[Style, Style]]]
+_RowConstants = tuple[tuple[int, ...], int, int, bool, dict[tuple[bool, bool, Style], Style],
+                      dict[tuple[bool, bool, Style], Style]]
 _NO_STYLE = Style.null()
 
 
@@ -71,6 +73,12 @@ def _keep(kept: dict[_K, _V], key: _K, value: _V, limit: int) -> None:
     if len(kept) > limit:
         for old in list(kept)[: limit // 2]:
             del kept[old]
+
+
+@lru_cache(maxsize=4096)
+def _edge_meta(row: int) -> Style:
+    """The mouse metadata ``DataTable`` puts on the space right of a row's last cell."""
+    return Style.from_meta({"row": row, "column": 0, "out_of_bounds": True})
 
 
 @lru_cache(maxsize=4096)
@@ -116,7 +124,9 @@ class CachedCellsTable(DataTable[Any]):
     its own value object, width or effective styles change; the row and column of the mouse metadata are added to
     the kept segments (rows move when the table is sorted). Single-line rows only (the app's tables); anything
     else takes ``DataTable``'s own path. Relies on ``DataTable._render_cell``, ``_data``, ``_row_locations``,
-    ``_column_locations`` and ``_get_styles_to_render_cell`` (Textual 8).
+    ``_column_locations`` and ``_get_styles_to_render_cell``; a row's line is put together here too
+    (``_render_line_in_row``, ``_get_row_style``, ``_labelled_row_exists``, ``_row_label_column_width`` and
+    ``_header_row_key``) (Textual 8).
     """
 
     def watch_show_vertical_scrollbar(self, shown: bool) -> None:
@@ -133,6 +143,7 @@ class CachedCellsTable(DataTable[Any]):
         self._frame_style: Style | None = None
         self._frame_looks: tuple[object, ...] | None = None
         self._frame_cells: _CellConstants | None = None
+        self._frame_row: _RowConstants | None = None
         self._styles_version = 0
         # DataTable's own caches sit behind these (misses only): small, so that they do not hold thousands of
         # strips and segment lists that every full garbage collection walks.
@@ -157,12 +168,45 @@ class CachedCellsTable(DataTable[Any]):
         self._frame_looks = (style, widths, self.cursor_type, self.show_cursor, self._show_hover_cursor,
                              self.get_pseudo_class_state(), self.fixed_rows, self.fixed_columns, self.zebra_stripes,
                              self.show_row_labels, self._styles_version, self.size.width)
+        if (self.cursor_type == "row" and not self.fixed_columns
+                and not (self._labelled_row_exists and self.show_row_labels)):
+            spare = max(0, self.size.width - sum(widths) - self._row_label_column_width)
+            self._frame_row = (widths, spare, self.fixed_rows, self.zebra_stripes, {}, {})
         try:
             return super().render_lines(crop)
         finally:
             self._frame_style = None
             self._frame_looks = None
             self._frame_cells = None
+            self._frame_row = None
+
+    def _render_line_in_row(self, row_key: RowKey, line_no: int, base_style: Style, cursor_location: Any,
+                            hover_location: Any) -> tuple[_CellLines, _CellLines]:
+        """A data row's line as ``DataTable`` makes it (its cells, then the row's style carried to the table's
+        right edge), with what is the same for every row of a frame worked out once a frame: the columns' widths,
+        the spare width, the row and edge styles. ``DataTable`` works them out again for every row (each a walk
+        through component styles), most of a line's cost once its cells are kept. Row cursors, no fixed columns
+        and no row labels (the app's tables); anything else takes ``DataTable``'s own path."""
+        frame = self._frame_row
+        row_index = self._row_locations.get(row_key)
+        if frame is None or line_no != 0 or row_index is None or row_key is self._header_row_key:
+            return super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
+        widths, spare, fixed_rows, zebra, row_styles, edges = frame
+        cursor = cursor_location.row == row_index
+        hover = hover_location.row == row_index
+        look = (row_index < fixed_rows, zebra and row_index % 2 == 1, base_style)
+        row_style = row_styles.get(look)
+        if row_style is None:
+            row_style = row_styles[look] = self._get_row_style(row_index, base_style)
+        render = self._render_cell
+        cells = [render(row_index, column, row_style, width, cursor, hover)[0] for column, width in enumerate(widths)]
+        edge = edges.get((hover, cursor, row_style))
+        if edge is None:
+            extend, _ = self._get_styles_to_render_cell(False, False, False, hover, cursor, self.show_cursor,
+                                                        self._show_hover_cursor, False, False)
+            edge = edges[hover, cursor, row_style] = row_style + extend
+        cells.append([Segment(" " * spare, edge + _edge_meta(row_index))])
+        return [], cells
 
     def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
         """A line of a row kept while the row's cells, its place, its cursor and hover state and the table's looks
@@ -591,6 +635,11 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("textual.widgets.DataTable", "_update_dimensions"),
     ("textual.widgets.DataTable", "_get_offsets"),
     ("textual.widgets.DataTable", "_get_styles_to_render_cell"),
+    ("textual.widgets.DataTable", "_render_line_in_row"),
+    ("textual.widgets.DataTable", "_get_row_style"),
+    ("textual.widgets.DataTable", "_labelled_row_exists"),
+    ("textual.widgets.DataTable", "_row_label_column_width"),
+    ("textual.widgets.DataTable", "_header_row_key"),
     ("textual.widgets.DataTable", "_data"),
     ("textual.widgets.DataTable", "_row_locations"),
     ("textual.widgets.DataTable", "_column_locations"),
