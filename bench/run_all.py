@@ -5,7 +5,8 @@ Each script prints its own table, then ``FIGURE|name|value|target|pass`` lines t
 (``bench_placement.py`` prints its ratio in its own words, which are read instead). The scripts run one at a
 time: they time things, and two of them at once on two cores would measure each other. The ``ui-busy`` run is
 ``bench_ui.py`` again with two busy loops (``python -c 'while 1: pass'``) running beside the app the whole time,
-as a GPU box's tokenizer and scheduler threads compete with it. The ``fidelity`` rows put ours beside SGLang's
+each in a session of its own as the engine starts each server, as a GPU box's tokenizer and scheduler threads
+compete with it. The ``fidelity`` rows put ours beside SGLang's
 ``bench_serving`` on the simulator (error against its truth), the ``vllm`` rows beside vLLM's ``vllm bench serve``
 on one real vLLM server (the ratio between the clients; info lines and exit 0 without ``.venv-vllm``). A bench
 that does not exist in ``bench/`` prints SKIP with the reason. About 20 minutes for everything on 2 cores.
@@ -178,7 +179,10 @@ def run_one(key: str, bench: Bench, quiet: bool) -> tuple[list[Row], bool]:
         reason = bench.skip or f"{bench.script} does not exist"
         print(f"==> SKIP {key}: {reason}\n")
         return [Row(f"{key}: {reason}", "-", "-", "SKIP", "-", command, 0.0)], False
-    loops = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(bench.busy_loops)]
+    # each loop in a session of its own, as the engine starts each server (with scheduler autogroups, CPU is
+    # shared between sessions first: two loops in this one session would count as one beside the app)
+    loops = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP], start_new_session=True)
+             for _ in range(bench.busy_loops)]
     try:
         if loops:
             time.sleep(2.0)  # the load average starts to show them
