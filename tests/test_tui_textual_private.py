@@ -55,7 +55,6 @@ KINDS = {
     ('textual.widgets.DataTable', '_show_hover_cursor'): 'builtins.bool',
     ('textual.widgets.DataTable', '_labelled_row_exists'): 'builtins.bool',
     ('textual.widgets.DataTable', '_row_label_column_width'): 'builtins.int',
-    ('textual.widgets.DataTable', '_header_row_key'): 'textual.widgets._data_table.RowKey',
     ('textual.widgets.DataTable', '_row_render_cache'): 'textual.cache.LRUCache',
     ('textual.widgets.DataTable', '_cell_render_cache'): 'textual.cache.LRUCache',
     ('textual.widgets.DataTable', '_row_renderable_cache'): 'textual.cache.LRUCache',

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from narrowing import present
 from tui_fakes import T0, FakeEngine, until
@@ -100,27 +102,35 @@ async def test_a_theme_change_recolours_every_queue_row_on_screen_and_off(tmp_pa
             assert state_cell.style == state_style(state_cell.plain, app.palette), row.key.value
 
 
-async def test_t_draws_the_new_theme_and_its_toast_in_one_frame(tmp_path: Path, monkeypatch) -> None:
-    """``t``: no frame is drawn in the new theme without its toast (the toast used to come a full frame later)."""
+def record_frames(app: SpecbenchApp, monkeypatch, describe: Callable[[set[str]], Any]) -> list[Any]:  # noqa: ANN001
+    """From now on, ``describe(toast messages up)`` of every frame the app writes outside a batch."""
     from specbench_tui.tui.textual_private import DISPLAY_METHOD, Toast, batch_depth, toast_notification
 
-    engine = FakeEngine(tmp_path / "run")
-    app = SpecbenchApp(engine, theme="specbench-light", clock=lambda: T0)
-    frames: list[tuple[str, bool]] = []
+    frames: list[Any] = []
     display = getattr(app, DISPLAY_METHOD)
 
     def recorded(screen, renderable) -> None:  # noqa: ANN001
         if renderable is not None and not batch_depth(app):
-            toasts = [t for t in app.query(Toast) if t.is_mounted
-                      and (n := toast_notification(t)) is not None and n.message == f"Theme: {app.theme}"]
-            frames.append((app.theme, bool(toasts)))
+            messages = {n.message for t in app.query(Toast) if t.is_mounted and (n := toast_notification(t))}
+            frames.append(describe(messages))
         display(screen, renderable)
+
+    monkeypatch.setattr(app, DISPLAY_METHOD, recorded)
+    return frames
+
+
+async def test_t_draws_the_new_theme_and_its_toast_in_one_frame(tmp_path: Path, monkeypatch) -> None:
+    """``t``: no frame is drawn in the new theme without its toast (the toast used to come a full frame later)."""
+    from specbench_tui.tui.textual_private import batch_depth
+
+    engine = FakeEngine(tmp_path / "run")
+    app = SpecbenchApp(engine, theme="specbench-light", clock=lambda: T0)
 
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
         while not app.panels_ready:
             await pilot.pause(0.02)
         await pilot.pause(0.1)
-        monkeypatch.setattr(app, DISPLAY_METHOD, recorded)
+        frames = record_frames(app, monkeypatch, lambda messages: (app.theme, f"Theme: {app.theme}" in messages))
         for _ in range(3):
             frames.clear()
             await pilot.press("t")
@@ -136,7 +146,7 @@ async def test_p_and_o_draw_their_change_and_its_toast_in_one_frame(tmp_path: Pa
     """``p`` and ``o``: the frame that first shows the paused header (or the new sort) carries the key's toast
     (it came one or two frames, 16-50 ms, later while Textual mounted it). The toast's mount is made to take
     20 ms here, as it does beside a log flood on a busy box, so that a frame can come before it."""
-    from specbench_tui.tui.textual_private import DISPLAY_METHOD, Toast, ToastRack, batch_depth, toast_notification
+    from specbench_tui.tui.textual_private import ToastRack, batch_depth
 
     show = ToastRack.show
 
@@ -147,23 +157,18 @@ async def test_p_and_o_draw_their_change_and_its_toast_in_one_frame(tmp_path: Pa
 
     engine = FakeEngine(tmp_path / "run")
     app = SpecbenchApp(engine, theme="specbench-light", clock=lambda: T0)
-    frames: list[tuple[bool, str, bool]] = []
-    display = getattr(app, DISPLAY_METHOD)
 
-    def recorded(screen, renderable) -> None:  # noqa: ANN001
-        if renderable is not None and not batch_depth(app):
-            messages = {n.message for t in app.query(Toast) if t.is_mounted and (n := toast_notification(t))}
-            sort = app.sweep_screen.query_one(ResultsPanel).sort_label()
-            answer = any(m.startswith(("Queue paused", f"Results sorted by {sort}")) for m in messages)
-            frames.append((app.paused_shown, sort, answer))
-        display(screen, renderable)
+    def describe(messages: set[str]) -> tuple[bool, str, bool]:
+        sort = app.sweep_screen.query_one(ResultsPanel).sort_label()
+        answer = any(m.startswith(("Queue paused", f"Results sorted by {sort}")) for m in messages)
+        return app.paused_shown, sort, answer
 
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
         engine.play_until_running()
         while not app.panels_ready:
             await pilot.pause(0.02)
         await pilot.pause(0.1)
-        monkeypatch.setattr(app, DISPLAY_METHOD, recorded)
+        frames = record_frames(app, monkeypatch, describe)
         await pilot.press("p")
         await until(pilot, lambda: any(paused for paused, _, _ in frames), "a frame with the queue paused")
         assert next(answer for paused, _, answer in frames if paused), frames

@@ -97,7 +97,8 @@ class Notifier:
         try:
             entry = self.post(message, severity=severity, timeout=timeout, topic=topic, record=False)
         finally:
-            self.app.call_later(self._release_when_up, topic)
+            if not self.app.call_later(self._release_when_up, topic):
+                end_batch(self.app)  # the app is closing: nothing would end the batch
         return entry
 
     async def _release_when_up(self, topic: Hashable) -> None:

@@ -125,8 +125,8 @@ class CachedCellsTable(DataTable[Any]):
     the kept segments (rows move when the table is sorted). Single-line rows only (the app's tables); anything
     else takes ``DataTable``'s own path. Relies on ``DataTable._render_cell``, ``_data``, ``_row_locations``,
     ``_column_locations`` and ``_get_styles_to_render_cell``; a row's line is put together here too
-    (``_render_line_in_row``, ``_get_row_style``, ``_labelled_row_exists``, ``_row_label_column_width`` and
-    ``_header_row_key``) (Textual 8).
+    (``_render_line_in_row``, ``_get_row_style``, ``_labelled_row_exists`` and ``_row_label_column_width``)
+    (Textual 8).
     """
 
     def watch_show_vertical_scrollbar(self, shown: bool) -> None:
@@ -188,8 +188,8 @@ class CachedCellsTable(DataTable[Any]):
         through component styles), most of a line's cost once its cells are kept. Row cursors, no fixed columns
         and no row labels (the app's tables); anything else takes ``DataTable``'s own path."""
         frame = self._frame_row
-        row_index = self._row_locations.get(row_key)
-        if frame is None or line_no != 0 or row_index is None or row_key is self._header_row_key:
+        row_index = self._row_locations.get(row_key)  # None for the header row
+        if frame is None or line_no != 0 or row_index is None:
             return super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
         widths, spare, fixed_rows, zebra, row_styles, edges = frame
         cursor = cursor_location.row == row_index
@@ -639,7 +639,6 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("textual.widgets.DataTable", "_get_row_style"),
     ("textual.widgets.DataTable", "_labelled_row_exists"),
     ("textual.widgets.DataTable", "_row_label_column_width"),
-    ("textual.widgets.DataTable", "_header_row_key"),
     ("textual.widgets.DataTable", "_data"),
     ("textual.widgets.DataTable", "_row_locations"),
     ("textual.widgets.DataTable", "_column_locations"),
