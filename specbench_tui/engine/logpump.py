@@ -241,6 +241,8 @@ class LogPump:
             view = memoryview(data)  # one copy of the complete lines, none of the rest
             block = b"".join((self._buffer, view[:last])) if self._buffer else data[:last]
             self._buffer = bytearray(view[last + 1:])
+            if len(block) > self._max_line:  # only then can a line in it be too long (a read is smaller)
+                block = _cut_long_lines(block, self._max_line)
             self._emit(block, log)
         else:
             self._buffer += data
@@ -321,6 +323,16 @@ class LogPump:
             handler(*args)
         except Exception:  # noqa: BLE001 - isolation: the pump outlives any reader's bug
             self.handler_errors += 1
+
+
+def _cut_long_lines(block: bytes, max_line: int) -> bytes:
+    """``block`` with every line longer than ``max_line`` bytes cut into lines of ``max_line`` (as the pending
+    bytes of a line without its end are cut): a long line can end in one read, or its end can come after a
+    pending part that was just under the limit."""
+    lines = block.split(b"\n")
+    if all(len(line) <= max_line for line in lines):
+        return block
+    return b"\n".join(line[at:at + max_line] for line in lines for at in range(0, max(len(line), 1), max_line))
 
 
 class _Discard:
