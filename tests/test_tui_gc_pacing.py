@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specbench_tui.tui.gc_pacing import AT_MOST_S, EVERY_S, FIRST_S, HOLD_S, IDLE_S, OUT_OF_REACH, GarbagePacer
+from specbench_tui.tui.gc_pacing import (AT_MOST_S, EVERY_S, FIRST_S, HOLD_S, IDLE_S, OUT_OF_REACH, OVERDUE_GRACE_S,
+                                         GarbagePacer)
 
 
 class Clock:
@@ -49,6 +50,44 @@ def test_collects_when_idle_and_due_and_at_the_latest_while_typing() -> None:
         pacer.stop()
     assert gc.get_threshold() == saved
     assert not pacer.tick()  # stopped: the collector decides again
+
+
+def test_an_overdue_collection_runs_when_a_keys_answer_is_drawn_not_at_the_ticks_phase() -> None:
+    """Someone types a key every 0.8 s for longer than AT_MOST_S: the overdue collection runs at the end of a key's
+    hold (its answer drawn, the next key furthest away), never from the tick, which lands anywhere, a key's
+    answer included; the tick still runs it if no key's hold ends within OVERDUE_GRACE_S."""
+    clock, runs = Clock(), []
+    later: list[tuple[float, Callable[[], None]]] = []
+    pacer = GarbagePacer(clock, lambda: runs.append(clock.now), lambda: None,
+                         schedule=lambda delay, callback: later.append((clock.now + delay, callback)))
+    pacer.start()
+    try:
+        start = clock.now
+        for k in range(int((AT_MOST_S + 3) / 0.8)):
+            clock.now = key_at = start + 0.8 * k
+            pacer.key_pressed()
+            clock.now = key_at + 0.1
+            assert not pacer.tick()  # never while an answer is being drawn
+            due, release = later.pop(0)
+            clock.now = due
+            release()
+            if runs:
+                break
+            clock.now = key_at + 0.5
+            assert not pacer.tick()  # nor between keys: the next hold's end comes first
+        assert runs == [key_at + HOLD_S]  # at a hold's end …
+        assert AT_MOST_S <= runs[0] - start < AT_MOST_S + 0.8 + HOLD_S  # … the first after it fell due
+        # Keys whose holds never end (the app's timer is gone): the tick runs it once the grace is over.
+        start = runs[0]
+        while len(runs) == 1:
+            clock.now += 0.8
+            pacer.key_pressed()
+            later.clear()
+            clock.now += 0.5
+            pacer.tick()
+        assert AT_MOST_S + OVERDUE_GRACE_S <= runs[1] - start < AT_MOST_S + OVERDUE_GRACE_S + 1.3
+    finally:
+        pacer.stop()
 
 
 def test_the_first_collection_waits_for_a_pause_in_typing_too() -> None:

@@ -7,7 +7,10 @@ runs, automatic full collections are off (generation 2's threshold is set out of
 are collected as usual) and :class:`GarbagePacer` runs one itself from the app's 1 s tick: once
 :data:`IDLE_S` have passed without a key, at most every :data:`EVERY_S` (the first one :data:`FIRST_S` after
 start), and at the latest after :data:`AT_MOST_S` whatever the keyboard does, so cyclic garbage never piles up
-for long. What is alive after that collection is then frozen (``gc.freeze``: still freed by reference counting
+for long. One that is overdue while someone types runs the moment a key's answer has been drawn (its
+:data:`HOLD_S` over), the point furthest from the next key for a steady typist, not at the 1 s tick's phase:
+there it landed on a key (on a bench pressing a key every 0.8 s for a minute, one press in twenty waited
+200-300 ms for it). What is alive after that collection is then frozen (``gc.freeze``: still freed by reference counting
 when dropped), so the next one walks only what was made since; the price is that a reference cycle alive at a
 freeze and dropped later is never collected (a few hundred objects per freeze on the live screen: 5 s of flood
 leave ~400 objects of cyclic garbage). Within :data:`HOLD_S` of a key no collection runs at all, young
@@ -32,6 +35,9 @@ HOLD_S = 0.3
 is drawn first and what it allocated is collected after (a theme change allocates enough for ~10 ms of young
 collections, a sixth of its cost)."""
 AT_MOST_S = 45.0
+OVERDUE_GRACE_S = 5.0
+"""An overdue collection waits this long for a key's answer to be drawn (the moment it runs while someone types)
+before the tick runs it anyway (no key came, or the app gives the pacer no timer)."""
 OUT_OF_REACH = 1_000_000
 """Generation 2's threshold while the pacer runs (counts generation-1 collections)."""
 
@@ -102,6 +108,8 @@ class GarbagePacer:
             return
         self.held = False
         gc.enable()
+        if not force and self._saved is not None and self.clock() - self._collected_at >= AT_MOST_S:
+            self._collect()  # overdue while someone types: now, with the answer drawn and the next key furthest
 
     def tick(self) -> bool:
         """Run a full collection if one is due now; True when it ran."""
@@ -111,10 +119,15 @@ class GarbagePacer:
         since = now - self._collected_at
         idle = now - self._key_at >= IDLE_S
         due = EVERY_S if self.collections else FIRST_S
-        if since >= AT_MOST_S or (since >= due and idle):
-            self.collect()
-            self.freeze()
-            self.collections += 1
-            self._collected_at = self.clock()
+        # Overdue while someone types: the end of a key's hold runs it (see _release), unless none comes.
+        overdue = since >= AT_MOST_S and (idle or self.schedule is None or since >= AT_MOST_S + OVERDUE_GRACE_S)
+        if overdue or (since >= due and idle):
+            self._collect()
             return True
         return False
+
+    def _collect(self) -> None:
+        self.collect()
+        self.freeze()
+        self.collections += 1
+        self._collected_at = self.clock()
