@@ -282,9 +282,8 @@ class KeyBench:
         start, expected = time.monotonic(), 1
         for _ in range(n):
             self.press("S", b"S", re.compile(rb"(?<![0-9])%d skipped" % expected), 0.8)
-            # The next press expects one more than the screen counts now: a press whose skip never came (the
-            # stand-in engine had not launched the next configuration yet) is one miss, not a miss for every
-            # press after it (each waiting for a count one short of the screen's).
+            # The next press expects one more than the screen counts now: a press whose skip never came is one
+            # miss, not a miss for every press after it (each waiting for a count one short of the screen's).
             counts = SKIPPED_COUNT.findall(self.app.output_since(start))
             expected = (int(counts[-1]) if counts else expected) + 1
 
