@@ -92,7 +92,8 @@ def render_cell(console: Console, options: ConsoleOptions, value: Text, width: i
     """What ``DataTable`` draws for the one-line cell ``value`` (``Styled(Padding(value))`` through Rich's
     ``render_lines``), the same segments; a cell that fits its column and is neither justified nor multi-line
     (nearly every cell) is drawn without Rich's generic machinery, about three times faster: a theme change draws
-    every visible cell again."""
+    every visible cell again. What a terminal shows is the same; the segments may be fewer (a run of one style is
+    one segment, as Textual's ``Strip.simplify`` would make it)."""
     inner = width - 2 * padding
     plain = value.plain
     if (inner < 1 or value.justify not in (None, "default") or "\n" in plain or "\t" in plain
@@ -100,18 +101,23 @@ def render_cell(console: Console, options: ConsoleOptions, value: Text, width: i
         options = options.update_dimensions(width, 1).update(no_wrap=True)
         return console.render_lines(Styled(Padding(value, (0, padding)), pre_style=pre_style, post_style=post_style),
                                     options)
+    tail = inner - value.cell_len + padding  # the fill and the right padding: one run of the cell's styles
+    if not value.spans and not value.style:
+        # Padding, text and fill all take the cell's styles alone: one segment where Rich makes up to four, drawn
+        # the same (each segment of a cell is later given the row's mouse metadata and crosses every step of a
+        # frame: a theme change draws every visible cell again).
+        text = f"{' ' * padding}{plain}{' ' * tail}"
+        if not text:
+            return [[]]
+        return [list(Segment.apply_style([Segment(text, _NO_STYLE if len(text) > len(plain) else None)],
+                                         pre_style, post_style))]
     segments = [Segment(" " * padding, _NO_STYLE)] if padding else []
     if value.spans:
         segments.extend(value.render(console))
-    elif not value.style:
-        segments.append(Segment(plain))
     elif plain:  # Rich gives a Text's own style to its segments through a span (``Text.join``), as here
         segments.append(Segment(plain, console.get_style(value.style)))
-    fill = inner - value.cell_len
-    if fill:
-        segments.append(Segment(" " * fill, _NO_STYLE))
-    if padding:
-        segments.append(Segment(" " * padding, _NO_STYLE))
+    if tail:
+        segments.append(Segment(" " * tail, _NO_STYLE))
     return [list(Segment.apply_style(segments, pre_style, post_style))]
 
 
