@@ -50,7 +50,8 @@ if TYPE_CHECKING:
     from textual.app import App
 
 _CellLines = list[list[Segment]]
-_CellConstants = tuple[int, int, bool, bool, bool, bool, int, dict[tuple[bool, bool, bool, Style], tuple[Style, Style]]]
+_CellConstants = tuple[int, int, bool, bool, bool, bool, int, dict[tuple[bool, bool, bool, Style], tuple[Style, Style]],
+                       Console, ConsoleOptions]
 _RowConstants = tuple[tuple[int, ...], int, int, bool, dict[tuple[bool, bool, Style], Style],
                       dict[tuple[bool, bool, Style], Style]]
 _NO_STYLE = Style.null()
@@ -271,7 +272,7 @@ class CachedCellsTable(DataTable[Any]):
         frame = self._frame_cells
         if frame is None:
             frame = self._cell_constants()
-        fixed_rows, fixed_columns, show_cursor, show_hover, fg_css, bg_css, padding, styles = frame
+        fixed_rows, fixed_columns, show_cursor, show_hover, fg_css, bg_css, padding, styles, console, options = frame
         fixed = row_index < fixed_rows or column_index < fixed_columns
         pair = styles.get((fixed, hover, cursor, base_style))
         if pair is None:
@@ -287,8 +288,7 @@ class CachedCellsTable(DataTable[Any]):
                 return kept[4]  # the same segments, at the same place: nothing to make
             plain = kept[2]
         else:
-            app = self.app
-            plain = render_cell(app.console, app.console_options, value, width, padding, pre_style, post_style)
+            plain = render_cell(console, options, value, width, padding, pre_style, post_style)
         meta = _meta_style(row_index, column_index)
         placed = [[Segment(text, style + meta if style is not None else meta, control)
                    for text, style, control in line] for line in plain]
@@ -297,10 +297,12 @@ class CachedCellsTable(DataTable[Any]):
 
     def _cell_constants(self) -> _CellConstants:
         """What every cell of a frame is drawn with (each is a reactive or a property: read once a frame, not once
-        a cell), and the frame's memo of cell styles."""
+        a cell), and the frame's memo of cell styles; the console and its options too (``App.console_options``
+        makes new options each time it is read)."""
+        app = self.app
         return (self.fixed_rows, self.fixed_columns, self.show_cursor, self._show_hover_cursor,
                 self.cursor_foreground_priority == "css", self.cursor_background_priority == "css",
-                self.cell_padding, {})
+                self.cell_padding, {}, app.console, app.console_options)
 
     def clear(self, columns: bool = False) -> Any:
         self._kept_cells.clear()
