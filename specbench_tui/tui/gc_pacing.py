@@ -108,7 +108,7 @@ class GarbagePacer:
             return
         self.held = False
         gc.enable()
-        if not force and self._saved is not None and self.clock() - self._collected_at >= AT_MOST_S:
+        if not force and self._saved is not None and self._overdue(self.clock()):
             self._collect()  # overdue while someone types: now, with the answer drawn and the next key furthest
 
     def tick(self) -> bool:
@@ -120,11 +120,15 @@ class GarbagePacer:
         idle = now - self._key_at >= IDLE_S
         due = EVERY_S if self.collections else FIRST_S
         # Overdue while someone types: the end of a key's hold runs it (see _release), unless none comes.
-        overdue = since >= AT_MOST_S and (idle or self.schedule is None or since >= AT_MOST_S + OVERDUE_GRACE_S)
+        overdue = self._overdue(now) and (idle or self.schedule is None or self._overdue(now, OVERDUE_GRACE_S))
         if overdue or (since >= due and idle):
             self._collect()
             return True
         return False
+
+    def _overdue(self, now: float, late_by: float = 0.0) -> bool:
+        """Whether :data:`AT_MOST_S` (and ``late_by`` more) have passed since the last full collection."""
+        return now - self._collected_at >= AT_MOST_S + late_by
 
     def _collect(self) -> None:
         self.collect()

@@ -107,10 +107,8 @@ def render_cell(console: Console, options: ConsoleOptions, value: Text, width: i
         # Padding, text and fill all take the cell's styles alone: one segment where Rich makes up to four, drawn
         # the same (each segment of a cell is later given the row's mouse metadata and crosses every step of a
         # frame: a theme change draws every visible cell again).
-        text = f"{' ' * padding}{plain}{' ' * tail}"
-        if not text:
-            return [[]]
-        return [list(Segment.apply_style([Segment(text, _NO_STYLE if len(text) > len(plain) else None)],
+        text = f"{' ' * padding}{plain}{' ' * tail}"  # never empty: the cell has at least one cell inside
+        return [list(Segment.apply_style([Segment(text, _NO_STYLE if padding or tail else None)],
                                          pre_style, post_style))]
     segments = [Segment(" " * padding, _NO_STYLE)] if padding else []
     if value.spans:
