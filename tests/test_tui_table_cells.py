@@ -8,6 +8,7 @@ from typing import Any, cast
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.coordinate import Coordinate
+from textual.geometry import Offset, Region
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey
 
@@ -41,12 +42,12 @@ def drawn(segments: Any) -> list[tuple[str, object, object]]:
 
 
 def lines(table: DataTable) -> list[list[tuple[str, object, object]]]:
-    return [drawn(table.render_line(y)) for y in range(table.size.height)]
+    """The table's lines as the screen asks for them (``render_lines``: a frame's constants are set there)."""
+    return [drawn(strip) for strip in table.render_lines(Region(0, 0, table.size.width, table.size.height))]
 
 
 def draw(table: DataTable) -> None:
-    for y in range(table.size.height):
-        table.render_line(y)
+    table.render_lines(Region(0, 0, table.size.width, table.size.height))
 
 
 async def test_same_lines_as_datatable_through_updates_sorts_cursor_moves_and_focus() -> None:
@@ -95,6 +96,39 @@ async def test_same_lines_as_datatable_with_zebra_stripes_the_cursor_and_the_mou
         assert edges[3][2] == {"row": 6, "column": 0, "out_of_bounds": True}
         # the cursor row (3), an even (4) and an odd row (5) and the hovered row (6): four looks of the edge
         assert len({(edge[1].color, edge[1].bgcolor) for edge in edges}) == 4
+
+
+async def test_same_lines_as_datatable_scrolled_down_and_across_with_the_mouse_over_the_header() -> None:
+    """A row's line is found from its index under the scroll offset and cropped when the table is scrolled across;
+    the header's line is kept only while the mouse, the scroll and the looks stay the same."""
+    app = Tables()
+    async with app.run_test(size=(60, 70)) as pilot:
+        kept, plain = app.query_one("#kept", CachedCellsTable), app.query_one("#plain", DataTable)
+        for table in (kept, plain):
+            table.styles.height = 10
+            table.styles.width = 16  # narrower than its columns: room to scroll across
+            table.move_cursor(row=9)
+        kept.focus()
+        await pilot.pause()
+        for table in (kept, plain):
+            table.scroll_to(x=3, y=7, animate=False)
+        await pilot.pause()
+        assert kept.scroll_offset == plain.scroll_offset == Offset(3, 7)
+        scrolled = lines(kept)
+        plain.focus()
+        await pilot.pause()
+        assert scrolled == lines(plain)
+        assert "".join(character for character, _, _ in scrolled[1]).startswith("w-07")  # row 7, from column 3
+        drawn_lines = []
+        for selector, table in (("#kept", kept), ("#plain", plain)):
+            table.focus()
+            for offset, row in (((2, 0), -1), ((2, 4), 10)):  # the mouse over the header, then over a row
+                await pilot.hover(selector, offset=offset)
+                await pilot.pause()
+                assert table.hover_coordinate.row == row
+                drawn_lines.append(lines(table))
+        assert drawn_lines[0][0] != drawn_lines[1][0]  # the header looks hovered, then not
+        assert drawn_lines[:2] == drawn_lines[2:]
 
 
 async def test_a_sort_renders_no_cell_again_and_a_changed_cell_is_rendered_again() -> None:

@@ -23,6 +23,8 @@ SIGNATURES = {
         "(self, new_rows: 'Iterable[RowKey]') -> 'None'",
     ('textual.widgets.DataTable', '_get_offsets'):
         "(self, y: 'int') -> 'tuple[RowKey, int]'",
+    ('textual._segment_tools', 'line_crop'):
+        "(segments: 'list[Segment]', start: 'int', end: 'int', total: 'int') -> 'list[Segment]'",
     ('textual.widgets.DataTable', '_get_styles_to_render_cell'):
         "(self, is_header_cell: 'bool', is_row_label_cell: 'bool', is_fixed_style_cell: 'bool', hover: 'bool', cursor: 'bool', show_cursor: 'bool', show_hover_cursor: 'bool', has_css_foreground_priority: 'bool', has_css_background_priority: 'bool') -> 'tuple[Style, Style]'",
     ('textual.widgets.DataTable', '_render_line_in_row'):
@@ -46,6 +48,7 @@ SIGNATURES = {
 
 KINDS = {
     ('textual.widgets.DataTable', '_data'): 'builtins.dict',
+    ('textual.widgets.DataTable', '_header_row_key'): 'textual.widgets._data_table.RowKey',
     ('textual.widgets.DataTable', '_row_locations'): 'textual._two_way_dict.TwoWayDict',
     ('textual.widgets.DataTable', '_column_locations'): 'textual._two_way_dict.TwoWayDict',
     ('textual.widgets.DataTable', '_update_count'): 'builtins.int',

@@ -31,6 +31,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
+from textual._segment_tools import line_crop
 from textual.css.model import RuleSet
 from textual.css.stylesheet import Stylesheet
 from textual.dom import DOMNode
@@ -53,7 +54,7 @@ _CellLines = list[list[Segment]]
 _CellConstants = tuple[int, int, bool, bool, bool, bool, int, dict[tuple[bool, bool, bool, Style], tuple[Style, Style]],
                        Console, ConsoleOptions]
 _RowConstants = tuple[tuple[int, ...], int, int, bool, dict[tuple[bool, bool, Style], Style],
-                      dict[tuple[bool, bool, Style], Style]]
+                      dict[tuple[bool, bool, Style], Style], tuple[ColumnKey, ...]]
 _NO_STYLE = Style.null()
 
 
@@ -150,6 +151,8 @@ class CachedCellsTable(DataTable[Any]):
         self._frame_cells: _CellConstants | None = None
         self._frame_row: _RowConstants | None = None
         self._styles_version = 0
+        self._uniform_rows = True
+        """Every row is one line high (``add_row``'s default): a row's line is then found from its index alone."""
         # DataTable's own caches sit behind these (misses only): small, so that they do not hold thousands of
         # strips and segment lists that every full garbage collection walks.
         self._row_render_cache = LRUCache(200)
@@ -176,7 +179,8 @@ class CachedCellsTable(DataTable[Any]):
         if (self.cursor_type == "row" and not self.fixed_columns
                 and not (self._labelled_row_exists and self.show_row_labels)):
             spare = max(0, self.size.width - sum(widths) - self._row_label_column_width)
-            self._frame_row = (widths, spare, self.fixed_rows, self.zebra_stripes, {}, {})
+            self._frame_row = (widths, spare, self.fixed_rows, self.zebra_stripes, {}, {},
+                               tuple(column.key for column in self.ordered_columns))
         try:
             return super().render_lines(crop)
         finally:
@@ -188,23 +192,34 @@ class CachedCellsTable(DataTable[Any]):
     def _render_line_in_row(self, row_key: RowKey, line_no: int, base_style: Style, cursor_location: Any,
                             hover_location: Any) -> tuple[_CellLines, _CellLines]:
         """A data row's line as ``DataTable`` makes it (its cells, then the row's style carried to the table's
-        right edge), with what is the same for every row of a frame worked out once a frame: the columns' widths,
-        the spare width, the row and edge styles. ``DataTable`` works them out again for every row (each a walk
+        right edge), with what is the same for every row of a frame worked out once a frame: the columns' keys and
+        widths, the spare width, the row and edge styles; and what is the same for every cell of a row once a row
+        (its data, its cursor and hover styles). ``DataTable`` works them out again for every cell (each a walk
         through component styles), most of a line's cost once its cells are kept. Row cursors, no fixed columns
         and no row labels (the app's tables); anything else takes ``DataTable``'s own path."""
         frame = self._frame_row
         row_index = self._row_locations.get(row_key)  # None for the header row
-        if frame is None or line_no != 0 or row_index is None:
+        data = self._data.get(row_key)
+        if frame is None or line_no != 0 or row_index is None or data is None or not self._uniform_rows:
             return super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
-        widths, spare, fixed_rows, zebra, row_styles, edges = frame
+        widths, spare, fixed_rows, zebra, row_styles, edges, column_keys = frame
         cursor = cursor_location.row == row_index
         hover = hover_location.row == row_index
         look = (row_index < fixed_rows, zebra and row_index % 2 == 1, base_style)
         row_style = row_styles.get(look)
         if row_style is None:
             row_style = row_styles[look] = self._get_row_style(row_index, base_style)
-        render = self._render_cell
-        cells = [render(row_index, column, row_style, width, cursor, hover)[0] for column, width in enumerate(widths)]
+        constants = self._frame_cells or self._cell_constants()
+        pre_style, post_style = self._cell_styles(constants, row_index < fixed_rows, hover, cursor, row_style)
+        padding, console, options = constants[6], constants[8], constants[9]
+        cells = []
+        for column_index, (column_key, width) in enumerate(zip(column_keys, widths)):
+            value = data.get(column_key)
+            if isinstance(value, Text):
+                cells.append(self._placed_cell((row_key, column_key, cursor, hover), value, pre_style, post_style,
+                                               width, padding, row_index, column_index, console, options)[0])
+            else:
+                cells.append(super()._render_cell(row_index, column_index, row_style, width, cursor, hover)[0])
         edge = edges.get((hover, cursor, row_style))
         if edge is None:
             extend, _ = self._get_styles_to_render_cell(False, False, False, hover, cursor, self.show_cursor,
@@ -212,6 +227,54 @@ class CachedCellsTable(DataTable[Any]):
             edge = edges[hover, cursor, row_style] = row_style + extend
         cells.append([Segment(" " * spare, edge + _edge_meta(row_index))])
         return [], cells
+
+    def render_line(self, y: int) -> Strip:
+        """A line of the table; a data row's line is found from the row's index (rows one line high, no fixed
+        rows: the app's tables), without ``DataTable``'s walk for each line (the fixed rows' heights, a list of
+        every row's y offsets rebuilt after any change, a line cache keyed by the table-wide update counter);
+        anything else (the header, other tables) takes ``DataTable``'s own path."""
+        looks = self._frame_looks
+        if looks is None or self._frame_row is None or self.fixed_rows or not self._uniform_rows:
+            return super().render_line(y)
+        header = self.header_height if self.show_header else 0
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.size.width
+        base_style = self.rich_style
+        cursor_location = self.cursor_coordinate
+        hover_location = self.hover_coordinate
+        if y < header:
+            # The header's line, kept while its labels, the table's looks and where the mouse is stay the same
+            # (``DataTable`` keys it by the update counter: every changed cell drew the header again).
+            labels = tuple(column.label for column in self.ordered_columns)
+            header_state = (looks, base_style, scroll_x, header, hover_location, cursor_location)
+            slot = (self._header_row_key, y, width)
+            kept = self._kept_lines.get(slot)
+            if (kept is not None and kept[0] == header_state and len(kept[1]) == len(labels)
+                    and all(a is b for a, b in zip(kept[1], labels))):
+                return kept[2]
+            strip = super().render_line(y)
+            _keep(self._kept_lines, slot, (header_state, labels, strip), KEPT_LINES)
+            return strip
+        row_index = y - header + scroll_y
+        row_key = self._row_locations.get_key(row_index)
+        data = self._data.get(row_key) if row_key is not None else None
+        if row_key is None or data is None:
+            return Strip.blank(width, base_style)
+        values = tuple(data.values())
+        state = (looks, base_style, scroll_x, scroll_x + width, row_index, cursor_location.row == row_index,
+                 hover_location.row == row_index)
+        slot = (row_key, 0, width)
+        kept = self._kept_lines.get(slot)
+        if (kept is not None and kept[0] == state and len(kept[1]) == len(values)
+                and all(a is b for a, b in zip(kept[1], values))):
+            return kept[2]
+        _, cells = self._render_line_in_row(row_key, 0, base_style, cursor_location, hover_location)
+        segments = [segment for cell in cells for segment in cell]
+        if scroll_x:
+            segments = line_crop(segments, scroll_x, scroll_x + width, width)
+        strip = Strip(segments).adjust_cell_length(width, base_style).simplify()
+        _keep(self._kept_lines, slot, (state, values, strip), KEPT_LINES)
+        return strip
 
     def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
         """A line of a row kept while the row's cells, its place, its cursor and hover state and the table's looks
@@ -238,6 +301,21 @@ class CachedCellsTable(DataTable[Any]):
         strip = super()._render_line(y, x1, x2, base_style)
         _keep(self._kept_lines, (row_key, line_no, self.size.width), (state, values, strip), KEPT_LINES)
         return strip
+
+    def _get_offsets(self, y: int) -> tuple[RowKey, int]:
+        """The row at line ``y`` and the line within it; with rows one line high, from the row's index
+        (``DataTable`` builds the list of every row's lines first, again after any change: 1-2 ms per frame on a
+        1,600-row table, even for the header's line)."""
+        if not self._uniform_rows:
+            return super()._get_offsets(y)
+        if self.show_header:
+            if y < self.header_height:
+                return self._header_row_key, y
+            y -= self.header_height
+        row_key = self._row_locations.get_key(y) if y >= 0 else None
+        if row_key is None:
+            raise LookupError(f"Y coord {y!r} is greater than total height")
+        return row_key, 0
 
     def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
         """Measure new rows (``DataTable`` does it when idle) and draw anew if that widened a column: the render
@@ -267,19 +345,29 @@ class CachedCellsTable(DataTable[Any]):
         value = data.get(column_key)
         if not isinstance(value, Text):
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        frame = self._frame_cells
-        if frame is None:
-            frame = self._cell_constants()
-        fixed_rows, fixed_columns, show_cursor, show_hover, fg_css, bg_css, padding, styles, console, options = frame
-        fixed = row_index < fixed_rows or column_index < fixed_columns
+        constants = self._frame_cells or self._cell_constants()
+        fixed = row_index < constants[0] or column_index < constants[1]
+        pre_style, post_style = self._cell_styles(constants, fixed, hover, cursor, base_style)
+        return self._placed_cell((row_key, column_key, cursor, hover), value, pre_style, post_style, width,
+                                 constants[6], row_index, column_index, constants[8], constants[9])
+
+    def _cell_styles(self, constants: _CellConstants, fixed: bool, hover: bool, cursor: bool,
+                     base_style: Style) -> tuple[Style, Style]:
+        """The styles a cell is drawn with (before and after its own), memoised for the frame."""
+        styles = constants[7]
         pair = styles.get((fixed, hover, cursor, base_style))
         if pair is None:
             component_style, post_style = self._get_styles_to_render_cell(
-                False, False, fixed, hover, cursor, show_cursor, show_hover, fg_css, bg_css)
+                False, False, fixed, hover, cursor, constants[2], constants[3], constants[4], constants[5])
             pair = styles[fixed, hover, cursor, base_style] = (base_style + component_style, post_style)
-        pre_style, post_style = pair
+        return pair
+
+    def _placed_cell(self, slot: tuple[object, ...], value: Text, pre_style: Style, post_style: Style, width: int,
+                     padding: int, row_index: int, column_index: int, console: Console,
+                     options: ConsoleOptions) -> _CellLines:
+        """The cell's segments with its row and column in their mouse metadata, kept while its value object and
+        styles stay the same (a sort moves a kept rendering to its new place without drawing it again)."""
         looks = (pre_style, post_style, width, padding)
-        slot = (row_key, column_key, cursor, hover)
         kept = self._kept_cells.get(slot)
         if kept is not None and kept[0] is value and kept[1] == looks:
             if kept[3] == (row_index, column_index):
@@ -302,7 +390,13 @@ class CachedCellsTable(DataTable[Any]):
                 self.cursor_foreground_priority == "css", self.cursor_background_priority == "css",
                 self.cell_padding, {}, app.console, app.console_options)
 
+    def add_row(self, *cells: Any, height: int | None = 1, key: str | None = None, label: Any = None) -> RowKey:
+        if height != 1:
+            self._uniform_rows = False  # a taller or auto-height row: its lines take DataTable's own path
+        return super().add_row(*cells, height=height, key=key, label=label)
+
     def clear(self, columns: bool = False) -> Any:
+        self._uniform_rows = True
         self._kept_cells.clear()
         self._kept_lines.clear()
         return super().clear(columns)
@@ -640,6 +734,7 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("textual.widgets.DataTable", "_render_cell"),
     ("textual.widgets.DataTable", "_update_dimensions"),
     ("textual.widgets.DataTable", "_get_offsets"),
+    ("textual.widgets.DataTable", "_header_row_key"),
     ("textual.widgets.DataTable", "_get_styles_to_render_cell"),
     ("textual.widgets.DataTable", "_render_line_in_row"),
     ("textual.widgets.DataTable", "_get_row_style"),
@@ -662,6 +757,7 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("textual.css.stylesheet.Stylesheet", "_rules_map"),
     ("textual.css.stylesheet.Stylesheet", "_require_parse"),
     ("textual.widget.Widget", "_get_virtual_dom"),
+    ("textual._segment_tools", "line_crop"),
     ("textual.widgets._toast", "Toast"),
     ("textual.widgets._toast", "ToastRack"),
     ("textual.widgets._toast.Toast", "_notification"),
