@@ -66,6 +66,7 @@ KINDS = {
     ('textual.css.stylesheet.Stylesheet', '_rules'): 'builtins.list',
     ('textual.css.stylesheet.Stylesheet', '_rules_map'): 'builtins.NoneType',
     ('textual.css.stylesheet.Stylesheet', '_require_parse'): 'builtins.bool',
+    ('textual.css.styles.Styles', '_rules'): 'builtins.dict',
     ('textual.widgets._toast.Toast', '_notification'): 'textual.notifications.Notification',
     ('textual.app.App', '_notifications'): 'textual.notifications.Notifications',
     ('textual.app.App', '_batch_count'): 'builtins.int',

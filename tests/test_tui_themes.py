@@ -234,6 +234,48 @@ async def test_every_theme_is_parsed_ahead_so_the_first_t_to_it_reuses_its_css(t
         assert sheet.reused == reused + 2  # type: ignore[attr-defined]
 
 
+async def test_a_node_restyled_by_a_theme_change_has_the_rules_of_a_node_started_in_that_theme(tmp_path: Path) -> None:
+    """The stylesheet sets only the rules a theme changes: after light -> dark -> high contrast every node of the
+    sweep screen, its scrollbars and its component styles hold exactly the rules of an app started in high
+    contrast (a rule left behind, or one not set, would differ)."""
+    from textual.dom import DOMNode
+    from textual.widget import Widget
+
+    def rules_of(app: SpecbenchApp) -> dict[str, str]:
+        found: dict[str, str] = {}
+        nodes: list[DOMNode] = list(app.sweep_screen.walk_children(with_self=True))
+        for node in list(nodes):  # the scrollbars shown (Textual styles a hidden one when it comes)
+            if isinstance(node, Widget) and node.is_scrollable:
+                vertical = node.show_vertical_scrollbar and node.scrollbar_size_vertical
+                horizontal = node.show_horizontal_scrollbar and node.scrollbar_size_horizontal
+                nodes += [node.vertical_scrollbar] if vertical else []
+                nodes += [node.horizontal_scrollbar] if horizontal else []
+                nodes += [node.scrollbar_corner] if vertical and horizontal else []
+        for index, node in enumerate(nodes):
+            name = f"{index}:{type(node).__name__}#{node.id}"
+            found[name] = repr(sorted(node.styles.base.get_rules().items()))
+            for component, styles in sorted(node._component_styles.items()):
+                found[f"{name}.{component}"] = repr(sorted(styles.get_rules().items()))
+        return found
+
+    seen = []
+    for start, changes in (("specbench-light", ("specbench-dark", "specbench-high-contrast")),
+                           ("specbench-high-contrast", ())):
+        app = SpecbenchApp(FakeEngine(tmp_path / start), theme=start, clock=lambda: T0)
+        async with app.run_test(size=(100, 30)) as pilot:
+            while not app.panels_ready:
+                await pilot.pause(0.02)
+            app.set_focus(None)
+            for name in changes:
+                app.set_theme(name)
+                await pilot.pause(0.05)
+            await pilot.pause(0.05)
+            seen.append(rules_of(app))
+    changed, started = seen
+    assert len(changed) > 20 and changed.keys() == started.keys()
+    assert [name for name in changed if changed[name] != started[name]] == []
+
+
 async def test_applying_a_theme_asks_every_node_to_refresh_once_and_repaints_every_panel(tmp_path: Path,
                                                                                         monkeypatch) -> None:
     """Applying a theme sets every colour rule of every node, and each rule asked its node to refresh: ~500

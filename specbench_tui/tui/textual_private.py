@@ -33,6 +33,7 @@ from rich.text import Text
 from textual.cache import LRUCache
 from textual._segment_tools import line_crop
 from textual.css.model import RuleSet
+from textual.css.styles import RulesMap
 from textual.css.stylesheet import Stylesheet
 from textual.dom import DOMNode
 from textual.geometry import Region
@@ -598,6 +599,23 @@ class ThemeStylesheet(Stylesheet):
         self._rules_map = None
         self._require_parse = False
 
+    @classmethod
+    def replace_rules(cls, node: DOMNode, rules: RulesMap, animate: bool = False) -> None:
+        """Set the rules of ``node`` that change, leave the others (``Stylesheet.replace_rules`` sets every rule the
+        node has or gets, each through its property's checks: a theme changes a node's colours and nothing else).
+        A rule equal to the one the node has would be set to no effect; with ``animate``, Textual's own path."""
+        if animate:
+            super().replace_rules(node, rules, animate=True)
+            return
+        base = node.styles.base
+        current = base._rules
+        for key in current.keys() | rules.keys():
+            value = rules.get(key)
+            if key in current and current.get(key) == value:
+                continue
+            setattr(base, key, value)
+        node.notify_style_update()
+
     def update(self, root: DOMNode, animate: bool = False) -> None:
         """Apply the rules to ``root`` and every node under it, then ask each node that wanted it to refresh once."""
         nodes = list(root.walk_children(with_self=True))
@@ -756,6 +774,7 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("textual.css.stylesheet.Stylesheet", "_rules"),
     ("textual.css.stylesheet.Stylesheet", "_rules_map"),
     ("textual.css.stylesheet.Stylesheet", "_require_parse"),
+    ("textual.css.styles.Styles", "_rules"),
     ("textual.widget.Widget", "_get_virtual_dom"),
     ("textual._segment_tools", "line_crop"),
     ("textual.widgets._toast", "Toast"),
