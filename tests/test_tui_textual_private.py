@@ -67,6 +67,8 @@ KINDS = {
     ('textual.css.stylesheet.Stylesheet', '_rules_map'): 'builtins.NoneType',
     ('textual.css.stylesheet.Stylesheet', '_require_parse'): 'builtins.bool',
     ('textual.css.styles.Styles', '_rules'): 'builtins.dict',
+    ('textual.dom.DOMNode', '_selector_names'): 'builtins.set',
+    ('textual.dom.DOMNode', '_component_styles'): 'builtins.dict',
     ('textual.widgets._toast.Toast', '_notification'): 'textual.notifications.Notification',
     ('textual.app.App', '_notifications'): 'textual.notifications.Notifications',
     ('textual.app.App', '_batch_count'): 'builtins.int',

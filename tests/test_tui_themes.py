@@ -7,7 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from narrowing import present
-from tui_fakes import T0, FakeEngine, until
+from tui_fakes import DEMO_SWEEP, T0, FakeEngine, until
+
+from specbench_tui.core.plan import Plan, build_plan
+from specbench_tui.core.sweep.loader import parse_sweep
 
 from specbench_tui.tui.app import SpecbenchApp
 from specbench_tui.tui.palette import Palette
@@ -83,23 +86,59 @@ async def test_theme_choice_and_palette_follow_theme(tmp_path: Path) -> None:
         assert near(present(app.palette.zero_output.color).triplet, (0xFF, 0xC4, 0x4D))
 
 
+def twelve_configurations() -> Plan:
+    """The demo's plan with ten DDTree budgets: twelve queue rows, half of them off screen at 100x24."""
+    budgets = "budget = [8, 12, 15, 16, 24, 32, 48, 64, 96, 128], tp = [1]"
+    return build_plan(parse_sweep(DEMO_SWEEP.replace("budget = [8, 16, 32], tp = [1]", budgets), Path("demo.toml")))
+
+
 async def test_a_theme_change_recolours_every_queue_row_on_screen_and_off(tmp_path: Path) -> None:
     from specbench_tui.tui.queue_panel import QueuePanel, state_style
 
-    engine = FakeEngine(tmp_path / "run")
+    engine = FakeEngine(tmp_path / "run", plan=twelve_configurations())
     app = SpecbenchApp(engine, theme="specbench-light", clock=lambda: T0)
-    async with app.run_test(size=(100, 24)) as pilot:  # a short terminal: some queue rows are off screen
+    async with app.run_test(size=(100, 24)) as pilot:
         while not app.panels_ready:
             await pilot.pause(0.02)
-        engine.play()
-        app.drain_events()
         await pilot.pause()
         queue = app.sweep_screen.query_one(QueuePanel)
+        assert queue.row_count > queue.size.height + 2  # rows off screen
         app.set_theme(DEFAULT_THEME)
         await until(pilot, lambda: queue._restyle.pending == 0, "the off-screen rows are restyled")
         for row in queue.ordered_rows:
             state_cell = queue.get_cell(row.key, "state")
             assert state_cell.style == state_style(state_cell.plain, app.palette), row.key.value
+
+
+async def test_the_rows_off_screen_are_restyled_after_the_theme_keys_frame(tmp_path: Path, monkeypatch) -> None:
+    """A slice of the restyle (rows off screen, 5-15 ms each on a slow core) waits for the key's answer: with
+    slices every millisecond, the new theme's first frame still comes before any of them, and they all follow."""
+    import specbench_tui.tui.textual_private as private
+    from specbench_tui.tui.queue_panel import QueuePanel
+
+    monkeypatch.setattr(private, "SLICE_INTERVAL_S", 0.001)
+    events: list[object] = []
+    original = private.SlicedRestyle._slice
+
+    def recorded(restyle: private.SlicedRestyle) -> None:
+        before = restyle.pending
+        original(restyle)
+        if restyle.pending < before:
+            events.append("slice")
+
+    monkeypatch.setattr(private.SlicedRestyle, "_slice", recorded)
+    engine = FakeEngine(tmp_path / "run", plan=twelve_configurations())
+    app = SpecbenchApp(engine, theme="specbench-light", clock=lambda: T0)
+    async with app.run_test(size=(100, 24), notifications=True) as pilot:
+        while not app.panels_ready:
+            await pilot.pause(0.02)
+        await pilot.pause(0.4)
+        queue = app.sweep_screen.query_one(QueuePanel)
+        assert queue.row_count > queue.size.height + 2  # rows off screen
+        record_frames(app, monkeypatch, lambda _: events.append(("frame", app.theme)))
+        await pilot.press("t")
+        await until(pilot, lambda: "slice" in events and queue._restyle.pending == 0, "the off-screen rows restyled")
+        assert events.index("slice") > events.index(("frame", app.theme)), events[:8]
 
 
 def record_frames(app: SpecbenchApp, monkeypatch, describe: Callable[[set[str]], Any]) -> list[Any]:  # noqa: ANN001
@@ -235,11 +274,14 @@ async def test_every_theme_is_parsed_ahead_so_the_first_t_to_it_reuses_its_css(t
 
 
 async def test_a_node_restyled_by_a_theme_change_has_the_rules_of_a_node_started_in_that_theme(tmp_path: Path) -> None:
-    """The stylesheet sets only the rules a theme changes: after light -> dark -> high contrast every node of the
-    sweep screen, its scrollbars and its component styles hold exactly the rules of an app started in high
-    contrast (a rule left behind, or one not set, would differ)."""
+    """The stylesheet translates each node's rules into the new theme's and sets only those that change: after
+    light -> dark -> high contrast every node of the sweep screen, its scrollbars and its component styles hold
+    exactly the rules of an app started in high contrast (a rule left behind, one not set, or one translated from
+    the wrong rule set would differ). Nearly every node is translated, not matched again."""
     from textual.dom import DOMNode
     from textual.widget import Widget
+
+    from specbench_tui.tui.textual_private import ThemeStylesheet
 
     def rules_of(app: SpecbenchApp) -> dict[str, str]:
         found: dict[str, str] = {}
@@ -266,9 +308,13 @@ async def test_a_node_restyled_by_a_theme_change_has_the_rules_of_a_node_started
             while not app.panels_ready:
                 await pilot.pause(0.02)
             app.set_focus(None)
+            sheet = app.stylesheet
+            assert isinstance(sheet, ThemeStylesheet)
             for name in changes:
+                translated, matched = sheet.translated, sheet.matched
                 app.set_theme(name)
                 await pilot.pause(0.05)
+                assert sheet.translated - translated >= 15 and sheet.matched - matched <= 3
             await pilot.pause(0.05)
             seen.append(rules_of(app))
     changed, started = seen

@@ -135,3 +135,10 @@ class GarbagePacer:
         self.freeze()
         self.collections += 1
         self._collected_at = self.clock()
+
+
+def answer_held_for(app: object) -> float:
+    """Seconds the last key's answer of ``app`` is still held for (0 for an app without a pacer): what background
+    work on the UI thread waits for, so that the answer's frame gets the CPU first."""
+    pacer = getattr(app, "gc_pacer", None)
+    return pacer.key_hold_left() if isinstance(pacer, GarbagePacer) else 0.0

@@ -19,6 +19,7 @@ from specbench_tui.core.verdicts import PARTIAL, ZERO_OUTPUT
 from specbench_tui.tui.looks import GLYPHS
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean, safe
+from specbench_tui.tui.gc_pacing import answer_held_for
 from specbench_tui.tui.textual_private import CachedCellsTable, SlicedRestyle, update_row
 
 STATE_GLYPHS = GLYPHS
@@ -54,7 +55,7 @@ class QueuePanel(CachedCellsTable):
         """Styles from the current theme (set by the app)."""
         self._shown: dict[str, tuple[Any, ...]] = {}
         """Row key → the plain values last written, so unchanged cells are not rewritten."""
-        self._restyle = SlicedRestyle(self, COLUMN_KEYS, self._cells_of)
+        self._restyle = SlicedRestyle(self, COLUMN_KEYS, self._cells_of, wait=lambda: answer_held_for(self.app))
 
     def _cells_of(self, key: str) -> list[Text] | None:
         values = self._shown.get(key)

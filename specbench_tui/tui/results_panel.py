@@ -42,6 +42,7 @@ from specbench_tui.core.verdicts import FLAG_NOTES
 from specbench_tui.core.state import RunState
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean
+from specbench_tui.tui.gc_pacing import answer_held_for
 from specbench_tui.tui.textual_private import CachedCellsTable, SlicedRestyle, rows_pending, update_row
 
 ACCEPT_COLUMN = "accept"
@@ -258,7 +259,7 @@ class ResultsPanel(CachedCellsTable):
         """The row to bring into view once the table has measured it."""
         self._followed_key: str | None = None
         """The row last brought into view (kept in view when the panel changes size)."""
-        self._restyle = SlicedRestyle(self, COLUMN_KEYS, self._cells_of)
+        self._restyle = SlicedRestyle(self, COLUMN_KEYS, self._cells_of, wait=lambda: answer_held_for(self.app))
 
     def _cells_of(self, key: str) -> list[Cell] | None:
         row = self._shown.get(key)

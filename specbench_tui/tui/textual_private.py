@@ -21,6 +21,8 @@ What is here:
 
 from __future__ import annotations
 
+import copy
+import weakref
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -470,21 +472,28 @@ def _write_off_screen(table: DataTable[Any], row_key: str, column_keys: Sequence
 SLICE_ROWS = 120
 """Rows rewritten per slice when a whole table is restyled (about 15 ms on a slow core)."""
 SLICE_INTERVAL_S = 0.02
+SLICES_DEFERRED_AT_MOST = 25
+"""Slice turns a key's answer may put off (0.5 s): rows scrolled into view meanwhile would keep the old looks."""
 
 
 class SlicedRestyle:
     """Rewrites every row of a big table in slices, the rows on screen first, so keys are answered in between.
 
-    ``make_cells(row_key)`` returns the row's new cells (None: the row is gone, nothing to write).
+    ``make_cells(row_key)`` returns the row's new cells (None: the row is gone, nothing to write). ``wait()``
+    says how long a key's answer is still being drawn: the rows off screen wait for it (a restyle comes with the
+    theme key, whose frame redraws the whole screen; a slice before that frame, 5-15 ms, was on the key's time).
     """
 
     def __init__(self, table: DataTable[Any], column_keys: Sequence[str],
-                 make_cells: Callable[[str], Sequence[Text] | None]) -> None:
+                 make_cells: Callable[[str], Sequence[Text] | None],
+                 wait: Callable[[], float] = lambda: 0.0) -> None:
         self.table = table
         self.column_keys = tuple(column_keys)
         self.make_cells = make_cells
+        self.wait = wait
         self._backlog: list[str] = []
         self._timer: Timer | None = None
+        self._deferred = 0
 
     @property
     def pending(self) -> int:
@@ -500,12 +509,16 @@ class SlicedRestyle:
         on_screen = rows[top:bottom]
         self._backlog = rows[:top] + rows[bottom:]
         self._rewrite(on_screen)
+        self._deferred = 0
         if self._backlog and self._timer is None:
             self._timer = table.set_interval(SLICE_INTERVAL_S, self._slice)
         elif not self._backlog:
             self.stop()
 
     def _slice(self) -> None:
+        if self.wait() > 0 and self._deferred < SLICES_DEFERRED_AT_MOST:
+            self._deferred += 1
+            return
         chunk, self._backlog = self._backlog[:SLICE_ROWS], self._backlog[SLICE_ROWS:]
         top = max(0, int(self.table.scroll_y))
         shown = {row.key.value for row in self.table.ordered_rows[top:top + max(1, self.table.size.height)]}
@@ -537,7 +550,8 @@ class SlicedRestyle:
 
 # ---------------------------------------------------------------------------------------------------- themes
 
-# A stylesheet that parses the app's CSS once per theme (``t`` cycles through three).
+# A stylesheet that parses the app's CSS once per theme (``t`` cycles through three), and restyles a node for a
+# new theme by translating the rules it has instead of matching every selector again.
 #
 # Textual substitutes CSS variables while it parses, so a theme change parses every CSS source of the app and its
 # widgets again (``App.refresh_css`` calls ``Stylesheet.reparse``): 6-9 ms of ``t`` on 2 shared cores. The rules
@@ -546,25 +560,121 @@ class SlicedRestyle:
 # tests/test_tui_themes.py fails if Textual stops calling ``reparse`` on a theme change or the kept rules differ
 # from a fresh parse.
 #
+# Two parses of the same sources with other variables are the same rule sets in the same order, with other
+# values: which rule sets match a node, and which of them wins each property, does not depend on the values. So a
+# node styled from one parse is restyled for another by looking up, for each value it has, the value the same
+# rule set gives that property in the other parse (a :class:`Translation`), where ``Stylesheet.apply`` matches
+# every selector of the stylesheet against the node's path again and builds a virtual node per component class:
+# 5-7 ms of ``t``'s ~40 on 2 shared cores. A node whose matching could depend on the theme (a rule with ``:dark``
+# or ``:light``, or one naming the ``-theme-``, ``-dark-mode`` and ``-light-mode`` classes a theme sets on the
+# app), a value not found, or a parse not kept takes Textual's own path. tests/test_tui_themes.py holds every node
+# of a translated screen to the rules of a screen started in that theme. Relies on ``Styles._rules``,
+# ``DOMNode._selector_names`` and ``_component_styles`` and on ``Stylesheet.apply`` handing a node's rules to
+# ``replace_rules`` (Textual 8).
+#
 # It also asks for each node's repaint once per update instead of once per changed rule: applying a theme sets
 # every colour rule of every node, and each setting asked the node to refresh (working out its region each time):
 # ~500 requests per ``t``, 10-40 ms of CPU before the new theme's first frame. The requests are collected while
-# ``Stylesheet.update`` applies the rules, then made once per node with the strongest of what was asked (a
-# relayout if any rule asked for one). Relies on ``Stylesheet.update_nodes``, on rules asking through the
-# node's ``refresh`` and on ``Widget._get_virtual_dom`` (a widget's scrollbars, styled with it) (Textual 8); tests/test_tui_themes.py checks that a theme change still repaints every panel.
+# the rules are applied, then made once per node with the strongest of what was asked (a relayout if any rule
+# asked for one). Relies on rules asking through the node's ``refresh`` and on ``Widget._get_virtual_dom`` (a
+# widget's scrollbars, styled with it) (Textual 8); tests/test_tui_themes.py checks that a theme change still
+# repaints every panel.
 
 KEPT_THEMES = 8
 """Parsed rule sets kept (one per theme seen; the oldest goes first)."""
 
+THEME_SELECTORS = (":dark", ":light", "-theme-", "-dark-mode", "-light-mode")
+"""What a selector names when whether it matches depends on the theme (the app's pseudo-classes and classes)."""
+
+_CONFLICT = object()
+
+
+def _distinct_values(rules: list[RuleSet]) -> None:
+    """Give every rule set's value an object of its own: the parser shares one object between equal values (a
+    colour parsed once), and two rule sets equal in one theme may part ways in another. Strings and numbers stay
+    shared (a node holding one given by two rule sets that part ways is matched by Textual)."""
+    seen: set[int] = set()
+    for rule in rules:
+        values = rule.styles._rules
+        for key, value in values.items():
+            if id(value) in seen:
+                copied = (*value,) if type(value) is tuple else copy.copy(value)
+                values[key] = copied  # type: ignore[literal-required]
+                value = copied
+            seen.add(id(value))
+
+
+def theme_names(rules: list[RuleSet]) -> frozenset[str]:
+    """The selector names of the rule sets whose matching depends on the theme (they name :data:`THEME_SELECTORS`;
+    a rule set without declarations, as nesting makes, gives nothing): a node they may match is matched again."""
+    names: set[str] = set()
+    for rule in rules:
+        if rule.styles._rules and any(word in rule.selectors for word in THEME_SELECTORS):
+            names |= rule.selector_names
+    return frozenset(names)
+
+
+class Translation:
+    """From the rules of one parse to those of another parse of the same sources with other variables: for each
+    (property, value object) a rule set of the first gives, the value the same rule set gives in the second."""
+
+    __slots__ = ("values", "theme_names", "_keep")
+
+    def __init__(self, source: list[RuleSet], target: list[RuleSet], theme_names: frozenset[str]) -> None:
+        values: dict[tuple[str, int], object] = {}
+        for old, new in zip(source, target):
+            old_rules, new_rules = old.styles._rules, new.styles._rules
+            if old_rules.keys() != new_rules.keys():
+                raise ValueError("the two parses differ in more than their values")
+            for key, value in old_rules.items():
+                slot = (key, id(value))
+                new_value = new_rules[key]  # type: ignore[literal-required]
+                seen = values.get(slot, _CONFLICT)
+                if seen is _CONFLICT and slot not in values:
+                    values[slot] = new_value
+                elif seen is not new_value and seen != new_value:
+                    values[slot] = _CONFLICT  # one value object, two rule sets that part ways: not translated
+        self.values = values
+        self.theme_names = theme_names
+        self._keep = source  # the ids above stay those of these values while the translation lives
+
+    def rules(self, node: DOMNode, rules: RulesMap) -> RulesMap | None:
+        """``rules`` (what ``node`` was given from the first parse) in the second parse; None where it cannot say."""
+        if self.theme_names and not self.theme_names.isdisjoint(node._selector_names):
+            return None
+        values = self.values
+        translated: dict[str, object] = {}
+        for key, value in rules.items():
+            # A value no rule set gave is Textual's default for a property set to ``initial``: the same in any theme.
+            new_value = values.get((key, id(value)), value)
+            if new_value is _CONFLICT:
+                return None
+            translated[key] = new_value
+        return translated  # type: ignore[return-value]
+
 
 class ThemeStylesheet(Stylesheet):
-    """A :class:`~textual.css.stylesheet.Stylesheet` that keeps the rules parsed for each set of variables."""
+    """A :class:`~textual.css.stylesheet.Stylesheet` that keeps the rules parsed for each set of variables and
+    restyles a node for another parse by translating its rules."""
 
     def __init__(self, *, variables: dict[str, str] | None = None) -> None:
         super().__init__(variables=variables)
-        self._kept: dict[Hashable, list[RuleSet]] = {}
+        self._kept: dict[Hashable, tuple[int, list[RuleSet]]] = {}
+        self._sources: dict[int, tuple[Hashable, frozenset[str]]] = {}
+        """The sources each kept parse was made from (a translation is between parses of the same sources)."""
+        self._parses = 0
+        self._parse = 0
+        """The serial number of the parse whose rules are in use (0: one not kept)."""
+        self._given: weakref.WeakKeyDictionary[DOMNode, tuple[int, RulesMap]] = weakref.WeakKeyDictionary()
+        """Each node's rules as the stylesheet last gave them, and from which parse."""
+        self._translations: dict[tuple[int, int], Translation | None] = {}
+        self._translating = False
+        """Within :meth:`update` (a theme change): nodes may be translated."""
         self.reused = 0
         """Reparses answered from the kept rules (tests read it)."""
+        self.translated = 0
+        self.matched = 0
+        """Nodes restyled by translation, and by Textual's matching, in theme changes (tests and benches read them)."""
 
     @classmethod
     def adopt(cls, stylesheet: Stylesheet) -> ThemeStylesheet:
@@ -573,37 +683,78 @@ class ThemeStylesheet(Stylesheet):
         adopted.source = stylesheet.source.copy()
         return adopted
 
+    def _keep_parse(self, key: Hashable, rules: list[RuleSet]) -> int:
+        _distinct_values(rules)
+        self._parses += 1
+        self._kept.pop(key, None)
+        self._kept[key] = (self._parses, rules)
+        self._sources[self._parses] = (key[1], theme_names(rules))  # type: ignore[index]
+        while len(self._kept) > KEPT_THEMES:
+            serial, _ = self._kept.pop(next(iter(self._kept)))
+            self._sources.pop(serial, None)
+            for pair in [pair for pair in self._translations if serial in pair]:
+                del self._translations[pair]
+        return self._parses
+
     def prime(self, variables: dict[str, str]) -> None:
-        """Parse the current sources with ``variables`` now (idle time) so that a change to that theme finds them."""
+        """Parse the current sources with ``variables`` now (idle time) so that a change to that theme finds them,
+        and work out the translation to them from the rules in use."""
         sheet = Stylesheet(variables=variables)
         sheet.source = self.source.copy()
         sheet.reparse()
         key = (tuple(sorted(variables.items())), tuple(sheet.source.items()))
-        self._kept.setdefault(key, sheet._rules)
+        kept = self._kept.get(key)
+        serial = kept[0] if kept is not None else self._keep_parse(key, sheet._rules)
+        for other, _ in list(self._kept.values()):  # both ways, with every other theme of these sources
+            if other != serial and self._sources[other][0] == self._sources[serial][0]:
+                self._translation(other, serial)
+                self._translation(serial, other)
 
     def _key(self) -> Hashable:
         return (tuple(sorted(self._variables.items())), tuple(self.source.items()))
 
+    def parse(self) -> None:
+        """Textual's parse (of sources added since the last, on first use of the rules), its rules kept."""
+        self._parse = 0
+        super().parse()
+        self._parse = self._keep_parse(self._key(), self._rules)
+
     def reparse(self) -> None:
         key = self._key()
-        rules = self._kept.get(key)
-        if rules is None:
+        kept = self._kept.get(key)
+        if kept is None:
+            self._parse = 0
             super().reparse()  # raises on invalid CSS, keeping nothing
-            self._kept.pop(key, None)
-            self._kept[self._key()] = self._rules
-            while len(self._kept) > KEPT_THEMES:
-                del self._kept[next(iter(self._kept))]
+            self._parse = self._keep_parse(self._key(), self._rules)
             return
         self.reused += 1
-        self._rules = rules
+        self._parse, self._rules = kept
         self._rules_map = None
         self._require_parse = False
 
-    @classmethod
-    def replace_rules(cls, node: DOMNode, rules: RulesMap, animate: bool = False) -> None:
+    def _translation(self, source: int, target: int) -> Translation | None:
+        pair = (source, target)
+        if pair not in self._translations:
+            rules = dict(self._kept.values())
+            translation = None
+            if (source in rules and target in rules and self._sources[source][0] == self._sources[target][0]
+                    and len(rules[source]) == len(rules[target])):
+                try:
+                    translation = Translation(rules[source], rules[target],
+                                              self._sources[source][1] | self._sources[target][1])
+                except ValueError:
+                    translation = None
+            self._translations[pair] = translation
+        return self._translations[pair]
+
+    def replace_rules(self, node: DOMNode, rules: RulesMap, animate: bool = False) -> None:  # type: ignore[override]
         """Set the rules of ``node`` that change, leave the others (``Stylesheet.replace_rules`` sets every rule the
         node has or gets, each through its property's checks: a theme changes a node's colours and nothing else).
         A rule equal to the one the node has would be set to no effect; with ``animate``, Textual's own path."""
+        if self._parse:
+            self._given[node] = (self._parse, rules)
+        else:
+            self._given.pop(node, None)
         if animate:
             super().replace_rules(node, rules, animate=True)
             return
@@ -615,6 +766,62 @@ class ThemeStylesheet(Stylesheet):
                 continue
             setattr(base, key, value)
         node.notify_style_update()
+
+    def _translated(self, part: DOMNode) -> RulesMap | None:
+        """The rules ``part`` was given from another parse, in the parse in use; None where they cannot be said so
+        (a part given its rules from the parse in use was matched again since: a change to the part itself)."""
+        given = self._given.get(part)
+        if given is None or given[0] == self._parse:
+            return None
+        translation = self._translation(given[0], self._parse)
+        return translation.rules(part, given[1]) if translation is not None else None
+
+    def _translate(self, node: DOMNode) -> bool:
+        """Restyle ``node`` for the parse in use by translating its rules, and its component styles each by
+        translation or else by Textual's matching of that component alone; False (nothing changed) where the
+        node's own rules cannot be translated."""
+        if not self._parse:
+            return False
+        rules = self._translated(node)
+        if rules is None:
+            return False
+        changed = False
+        for styles in node._component_styles.values():  # first: the node's own update clears what it keeps of them
+            part = styles.node
+            if part is None:
+                continue
+            before = part.styles.base.get_rules()
+            part_rules = self._translated(part)
+            if part_rules is None:
+                self.apply(part)
+            else:
+                self.replace_rules(part, part_rules)
+            changed = changed or part.styles.base._rules != before
+        self.replace_rules(node, rules)
+        if changed:
+            node.refresh()
+        return True
+
+    def update_nodes(self, nodes: Iterable[DOMNode], animate: bool = False) -> None:
+        """Textual's update of ``nodes`` and their scrollbars, each restyled by translation where it can be."""
+        if animate:
+            super().update_nodes(nodes, animate=True)
+            return
+        cache: dict[tuple[object, ...], RulesMap] = {}
+        for node in nodes:
+            styled = [node]
+            if isinstance(node, Widget) and node.is_scrollable:
+                vertical = node.show_vertical_scrollbar and node.scrollbar_size_vertical
+                horizontal = node.show_horizontal_scrollbar and node.scrollbar_size_horizontal
+                styled += [node.vertical_scrollbar] if vertical else []
+                styled += [node.horizontal_scrollbar] if horizontal else []
+                styled += [node.scrollbar_corner] if vertical and horizontal else []
+            for part in styled:
+                if self._translating and self._translate(part):
+                    self.translated += 1
+                else:
+                    self.matched += 1
+                    self.apply(part, cache=cache)
 
     def update(self, root: DOMNode, animate: bool = False) -> None:
         """Apply the rules to ``root`` and every node under it, then ask each node that wanted it to refresh once."""
@@ -634,9 +841,11 @@ class ThemeStylesheet(Stylesheet):
             if "refresh" not in vars(node):  # a node with a refresh of its own instance is left alone
                 node.refresh = collector(node)  # type: ignore[method-assign]
                 collected.append(node)
+        self._translating = True
         try:
             self.update_nodes(nodes, animate=animate)
         finally:
+            self._translating = False
             for node in collected:
                 del node.refresh
             for node, layout in wanted.items():
@@ -775,6 +984,8 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("textual.css.stylesheet.Stylesheet", "_rules_map"),
     ("textual.css.stylesheet.Stylesheet", "_require_parse"),
     ("textual.css.styles.Styles", "_rules"),
+    ("textual.dom.DOMNode", "_selector_names"),
+    ("textual.dom.DOMNode", "_component_styles"),
     ("textual.widget.Widget", "_get_virtual_dom"),
     ("textual._segment_tools", "line_crop"),
     ("textual.widgets._toast", "Toast"),
