@@ -349,6 +349,10 @@ def _print_sched(sched: dict[str, list[tuple[float, float, float]]], keys: dict[
             return f"{percentile(values, 50) or 0.0:5.0f}/{percentile(values, 95) or 0.0:<5.0f}"
         print(f"{key:<8} {both(keys[key]):>11} {both([s[0] for s in splits]):>11} "
               f"{both([s[1] for s in splits]):>11} {both([s[2] for s in splits]):>11}")
+    print("each press, wall/UI on CPU/UI queued ms:")
+    for key, splits in sched.items():
+        print(f"  {key:<6} " + ", ".join(f"{wall:.0f}/{run:.0f}/{wait:.0f}"
+                                       for wall, (run, wait, _) in zip(keys[key], splits)))
 
 
 def main() -> int:
