@@ -322,6 +322,39 @@ async def test_a_node_restyled_by_a_theme_change_has_the_rules_of_a_node_started
     assert [name for name in changed if changed[name] != started[name]] == []
 
 
+def test_two_rules_equal_in_one_theme_and_not_in_another_translate_each_to_its_own() -> None:
+    """The parser gives two rule sets one colour object when their values are equal (a colour parsed once); a
+    kept parse gives each its own, so that a rule set's value in one theme is translated to that same rule set's
+    value in another, not to whichever rule set shared the object. Where an object is still shared by rule sets
+    that part ways, nothing is translated (Textual matches the node again)."""
+    from textual.color import Color
+    from textual.dom import DOMNode
+
+    from specbench_tui.tui.textual_private import ThemeStylesheet, Translation
+
+    css = "Foo { background: $one; color: $one; } Bar { background: $two; }"
+    same = {"one": "#102030", "two": "#102030"}
+    apart = {"one": "#102030", "two": "#405060"}
+    sheet = ThemeStylesheet(variables=same)
+    sheet.add_source(css, read_from=("test", "css"))
+    sheet.parse()
+    sheet.prime(apart)
+    (first, rules), (second, _) = sheet._kept.values()
+    foo, bar = rules
+    translation = sheet._translation(first, second)
+    assert translation is not None
+    node = DOMNode()
+    assert translation.rules(node, {"background": foo.styles._rules["background"]}) == {
+        "background": Color.parse("#102030")}
+    assert translation.rules(node, {"background": bar.styles._rules["background"]}) == {
+        "background": Color.parse("#405060")}
+
+    shared = foo.styles._rules["background"]  # one object for both rule sets, as the parser leaves it
+    bar.styles._rules["background"] = shared
+    second_rules = next(kept for serial, kept in sheet._kept.values() if serial == second)
+    assert Translation(rules, second_rules, frozenset()).rules(node, {"background": shared}) is None
+
+
 async def test_applying_a_theme_asks_every_node_to_refresh_once_and_repaints_every_panel(tmp_path: Path,
                                                                                         monkeypatch) -> None:
     """Applying a theme sets every colour rule of every node, and each rule asked its node to refresh: ~500
