@@ -322,6 +322,37 @@ async def test_a_node_restyled_by_a_theme_change_has_the_rules_of_a_node_started
     assert [name for name in changed if changed[name] != started[name]] == []
 
 
+async def test_a_themes_css_variables_are_generated_once(tmp_path: Path, monkeypatch) -> None:
+    """Textual generates a theme's colour system on every read of the CSS variables (twice per ``t``); the app
+    keeps each theme's: a second round of the themes generates none, and each round gives the same variables."""
+    from textual.design import ColorSystem
+
+    generated: list[object] = []
+    generate = ColorSystem.generate
+
+    def counted(system: ColorSystem) -> dict[str, str]:
+        generated.append(system)
+        return generate(system)
+
+    app = SpecbenchApp(FakeEngine(tmp_path / "run"), theme="specbench-light", clock=lambda: T0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        while not app.panels_ready:
+            await pilot.pause(0.02)
+        monkeypatch.setattr(ColorSystem, "generate", counted)
+        rounds, counts = [], []
+        for _ in range(2):
+            seen = {}
+            for name in sorted(SHIPPED):
+                app.set_theme(name)
+                await pilot.pause(0.05)
+                seen[name] = app.get_css_variables()
+            rounds.append(seen)
+            counts.append(len(generated))
+            generated.clear()
+        assert counts[0] <= len(SHIPPED) and counts[1] == 0, counts
+        assert rounds[0] == rounds[1] and rounds[0]["specbench-light"] != rounds[0]["specbench-dark"]
+
+
 def test_two_rules_equal_in_one_theme_and_not_in_another_translate_each_to_its_own() -> None:
     """The parser gives two rule sets one colour object when their values are equal (a colour parsed once); a
     kept parse gives each its own, so that a rule set's value in one theme is translated to that same rule set's
