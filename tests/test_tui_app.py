@@ -322,6 +322,28 @@ async def test_focus_keys_and_maximise(engine: FakeEngine) -> None:
         assert screen.maximized_panel is None
 
 
+async def test_the_panel_rows_are_hidden_under_the_panels_that_cover_them(engine: FakeEngine) -> None:
+    """The rows only place the panels: hidden, the compositor does not draw their lines under the panels on every
+    frame (a theme change's frame 25 -> 18 ms headless). The panels are shown and cover their rows, so nothing of a
+    row would show anyway (the screen snapshots hold the looks); a maximised panel is shown too."""
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        engine.play_until_running()
+        await settle(app, pilot)
+        screen = app.sweep_screen
+        rows = list(screen.query("#top-row, #bottom-row"))
+        assert len(rows) == 2 and not any(row.visible for row in rows)
+        panels = [panel for row in rows for panel in row.children]
+        assert len(panels) == 4 and all(panel.visible for panel in panels)
+        # every line between the header and the key bar is the panels' (no row shows through)
+        width, height = screen.size
+        assert sum(panel.outer_size.area for panel in panels) == width * (height - 2)
+        await press(pilot, "2")
+        await press(pilot, "m")
+        maximised = screen.maximized_panel
+        assert isinstance(maximised, ResultsPanel) and maximised.visible and maximised.region.area > 0
+
+
 async def test_narrow_terminal_hides_gpus_until_asked(engine: FakeEngine) -> None:
     app = make_app(engine)
     async with app.run_test(size=(80, 24)) as pilot:
