@@ -322,6 +322,33 @@ async def test_a_node_restyled_by_a_theme_change_has_the_rules_of_a_node_started
     assert [name for name in changed if changed[name] != started[name]] == []
 
 
+async def test_the_themes_are_parsed_again_ahead_once_the_css_sources_change(tmp_path: Path) -> None:
+    """Opening the command palette adds its CSS: the themes parsed ahead before are for other sources. They are
+    parsed again at idle time, so the next ``t`` still reuses a parse and translates the nodes."""
+    from specbench_tui.tui.textual_private import ThemeStylesheet
+
+    app = SpecbenchApp(FakeEngine(tmp_path / "run"), theme="specbench-light", clock=lambda: T0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        while not app.panels_ready:
+            await pilot.pause(0.02)
+        sheet = app.stylesheet
+        assert isinstance(sheet, ThemeStylesheet)
+        await until(pilot, lambda: len(app._primed_themes) >= len(app.specbench_themes), "the themes parsed ahead")
+        before = sheet.sources_version
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.2)
+        await pilot.press("escape")
+        await until(pilot, lambda: sheet.sources_version > before, "the palette's CSS added")
+        version = sheet.sources_version
+        await until(pilot, lambda: {(name, version) for name in app.specbench_themes} <= app._primed_themes
+                    and app._restyled_for_sources == version, "the themes parsed again ahead", timeout=5.0)
+        reused, translated, matched = sheet.reused, sheet.translated, sheet.matched
+        app.set_theme("specbench-dark")
+        await pilot.pause(0.1)
+        assert sheet.reused > reused
+        assert sheet.translated - translated >= 15 and sheet.matched - matched <= 3
+
+
 async def test_a_themes_css_variables_are_generated_once(tmp_path: Path, monkeypatch) -> None:
     """Textual generates a theme's colour system on every read of the CSS variables (twice per ``t``); the app
     keeps each theme's: a second round of the themes generates none, and each round gives the same variables."""

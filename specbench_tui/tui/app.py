@@ -146,7 +146,8 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         """Each theme's CSS variables (Textual reads them while it starts)."""
         super().__init__()
         self.stylesheet = ThemeStylesheet.adopt(self.stylesheet)  # a theme's CSS is parsed once
-        self._primed_themes: set[str] = set()
+        self._primed_themes: set[tuple[str, int]] = set()
+        self._restyled_for_sources = 0
         self.engine = engine
         """The engine adapter: events come from it, control goes to it."""
         self.clock = clock
@@ -249,22 +250,36 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         return dict(variables)
 
     def _prime_theme_css(self) -> None:
-        """Parse the next theme's CSS ahead of ``t`` (one theme per call, a few ms each, when the app is idle)."""
-        if not isinstance(self.stylesheet, ThemeStylesheet):
+        """Parse every theme's CSS ahead of ``t`` (one theme per call, a few ms each, when the app is idle), again
+        whenever the app's CSS sources change (a screen or widget seen for the first time adds its CSS: the first
+        ``t`` after opening the palette or a log screen parsed anew and matched every node, ~40 ms more beside
+        busy servers)."""
+        sheet = self.stylesheet
+        if not isinstance(sheet, ThemeStylesheet):
+            return
+        if self.gc_pacer.key_hold_left() > 0:  # a key's answer is being drawn: the tick comes back to it
             return
         for name in self.specbench_themes:
             theme = self.get_theme(name)
-            if theme is None or name in self._primed_themes:
+            if theme is None or (name, sheet.sources_version) in self._primed_themes:
                 continue
-            self._primed_themes.add(name)
+            self._primed_themes.add((name, sheet.sources_version))
             # As App.get_css_variables builds them for the current theme (which this must not change).
             variables = {**self.get_theme_variable_defaults(), **theme.to_color_system().generate(), **theme.variables}
             try:
-                self.stylesheet.prime(variables)
+                sheet.prime(variables)
             except Exception as error:  # noqa: BLE001 - a theme that fails here fails again, reported, on ``t``
                 self.log.warning(f"theme {name}: CSS not parsed ahead: {error!r}")
             self.set_timer(0.2, self._prime_theme_css)
             return
+        if self._restyled_for_sources != sheet.sources_version:
+            # Every theme parsed ahead for these sources: restyle the nodes from the parse in use (Textual would at
+            # the next theme change), so that the theme change translates them instead of matching them all again.
+            self._restyled_for_sources = sheet.sources_version
+            sheet.update(self)
+            for screen in self.screen_stack:
+                if screen is not self.screen:
+                    sheet.update(screen)
 
     def _engine_event(self, event: Event) -> None:
         """Called by the engine from its own thread: only enqueue (never touch widgets here). Log lines go to
@@ -339,6 +354,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
             if self._heap_frozen_at is not None:
                 self._freeze_heap()
             self.gc_pacer.tick()
+            self._prime_theme_css()  # (nothing to do unless the CSS sources changed)
             self._expire_optimistic()
             self._header().refresh()
             if self._results_pending:

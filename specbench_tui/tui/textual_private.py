@@ -685,6 +685,10 @@ class ThemeStylesheet(Stylesheet):
         self._translations: dict[tuple[int, int], Translation | None] = {}
         self._translating = False
         """Within :meth:`update` (a theme change): nodes may be translated."""
+        self.sources_version = 0
+        """Counts the sets of CSS sources parsed (a widget or screen seen for the first time adds its CSS): the
+        themes parsed ahead for other sources are of no use to a theme change now."""
+        self._last_sources: Hashable = None
         self.reused = 0
         """Reparses answered from the kept rules (tests read it)."""
         self.translated = 0
@@ -700,6 +704,9 @@ class ThemeStylesheet(Stylesheet):
 
     def _keep_parse(self, key: Hashable, rules: list[RuleSet]) -> int:
         _distinct_values(rules)
+        if key[1] != self._last_sources:  # type: ignore[index]
+            self._last_sources = key[1]  # type: ignore[index]
+            self.sources_version += 1
         self._parses += 1
         self._kept.pop(key, None)
         self._kept[key] = (self._parses, rules)
