@@ -508,10 +508,7 @@ class SlicedRestyle:
         """Rewrite every row: those on screen now, the others a slice at a time (which those are is worked out at
         the first slice: ``DataTable.ordered_rows`` builds a list of every row on each read, 1-2 ms at 200 rows)."""
         table = self.table
-        top = max(0, int(table.scroll_y))
-        locations = table._row_locations
-        on_screen = [key.value for index in range(top, top + max(1, table.size.height))
-                     if (key := locations.get_key(index)) is not None and key.value is not None]
+        on_screen = self._keys_on_screen()
         self._written = set(on_screen)
         self._backlog = None
         self._rewrite(on_screen)
@@ -521,6 +518,14 @@ class SlicedRestyle:
         elif table.row_count <= len(on_screen):
             self._backlog = []
             self.stop()
+
+    def _keys_on_screen(self) -> list[str]:
+        """The keys of the rows on screen, found from their indices (``DataTable.ordered_rows`` would list them all)."""
+        table = self.table
+        top = max(0, int(table.scroll_y))
+        locations = table._row_locations
+        return [key.value for index in range(top, top + max(1, table.size.height))
+                if (key := locations.get_key(index)) is not None and key.value is not None]
 
     def _rows_left(self) -> list[str]:
         if self._backlog is None:
@@ -535,8 +540,7 @@ class SlicedRestyle:
             return
         backlog = self._rows_left()
         chunk, self._backlog = backlog[:SLICE_ROWS], backlog[SLICE_ROWS:]
-        top = max(0, int(self.table.scroll_y))
-        shown = {row.key.value for row in self.table.ordered_rows[top:top + max(1, self.table.size.height)]}
+        shown = set(self._keys_on_screen())
         self._rewrite([k for k in chunk if k in shown])
         self._rewrite([k for k in chunk if k not in shown], on_screen=False)
         if not self._backlog:
@@ -644,10 +648,9 @@ class Translation:
             for key, value in old_rules.items():
                 slot = (key, id(value))
                 new_value = new_rules[key]  # type: ignore[literal-required]
-                seen = values.get(slot, _CONFLICT)
-                if seen is _CONFLICT and slot not in values:
+                if slot not in values:
                     values[slot] = new_value
-                elif seen is not new_value and seen != new_value:
+                elif (seen := values[slot]) is not new_value and seen != new_value:
                     values[slot] = _CONFLICT  # one value object, two rule sets that part ways: not translated
         self.values = values
         self.theme_names = theme_names
