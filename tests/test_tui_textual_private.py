@@ -43,6 +43,8 @@ SIGNATURES = {
         "(self, screen: 'Screen', renderable: 'RenderableType | None') -> 'None'",
     ('textual.app.App', '_end_batch'):
         "(self) -> 'None'",
+    ('textual.app.App', '_start_widget'):
+        "(self, parent: 'Widget', widget: 'Widget') -> 'None'",
 }
 """The signature of every private method used or overridden, as Textual 8.2 has it."""
 
@@ -75,6 +77,9 @@ KINDS = {
     ('textual.screen.Screen', '_callbacks'): 'builtins.list',
     ('textual.screen.Screen', '_dirty_widgets'): 'builtins.set',
     ('textual.widget.Widget', '_layout_required'): 'builtins.bool',
+    ('textual.widget.Widget', '_vertical_scrollbar'): 'builtins.NoneType',
+    ('textual.widget.Widget', '_horizontal_scrollbar'): 'builtins.NoneType',
+    ('textual.widget.Widget', '_scrollbar_corner'): 'builtins.NoneType',
     ('textual.widget.Widget', '_repaint_required'): 'builtins.bool',
     ('textual.widget.Widget', '_scroll_required'): 'builtins.bool',
     ('textual.message_pump.MessagePump', '_message_queue'): 'textual._queue.Queue',

@@ -28,13 +28,14 @@ from textual.worker import Worker
 from specbench_tui.tui.log_style import LogHighlighter, classify, problem_keywords
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import MAX_LINE_CHARS, clean
+from specbench_tui.tui.textual_private import QuickScrollbars
 
 READ_CHUNK = 8 * 1024 * 1024
 MAX_READ_BYTES = MAX_LINE_CHARS * 4
 """Bytes of one line read for display; a longer line shows how much was left out."""
 
 
-class LogFileView(ScrollView, can_focus=True):
+class LogFileView(QuickScrollbars, ScrollView, can_focus=True):
     """The lines of one log file, with a gutter of line numbers, a cursor line and search highlights."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {

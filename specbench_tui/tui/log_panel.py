@@ -26,6 +26,7 @@ from specbench_tui.application.logview import NAME_WIDTH, format_live_line
 from specbench_tui.tui.log_style import LogHighlighter
 from specbench_tui.tui.palette import Palette
 from specbench_tui.tui.safe_text import clean
+from specbench_tui.tui.textual_private import QuickScrollbars
 
 __all__ = ["MAX_LINES", "NAME_WIDTH", "PAINT_INTERVAL_S", "ServerLogPanel", "format_live_line"]
 
@@ -41,7 +42,7 @@ already formatted for display (by :class:`~specbench_tui.application.logview.Log
 SHOWN = "\x00shown"
 
 
-class ServerLogPanel(Log):
+class ServerLogPanel(QuickScrollbars, Log):
     """A ``Log`` of raw lines, formatted and coloured by the theme only when drawn."""
 
     ALLOW_MAXIMIZE = True

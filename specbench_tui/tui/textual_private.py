@@ -15,6 +15,8 @@ What is here:
   alone, which is what a live table wants anyway (columns that shrink and grow back make the table jitter).
   :class:`CachedCellsTable` keeps rendered cells and lines while nothing they depend on changed.
 * **A stylesheet that parses the app's CSS once per theme** (:class:`ThemeStylesheet`, below).
+* **Scrollbars drawn without Rich** (:class:`QuickScrollBar`, given to a widget by :class:`QuickScrollbars`):
+  Textual renders each line of a bar through Rich and its styles cache; a theme change draws six of them.
 * **Toasts** the notifier places and takes away itself, the app's batch of screen updates, and what the tests
   wait for before a snapshot (:func:`pending_work`).
 """
@@ -27,6 +29,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from rich.color import Color as RichColor
 from rich.console import Console, ConsoleOptions
 from rich.padding import Padding
 from rich.segment import Segment
@@ -40,6 +43,7 @@ from textual.css.stylesheet import Stylesheet
 from textual.dom import DOMNode
 from textual.geometry import Region
 from textual.renderables.styled import Styled
+from textual.scrollbar import ScrollBar, ScrollBarCorner, ScrollBarRender
 from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
@@ -59,6 +63,9 @@ _CellConstants = tuple[int, int, bool, bool, bool, bool, int, dict[tuple[bool, b
 _RowConstants = tuple[tuple[int, ...], int, int, bool, dict[tuple[bool, bool, Style], Style],
                       dict[tuple[bool, bool, Style], Style], tuple[ColumnKey, ...]]
 _NO_STYLE = Style.null()
+_DEFAULT_BACK = RichColor.parse("#555555")
+_DEFAULT_BAR = RichColor.parse("bright_magenta")
+"""``ScrollBarRender``'s colours for a style without them."""
 
 
 KEPT_CELLS = 3000
@@ -124,7 +131,126 @@ def render_cell(console: Console, options: ConsoleOptions, value: Text, width: i
     return [list(Segment.apply_style(segments, pre_style, post_style))]
 
 
-class CachedCellsTable(DataTable[Any]):
+_PLAIN_ALIGN = ("left", "top")
+if TYPE_CHECKING:
+    _WidgetBase = Widget
+else:
+    _WidgetBase = object
+
+
+def _plainly_styled(widget: Widget) -> bool:
+    """Whether ``widget`` is drawn without anything Textual's styles cache adds to its content lines: no border,
+    outline, padding, tint, opacity, text opacity or hatch, content at the top left, no links, no selection."""
+    styles = widget.styles
+    return (not widget.BLANK and not any(styles.gutter) and not any(edge for edge, _ in styles.outline)
+            and not styles.tint.a and widget.opacity == 1.0 and styles.text_opacity == 1.0
+            and not styles.has_rule("hatch") and styles.content_align == _PLAIN_ALIGN and not widget.auto_links
+            and widget.text_selection is None)
+
+
+class _Finisher:
+    """What Textual's styles cache does to a content line of a plainly styled widget (:func:`_plainly_styled`) as
+    wide as the widget: filter it (every filter maps each segment on its own) and crop it to ``crop``."""
+
+    def __init__(self, widget: Widget, crop: Region) -> None:
+        _, self.background = widget.background_colors
+        self.filters = widget.get_line_filters()
+        self.width = widget.size.width
+        self.span = crop.column_span
+
+    def filtered(self, segments: list[Segment]) -> list[Segment]:
+        for line_filter in self.filters:
+            segments = line_filter.apply(segments, self.background)
+        return segments
+
+    def strip(self, segments: list[Segment]) -> Strip:
+        strip = Strip(segments, self.width)
+        return strip if self.span == (0, self.width) else strip.crop(*self.span)
+
+
+class QuickScrollBar(ScrollBar):
+    """A scrollbar that builds its lines from the bar's segments directly: the lines Textual draws
+    (``ScrollBarRender.render_bar`` places the thumb; the widget's style, filters and crop are applied as Textual
+    applies them) without rendering them through Rich and the styles cache line by line. A bar is a handful of
+    distinct segments (the back above the thumb, the thumb, its two ends, the back below), each repeated: each is
+    styled and filtered once, and a vertical bar's lines that show the same one share its strip. A theme change
+    draws every bar again: six bars were 3-4 ms of its 20 ms frame. Anything not plain (a border, a renderer of
+    one's own) takes Textual's path; tests/test_tui_scrollbars.py holds the lines equal to Textual's."""
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        renderer = self.render()
+        if type(renderer) is not ScrollBarRender or not _plainly_styled(self):
+            return super().render_lines(crop)
+        width, height = self.size
+        vertical = renderer.vertical
+        style = self.app.console.get_style(renderer.style)
+        bar = renderer.render_bar(size=height if vertical else width, virtual_size=renderer.virtual_size,
+                                  window_size=renderer.window_size, position=renderer.position,
+                                  thickness=width if vertical else height, vertical=vertical,
+                                  back_color=style.bgcolor or _DEFAULT_BACK, bar_color=style.color or _DEFAULT_BAR)
+        cells = bar.segments[:height] if vertical else bar.segments[:width]
+        distinct = {id(segment): segment for segment in cells}  # the bar repeats each segment object
+        if any(segment.cell_length != (width if vertical else 1) for segment in distinct.values()):
+            return super().render_lines(crop)  # (not a bar as Textual draws them: its own path pads and crops)
+        base = self.visual_style.rich_style
+        finish = _Finisher(self, crop)
+        final = {key: finish.filtered([Segment(segment.text, base + segment.style if base else segment.style)])
+                 for key, segment in distinct.items()}  # the widget's style under the bar's, as Textual's _Styled
+        if not vertical:
+            return [finish.strip([part for segment in cells for part in final[id(segment)]])] * crop.height
+        strips = {key: finish.strip(segments) for key, segments in final.items()}
+        return [strips[id(segment)] for segment in cells[crop.y:crop.bottom]]
+
+
+class QuickScrollBarCorner(ScrollBarCorner):
+    """The corner between two scrollbars, a solid colour, drawn as Textual draws it without its pipeline."""
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        if not _plainly_styled(self) or self.parent is None:
+            return super().render_lines(crop)
+        color = self.parent.styles.scrollbar_corner_color
+        finish = _Finisher(self, crop)
+        blank = Segment(" " * self.size.width, Style.from_color(bgcolor=color.rich_color))
+        return [finish.strip(finish.filtered([blank]))] * crop.height
+
+
+class QuickScrollbars(_WidgetBase):
+    """Mixed into a widget class before its Textual base (``class Table(QuickScrollbars, DataTable)``): gives its
+    widgets :class:`QuickScrollBar` scrollbars and a :class:`QuickScrollBarCorner`. Made as Textual makes its own,
+    when first asked for (``Widget._vertical_scrollbar``, ``_horizontal_scrollbar``, ``_scrollbar_corner``, each
+    started by ``App._start_widget``). Not a widget class itself, so that the widget's CSS stays its base's."""
+
+    @property
+    def vertical_scrollbar(self) -> ScrollBar:
+        bar: ScrollBar | None = self._vertical_scrollbar
+        if bar is None:
+            bar = QuickScrollBar(vertical=True, name="vertical", thickness=self.scrollbar_size_vertical)
+            bar.display = False
+            self._vertical_scrollbar = bar
+            self.app._start_widget(self, bar)
+        return bar
+
+    @property
+    def horizontal_scrollbar(self) -> ScrollBar:
+        bar: ScrollBar | None = self._horizontal_scrollbar
+        if bar is None:
+            bar = QuickScrollBar(vertical=False, name="horizontal", thickness=self.scrollbar_size_horizontal)
+            bar.display = False
+            self._horizontal_scrollbar = bar
+            self.app._start_widget(self, bar)
+        return bar
+
+    @property
+    def scrollbar_corner(self) -> ScrollBarCorner:
+        corner: ScrollBarCorner | None = self._scrollbar_corner
+        if corner is None:
+            corner = QuickScrollBarCorner()
+            self._scrollbar_corner = corner
+            self.app._start_widget(self, corner)
+        return corner
+
+
+class CachedCellsTable(QuickScrollbars, DataTable[Any]):
     """A ``DataTable`` that keeps each cell's rendering for as long as the cell and its styles stay the same.
 
     ``DataTable`` keys its cell cache on a table-wide update counter and throws it away on every restyle, so one
@@ -1012,6 +1138,10 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("textual.dom.DOMNode", "_selector_names"),
     ("textual.dom.DOMNode", "_component_styles"),
     ("textual.widget.Widget", "_get_virtual_dom"),
+    ("textual.widget.Widget", "_vertical_scrollbar"),
+    ("textual.widget.Widget", "_horizontal_scrollbar"),
+    ("textual.widget.Widget", "_scrollbar_corner"),
+    ("textual.app.App", "_start_widget"),
     ("textual._segment_tools", "line_crop"),
     ("textual.widgets._toast", "Toast"),
     ("textual.widgets._toast", "ToastRack"),
