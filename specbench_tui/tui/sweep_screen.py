@@ -22,11 +22,12 @@ from specbench_tui.tui.key_bar import KeyBar
 from specbench_tui.tui.log_panel import ServerLogPanel
 from specbench_tui.tui.queue_panel import QueuePanel
 from specbench_tui.tui.results_panel import ResultsPanel
+from specbench_tui.tui.textual_private import QuickBackground
 
 _PANELS = Binding.Group("Panels", compact=True)
 
 
-class SweepScreen(Screen[None]):
+class SweepScreen(QuickBackground, Screen[None]):
     """Queue and results above, server log and GPUs below; stacked on narrow terminals.
 
     The key bar lists the keys by priority (quit first), so a narrow terminal cuts the least needed ones; under

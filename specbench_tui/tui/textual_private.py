@@ -37,6 +37,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
 from textual._segment_tools import line_crop
+from textual.color import Color
 from textual.css.model import RuleSet
 from textual.css.styles import RulesMap
 from textual.css.stylesheet import Stylesheet
@@ -133,18 +134,22 @@ def render_cell(console: Console, options: ConsoleOptions, value: Text, width: i
 
 _PLAIN_ALIGN = ("left", "top")
 if TYPE_CHECKING:
+    from textual.screen import Screen
+
     _WidgetBase = Widget
+    _ScreenBase = Screen[Any]
 else:
-    _WidgetBase = object
+    _WidgetBase = _ScreenBase = object
 
 
 def _plainly_styled(widget: Widget) -> bool:
     """Whether ``widget`` is drawn without anything Textual's styles cache adds to its content lines: no border,
-    outline, padding, tint, opacity, text opacity or hatch, content at the top left, no links, no selection."""
+    outline, padding, tint, opacity, text opacity or hatch, content at the top left, no selection. (Links are
+    styled too, but what is drawn here has none.)"""
     styles = widget.styles
     return (not widget.BLANK and not any(styles.gutter) and not any(edge for edge, _ in styles.outline)
             and not styles.tint.a and widget.opacity == 1.0 and styles.text_opacity == 1.0
-            and not styles.has_rule("hatch") and styles.content_align == _PLAIN_ALIGN and not widget.auto_links
+            and not styles.has_rule("hatch") and styles.content_align == _PLAIN_ALIGN
             and widget.text_selection is None)
 
 
@@ -175,7 +180,7 @@ class QuickScrollBar(ScrollBar):
     distinct segments (the back above the thumb, the thumb, its two ends, the back below), each repeated: each is
     styled and filtered once, and a vertical bar's lines that show the same one share its strip. A theme change
     draws every bar again: six bars were 3-4 ms of its 20 ms frame. Anything not plain (a border, a renderer of
-    one's own) takes Textual's path; tests/test_tui_scrollbars.py holds the lines equal to Textual's."""
+    one's own) takes Textual's path; tests/test_tui_quick_draw.py holds the lines equal to Textual's."""
 
     def render_lines(self, crop: Region) -> list[Strip]:
         renderer = self.render()
@@ -202,16 +207,32 @@ class QuickScrollBar(ScrollBar):
         return [strips[id(segment)] for segment in cells[crop.y:crop.bottom]]
 
 
+def _solid(widget: Widget, crop: Region, color: Color) -> list[Strip]:
+    """The lines of a plainly styled widget that Textual draws as a ``Blank`` of ``color``: one strip for all."""
+    finish = _Finisher(widget, crop)
+    blank = Segment(" " * widget.size.width, Style.from_color(bgcolor=color.rich_color))
+    return [finish.strip(finish.filtered([blank]))] * crop.height
+
+
 class QuickScrollBarCorner(ScrollBarCorner):
     """The corner between two scrollbars, a solid colour, drawn as Textual draws it without its pipeline."""
 
     def render_lines(self, crop: Region) -> list[Strip]:
         if not _plainly_styled(self) or self.parent is None:
             return super().render_lines(crop)
-        color = self.parent.styles.scrollbar_corner_color
-        finish = _Finisher(self, crop)
-        blank = Segment(" " * self.size.width, Style.from_color(bgcolor=color.rich_color))
-        return [finish.strip(finish.filtered([blank]))] * crop.height
+        return _solid(self, crop, self.parent.styles.scrollbar_corner_color)
+
+
+class QuickBackground(_ScreenBase):
+    """Mixed into a screen class before ``Screen``: the screen's own background, an opaque colour that its
+    widgets mostly cover, drawn as Textual draws it (a ``Blank``) without its pipeline line by line: the
+    compositor draws every line of it on every full frame (a theme change), covered or not."""
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        background = self.styles.background
+        if background.a < 1 or not _plainly_styled(self):
+            return super().render_lines(crop)  # (translucent: Textual draws the screen below through it)
+        return _solid(self, crop, background)
 
 
 class QuickScrollbars(_WidgetBase):

@@ -1,6 +1,7 @@
-"""Scrollbars drawn without Rich (:class:`~specbench_tui.tui.textual_private.QuickScrollBar`): every line the same
-as Textual's own drawing of the same bar, wherever the thumb is, hovered or grabbed, in every theme, cropped or
-not; and drawn without Textual's styles cache (the point of them: a theme change draws every bar again)."""
+"""What the app draws without Textual's pipeline line by line, every line the same as Textual's own drawing of it:
+scrollbars (:class:`~specbench_tui.tui.textual_private.QuickScrollBar`) wherever the thumb is, hovered or grabbed,
+in every theme, cropped or not; their corners; a screen's background (``QuickBackground``). A theme change draws
+each of them again."""
 
 from __future__ import annotations
 
@@ -10,12 +11,28 @@ import pytest
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.geometry import Offset, Region
+from textual.screen import Screen
 from textual.scrollbar import ScrollBar
 from textual.widget import Widget
 
 from specbench_tui.tui.log_panel import ServerLogPanel
-from specbench_tui.tui.textual_private import CachedCellsTable, QuickScrollBar, QuickScrollBarCorner
+from specbench_tui.tui.textual_private import CachedCellsTable, QuickBackground, QuickScrollBar, QuickScrollBarCorner
 from specbench_tui.tui.themes import load_themes
+
+
+class Plain(QuickBackground, Screen[None]):
+    def compose(self) -> ComposeResult:
+        yield CachedCellsTable(id="table", cursor_type="row")
+        yield ServerLogPanel(id="log")
+
+    def on_mount(self) -> None:
+        table = self.query_one(CachedCellsTable)
+        for column in ("configuration", "workload", "tok/s", "TTFT", "acceptance"):
+            table.add_column(column, key=column)
+        for i in range(57):
+            table.add_row(*(Text(f"{column}-{i}-{'x' * (i % 9)}") for column in "abcde"), key=f"r{i}")
+        self.query_one(ServerLogPanel).write_lines(
+            [f"[sglang] line {i} {'=' * (i % 50)}" for i in range(301)])
 
 
 class Bars(App[None]):
@@ -25,20 +42,12 @@ class Bars(App[None]):
     """
     """The log panel's bars in ANSI colours: Textual's filter turns them into the theme's truecolor ones."""
 
-    def compose(self) -> ComposeResult:
-        yield CachedCellsTable(id="table", cursor_type="row")
-        yield ServerLogPanel(id="log")
+    def get_default_screen(self) -> Screen[Any]:
+        return Plain()
 
     def on_mount(self) -> None:
         for theme in load_themes(None)[0]:
             self.register_theme(theme)
-        table = self.query_one(CachedCellsTable)
-        for column in ("configuration", "workload", "tok/s", "TTFT", "acceptance"):
-            table.add_column(column, key=column)
-        for i in range(57):
-            table.add_row(*(Text(f"{column}-{i}-{'x' * (i % 9)}") for column in "abcde"), key=f"r{i}")
-        self.query_one(ServerLogPanel).write_lines(
-            [f"[sglang] line {i} {'=' * (i % 50)}" for i in range(301)])
 
 
 def drawn(strips: list[Any]) -> list[list[tuple[str, object]]]:
@@ -133,3 +142,16 @@ async def test_a_tinted_bar_takes_textuals_path() -> None:
         table.scroll_to(9, 0, animate=False)
         await pilot.pause()
         assert check_every_bar(app) == 6
+
+
+async def test_a_screens_background_is_drawn_as_textual_draws_it() -> None:
+    app = Bars()
+    async with app.run_test(size=(80, 30)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, Plain)
+        for theme in ("specbench-light", "ansi-dark", "specbench-dark"):
+            app.theme = theme
+            await pilot.pause()
+            for crop in (Region(0, 0, 80, 30), Region(3, 2, 40, 7)):
+                assert drawn(screen.render_lines(crop)) == drawn(Widget.render_lines(screen, crop)), (theme, crop)
