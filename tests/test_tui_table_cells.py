@@ -34,14 +34,15 @@ class Tables(App[None]):
                               Text(f"{(i * 37) % 101}", style="red"), Text("é漢" if i % 4 else f"{i}"), key=f"r{i}")
 
 
-def drawn(segments: Any) -> list[tuple[str, object, object]]:
-    """What a terminal shows of segments: each character with its style and mouse metadata (a run of one style
-    drawn as one segment or as several, and Rich's ``None`` style or a null one, show the same)."""
-    return [(character, segment.style or None, segment.style.meta if segment.style else None)
+def drawn(segments: Any) -> list[tuple[str, object]]:
+    """What a terminal shows of segments: each character with its style (a run of one style drawn as one segment
+    or as several, Rich's ``None`` style or a null one, and mouse metadata or none, show the same; where the
+    mouse finds a row and column is checked through the mouse itself)."""
+    return [(character, segment.style.clear_meta_and_links() if segment.style else None)
             for segment in segments for character in segment.text]
 
 
-def lines(table: DataTable) -> list[list[tuple[str, object, object]]]:
+def lines(table: DataTable) -> list[list[tuple[str, object]]]:
     """The table's lines as the screen asks for them (``render_lines``: a frame's constants are set there)."""
     return [drawn(strip) for strip in table.render_lines(Region(0, 0, table.size.width, table.size.height))]
 
@@ -63,7 +64,6 @@ async def test_same_lines_as_datatable_through_updates_sorts_cursor_moves_and_fo
             table.move_cursor(row=4)
         await pilot.pause()
         assert lines(kept) == lines(plain)
-        assert any(segment[2] == {"row": 0, "column": 1} for line in lines(kept) for segment in line)
         kept.focus()
         await pilot.pause()
         focused_kept = lines(kept)
@@ -75,7 +75,7 @@ async def test_same_lines_as_datatable_through_updates_sorts_cursor_moves_and_fo
 
 async def test_same_lines_as_datatable_with_zebra_stripes_the_cursor_and_the_mouse_over_a_row() -> None:
     """A row's line is put together from per-frame constants (its style, the edge right of its cells): striped
-    rows, the cursor row and the hovered row still read as ``DataTable`` draws them, mouse metadata included."""
+    rows, the cursor row and the hovered row still read as ``DataTable`` draws them."""
     app = Tables()
     async with app.run_test(size=(60, 70)) as pilot:
         kept, plain = app.query_one("#kept", CachedCellsTable), app.query_one("#plain", DataTable)
@@ -92,10 +92,10 @@ async def test_same_lines_as_datatable_with_zebra_stripes_the_cursor_and_the_mou
         await pilot.pause()
         hovered_plain = lines(plain)
         assert hovered_kept == hovered_plain
-        edges = [next(seg for seg in line if seg[2] and seg[2].get("out_of_bounds")) for line in hovered_kept[4:8]]
-        assert edges[3][2] == {"row": 6, "column": 0, "out_of_bounds": True}
+        assert kept.hover_coordinate.row == plain.hover_coordinate.row == 6
+        edges = [line[-1][1] for line in hovered_kept[4:8]]  # right of the last cell
         # the cursor row (3), an even (4) and an odd row (5) and the hovered row (6): four looks of the edge
-        assert len({(edge[1].color, edge[1].bgcolor) for edge in edges}) == 4
+        assert len({(edge.color, edge.bgcolor) for edge in edges}) == 4
 
 
 async def test_same_lines_as_datatable_scrolled_down_and_across_with_the_mouse_over_the_header() -> None:
@@ -118,7 +118,7 @@ async def test_same_lines_as_datatable_scrolled_down_and_across_with_the_mouse_o
         plain.focus()
         await pilot.pause()
         assert scrolled == lines(plain)
-        assert "".join(character for character, _, _ in scrolled[1]).startswith("w-07")  # row 7, from column 3
+        assert "".join(character for character, _ in scrolled[1]).startswith("w-07")  # row 7, from column 3
         drawn_lines = []
         for selector, table in (("#kept", kept), ("#plain", plain)):
             table.focus()
@@ -241,3 +241,53 @@ async def test_a_table_drawn_at_two_widths_keeps_the_lines_of_both() -> None:
         assert lines(kept) == narrow == lines(plain)
         again = {slot: entry[2] for slot, entry in kept._kept_lines.items() if slot in at_40}
         assert len(again) == len(at_40) and all(again[slot] is at_40[slot] for slot in at_40)  # not drawn again
+
+
+class Clicked(Tables):
+    """:class:`Tables` that records what each table says it was clicked on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said: list[tuple[str | None, str, object]] = []
+
+    def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
+        self.said.append((message.data_table.id, "row", message.cursor_row))
+
+    def on_data_table_cell_selected(self, message: DataTable.CellSelected) -> None:
+        self.said.append((message.data_table.id, "cell", message.coordinate))
+
+    def on_data_table_header_selected(self, message: DataTable.HeaderSelected) -> None:
+        self.said.append((message.data_table.id, "header", message.column_index))
+
+
+async def test_the_mouse_finds_the_row_and_column_datatable_finds() -> None:
+    """The rows drawn here carry no mouse metadata (``DataTable`` puts the row and column on every segment):
+    hovering and clicking anywhere, the header, a cell, right of the last cell, below the last row, scrolled down
+    and across, find the same row and column as on ``DataTable`` itself, and say the same."""
+    app = Clicked()
+    async with app.run_test(size=(60, 70)) as pilot:
+        kept, plain = app.query_one("#kept", CachedCellsTable), app.query_one("#plain", DataTable)
+        for table in (kept, plain):
+            table.styles.height = 10
+            table.styles.width = 16  # narrower than its columns: room to scroll across
+        await pilot.pause()
+        for x, y in ((4, 6),):  # scrolled down and across
+            for table in (kept, plain):
+                table.scroll_to(x=x, y=y, animate=False)
+            await pilot.pause()
+            width = kept.size.width
+            found: dict[str, list[object]] = {"#kept": [], "#plain": []}
+            for selector, table in (("#kept", kept), ("#plain", plain)):
+                for offset in [(column, row) for row in (0, 1, 9) for column in range(0, width, 2)] + [(width - 1, 2)]:
+                    await pilot.hover(selector, offset=offset)
+                    found[selector].append(table.hover_coordinate)
+                for offset in ((1, 0), (2, 3), (width - 2, 4), (12, 8), (12, 8)):  # the last twice: selected
+                    await pilot.click(selector, offset=offset)
+                    await pilot.pause()
+                    found[selector].append(table.cursor_coordinate)
+            assert kept.scroll_offset == plain.scroll_offset == Offset(x, y)
+            assert found["#kept"] == found["#plain"]
+            assert len(set(found["#kept"])) >= 7
+        said = {name: [(what, where) for table, what, where in app.said if table == name] for name in ("kept", "plain")}
+        assert said["kept"] == said["plain"]
+        assert {what for what, _ in said["kept"]} == {"header", "row"}

@@ -31,6 +31,10 @@ SIGNATURES = {
         "(self, row_key: 'RowKey', line_no: 'int', base_style: 'Style', cursor_location: 'Coordinate', hover_location: 'Coordinate') -> 'tuple[SegmentLines, SegmentLines]'",
     ('textual.widgets.DataTable', '_get_row_style'):
         "(self, row_index: 'int', base_style: 'Style') -> 'Style'",
+    ('textual.widgets.DataTable', '_on_mouse_move'):
+        "(self, event: 'events.MouseMove')",
+    ('textual.widgets.DataTable', '_on_click'):
+        "(self, event: 'events.Click') -> 'None'",
     ('textual.widget.Widget', '_get_virtual_dom'):
         "(self) -> 'Iterable[Widget]'",
     ('textual.app.App', '_refresh_notifications'):

@@ -35,6 +35,7 @@ from rich.padding import Padding
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.cache import LRUCache
 from textual._segment_tools import line_crop
 from textual.color import Color
@@ -86,12 +87,6 @@ def _keep(kept: dict[_K, _V], key: _K, value: _V, limit: int) -> None:
     if len(kept) > limit:
         for old in list(kept)[: limit // 2]:
             del kept[old]
-
-
-@lru_cache(maxsize=4096)
-def _edge_meta(row: int) -> Style:
-    """The mouse metadata ``DataTable`` puts on the space right of a row's last cell."""
-    return Style.from_meta({"row": row, "column": 0, "out_of_bounds": True})
 
 
 @lru_cache(maxsize=4096)
@@ -277,9 +272,10 @@ class CachedCellsTable(QuickScrollbars, DataTable[Any]):
     ``DataTable`` keys its cell cache on a table-wide update counter and throws it away on every restyle, so one
     changed cell, a new sort order, a resize (maximising a panel), a focus change or a moved cursor renders every
     visible cell again through Rich (most of a key's cost on a big table). Here a cell is rendered again only when
-    its own value object, width or effective styles change; the row and column of the mouse metadata are added to
-    the kept segments (rows move when the table is sorted). Single-line rows only (the app's tables); anything
-    else takes ``DataTable``'s own path. Relies on ``DataTable._render_cell``, ``_data``, ``_row_locations``,
+    its own value object, width or effective styles change. The data rows it draws carry no mouse metadata
+    (``DataTable`` puts the row and column on every segment); a mouse event over them is given what ``DataTable``
+    would have found there (:meth:`_add_cell_meta`). Single-line rows only (the app's tables); anything else
+    takes ``DataTable``'s own path. Relies on ``DataTable._render_cell``, ``_data``, ``_row_locations``,
     ``_column_locations`` and ``_get_styles_to_render_cell``; a row's line is put together here too
     (``_render_line_in_row``, ``_get_row_style``, ``_labelled_row_exists`` and ``_row_label_column_width``)
     (Textual 8).
@@ -293,8 +289,7 @@ class CachedCellsTable(QuickScrollbars, DataTable[Any]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._kept_cells: dict[tuple[object, ...],
-                               tuple[object, tuple[object, ...], _CellLines, tuple[int, int], _CellLines]] = {}
+        self._kept_cells: dict[tuple[object, ...], tuple[object, tuple[object, ...], _CellLines]] = {}
         self._kept_lines: dict[tuple[RowKey, int, int], tuple[tuple[object, ...], tuple[object, ...], Strip]] = {}
         self._frame_style: Style | None = None
         self._frame_looks: tuple[object, ...] | None = None
@@ -350,7 +345,8 @@ class CachedCellsTable(QuickScrollbars, DataTable[Any]):
         frame = self._frame_row
         row_index = self._row_locations.get(row_key)  # None for the header row
         data = self._data.get(row_key)
-        if frame is None or line_no != 0 or row_index is None or data is None or not self._uniform_rows:
+        if (frame is None or line_no != 0 or row_index is None or data is None or not self._uniform_rows
+                or self.fixed_rows):
             return super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
         widths, spare, fixed_rows, zebra, row_styles, edges, column_keys = frame
         cursor = cursor_location.row == row_index
@@ -366,8 +362,8 @@ class CachedCellsTable(QuickScrollbars, DataTable[Any]):
         for column_index, (column_key, width) in enumerate(zip(column_keys, widths)):
             value = data.get(column_key)
             if isinstance(value, Text):
-                cells.append(self._placed_cell((row_key, column_key, cursor, hover), value, pre_style, post_style,
-                                               width, padding, row_index, column_index, console, options)[0])
+                cells.append(self._kept_cell((row_key, column_key, cursor, hover), value, pre_style, post_style,
+                                             width, padding, console, options)[0])
             else:
                 cells.append(super()._render_cell(row_index, column_index, row_style, width, cursor, hover)[0])
         edge = edges.get((hover, cursor, row_style))
@@ -375,8 +371,41 @@ class CachedCellsTable(QuickScrollbars, DataTable[Any]):
             extend, _ = self._get_styles_to_render_cell(False, False, False, hover, cursor, self.show_cursor,
                                                         self._show_hover_cursor, False, False)
             edge = edges[hover, cursor, row_style] = row_style + extend
-        cells.append([Segment(" " * spare, edge + _edge_meta(row_index))])
+        cells.append([Segment(" " * spare, edge)])
         return [], cells
+
+    def _add_cell_meta(self, event: events.MouseEvent) -> None:
+        """``DataTable`` reads the row and column under the mouse from the metadata of the segment there; the data
+        rows drawn by :meth:`_render_line_in_row` carry none (a theme change drew each cell's segments again with
+        their row and column added to every style: ~2 ms a frame, and as much again turning the styles into escape
+        codes), so the event is given the metadata ``DataTable`` would have drawn: the row and column, or the row
+        and ``out_of_bounds`` right of the last cell."""
+        if "row" in event.style.meta or self.cursor_type != "row" or self.fixed_rows or self.fixed_columns:
+            return  # (drawn by DataTable itself, metadata included)
+        if (self._labelled_row_exists and self.show_row_labels) or not self._uniform_rows:
+            return
+        offset = event.get_content_offset(self)
+        header = self.header_height if self.show_header else 0
+        if offset is None or offset.y < header:
+            return
+        scroll_x, scroll_y = self.scroll_offset
+        row = offset.y - header + scroll_y
+        if not 0 <= row < self.row_count:
+            return
+        x = offset.x + scroll_x
+        meta: dict[str, object] = {"row": row, "column": 0, "out_of_bounds": True}
+        for column, width in enumerate(column.get_render_width(self) for column in self.ordered_columns):
+            if x < width:
+                meta = {"row": row, "column": column}
+                break
+            x -= width
+        event.style = event.style + Style.from_meta(meta)
+
+    def _on_mouse_move(self, event: events.MouseMove) -> None:
+        self._add_cell_meta(event)  # then DataTable's own handler (Textual calls each class's, this one first)
+
+    async def _on_click(self, event: events.Click) -> None:
+        self._add_cell_meta(event)
 
     def render_line(self, y: int) -> Strip:
         """A line of the table; a data row's line is found from the row's index (rows one line high, no fixed
@@ -512,24 +541,26 @@ class CachedCellsTable(QuickScrollbars, DataTable[Any]):
             pair = styles[fixed, hover, cursor, base_style] = (base_style + component_style, post_style)
         return pair
 
-    def _placed_cell(self, slot: tuple[object, ...], value: Text, pre_style: Style, post_style: Style, width: int,
-                     padding: int, row_index: int, column_index: int, console: Console,
-                     options: ConsoleOptions) -> _CellLines:
-        """The cell's segments with its row and column in their mouse metadata, kept while its value object and
-        styles stay the same (a sort moves a kept rendering to its new place without drawing it again)."""
+    def _kept_cell(self, slot: tuple[object, ...], value: Text, pre_style: Style, post_style: Style, width: int,
+                   padding: int, console: Console, options: ConsoleOptions) -> _CellLines:
+        """The cell's segments, kept while its value object and styles stay the same (a sort moves a kept
+        rendering to its new place without drawing it again)."""
         looks = (pre_style, post_style, width, padding)
         kept = self._kept_cells.get(slot)
         if kept is not None and kept[0] is value and kept[1] == looks:
-            if kept[3] == (row_index, column_index):
-                return kept[4]  # the same segments, at the same place: nothing to make
-            plain = kept[2]
-        else:
-            plain = render_cell(console, options, value, width, padding, pre_style, post_style)
+            return kept[2]
+        plain = render_cell(console, options, value, width, padding, pre_style, post_style)
+        _keep(self._kept_cells, slot, (value, looks, plain), KEPT_CELLS)
+        return plain
+
+    def _placed_cell(self, slot: tuple[object, ...], value: Text, pre_style: Style, post_style: Style, width: int,
+                     padding: int, row_index: int, column_index: int, console: Console,
+                     options: ConsoleOptions) -> _CellLines:
+        """The kept cell with its row and column in its segments' mouse metadata, as ``DataTable`` draws a cell
+        (its own path: lines of tables that :meth:`_fast_rows` does not draw)."""
         meta = _meta_style(row_index, column_index)
-        placed = [[Segment(text, style + meta if style is not None else meta, control)
-                   for text, style, control in line] for line in plain]
-        _keep(self._kept_cells, slot, (value, looks, plain, (row_index, column_index), placed), KEPT_CELLS)
-        return placed
+        return [[Segment(text, style + meta if style is not None else meta, control) for text, style, control in line]
+                for line in self._kept_cell(slot, value, pre_style, post_style, width, padding, console, options)]
 
     def _cell_constants(self) -> _CellConstants:
         """What every cell of a frame is drawn with (each is a reactive or a property: read once a frame, not once
@@ -1151,6 +1182,8 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("textual.widgets.DataTable", "_cell_render_cache"),
     ("textual.widgets.DataTable", "_row_renderable_cache"),
     ("textual.widgets.DataTable", "_line_cache"),
+    ("textual.widgets.DataTable", "_on_mouse_move"),
+    ("textual.widgets.DataTable", "_on_click"),
     ("textual.css.stylesheet.Stylesheet", "_variables"),
     ("textual.css.stylesheet.Stylesheet", "_rules"),
     ("textual.css.stylesheet.Stylesheet", "_rules_map"),
