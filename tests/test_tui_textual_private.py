@@ -47,6 +47,8 @@ SIGNATURES = {
         "(self, screen: 'Screen', renderable: 'RenderableType | None') -> 'None'",
     ('textual.app.App', '_end_batch'):
         "(self) -> 'None'",
+    ('textual.widgets._toast.Toast', '_expire'):
+        "(self) -> 'None'",
     ('textual.app.App', '_start_widget'):
         "(self, parent: 'Widget', widget: 'Widget') -> 'None'",
 }
@@ -87,6 +89,7 @@ KINDS = {
     ('textual.widget.Widget', '_repaint_required'): 'builtins.bool',
     ('textual.widget.Widget', '_scroll_required'): 'builtins.bool',
     ('textual.message_pump.MessagePump', '_message_queue'): 'textual._queue.Queue',
+    ('textual.message_pump.MessagePump', '_timers'): '_weakrefset.WeakSet',
 }
 """The type of every private attribute read or written, on a fresh instance."""
 

@@ -220,6 +220,75 @@ async def test_p_and_o_draw_their_change_and_its_toast_in_one_frame(tmp_path: Pa
         assert batch_depth(app) == 0
 
 
+def answer_toasts(app: SpecbenchApp) -> list[Any]:
+    from specbench_tui.tui.textual_private import Toast
+
+    return [toast for toast in app.screen.query(Toast) if toast.is_mounted]
+
+
+async def test_keys_answers_share_one_toast_written_in_place_whose_time_starts_over(tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    """While a key's answer is up, the next key's answer is written into the same toast: no toast is mounted and
+    the screen is not laid out again (a mount lays out the whole screen and draws the toast a frame later), and
+    the toast stays for its own time from the new answer on."""
+    import time
+
+    engine = FakeEngine(tmp_path / "run")
+    app = SpecbenchApp(engine, theme="specbench-light", clock=lambda: T0)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        while not app.panels_ready:
+            await pilot.pause(0.02)
+        first = time.monotonic()
+        await pilot.press("t")  # its answer stays 3 s
+        await until(pilot, lambda: len(answer_toasts(app)) == 1, "the theme's toast")
+        toast = answer_toasts(app)[0]
+        await pilot.pause(0.2)
+        layouts: list[bool] = []
+        refresh = toast.refresh
+
+        def counted(*args: Any, layout: bool = False, **kwargs: Any) -> Any:
+            layouts.append(layout)
+            return refresh(*args, layout=layout, **kwargs)
+
+        monkeypatch.setattr(toast, "refresh", counted)
+        for key, said in (("t", "Theme: specbench-high-contrast"), ("o", "Results sorted by"), ("p", "Queue paused")):
+            layouts.clear()
+            await pilot.press(key)
+            await pilot.pause(0.05)
+            assert answer_toasts(app) == [toast], key
+            assert str(toast.render()).startswith(said), key
+            if key == "o":  # (a theme's new borders lay every widget out again; p's answer takes two lines)
+                assert layouts and not any(layouts), key  # drawn again, not laid out: the same height
+        last = time.monotonic()  # "Queue paused" stays 4 s from now
+        await pilot.pause(max(0.0, first + 3.3 - time.monotonic()))
+        assert answer_toasts(app) == [toast]  # past the first answer's 3 s
+        await until(pilot, lambda: not answer_toasts(app), "the answer's toast gone", timeout=8)
+        assert time.monotonic() - last >= 3.7  # (4 s from the answer, just before "last")
+        await pilot.press("t")
+        await until(pilot, lambda: len(answer_toasts(app)) == 1, "a new toast once the last one is gone")
+        assert answer_toasts(app)[0] is not toast
+
+
+async def test_an_answer_longer_than_the_toast_lays_it_out_again(tmp_path: Path) -> None:
+    engine = FakeEngine(tmp_path / "run")
+    app = SpecbenchApp(engine, theme="specbench-light", clock=lambda: T0)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        while not app.panels_ready:
+            await pilot.pause(0.02)
+        app.notifier.answer("short", topic=("one",))
+        await until(pilot, lambda: len(answer_toasts(app)) == 1, "the first answer's toast")
+        await pilot.pause(0.1)
+        toast = answer_toasts(app)[0]
+        height = toast.size.height
+        app.notifier.answer(" ".join(["a long answer"] * 12), topic=("two",))
+        await pilot.pause(0.2)
+        assert answer_toasts(app) == [toast]
+        assert toast.size.height > height
+        app.notifier.answer("short again", topic=("one",))
+        await pilot.pause(0.2)
+        assert answer_toasts(app) == [toast] and toast.size.height == height
+
+
 async def test_a_theme_seen_before_reuses_its_parsed_css_which_equals_a_fresh_parse(tmp_path: Path) -> None:
     from textual.css.stylesheet import Stylesheet
 

@@ -25,6 +25,7 @@ from specbench_tui.tui.textual_private import (
     begin_batch,
     end_batch,
     is_shown,
+    retell,
     show_notification,
     take_down,
     toast_notification,
@@ -66,6 +67,8 @@ class Notifier:
         """Every announcement, oldest first (merged bursts are one entry)."""
         self._live: dict[Hashable, tuple[Notification, Entry]] = {}
         self._shown: list[Notification] = []
+        self._answer: Notification | None = None
+        """The notification of the last key's answer (its toast may be gone since)."""
 
     def post(self, message: str, *, title: str = "", severity: Severity = "information", timeout: float = 6.0,
              topic: Hashable | None = None, record: bool = True, merges: Entry | None = None) -> Entry:
@@ -89,13 +92,27 @@ class Notifier:
                timeout: float = 4.0) -> Entry:
         """A key's answer: its toast and whatever else the key changes on screen are drawn in one frame.
 
-        Textual mounts a toast over a few turns of its event loop, and the screen's update timer drew the key's
-        other changes (a paused header, a restyled table) in between: the toast came one or two frames (16-50 ms)
-        later. Here repaints are held (Textual's batch update) from now until the toast is mounted, or at most
-        :data:`ANSWER_WAIT_S`; what the caller changes after this call, in the same turn, is in that frame too."""
+        The keys' answers share one toast: while the last answer's toast is up, a new answer is written into it
+        (:func:`~specbench_tui.tui.textual_private.retell`: nothing mounted, nothing laid out, drawn in the frame
+        that draws the key's other changes) and its time starts over. Otherwise a toast is put up: Textual mounts
+        it over a few turns of its event loop, and the screen's update timer drew the key's other changes (a
+        paused header, a restyled table) in between, the toast one or two frames (16-50 ms) later; so repaints are
+        held (Textual's batch update) from now until the toast is mounted, or at most :data:`ANSWER_WAIT_S`. What
+        the caller changes after this call, in the same turn, is in that frame too."""
+        slot = self._answer
+        if slot is not None and retell(self.app, slot, message, severity, timeout):
+            entry = Entry(self.clock(), severity, "", message, topic)
+            for key, (notification, _) in list(self._live.items()):
+                if notification is slot or key == topic:
+                    del self._live[key]
+                    if notification is not slot:
+                        self._remove(notification)
+            self._live[topic] = (slot, entry)
+            return entry
         begin_batch(self.app)
         try:
             entry = self.post(message, severity=severity, timeout=timeout, topic=topic, record=False)
+            self._answer = self._live[topic][0]
         finally:
             if not self.app.call_later(self._release_when_up, topic):
                 end_batch(self.app)  # the app is closing: nothing would end the batch

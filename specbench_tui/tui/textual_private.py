@@ -24,6 +24,7 @@ What is here:
 from __future__ import annotations
 
 import copy
+import time
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from functools import lru_cache
@@ -54,7 +55,10 @@ from textual.widgets._toast import Toast as Toast
 from textual.widgets._toast import ToastRack as ToastRack
 from textual.widgets.data_table import CellDoesNotExist, CellKey, ColumnKey, RowKey
 
+from textual.app import ScreenStackError
+from textual.css.query import NoMatches
 from textual.notifications import Notification
+from textual.visual import visualize
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -1064,6 +1068,41 @@ def toast_notification(toast: Toast) -> Notification | None:
     return notification if isinstance(notification, Notification) else None
 
 
+def retell(app: App[Any], notification: Notification, message: str, severity: str, timeout: float) -> bool:
+    """Show ``message`` in the toast that shows ``notification``, in its place: the notification is rewritten
+    (the same one stays among the app's), the toast drawn again (laid out again only when its height changes)
+    and its time starts over (its timers, ``MessagePump._timers``, are stopped and ``Toast._expire`` set anew).
+    False, and nothing changed, when that toast is not up on the current screen (gone, going, or on another
+    screen): the caller puts a new one up. Mounting a toast lays out the whole screen (~3 ms) and draws it a
+    frame after it is mounted; a key pressed again while its answer is up needs neither."""
+    if notification not in app._notifications or notification.has_expired:
+        return False
+    try:
+        rack = app.screen.get_child_by_type(ToastRack)
+    except (NoMatches, ScreenStackError):
+        return False
+    toast = next((toast for toast in rack.query(Toast) if toast._notification is notification), None)
+    if toast is None or not toast.is_mounted or not toast.size:
+        return False
+    def height() -> int:  # as Widget.get_content_height works it out (which keeps it for the width)
+        return visualize(toast, toast.render()).get_height(toast.styles, width)  # type: ignore[arg-type]
+
+    width = toast.content_size.width
+    before = height()
+    if severity != notification.severity:  # (its border's colour: a restyle)
+        toast.remove_class(f"-{notification.severity}")
+        toast.add_class(f"-{severity}")
+    notification.message = message
+    notification.severity = severity  # type: ignore[assignment]
+    notification.timeout = timeout
+    notification.raised_at = time.time()
+    for timer in list(toast._timers):
+        timer.stop()
+    toast.set_timer(timeout, toast._expire)
+    toast.refresh(layout=height() != before)
+    return True
+
+
 def show_notification(app: App[Any], notification: Notification) -> None:
     """Put ``notification`` up without ``App.notify`` (which would make a new one): the notifier keeps its own
     (``App._notifications``, ``App._refresh_notifications``)."""
@@ -1200,6 +1239,8 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("textual.widgets._toast", "Toast"),
     ("textual.widgets._toast", "ToastRack"),
     ("textual.widgets._toast.Toast", "_notification"),
+    ("textual.widgets._toast.Toast", "_expire"),
+    ("textual.message_pump.MessagePump", "_timers"),
     ("textual.app.App", "_notifications"),
     ("textual.app.App", "_refresh_notifications"),
     ("textual.app.App", "_unnotify"),
