@@ -47,6 +47,12 @@ def lines(table: DataTable) -> list[list[tuple[str, object]]]:
     return [drawn(strip) for strip in table.render_lines(Region(0, 0, table.size.width, table.size.height))]
 
 
+def narrow(*tables: DataTable) -> None:
+    for table in tables:
+        table.styles.height = 10
+        table.styles.width = 16  # narrower than its columns: room to scroll across
+
+
 def draw(table: DataTable) -> None:
     table.render_lines(Region(0, 0, table.size.width, table.size.height))
 
@@ -104,9 +110,8 @@ async def test_same_lines_as_datatable_scrolled_down_and_across_with_the_mouse_o
     app = Tables()
     async with app.run_test(size=(60, 70)) as pilot:
         kept, plain = app.query_one("#kept", CachedCellsTable), app.query_one("#plain", DataTable)
+        narrow(kept, plain)
         for table in (kept, plain):
-            table.styles.height = 10
-            table.styles.width = 16  # narrower than its columns: room to scroll across
             table.move_cursor(row=9)
         kept.focus()
         await pilot.pause()
@@ -267,9 +272,7 @@ async def test_the_mouse_finds_the_row_and_column_datatable_finds() -> None:
     app = Clicked()
     async with app.run_test(size=(60, 70)) as pilot:
         kept, plain = app.query_one("#kept", CachedCellsTable), app.query_one("#plain", DataTable)
-        for table in (kept, plain):
-            table.styles.height = 10
-            table.styles.width = 16  # narrower than its columns: room to scroll across
+        narrow(kept, plain)
         await pilot.pause()
         for x, y in ((4, 6),):  # scrolled down and across
             for table in (kept, plain):

@@ -245,9 +245,8 @@ class QuickScrollbars(_WidgetBase):
         bar: ScrollBar | None = self._vertical_scrollbar
         if bar is None:
             bar = QuickScrollBar(vertical=True, name="vertical", thickness=self.scrollbar_size_vertical)
-            bar.display = False
             self._vertical_scrollbar = bar
-            self.app._start_widget(self, bar)
+            self._start_hidden(bar)
         return bar
 
     @property
@@ -255,9 +254,8 @@ class QuickScrollbars(_WidgetBase):
         bar: ScrollBar | None = self._horizontal_scrollbar
         if bar is None:
             bar = QuickScrollBar(vertical=False, name="horizontal", thickness=self.scrollbar_size_horizontal)
-            bar.display = False
             self._horizontal_scrollbar = bar
-            self.app._start_widget(self, bar)
+            self._start_hidden(bar)
         return bar
 
     @property
@@ -268,6 +266,10 @@ class QuickScrollbars(_WidgetBase):
             self._scrollbar_corner = corner
             self.app._start_widget(self, corner)
         return corner
+
+    def _start_hidden(self, bar: ScrollBar) -> None:
+        bar.display = False  # (shown by Textual's layout when the widget overflows)
+        self.app._start_widget(self, bar)
 
 
 class CachedCellsTable(QuickScrollbars, DataTable[Any]):
