@@ -399,6 +399,28 @@ async def test_command_palette_runs_sweep_commands(engine: FakeEngine) -> None:
         await until(pilot, lambda: ("pause",) in engine.calls, "the palette's Pause reaches the engine")
 
 
+async def test_the_command_palette_opens_without_mounting_the_toasts_again(engine: FakeEngine) -> None:
+    """Textual mounts every toast up again on each screen it shows, before the palette's first frame: the palette
+    has none of its own, and the toasts are still up on the sweep screen when it closes."""
+    from textual.command import CommandPalette
+
+    from specbench_tui.tui.textual_private import Toast
+
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36), notifications=True) as pilot:
+        await settle(app, pilot)
+        await press(pilot, "t")
+        await until(pilot, lambda: any(toast.is_mounted for toast in app.screen.query(Toast)), "the theme's toast")
+        main = app.screen
+        await press(pilot, "ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette open")
+        await pilot.pause(0.2)
+        assert not list(app.screen.query(Toast))
+        await press(pilot, "escape")
+        await until(pilot, lambda: app.screen is main, "the sweep screen back")
+        assert any(toast.is_mounted for toast in main.query(Toast))
+
+
 async def test_log_bursts_are_coalesced_into_one_write(engine: FakeEngine) -> None:
     app = make_app(engine)
     async with app.run_test(size=(120, 36)) as pilot:

@@ -47,6 +47,8 @@ SIGNATURES = {
         "(self, screen: 'Screen', renderable: 'RenderableType | None') -> 'None'",
     ('textual.app.App', '_end_batch'):
         "(self) -> 'None'",
+    ('textual.screen.Screen', '_extend_compose'):
+        "(self, widgets: 'list[Widget]') -> 'None'",
     ('textual.widgets._toast.Toast', '_expire'):
         "(self) -> 'None'",
     ('textual.app.App', '_start_widget'):

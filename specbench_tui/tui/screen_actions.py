@@ -33,6 +33,15 @@ class ScreenActions(AppBase):
     _chart_importing = False
     _chart_deferred = False
 
+    def action_command_palette(self) -> None:
+        """The command palette (``ctrl+p``), as Textual opens it, without toasts of its own."""
+        from textual.command import CommandPalette
+
+        from specbench_tui.tui.textual_private import CommandPaletteWithoutToasts
+
+        if self.use_command_palette and not CommandPalette.is_open(self):  # type: ignore[arg-type]
+            self.push_screen(CommandPaletteWithoutToasts(id="--command-palette"))
+
     def chart_screen(self) -> ChartScreen:
         """The chart screen, built and installed once (kept between opens, so it is drawn ahead while closed)."""
         if self._chart is None:

@@ -40,6 +40,7 @@ from textual import events
 from textual.cache import LRUCache
 from textual._segment_tools import line_crop
 from textual.color import Color
+from textual.command import CommandPalette
 from textual.css.model import RuleSet
 from textual.css.styles import RulesMap
 from textual.css.stylesheet import Stylesheet
@@ -1064,6 +1065,16 @@ class ThemeStylesheet(Stylesheet):
 # ---------------------------------------------------------------------------------------------------- toasts
 
 
+class CommandPaletteWithoutToasts(CommandPalette):
+    """Textual's command palette, less the toast rack every screen is given (``Screen._extend_compose``): Textual
+    mounts every toast that is up again on each screen it shows, ~3 ms each, before the palette's first frame
+    (the toasts stay on the screen below and are there again when the palette closes)."""
+
+    def _extend_compose(self, widgets: list[Widget]) -> None:
+        super()._extend_compose(widgets)
+        widgets[:] = [widget for widget in widgets if not isinstance(widget, ToastRack)]
+
+
 def toast_notification(toast: Toast) -> Notification | None:
     """The notification a toast shows (``Toast._notification``)."""
     notification = getattr(toast, "_notification", None)
@@ -1242,6 +1253,7 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("textual.widgets._toast", "ToastRack"),
     ("textual.widgets._toast.Toast", "_notification"),
     ("textual.widgets._toast.Toast", "_expire"),
+    ("textual.screen.Screen", "_extend_compose"),
     ("textual.message_pump.MessagePump", "_timers"),
     ("textual.app.App", "_notifications"),
     ("textual.app.App", "_refresh_notifications"),
