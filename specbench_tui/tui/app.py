@@ -259,6 +259,12 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
             return
         if self.gc_pacer.key_hold_left() > 0:  # a key's answer is being drawn: the tick comes back to it
             return
+        if self._primed_themes and not self.gc_pacer.keys_idle():
+            # Parsed again for new sources (a screen opened for the first time): 10-30 ms of CPU a theme in one
+            # piece, and a restyle of every node after. Keys pressed in a row (the palette opened and closed)
+            # would wait on it beside busy servers; the 1 s tick comes back once they pause, as a full garbage
+            # collection does.
+            return
         for name in self.specbench_themes:
             theme = self.get_theme(name)
             if theme is None or (name, sheet.sources_version) in self._primed_themes:

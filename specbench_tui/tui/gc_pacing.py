@@ -98,6 +98,11 @@ class GarbagePacer:
         work that would compete with the answer for the GIL (an analysis, a chart drawing) waits as long."""
         return max(0.0, self._key_at + HOLD_S - self.clock())
 
+    def keys_idle(self) -> bool:
+        """Whether :data:`IDLE_S` have passed since the last key (true before any): heavy background work that
+        cannot be cut into small pieces (a full collection, parsing the themes' CSS again) waits for it."""
+        return self.clock() - self._key_at >= IDLE_S
+
     def _release(self, force: bool = False) -> None:
         """Automatic collections on again, once the last key's hold is over (or at once with ``force``)."""
         if not self.held:
