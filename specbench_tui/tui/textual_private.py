@@ -15,8 +15,11 @@ What is here:
   alone, which is what a live table wants anyway (columns that shrink and grow back make the table jitter).
   :class:`CachedCellsTable` keeps rendered cells and lines while nothing they depend on changed.
 * **A stylesheet that parses the app's CSS once per theme** (:class:`ThemeStylesheet`, below).
-* **Scrollbars drawn without Rich** (:class:`QuickScrollBar`, given to a widget by :class:`QuickScrollbars`):
-  Textual renders each line of a bar through Rich and its styles cache; a theme change draws six of them.
+* **Scrollbars and a screen's background drawn without Rich** (:class:`QuickScrollBar`, given to a widget by
+  :class:`QuickScrollbars`; :class:`QuickBackground`): Textual renders each line through Rich and its styles
+  cache; a theme change draws all of them.
+* **A key's answer rewritten in its toast** (:func:`retell`) and **a command palette without toasts**
+  (:class:`CommandPaletteWithoutToasts`): each mount of a toast lays the whole screen out again.
 * **Toasts** the notifier places and takes away itself, the app's batch of screen updates, and what the tests
   wait for before a snapshot (:func:`pending_work`).
 """
