@@ -20,15 +20,13 @@ from textual.css.query import NoMatches
 from textual.notifications import Notification
 
 from specbench_tui.tui.textual_private import (
-    Toast,
-    ToastRack,
     begin_batch,
     end_batch,
     is_shown,
     retell,
     show_notification,
     take_down,
-    toast_notification,
+    toast_showing,
 )
 
 if TYPE_CHECKING:
@@ -162,13 +160,10 @@ class Notifier:
         if live is None:
             return True
         try:
-            rack = self.app.screen.get_child_by_type(ToastRack)
+            toast = toast_showing(self.app, live[0])
         except (NoMatches, ScreenStackError):
             return True  # notifications off (tests) or no screen yet
-        for toast in rack.query(Toast):
-            if toast_notification(toast) is live[0]:
-                return toast.is_mounted
-        return False  # the rack has not mounted it yet (its ``show`` is queued)
+        return toast is not None and toast.is_mounted  # (none yet: the rack's ``show`` is queued)
 
     def _show(self, entry: Entry, timeout: float, topic: Hashable | None) -> None:
         notification = Notification(entry.message, entry.title, entry.severity, timeout, markup=False)

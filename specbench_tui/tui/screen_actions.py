@@ -1,4 +1,5 @@
-"""Opening screens over the sweep: a configuration's full log (kept once built) and the notifications history."""
+"""Opening screens over the sweep: a configuration's full log (kept once built), the notifications history and the
+command palette."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from textual.command import CommandPalette
+
 from specbench_tui.core.state import ConfigView
 from specbench_tui.store import log_file_name
 from specbench_tui.tui.app_base import AppBase
 from specbench_tui.tui.log_screen import FullLogScreen
 from specbench_tui.tui.notifications_screen import NotificationsScreen
 from specbench_tui.tui.safe_text import clean
+from specbench_tui.tui.textual_private import CommandPaletteWithoutToasts
 
 if TYPE_CHECKING:
     from specbench_tui.tui.chart_screen import ChartScreen
@@ -35,10 +39,6 @@ class ScreenActions(AppBase):
 
     def action_command_palette(self) -> None:
         """The command palette (``ctrl+p``), as Textual opens it, without toasts of its own."""
-        from textual.command import CommandPalette
-
-        from specbench_tui.tui.textual_private import CommandPaletteWithoutToasts
-
         if self.use_command_palette and not CommandPalette.is_open(self):  # type: ignore[arg-type]
             self.push_screen(CommandPaletteWithoutToasts(id="--command-palette"))
 

@@ -331,8 +331,7 @@ class CachedCellsTable(QuickScrollbars, DataTable[Any]):
         self._frame_looks = (style, widths, self.cursor_type, self.show_cursor, self._show_hover_cursor,
                              self.get_pseudo_class_state(), self.fixed_rows, self.fixed_columns, self.zebra_stripes,
                              self.show_row_labels, self._styles_version, self.size.width)
-        if (self.cursor_type == "row" and not self.fixed_columns
-                and not (self._labelled_row_exists and self.show_row_labels)):
+        if self._draws_rows_itself():
             spare = max(0, self.size.width - sum(widths) - self._row_label_column_width)
             self._frame_row = (widths, spare, self.fixed_rows, self.zebra_stripes, {}, {},
                                tuple(column.key for column in self.ordered_columns))
@@ -355,8 +354,7 @@ class CachedCellsTable(QuickScrollbars, DataTable[Any]):
         frame = self._frame_row
         row_index = self._row_locations.get(row_key)  # None for the header row
         data = self._data.get(row_key)
-        if (frame is None or line_no != 0 or row_index is None or data is None or not self._uniform_rows
-                or self.fixed_rows):
+        if frame is None or line_no != 0 or row_index is None or data is None:
             return super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
         widths, spare, fixed_rows, zebra, row_styles, edges, column_keys = frame
         cursor = cursor_location.row == row_index
@@ -384,16 +382,20 @@ class CachedCellsTable(QuickScrollbars, DataTable[Any]):
         cells.append([Segment(" " * spare, edge)])
         return [], cells
 
+    def _draws_rows_itself(self) -> bool:
+        """Whether the data rows are put together here (:meth:`_render_line_in_row`, without mouse metadata): row
+        cursors, one-line rows, no fixed rows or columns, no row labels (the app's tables)."""
+        return (self.cursor_type == "row" and self._uniform_rows and not self.fixed_rows and not self.fixed_columns
+                and not (self._labelled_row_exists and self.show_row_labels))
+
     def _add_cell_meta(self, event: events.MouseEvent) -> None:
         """``DataTable`` reads the row and column under the mouse from the metadata of the segment there; the data
         rows drawn by :meth:`_render_line_in_row` carry none (a theme change drew each cell's segments again with
         their row and column added to every style: ~2 ms a frame, and as much again turning the styles into escape
         codes), so the event is given the metadata ``DataTable`` would have drawn: the row and column, or the row
         and ``out_of_bounds`` right of the last cell."""
-        if "row" in event.style.meta or self.cursor_type != "row" or self.fixed_rows or self.fixed_columns:
+        if "row" in event.style.meta or not self._draws_rows_itself():
             return  # (drawn by DataTable itself, metadata included)
-        if (self._labelled_row_exists and self.show_row_labels) or not self._uniform_rows:
-            return
         offset = event.get_content_offset(self)
         header = self.header_height if self.show_header else 0
         if offset is None or offset.y < header:
@@ -423,7 +425,7 @@ class CachedCellsTable(QuickScrollbars, DataTable[Any]):
         every row's y offsets rebuilt after any change, a line cache keyed by the table-wide update counter);
         anything else (the header, other tables) takes ``DataTable``'s own path."""
         looks = self._frame_looks
-        if looks is None or self._frame_row is None or self.fixed_rows or not self._uniform_rows:
+        if looks is None or self._frame_row is None:
             return super().render_line(y)
         header = self.header_height if self.show_header else 0
         scroll_x, scroll_y = self.scroll_offset
@@ -567,7 +569,7 @@ class CachedCellsTable(QuickScrollbars, DataTable[Any]):
                      padding: int, row_index: int, column_index: int, console: Console,
                      options: ConsoleOptions) -> _CellLines:
         """The kept cell with its row and column in its segments' mouse metadata, as ``DataTable`` draws a cell
-        (its own path: lines of tables that :meth:`_fast_rows` does not draw)."""
+        (its own path: the lines of tables whose rows :meth:`_draws_rows_itself` does not draw)."""
         meta = _meta_style(row_index, column_index)
         return [[Segment(text, style + meta if style is not None else meta, control) for text, style, control in line]
                 for line in self._kept_cell(slot, value, pre_style, post_style, width, padding, console, options)]
@@ -1084,6 +1086,13 @@ def toast_notification(toast: Toast) -> Notification | None:
     return notification if isinstance(notification, Notification) else None
 
 
+def toast_showing(app: App[Any], notification: Notification) -> Toast | None:
+    """The toast on the current screen that shows ``notification`` (mounted or not yet), if any. Raises
+    ``NoMatches`` or ``ScreenStackError`` when there is no screen or it has no toast rack (notifications off)."""
+    rack = app.screen.get_child_by_type(ToastRack)
+    return next((toast for toast in rack.query(Toast) if toast_notification(toast) is notification), None)
+
+
 def retell(app: App[Any], notification: Notification, message: str, severity: str, timeout: float) -> bool:
     """Show ``message`` in the toast that shows ``notification``, in its place: the notification is rewritten
     (the same one stays among the app's), the toast drawn again (laid out again only when its height changes)
@@ -1094,12 +1103,12 @@ def retell(app: App[Any], notification: Notification, message: str, severity: st
     if notification not in app._notifications or notification.has_expired:
         return False
     try:
-        rack = app.screen.get_child_by_type(ToastRack)
+        toast = toast_showing(app, notification)
     except (NoMatches, ScreenStackError):
         return False
-    toast = next((toast for toast in rack.query(Toast) if toast._notification is notification), None)
     if toast is None or not toast.is_mounted or not toast.size:
         return False
+
     def height() -> int:  # as Widget.get_content_height works it out (which keeps it for the width)
         return visualize(toast, toast.render()).get_height(toast.styles, width)  # type: ignore[arg-type]
 
