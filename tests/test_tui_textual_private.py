@@ -53,6 +53,8 @@ SIGNATURES = {
         "(self) -> 'None'",
     ('textual.app.App', '_start_widget'):
         "(self, parent: 'Widget', widget: 'Widget') -> 'None'",
+    ('textual.css.stylesheet.Stylesheet', '_process_component_classes'):
+        "(self, node: 'DOMNode') -> 'None'",
 }
 """The signature of every private method used or overridden, as Textual 8.2 has it."""
 
@@ -79,6 +81,13 @@ KINDS = {
     ('textual.css.styles.Styles', '_rules'): 'builtins.dict',
     ('textual.dom.DOMNode', '_selector_names'): 'builtins.set',
     ('textual.dom.DOMNode', '_component_styles'): 'builtins.dict',
+    ('textual.dom.DOMNode', '_id'): 'builtins.NoneType',
+    ('textual.dom.DOMNode', '_classes'): 'builtins.set',
+    ('textual.dom.DOMNode', '_has_hover_style'): 'builtins.bool',
+    ('textual.dom.DOMNode', '_has_focus_within'): 'builtins.bool',
+    ('textual.dom.DOMNode', '_has_order_style'): 'builtins.bool',
+    ('textual.dom.DOMNode', '_has_odd_or_even'): 'builtins.bool',
+    ('textual.message_pump.MessagePump', '_parent'): 'builtins.NoneType',
     ('textual.widgets._toast.Toast', '_notification'): 'textual.notifications.Notification',
     ('textual.app.App', '_notifications'): 'textual.notifications.Notifications',
     ('textual.app.App', '_batch_count'): 'builtins.int',

@@ -86,6 +86,22 @@ async def test_theme_choice_and_palette_follow_theme(tmp_path: Path) -> None:
         assert near(present(app.palette.zero_output.color).triplet, (0xFF, 0xC4, 0x4D))
 
 
+async def test_textual_ansi_theme_keeps_the_app_up_with_the_terminals_own_colours(tmp_path: Path) -> None:
+    """Textual's ANSI themes (offered by the palette's theme picker) name colours ``ansi_red``, which Rich does not
+    parse: the app died on them. Crashes now take the terminal's own red (Rich's ``color(1)``)."""
+    from rich.color import Color as RichColor
+
+    app = SpecbenchApp(FakeEngine(tmp_path / "run"), theme="specbench-light", clock=lambda: T0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.set_theme("ansi-dark")
+        await pilot.pause(0.1)
+        assert app.is_running and app.theme == "ansi-dark"
+        assert app.get_css_variables()["error"].startswith("ansi_")
+        crash = present(app.palette.crash.color)
+        assert crash.name == "color(1)" and crash.number == 1
+    assert Palette.from_variables({"error": "ansi_bright_red"}).crash.color == RichColor.parse("color(9)")
+
+
 def twelve_configurations() -> Plan:
     """The demo's plan with ten DDTree budgets: twelve queue rows, half of them off screen at 100x24."""
     budgets = "budget = [8, 12, 15, 16, 24, 32, 48, 64, 96, 128], tp = [1]"

@@ -20,9 +20,11 @@ def _colour(variables: Mapping[str, str], *names: str) -> str | None:
         if not value:
             continue
         try:
-            return Color.parse(value).hex
+            colour = Color.parse(value)
         except (ColorParseError, ValueError, TypeError):
             continue
+        # An ANSI colour (Textual's ANSI themes: ``ansi_red``) is the terminal's own, named as Rich names it.
+        return colour.hex if colour.ansi is None else colour.rich_color.name
     return None
 
 

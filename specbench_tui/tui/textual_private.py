@@ -861,9 +861,17 @@ class Translation:
         return translated  # type: ignore[return-value]
 
 
+STATE_PSEUDO_CLASSES = frozenset({"hover", "focus", "blur", "can-focus", "disabled", "enabled", "dark", "light",
+                                  "inline", "ansi", "nocolor"})
+"""The pseudo-classes a node has from its own state, not from its place among its siblings: rules that use no
+other can be matched once for every node with the same path (:meth:`ThemeStylesheet.apply`)."""
+MATCHED_KEPT = 4096
+"""Paths whose matched rules :class:`ThemeStylesheet` keeps, per parse (all are dropped past it)."""
+
+
 class ThemeStylesheet(Stylesheet):
-    """A :class:`~textual.css.stylesheet.Stylesheet` that keeps the rules parsed for each set of variables and
-    restyles a node for another parse by translating its rules."""
+    """A :class:`~textual.css.stylesheet.Stylesheet` that keeps the rules parsed for each set of variables,
+    restyles a node for another parse by translating its rules, and keeps the rules matched for a node's path."""
 
     def __init__(self, *, variables: dict[str, str] | None = None) -> None:
         super().__init__(variables=variables)
@@ -884,6 +892,16 @@ class ThemeStylesheet(Stylesheet):
         self._last_sources: Hashable = None
         self.reused = 0
         """Reparses answered from the kept rules (tests read it)."""
+        self._matched: dict[int, tuple[list[RuleSet], dict[Hashable, tuple[str, ...] | None],
+                                       dict[Hashable, RulesMap | None]]] = {}
+        """Per parse in use (the id of its rule list, kept with it): the pseudo-classes the rules that may apply
+        to a node look at (None: one that depends on siblings), keyed by the node's type, id and classes; and
+        the rules matched for a path (None: no rule), keyed by each node's type, id, classes and those
+        pseudo-classes along the path."""
+        self._capture: list[Any] = []
+        self.paths_matched = 0
+        self.paths_reused = 0
+        """Nodes styled by Textual's matching, and from the rules matched for the same path (tests read them)."""
         self.translated = 0
         self.matched = 0
         """Nodes restyled by translation, and by Textual's matching, in theme changes (tests and benches read them)."""
@@ -962,18 +980,83 @@ class ThemeStylesheet(Stylesheet):
             self._translations[pair] = translation
         return self._translations[pair]
 
+    def apply(self, node: DOMNode, *, animate: bool = False, cache: dict[tuple[Any, ...], RulesMap] | None = None,
+              ) -> None:
+        """Textual's ``apply``, with the rules matched for a path kept for the next node on the same path.
+
+        Opening the command palette styles its ~80 nodes and the parts of each (an input's cursor, a list's
+        highlighted option: each a node of its own) three or four times: when mounted, when its screen resumes,
+        when its list shows and when it is ready, every node matched against every rule that may apply, and the
+        next opening does it all again for new nodes on the same paths. The matched rules depend on nothing but
+        the rules in use and, for each node from the app down, its type, id, classes and the pseudo-classes those
+        rules look at: with those the same, the rules are those matched before, set as Textual sets them
+        (``animate``: a class added or removed, through its transitions). A node whose rules look at its place
+        among its siblings (``:first-child``, ``:odd``, ``:focus-within``…) takes Textual's path."""
+        rules = self.rules
+        kept = self._matched.get(id(rules))
+        if kept is None or kept[0] is not rules:
+            while len(self._matched) >= KEPT_THEMES:
+                del self._matched[next(iter(self._matched))]
+            kept = self._matched[id(rules)] = (rules, {}, {})
+        _, looked_at, matched = kept
+        own = (type(node), node._id, frozenset(node._classes))
+        if own in looked_at:
+            pseudo = looked_at[own]
+        else:
+            rules_map = self.rules_map
+            used: set[str] = set()
+            for name in rules_map.keys() & node._selector_names:
+                for rule in rules_map[name]:
+                    used |= rule.pseudo_classes
+            pseudo = looked_at[own] = tuple(sorted(used)) if used <= STATE_PSEUDO_CLASSES else None
+        if pseudo is None:
+            self.paths_matched += 1
+            super().apply(node, animate=animate, cache=cache)
+            return
+        path: list[Hashable] = [own]
+        if pseudo:
+            path.append(tuple([node.has_pseudo_class(name) for name in pseudo]))
+        parent = node._parent
+        while isinstance(parent, DOMNode):
+            path.append((type(parent), parent._id, frozenset(parent._classes)))
+            if pseudo:
+                path.append(tuple([parent.has_pseudo_class(name) for name in pseudo]))
+            parent = parent._parent
+        key = tuple(path)
+        if key not in matched:
+            self.paths_matched += 1
+            self._capture.append([node, None])
+            try:
+                super().apply(node, animate=animate, cache=cache)
+            finally:
+                _, found = self._capture.pop()
+            if len(matched) >= MATCHED_KEPT:
+                matched.clear()
+            matched[key] = found
+            return
+        found = matched[key]
+        self.paths_reused += 1
+        node._has_hover_style = "hover" in pseudo
+        node._has_focus_within = node._has_order_style = node._has_odd_or_even = False
+        if found is not None:
+            self.replace_rules(node, found, animate=animate)
+        self._process_component_classes(node)
+
     def replace_rules(self, node: DOMNode, rules: RulesMap, animate: bool = False) -> None:  # type: ignore[override]
         """Set the rules of ``node`` that change, leave the others (``Stylesheet.replace_rules`` sets every rule the
         node has or gets, each through its property's checks: a theme changes a node's colours and nothing else).
         A rule equal to the one the node has would be set to no effect; with ``animate``, Textual's own path."""
+        if self._capture and self._capture[-1][0] is node:
+            self._capture[-1][1] = rules
         if self._parse:
             self._given[node] = (self._parse, rules)
         else:
             self._given.pop(node, None)
-        if animate:
-            super().replace_rules(node, rules, animate=True)
-            return
         base = node.styles.base
+        if animate:
+            if base._rules != rules:  # (equal: Textual's animated path sets nothing and tells no one either)
+                super().replace_rules(node, rules, animate=True)
+            return
         current = base._rules
         for key in current.keys() | rules.keys():
             value = rules.get(key)
@@ -1255,6 +1338,14 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("textual.css.styles.Styles", "_rules"),
     ("textual.dom.DOMNode", "_selector_names"),
     ("textual.dom.DOMNode", "_component_styles"),
+    ("textual.dom.DOMNode", "_id"),
+    ("textual.dom.DOMNode", "_classes"),
+    ("textual.dom.DOMNode", "_has_hover_style"),
+    ("textual.dom.DOMNode", "_has_focus_within"),
+    ("textual.dom.DOMNode", "_has_order_style"),
+    ("textual.dom.DOMNode", "_has_odd_or_even"),
+    ("textual.message_pump.MessagePump", "_parent"),
+    ("textual.css.stylesheet.Stylesheet", "_process_component_classes"),
     ("textual.widget.Widget", "_get_virtual_dom"),
     ("textual.widget.Widget", "_vertical_scrollbar"),
     ("textual.widget.Widget", "_horizontal_scrollbar"),
