@@ -450,6 +450,55 @@ async def test_log_bursts_are_coalesced_into_one_write(engine: FakeEngine) -> No
         assert log.lines[-1].endswith(f"line {count - 1}")
 
 
+async def test_a_keys_answer_comes_before_the_logs_next_lines_for_at_most_a_tenth_of_a_second(
+        engine: FakeEngine) -> None:
+    """Within ``KEY_FIRST_S`` (0.1 s) of a key, the drains leave the server log's new lines for later (a log frame
+    in the key's answer made it slower beside a flooding server); the lines come once it is over, and however fast
+    keys come (a key held down) they wait no longer than that from the first drain that left them. The drains
+    run on the app's own timer; the pacer's clock is set by hand."""
+    from specbench_tui.tui.app import KEY_FIRST_S
+
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(app, pilot)
+        log = app.sweep_screen.query_one(ServerLogPanel)
+        config_id = engine.plan.configs[0].id
+        now = [1000.0]
+        app.gc_pacer.clock = lambda: now[0]
+
+        async def lines_after(text: str) -> bool:
+            await until(pilot, lambda: app.log_feed.received >= seen_put[0] + 1, "the line put")
+            for _ in range(3):  # three drains at the app's own interval
+                await pilot.pause(app._drain_interval_s + 0.02)
+            return any(line.endswith(text) for line in log.lines)
+
+        seen_put = [app.log_feed.received]
+        engine.emit(LogLine(config_id=config_id, line="before any key", ts=T0))
+        assert await lines_after("before any key")  # no key: taken at once
+
+        app.gc_pacer.key_pressed()
+        seen_put = [app.log_feed.received]
+        engine.emit(LogLine(config_id=config_id, line="after the key", ts=T0 + 1))
+        assert not await lines_after("after the key")  # the drains left it (the clock stands still)
+        now[0] += KEY_FIRST_S + 0.01
+        assert await lines_after("after the key")
+
+        now[0] += 1.0  # a key held down: one every 30 ms, each a new answer to draw
+        app.gc_pacer.key_pressed()
+        seen_put = [app.log_feed.received]
+        engine.emit(LogLine(config_id=config_id, line="while keys repeat", ts=T0 + 2))
+        shown_at = None
+        for step in range(20):
+            now[0] += 0.03
+            app.gc_pacer.key_pressed()
+            await pilot.pause(app._drain_interval_s + 0.02)
+            if any(line.endswith("while keys repeat") for line in log.lines):
+                shown_at = step
+                break
+        assert shown_at is not None and 0.03 * (shown_at + 1) <= 2 * KEY_FIRST_S, shown_at
+        app.gc_pacer.clock = time.monotonic
+
+
 async def test_full_garbage_collections_are_paced_while_the_app_runs(engine: FakeEngine) -> None:
     import gc
 

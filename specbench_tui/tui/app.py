@@ -94,6 +94,10 @@ when they are dropped (cells, log lines, records); only a reference cycle that d
 (a closed screen, a toast): a few kilobytes per freeze. Full collections then take about 10 ms."""
 OPTIMISTIC_TIMEOUT_S = 15.0
 """How long a row shows what a key asked for before the engine confirms it; then it shows the engine's state."""
+KEY_FIRST_S = 0.1
+"""After a key, the server log's new lines wait (for at most this long, however fast keys come) so that the key's
+answer is drawn first: beside a flooding server a drain landing in a key's answer added a log frame to it. Crashes
+and every other event are not held (a crash turns its row red at once)."""
 RESULTS_INTERVAL_S = 0.5
 """Least time between two rebuilds of the results table once there are many measurements."""
 THROTTLE_RESULTS_FROM = 300
@@ -170,6 +174,8 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         """Server log lines from the engine, formatted off the UI thread (the panel takes them per drain)."""
         self.log_feed.names({cid: view.name for cid, view in self.state.configs.items()})
         self._drain_interval_s = drain_interval_s
+        self._log_held_since: float | None = None
+        """When the log's new lines were first left for a key's answer (None: not left)."""
         self._announced: set[tuple[object, ...]] = set()
         self._pending_controls: list[Callable[[], None]] = []
         self._answers: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
@@ -395,7 +401,14 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         return len(events)
 
     def _take_log_lines(self) -> None:
-        """The display lines the log feed formatted since the last drain (a list swap: no parsing here)."""
+        """The display lines the log feed formatted since the last drain (a list swap: no parsing here); within
+        :data:`KEY_FIRST_S` of a key, left for the next drain."""
+        now = self.gc_pacer.clock()
+        if self.gc_pacer.key_hold_left() > 0:
+            held_since = self._log_held_since = self._log_held_since or now
+            if now - held_since < KEY_FIRST_S:
+                return
+        self._log_held_since = None
         burst = self.log_feed.take()
         if burst.lines or burst.dropped:
             self._log_panel().append_shown(burst.lines, dropped=burst.dropped)
