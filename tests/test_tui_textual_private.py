@@ -55,6 +55,8 @@ SIGNATURES = {
         "(self, parent: 'Widget', widget: 'Widget') -> 'None'",
     ('textual.css.stylesheet.Stylesheet', '_process_component_classes'):
         "(self, node: 'DOMNode') -> 'None'",
+    ('textual.dom.DOMNode', '_get_default_css'):
+        "(self) -> 'list[tuple[CSSLocation, str, int, str]]'",
 }
 """The signature of every private method used or overridden, as Textual 8.2 has it."""
 

@@ -408,7 +408,7 @@ async def test_a_node_restyled_by_a_theme_change_has_the_rules_of_a_node_started
 
 
 async def test_the_themes_are_parsed_again_ahead_once_the_css_sources_change(tmp_path: Path) -> None:
-    """Opening the command palette adds its CSS: the themes parsed ahead before are for other sources. They are
+    """Opening the chart screen adds its CSS: the themes parsed ahead before are for other sources. They are
     parsed again once keys pause (not between keys pressed in a row), so the next ``t`` still reuses a parse and
     translates the nodes."""
     from specbench_tui.tui.textual_private import ThemeStylesheet
@@ -421,10 +421,10 @@ async def test_the_themes_are_parsed_again_ahead_once_the_css_sources_change(tmp
         assert isinstance(sheet, ThemeStylesheet)
         await until(pilot, lambda: len(app._primed_themes) >= len(app.specbench_themes), "the themes parsed ahead")
         before = sheet.sources_version
-        await pilot.press("ctrl+p")
+        await pilot.press("c")
         await pilot.pause(0.2)
         await pilot.press("escape")
-        await until(pilot, lambda: sheet.sources_version > before, "the palette's CSS added")
+        await until(pilot, lambda: sheet.sources_version > before, "the chart screen's CSS added")
         version = sheet.sources_version
         for _ in range(4):  # keys in a row, 1 s apart: the parse waits (10-30 ms a theme in one piece)
             await pilot.press("o")
@@ -437,6 +437,42 @@ async def test_the_themes_are_parsed_again_ahead_once_the_css_sources_change(tmp
         await pilot.pause(0.1)
         assert sheet.reused > reused
         assert sheet.translated - translated >= 15 and sheet.matched - matched <= 3
+
+
+async def test_the_palettes_css_is_added_at_idle_time_as_its_first_opening_adds_it(tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    """The palette's CSS is added to the stylesheet ahead, at idle time, as Textual's own first opening of it adds
+    it (the same sources in the same order), and the themes are parsed ahead for it: the first ``ctrl+p``
+    parses nothing and changes no source."""
+    import specbench_tui.tui.app as app_module
+    from specbench_tui.tui.textual_private import ThemeStylesheet
+
+    def sources_after(app: SpecbenchApp) -> list[object]:
+        return list(app.stylesheet.source)
+
+    monkeypatch.setattr(app_module, "PRIME_THEMES_AFTER_S", 3600.0)  # Textual's own: nothing added ahead
+    textual = SpecbenchApp(FakeEngine(tmp_path / "textual"), theme="specbench-light", clock=lambda: T0)
+    async with textual.run_test(size=(100, 30)) as pilot:
+        while not textual.panels_ready:
+            await pilot.pause(0.02)
+        before = sources_after(textual)
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: textual.screen.has_class("-ready"), "the palette open")
+        opened = sources_after(textual)
+    assert len(opened) > len(before)
+
+    monkeypatch.setattr(app_module, "PRIME_THEMES_AFTER_S", 0.01)
+    app = SpecbenchApp(FakeEngine(tmp_path / "ahead"), theme="specbench-light", clock=lambda: T0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        sheet = app.stylesheet
+        assert isinstance(sheet, ThemeStylesheet)
+        await until(pilot, lambda: app._restyled_for_sources == sheet.sources_version
+                    and len(app._primed_themes) >= len(app.specbench_themes), "the themes parsed ahead")
+        assert sources_after(app) == opened
+        version, parsed = sheet.sources_version, sheet.reused
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: app.screen.has_class("-ready"), "the palette open")
+        assert sources_after(app) == opened and sheet.sources_version == version and sheet.reused == parsed
 
 
 async def test_a_themes_css_variables_are_generated_once(tmp_path: Path, monkeypatch) -> None:

@@ -1163,6 +1163,20 @@ class CommandPaletteWithoutToasts(CommandPalette):
         widgets[:] = [widget for widget in widgets if not isinstance(widget, ToastRack)]
 
 
+def add_palette_css(stylesheet: Stylesheet) -> None:
+    """Add the CSS of the command palette and of the widgets it is made of to ``stylesheet``, as its first opening
+    does (``Widget._post_register``: each class's ``DEFAULT_CSS`` and its bases', in the order the palette mounts
+    them), so that the first ``ctrl+p`` parses nothing: at idle time, with the themes parsed ahead for it."""
+    from textual.command import CommandInput, CommandList, SearchIcon
+    from textual.containers import Horizontal, Vertical
+    from textual.widgets import LoadingIndicator
+
+    for kind in (CommandPaletteWithoutToasts, Vertical, Horizontal, SearchIcon, CommandInput, Vertical, CommandList,
+                 LoadingIndicator):
+        for read_from, css, tie_breaker, scope in DOMNode._get_default_css(kind.__new__(kind)):
+            stylesheet.add_source(css, read_from=read_from, is_default_css=True, tie_breaker=tie_breaker, scope=scope)
+
+
 def toast_notification(toast: Toast) -> Notification | None:
     """The notification a toast shows (``Toast._notification``)."""
     notification = getattr(toast, "_notification", None)
@@ -1346,6 +1360,7 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("textual.dom.DOMNode", "_has_odd_or_even"),
     ("textual.message_pump.MessagePump", "_parent"),
     ("textual.css.stylesheet.Stylesheet", "_process_component_classes"),
+    ("textual.dom.DOMNode", "_get_default_css"),
     ("textual.widget.Widget", "_get_virtual_dom"),
     ("textual.widget.Widget", "_vertical_scrollbar"),
     ("textual.widget.Widget", "_horizontal_scrollbar"),
