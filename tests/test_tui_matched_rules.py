@@ -90,7 +90,7 @@ async def test_a_palette_opened_again_is_styled_from_the_kept_matches_as_textual
             await pilot.pause(0.02)
         sheet = app.stylesheet
         assert isinstance(sheet, ThemeStylesheet)
-        for _ in range(2):  # (the first opening adds the palette's CSS: the rules in use change within it)
+        for _ in range(2):  # (the palette's CSS may come with the first opening: the rules in use change within it)
             await open_palette(pilot, app)
             await close_to_sweep(pilot, app)
         matched, reused = sheet.paths_matched, sheet.paths_reused
