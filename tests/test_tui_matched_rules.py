@@ -19,7 +19,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Label
 
 from specbench_tui.tui.app import SpecbenchApp
-from specbench_tui.tui.textual_private import ThemeStylesheet
+from specbench_tui.tui.textual_private import ThemeStylesheet, shown_scrollbars
 
 
 def styled_nodes(root: DOMNode) -> list[DOMNode]:
@@ -27,13 +27,8 @@ def styled_nodes(root: DOMNode) -> list[DOMNode]:
     widget's next restyle after it shows: the palette's list shows one with no rules until then)."""
     nodes: list[DOMNode] = list(root.walk_children(with_self=True))
     for node in list(nodes):
-        if isinstance(node, Widget) and node.is_scrollable:
-            vertical = node.show_vertical_scrollbar and node.scrollbar_size_vertical
-            horizontal = node.show_horizontal_scrollbar and node.scrollbar_size_horizontal
-            bars: list[Widget] = [node.vertical_scrollbar] if vertical else []
-            bars += [node.horizontal_scrollbar] if horizontal else []
-            bars += [node.scrollbar_corner] if vertical and horizontal else []
-            nodes += [bar for bar in bars if bar.styles.base.get_rules()]
+        if isinstance(node, Widget):
+            nodes += [bar for bar in shown_scrollbars(node) if bar.styles.base.get_rules()]
     return nodes
 
 

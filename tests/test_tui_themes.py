@@ -366,18 +366,14 @@ async def test_a_node_restyled_by_a_theme_change_has_the_rules_of_a_node_started
     from textual.dom import DOMNode
     from textual.widget import Widget
 
-    from specbench_tui.tui.textual_private import ThemeStylesheet
+    from specbench_tui.tui.textual_private import ThemeStylesheet, shown_scrollbars
 
     def rules_of(app: SpecbenchApp) -> dict[str, str]:
         found: dict[str, str] = {}
         nodes: list[DOMNode] = list(app.sweep_screen.walk_children(with_self=True))
         for node in list(nodes):  # the scrollbars shown (Textual styles a hidden one when it comes)
-            if isinstance(node, Widget) and node.is_scrollable:
-                vertical = node.show_vertical_scrollbar and node.scrollbar_size_vertical
-                horizontal = node.show_horizontal_scrollbar and node.scrollbar_size_horizontal
-                nodes += [node.vertical_scrollbar] if vertical else []
-                nodes += [node.horizontal_scrollbar] if horizontal else []
-                nodes += [node.scrollbar_corner] if vertical and horizontal else []
+            if isinstance(node, Widget):
+                nodes += shown_scrollbars(node)
         for index, node in enumerate(nodes):
             name = f"{index}:{type(node).__name__}#{node.id}"
             found[name] = repr(sorted(node.styles.base.get_rules().items()))

@@ -122,7 +122,7 @@ class GarbagePacer:
             return False
         now = self.clock()
         since = now - self._collected_at
-        idle = now - self._key_at >= IDLE_S
+        idle = self.keys_idle()
         due = EVERY_S if self.collections else FIRST_S
         # Overdue while someone types: the end of a key's hold runs it (see _release), unless none comes.
         overdue = self._overdue(now) and (idle or self.schedule is None or self._overdue(now, OVERDUE_GRACE_S))

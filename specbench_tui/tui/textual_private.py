@@ -898,7 +898,8 @@ class ThemeStylesheet(Stylesheet):
         to a node look at (None: one that depends on siblings), keyed by the node's type, id and classes; and
         the rules matched for a path (None: no rule), keyed by each node's type, id, classes and those
         pseudo-classes along the path."""
-        self._capture: list[Any] = []
+        self._capture: list[list[Any]] = []
+        """The nodes being matched by Textual (innermost last), each with the rules it was given (None: none)."""
         self.paths_matched = 0
         self.paths_reused = 0
         """Nodes styled by Textual's matching, and from the rules matched for the same path (tests read them)."""
@@ -1107,14 +1108,7 @@ class ThemeStylesheet(Stylesheet):
             return
         cache: dict[tuple[object, ...], RulesMap] = {}
         for node in nodes:
-            styled = [node]
-            if isinstance(node, Widget) and node.is_scrollable:
-                vertical = node.show_vertical_scrollbar and node.scrollbar_size_vertical
-                horizontal = node.show_horizontal_scrollbar and node.scrollbar_size_horizontal
-                styled += [node.vertical_scrollbar] if vertical else []
-                styled += [node.horizontal_scrollbar] if horizontal else []
-                styled += [node.scrollbar_corner] if vertical and horizontal else []
-            for part in styled:
+            for part in (node, *(shown_scrollbars(node) if isinstance(node, Widget) else ())):
                 if self._translating and self._translate(part):
                     self.translated += 1
                 else:
@@ -1171,7 +1165,7 @@ def add_palette_css(stylesheet: Stylesheet) -> None:
     from textual.containers import Horizontal, Vertical
     from textual.widgets import LoadingIndicator
 
-    for kind in (CommandPaletteWithoutToasts, Vertical, Horizontal, SearchIcon, CommandInput, Vertical, CommandList,
+    for kind in (CommandPaletteWithoutToasts, Vertical, Horizontal, SearchIcon, CommandInput, CommandList,
                  LoadingIndicator):
         for read_from, css, tie_breaker, scope in DOMNode._get_default_css(kind.__new__(kind)):
             stylesheet.add_source(css, read_from=read_from, is_default_css=True, tie_breaker=tie_breaker, scope=scope)
@@ -1277,6 +1271,18 @@ def rows_not_measured(table: DataTable[Any]) -> bool:
     """Whether ``table`` has rows or cells it has not measured yet (``DataTable._new_rows``,
     ``_require_update_dimensions``, ``_updated_cells``)."""
     return bool(table._new_rows or table._require_update_dimensions or table._updated_cells)
+
+
+def shown_scrollbars(widget: Widget) -> list[Widget]:
+    """The scrollbars (and corner) ``widget`` shows: those Textual's ``Stylesheet.update_nodes`` styles with it."""
+    if not widget.is_scrollable:
+        return []
+    vertical = widget.show_vertical_scrollbar and widget.scrollbar_size_vertical
+    horizontal = widget.show_horizontal_scrollbar and widget.scrollbar_size_horizontal
+    bars: list[Widget] = [widget.vertical_scrollbar] if vertical else []
+    bars += [widget.horizontal_scrollbar] if horizontal else []
+    bars += [widget.scrollbar_corner] if vertical and horizontal else []
+    return bars
 
 
 def scrollbars_of(widget: Widget) -> list[Widget]:
