@@ -109,8 +109,9 @@ async def _press(pilot: Any, key: str, profile: str | None, rounds: int, frames:
             if os.environ.get("FRAMES"):
                 await pilot.pause(0.3)
                 print(key, "frames", [(round((w - w0) * 1000), round(c)) for w, c in frames if w >= w0][:12])
+    in_order = [round(t) for t in times]
     times.sort()
-    print(f"{key:8} cpu ms: median {times[len(times)//2]:.1f}  max {times[-1]:.1f}  {[round(t) for t in times]}")
+    print(f"{key:8} cpu ms: median {times[len(times)//2]:.1f}  max {times[-1]:.1f}  in order {in_order}")
     if prof:
         pstats.Stats(prof).sort_stats(SORT).print_stats(45)
 

@@ -85,3 +85,35 @@ def report(samples: Sequence[tuple[float, Stack]], windows: Sequence[tuple[float
     lines.append("  leaves:")
     lines += [f"    {n:5d}  {name}" for name, n in leaf.most_common(10)]
     return "\n".join(lines)
+
+
+def busy_spans(samples: Sequence[tuple[float, Stack]], longer_than_s: float = 0.08,
+               gap_s: float = 0.006) -> list[tuple[float, float]]:
+    """Stretches where the UI thread was busy without a pause (no idle sample, no gap over ``gap_s``) for more
+    than ``longer_than_s``: the long turns of the event loop, key or no key."""
+    spans: list[tuple[float, float]] = []
+    start = last = None
+    for at, stack in sorted(samples):
+        busy = bool(stack) and not any(stack[0].split(":")[1] == name for name in IDLE)
+        if busy and start is not None and last is not None and at - last <= gap_s:
+            last = at
+            continue
+        if start is not None and last is not None and last - start > longer_than_s:
+            spans.append((start, last))
+        start, last = (at, at) if busy else (None, None)
+    if start is not None and last is not None and last - start > longer_than_s:
+        spans.append((start, last))
+    return spans
+
+
+def span_report(samples: Sequence[tuple[float, Stack]], span: tuple[float, float], top: int = 12) -> str:
+    """The project's and Textual's own functions on the stack during ``span`` (inclusive counts)."""
+    inclusive: Counter[str] = Counter()
+    for at, stack in samples:
+        if span[0] <= at <= span[1]:
+            for name in {":".join(f.split(":")[:2]) for f in stack}:
+                inclusive[name] += 1
+    generic = ("base_events.py", "events.py", "runners.py", "_flood_app.py", "app.py:run", "_callback.py",
+               "message_pump.py:_process_messages", "message_pump.py:_process_messages_loop")
+    shown = [(n, name) for name, n in inclusive.most_common() if not name.startswith(generic)][:top]
+    return "\n".join(f"    {n:5d}  {name}" for n, name in shown)

@@ -29,6 +29,10 @@ Figures (issues 9, 5, 6 and 19):
 
 The app is the real ``SpecbenchApp`` on Textual's Linux driver (``bench/_flood_app.py``), 160×48, writing real
 escape sequences that the bench drains as a terminal would. Exit status 1 when a target is missed.
+Answers are found in the raw bytes (cheap enough to run beside the app). A press whose answer never appears
+there is replayed after the run on an emulated terminal (``_screen.py``, pyte): an answer drawn in pieces gets
+the time it was first on the screen, and only one never on it is "never seen". ``--check-screen`` replays every
+press: on 2026-12-05 the screen showed each of the 220 answers in the very chunk the raw match found it in.
 About 3 minutes on 2 cores. A p95 over 20 presses lies between their two slowest: on 2 shared cores one
 press in twenty that waits for the CPU moves it only a little, two decide it.
 
@@ -65,6 +69,7 @@ sys.path.insert(0, str(HERE))
 
 from _common import figure
 from _pty import PtyProcess
+from _screen import first_shown, screen_pattern
 
 from specbench_tui.core.metrics import percentile
 
@@ -84,6 +89,7 @@ NEXT_ROW = re.compile(rb"\x1b\[\d+;\d+H")
 SKIPPED_COUNT = re.compile(rb"(?<![0-9])(\d+) skipped")
 RUNNING_NOW = re.compile(rb"(?<![0-9])1 running")  # the queue's summary line, a configuration running
 TIMEOUT_S = 3.0
+COLS, ROWS = 160, 48
 
 DOWN, UP, ESC = b"\x1b[B", b"\x1b[A", b"\x1b"
 CTRL_END = b"\x1b[1;5F"
@@ -130,9 +136,41 @@ def busy_loops(count: int, nice: int) -> list[subprocess.Popen[bytes]]:
     return loops
 
 
-def _app(args: list[str]) -> PtyProcess:
+def _app(args: list[str], keep_bytes: int = 4 << 20) -> PtyProcess:
     prefix = ["nice", "-n", str(APP_NICE)] if APP_NICE else []
-    return PtyProcess([*prefix, sys.executable, str(HERE / "_flood_app.py"), *args], cols=160, rows=48)
+    return PtyProcess([*prefix, sys.executable, str(HERE / "_flood_app.py"), *args], cols=COLS, rows=ROWS,
+                      keep_bytes=keep_bytes)
+
+
+def read_misses_on_screen(app: PtyProcess, keys: KeyBench) -> dict[str, int]:
+    """Replays the whole output through a terminal emulator (``_screen.py``) for the presses the raw match never
+    saw: one whose answer was on the screen after all (drawn in pieces) gets the time it was first there and is no
+    longer a miss. Returns, per key, the presses so recovered."""
+    missed = [(key, index, sent, expect) for key, index, sent, expect in keys.pressed
+              if keys.ms[key][index] >= TIMEOUT_S * 1000]
+    recovered: dict[str, int] = {}
+    if not missed or app.dropped:
+        return recovered
+    waits = [(sent, sent + TIMEOUT_S, screen_pattern(expect)) for _, _, sent, expect in missed]
+    for (key, index, sent, _), seen in zip(missed, first_shown(app.chunks, waits, COLS, ROWS)):
+        if seen is not None:
+            keys.ms[key][index] = (seen - sent) * 1000
+            keys.misses[key] -= 1
+            recovered[key] = recovered.get(key, 0) + 1
+    return recovered
+
+
+def screen_against_raw(app: PtyProcess, keys: KeyBench) -> dict[str, list[float]]:
+    """``--check-screen``: for every press seen in the raw bytes, when the emulated screen first showed its answer
+    less when the raw match saw it (ms; 0 where both agree, ``inf`` where the screen never showed it)."""
+    seen = [(key, index, sent, expect) for key, index, sent, expect in keys.pressed
+            if keys.ms[key][index] < TIMEOUT_S * 1000]
+    waits = [(sent, sent + TIMEOUT_S, screen_pattern(expect)) for _, _, sent, expect in seen]
+    differences: dict[str, list[float]] = {}
+    for (key, index, sent, _), shown in zip(seen, first_shown(app.chunks, waits, COLS, ROWS)):
+        raw_ms = keys.ms[key][index]
+        differences.setdefault(key, []).append(float("inf") if shown is None else (shown - sent) * 1000 - raw_ms)
+    return differences
 
 
 def _config_name(index: int) -> str:
@@ -157,6 +195,8 @@ class KeyBench:
         self.ms: dict[str, list[float]] = {key: [] for key in KEYS}
         self.misses: dict[str, int] = {key: 0 for key in KEYS}
         self.windows: dict[str, list[tuple[float, float]]] = {key: [] for key in KEYS}
+        self.pressed: list[tuple[str, int, float, bytes | re.Pattern[bytes]]] = []
+        """Every press: its key, its index among the key's presses, when it was sent and what it waited for."""
         self.sched: dict[str, list[tuple[float, float, float]]] | None = None
         """With ``--sched``: per press, (UI thread ms on a CPU, its ms waiting on a run queue, other threads' ms
         on a CPU)."""
@@ -172,6 +212,7 @@ class KeyBench:
             self.sched.setdefault(key, []).append(self._split(before, schedstat(self.app.pid)))
         if seen is None:
             self.misses[key] += 1
+        self.pressed.append((key, len(self.ms[key]), sent, expect))
         self.ms[key].append((seen - sent) * 1000 if seen is not None else TIMEOUT_S * 1000)
         self.windows[key].append((sent, seen if seen is not None else sent + TIMEOUT_S))
         time.sleep(max(0.0, sent + gap_s - time.monotonic()))
@@ -297,11 +338,13 @@ class KeyBench:
             expected = (int(counts[-1]) if counts else expected) + 1
 
 
-def flood_figures(presses: int, profile: str | None = None, sched: bool = False) -> dict[str, object]:
+def flood_figures(presses: int, profile: str | None = None, sched: bool = False,
+                  check_screen: bool = False) -> dict[str, object]:
     if profile:
         Path(profile).mkdir(parents=True, exist_ok=True)
     extra = ["--profile", str(Path(profile) / "samples.pickle")] if profile else []
-    with _app(["--rate", str(RATE), "--table", TABLE, "--exit-after", "400", *extra]) as app:
+    # The whole output is kept (about 5 MB) for a replay of the presses the raw match missed.
+    with _app(["--rate", str(RATE), "--table", TABLE, "--exit-after", "400", *extra], keep_bytes=256 << 20) as app:
         if app.wait_for(b"Sweep queue", 0, 30) is None:
             raise RuntimeError("the app did not draw its first screen")
         time.sleep(4.0)  # the table is filled, the flood is on and the panels have settled
@@ -317,7 +360,11 @@ def flood_figures(presses: int, profile: str | None = None, sched: bool = False)
             time.sleep(0.5)
             app.send(b"\x03")
         app.wait(10)
-    return {"cpu": (cpu1 - cpu0) / (wall1 - wall0), "cpu_with_generator": (total1 - total0) / (wall1 - wall0),
+    if app.dropped:
+        print(f"(the output kept lost its first {app.dropped} chunks: no replay on an emulated screen)")
+    differences = screen_against_raw(app, keys) if check_screen and not app.dropped else None
+    on_screen = read_misses_on_screen(app, keys)
+    return {"on_screen": on_screen, "screen_against_raw": differences, "cpu": (cpu1 - cpu0) / (wall1 - wall0), "cpu_with_generator": (total1 - total0) / (wall1 - wall0),
             "cpu_typing": (cpu2 - cpu1) / (wall2 - wall1), "keys": keys.ms, "misses": keys.misses,
             "output_mb": app.total_bytes / 1e6, "windows": keys.windows, "sched": keys.sched}
 
@@ -337,9 +384,14 @@ def memory_figure() -> dict[str, float]:
 def _print_profile(path: Path, flood: dict[str, object]) -> None:
     import pickle
 
-    from _sampler import report
+    from _sampler import busy_spans, report, span_report
 
     samples = pickle.loads(path.read_bytes())
+    spans = busy_spans(samples)
+    print(f"\n== the UI thread's {len(spans)} turns over 80 ms, key or no key (the longest 8)")
+    for span in sorted(spans, key=lambda s: s[0] - s[1])[:8]:
+        print(f"  {1000 * (span[1] - span[0]):.0f} ms at {span[0]:.1f}")
+        print(span_report(samples, span))
     windows: dict[str, list[tuple[float, float]]] = flood["windows"]  # type: ignore[assignment]
     for key, spans in windows.items():
         if not spans:
@@ -347,6 +399,9 @@ def _print_profile(path: Path, flood: dict[str, object]) -> None:
         slow = [w for w in spans if (w[1] - w[0]) > 0.06]
         print(f"\n== {key}: {len(slow)} of {len(spans)} presses over 60 ms")
         print(report(samples, slow or spans))
+        slowest = max(spans, key=lambda w: w[1] - w[0])
+        print(f"  the slowest press, {1000 * (slowest[1] - slowest[0]):.0f} ms:")
+        print(span_report(samples, slowest, 30))
 
 
 def _print_sched(sched: dict[str, list[tuple[float, float, float]]], keys: dict[str, list[float]]) -> None:
@@ -378,6 +433,9 @@ def main() -> int:
     parser.add_argument("--sched", action="store_true",
                         help="split each key's presses into the UI thread's CPU and run-queue wait and the other "
                              "threads' CPU (/proc schedstat)")
+    parser.add_argument("--check-screen", action="store_true",
+                        help="replay the output on an emulated screen and print, per key, how much later (ms) the "
+                             "screen showed each answer than the raw bytes did")
     parser.add_argument("--profile", metavar="DIR", default=None,
                         help="sample the app's UI thread and print where each key's slow presses went")
     options = parser.parse_args()
@@ -391,7 +449,7 @@ def main() -> int:
         time.sleep(2.0)
     print(f"load average at start: {os.getloadavg()}")
     try:
-        flood = flood_figures(options.presses, options.profile, options.sched)
+        flood = flood_figures(options.presses, options.profile, options.sched, options.check_screen)
     finally:
         for loop in loops:
             loop.kill()
@@ -413,6 +471,8 @@ def main() -> int:
         p95 = percentile(values, 95) or 0.0
         median = percentile(values, 50) or 0.0
         missed = f"  ({misses[key]} never seen)" if misses[key] else ""
+        if flood["on_screen"].get(key):  # type: ignore[attr-defined]
+            missed += f"  ({flood['on_screen'][key]} drawn in pieces: read from the emulated screen)"  # type: ignore[index]
         print(f"{key:<8} {len(values):>3} {median:>7.0f} {p95:>6.0f} {max(values):>6.0f}  "
               f"{', '.join(f'{v:.0f}' for v in values)}{missed}")
         rows.append((f"key '{key}' p95 at 10k lines/s, {TABLE} (ms)", p95 if not misses[key] else float("inf"),
@@ -442,6 +502,10 @@ def main() -> int:
     if flood["sched"]:
         _print_sched(flood["sched"], keys)  # type: ignore[arg-type]
     print(f"load average at end: {os.getloadavg()}")
+    if flood["screen_against_raw"]:
+        print("\nthe emulated screen against the raw bytes, ms later (0: the same chunk; inf: never on the screen):")
+        for key, values in flood["screen_against_raw"].items():  # type: ignore[attr-defined]
+            print(f"  {key:<8} {', '.join(f'{v:.0f}' for v in values)}")
     if options.profile:
         _print_profile(Path(options.profile) / "samples.pickle", flood)
     return 1 if failures else 0
