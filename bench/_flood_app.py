@@ -344,6 +344,38 @@ class EngineWithFlood:
         return getattr(self.engine, name)
 
 
+def _time_turns(path: str, at_least_ms: float = 2.0) -> Callable[[], None]:
+    """Writes every turn of the event loop (a callback or a task's step) that took ``at_least_ms`` of the UI
+    thread's CPU to ``path`` at exit, as (monotonic start, CPU ms, wall ms, what ran): ``bench_ui.py --turns``
+    pairs them with each press."""
+    import asyncio.events
+    import pickle
+
+    turns: list[tuple[float, float, float, str]] = []
+    run = asyncio.events.Handle._run
+
+    def timed(handle: asyncio.events.Handle) -> None:
+        cpu, wall = time.thread_time(), time.monotonic()
+        run(handle)
+        spent = (time.thread_time() - cpu) * 1000
+        if spent >= at_least_ms:
+            callback = getattr(handle, "_callback", None)
+            owner = getattr(callback, "__self__", None)
+            name = getattr(callback, "__qualname__", repr(callback))
+            if isinstance(owner, asyncio.Task):
+                coro = owner.get_coro()
+                name = f"{getattr(coro, '__qualname__', repr(coro))} [{owner.get_name()}]"
+            turns.append((wall, spent, (time.monotonic() - wall) * 1000, name))
+
+    asyncio.events.Handle._run = timed  # type: ignore[method-assign]
+
+    def dump() -> None:
+        with open(path, "wb") as handle:
+            pickle.dump(turns, handle)
+
+    return dump
+
+
 def main() -> int:
     started = time.monotonic()
     parser = argparse.ArgumentParser()
@@ -366,6 +398,8 @@ def main() -> int:
         from _sampler import start as start_sampler
 
         dump_samples = start_sampler(args.profile, 0.002)
+
+    dump_turns = _time_turns(os.environ["SPECBENCH_TURNS"]) if os.environ.get("SPECBENCH_TURNS") else None
 
     from specbench_tui.tui.app import SpecbenchApp
 
@@ -417,6 +451,8 @@ def main() -> int:
     app.run(mouse=False)
     if dump_samples is not None:
         dump_samples()
+    if dump_turns is not None:
+        dump_turns()
     engine.stop(60.0)
     info.setdefault("lines_published", engine.flood.sent)
     info["flood_s"] = (engine.flood.finished_at or time.monotonic()) - engine.flood.started_at

@@ -356,7 +356,8 @@ def flood_figures(presses: int, profile: str | None = None, sched: bool = False,
         keys.run()
         cpu2, wall2 = app.cpu_seconds(("bench-flood",)), time.monotonic()
         app.send(b"\x11")  # ctrl+q: quits at once (no real server runs)
-        if profile:  # the stand-in's running configuration can make it ask first: a second ctrl+c confirms
+        if profile or os.environ.get("SPECBENCH_TURNS"):  # the stand-in's running configuration can make it ask
+            # first: a second ctrl+c confirms (and the app writes what it recorded)
             time.sleep(0.5)
             app.send(b"\x03")
         app.wait(10)
@@ -404,6 +405,20 @@ def _print_profile(path: Path, flood: dict[str, object]) -> None:
         print(span_report(samples, slowest, 30))
 
 
+def _print_turns(path: Path, flood: dict[str, object]) -> None:
+    import pickle
+
+    turns: list[tuple[float, float, float, str]] = pickle.loads(path.read_bytes())
+    windows: dict[str, list[tuple[float, float]]] = flood["windows"]  # type: ignore[assignment]
+    print("\nthe event loop's turns over 2 ms of CPU in each key's three slowest presses (ms from the press: "
+          "CPU/wall, what ran):")
+    for key, spans in windows.items():
+        for start, end in sorted(spans, key=lambda w: w[0] - w[1])[:3]:
+            inside = [t for t in turns if start - 0.005 <= t[0] <= end]
+            listed = "; ".join(f"+{1000 * (at - start):.0f} {cpu:.0f}/{wall:.0f} {name}" for at, cpu, wall, name in inside)
+            print(f"  {key:<7} {1000 * (end - start):4.0f} ms: {listed}")
+
+
 def _print_sched(sched: dict[str, list[tuple[float, float, float]]], keys: dict[str, list[float]]) -> None:
     """Per key, the median and p95 over its presses of: wall ms, the UI thread's ms on a CPU and waiting on a
     run queue (the rest of its wall time it waited for the GIL, a timer or the terminal), other threads' CPU ms."""
@@ -436,6 +451,9 @@ def main() -> int:
     parser.add_argument("--check-screen", action="store_true",
                         help="replay the output on an emulated screen and print, per key, how much later (ms) the "
                              "screen showed each answer than the raw bytes did")
+    parser.add_argument("--turns", metavar="FILE", default=None,
+                        help="time every turn of the app's event loop over 2 ms of CPU and print those in each "
+                             "key's three slowest presses")
     parser.add_argument("--profile", metavar="DIR", default=None,
                         help="sample the app's UI thread and print where each key's slow presses went")
     options = parser.parse_args()
@@ -443,6 +461,8 @@ def main() -> int:
     global APP_NICE
     APP_NICE = options.app_nice
     KeyBench.only = set(options.keys.split(","))
+    if options.turns:
+        os.environ["SPECBENCH_TURNS"] = str(Path(options.turns).resolve())
     loops = busy_loops(options.busy, options.busy_nice)
     if loops:
         print(f"{len(loops)} busy loops beside the app, niced by {options.busy_nice}")
@@ -506,6 +526,8 @@ def main() -> int:
         print("\nthe emulated screen against the raw bytes, ms later (0: the same chunk; inf: never on the screen):")
         for key, values in flood["screen_against_raw"].items():  # type: ignore[attr-defined]
             print(f"  {key:<8} {', '.join(f'{v:.0f}' for v in values)}")
+    if options.turns:
+        _print_turns(Path(options.turns), flood)
     if options.profile:
         _print_profile(Path(options.profile) / "samples.pickle", flood)
     return 1 if failures else 0

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench_tui.core.engines import simulator
+from specbench_tui.cpu_slice import take_default
 from specbench_tui.core.events import Event
 from specbench_tui.engine.control_socket import ControlServer
 from specbench_tui.engine.engines_registry import forget, register, registry_dir
@@ -185,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--status-fd", type=int, required=True)
     parser.add_argument("options")
     ns = parser.parse_args(argv)
+    take_default()  # the engine, its threads and its servers at the kernel's default CPU slice (cpu_slice.py)
     args = argparse.Namespace(**{name: None for name in _ARGS})
     options = json.loads(ns.options)
     for key, value in options.items():

@@ -39,6 +39,7 @@ from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
 from specbench_tui.application.logview import LogFeed
+from specbench_tui.cpu_slice import give_threads, screen_slice_ms
 from specbench_tui.application.viewmodel import SweepView, capped_configs
 from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.events import (
@@ -220,6 +221,12 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         self.theme = wanted
 
     # ------------------------------------------------------------------------------------ set-up
+
+    def run(self, *args: Any, **kwargs: Any) -> int | None:
+        """Textual's ``run``, the process's threads first given a longer CPU slice (:mod:`specbench_tui.cpu_slice`):
+        on a box whose cores are busy, a key's answer runs in one piece once it has the CPU."""
+        give_threads(screen_slice_ms())
+        return super().run(*args, **kwargs)
 
     def get_default_screen(self) -> SweepScreen:
         return SweepScreen(self.state, self.clock)
