@@ -525,6 +525,12 @@ def main() -> int:
     if flood["sched"]:
         _print_sched(flood["sched"], keys)  # type: ignore[arg-type]
     print(f"load average at end: {os.getloadavg()}")
+    _print_diagnostics(options, flood)
+    return 1 if failures else 0
+
+
+def _print_diagnostics(options: argparse.Namespace, flood: dict[str, object]) -> None:
+    """What ``--check-screen``, ``--turns`` and ``--profile`` found."""
     if flood["screen_against_raw"]:
         print("\nthe emulated screen against the raw bytes, ms later (0: the same chunk; inf: never on the screen):")
         for key, values in flood["screen_against_raw"].items():  # type: ignore[attr-defined]
@@ -533,7 +539,6 @@ def main() -> int:
         _print_turns(Path(options.turns), flood)
     if options.profile:
         _print_profile(Path(options.profile) / "samples.pickle", flood)
-    return 1 if failures else 0
 
 
 if __name__ == "__main__":
