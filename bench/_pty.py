@@ -76,9 +76,13 @@ class PtyProcess:
             self._lock.notify_all()
 
     def send(self, data: bytes) -> float:
-        """Write ``data`` to the terminal (as typed keys); returns the moment it was written."""
+        """Write ``data`` to the terminal (as typed keys); returns the moment just before it was written. (Stamped
+        after the write, a bench preempted right after it by a busy box stamped its press after the answer had
+        come and been stamped by the reader thread: an answer "before" its key, never seen, or one read 0-3 ms
+        after it.)"""
+        sent = time.monotonic()
         os.write(self.master, data)
-        return time.monotonic()
+        return sent
 
     def wait_for(self, needle: bytes, after: float, timeout: float) -> float | None:
         """The arrival time of the first output chunk after ``after`` that completes ``needle``, or None."""

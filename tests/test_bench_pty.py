@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import threading
@@ -73,5 +74,31 @@ def test_an_answer_drawn_in_pieces_is_read_from_the_screen_and_one_never_drawn_s
         # chunks after it keep it on screen (the last press's toast is not the next press's answer).
         assert first_shown(app.chunks, [(second_piece + 0.01, start + 10, screen_pattern(b"Results sorted"))],
                            60, 12) == [None]
+    finally:
+        app.close()
+
+
+def test_a_press_is_stamped_before_it_is_written_so_an_answer_never_comes_before_its_key(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The terminal echoes what is typed at once (a cooked pty): the answer is in the output the moment the key is
+    written. The bench's thread is then held up for 0.2 s right after its write (as a busy box preempts it): the
+    press must still be stamped before its answer, and the answer found. Stamped after the write, the echo was
+    stamped first and the press counted as never answered."""
+    import _pty
+
+    app = PtyProcess([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        real_write = os.write
+
+        def preempted(fd: int, data: bytes) -> int:
+            written = real_write(fd, data)
+            if fd == app.master:
+                time.sleep(0.2)
+            return written
+
+        monkeypatch.setattr(_pty.os, "write", preempted)
+        sent = app.send(b"ping")
+        seen = app.wait_for(b"ping", sent, 2)
+        assert seen is not None and 0 <= seen - sent < 0.2
     finally:
         app.close()
