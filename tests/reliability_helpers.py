@@ -173,3 +173,42 @@ def seeded(name: str) -> random.Random:
     """A random source seeded from SPECBENCH_TEST_SEED (default fixed) and the test's name."""
     seed = os.environ.get("SPECBENCH_TEST_SEED", "20240611")
     return random.Random(f"{seed}:{name}")
+
+
+class TerminalRun:
+    """``specbench run SWEEP`` (plus ``extra``) on a pseudo-terminal of 120×36, as over SSH, with ``marker`` in its
+    environment; what it writes is drained into :attr:`chunks` by a thread of its own. ``close`` closes the
+    terminal (the caller stops the process first)."""
+
+    def __init__(self, sweep: Path, runs_dir: Path, marker: str, extra: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None) -> None:
+        import pty
+        import sys
+        import threading
+
+        self.master, slave = pty.openpty()
+        full_env = {**marker_env(marker, env), "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "36"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "specbench_tui", "run", str(sweep), "--runs-dir",
+                                      str(runs_dir), "--no-mouse", *extra], stdin=slave, stdout=slave,
+                                     stderr=slave, env=full_env, start_new_session=True, close_fds=True)
+        os.close(slave)
+        self.chunks: list[bytes] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = os.read(self.master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            self.chunks.append(data)
+
+    @property
+    def output(self) -> bytes:
+        return b"".join(self.chunks)
+
+    def close(self) -> None:
+        os.close(self.master)

@@ -12,7 +12,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -119,36 +118,15 @@ def test_the_real_screen_runs_with_its_slice_and_the_engine_and_its_servers_with
     runs with the screen's slice; the processes started from it with the kernel's default: attached, the engine's
     process (and through it each server's keeper, the simulated servers and their children); in the foreground
     (the engine in the screen's process), each server's keeper and what it starts."""
-    import pty
-
-    from reliability_helpers import make_sweep, marked, marker_env, new_marker, wait_for, wait_gone
+    from reliability_helpers import TerminalRun, make_sweep, marked, new_marker, wait_for, wait_gone
 
     marker = new_marker()
-    sweep = make_sweep(tmp_path)
-    master, slave = pty.openpty()
-    env = {**marker_env(marker), "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "36"}
-    env.pop(ENV, None)
-    extra = ["--foreground"] if mode == "foreground" else []
-    proc = subprocess.Popen([sys.executable, "-m", "specbench_tui", "run", str(sweep), "--runs-dir",
-                             str(tmp_path / "runs"), "--no-mouse", *extra], stdin=slave, stdout=slave, stderr=slave,
-                            env=env, start_new_session=True, close_fds=True)
-    os.close(slave)
-    output = bytearray()
-
-    def drain() -> None:
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            output.extend(data)
-
-    threading.Thread(target=drain, daemon=True).start()
+    run = TerminalRun(make_sweep(tmp_path), tmp_path / "runs", marker,
+                      ("--foreground",) if mode == "foreground" else (), {ENV: ""})
+    proc = run.proc
     least = 4 if mode == "attached" else 3  # (the engine,) a keeper, a server and a child of it
     try:
-        wait_for(lambda: b"Sweep queue" in output, 60, what="the screen's first frame")
+        wait_for(lambda: b"Sweep queue" in run.output, 60, what="the screen's first frame")
         wait_for(lambda: len(marked(marker, {proc.pid})) >= least, 60, what="a server with its children")
 
         def slices() -> dict[tuple[int, int], float | None]:
@@ -168,7 +146,7 @@ def test_the_real_screen_runs_with_its_slice_and_the_engine_and_its_servers_with
     finally:
         proc.kill()
         proc.wait(10)
-        os.close(master)
+        run.close()
         for pid in marked(marker):  # the engine outlives the screen by design: stopped as `specbench stop` does
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)

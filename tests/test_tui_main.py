@@ -118,35 +118,13 @@ def test_quitting_the_real_tui_in_a_terminal_leaves_the_ending_in_the_scrollback
     """`specbench run` on a pseudo-terminal (as over SSH), `q` then `y` mid-sweep: the terminal keeps the summary
     and the command that continues the run, and the exit code says the sweep was stopped, not done."""
     import os
-    import pty
     import re
-    import subprocess
-    import threading
 
-    from reliability_helpers import make_sweep, marker_env, new_marker, server_pids, wait_for, wait_gone
+    from reliability_helpers import TerminalRun, make_sweep, new_marker, server_pids, wait_for, wait_gone
 
     marker = new_marker()
-    sweep = make_sweep(tmp_path)
-    master, slave = pty.openpty()
-    env = {**marker_env(marker), "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "36"}
-    proc = subprocess.Popen([sys.executable, "-m", "specbench_tui", "run", str(sweep), "--runs-dir",
-                             str(tmp_path / "runs"), "--no-mouse"], stdin=slave, stdout=slave, stderr=slave,
-                            env=env, start_new_session=True, close_fds=True)
-    os.close(slave)
-    chunks: list[bytes] = []
-
-    def read() -> None:
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            chunks.append(data)
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    run = TerminalRun(make_sweep(tmp_path), tmp_path / "runs", marker)
+    proc, master, chunks = run.proc, run.master, run.chunks
     try:
         wait_for(lambda: len(server_pids(marker, proc.pid)) >= 3, 60, what="a server with its children")
         os.write(master, b"q")
@@ -164,12 +142,12 @@ def test_quitting_the_real_tui_in_a_terminal_leaves_the_ending_in_the_scrollback
         except OSError:  # the app had quit without asking, and the terminal with it
             pass
         assert proc.wait(timeout=60) == 130
-        reader.join(5)
+        run.reader.join(5)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
-        os.close(master)
+        run.close()
         wait_gone(marker, proc.pid, timeout_s=5)
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r", "", b"".join(chunks).decode(errors="replace"))
     ending = text[text.rindex("decode tok/s per workload"):]
