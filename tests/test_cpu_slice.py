@@ -104,6 +104,19 @@ def test_the_environment_variable_sets_the_slice_and_a_bad_value_is_refused_with
         screen_slice_ms()
 
 
+def _names(slices: dict[int, float | None]) -> dict[int, str]:
+    """Each thread's name and its process's command line (what a failure needs to say which one was wrong)."""
+    names = {}
+    for tid in slices:
+        try:
+            comm = Path(f"/proc/{tid}/comm").read_text().strip()
+            cmdline = Path(f"/proc/{tid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            comm, cmdline = "?", "(gone)"
+        names[tid] = f"{comm}: {cmdline[:120]}"
+    return names
+
+
 def _threads(pid: int) -> list[int]:
     try:
         return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
@@ -153,5 +166,6 @@ def test_the_real_screen_runs_with_its_slice_and_the_engine_and_its_servers_with
         wait_gone(marker, None, timeout_s=20)
     screen = {tid: ms for tid, ms in screen.items() if ms is not None}
     started = {key: ms for key, ms in started.items() if ms is not None}
-    assert len(screen) >= 3 and set(screen.values()) == {SCREEN_SLICE_MS}, screen
-    assert len({pid for pid, _ in started}) >= least and set(started.values()) == {kernel_slices}, started
+    assert len(screen) >= 3 and set(screen.values()) == {SCREEN_SLICE_MS}, (screen, _names(screen))
+    assert len({pid for pid, _ in started}) >= least and set(started.values()) == {kernel_slices}, (
+        started, _names({tid: ms for (_, tid), ms in started.items()}))

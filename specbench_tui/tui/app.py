@@ -136,6 +136,9 @@ PRIME_THEMES_AFTER_S = 2.0
 class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, AppBase):
     """Header, sweep queue, results, server log and GPUs over one engine."""
 
+    _screen_slice_ms: float | None = None
+    """The CPU slice :meth:`run` gave the process's threads (None: not run that way, as in tests' ``run_test``)."""
+
     CSS_PATH = "app.tcss"
     TITLE = "specbench"
     COMMANDS = App.COMMANDS | {SweepCommands}
@@ -225,8 +228,15 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
     def run(self, *args: Any, **kwargs: Any) -> int | None:
         """Textual's ``run``, the process's threads first given a longer CPU slice (:mod:`specbench_tui.cpu_slice`):
         on a box whose cores are busy, a key's answer runs in one piece once it has the CPU."""
-        give_threads(screen_slice_ms())
+        self._screen_slice_ms = screen_slice_ms()
+        give_threads(self._screen_slice_ms)
         return super().run(*args, **kwargs)
+
+    def _give_threads_again(self) -> None:
+        """Once the engine (or the client attached to it) has started its threads: a thread that was being started
+        from one not given the slice yet while :meth:`run` listed them kept the default."""
+        if self._screen_slice_ms is not None:
+            give_threads(self._screen_slice_ms)
 
     def get_default_screen(self) -> SweepScreen:
         return SweepScreen(self.state, self.clock)
@@ -251,6 +261,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         self._sync_panels(queue=True, results=True, gpus=True, force=True)
         self._start_engine()
         self.set_timer(PRIME_THEMES_AFTER_S, self._prime_theme_css)
+        self.set_timer(1.0, self._give_threads_again)
 
     def get_css_variables(self) -> dict[str, str]:
         """Textual's CSS variables of the current theme, worked out once per theme: Textual generates the theme's
