@@ -145,35 +145,31 @@ def _app(args: list[str], keep_bytes: int = 4 << 20) -> PtyProcess:
                       keep_bytes=keep_bytes)
 
 
-def read_misses_on_screen(app: PtyProcess, keys: KeyBench) -> dict[str, int]:
-    """Replays the whole output through a terminal emulator (``_screen.py``) for the presses the raw match never
-    saw: one whose answer was on the screen after all (drawn in pieces) gets the time it was first there and is no
-    longer a miss. Returns, per key, the presses so recovered."""
-    missed = [(key, index, sent, expect) for key, index, sent, expect in keys.pressed
-              if keys.ms[key][index] >= TIMEOUT_S * 1000]
+def read_on_screen(app: PtyProcess, keys: KeyBench,
+                   every: bool = False) -> tuple[dict[str, int], dict[str, list[float]] | None]:
+    """One replay of the whole output through a terminal emulator (``_screen.py``) for the presses the raw match
+    never saw (and, with ``every``, for all of them). A missed press whose answer was on the screen after all
+    (drawn in pieces) gets the time it was first there and is no longer a miss. Returns, per key, the presses so
+    recovered, and with ``every`` (``--check-screen``), for each press the raw match saw, when the screen first
+    showed its answer less when the raw match saw it (ms; 0 where both agree, ``inf`` where it never did)."""
+    limit = TIMEOUT_S * 1000
+    chosen = [press for press in keys.pressed if every or keys.ms[press[0]][press[1]] >= limit]
     recovered: dict[str, int] = {}
-    if not missed or app.dropped:
-        return recovered
-    waits = [(sent, sent + TIMEOUT_S, screen_pattern(expect)) for _, _, sent, expect in missed]
-    for (key, index, sent, _), seen in zip(missed, first_shown(app.chunks, waits, COLS, ROWS)):
-        if seen is not None:
-            keys.ms[key][index] = (seen - sent) * 1000
+    differences: dict[str, list[float]] | None = {} if every else None
+    if not chosen or app.dropped:
+        return recovered, None
+    waits = [(sent, sent + TIMEOUT_S, screen_pattern(expect)) for _, _, sent, expect in chosen]
+    for (key, index, sent, _), shown in zip(chosen, first_shown(app.chunks, waits, COLS, ROWS)):
+        raw_ms = keys.ms[key][index]
+        if raw_ms < limit:
+            if differences is not None:
+                differences.setdefault(key, []).append(float("inf") if shown is None else
+                                                       (shown - sent) * 1000 - raw_ms)
+        elif shown is not None:
+            keys.ms[key][index] = (shown - sent) * 1000
             keys.misses[key] -= 1
             recovered[key] = recovered.get(key, 0) + 1
-    return recovered
-
-
-def screen_against_raw(app: PtyProcess, keys: KeyBench) -> dict[str, list[float]]:
-    """``--check-screen``: for every press seen in the raw bytes, when the emulated screen first showed its answer
-    less when the raw match saw it (ms; 0 where both agree, ``inf`` where the screen never showed it)."""
-    seen = [(key, index, sent, expect) for key, index, sent, expect in keys.pressed
-            if keys.ms[key][index] < TIMEOUT_S * 1000]
-    waits = [(sent, sent + TIMEOUT_S, screen_pattern(expect)) for _, _, sent, expect in seen]
-    differences: dict[str, list[float]] = {}
-    for (key, index, sent, _), shown in zip(seen, first_shown(app.chunks, waits, COLS, ROWS)):
-        raw_ms = keys.ms[key][index]
-        differences.setdefault(key, []).append(float("inf") if shown is None else (shown - sent) * 1000 - raw_ms)
-    return differences
+    return recovered, differences
 
 
 def _config_name(index: int) -> str:
@@ -366,9 +362,9 @@ def flood_figures(presses: int, profile: str | None = None, sched: bool = False,
         app.wait(10)
     if app.dropped:
         print(f"(the output kept lost its first {app.dropped} chunks: no replay on an emulated screen)")
-    differences = screen_against_raw(app, keys) if check_screen and not app.dropped else None
-    on_screen = read_misses_on_screen(app, keys)
-    return {"on_screen": on_screen, "screen_against_raw": differences, "cpu": (cpu1 - cpu0) / (wall1 - wall0), "cpu_with_generator": (total1 - total0) / (wall1 - wall0),
+    on_screen, differences = read_on_screen(app, keys, every=check_screen)
+    return {"on_screen": on_screen, "screen_against_raw": differences, "cpu": (cpu1 - cpu0) / (wall1 - wall0),
+            "cpu_with_generator": (total1 - total0) / (wall1 - wall0),
             "cpu_typing": (cpu2 - cpu1) / (wall2 - wall1), "keys": keys.ms, "misses": keys.misses,
             "output_mb": app.total_bytes / 1e6, "windows": keys.windows, "sched": keys.sched}
 

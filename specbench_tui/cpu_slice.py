@@ -3,8 +3,8 @@
 On a box whose cores are busy (servers' tokenizer and scheduler threads, a build, another user's job), a key's
 answer is a burst of 10-45 ms of the screen's CPU. Linux (6.6 and later) cuts every task's run into slices
 of a few milliseconds (1.4 ms on the two-core machines here) and hands the CPU round between the tasks that want
-it, so beside one busy task the burst took twice its CPU in wall time, and more where the pieces waited longer (``bench/bench_ui.py --busy 2``:
-``t`` 30 ms of CPU, 60-100 ms to the screen). Since Linux 6.12 a thread may ask for a longer slice of its own
+it, so beside one busy task the burst took twice its CPU in wall time, and more where the pieces waited longer
+(``bench/bench_ui.py --busy 2``: ``t`` 30 ms of CPU, 60-100 ms to the screen). Since Linux 6.12 a thread may ask for a longer slice of its own
 (``sched_setattr``'s ``sched_runtime`` under ``SCHED_OTHER``: no privilege needed, 0.1-100 ms): the screen's
 threads ask for :data:`SCREEN_SLICE_MS`, so that a key's answer runs in one piece once it has the CPU. What each
 task gets over time is unchanged (the scheduler keeps every task's share: the screen's thread sleeps between
@@ -26,6 +26,7 @@ import ctypes
 import os
 import struct
 import sys
+from functools import cache
 
 SCREEN_SLICE_MS = 50.0
 """The slice the screen's threads ask for: its longest key (``t``, the whole screen in new colours) is ~45 ms of
@@ -43,40 +44,46 @@ _FAIR = (0, 3)
 _RESET_ON_FORK = 0x01
 
 
-def _libc() -> ctypes.CDLL | None:
-    if not sys.platform.startswith("linux") or os.uname().machine not in _SYSCALLS:
+@cache
+def _syscall() -> tuple[ctypes.CDLL, int, int] | None:
+    """libc's ``syscall`` with the numbers of ``sched_setattr`` and ``sched_getattr`` here (None: not Linux on a
+    machine this knows)."""
+    numbers = _SYSCALLS.get(os.uname().machine) if sys.platform.startswith("linux") else None
+    if numbers is None:
         return None
     try:
-        return ctypes.CDLL(None, use_errno=True)
+        return ctypes.CDLL(None, use_errno=True), *numbers
     except OSError:
         return None
 
 
-def _get(libc: ctypes.CDLL, tid: int) -> tuple[int, ...] | None:
+def _get(tid: int) -> tuple[int, ...] | None:
+    found = _syscall()
+    if found is None:
+        return None
+    libc, _, getattr_nr = found
     buffer = ctypes.create_string_buffer(_ATTR.size)
-    if libc.syscall(_SYSCALLS[os.uname().machine][1], tid, buffer, _ATTR.size, 0) != 0:
+    if libc.syscall(getattr_nr, tid, buffer, _ATTR.size, 0) != 0:
         return None
     return _ATTR.unpack(buffer.raw)
 
 
 def slice_ms(tid: int = 0) -> float | None:
     """The slice thread ``tid`` (0: the calling thread) runs with now, in ms; None where it cannot be read."""
-    libc = _libc()
-    attr = _get(libc, tid) if libc is not None else None
+    attr = _get(tid)
     return attr[5] / 1e6 if attr is not None else None
 
 
 def set_slice(ms: float, tid: int = 0) -> bool:
     """Ask for a slice of ``ms`` (0: the kernel's default) for thread ``tid`` (0: the calling thread), keeping its
     policy, nice value and reset-on-fork flag; False where nothing was changed (see the module's docstring)."""
-    libc = _libc()
-    attr = _get(libc, tid) if libc is not None else None
-    if libc is None or attr is None or attr[1] not in _FAIR:
+    found, attr = _syscall(), _get(tid)
+    if found is None or attr is None or attr[1] not in _FAIR:
         return False
+    libc, setattr_nr, _ = found
     _, policy, flags, nice = attr[:4]
     wanted = _ATTR.pack(_ATTR.size, policy, flags & _RESET_ON_FORK, nice, 0, int(ms * 1_000_000), 0, 0, 0, 0)
-    status: int = libc.syscall(_SYSCALLS[os.uname().machine][0], tid,
-                               ctypes.create_string_buffer(wanted, _ATTR.size), 0)
+    status: int = libc.syscall(setattr_nr, tid, ctypes.create_string_buffer(wanted, _ATTR.size), 0)
     return status == 0
 
 

@@ -9,7 +9,6 @@ keeper
 
 - takes the kernel's default CPU slice back (:func:`~specbench_tui.cpu_slice.take_default`): started from the
   screen's process in the foreground, it would otherwise pass the screen's longer slice on to the server;
-
 - becomes a *child subreaper* (``PR_SET_CHILD_SUBREAPER``): a process of the server that double-forks and
   calls ``setsid()`` to escape (a daemonising launcher, a wrapper that does not ``exec``) is re-parented to
   the keeper when its parent dies, never to init, so it stays in the keeper's tree;

@@ -62,7 +62,8 @@ def test_an_answer_drawn_in_pieces_is_read_from_the_screen_and_one_never_drawn_s
         start = time.monotonic()
         assert app.wait_for(b"skipped", start, 10) is not None
         assert app.wait_for(b"Results sorted by TTFT", start, 0.1) is None  # in pieces: raw matching misses it
-        expectations: list[bytes | re.Pattern[bytes]] = [b"Results sorted by TTFT", row_with("ddtree-b3", "skipped"), b"Theme: x"]
+        expectations: list[bytes | re.Pattern[bytes]] = [b"Results sorted by TTFT", row_with("ddtree-b3", "skipped"),
+                                                          b"Theme: x"]
         waits = [(start, start + 10, screen_pattern(e)) for e in expectations]
         sorted_at, row_at, theme_at = first_shown(app.chunks, waits, 60, 12)
         second_piece = next(at for at, data in app.chunks if b"ted by TTFT" in data)

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from specbench_tui.core.engines import simulator
-from specbench_tui.cpu_slice import take_default
 from specbench_tui.core.events import Event
+from specbench_tui.cpu_slice import take_default
 from specbench_tui.engine.control_socket import ControlServer
 from specbench_tui.engine.engines_registry import forget, register, registry_dir
 from specbench_tui.paths import PrivateDirError, isolated_python

@@ -39,7 +39,6 @@ from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
 from specbench_tui.application.logview import LogFeed
-from specbench_tui.cpu_slice import give_threads, screen_slice_ms
 from specbench_tui.application.viewmodel import SweepView, capped_configs
 from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.events import (
@@ -60,6 +59,7 @@ from specbench_tui.core.events import (
 from specbench_tui.core.ledger import LedgerSnapshot
 from specbench_tui.core.state import RunState
 from specbench_tui.core.verdicts import partial_configs
+from specbench_tui.cpu_slice import give_threads, screen_slice_ms
 from specbench_tui.engine.control import Outcome
 from specbench_tui.tui.announcements import Announcements
 from specbench_tui.tui.app_base import AppBase, EngineAdapter
