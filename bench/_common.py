@@ -17,7 +17,7 @@ from specbench_tui.core.plan import build_plan  # noqa: E402
 from specbench_tui.core.sweep.loader import load_sweep  # noqa: E402
 from specbench_tui.engine.orchestrator import Orchestrator  # noqa: E402
 from specbench_tui.engine.server import find_free_port  # noqa: E402
-from specbench_tui.store import RunDir  # noqa: E402
+from specbench_tui.rundir.store import RunDir  # noqa: E402
 
 
 def write_sim_sweep(folder: Path, profile: str, sweep: str, port_start: int) -> Path:

@@ -405,7 +405,7 @@ def main() -> int:
 
     if args.sweep:
         from specbench_tui.application.runner import EngineThread
-        from specbench_tui.store import RunDir
+        from specbench_tui.rundir.store import RunDir
 
         plan = build_plan(load_sweep(Path(args.sweep)))
         run_dir = RunDir.create(Path(args.run_dir), plan.sweep.name, plan.sweep.text, plan.to_json())

@@ -47,7 +47,7 @@ from specbench_tui.core.plan import build_plan
 from specbench_tui.core.records import Measurement
 from specbench_tui.core.sweep.loader import parse_sweep
 from specbench_tui.engine.control_socket import ControlServer
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.store import RunDir
 
 CONFIGS = 200
 PER_CONFIG = 100

@@ -66,7 +66,7 @@ sys.path.insert(0, str(HERE))
 from _common import ROOT, figure, run_sweep, verdict, write_sim_sweep
 from _pty import PtyProcess
 
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.store import RunDir
 from specbench_tui.sim.testing import SimProcess
 
 TTFT_MS = 25.0

@@ -2,7 +2,7 @@
 attached, and an all-excluded 10,000-point sweep run.
 
 - **runs**: 10,000 run directories under one runs folder, each written by the package's own writers
-  (:class:`~specbench_tui.store.RunDir`: ``sweep.toml``, ``plan.json``, ``run.json``, ``events.jsonl``,
+  (:class:`~specbench_tui.rundir.store.RunDir`: ``sweep.toml``, ``plan.json``, ``run.json``, ``events.jsonl``,
   ``results.jsonl``: 10 configurations, 20 measurements; a tenth of them interrupted). The template directories
   are written by the writers and their bytes copied to the other directories (so that writing 10,000 does not
   take minutes of fsyncs), each with its own ``run.json``. ``specbench runs --runs-dir DIR`` runs as a user runs
@@ -15,7 +15,7 @@ attached, and an all-excluded 10,000-point sweep run.
   that holds that run alone (what the resume itself costs, whatever the folder holds).
 - **attach**: a run directory whose ``events.jsonl`` holds 64 MB of the events a long sweep writes (state
   changes, launches, workloads, load points, notices), written as a run writes them: through the run
-  directory's writer (:class:`~specbench_tui.store.RunDir`) with what a run's engine hangs on it
+  directory's writer (:class:`~specbench_tui.rundir.store.RunDir`) with what a run's engine hangs on it
   (:func:`~specbench_tui.application.session.keep_index`: its index entry, and its fold checkpoint
   (:class:`~specbench_tui.rundir.checkpoint.RunCheckpoints`), written again each time the events grew 8 MB).
   It is read as an attaching client does before its first frame
@@ -74,7 +74,7 @@ from specbench_tui.core.events import (
 from specbench_tui.core.plan import build_plan
 from specbench_tui.core.records import Measurement
 from specbench_tui.core.sweep.loader import parse_sweep
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.store import RunDir
 
 RUNS = 10_000
 RUNS_TARGET_S = 1.0

@@ -43,7 +43,7 @@ from specbench_tui.core.sweep.loader import load_sweep  # noqa: E402
 from specbench_tui.engine.gpus import FakeBackend  # noqa: E402
 from specbench_tui.engine.orchestrator import Orchestrator  # noqa: E402
 from specbench_tui.engine.server import find_free_port  # noqa: E402
-from specbench_tui.store import RunDir  # noqa: E402
+from specbench_tui.rundir.store import RunDir  # noqa: E402
 
 POOL = 8
 LIMIT = 1.10

@@ -21,7 +21,7 @@ from specbench_tui.core.plan import Plan, build_plan
 from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.engine.orchestrator import Orchestrator, SweepOutcome
 from specbench_tui.engine.server import find_free_port
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.store import RunDir
 
 DATA = Path(__file__).parent / "data"
 

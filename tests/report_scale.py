@@ -15,7 +15,7 @@ from specbench_tui.core.load import point_keys
 from specbench_tui.core.plan import build_plan
 from specbench_tui.core.records import Measurement
 from specbench_tui.core.sweep.loader import load_sweep
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.store import RunDir
 
 LOADS = ("c1", "c8", "c64")
 

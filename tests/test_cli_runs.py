@@ -14,7 +14,7 @@ from narrowing import present
 
 from specbench_tui.cli import _resolve_latest, main
 from specbench_tui.report.runs import latest_run, list_runs, progress_text
-from specbench_tui.runlock import acquire
+from specbench_tui.rundir.lock import acquire
 
 DATA = Path(__file__).parent / "data"
 

@@ -76,7 +76,7 @@ def _start_detached(tmp_path: Path, env: dict[str, str], max_new_tokens: int = M
 
 def _fold(run_dir: Path) -> Ledger:
     plan = json.loads((run_dir / "plan.json").read_text())
-    from specbench_tui.store import RunDir
+    from specbench_tui.rundir.store import RunDir
 
     stored = RunDir.open(run_dir)
     return Ledger.from_run(plan, stored.read_measurements(), stored.read_events())

@@ -27,7 +27,7 @@ from specbench_tui.core.events import (
 from specbench_tui.core.plan import Plan
 from specbench_tui.engine.gpus import FakeBackend
 from specbench_tui.engine.orchestrator import Orchestrator
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.store import RunDir
 
 pytestmark = pytest.mark.e2e
 

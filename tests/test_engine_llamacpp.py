@@ -46,7 +46,7 @@ from specbench_tui.core.events import (
 from specbench_tui.engine.orchestrator import Orchestrator
 from specbench_tui.report.formats import render
 from specbench_tui.report.load import load_run
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.store import RunDir
 
 pytestmark = pytest.mark.llamacpp
 

@@ -6,7 +6,7 @@ from engine_helpers import plan_for, write_sweep
 from specbench_tui.core.events import ConfigFinished, ConfigState, ConfigStateChanged, ServerLaunching
 from specbench_tui.core.records import Measurement
 from specbench_tui.engine.orchestrator import Orchestrator, expected_keys
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.store import RunDir
 
 SWEEP = """
 [sweep]

@@ -25,7 +25,7 @@ from specbench_tui.rundir import EVENTS, RESULTS
 from specbench_tui.rundir import checkpoint
 from specbench_tui.rundir.checkpoint import attach_fold, checkpoint_path, restore, wait_for_writes
 from specbench_tui.rundir.history import RunFold
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.store import RunDir
 
 
 @pytest.fixture(autouse=True)

@@ -30,7 +30,7 @@ from specbench_tui.rundir import checkpoint
 from specbench_tui.rundir.checkpoint import RunCheckpoints, attach_fold, checkpoint_path, restore
 from specbench_tui.rundir.history import RunFold
 from specbench_tui.rundir.index import LaunchFree, index_path, journal_path, load_index
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.store import RunDir
 
 
 @pytest.fixture(autouse=True)

@@ -25,7 +25,7 @@ from specbench_tui.core.records import Measurement
 from specbench_tui.core.secrets import secret_forms
 from specbench_tui.core.signatures import SignatureSet
 from specbench_tui.core.sweep.loader import load_sweep
-from specbench_tui.store import MAX_RECORD_BYTES, JsonlFile, ReadReport, RunDir, StoreError, log_file_name
+from specbench_tui.rundir.store import MAX_RECORD_BYTES, JsonlFile, ReadReport, RunDir, StoreError, log_file_name
 
 # ------------------------------------------------------------------------------------------- signatures
 

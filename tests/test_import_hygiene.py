@@ -56,8 +56,8 @@ def test_specbench_help_subprocess() -> None:
 def test_core_and_engine_never_import_textual() -> None:
     code = (
         "import importlib, pkgutil, sys, json\n"
-        "import specbench_tui.core, specbench_tui.engine, specbench_tui.application, specbench_tui.store\n"
-        "names = ['specbench_tui.store']\n"
+        "import specbench_tui.core, specbench_tui.engine, specbench_tui.application, specbench_tui.rundir.store\n"
+        "names = ['specbench_tui.rundir.store']\n"
         "for package in (specbench_tui.core, specbench_tui.engine, specbench_tui.application):\n"
         "    for info in pkgutil.walk_packages(package.__path__, package.__name__ + '.'):\n"
         "        importlib.import_module(info.name)\n"
@@ -68,5 +68,5 @@ def test_core_and_engine_never_import_textual() -> None:
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout.strip().splitlines()[-1])
     assert "specbench_tui.core.sweep" in found["modules"] and "specbench_tui.engine.orchestrator" in found["modules"]
-    assert "specbench_tui.application.runner" in found["modules"] and "specbench_tui.store" in found["modules"]
+    assert "specbench_tui.application.runner" in found["modules"] and "specbench_tui.rundir.store" in found["modules"]
     assert found["textual"] == [], found["textual"]

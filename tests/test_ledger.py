@@ -259,7 +259,7 @@ def test_a_run_left_running_by_a_dead_engine_reads_interrupted(tmp_path) -> None
     import shutil
     from pathlib import Path
 
-    from specbench_tui.runlock import acquire
+    from specbench_tui.rundir.lock import acquire
     from specbench_tui.report.load import engine_owns, load_run
 
     run = tmp_path / "run"

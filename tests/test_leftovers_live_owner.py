@@ -18,7 +18,7 @@ SLEEPER = "import time\nwhile True: time.sleep(1)"
 HOLDER = (
     "import sys, time\n"
     "from pathlib import Path\n"
-    "from specbench_tui.runlock import acquire\n"
+    "from specbench_tui.rundir.lock import acquire\n"
     "lock = acquire(Path(sys.argv[1]))\n"
     "print('held', flush=True)\n"
     "while True: time.sleep(1)\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 from specbench_tui.core.events import ConfigState, ConfigStateChanged, Notice, ServerLaunching
 from specbench_tui.engine.leftovers import _launches, _run_dirs
 from specbench_tui.rundir import EVENTS
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.store import RunDir
 
 
 def _run(path: Path) -> RunDir:

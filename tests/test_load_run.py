@@ -250,7 +250,7 @@ def test_an_adaptive_search_stopped_between_rounds_resumes_where_it_was(tmp_path
     from specbench_tui.core.events import Event, Notice
     from specbench_tui.core.plan import build_plan
     from specbench_tui.engine.orchestrator import Orchestrator
-    from specbench_tui.store import RunDir
+    from specbench_tui.rundir.store import RunDir
 
     sweep = tmp_path / "s.toml"
     sweep.write_text(RESUME_SWEEP.replace("PROFILE", str(REPO / "sweeps" / "sim-profiles" / "crossover.toml")))

@@ -27,7 +27,7 @@ from specbench_tui.core.records import Measurement
 from specbench_tui.core.state import RunState
 from specbench_tui.engine.gpus import GpuSample, GpuSampler, GpuSummariser, samples_to_json
 from specbench_tui.engine.gpus.fake import FakeBackend
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.store import RunDir
 
 
 def launch(config_id: str, node: str | None, gpus: tuple[int, ...], ts: float) -> ServerLaunching:

@@ -33,8 +33,8 @@ from reliability_helpers import (
 from specbench_tui.core.events import ConfigFinished, ConfigState, Notice, ServerLaunching, ServerReady
 from specbench_tui.engine.leases import Leases, describe_holder, lease_port
 from specbench_tui.engine.orchestrator import Orchestrator
-from specbench_tui.runlock import RunDirBusy, acquire
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.lock import RunDirBusy, acquire
+from specbench_tui.rundir.store import RunDir
 
 pytestmark = pytest.mark.e2e
 
@@ -288,7 +288,7 @@ def _tree_of(pid: int) -> set[int]:
 def test_the_run_lock_dies_with_its_holder(tmp_path):
     """An OS lock: the kernel releases it when the holder dies, even by SIGKILL; no stale lock is left."""
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from specbench_tui.runlock import acquire\n"
+        "import sys, time; from pathlib import Path; from specbench_tui.rundir.lock import acquire\n"
         f"lock = acquire(Path({str(tmp_path)!r})); print('held', flush=True); time.sleep(60)")],
         stdout=subprocess.PIPE)
     try:

@@ -117,7 +117,7 @@ async def test_node_lost_mid_configuration_reruns_elsewhere(ray_cluster: FakeClu
     plan = _sweep(tmp_path, tps=(4,), count=2, tok_s=40.0, cluster={"executor": "ray", "node_retries": 2},
                   concurrent=False)
     from specbench_tui.engine.orchestrator import Orchestrator
-    from specbench_tui.store import RunDir
+    from specbench_tui.rundir.store import RunDir
 
     run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
     orchestrator = Orchestrator(plan, run_dir)
@@ -363,7 +363,7 @@ async def test_skip_and_pause_reach_the_node(ray_cluster: FakeCluster, tmp_path:
 
     from specbench_tui.core.events import QueuePaused, QueueResumed
     from specbench_tui.engine.orchestrator import Orchestrator
-    from specbench_tui.store import RunDir
+    from specbench_tui.rundir.store import RunDir
 
     plan = _sweep(tmp_path, tps=(4,), count=2, tok_s=8.0, cluster={"executor": "ray"}, concurrent=False,
                   repeats=2)  # 4 requests of 6 s each

@@ -24,7 +24,7 @@ from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.engine.client import ServerClient
 from specbench_tui.core.engines.registry import get_profile
 from specbench_tui.sim.testing import SimProcess
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.store import RunDir
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("default-port-30000")]
 

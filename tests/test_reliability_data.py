@@ -165,9 +165,9 @@ def _enospc_after(monkeypatch, module, name: str, calls: int) -> dict:
 
 
 async def _run_in_process(tmp_path, monkeypatch, fail_after: int):
-    from specbench_tui import store
+    from specbench_tui.rundir import store
     from specbench_tui.engine.orchestrator import Orchestrator
-    from specbench_tui.store import RunDir
+    from specbench_tui.rundir.store import RunDir
 
     marker = new_marker()
     monkeypatch.setenv(MARKER_VAR, marker)
@@ -210,7 +210,7 @@ async def test_full_disk_stops_cleanly_and_resume_completes(tmp_path, monkeypatc
 async def test_full_disk_while_writing_a_server_log_stops_the_sweep(tmp_path, monkeypatch):
     from specbench_tui.engine import logpump
     from specbench_tui.engine.orchestrator import Orchestrator
-    from specbench_tui.store import RunDir
+    from specbench_tui.rundir.store import RunDir
 
     marker = new_marker()
     monkeypatch.setenv(MARKER_VAR, marker)

@@ -218,7 +218,7 @@ async def test_a_leftover_of_an_earlier_run_is_a_warning_notice_at_the_start_of_
 
     from specbench_tui.core.events import Notice, SweepStarted
     from specbench_tui.engine.orchestrator import Orchestrator
-    from specbench_tui.store import RunDir
+    from specbench_tui.rundir.store import RunDir
 
     argv = [sys.executable, "-c", SLEEPER, "--api-key", "sk-secret", "--port", "30000"]
     proc = _spawn(argv)

@@ -17,7 +17,7 @@ from specbench_tui.core.events import Event, MeasurementRecorded
 from specbench_tui.report.compare import compare_runs, render_compare
 from specbench_tui.report.formats import render
 from specbench_tui.report.load import load_run
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.store import RunDir
 
 MIXED = "configurations were measured on different GPU models"
 PAIR = f"speedups over a baseline measured on another GPU model: dflash-b16-tp1 ({H100}) over ar-tp1 ({H200})"

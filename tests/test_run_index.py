@@ -34,7 +34,7 @@ from specbench_tui.rundir.history import RunFold
 from specbench_tui.paths import PRIVATE_DIR_VAR
 from specbench_tui.rundir.index import INDEX_VERSION, index_path, key_of, load_index, read_entry
 from specbench_tui.rundir.tail import Tail
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.store import RunDir
 
 SWEEP = sim_sweep(
     "indexed", configs=[{"name": "c{n}", "algorithm": "autoregressive", "matrix": inline(n=[1, 2, 3]),

@@ -39,7 +39,7 @@ from specbench_tui.core.records import ERROR_KIND_CRASH, STATUS_ERROR, STATUS_OK
 from specbench_tui.engine.executor import Job, JobControl, JobSink, Outcome, Placement
 from specbench_tui.engine.orchestrator import Orchestrator, SweepOutcome
 from specbench_tui.engine.server import first_of
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.store import RunDir
 
 REQUEST_S = 0.03
 

@@ -54,7 +54,7 @@ async def test_servers_bind_loopback_and_shell_metacharacters_are_literal(tmp_pa
     shell syntax reaches the server verbatim without running anything."""
     from specbench_tui.core.events import ServerLaunching, ServerReady
     from specbench_tui.engine.orchestrator import Orchestrator
-    from specbench_tui.store import RunDir
+    from specbench_tui.rundir.store import RunDir
 
     marker = new_marker()
     monkeypatch.setenv(MARKER_VAR, marker)

@@ -21,8 +21,8 @@ import pytest
 
 from specbench_tui.cli import main
 from specbench_tui.report.runs import find_run, format_runs, list_runs, read_run
-from specbench_tui.runlock import acquire, read_owner
-from specbench_tui.store import StoreError
+from specbench_tui.rundir.lock import acquire, read_owner
+from specbench_tui.rundir.store import StoreError
 
 DATA = Path(__file__).parent / "data"
 HANG_S = 60.0

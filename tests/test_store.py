@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from specbench_tui.core.records import Measurement
-from specbench_tui.store import JsonlFile, ReadReport, RunDir, StoreError, safe_filename
+from specbench_tui.rundir.store import JsonlFile, ReadReport, RunDir, StoreError, safe_filename
 
 
 def measurement(item: str = "fib", repeat: int = 0, tokens: int = 10, config_id: str = "abc123abc123") -> Measurement:

@@ -104,7 +104,7 @@ def test_each_temperature_is_measured_resumably_and_lossless_only_when_greedy(tm
     from specbench_tui.engine.orchestrator import Orchestrator
     from specbench_tui.report.formats import render
     from specbench_tui.report.load import load_run
-    from specbench_tui.store import RunDir
+    from specbench_tui.rundir.store import RunDir
 
     plan = build_plan(load_sweep(_run_sweep(tmp_path)))
     assert [(w.name, w.temperature) for w in plan.workloads] == [("code-t0", 0.0), ("code-t1", 1.0)]

@@ -177,7 +177,7 @@ def test_a_broken_engine_module_is_named(monkeypatch):
 
 
 def _read_run(runs: Path) -> tuple[Path, dict, list[Measurement], list]:
-    from specbench_tui.store import RunDir
+    from specbench_tui.rundir.store import RunDir
 
     run_dir = next(p for p in runs.iterdir() if p.is_dir())
     store = RunDir(run_dir)

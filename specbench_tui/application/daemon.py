@@ -110,7 +110,7 @@ async def _serve(plan: Any, run_dir: Any, args: argparse.Namespace, status_fd: i
     from specbench_tui.application.headless import SIGNAL_GRACE_S
     from specbench_tui.engine.orchestrator import Orchestrator
     from specbench_tui.application.session import make_backend
-    from specbench_tui.store import StoreError
+    from specbench_tui.rundir.store import StoreError
 
     api_key_env = plan.sweep.engine.api_key_env
     orchestrator = Orchestrator(plan, run_dir, backend=make_backend(plan), resumed=bool(args.resume),

@@ -25,7 +25,7 @@ from specbench_tui.core.records import Measurement
 from specbench_tui.core.state import RunState
 from specbench_tui.application.headless import Printer
 from specbench_tui.rundir import load_plan
-from specbench_tui.store import StoreError
+from specbench_tui.rundir.store import StoreError
 
 
 class ProgressPrinter(Printer):

@@ -56,7 +56,7 @@ from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import ERROR_KIND_CRASH, STATUS_OK
 from specbench_tui.engine.ending import EXIT_INTERRUPTED, exit_code, render_summary, run_analysis
 from specbench_tui.application.session import RunRequest, give_up_ownership, make_backend, prepare_run
-from specbench_tui.store import StoreError
+from specbench_tui.rundir.store import StoreError
 
 SIMULATED_LINE = ("hardware: SIMULATED (the SGLang simulator on a scripted GPU box): the figures are the "
                   "simulator's, not any GPU's")

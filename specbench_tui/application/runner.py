@@ -25,7 +25,7 @@ from specbench_tui.core.records import Measurement
 from specbench_tui.engine.control import Answer
 from specbench_tui.engine.orchestrator import Orchestrator, SweepOutcome
 from specbench_tui.application.session import RunRequest, give_up_ownership, make_backend, prepare_run
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.store import RunDir
 
 Subscriber = Callable[[Event], None]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from specbench_tui.core.safetext import printable
 from specbench_tui.rundir import ENGINE_LOG, ENGINE_SOCKET, SUMMARY, engine_owns, has_file, read_text
 from specbench_tui.rundir import read_meta as _meta
-from specbench_tui.runlock import read_owner
-from specbench_tui.store import StoreError
+from specbench_tui.rundir.lock import read_owner
+from specbench_tui.rundir.store import StoreError
 
 EXIT_FAILED = 1
 

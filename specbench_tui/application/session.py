@@ -20,8 +20,8 @@ from specbench_tui.engine.gpus import GpuBackend, NullBackend, open_backend
 from specbench_tui.rundir import load_plan
 from specbench_tui.rundir.checkpoint import RunCheckpoints
 from specbench_tui.rundir.index import IndexUpdater
-from specbench_tui.runlock import RunDirBusy, acquire
-from specbench_tui.store import RunDir, StoreError
+from specbench_tui.rundir.lock import RunDirBusy, acquire
+from specbench_tui.rundir.store import RunDir, StoreError
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ class RunKeepers:
 
 
 def take_ownership(run_dir: RunDir) -> None:
-    """Hold the run directory's lock (:mod:`specbench_tui.runlock`) until :func:`give_up_ownership`
+    """Hold the run directory's lock (:mod:`specbench_tui.rundir.lock`) until :func:`give_up_ownership`
     or the end of the process; raises RunDirBusy naming the owner."""
     run_dir.owner_lock = acquire(run_dir.path)
 

@@ -49,7 +49,7 @@ import psutil
 from specbench_tui.keeper import TREE_VAR
 from specbench_tui.rundir import engine_owns, event_lines, records_mtime
 from specbench_tui.rundir.index import LaunchFree
-from specbench_tui.runlock import read_owner
+from specbench_tui.rundir.lock import read_owner
 
 LAUNCH_SLACK_S = 60.0
 """How long before its ``ServerLaunching`` event a server may have started (the event follows the fork)."""

@@ -37,10 +37,10 @@ from specbench_tui.engine.leases import Lease, LeasedGpuPool, Leases, describe_h
 from specbench_tui.engine.machine import Machine
 from specbench_tui.core.engines.base import EngineProfile
 from specbench_tui.engine.server import ServerProcess, find_free_port
-from specbench_tui.store import StoreError
+from specbench_tui.rundir.store import StoreError
 
 if TYPE_CHECKING:
-    from specbench_tui.store import RunDir
+    from specbench_tui.rundir.store import RunDir
 
 PORT_RETRIES = 3
 """How many times a configuration whose port was taken by a stranger before its server bound it is launched

@@ -50,7 +50,7 @@ from specbench_tui.core.engines.base import EngineProfile
 from specbench_tui.core.engines.registry import get_profile
 from specbench_tui.engine.scheduler import Scheduler
 from specbench_tui.engine.workloads import Workload, build_workload
-from specbench_tui.store import ReadReport, RunDir, StoreError
+from specbench_tui.rundir.store import ReadReport, RunDir, StoreError
 
 __all__ = ["PORT_RETRIES", "SIMULATOR_GPUS", "Orchestrator", "ServerGone", "SweepOutcome", "expected_keys"]
 

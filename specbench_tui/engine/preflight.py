@@ -25,7 +25,7 @@ from specbench_tui.engine.leases import LeasedGpuPool
 from specbench_tui.engine.leftovers import find_leftovers, format_leftovers
 from specbench_tui.engine.local_executor import arg_values
 from specbench_tui.engine.machine import Machine
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.store import RunDir
 
 Publish = Callable[[Event], None]
 

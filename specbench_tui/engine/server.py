@@ -77,7 +77,7 @@ from specbench_tui.engine.processes import (
 )
 from specbench_tui.core.engines.base import EngineProfile
 from specbench_tui.keeper import TREE_VAR
-from specbench_tui.store import StoreError
+from specbench_tui.rundir.store import StoreError
 
 __all__ = ["KEEPER_PATH", "Death", "ServerProcess", "StopReport", "find_free_port", "first_of", "process_tree"]
 

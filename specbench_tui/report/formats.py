@@ -16,7 +16,7 @@ from pathlib import Path
 
 from specbench_tui.core.acceptance import AcceptanceAnalysis
 from specbench_tui.core.results import ACCEPT_FROM_SERVER, CellRow, ConfigSummary, RunAnalysis, Spread, to_json
-from specbench_tui.store import log_file_name, safe_filename
+from specbench_tui.rundir.store import log_file_name, safe_filename
 from specbench_tui.report.acceptance_view import acceptance_json, acceptance_tables
 from specbench_tui.report.charts import budget_charts
 from specbench_tui.report.load import LoadedRun

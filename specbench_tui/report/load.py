@@ -17,7 +17,7 @@ from specbench_tui.core.ledger import Ledger, Progress
 from specbench_tui.core.nodes import RunHardware, run_hardware
 from specbench_tui.rundir import (ENV_JSON, EVENTS, PLAN_JSON, RESULTS, RUN_DIR_MARKERS, engine_owns, has_file,
                                   read_object)
-from specbench_tui.store import MAX_JSON_BYTES, ReadReport, RunDir, StoreError
+from specbench_tui.rundir.store import MAX_JSON_BYTES, ReadReport, RunDir, StoreError
 
 __all__ = ["RUN_DIR_MARKERS", "LoadedRun", "NotARunDir", "engine_owns", "load_run"]
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from specbench_tui.core.ledger import Progress
 from specbench_tui.rundir import engine_owns, held_locks
 from specbench_tui.rundir.index import Entry, Ordering, entry_of, scan
-from specbench_tui.runlock import read_owner
+from specbench_tui.rundir.lock import read_owner
 
 DEFAULT_RUNS_DIR = Path("runs")
 

@@ -43,7 +43,7 @@ from specbench_tui.paths import PrivateDirError, private_dir
 from specbench_tui.rundir.history import RunFold, no_cyclic_collection
 from specbench_tui.rundir.index import read_private, write_private
 from specbench_tui.rundir.tail import Tail
-from specbench_tui.store import EVENTS, RESULTS, StoreError, open_regular
+from specbench_tui.rundir.store import EVENTS, RESULTS, StoreError, open_regular
 
 FORMAT = 2
 """2: the events may be held in compressed chunks too (a run's own checkpoints, :class:`RunCheckpoints`)."""
@@ -339,7 +339,7 @@ CHECK_EVERY_S = 0.5
 class RunCheckpoints:
     """A run's own writer of its fold checkpoint, so that attaching to a long run (live or ended) never starts
     from nothing: called with every event the run directory records (see
-    :attr:`specbench_tui.store.RunDir.after_event`), it looks at most every :data:`CHECK_EVERY_S` at the events
+    :attr:`specbench_tui.rundir.store.RunDir.after_event`), it looks at most every :data:`CHECK_EVERY_S` at the events
     file's size, and each time it has grown :data:`KEEP_EVERY_BYTES` since the last checkpoint it wakes a thread
     of its own that folds what was written since, as an attaching view folds it (the same
     :class:`~specbench_tui.rundir.history.RunFold`, so the checkpoint holds what a fold of the files from nothing

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specbench_tui.store import (
+from specbench_tui.rundir.store import (
     EVENTS,
     OWNER_LOCK,
     PLAN_JSON,

@@ -38,7 +38,7 @@ from specbench_tui.core.events import (
 from specbench_tui.core.ledger import Ledger
 from specbench_tui.core.records import STATUSES, Measurement, check_field_types
 from specbench_tui.rundir.tail import Tail
-from specbench_tui.store import EVENTS, RESULTS, ReadReport
+from specbench_tui.rundir.store import EVENTS, RESULTS, ReadReport
 
 MEASUREMENT_LINE = b'{"type":"MeasurementRecorded"'
 """How the store wrote a measurement's copy into the events file (compact JSON, its type first)."""
@@ -327,7 +327,7 @@ class RunFold:
 
     def advance(self, events_upto: int | None = None, results_upto: int | None = None) -> RunFold:
         """Fold what the files hold past the offsets (up to those byte counts; None: their ends now).
-        :class:`~specbench_tui.store.StoreError` when one is not a regular file."""
+        :class:`~specbench_tui.rundir.store.StoreError` when one is not a regular file."""
         with no_cyclic_collection() if self.pause_gc and self._pending() > PAUSE_GC_BYTES else contextlib.nullcontext():
             for attempt in (1, 2):
                 self._fold_events(events_upto)

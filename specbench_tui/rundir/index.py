@@ -44,7 +44,7 @@ from specbench_tui.core.events import ConfigFinished, Event, SweepFinished, Swee
 from specbench_tui.paths import PrivateDirError, private_dir
 from specbench_tui.rundir.files import FUTURE_SLACK_S, META_LIMIT, RUN_DIR_MARKERS, plausible_time, read_object
 from specbench_tui.rundir.history import RunFold
-from specbench_tui.store import EVENTS, FILE_MODE, MAX_JSON_BYTES, PLAN_JSON, RESULTS, RUN_JSON, SWEEP_TOML, StoreError
+from specbench_tui.rundir.store import EVENTS, FILE_MODE, MAX_JSON_BYTES, PLAN_JSON, RESULTS, RUN_JSON, SWEEP_TOML, StoreError
 
 INDEX_VERSION = 2
 """2: each entry says how many server launches its events record (:attr:`Entry.launches`)."""
@@ -619,7 +619,7 @@ def _launch_free_in(folder: str, runs: Mapping[str, Any]) -> Callable[[str], boo
 
 class IndexUpdater:
     """A run's own writer of its entry: called with every event the run directory records (see
-    :attr:`specbench_tui.store.RunDir.after_event`), it folds the run's files on from where it stopped and
+    :attr:`specbench_tui.rundir.store.RunDir.after_event`), it folds the run's files on from where it stopped and
     rewrites the entry as the sweep starts, ends, and at most every :data:`UPDATE_EVERY_S` as configurations
     finish (while the index is under :data:`PROGRESS_INDEX_BYTES`). It never raises: a runs folder it cannot
     write costs the next listing a read."""

@@ -9,7 +9,7 @@ or shorter than the offset) is read again from its start, and :attr:`Tail.restar
 caller folds again from nothing.
 
 The run directory's rules hold: a regular file only (a FIFO never hangs the reader), a line longer than
-:data:`~specbench_tui.store.MAX_RECORD_BYTES` skipped unread.
+:data:`~specbench_tui.rundir.store.MAX_RECORD_BYTES` skipped unread.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from specbench_tui.store import MAX_RECORD_BYTES, StoreError, open_regular
+from specbench_tui.rundir.store import MAX_RECORD_BYTES, StoreError, open_regular
 
 BLOCK = 4 << 20
 """Bytes read per system call."""
@@ -34,7 +34,7 @@ class Tail:
         self.restarted = False
         """Set by :meth:`lines` when the file was replaced or truncated since the last read (read from 0)."""
         self.too_long = 0
-        """Lines skipped for being longer than :data:`~specbench_tui.store.MAX_RECORD_BYTES`."""
+        """Lines skipped for being longer than :data:`~specbench_tui.rundir.store.MAX_RECORD_BYTES`."""
         self._identity: tuple[int, int] | None = None
         self._skipping = False
 

@@ -84,7 +84,7 @@ def _ending(engine: EndedEngine, app_result: int, preflight_problems: list[str] 
     A failed pre-flight launched nothing: its reasons are printed (what the screen showed until dismissed),
     not a count of configurations that never had a chance to run."""
     from specbench_tui.engine.ending import ending_line, exit_code
-    from specbench_tui.store import StoreError
+    from specbench_tui.rundir.store import StoreError
 
     outcome = engine.outcome
     error = engine.error

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from textual.command import CommandPalette
 
 from specbench_tui.core.state import ConfigView
-from specbench_tui.store import log_file_name
+from specbench_tui.rundir.store import log_file_name
 from specbench_tui.tui.app_base import AppBase
 from specbench_tui.tui.log_screen import FullLogScreen
 from specbench_tui.tui.notifications_screen import NotificationsScreen

@@ -39,7 +39,7 @@ from specbench_tui.engine.gpus import GpuBackend, GpuSample, GpuSampler, open_ba
 from specbench_tui.engine.local_executor import LocalExecutor
 from specbench_tui.engine.machine import Machine
 from specbench_tui.engine.workloads import Workload, build_workload
-from specbench_tui.store import RunDir
+from specbench_tui.rundir.store import RunDir
 
 CONTROLS = ("skip", "stop_now", "stop_soon", "pause", "unpause")
 

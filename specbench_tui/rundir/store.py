@@ -60,8 +60,8 @@ OWNER_LOCK = ".owner.lock"
 SUMMARY = "summary.txt"
 ENGINE_LOG = "engine.log"
 ENGINE_SOCKET = "engine.sock"
-"""The run directory's files: only the run-directory package (this module, :mod:`specbench_tui.runlock`,
-:mod:`specbench_tui.rundir`) names them."""
+"""The run directory's files: only the run-directory package (:mod:`specbench_tui.rundir`: this module, its lock,
+the rest of the package) names them."""
 EXAMPLES = 3
 """Skipped lines quoted per file; the rest are counted."""
 
@@ -277,7 +277,7 @@ def log_file_name(config_name: str, config_id: str) -> str:
 
 
 class OwnerLock(Protocol):
-    """A held lock on a run directory (:mod:`specbench_tui.runlock` makes them)."""
+    """A held lock on a run directory (:mod:`specbench_tui.rundir.lock` makes them)."""
 
     def release(self) -> None: ...
 

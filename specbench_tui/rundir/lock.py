@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specbench_tui.store import EVENTS, OWNER_LOCK, StoreError, open_regular, read_regular
+from specbench_tui.rundir.store import EVENTS, OWNER_LOCK, StoreError, open_regular, read_regular
 
 LOCK_NAME = OWNER_LOCK
 NOTE_LIMIT = 64 << 10
