@@ -51,8 +51,7 @@ its stack during the presses over 60 ms. ``bench/_keyprof.py`` gives the headles
 CPU was busy with other work: on a loaded box this grows with the first) and the other threads' CPU
 (``/proc/PID/task/TID/schedstat``); ``--app-nice N`` runs the app under ``nice -n N``. ``--turns FILE`` records
 every turn of the app's event loop over 2 ms of CPU (its CPU and wall time, what ran) and prints those of each
-key's three slowest presses. The app asks for its CPU slice as the product does (``specbench_tui/cpu_slice.py``);
-``SPECBENCH_SCREEN_SLICE_MS=0`` in the bench's environment measures it at the kernel's default.
+key's three slowest presses.
 """
 
 from __future__ import annotations

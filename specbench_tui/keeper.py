@@ -4,11 +4,8 @@
 
 The engine launches this instead of the server itself (:func:`specbench_tui.engine.processes.keeper_argv`: by
 path, in isolated mode, so that nothing is imported from the working directory, this folder or the user site;
-the keeper needs only the standard library and :mod:`specbench_tui.cpu_slice`, itself standard library only). The
-keeper
+the keeper needs only the standard library). The keeper
 
-- takes the kernel's default CPU slice back (:func:`~specbench_tui.cpu_slice.take_default`): started from the
-  screen's process in the foreground, it would otherwise pass the screen's longer slice on to the server;
 - becomes a *child subreaper* (``PR_SET_CHILD_SUBREAPER``): a process of the server that double-forks and
   calls ``setsid()`` to escape (a daemonising launcher, a wrapper that does not ``exec``) is re-parented to
   the keeper when its parent dies, never to init, so it stays in the keeper's tree;
@@ -43,8 +40,6 @@ import os
 import resource
 import signal
 import sys
-
-from specbench_tui.cpu_slice import take_default
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -230,7 +225,6 @@ def _parse(argv: list[str]) -> tuple[int, int, int, list[str]]:
 
 def main(argv: list[str] | None = None) -> None:
     parent, report_fd, stop_signal, command = _parse(sys.argv[1:] if argv is None else argv)
-    take_default()  # the server runs with the kernel's default CPU slice, not the screen's it was started from
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     original_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)

@@ -32,7 +32,6 @@ from typing import Any
 
 from specbench_tui.core.engines import simulator
 from specbench_tui.core.events import Event
-from specbench_tui.cpu_slice import take_default
 from specbench_tui.engine.control_socket import ControlServer
 from specbench_tui.engine.engines_registry import forget, register, registry_dir
 from specbench_tui.paths import PrivateDirError, isolated_python
@@ -186,7 +185,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--status-fd", type=int, required=True)
     parser.add_argument("options")
     ns = parser.parse_args(argv)
-    take_default()  # the engine, its threads and its servers at the kernel's default CPU slice (cpu_slice.py)
     args = argparse.Namespace(**{name: None for name in _ARGS})
     options = json.loads(ns.options)
     for key, value in options.items():

@@ -59,15 +59,14 @@ from specbench_tui.core.events import (
 from specbench_tui.core.ledger import LedgerSnapshot
 from specbench_tui.core.state import RunState
 from specbench_tui.core.verdicts import partial_configs
-from specbench_tui.cpu_slice import give_threads, screen_slice_ms
 from specbench_tui.engine.control import Outcome
 from specbench_tui.tui.announcements import Announcements
 from specbench_tui.tui.app_base import AppBase, EngineAdapter
 from specbench_tui.tui.commands import SweepCommands
 from specbench_tui.tui.controls import ControlActions
-from specbench_tui.tui.gc_pacing import GarbagePacer
 from specbench_tui.tui.gpu_panel import GpuLine, GpuPanel
 from specbench_tui.tui.header import SweepHeader
+from specbench_tui.tui.key_hold import KeyHold
 from specbench_tui.tui.log_panel import MAX_LINES, ServerLogPanel
 from specbench_tui.tui.log_screen import FullLogScreen
 from specbench_tui.tui.notifier import Notifier
@@ -135,9 +134,6 @@ PRIME_THEMES_AFTER_S = 2.0
 
 class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, AppBase):
     """Header, sweep queue, results, server log and GPUs over one engine."""
-
-    _screen_slice_ms: float | None = None
-    """The CPU slice :meth:`run` gave the process's threads (None: not run that way, as in tests' ``run_test``)."""
 
     CSS_PATH = "app.tcss"
     TITLE = "specbench"
@@ -207,8 +203,8 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         self.detached = False
         """Whether this client left an engine process running (``q`` then detach)."""
         self._heap_frozen_at: float | None = None
-        self.gc_pacer = GarbagePacer(schedule=lambda delay_s, callback: self.set_timer(delay_s, callback))
-        """Full garbage collections while no key is being pressed (see :mod:`~specbench_tui.tui.gc_pacing`)."""
+        self.key_hold = KeyHold()
+        """When the last key was pressed (background work waits for its answer: :mod:`~specbench_tui.tui.key_hold`)."""
         themes, problems = load_themes(themes_dir)
         self._theme_problems = problems
         self.specbench_themes = [t.name for t in themes]
@@ -224,19 +220,6 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         self.theme = wanted
 
     # ------------------------------------------------------------------------------------ set-up
-
-    def run(self, *args: Any, **kwargs: Any) -> int | None:
-        """Textual's ``run``, the process's threads first given a longer CPU slice (:mod:`specbench_tui.cpu_slice`):
-        on a box whose cores are busy, a key's answer runs in one piece once it has the CPU."""
-        self._screen_slice_ms = screen_slice_ms()
-        give_threads(self._screen_slice_ms)
-        return super().run(*args, **kwargs)
-
-    def _give_threads_again(self) -> None:
-        """Once the engine (or the client attached to it) has started its threads: a thread that was being started
-        from one not given the slice yet while :meth:`run` listed them kept the default."""
-        if self._screen_slice_ms is not None:
-            give_threads(self._screen_slice_ms)
 
     def get_default_screen(self) -> SweepScreen:
         return SweepScreen(self.state, self.clock)
@@ -256,12 +239,10 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         self.engine.subscribe(self._engine_event)
         self.set_interval(self._drain_interval_s, self.drain_events)
         self.set_interval(1.0, self._tick)
-        self.gc_pacer.start()
         HangupWatch(self).start()
         self._sync_panels(queue=True, results=True, gpus=True, force=True)
         self._start_engine()
         self.set_timer(PRIME_THEMES_AFTER_S, self._prime_theme_css)
-        self.set_timer(1.0, self._give_threads_again)
 
     def get_css_variables(self) -> dict[str, str]:
         """Textual's CSS variables of the current theme, worked out once per theme: Textual generates the theme's
@@ -282,9 +263,9 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         sheet = self.stylesheet
         if not isinstance(sheet, ThemeStylesheet):
             return
-        if self.gc_pacer.key_hold_left() > 0:  # a key's answer is being drawn: the tick comes back to it
+        if self.key_hold.key_hold_left() > 0:  # a key's answer is being drawn: the tick comes back to it
             return
-        if self._primed_themes and not self.gc_pacer.keys_idle():
+        if self._primed_themes and self.key_hold.clock() - self.key_hold._key_at < 1.5:
             # Parsed again for new sources (a screen opened for the first time): 10-30 ms of CPU a theme in one
             # piece, and a restyle of every node after. Keys pressed in a row (the palette opened and closed)
             # would wait on it beside busy servers; the 1 s tick comes back once they pause, as a full garbage
@@ -377,12 +358,11 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key):
-            self.gc_pacer.key_pressed()
+            self.key_hold.key_pressed()
         await super().on_event(event)
 
     def on_unmount(self) -> None:
         """Give the frozen objects back to the garbage collector (the app is going; so are they)."""
-        self.gc_pacer.stop()
         self.log_feed.close()
         if self._heap_frozen_at is not None:
             gc.unfreeze()
@@ -392,7 +372,6 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         if self._panels_attached():
             if self._heap_frozen_at is not None:
                 self._freeze_heap()
-            self.gc_pacer.tick()
             self._prime_theme_css()  # (nothing to do unless the CSS sources changed)
             self._expire_optimistic()
             self._header().refresh()
@@ -430,8 +409,8 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
     def _take_log_lines(self) -> None:
         """The display lines the log feed formatted since the last drain (a list swap: no parsing here); within
         :data:`KEY_FIRST_S` of a key, left for the next drain."""
-        now = self.gc_pacer.clock()
-        if self.gc_pacer.key_hold_left() > 0:
+        now = self.key_hold.clock()
+        if self.key_hold.key_hold_left() > 0:
             held_since = self._log_held_since = self._log_held_since or now
             if now - held_since < KEY_FIRST_S:
                 return
@@ -517,7 +496,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         if self._analysis_running:
             self._analysis_wanted = True
             return
-        if (held := self.gc_pacer.key_hold_left()) > 0:  # a key's answer is being drawn: it gets the GIL first
+        if (held := self.key_hold.key_hold_left()) > 0:  # a key's answer is being drawn: it gets the GIL first
             self._analysis_wanted = True
             if not self._analysis_deferred:
                 self._analysis_deferred = True

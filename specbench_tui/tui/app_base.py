@@ -22,9 +22,9 @@ from specbench_tui.core.records import Measurement
 from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.state import ConfigView, RunState
 from specbench_tui.engine.control import Outcome, SweepControl
-from specbench_tui.tui.gc_pacing import GarbagePacer
 from specbench_tui.tui.gpu_panel import GpuPanel
 from specbench_tui.tui.header import SweepHeader
+from specbench_tui.tui.key_hold import KeyHold
 from specbench_tui.tui.log_panel import ServerLogPanel
 from specbench_tui.tui.log_screen import FullLogScreen
 from specbench_tui.tui.notifier import Notifier, Severity
@@ -65,7 +65,7 @@ class AppBase(App[int]):
     analysis: RunAnalysis | None
     palette: Palette
     notifier: Notifier
-    gc_pacer: GarbagePacer
+    key_hold: KeyHold
     optimistic: dict[str, tuple[str, str, float]]
     pause_requested: bool | None
     partial_ids: frozenset[str]

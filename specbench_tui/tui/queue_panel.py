@@ -19,7 +19,7 @@ from specbench_tui.core.verdicts import PARTIAL, ZERO_OUTPUT
 from specbench_tui.tui.looks import GLYPHS
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean, safe
-from specbench_tui.tui.gc_pacing import answer_held_for
+from specbench_tui.tui.key_hold import answer_held_for
 from specbench_tui.tui.textual_private import CachedCellsTable, SlicedRestyle, update_row
 
 STATE_GLYPHS = GLYPHS

@@ -42,7 +42,7 @@ from specbench_tui.core.verdicts import FLAG_NOTES
 from specbench_tui.core.state import RunState
 from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.safe_text import clean
-from specbench_tui.tui.gc_pacing import answer_held_for
+from specbench_tui.tui.key_hold import answer_held_for
 from specbench_tui.tui.textual_private import CachedCellsTable, SlicedRestyle, rows_pending, update_row
 
 ACCEPT_COLUMN = "accept"
