@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specbench_tui.core.sweep.limits import MAX_PROMPT_TOKENS
+
 
 @dataclass(frozen=True)
 class PromptItem:
@@ -120,15 +122,24 @@ LONG_CONTEXT_QUESTION = ("\n\nQuestion: using only the report above, list the th
                          "cooling system, then summarise the report in five bullet points.\nAnswer:")
 
 
+MAX_LONG_CONTEXT_CHARS = 8 * MAX_PROMPT_TOKENS
+"""The longest report built (a token of this text is 4 to 5 characters): a size asked beyond it, from a server
+that claims an absurd context, is cut to it rather than filling the machine's memory."""
+
+
 def filler_sentences(count: int, seed: int = 7) -> list[str]:
-    """Deterministic report-like sentences, each numbered so repeats never look identical."""
+    """Deterministic report-like sentences, each numbered so repeats never look identical (at most enough for
+    :data:`MAX_LONG_CONTEXT_CHARS`)."""
+    count = max(0, min(count, MAX_LONG_CONTEXT_CHARS // 40 + 8))
     rng = random.Random(seed)
     return [f"Fact {i + 1}: {rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)} on day "
             f"{rng.randint(1, 365)}." for i in range(count)]
 
 
 def long_context_text(chars: int, seed: int = 7) -> str:
-    """A report of about ``chars`` characters followed by the question (sizing to tokens is the caller's)."""
+    """A report of about ``chars`` characters (at most :data:`MAX_LONG_CONTEXT_CHARS`) followed by the question
+    (sizing to tokens is the caller's)."""
+    chars = max(1, min(chars, MAX_LONG_CONTEXT_CHARS))
     body: list[str] = []
     size = 0
     sentences = filler_sentences(max(1, chars // 40 + 8), seed)

@@ -50,6 +50,7 @@ from specbench_tui.engine.loadsweep import run_load_workload
 from specbench_tui.engine.machine import Machine
 from specbench_tui.core.engines.base import EngineProfile
 from specbench_tui.engine.server import Death, ServerProcess, first_of, process_tree
+from specbench_tui.engine.server_figures import ServerFigures, read_server_figures
 from specbench_tui.engine.workloads import Labels, Session, Workload, WorkloadError
 
 if TYPE_CHECKING:
@@ -139,9 +140,11 @@ class Attempt:
         """The server is ready: record it, then run the workloads."""
         config = self.config
         startup_s = time.monotonic() - server.started_at
-        info = await client.server_info() or {}
-        context_length = await client.context_length(info)
-        ceiling = self.note_caps(info)
+        figures = await read_server_figures(client, self.profile)
+        for level, text in figures.notices:
+            self.publish_notice(level, f"{config.name}: {text}")
+        context_length = figures.context_length
+        ceiling = self.note_caps(figures)
         self.sink.publish(ServerReady(config_id=config.id, startup_s=round(startup_s, 3),
                                       context_length=context_length, running_cap=self.running_cap,
                                       graph_ceiling=ceiling))
@@ -162,8 +165,8 @@ class Attempt:
         if self.machine.sampler is not None:
             self.machine.sampler.open_window(config.id, self.gpus)
         session = Session(client, self.progress, context_length, self.publish_notice,
-                          reserved_tokens=max(self.profile.reserved_tokens(info), self.sweep_reserved),
-                          max_req_input_len=self.profile.input_limit(info))
+                          reserved_tokens=max(figures.reserved_tokens, self.sweep_reserved),
+                          max_req_input_len=figures.input_limit)
         for index, workload in enumerate(self.job.workloads):
             keys = self.sink.todo(workload)
             if not keys:
@@ -185,11 +188,11 @@ class Attempt:
             return ConfigState.SKIPPED, "skipped by the user"
         return ConfigState.DONE, None
 
-    def note_caps(self, info: dict[str, Any]) -> int | None:
-        """Read the server's running-request cap (and CUDA-graph ceiling, returned) from its info endpoint, and say
-        them: every measurement carries the cap, so a load point above it reads as capped in every view."""
-        self.running_cap = self.profile.running_cap(info)
-        ceiling = self.profile.graph_ceiling(info)
+    def note_caps(self, figures: ServerFigures) -> int | None:
+        """Keep the server's running-request cap (and return its CUDA-graph ceiling), read from its info endpoint,
+        and say them: every measurement carries the cap, so a load point above it reads as capped in every view."""
+        self.running_cap = figures.running_cap
+        ceiling = figures.graph_ceiling
         if self.running_cap is None and ceiling is None:
             return None
         parts = []

@@ -9,6 +9,7 @@ context length), sends unmeasured warm-up requests, and runs one item × repeat 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
@@ -53,6 +54,10 @@ from specbench_tui.core.records import (
 from specbench_tui.core.sweep.schema import WorkloadSpec
 from specbench_tui.core.workload_kinds import ParamSpec, register_kind
 from specbench_tui.engine.client import GenerateResult, ServerClient
+from specbench_tui.engine.server_figures import MAX_CONTEXT_TOKENS
+
+THREAD_PROMPT_CHARS = 1 << 20
+"""Prompt text of this many characters or more is built in a thread, off the engine's event loop."""
 
 
 class WorkloadError(Exception):
@@ -286,6 +291,11 @@ class LongContextWorkload(Workload):
                 _, context = await session.client.tokenize("x")
             except Exception:  # noqa: BLE001 - any failure means "unknown", handled below
                 context = None
+            if context is not None and context > MAX_CONTEXT_TOKENS:
+                session.notice("warning", f"{self.spec.name}: the server's {session.client.profile.tokenize_path} "
+                               f"says max_model_len = {context:.3g}: more than any sweep can use, so "
+                               f"{MAX_CONTEXT_TOKENS:,} is used instead")
+                context = MAX_CONTEXT_TOKENS
         if context is None:
             raise WorkloadError("the server reports no context length, so long prompts cannot be sized safely")
         limits = (context, session.reserved_tokens, session.max_req_input_len)
@@ -322,7 +332,9 @@ class LongContextWorkload(Workload):
         high_chars: int | None = None
         chars = max(64, int(target * self._chars_per_token))
         for _ in range(24):
-            text = long_context_text(chars)
+            # A report of millions of characters takes seconds to build: off the engine's event loop.
+            text = long_context_text(chars) if chars < THREAD_PROMPT_CHARS else await asyncio.to_thread(
+                long_context_text, chars)
             count, _ = await session.client.tokenize(text)
             if count > 0:
                 self._chars_per_token = len(text) / count
