@@ -133,14 +133,13 @@ def test_final_chunk_maps_to_meta_info(scenario):
 
 
 def _client(body: bytes, status: int = 200) -> ServerClient:
-    client = ServerClient("http://llama.test", LLAMACPP)
     seen: list[dict] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(json.loads(request.content))
         return httpx.Response(status, content=body, headers={"content-type": "text/event-stream"})
 
-    client._http = httpx.AsyncClient(base_url="http://llama.test", transport=httpx.MockTransport(handler))
+    client = ServerClient("http://llama.test", LLAMACPP, transport=httpx.MockTransport(handler))
     client.seen = seen  # type: ignore[attr-defined]
     return client
 

@@ -289,14 +289,13 @@ def test_real_counters_around_one_request():
 
 
 def _client(body: bytes) -> ServerClient:
-    client = ServerClient("http://vllm.test", VLLM)
     seen: list[dict] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(json.loads(request.content))
         return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
 
-    client._http = httpx.AsyncClient(base_url="http://vllm.test", transport=httpx.MockTransport(handler))
+    client = ServerClient("http://vllm.test", VLLM, transport=httpx.MockTransport(handler))
     client.seen = seen  # type: ignore[attr-defined]
     return client
 

@@ -9,10 +9,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-import httpcore
 import pytest
 
-from specbench_tui.engine import rxclock
+from specbench_tui.engine import rxclock, stream
 from specbench_tui.engine.client import ERROR_CONNECTION, GenerateResult, ServerClient
 from specbench_tui.core.engines.sglang import SGLANG
 
@@ -126,24 +125,38 @@ def server() -> Iterator[SlowFirstToken]:
     srv.close()
 
 
-def test_plain_http_clients_read_through_the_stamping_transport() -> None:
-    # Guards the one place rxclock reaches into httpx: the transport's ``_pool`` is what it sends through.
+def test_plain_http_streams_through_our_stamping_connections_and_tls_through_httpx() -> None:
     async def check() -> None:
         client = ServerClient("http://127.0.0.1:9", SGLANG)
         try:
-            transport = client._http._transport
-            assert isinstance(transport, rxclock.RxClockTransport)
-            assert isinstance(transport._pool, httpcore.AsyncConnectionPool)
-            assert isinstance(transport._pool._network_backend, rxclock.RxBackend)
+            assert isinstance(client.stream_pool, stream.StreamPool)
         finally:
             await client.aclose()
         tls = ServerClient("https://127.0.0.1:9", SGLANG)
         try:
-            assert not isinstance(tls._http._transport, rxclock.RxClockTransport)
+            assert tls.stream_pool is None
         finally:
             await tls.aclose()
 
     asyncio.run(check())
+
+
+def test_a_proxy_in_the_environment_takes_the_stream_through_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Where the environment names a proxy for plain HTTP, httpx (which honours it) carries the stream, as it
+    # carries the small calls; a host in no_proxy is reached directly, through our stamping connections.
+    monkeypatch.setenv("http_proxy", "http://proxy.invalid:3128")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+
+    async def check() -> tuple[bool, bool]:
+        far, near = ServerClient("http://10.1.2.3:30000", SGLANG), ServerClient("http://127.0.0.1:30000", SGLANG)
+        try:
+            return far.stream_pool is None, near.stream_pool is not None
+        finally:
+            await far.aclose()
+            await near.aclose()
+
+    assert asyncio.run(check()) == (True, True)
 
 
 def test_ttft_is_when_the_token_arrived_even_if_the_loop_was_busy(server: SlowFirstToken) -> None:

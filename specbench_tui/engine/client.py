@@ -26,9 +26,12 @@ learns to abort the request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
+import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -36,11 +39,10 @@ from typing import Any
 
 import httpx
 
+from specbench_tui.core.engines.base import STREAM_OPENAI, EngineProfile
 from specbench_tui.core.logparse import parse_prometheus
 from specbench_tui.core.metrics import Chunk
-from specbench_tui.engine import rxclock
-from specbench_tui.core.engines.base import STREAM_OPENAI, EngineProfile
-from specbench_tui.engine.rxclock import RxClockTransport, rx_monotonic
+from specbench_tui.engine import stream
 
 ERROR_HTTP = "http"
 ERROR_SSE = "sse"
@@ -190,24 +192,44 @@ class ServerClient:
     """Talks to one server at ``base_url`` using the endpoints of ``profile``."""
 
     def __init__(self, base_url: str, profile: EngineProfile, *, api_key: str | None = None,
-                 request_timeout_s: float = 900.0, connect_timeout_s: float = 10.0) -> None:
+                 request_timeout_s: float = 900.0, connect_timeout_s: float = 10.0,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.profile = profile
         self.request_timeout_s = request_timeout_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        # One connection per request in flight, kept alive between waves: a load point of N requests must never
-        # queue for a pooled connection in our code (a pool of 32 put half of concurrency 64 in a queue).
         limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS)
         plain = self.base_url.startswith("http://")
-        # Plain HTTP (the servers we launch): token arrival times come from the kernel's receive stamps
-        # (engine.rxclock), and no CA bundle is loaded (tens of ms on the event loop).
+        # The small calls (health, info, flush, metrics): httpx; no CA bundle is loaded for plain HTTP (tens of ms
+        # on the event loop).
         self._http = httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, verify=not plain,
+            base_url=self.base_url, headers=headers, verify=not plain, transport=transport,
             timeout=httpx.Timeout(request_timeout_s, connect=connect_timeout_s), limits=limits,
-            transport=RxClockTransport(limits=limits) if plain and rxclock.supported() else None,
         )
+        # The measured stream: our own kept-alive connections with kernel receive stamps (engine.stream), for plain
+        # HTTP on Linux with no proxy in the way; else httpx (TLS, proxies, another OS, a test's transport).
+        url = urllib.parse.urlsplit(self.base_url)
+        direct = plain and transport is None and stream.supported() and url.hostname is not None \
+            and not _proxied(url.hostname)
+        self._pool = stream.StreamPool(url.hostname or "", url.port or 80, headers=headers,
+                                       connect_timeout_s=connect_timeout_s) if direct else None
+        self._path_prefix = url.path.rstrip("/")
+
+    @property
+    def stream_pool(self) -> stream.StreamPool | None:
+        """The measured stream's connections (None where httpx carries the stream)."""
+        return self._pool
+
+    async def reserve(self, count: int) -> None:
+        """Open connections for ``count`` requests in flight ahead of a load point, so that none of its requests
+        times a connect (best effort: a failure shows on the requests themselves)."""
+        if self._pool is not None:
+            with contextlib.suppress(stream.StreamError, OSError):
+                await self._pool.reserve(count)
 
     async def aclose(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
         await self._http.aclose()
 
     async def get_json(self, path: str, timeout_s: float = 10.0) -> dict[str, Any] | None:
@@ -269,27 +291,33 @@ class ServerClient:
         except httpx.HTTPError:
             pass
 
-    async def flush_cache(self, *, attempts: int = 120, pause_s: float = 0.25,
-                          on_wait: Callable[[], None] | None = None) -> bool:
+    async def flush_cache(self, *, deadline_s: float = 10.0, pause_s: float = 0.25, try_timeout_s: float = 5.0,
+                          attempts: int | None = None, on_wait: Callable[[], None] | None = None) -> bool:
         """Empty the server's caches (``POST`` the profile's flush endpoint) and say whether it did. SGLang answers
         400 "Cache not flushed because there are pending requests" while any request runs or waits (an aborted
-        stream's request leaves a moment later), so a refusal is retried ``attempts`` times, ``pause_s`` apart
-        (``on_wait`` is called before each pause); False when the engine cannot flush or never accepted."""
+        stream's request leaves a moment later), so a refusal is retried ``pause_s`` apart, for at most
+        ``deadline_s`` in all (and at most ``attempts`` tries when given; each try within ``try_timeout_s`` and the
+        time left; ``on_wait`` is told of each refusal, which is no progress); False when the engine cannot flush or
+        did not accept in time."""
         path = self.profile.flush_cache_path
         if path is None:
             return False
-        for attempt in range(max(1, attempts)):
+        deadline = time.monotonic() + max(0.0, deadline_s)
+        tries = 0
+        while True:
+            tries += 1
             try:
-                response = await self._http.post(path, timeout=30.0)
+                response = await self._http.post(path, timeout=max(0.05, min(try_timeout_s,
+                                                                             deadline - time.monotonic())))
                 if response.status_code == 200:
                     return True
             except httpx.HTTPError:
                 pass
-            if attempt + 1 < attempts:
-                if on_wait is not None:
-                    on_wait()
-                await asyncio.sleep(pause_s)
-        return False
+            if deadline - time.monotonic() <= pause_s or (attempts is not None and tries >= attempts):
+                return False
+            if on_wait is not None:
+                on_wait()
+            await asyncio.sleep(pause_s)
 
     async def counters(self) -> dict[str, float] | None:
         """The profile's Prometheus counters now (``/metrics``), or None when it has none or they cannot be read."""
@@ -319,15 +347,31 @@ class ServerClient:
         rid = rid or uuid.uuid4().hex
         result = GenerateResult(rid=rid, started_at=time.time(), start=time.monotonic())
         body = self._body(text, sampling_params, rid)
+        reader = _Reader(result, self.profile.stream_format == STREAM_OPENAI, on_progress, self.profile)
         try:
-            await asyncio.wait_for(self._stream(body, result, on_progress), timeout=self.request_timeout_s)
+            if self._pool is not None:
+                payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+                await asyncio.wait_for(self._pool.post(self._path_prefix + self.profile.generate_path, payload,
+                                                       reader), timeout=self.request_timeout_s)
+            else:
+                await asyncio.wait_for(self._stream(body, reader), timeout=self.request_timeout_s)
+            reader.ended()
         except asyncio.TimeoutError:
             result.error_kind = ERROR_TIMEOUT
             result.error = f"no complete answer within request_timeout_s = {self.request_timeout_s:g} s"
-        except _LineTooLong as exc:
+        except (_LineTooLong, stream.StreamLineTooLong) as exc:
             result.error_kind = ERROR_PROTOCOL
             result.error = (f"a stream line passed {MAX_SSE_LINE >> 20} MB without a line end ({exc.args[0]} bytes "
                             f"after {len(result.chunks)} chunks): not a server-sent event stream")
+        except stream.StreamConnectTimeout as exc:
+            result.error_kind = ERROR_TIMEOUT
+            result.error = f"timed out: ConnectTimeout: {exc}"
+        except (stream.StreamConnectError, stream.StreamReset) as exc:
+            result.error_kind = ERROR_CONNECTION
+            result.error = str(exc)[:500]
+        except stream.StreamProtocolError as exc:
+            result.error_kind = ERROR_PROTOCOL
+            result.error = f"not an HTTP answer: {exc}"[:500]
         except httpx.TimeoutException as exc:
             result.error_kind = ERROR_TIMEOUT
             result.error = f"timed out: {type(exc).__name__}"
@@ -339,109 +383,163 @@ class ServerClient:
         except httpx.HTTPError as exc:
             result.error_kind = ERROR_CONNECTION
             result.error = f"{type(exc).__name__}: {exc}"[:500]
+        except OSError as exc:  # a send on a connection the server reset
+            result.error_kind = ERROR_CONNECTION
+            result.error = f"connection reset: {exc}"[:500]
         result.end = result.end or time.monotonic()
         if result.error is None:
             _take_abort(result)
         return result
 
-    async def _stream(self, body: dict[str, Any], result: GenerateResult,
-                      on_progress: Callable[[], None] | None) -> None:
+    async def _stream(self, body: dict[str, Any], reader: _Reader) -> None:
+        """The stream through httpx (TLS, proxies, another OS, a test's transport): read-time stamps."""
         async def on_wire(event: str, info: Mapping[str, Any]) -> None:
             # The clock starts when the request starts leaving for the server, not when we began building it:
             # httpx's request building and pool checkout (1-2 ms on 2 cores) are not the server's latency.
             if event == "http11.send_request_headers.started":
-                now = time.monotonic()
-                result.started_at += now - result.start
-                result.start = now
+                reader.started(time.monotonic())
 
         async with self._http.stream("POST", self.profile.generate_path, json=body,
                                      extensions={"trace": on_wire}) as response:
-            result.http_status = response.status_code
+            reader.status(response.status_code)
             if response.status_code != 200:
-                raw = (await _read_head(response)).decode("utf-8", errors="replace")
-                result.error_kind = ERROR_HTTP
-                try:
-                    message = _error_text(json.loads(raw))
-                except ValueError:
-                    message = raw.strip()
-                result.error = f"HTTP {response.status_code}: {message}"[:2000]
+                reader.error_body(await _read_head(response))
                 return
-            last = result.start
             async for line in _sse_lines(response):
-                # When the line's last bytes reached the socket (kernel stamp), else when we read them; never
-                # before an earlier line of the same answer (stamps map onto this clock to within microseconds,
-                # and an answer's times must stay in order: its end never before its first token).
-                now = last = max(last, rx_monotonic(response) or time.monotonic())
-                if on_progress is not None:
-                    on_progress()
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    result.end = now
-                    result.done = True
+                if reader.line(line, time.monotonic()):
                     return
-                payload = _decode_payload(data, result)
-                if result.error is not None:
-                    result.end = now
-                    return
-                if payload is not None:
-                    absorb = self._absorb_openai if self.profile.stream_format == STREAM_OPENAI else self._absorb
-                    absorb(payload, now, result)
-        if result.error is None and self.profile.stream_format == STREAM_OPENAI:
+                reader.progress()
+
+
+def _proxied(host: str) -> bool:
+    """Whether the environment routes plain HTTP to ``host`` through a proxy (then httpx, which honours it, carries
+    the stream)."""
+    return "http" in urllib.request.getproxies() and not urllib.request.proxy_bypass(host)
+
+
+class _Reader:
+    """One request's answer, line by line, into its :class:`GenerateResult`: the :class:`stream.Consumer` of the
+    measured stream (called from the connection's reader callback) and of the httpx fallback alike."""
+
+    max_line = MAX_SSE_LINE
+    max_error_body = MAX_ERROR_BODY
+
+    def __init__(self, result: GenerateResult, openai: bool, on_progress: Callable[[], None] | None,
+                 profile: EngineProfile) -> None:
+        self.result = result
+        self.openai = openai
+        self.profile = profile
+        self._on_progress = on_progress
+        self._last = result.start
+        self._answered = False
+
+    def started(self, at: float) -> None:
+        result = self.result
+        result.started_at += at - result.start
+        result.start = self._last = at
+
+    def status(self, code: int) -> None:
+        self.result.http_status = code
+
+    def progress(self) -> None:
+        if self._on_progress is not None:
+            self._on_progress()
+
+    def error_body(self, head: bytes) -> None:
+        result = self.result
+        raw = head.decode("utf-8", errors="replace")
+        result.error_kind = ERROR_HTTP
+        try:
+            message = _error_text(json.loads(raw))
+        except ValueError:
+            message = raw.strip()
+        result.error = f"HTTP {result.http_status}: {message}"[:2000]
+        self._answered = True
+
+    def line(self, line: str, at: float) -> bool:
+        # When the line's last bytes reached the socket (kernel stamp), else when we read them; never before an
+        # earlier line of the same answer (an answer's times stay in order: its end never before its first token).
+        if not line.startswith("data:"):
+            return False
+        result = self.result
+        now = self._last = max(self._last, at)
+        data = line[5:].strip()
+        if data == "[DONE]":
+            result.end = now
+            result.done = self._answered = True
+            return True
+        payload = _decode_payload(data, result)
+        if result.error is not None:
+            result.end = now
+            self._answered = True
+            return True
+        if payload is not None:
+            if self.openai:
+                _absorb_openai(self.profile, payload, now, result)
+            else:
+                _absorb(payload, now, result)
+        return False
+
+    def ended(self) -> None:
+        """The answer is over: a stream that stopped short of its end marker is an error, not a measurement."""
+        result = self.result
+        if self._answered or result.error is not None:
+            return
+        if self.openai:
             result.error_kind = ERROR_CONNECTION
             result.error = ("the stream ended without [DONE] and without its final usage chunk: the server stopped "
                             f"answering mid-request (after {len(result.chunks)} chunks)")
-        elif result.error is None and not result.chunks:
+        elif not result.chunks:
             result.error_kind = ERROR_PROTOCOL
             result.error = "the stream ended without data or [DONE]"
-        elif result.error is None and result.meta_info.get("finish_reason") is None:
+        elif result.meta_info.get("finish_reason") is None:
             # A complete HTTP body that stops before [DONE] and before a chunk with its finish_reason: the
             # answer was cut, so its timings and token count are not those of a whole answer.
             result.error_kind = ERROR_PROTOCOL
             result.error = (f"the stream ended before [DONE] (after {len(result.chunks)} chunks, without a "
                             "finish_reason)")
 
-    def _absorb_openai(self, payload: dict[str, Any], now: float, result: GenerateResult) -> None:
-        """One OpenAI completions chunk (decoded by :func:`_decode_payload`): text per chunk (one token each,
-        unless the chunk carries usage), and the final chunk's usage and extras mapped by the profile onto
-        ``meta_info``."""
-        counted = result.chunks[-1].completion_tokens if result.chunks else 0
-        usage = payload.get("usage")
-        usage_tokens = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
-        choices = payload.get("choices")
-        choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else None
-        if choice is not None:
-            piece = choice.get("text")
-            if not isinstance(piece, str):
-                delta = choice.get("delta")
-                piece = delta.get("content") if isinstance(delta, Mapping) else None
-            if isinstance(piece, str) and choice.get("finish_reason") is None:
-                result.text += piece
-                counted = usage_tokens if isinstance(usage_tokens, int) else counted + 1
-                result.chunks.append(Chunk(now, counted))
-            elif isinstance(piece, str) and piece:
-                result.text += piece
-            if choice.get("finish_reason") is not None:
-                # vLLM: the finish_reason rides on the last token's chunk; usage comes after, with no choices.
-                result.meta_info["finish_reason"] = choice["finish_reason"]
-        if isinstance(usage, Mapping) and (choice is None or choice.get("finish_reason") is not None):
-            meta = self.profile.final_meta(payload) if self.profile.final_meta else dict(usage)
-            result.meta_info = {**result.meta_info, **meta}
-            tokens = meta.get("completion_tokens")
-            if isinstance(tokens, int) and tokens > counted:
-                result.chunks.append(Chunk(now, tokens))
 
-    @staticmethod
-    def _absorb(payload: dict[str, Any], now: float, result: GenerateResult) -> None:
-        """Take one native ``/generate`` payload (decoded by :func:`_decode_payload`) into ``result``."""
-        meta = payload.get("meta_info")
-        if isinstance(meta, dict):
-            result.meta_info = meta
-            tokens = meta.get("completion_tokens")
-            if isinstance(tokens, int):
-                result.chunks.append(Chunk(now, tokens))
-        text = payload.get("text")
-        if isinstance(text, str):
-            # Cumulative by default; with --incremental-streaming-output each payload is a delta.
-            result.text = text if text.startswith(result.text) else result.text + text
+def _absorb_openai(profile: EngineProfile, payload: dict[str, Any], now: float, result: GenerateResult) -> None:
+    """One OpenAI completions chunk (decoded by :func:`_decode_payload`): text per chunk (one token each,
+    unless the chunk carries usage), and the final chunk's usage and extras mapped by the profile onto
+    ``meta_info``."""
+    counted = result.chunks[-1].completion_tokens if result.chunks else 0
+    usage = payload.get("usage")
+    usage_tokens = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
+    choices = payload.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else None
+    if choice is not None:
+        piece = choice.get("text")
+        if not isinstance(piece, str):
+            delta = choice.get("delta")
+            piece = delta.get("content") if isinstance(delta, Mapping) else None
+        if isinstance(piece, str) and choice.get("finish_reason") is None:
+            result.text += piece
+            counted = usage_tokens if isinstance(usage_tokens, int) else counted + 1
+            result.chunks.append(Chunk(now, counted))
+        elif isinstance(piece, str) and piece:
+            result.text += piece
+        if choice.get("finish_reason") is not None:
+            # vLLM: the finish_reason rides on the last token's chunk; usage comes after, with no choices.
+            result.meta_info["finish_reason"] = choice["finish_reason"]
+    if isinstance(usage, Mapping) and (choice is None or choice.get("finish_reason") is not None):
+        meta = profile.final_meta(payload) if profile.final_meta else dict(usage)
+        result.meta_info = {**result.meta_info, **meta}
+        tokens = meta.get("completion_tokens")
+        if isinstance(tokens, int) and tokens > counted:
+            result.chunks.append(Chunk(now, tokens))
+
+
+def _absorb(payload: dict[str, Any], now: float, result: GenerateResult) -> None:
+    """Take one native ``/generate`` payload (decoded by :func:`_decode_payload`) into ``result``."""
+    meta = payload.get("meta_info")
+    if isinstance(meta, dict):
+        result.meta_info = meta
+        tokens = meta.get("completion_tokens")
+        if isinstance(tokens, int):
+            result.chunks.append(Chunk(now, tokens))
+    text = payload.get("text")
+    if isinstance(text, str):
+        # Cumulative by default; with --incremental-streaming-output each payload is a delta.
+        result.text = text if text.startswith(result.text) else result.text + text

@@ -256,7 +256,7 @@ class ServerProcess:
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 *keeper_argv, stdin=asyncio.subprocess.DEVNULL, stdout=output_w,
-                stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True, pass_fds=(report_w,),
+                stderr=asyncio.subprocess.STDOUT, env=env, process_group=0, pass_fds=(report_w,),
             )
         except BaseException:
             log.close()

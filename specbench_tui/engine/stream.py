@@ -1,0 +1,525 @@
+"""The measured stream: HTTP/1.1 over plain sockets, one kept-alive connection per request in flight.
+
+The streamed requests that produce the product's figures (time to first token, per-token gaps, tok/s) do not go
+through httpx: measured against the wire (a packet sniffer on the loopback interface), httpx's path cost
+92-280 µs of CPU per server-sent event (an ``asyncio.wait_for`` timer and a reader added and removed on every
+socket read, a pool scan per request, sniffio's failing import retried per lock) and closed every connection at
+``[DONE]``, one before its chunked terminator, so each request paid a new connection. At concurrency 64 that made
+the client, not the server, the bottleneck (0.54x a minimal client's capacity). This module is the measuring
+path only; httpx keeps the small calls, TLS and proxies (:mod:`specbench_tui.engine.client` chooses).
+
+What it does, and why each part:
+
+- **A connection per request in flight, kept alive.** :class:`StreamPool` hands each request an idle connection
+  or opens one; a response is read to the end of its body (the chunked terminator, or its ``Content-Length``), and
+  only then does its connection go back to the pool. Name resolution happens once per pool and the connection is
+  made *before* the request's clock starts: a load point's first wave does not time 64 connects.
+- **One reader per connection.** The socket's reader is registered with the event loop once, when it connects, and
+  stays until it closes. Its callback reads with ``recvmsg`` (one call per readiness; more only when a read
+  filled the buffer), takes the kernel's receive stamp of the read (``SO_TIMESTAMPNS``,
+  :mod:`specbench_tui.engine.rxclock`), parses the HTTP framing and hands each complete SSE line straight to the
+  request's :class:`Consumer`, all in that callback: no task switch, future or timer per event. The stamp is mapped
+  onto ``time.monotonic()`` with one offset read per request. An idle connection that turns readable was closed by
+  the server (or sent junk) and closes itself, so the pool never hands out a dead one knowingly; a reused
+  connection that the server closed in the same instant (no byte of an answer yet) is retried once on a new one.
+- **Bounded.** A response head over :data:`MAX_HEAD` bytes, a malformed chunk size, or an SSE line over the
+  consumer's limit is a :class:`StreamProtocolError`; an error answer's body is read up to the consumer's limit and
+  the connection is then closed, so a hostile 2 GB body is never read.
+- **Every failure is an exception of this module** (:class:`StreamConnectError`, :class:`StreamReset`,
+  :class:`StreamProtocolError`), which the client turns into a recorded error. Cancellation closes the connection,
+  which is how the server learns to abort the request.
+
+Linux only (``recvmsg`` with ``SO_TIMESTAMPNS``); :func:`supported` says so, and the client falls back to httpx
+elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from specbench_tui.engine import rxclock
+
+READ_SIZE = 256 << 10
+"""Bytes asked of one ``recvmsg``: a 128K-token prompt's answer streams small events, but a server that batches
+(or a reader that lagged) may have hundreds of KB waiting; a small buffer would mean a read per packet."""
+MAX_HEAD = 64 << 10
+"""The longest response head (status line and headers) accepted."""
+RETIRE_AFTER_S = 2.0
+"""How long a connection whose answer is complete (``[DONE]`` read) may take to deliver the rest of its body
+before it is closed instead of kept."""
+
+
+class StreamError(Exception):
+    """A streamed request failed below HTTP: the connection could not be made, was cut, or spoke no HTTP/SSE."""
+
+
+class StreamConnectError(StreamError):
+    """No connection could be made (refused, unreachable, no address)."""
+
+
+class StreamConnectTimeout(StreamError):
+    """The connection was not made within the connect timeout."""
+
+
+class StreamReset(StreamError):
+    """The connection was closed or reset before the answer's body ended."""
+
+
+class StreamProtocolError(StreamError):
+    """The server's bytes are not an HTTP/1.1 answer (or not an SSE stream)."""
+
+
+class Consumer(Protocol):
+    """What a request's bytes are handed to, from the connection's reader callback."""
+
+    max_line: int
+    """The longest SSE line accepted, in bytes."""
+    max_error_body: int
+    """Bytes of a non-200 body to keep (the rest is never read)."""
+
+    def started(self, at: float) -> None:
+        """The request is about to leave (monotonic ``at``): the measurement's clock starts."""
+
+    def status(self, code: int) -> None:
+        """The answer's status line arrived."""
+
+    def line(self, line: str, at: float) -> bool:
+        """One SSE line of a 200 answer, its bytes' arrival at ``at`` (monotonic); True once the answer is
+        complete for the measurement (``[DONE]`` or an error payload): later lines are not handed over."""
+
+    def error_body(self, head: bytes) -> None:
+        """A non-200 answer's body, at most ``max_error_body`` bytes of it."""
+
+    def progress(self) -> None:
+        """Bytes of the answer arrived (the stall watchdog's signal)."""
+
+
+def supported() -> bool:
+    """Whether this platform gives us kernel receive stamps on TCP (Linux)."""
+    return rxclock.supported()
+
+
+# Parser states of one answer.
+_HEAD, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_END, _TRAILER, _LENGTH, _UNTIL_CLOSE, _FINISHED = range(8)
+
+
+class _Connection:
+    """One TCP connection: its reader stays registered from connect to close, and it carries one request at a
+    time (HTTP/1.1 without pipelining)."""
+
+    def __init__(self, sock: socket.socket, pool: StreamPool, loop: asyncio.AbstractEventLoop) -> None:
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.pool = pool
+        self.loop = loop
+        self.closed = False
+        self._consumer: Consumer | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._retire: asyncio.TimerHandle | None = None
+        self._buf = bytearray()
+        self._state = _FINISHED
+        self._remaining = 0
+        self._status = 0
+        self._keep_alive = True
+        self._answered = False
+        """The consumer has what it measures (``[DONE]``, an error payload, or an error body): lines are dropped."""
+        self.any_bytes = False
+        """Some byte of the current answer arrived."""
+        self._line = bytearray()
+        self._after_cr = False
+        self._error_head = bytearray()
+        self._offset = 0.0
+        loop.add_reader(self.fd, self._readable)
+
+    # -- a request ---------------------------------------------------------------------------------------
+
+    async def exchange(self, request: bytes, consumer: Consumer) -> None:
+        """Send ``request`` and feed its answer to ``consumer``; returns once the consumer has its answer (or the
+        body ended). Raises a :class:`StreamError`; on any exception, cancellation included, the connection is
+        closed."""
+        self._consumer = consumer
+        self._waiter = self.loop.create_future()
+        self._buf.clear()
+        self._line.clear()
+        self._error_head.clear()
+        self._state, self._status, self._keep_alive = _HEAD, 0, True
+        self._answered = self.any_bytes = self._after_cr = False
+        self._offset = rxclock.monotonic_minus_realtime()  # one offset per request maps every stamp of its answer
+        try:
+            consumer.started(time.monotonic())
+            await self.loop.sock_sendall(self.sock, request)
+            await self._waiter
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            self._waiter = None
+
+    # -- the reader callback ---------------------------------------------------------------------------
+
+    def _readable(self) -> None:
+        try:
+            data, ancdata, _flags, _addr = self.sock.recvmsg(READ_SIZE, rxclock.ANCILLARY_SPACE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._lost(StreamReset(f"connection reset: {exc}"))
+            return
+        if not data:
+            self._eof()
+            return
+        if self._state == _FINISHED:  # bytes on a connection with no request: the server closed it or sent junk
+            self.close()
+            return
+        stamp = rxclock.stamp_realtime(ancdata)
+        now = time.monotonic()
+        at = min(now, stamp + self._offset) if stamp is not None else now
+        self.any_bytes = True
+        try:
+            self._feed(data, at)
+        except StreamError as exc:
+            self._lost(exc)
+            return
+        except Exception as exc:  # noqa: BLE001 (a consumer's bug must reach its request, not the loop's handler)
+            self._lost(exc)
+            return
+        if len(data) == READ_SIZE and not self.closed:
+            self._readable()  # more may be waiting: read it now rather than after another loop turn
+
+    def _eof(self) -> None:
+        if self._state == _UNTIL_CLOSE:  # a body delimited by the connection's end: this is its end
+            self._state = _FINISHED
+            self._keep_alive = False
+            self._body_ended()
+            return
+        if self._state == _FINISHED or self._waiter is None:
+            self.close()
+            return
+        where = "before any answer" if not self.any_bytes else "before the answer's body ended"
+        self._lost(StreamReset(f"connection reset: the server closed the connection {where}"))
+
+    def _lost(self, exc: BaseException) -> None:
+        waiter = self._waiter
+        self.close()
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
+
+    # -- HTTP framing ----------------------------------------------------------------------------------
+
+    def _feed(self, data: bytes, at: float) -> None:
+        assert self._consumer is not None
+        self._consumer.progress()
+        buf = self._buf
+        buf += data
+        pos = 0
+        while True:
+            if self._state == _FINISHED:
+                if pos < len(buf):  # bytes after the answer's end: not a connection to keep
+                    self._keep_alive = False
+                buf.clear()
+                self._body_ended()
+                return
+            if pos >= len(buf):
+                break
+            step = self._STEPS[self._state]
+            moved = step(self, buf, pos, at)
+            if moved is None or self.closed:
+                break
+            pos = moved
+        del buf[:pos]
+
+    def _step_chunk_size(self, buf: bytearray, pos: int, at: float) -> int | None:
+        eol = buf.find(b"\r\n", pos)
+        if eol < 0:
+            if len(buf) - pos > 1024:
+                raise StreamProtocolError("a chunk size line without end")
+            return None
+        size_text = bytes(buf[pos:eol]).split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise StreamProtocolError(f"not a chunk size: {size_text[:40]!r}") from None
+        if size == 0:
+            self._state = _TRAILER
+        else:
+            self._remaining, self._state = size, _CHUNK_DATA
+        return eol + 2
+
+    def _step_data(self, buf: bytearray, pos: int, at: float) -> int | None:
+        state = self._state
+        take = len(buf) - pos if state == _UNTIL_CLOSE else min(self._remaining, len(buf) - pos)
+        self._body(bytes(buf[pos:pos + take]), at)
+        if state != _UNTIL_CLOSE:
+            self._remaining -= take
+            if self._remaining == 0:
+                self._state = _FINISHED if state == _LENGTH else _CHUNK_END
+        return pos + take
+
+    def _step_chunk_end(self, buf: bytearray, pos: int, at: float) -> int | None:
+        if len(buf) - pos < 2:
+            return None
+        if buf[pos:pos + 2] != b"\r\n":
+            raise StreamProtocolError("a chunk without its closing line end")
+        self._state = _CHUNK_SIZE
+        return pos + 2
+
+    def _step_trailer(self, buf: bytearray, pos: int, at: float) -> int | None:
+        """Trailer fields, then the empty line that ends the chunked body."""
+        eol = buf.find(b"\r\n", pos)
+        if eol < 0:
+            return None
+        if eol == pos:
+            self._state = _FINISHED
+        return eol + 2
+
+    def _step_head(self, buf: bytearray, pos: int, at: float) -> int | None:
+        head_end = buf.find(b"\r\n\r\n", pos)
+        if head_end < 0:
+            if len(buf) - pos > MAX_HEAD:
+                raise StreamProtocolError(f"a response head over {MAX_HEAD >> 10} KB")
+            return None
+        self._head(bytes(buf[pos:head_end]))
+        return head_end + 4
+
+    _STEPS: dict[int, Callable[[_Connection, bytearray, int, float], int | None]] = {
+        _HEAD: _step_head, _CHUNK_SIZE: _step_chunk_size, _CHUNK_DATA: _step_data, _CHUNK_END: _step_chunk_end,
+        _TRAILER: _step_trailer, _LENGTH: _step_data, _UNTIL_CLOSE: _step_data,
+    }
+
+    def _head(self, head: bytes) -> None:
+        lines = head.split(b"\r\n")
+        parts = lines[0].split(b" ", 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+            raise StreamProtocolError(f"not an HTTP/1.1 status line: {lines[0][:80]!r}")
+        status = int(parts[1])
+        if 100 <= status < 200:  # an interim answer (100 Continue): the real head follows
+            return
+        chunked, length = False, None
+        self._keep_alive = parts[0] == b"HTTP/1.1"
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            name = name.strip().lower()
+            if name == b"transfer-encoding":
+                chunked = b"chunked" in value.lower()
+            elif name == b"content-length":
+                try:
+                    length = int(value.strip())
+                except ValueError:
+                    raise StreamProtocolError(f"not a Content-Length: {value.strip()[:40]!r}") from None
+            elif name == b"connection":
+                token = value.strip().lower()
+                if token == b"close":
+                    self._keep_alive = False
+                elif token == b"keep-alive":
+                    self._keep_alive = True
+        self._status = status
+        assert self._consumer is not None
+        self._consumer.status(status)
+        if chunked:
+            self._state = _CHUNK_SIZE
+        elif length is not None:
+            self._remaining, self._state = length, (_LENGTH if length > 0 else _FINISHED)
+        else:
+            self._state, self._keep_alive = _UNTIL_CLOSE, False
+
+    def _body(self, data: bytes, at: float) -> None:
+        if self._answered:
+            return
+        consumer = self._consumer
+        assert consumer is not None
+        if self._status != 200:
+            self._error_head += data
+            if len(self._error_head) >= consumer.max_error_body:
+                self._answer_error_body()
+                self.close()  # the rest of a (possibly huge) error body is never read
+            return
+        # SSE lines end at \r\n, \r or \n only (JSON leaves U+2028, U+2029 and U+0085 raw inside the text).
+        if self._after_cr and data[:1] == b"\n":
+            data = data[1:]
+        self._after_cr = data[-1:] == b"\r"
+        pending = self._line
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        pieces = data.split(b"\n")
+        last = pieces.pop()
+        for piece in pieces:
+            if pending:
+                pending += piece
+                piece = bytes(pending)
+                pending.clear()
+            if consumer.line(piece.decode("utf-8", errors="replace"), at):
+                self._answered = True
+                self._wake()
+                return
+        pending += last
+        if len(pending) > consumer.max_line:
+            raise StreamLineTooLong(len(pending))
+
+    def _answer_error_body(self) -> None:
+        assert self._consumer is not None
+        if not self._answered:
+            self._answered = True
+            self._consumer.error_body(bytes(self._error_head[:self._consumer.max_error_body]))
+            self._wake()
+
+    def _body_ended(self) -> None:
+        """The answer's body is complete: the connection is free again (or closed when it cannot be kept)."""
+        consumer = self._consumer
+        if self._status != 200:
+            self._answer_error_body()
+        elif not self._answered and self._line and consumer is not None:
+            line, self._line = bytes(self._line), bytearray()
+            consumer.line(line.decode("utf-8", errors="replace"), time.monotonic())
+        self._answered = True
+        self._wake()
+        if self._retire is not None:
+            self._retire.cancel()
+            self._retire = None
+        self._consumer = None
+        if self._keep_alive and not self.closed:
+            self.pool.release(self)
+        else:
+            self.close()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        if self._state != _FINISHED and self._retire is None and not self.closed:
+            # The measurement is complete; the body's end (normally in the same read) has this long to come.
+            self._retire = self.loop.call_later(RETIRE_AFTER_S, self.close)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self._retire is not None:
+            self._retire.cancel()
+            self._retire = None
+        with contextlib.suppress(Exception):
+            self.loop.remove_reader(self.fd)
+        self.sock.close()
+        self.pool.forget(self)
+
+
+class StreamLineTooLong(StreamProtocolError):
+    """An SSE line grew past the consumer's limit without a line end."""
+
+
+class StreamPool:
+    """Kept-alive HTTP/1.1 connections to one ``host:port`` for streamed ``POST`` requests."""
+
+    def __init__(self, host: str, port: int, *, headers: Mapping[str, str] | None = None,
+                 connect_timeout_s: float = 10.0) -> None:
+        self.host = host
+        self.port = port
+        self.connect_timeout_s = connect_timeout_s
+        host_header = f"[{host}]" if ":" in host else host
+        extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
+        self._head_prefix = (f"Host: {host_header}:{port}\r\nAccept: text/event-stream\r\n"
+                             f"Content-Type: application/json\r\nUser-Agent: specbench\r\n{extra}")
+        self._idle: list[_Connection] = []
+        self._all: set[_Connection] = set()
+        self._addresses: list[tuple[int, int, int, tuple[object, ...]]] | None = None
+        self.opened = 0
+        """Connections made so far (kept alive: about the peak concurrency, not the number of requests)."""
+
+    def request_bytes(self, path: str, body: bytes) -> bytes:
+        return (f"POST {path} HTTP/1.1\r\n{self._head_prefix}Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+    async def post(self, path: str, body: bytes, consumer: Consumer) -> None:
+        """``POST body`` to ``path`` on a connection of the pool and feed the answer to ``consumer``."""
+        request = self.request_bytes(path, body)
+        conn, reused = await self._acquire()
+        try:
+            await conn.exchange(request, consumer)
+        except StreamReset:
+            if not reused or conn.any_bytes:
+                raise
+            # The server closed this kept-alive connection as we sent (its idle timeout): nothing was answered on
+            # it, so the request never started there; once more on a new connection.
+            await (await self._connect()).exchange(request, consumer)
+
+    async def reserve(self, count: int) -> None:
+        """Have at least ``count`` connections open (a load point's width), made before any clock starts."""
+        missing = count - len(self._idle)
+        if missing > 0:
+            made = await asyncio.gather(*(self._connect() for _ in range(missing)), return_exceptions=True)
+            for conn in made:
+                if isinstance(conn, _Connection):
+                    self.release(conn)
+            errors = [e for e in made if isinstance(e, BaseException)]
+            if errors and len(errors) == len(made):
+                raise errors[0]
+
+    async def _acquire(self) -> tuple[_Connection, bool]:
+        """An idle connection (the most recently used: its peer is the likeliest alive) or a new one; and whether
+        it was kept from an earlier request."""
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed:
+                return conn, True
+        return await self._connect(), False
+
+    async def _resolve(self) -> list[tuple[int, int, int, tuple[object, ...]]]:
+        if self._addresses is None:
+            loop = asyncio.get_running_loop()
+            try:
+                infos = await asyncio.wait_for(
+                    loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM), self.connect_timeout_s)
+            except asyncio.TimeoutError:
+                raise StreamConnectTimeout(f"cannot resolve {self.host} within {self.connect_timeout_s:g} s") from None
+            except OSError as exc:
+                raise StreamConnectError(f"cannot resolve {self.host}: {exc}") from exc
+            self._addresses = [(f, k, p, a) for f, k, p, _n, a in infos]
+        return self._addresses
+
+    async def _connect(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        last: OSError | None = None
+        for family, kind, proto, address in await self._resolve():
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setsockopt(socket.SOL_SOCKET, rxclock.SO_TIMESTAMPNS or 0, 1)
+                await asyncio.wait_for(loop.sock_connect(sock, address), self.connect_timeout_s)
+            except asyncio.TimeoutError:
+                sock.close()
+                raise StreamConnectTimeout(
+                    f"no connection to {self.host}:{self.port} within {self.connect_timeout_s:g} s") from None
+            except OSError as exc:
+                sock.close()
+                last = exc
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            conn = _Connection(sock, self, loop)
+            self._all.add(conn)
+            self.opened += 1
+            return conn
+        raise StreamConnectError(f"connection refused: {last}" if last else f"no address for {self.host}")
+
+    def release(self, conn: _Connection) -> None:
+        if not conn.closed:
+            self._idle.append(conn)
+
+    def forget(self, conn: _Connection) -> None:
+        self._all.discard(conn)
+        with contextlib.suppress(ValueError):
+            self._idle.remove(conn)
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._all)
+
+    def close(self) -> None:
+        for conn in list(self._all):
+            conn.close()
+        self._idle.clear()

@@ -1,0 +1,158 @@
+"""The measuring client's truth: never starved by the server it measures, never its bottleneck.
+
+- A server runs in the measuring process's session (Linux schedules a session as one autogroup): in a session of
+  its own, a server that keeps the cores busy starves the client, which then reads each answer in one piece
+  (TTFT = e2e, TPOT 0). It keeps a process group of its own, for the group kill.
+- The measured stream keeps one connection per request in flight alive across requests and reads each body to its
+  end (httpx closed every connection at ``[DONE]``: a connect per request).
+- Its HTTP framing holds however the bytes are cut into reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import sys
+from types import SimpleNamespace
+
+import pytest
+from hostile_http import HostileServer
+
+from specbench_tui.core.engines.sglang import SGLANG
+from specbench_tui.core.signatures import SignatureSet
+from specbench_tui.engine import stream
+from specbench_tui.engine.client import ServerClient
+from specbench_tui.engine.server import ServerProcess
+
+pytestmark = pytest.mark.skipif(not stream.supported(), reason="the measured stream is Linux-only")
+
+
+async def test_a_server_shares_the_measuring_process_session_in_a_process_group_of_its_own(tmp_path):
+    # The server prints its session and group, then waits to be stopped.
+    script = "import os, time; print(os.getsid(0), os.getpgrp(), flush=True); time.sleep(60)"
+    log = tmp_path / "c.log"
+    server = ServerProcess("c", [sys.executable, "-c", script], dict(os.environ), log, SGLANG,
+                           SignatureSet(builtins=()), lambda event: None)
+    pid = await server.start()
+    try:
+        lines: list[str] = []
+        for _ in range(200):
+            lines = log.read_text().splitlines() if log.exists() else []
+            if lines:
+                break
+            await asyncio.sleep(0.05)
+        assert lines, "the server printed nothing"
+        sid, pgid = (int(x) for x in lines[0].split())
+        keeper = server.keeper_pid
+        assert sid == os.getsid(0), "the server is in a session (a scheduling group) of its own"
+        assert os.getsid(keeper) == os.getsid(0)
+        assert pgid == pid != os.getpgrp(), "the server's process group is its own (the group kill)"
+        assert os.getpgid(keeper) == keeper != os.getpgrp(), "the keeper left the engine's group"
+    finally:
+        await server.stop(1.0)
+
+
+async def test_kept_alive_connections_one_per_request_in_flight():
+    async with HostileServer("ok") as server:
+        client = ServerClient(server.url, SGLANG)
+        try:
+            for _ in range(10):  # one at a time: one connection for all
+                result = await client.generate("hi", {"max_new_tokens": 4})
+                assert result.ok and result.done, result.error
+            assert client.stream_pool is not None and client.stream_pool.opened == 1
+            for _ in range(3):  # waves of 8: eight connections, reused by every wave
+                results = await asyncio.gather(*(client.generate("hi", {"max_new_tokens": 4}) for _ in range(8)))
+                assert all(r.ok and r.completion_tokens == 4 for r in results), [r.error for r in results]
+            assert client.stream_pool.opened <= 8 + 1, client.stream_pool.opened
+        finally:
+            await client.aclose()
+
+
+async def test_reserve_opens_connections_before_any_clock_starts():
+    async with HostileServer("ok") as server:
+        client = ServerClient(server.url, SGLANG)
+        try:
+            await client.reserve(16)
+            assert client.stream_pool is not None and client.stream_pool.opened == 16
+            results = await asyncio.gather(*(client.generate("hi", {"max_new_tokens": 4}) for _ in range(16)))
+            assert all(r.ok for r in results)
+            assert client.stream_pool.opened == 16
+        finally:
+            await client.aclose()
+
+
+class _Lines:
+    """A consumer that keeps what it is handed."""
+
+    max_line = 1 << 20
+    max_error_body = 4096
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.code = 0
+        self.body = b""
+
+    def started(self, at: float) -> None:
+        pass
+
+    def status(self, code: int) -> None:
+        self.code = code
+
+    def line(self, line: str, at: float) -> bool:
+        self.lines.append(line)
+        return line == "data: [DONE]"
+
+    def error_body(self, head: bytes) -> None:
+        self.body = head
+
+    def progress(self) -> None:
+        pass
+
+
+def _answer(events: list[str], chunked: bool = True) -> bytes:
+    pieces = [f"data: {e}\r\n\n".encode() for e in events]  # one event per chunk; \r\n, \n both end a line
+    if not chunked:
+        body = b"".join(pieces)
+        return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    chunks = b"".join(b"%x;ext=1\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\nX-T: 1\r\n\r\n"
+    return b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks
+
+
+@pytest.mark.parametrize("chunked", [True, False])
+def test_the_framing_holds_however_the_bytes_are_cut(chunked):
+    events = [json.dumps({"text": "a\u2028b" * i, "n": i}, ensure_ascii=False) for i in range(1, 30)] + ["[DONE]"]
+    wire = _answer(events, chunked)
+    rng = random.Random(7)
+    for trial in range(200):
+        cuts = sorted(rng.sample(range(1, len(wire)), rng.randint(1, 40))) if trial else list(range(1, len(wire)))
+        released: list[object] = []
+        pool = stream.StreamPool("127.0.0.1", 1)
+        pool.release = released.append  # type: ignore[method-assign]
+        conn = stream._Connection.__new__(stream._Connection)  # no socket, no loop: bytes in, calls out
+        _bare(conn, pool)
+        consumer = _Lines()
+        conn._consumer = consumer
+        conn._state = stream._HEAD
+        for a, b in zip([0, *cuts], [*cuts, len(wire)], strict=True):
+            conn._feed(wire[a:b], 0.0)
+        data = [line for line in consumer.lines if line]
+        assert data == [f"data: {e}" for e in events], trial
+        assert consumer.code == 200 and released == [conn], "the connection was not kept after its body's end"
+
+
+def _bare(conn: stream._Connection, pool: stream.StreamPool) -> None:
+    """A connection's parser state without a socket (``_feed`` is pure bytes in, calls out)."""
+    conn.pool, conn.closed, conn._retire, conn._waiter = pool, False, None, None
+    conn.loop = _NoLoop()  # type: ignore[assignment]
+    conn._buf, conn._line, conn._error_head = bytearray(), bytearray(), bytearray()
+    conn._remaining, conn._status, conn._keep_alive = 0, 0, True
+    conn._answered = conn.any_bytes = conn._after_cr = False
+
+
+class _NoLoop:
+    """Stands in for the event loop where the parser sets its retire timer (the answer complete before its body)."""
+
+    def call_later(self, delay: float, callback: object) -> SimpleNamespace:
+        return SimpleNamespace(cancel=lambda: None)
