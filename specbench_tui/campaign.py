@@ -11,10 +11,13 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specbench_tui.core.safetext import printable
 from specbench_tui.application.runstatus import print_ending, report_unattachable, run_condition
+
+if TYPE_CHECKING:
+    from specbench_tui.application.session import RunRequest
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -75,22 +78,23 @@ def dispatch(args: argparse.Namespace) -> int | None:
 # ------------------------------------------------------------------------------------------------ run
 
 
-def run_detached(args: argparse.Namespace, *, tui: bool) -> int:
-    """Start the engine process; then the TUI attached to it (``tui``), or say where it runs and return."""
+def run_detached(request: RunRequest, *, tui: bool, theme: str | None = None, mouse: bool = True) -> int:
+    """Start the engine process for ``request``; then the TUI attached to it (``tui``, with ``theme`` and
+    ``mouse``), or say where it runs and return."""
     from specbench_tui.application.daemon import spawn
 
     if tui:  # the app's imports meanwhile: the engine prepares the run in its own process, on another core
         import threading
 
         threading.Thread(target=_import_app, daemon=True).start()
-    started = spawn(args)
+    started = spawn(request)
     if isinstance(started, int):
         return started
     run_dir, pid = started
     if tui:
         from specbench_tui.tui.attach_main import attach_tui
 
-        return attach_tui(run_dir, theme=getattr(args, "theme", None), mouse=not getattr(args, "no_mouse", False))
+        return attach_tui(run_dir, theme=theme, mouse=mouse)
     print(f"specbench: the sweep runs in engine pid {pid}, detached; run directory {run_dir}\n"
           f"  watch it:   specbench attach {run_dir}\n"
           f"  follow it:  specbench logs {run_dir} --follow\n"

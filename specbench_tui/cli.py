@@ -315,15 +315,18 @@ def _run(args: argparse.Namespace) -> int:
     # created 0644/0755 explicitly, and this covers everything else (servers' files too).
     os.umask(os.umask(0o022) | 0o022)
     headless = args.headless or not (sys.stdout.isatty() and sys.stdin.isatty()) or os.environ.get("TERM") == "dumb"
-    if headless and not args.detach:
-        from specbench_tui.application.headless import run_headless
-        from specbench_tui.application.session import RunRequest
-
-        return run_headless(RunRequest.of(args))
     if not headless and args.foreground:
         from specbench_tui.tui.main import run_tui
 
         return run_tui(args)
+    from specbench_tui.application.session import RunRequest  # what the layers below are told: no parser options
+
+    request = RunRequest.of(args)
+    if headless and not args.detach:
+        from specbench_tui.application.headless import run_headless
+
+        return run_headless(request)
     from specbench_tui.campaign import run_detached  # the sweep in its own engine process (an SSH drop won't stop it)
 
-    return run_detached(args, tui=not headless and not args.detach)
+    return run_detached(request, tui=not headless and not args.detach, theme=getattr(args, "theme", None),
+                        mouse=not getattr(args, "no_mouse", False))

@@ -233,7 +233,8 @@ def test_the_end_of_an_all_excluded_sweep_is_not_a_table_of_every_point(tmp_path
 
     from sweep_builder import inline, sim_profile, sim_sweep, write
 
-    from specbench_tui.application.headless import SUMMARY_EXCLUDED, run_headless
+    from specbench_tui.application.headless import run_headless
+    from specbench_tui.application.host import SUMMARY_EXCLUDED
     from specbench_tui.application.session import RunRequest
 
     points = SUMMARY_EXCLUDED + 30

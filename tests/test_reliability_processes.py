@@ -128,10 +128,8 @@ def test_sigterm_during_a_long_request_stops_within_seconds(tmp_path):
     """SIGTERM is how systemd, Docker and ``kill`` stop a program: it must not wait minutes for the
     request in flight (here one of ~90 s) while the server holds its GPUs: after the headless runner's grace
     (SIGNAL_GRACE_S) the request is abandoned and the servers are torn down."""
-    try:
-        from specbench_tui.application.headless import SIGNAL_GRACE_S as grace
-    except ImportError:
-        grace = 5.0
+    from specbench_tui.application.host import SIGNAL_GRACE_S as grace
+
     bound = grace + 5.0
     marker = new_marker()
     sweep = make_sweep(tmp_path, max_new_tokens=90000)
@@ -325,6 +323,6 @@ def test_a_ctrl_c_after_the_sweep_let_its_handlers_go_ends_as_stopped(monkeypatc
     async def interrupted_at_the_end(*args: object, **kwargs: object) -> int:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(headless, "prepare_run", lambda request: (object(), object()))
+    monkeypatch.setattr(headless.OwnedRun, "prepare", staticmethod(lambda request: object()))
     monkeypatch.setattr(headless, "_run", interrupted_at_the_end)
     assert headless.run_headless(RunRequest(sweep="demo")) == 130

@@ -152,3 +152,45 @@ one configuration live at their seams (engine/scheduler.py, engine/executor.py, 
 def test_the_orchestrator_stays_small() -> None:
     lines = len((ROOT / "specbench_tui" / "engine" / "orchestrator.py").read_text(encoding="utf-8").splitlines())
     assert lines < MAX_ORCHESTRATOR_LINES, f"engine/orchestrator.py has {lines} lines (< {MAX_ORCHESTRATOR_LINES})"
+
+
+PACKAGE = ROOT / "specbench_tui"
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module a file imports, at any depth (late and ``TYPE_CHECKING`` imports included)."""
+    import ast
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+    return found
+
+
+def test_the_application_layer_imports_no_argparse() -> None:
+    """The command line (cli.py, campaign.py) turns its options into a typed ``RunRequest``; the layers below
+    never see the parser's namespace (issue #45)."""
+    offenders = sorted(path.relative_to(ROOT).as_posix() for path in (PACKAGE / "application").rglob("*.py")
+                       if any(module.split(".")[0] == "argparse" for module in imported_modules(path)))
+    assert not offenders, f"these application modules import argparse; take a RunRequest instead: {offenders}"
+
+
+def test_the_import_check_sees_a_late_import(tmp_path: Path) -> None:
+    module = tmp_path / "late.py"
+    module.write_text("def f():\n    import argparse.x as y\n    from json import loads\n")
+    assert imported_modules(module) == {"argparse.x", "json"}
+
+
+ORCHESTRATOR_MAKERS = {"specbench_tui/application/host.py"}
+"""Where the package constructs an orchestrator: the run host, for the headless run, the engine process and the
+TUI's engine thread alike."""
+
+
+def test_one_place_constructs_the_orchestrator() -> None:
+    makers = sorted(path.relative_to(ROOT).as_posix() for path in PACKAGE.rglob("*.py")
+                    if "Orchestrator(" in path.read_text(encoding="utf-8") and path.name != "orchestrator.py")
+    assert makers == sorted(ORCHESTRATOR_MAKERS), (
+        f"modules that construct an Orchestrator: {makers}; use application/host.py's OwnedRun.orchestrator()")

@@ -11,14 +11,17 @@ pipe. From then on clients attach and detach as they like.
 
 It ends when the sweep ends (``summary.txt`` and the exit code in the run's metadata), when stopped by a client or
 ``specbench stop``, or on SIGTERM / SIGINT (the same clean stop as headless: the request in flight gets
-:data:`~specbench_tui.application.headless.SIGNAL_GRACE_S`, then everything is torn down). SIGHUP is ignored. The
+:data:`~specbench_tui.application.host.SIGNAL_GRACE_S`, then everything is torn down). SIGHUP is ignored. The
 servers are the engine's children under the keeper, so no server outlives it, SIGKILL included; measurements
 are on disk as they happen, so ``specbench run --resume`` continues a killed engine's run.
+
+The run, its orchestrator, the stop signals and the ending come from :mod:`specbench_tui.application.host`; the
+request arrives as JSON (:meth:`~specbench_tui.application.session.RunRequest.to_json`) with the command the user
+typed.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -30,7 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from specbench_tui.core.engines import simulator
+from specbench_tui.application.host import OwnedRun, StopSignals
+from specbench_tui.application.session import RunRequest
 from specbench_tui.core.events import Event
 from specbench_tui.engine.control_socket import ControlServer
 from specbench_tui.engine.engines_registry import forget, register, registry_dir
@@ -40,22 +44,22 @@ READY_TIMEOUT_S = 120.0
 """How long :func:`spawn` waits for the engine to own its run directory and listen (pre-flight included)."""
 ENGINE_LOG = "engine.log"
 SUMMARY = "summary.txt"
-_ARGS = ("sweep", "resume", "retry_crashed", "runs_dir", "port_base", "ray_address")
+USAGE = ("usage: python -m specbench_tui.application.daemon --status-fd FD REQUEST\n"
+         "(specbench run starts it: REQUEST is {\"request\": a RunRequest as JSON, \"argv\": the command typed})")
 
 
-def spawn(args: argparse.Namespace) -> tuple[Path, int] | int:
-    """Start the engine process for ``specbench run`` ``args``; (run directory, engine pid) once it listens, or
-    the exit code after its reasons went to this terminal's standard error."""
+def spawn(request: RunRequest) -> tuple[Path, int] | int:
+    """Start the engine process for ``request``; (run directory, engine pid) once it listens, or the exit code
+    after its reasons went to this terminal's standard error."""
     try:
         registry_dir()  # the engine registers in this user's private folder: refused here, with the fix
     except PrivateDirError as exc:
         print(exc, file=sys.stderr)
         return 2
     read_fd, write_fd = os.pipe()
-    options = {name: getattr(args, name, None) for name in _ARGS}
-    options["argv"] = list(sys.argv)
+    payload = {"request": request.to_json(), "argv": list(sys.argv)}
     command = isolated_python("specbench_tui.application.daemon", "--status-fd", str(write_fd),
-                              json.dumps(options))  # nothing imported from the working directory
+                              json.dumps(payload))  # nothing imported from the working directory
     try:
         proc = subprocess.Popen(command, pass_fds=(write_fd,), start_new_session=True, stdin=subprocess.DEVNULL,
                                 stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), close_fds=True)
@@ -104,74 +108,55 @@ class _Progress:
                 "measurements": counts.measurements, "paused": bool(self.orchestrator.paused)}
 
 
-async def _serve(plan: Any, run_dir: Any, args: argparse.Namespace, status_fd: int) -> int:
-    from specbench_tui.engine.ending import exit_code, render_summary, run_analysis
-    from specbench_tui.application.headless import SIGNAL_GRACE_S
-    from specbench_tui.engine.orchestrator import Orchestrator
-    from specbench_tui.application.session import make_backend
-    from specbench_tui.rundir.store import StoreError
-
-    api_key_env = plan.sweep.engine.api_key_env
-    orchestrator = Orchestrator(plan, run_dir, backend=make_backend(plan), resumed=bool(args.resume),
-                                retry_crashed=bool(args.retry_crashed),
-                                api_key=os.environ.get(api_key_env) if api_key_env else None,
-                                port_base=args.port_base)
-    progress = _Progress(orchestrator, run_dir, bool(args.resume))
-    names = {c.id: c.name for c in plan.configs}
-    server = ControlServer(run_dir.path, orchestrator, status=progress.status, publish=orchestrator.publish,
-                           names=names)
+async def _serve(owned: OwnedRun, status_fd: int) -> int:
     from specbench_tui.application.headless import Printer
 
+    run_dir, plan = owned.run_dir, owned.plan
+    orchestrator = owned.orchestrator()
+    progress = _Progress(orchestrator, run_dir, owned.resumed)
+    server = ControlServer(run_dir.path, orchestrator, status=progress.status, publish=orchestrator.publish,
+                           names={c.id: c.name for c in plan.configs})
     orchestrator.subscribe(progress)
     orchestrator.subscribe(Printer(plan, sys.stdout))  # engine.log: the headless lines of the whole run
     orchestrator.subscribe(server)
     await server.start()
-    loop = asyncio.get_running_loop()
-    signals: list[int] = []
-
-    def on_signal(sig: int) -> None:
-        signals.append(sig)
-        if len(signals) > 1:
-            orchestrator.abort(now=True)
-            return
-        print(f"specbench engine: {signal.Signals(sig).name}: stopping", flush=True)
-        orchestrator.abort(now=False)
-        loop.call_later(SIGNAL_GRACE_S, orchestrator.abort, True)
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal, sig)
-    register(run_dir.path, plan.sweep.name)
-    with contextlib.suppress(OSError):
-        os.write(status_fd, f"ready\t{run_dir.path}\n".encode("utf-8", errors="surrogateescape"))
-        os.close(status_fd)
-    code = 1
-    ending: dict[str, Any] = {}
-    try:
+    # No terminal: every signal gets the grace, and SIGHUP is ignored (main()).
+    with StopSignals(orchestrator, _say, (signal.SIGTERM, signal.SIGINT), interactive=False):
+        register(run_dir.path, plan.sweep.name)
+        with contextlib.suppress(OSError):
+            os.write(status_fd, f"ready\t{run_dir.path}\n".encode("utf-8", errors="surrogateescape"))
+            os.close(status_fd)
+        code = 1
+        ending: dict[str, Any] = {}
         try:
-            outcome = await orchestrator.run()
+            code, ending = _end(owned, await owned.run(orchestrator))
+        except BaseException as exc:
+            _say(f"stopped unexpectedly: {exc!r}")
+            ending = {"state": "failed", "ending": f"the engine stopped unexpectedly: {exc!r}", "failure": "engine"}
+            raise
         finally:
-            run_dir.close()
-        analysis = None
-        from specbench_tui.engine.ending import ending_line
-
-        if outcome.failure != "preflight":
-            try:
-                analysis = run_analysis(plan.to_json(), run_dir.read_measurements(), run_dir.read_events())
-                summary = render_summary(analysis, simulated=simulator.simulated(plan.sweep.engine))
-                (run_dir.path / SUMMARY).write_text(summary + "\n", encoding="utf-8")
-            except (StoreError, OSError) as exc:
-                print(f"specbench engine: no summary: {exc}", flush=True)
-        ending = {"state": outcome.state, "ending": ending_line(outcome, analysis), "failure": outcome.failure}
-        code = exit_code(outcome, analysis=analysis)
-    except BaseException as exc:
-        print(f"specbench engine: stopped unexpectedly: {exc!r}", flush=True)
-        ending = {"state": "failed", "ending": f"the engine stopped unexpectedly: {exc!r}", "failure": "engine"}
-        raise
-    finally:
-        _record_end(run_dir, code, ending)
-        await server.close()
-        forget(run_dir.path)
+            _record_end(run_dir, code, ending)
+            await server.close()
+            forget(run_dir.path)
     return code
+
+
+def _say(text: str) -> None:
+    print(f"specbench engine: {text}", flush=True)
+
+
+def _end(owned: OwnedRun, outcome: Any) -> tuple[int, dict[str, Any]]:
+    """The exit code and what the run's metadata records of the ending; ``summary.txt`` written."""
+    ending = owned.end(outcome)
+    if ending.table is not None:
+        text = ending.table + (f"\n{ending.left_out_line}" if ending.left_out_line else "")
+        try:
+            (owned.run_dir.path / SUMMARY).write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            _say(f"no summary: {exc}")
+    elif not ending.preflight_failed:
+        _say(f"no summary: {ending.problem}")
+    return int(ending.code), {"state": outcome.state, "ending": ending.line, "failure": outcome.failure}
 
 
 def _record_end(run_dir: Any, code: int, ending: dict[str, Any]) -> None:
@@ -181,35 +166,42 @@ def _record_end(run_dir: Any, code: int, ending: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="specbench-engine")
-    parser.add_argument("--status-fd", type=int, required=True)
-    parser.add_argument("options")
-    ns = parser.parse_args(argv)
-    args = argparse.Namespace(**{name: None for name in _ARGS})
-    options = json.loads(ns.options)
-    for key, value in options.items():
-        if key in _ARGS:
-            setattr(args, key, value)
-    if isinstance(options.get("argv"), list):
-        sys.argv = [str(a) for a in options["argv"]]  # the lock and the run's metadata name the command the user typed
+    try:
+        status_fd, request, typed = _parse(sys.argv[1:] if argv is None else argv)
+    except ValueError as exc:
+        print(f"specbench-engine: {exc}\n{USAGE}", file=sys.stderr)
+        return 2
+    if typed:
+        sys.argv = typed  # the lock and the run's metadata name the command the user typed
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # no terminal to lose; a stray SIGHUP changes nothing
     os.umask(os.umask(0o022) | 0o022)
-    from specbench_tui.application.session import RunRequest, give_up_ownership, prepare_run
-
-    prepared = prepare_run(RunRequest.of(args))
-    if isinstance(prepared, int):
-        return prepared
-    plan, run_dir = prepared
-    meta = run_dir.read_meta()
+    owned = OwnedRun.prepare(request)
+    if isinstance(owned, int):
+        return owned
+    meta = owned.run_dir.read_meta()
     for stale in ("exit_code", "ended", "state", "ending", "failure"):
         meta.pop(stale, None)
     meta.update({"engine_pid": os.getpid(), "detached": True, "engine_started": time.time()})
-    run_dir.write_meta(meta)
-    _redirect(run_dir.path / ENGINE_LOG)
+    owned.run_dir.write_meta(meta)
+    _redirect(owned.run_dir.path / ENGINE_LOG)
     try:
-        return asyncio.run(_serve(plan, run_dir, args, ns.status_fd))
+        return asyncio.run(_serve(owned, status_fd))
     finally:
-        give_up_ownership(run_dir)
+        owned.release()
+
+
+def _parse(argv: list[str]) -> tuple[int, RunRequest, list[str]]:
+    """``--status-fd FD REQUEST``: the pipe to say ``ready`` on, the request, the command the user typed."""
+    if len(argv) != 3 or argv[0] != "--status-fd" or not argv[1].isdigit():
+        raise ValueError(f"expected --status-fd FD REQUEST, got {argv!r}")
+    try:
+        payload = json.loads(argv[2])
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"REQUEST is not JSON: {exc}") from None
+    if not isinstance(payload, dict) or not isinstance(payload.get("request"), dict):
+        raise ValueError("REQUEST must be an object with a \"request\" object")
+    typed = payload.get("argv")
+    return int(argv[1]), RunRequest.from_json(payload["request"]), [str(a) for a in typed] if isinstance(typed, list) else []
 
 
 def _redirect(log: Path) -> None:

@@ -9,17 +9,18 @@ The summary table and the exit codes are :mod:`specbench_tui.engine.ending`'s, s
 Signals: Ctrl-C (SIGINT) once finishes the request in flight, tears the servers down and stops cleanly
 (resume later); a second one aborts at once (the request in flight is cancelled and not recorded; servers
 are killed). SIGTERM (systemd, Docker, ``kill``) and SIGHUP (the SSH session or terminal went away) ask for
-the same clean stop, but nobody is there to press Ctrl-C again, so after :data:`SIGNAL_GRACE_S` seconds the
+the same clean stop, but nobody is there to press Ctrl-C again, so after
+:data:`~specbench_tui.application.host.SIGNAL_GRACE_S` seconds the
 request in flight is abandoned and everything is torn down at once: abort-now cuts a server's
 ``shutdown_grace_s`` wait short and SIGKILLs its whole tree, so the servers are gone within about
 ``SIGNAL_GRACE_S`` + 0.5 s of the signal. A signal ignored when the program started
 (``nohup`` ignores SIGHUP) stays ignored. After SIGHUP the output may have nowhere to go; lines that
-cannot be written are dropped, never fatal.
+cannot be written are dropped, never fatal. The run, its orchestrator, these signals and the ending come from
+:mod:`specbench_tui.application.host`, as for the engine process and the TUI.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import os
@@ -28,7 +29,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any, ClassVar, TextIO
+from typing import ClassVar, TextIO
 
 from specbench_tui.core.acceptance import client_definition
 from specbench_tui.core.engines import simulator
@@ -54,18 +55,14 @@ from specbench_tui.core.ledger import Ledger
 from specbench_tui.core.nodes import describe_gpus
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import ERROR_KIND_CRASH, STATUS_OK
-from specbench_tui.engine.ending import EXIT_INTERRUPTED, exit_code, render_summary, run_analysis
-from specbench_tui.application.session import RunRequest, give_up_ownership, make_backend, prepare_run
+from specbench_tui.engine.ending import EXIT_INTERRUPTED
+from specbench_tui.application.host import OwnedRun, StopSignals, live_signals
+from specbench_tui.application.session import RunRequest
 from specbench_tui.rundir.store import StoreError
 
 SIMULATED_LINE = ("hardware: SIMULATED (the SGLang simulator on a scripted GPU box): the figures are the "
                   "simulator's, not any GPU's")
 """Said once at the start of a simulator sweep (its GPU names and driver are the fake box's inventions)."""
-
-SIGNAL_GRACE_S = 1.0
-"""After SIGTERM or SIGHUP, how long the request in flight may take to finish before it is abandoned and every
-server tree is SIGKILLed (whatever ``engine.shutdown_grace_s`` says: a stop signal leaves no time to wait)."""
-
 
 class Printer:
     """Turns events into plain lines; every figure it prints comes from its :class:`Ledger`'s analysis."""
@@ -234,43 +231,16 @@ def _silence(out: TextIO) -> None:
         os.close(null)
 
 
-SUMMARY_EXCLUDED = 20
-"""Configurations the sweep excludes that the end-of-run table lists (the rest are counted in one line, as the
-run's start says them: an all-excluded sweep of 10,000 points is not a table of 10,000 rows)."""
-
-
-def summary_plan(plan_json: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    """The plan the end-of-run table is made of: every configuration but those the sweep excludes past the first
-    :data:`SUMMARY_EXCLUDED` (they never run, have no result and no bearing on the exit code), and how many are
-    left out."""
-    configs = plan_json.get("configs")
-    if not isinstance(configs, list):
-        return plan_json, 0
-    kept: list[Any] = []
-    excluded = 0
-    for config in configs:
-        if isinstance(config, dict) and config.get("skip_reason") is not None:
-            excluded += 1
-            if excluded > SUMMARY_EXCLUDED:
-                continue
-        kept.append(config)
-    left_out = len(configs) - len(kept)
-    return ({**plan_json, "configs": kept} if left_out else plan_json), left_out
-
-
 # ------------------------------------------------------------------------------------------------ entry point
 
 
-def run_headless(request: RunRequest | argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def run_headless(request: RunRequest, out: TextIO = sys.stdout) -> int:
     """Run (or resume) a sweep without a UI; returns the exit code documented in this module."""
-    args = RunRequest.of(request)
-    loaded = prepare_run(args)
-    if isinstance(loaded, int):
-        return loaded
-    plan, run_dir = loaded
+    owned = OwnedRun.prepare(request)
+    if isinstance(owned, int):
+        return owned
     try:
-        return asyncio.run(_run(plan, run_dir, args.resume is not None, args.retry_crashed, out,
-                                port_base=args.port_base))
+        return asyncio.run(_run(owned, out))
     except KeyboardInterrupt:
         # A Ctrl-C outside the sweep's own handlers: the second of two racing the sweep's end, after the handlers
         # were let go. The sweep is over and torn down; the program ends as stopped on request, not killed by
@@ -278,66 +248,34 @@ def run_headless(request: RunRequest | argparse.Namespace, out: TextIO = sys.std
         return EXIT_INTERRUPTED
 
 
-async def _run(plan: Plan, run_dir: Any, resumed: bool, retry_crashed: bool, out: TextIO,
-               port_base: int | None = None) -> int:
-    from specbench_tui.engine.orchestrator import Orchestrator
-
-    api_key = os.environ.get(plan.sweep.engine.api_key_env) if plan.sweep.engine.api_key_env else None
-    orchestrator = Orchestrator(plan, run_dir, backend=make_backend(plan), resumed=resumed, retry_crashed=retry_crashed,
-                                api_key=api_key, port_base=port_base)
-    plan_json = plan.to_json()  # once: a plan of 10,000 points takes a while to write out
+async def _run(owned: OwnedRun, out: TextIO) -> int:
+    orchestrator = owned.orchestrator()
+    plan_json = owned.plan.to_json()  # once: a plan of 10,000 points takes a while to write out
     ledger = None
-    if resumed:  # the earlier runs' results, so every figure printed is over the whole run
+    if owned.resumed:  # the earlier runs' results, so every figure printed is over the whole run
         try:
-            ledger = Ledger.from_run(plan_json, run_dir.read_measurements(), run_dir.read_events())
+            ledger = Ledger.from_run(plan_json, owned.run_dir.read_measurements(), owned.run_dir.read_events())
         except StoreError:
             pass
     if ledger is None:
         ledger = Ledger(plan_json=plan_json)
-    printer = Printer(plan, out, ledger)
+    printer = Printer(owned.plan, out, ledger)
     orchestrator.subscribe(printer)
-    signals: list[int] = []
-    loop = asyncio.get_running_loop()
-
-    def on_signal(sig: int) -> None:
-        signals.append(sig)
-        if len(signals) > 1:
-            printer.write("\naborting now")
-            orchestrator.abort(now=True)
-            return
-        if sig == signal.SIGINT:
-            printer.write("\nstopping after the request in flight (Ctrl-C again to abort now)")
-        else:
-            printer.write(f"\n{signal.Signals(sig).name}: stopping after the request in flight "
-                          f"(at most {SIGNAL_GRACE_S:g} s more), then tearing everything down")
-            loop.call_later(SIGNAL_GRACE_S, orchestrator.abort, True)
-        orchestrator.abort(now=False)
-
-    handled = [sig for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-               if sig == signal.SIGTERM or signal.getsignal(sig) is not signal.SIG_IGN]  # nohup stays nohup
-    for sig in handled:
-        loop.add_signal_handler(sig, on_signal, sig)
-    try:
+    signals = live_signals(signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    with StopSignals(orchestrator, lambda text: printer.write(f"\n{text}"), signals, interactive=True) as stop:
         try:
-            outcome = await orchestrator.run()
+            outcome = await owned.run(orchestrator)
         finally:
-            run_dir.close()
-            give_up_ownership(run_dir)
+            owned.release()
         if outcome.failure == "preflight":
-            return exit_code(outcome)
+            return owned.end(outcome).code
         printer.write("")
-        analysis = None
-        try:
-            summarised, left_out = summary_plan(plan_json)
-            analysis = run_analysis(summarised, run_dir.read_measurements(), run_dir.read_events())
-            printer.write(render_summary(analysis, simulated=simulator.simulated(plan.sweep.engine)))
-            if left_out:
-                printer.write(f"{left_out:,} more configurations excluded by the sweep are not in the table "
-                              "(specbench validate lists each with its reason)")
-        except StoreError as exc:
-            printer.write(f"no summary: {exc}")
-        printer.write(f"\nrun directory: {run_dir.path}")
-    finally:
-        for sig in handled:
-            loop.remove_signal_handler(sig)
-    return exit_code(outcome, hangup=bool(signals) and signals[0] == signal.SIGHUP, analysis=analysis)
+        ending = owned.end(outcome, hangup=stop.hung_up, plan_json=plan_json)  # aborted only by those signals
+        if ending.table is not None:
+            printer.write(ending.table)
+            if ending.left_out_line:
+                printer.write(ending.left_out_line)
+        else:
+            printer.write(f"no summary: {ending.problem}")
+        printer.write(f"\nrun directory: {owned.run_dir.path}")
+    return ending.code

@@ -4,14 +4,14 @@ The orchestrator runs on a private asyncio loop in a dedicated thread, so a slow
 render never delays a measurement's timestamps. Events reach subscribers on that thread (readers must hand
 them over to their own thread); control requests from any thread are marshalled onto the engine's loop.
 The thread that launches the servers lives exactly as long as the sweep, which matters because each server
-is tied to it by ``PR_SET_PDEATHSIG``.
+is tied to it by ``PR_SET_PDEATHSIG``. The run and its orchestrator come from
+:mod:`specbench_tui.application.host`, as for the headless run and the engine process; the TUI reads Ctrl-C as a
+key, so this host installs no signal handler.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -24,7 +24,8 @@ from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import Measurement
 from specbench_tui.engine.control import Answer
 from specbench_tui.engine.orchestrator import Orchestrator, SweepOutcome
-from specbench_tui.application.session import RunRequest, give_up_ownership, make_backend, prepare_run
+from specbench_tui.application.host import OwnedRun
+from specbench_tui.application.session import RunRequest
 from specbench_tui.rundir.store import RunDir
 
 Subscriber = Callable[[Event], None]
@@ -36,10 +37,8 @@ class EngineThread:
     def __init__(self, plan: Plan, run_dir: RunDir, *, resumed: bool = False, retry_crashed: bool = False,
                  port_base: int | None = None) -> None:
         self.plan = plan
-        self._port_base = port_base
         self._run_dir = run_dir
-        self._resumed = resumed
-        self._retry_crashed = retry_crashed
+        self._owned = OwnedRun(plan, run_dir, resumed=resumed, retry_crashed=retry_crashed, port_base=port_base)
         self._subscribers: list[Subscriber] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._orchestrator: Orchestrator | None = None
@@ -87,9 +86,7 @@ class EngineThread:
 
     def analysis(self) -> RunAnalysis:
         """The run directory's ledger analysed (what the summary and the exit code rest on)."""
-        from specbench_tui.engine.ending import run_analysis
-
-        return run_analysis(self.plan.to_json(), self._run_dir.read_measurements(), self._run_dir.read_events())
+        return self._owned.analysis()
 
     def history(self) -> tuple[list[Measurement], list[Event]]:
         """What the run directory already holds (a resumed run's earlier results), for a view to start from."""
@@ -156,22 +153,16 @@ class EngineThread:
             self._started.set()
 
     async def _run(self) -> None:
-        api_key_env = self.plan.sweep.engine.api_key_env
-        orchestrator = Orchestrator(
-            self.plan, self._run_dir, backend=make_backend(self.plan), resumed=self._resumed,
-            retry_crashed=self._retry_crashed, api_key=os.environ.get(api_key_env) if api_key_env else None,
-            port_base=self._port_base,
-        )
+        orchestrator = self._owned.orchestrator()
         for subscriber in self._subscribers:
             orchestrator.subscribe(subscriber)
         self._orchestrator = orchestrator
         self._loop = asyncio.get_running_loop()
         self._started.set()
         try:
-            self.outcome = await orchestrator.run()
+            self.outcome = await self._owned.run(orchestrator)
         finally:
-            self._run_dir.close()
-            give_up_ownership(self._run_dir)
+            self._owned.release()
 
     def _publish(self, event: Event) -> None:
         for subscriber in list(self._subscribers):
@@ -181,12 +172,13 @@ class EngineThread:
                 pass
 
 
-def make_engine(request: RunRequest | argparse.Namespace) -> EngineThread | int:
-    """The engine for ``specbench run`` (not started), or an exit code after printing why it cannot run."""
-    args = RunRequest.of(request)
-    prepared = prepare_run(args)
-    if isinstance(prepared, int):
-        return prepared
-    plan, run_dir = prepared
-    return EngineThread(plan, run_dir, resumed=args.resume is not None, retry_crashed=args.retry_crashed,
-                        port_base=args.port_base)
+def make_engine(request: RunRequest | object) -> EngineThread | int:
+    """The engine for ``specbench run`` (not started), or an exit code after printing why it cannot run.
+
+    ``request`` is a :class:`RunRequest`, or the command line's parsed options as the TUI's entry point still
+    passes them (:meth:`RunRequest.of` reads their names; nothing here imports the parser)."""
+    owned = OwnedRun.prepare(RunRequest.of(request))
+    if isinstance(owned, int):
+        return owned
+    return EngineThread(owned.plan, owned.run_dir, resumed=owned.resumed, retry_crashed=owned.retry_crashed,
+                        port_base=owned.port_base)

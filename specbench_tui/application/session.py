@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from specbench_tui.core.engines import simulator
 from specbench_tui.application.plans import load_plan_or_report
@@ -23,10 +24,15 @@ from specbench_tui.rundir.index import IndexUpdater
 from specbench_tui.rundir.lock import RunDirBusy, acquire
 from specbench_tui.rundir.store import RunDir, StoreError
 
+_T = TypeVar("_T")
+
 
 @dataclass(frozen=True)
 class RunRequest:
-    """What ``specbench run`` was asked for: a sweep to start, or a run directory to resume."""
+    """What ``specbench run`` was asked for: a sweep to start, or a run directory to resume.
+
+    The command line builds it (``cli.py``); it travels to the engine process as JSON (:meth:`to_json`,
+    :meth:`from_json`), so nothing below the command line reads the parser's options."""
 
     sweep: str | None = None
     """The sweep file, or a shipped sweep's stem (ignored when resuming)."""
@@ -42,30 +48,58 @@ class RunRequest:
     """``--ray-address``: run on this Ray cluster (overrides the sweep's ``[cluster]``; a resume may name a new one)."""
 
     @classmethod
-    def of(cls, args: RunRequest | argparse.Namespace) -> RunRequest:
-        """The request ``specbench run``'s parsed arguments make (a request is returned as it is)."""
-        if isinstance(args, RunRequest):
-            return args
-        resume, runs_dir = getattr(args, "resume", None), getattr(args, "runs_dir", None)
-        return cls(sweep=getattr(args, "sweep", None), resume=Path(resume) if resume else None,
+    def of(cls, options: object) -> RunRequest:
+        """The request that an object with ``specbench run``'s option names as attributes makes (the command
+        line's parsed options; a request is returned as it is)."""
+        if isinstance(options, RunRequest):
+            return options
+        resume, runs_dir = getattr(options, "resume", None), getattr(options, "runs_dir", None)
+        return cls(sweep=getattr(options, "sweep", None), resume=Path(resume) if resume else None,
                    runs_dir=Path(runs_dir) if runs_dir else None,
-                   retry_crashed=bool(getattr(args, "retry_crashed", False)),
-                   port_base=getattr(args, "port_base", None), ray_address=getattr(args, "ray_address", None))
+                   retry_crashed=bool(getattr(options, "retry_crashed", False)),
+                   port_base=getattr(options, "port_base", None), ray_address=getattr(options, "ray_address", None))
+
+    def to_json(self) -> dict[str, str | int | bool | None]:
+        """The request as JSON values (paths as text), for :meth:`from_json` in another process."""
+        return {"sweep": self.sweep, "resume": None if self.resume is None else str(self.resume),
+                "runs_dir": None if self.runs_dir is None else str(self.runs_dir),
+                "retry_crashed": self.retry_crashed, "port_base": self.port_base, "ray_address": self.ray_address}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> RunRequest:
+        """The request :meth:`to_json` wrote; ValueError naming the field that is not what it wrote."""
+        unknown = sorted(set(data) - {field.name for field in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"run request: unknown fields {unknown}")
+        resume, runs_dir = _optional(data, "resume", str), _optional(data, "runs_dir", str)
+        port_base = _optional(data, "port_base", int)
+        retry_crashed = data.get("retry_crashed", False)
+        if not isinstance(retry_crashed, bool) or isinstance(port_base, bool):
+            raise ValueError("run request: retry_crashed must be true or false and port_base a number")
+        return cls(sweep=_optional(data, "sweep", str), resume=Path(resume) if resume is not None else None,
+                   runs_dir=Path(runs_dir) if runs_dir is not None else None, retry_crashed=retry_crashed,
+                   port_base=port_base, ray_address=_optional(data, "ray_address", str))
 
 
-def prepare_run(request: RunRequest | argparse.Namespace) -> tuple[Plan, RunDir] | int:
+def _optional(data: Mapping[str, object], name: str, kind: type[_T]) -> _T | None:
+    value = data.get(name)
+    if value is None or isinstance(value, kind):
+        return value
+    raise ValueError(f"run request: {name} must be a {kind.__name__} or null, not {value!r}")
+
+
+def prepare_run(request: RunRequest) -> tuple[Plan, RunDir] | int:
     """The plan and run directory (new, or resumed with ``request.resume``), or exit code 2 after saying why."""
-    args = RunRequest.of(request)
     try:
-        with_address(ClusterSpec(), args.ray_address)
+        with_address(ClusterSpec(), request.ray_address)
     except ValueError as exc:
         print(f"specbench: {exc}", file=sys.stderr)
         return EXIT_INVALID
-    prepared = _prepare_run(args)
-    if isinstance(prepared, int) or args.ray_address is None:
+    prepared = _prepare_run(request)
+    if isinstance(prepared, int) or request.ray_address is None:
         return prepared
     plan, run_dir = prepared
-    cluster = with_address(plan.sweep.cluster, args.ray_address)
+    cluster = with_address(plan.sweep.cluster, request.ray_address)
     return dataclasses.replace(plan, sweep=dataclasses.replace(plan.sweep, cluster=cluster)), run_dir
 
 
