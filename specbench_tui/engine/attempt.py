@@ -36,6 +36,7 @@ from specbench_tui.core.logparse import STEPS, BatchLine, adaptive_figures, summ
 from specbench_tui.core.outcomes import DEATH_CRASH, DEATH_STALL, DEATH_UNHEALTHY
 from specbench_tui.core.records import (
     CACHE_COLD,
+    CACHE_WARM,
     ERROR_KIND_CRASH,
     STATUS_ERROR,
     STATUS_OK,
@@ -57,6 +58,8 @@ if TYPE_CHECKING:
     from specbench_tui.core.sweep.schema import EngineSpec, WorkloadSpec
 
 T = TypeVar("T")
+FLUSH_DEADLINE_S = 10.0
+"""The longest a cold-cache flush is retried while the server refuses it (SGLang: while requests still leave)."""
 Verdict = tuple[ConfigState, "str | None"]
 
 
@@ -104,6 +107,7 @@ class Attempt:
         self.adaptive = profile.adaptive_flag is not None and profile.adaptive_flag in self.config.argv
         """The server changes its speculative steps with the batch (SGLang's ``--speculative-adaptive``)."""
         self._flush_refused = False
+        """A flush of this server failed: it is not asked again (the rest is measured warm)."""
         self.current_steps: int | None = None
         """An adaptive server's speculative steps now, from its log (None: not said)."""
         self._window_steps: int | None = None
@@ -213,21 +217,32 @@ class Attempt:
         self.publish_notice("info", f"{self.config.name}: caches " + "; ".join(text.get(p, p) for p in policies))
 
     async def start_measurement(self, session: Session, spec: WorkloadSpec) -> bool:
-        """Under ``cache = "cold"``, flush the server's caches now (retried until it accepts, since it refuses
-        while requests run) and say whether it did; under ``warm``, False at once."""
-        if spec.cache != CACHE_COLD:
+        """Under ``cache = "cold"``, flush the server's caches now and say whether it did; under ``warm``, False at
+        once. A refused flush is retried for at most :meth:`flush_deadline_s` (well within the stall timeout; the
+        retries are no progress); once it failed, this server is not asked again: the rest of the configuration
+        is measured warm, and each record says so (:meth:`stamp`)."""
+        if spec.cache != CACHE_COLD or self._flush_refused:
             return False
-        flushed = await self.guard(asyncio.ensure_future(session.client.flush_cache(on_wait=self.progress)))
-        if not flushed and not self._flush_refused:
+        deadline = self.flush_deadline_s()
+        flushed = await self.guard(asyncio.ensure_future(session.client.flush_cache(deadline_s=deadline)))
+        if not flushed:
             self._flush_refused = True
-            self.publish_notice("warning", f"{self.config.name}: the server did not flush its caches "
-                                f"({session.client.profile.flush_cache_path or 'no flush endpoint'}): "
-                                "measurements that should have started cold are marked warm")
+            self.publish_notice("warning", f"{self.config.name}: the server did not flush its caches within "
+                                f"{deadline:g} s ({session.client.profile.flush_cache_path or 'no flush endpoint'}): "
+                                "it is not asked again, and the rest of this configuration is measured warm (each "
+                                "record says cache = warm, started_cold = false)")
         return flushed
 
+    def flush_deadline_s(self) -> float:
+        """How long one flush may be retried: 10 s, and never more than a third of the stall timeout (so a flush
+        that never answers degrades the configuration before the stall watchdog could fail it)."""
+        return min(FLUSH_DEADLINE_S, self.engine.stall_timeout_s / 3)
+
     def stamp(self, measurement: Measurement, spec: WorkloadSpec, cold: bool) -> Measurement:
-        """The measurement with its cache policy, whether it started cold and the server's running cap."""
-        return replace(measurement, cache=spec.cache, started_cold=cold, running_cap=self.running_cap)
+        """The measurement with the cache policy that held (``warm`` where a cold one could not be had), whether it
+        started cold and the server's running cap."""
+        cache = CACHE_WARM if spec.cache == CACHE_COLD and not cold else spec.cache
+        return replace(measurement, cache=cache, started_cold=cold, running_cap=self.running_cap)
 
     def server_figures(self, stats: list[BatchLine]) -> dict[str, Any]:
         """The server's own figures over a window: its decode summary, retractions, and (adaptive) the steps."""
