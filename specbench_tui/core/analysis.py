@@ -71,7 +71,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specbench_tui.core.acceptance import ServerCounts, analyse_acceptance, server_counts
+from specbench_tui.core.acceptance import AcceptanceAnalysis, ServerCounts, analyse_acceptance, server_counts
 from specbench_tui.core.cells import acceptance, best_cells, cell_row, spread_of
 from specbench_tui.core.engines.base import EngineProfile, declared_speculation
 from specbench_tui.core.engines.registry import get_profile
@@ -123,49 +123,26 @@ def analyse(plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurem
     plan_json = plan_json or {}
     measurements = last_per_key(measurements)  # one per key, the last recorded (a retried key counts once)
     events = list(events)
-    notes: list[str] = [str(n) for n in plan_json.get("notes", []) if n]
-    if not plan_json.get("configs"):
-        notes.append("plan.json is missing or empty: configurations are taken from the results and events, "
-                     "without TP, draft budget or baseline, so no speedups")
-
+    notes = _plan_notes(plan_json)
     folds: dict[str, _Fold] = {}
     configs = _configs(plan_json, measurements, events, notes, folds)
     if not engine_alive:
-        configs = [_replace(c, state=STATE_INTERRUPTED, reason=c.reason or "its engine stopped; resume runs the rest")
-                   if c.state in ("launching", "ready", "running") else c for c in configs]
-    loaded = {str(w.get("name")) for w in plan_json.get("workloads", []) if isinstance(w, dict) and w.get("load")}
+        configs = _interrupted(configs)
+    loaded = _load_workloads(plan_json)
     load_ms = [m for m in measurements if m.load is not None or m.workload in loaded]
     cell_ms = [m for m in measurements if m.load is None and m.workload not in loaded]
     workloads = [w for w in _workloads(plan_json, cell_ms) if w.name not in loaded]
     by_cell: dict[tuple[str, str], list[Measurement]] = defaultdict(list)
     for m in cell_ms:
         by_cell[(m.config_id, m.workload)].append(m)
-    by_name = {c.name: c for c in configs}
-    expected = _expected(workloads, folds, by_cell, configs)
-
-    rows: list[CellRow] = []
-    for config in configs:
-        baseline = by_name.get(config.baseline) if config.baseline else None
-        fold = folds.get(config.id) or _Fold()
-        for workload in workloads:
-            rows.append(cell_row(config, workload, by_cell.get((config.id, workload.name), []), baseline,
-                                 by_cell.get((baseline.id, workload.name), []) if baseline else [],
-                                 fold.not_run, fold.current_workload, expected.get((config.id, workload.name))))
-
-    missing = sorted({c.baseline for c in configs if c.baseline and c.baseline not in by_name})
-    for name in missing:
-        note = f"baseline '{name}' is not in this run: configurations matched to it have no speedup"
-        if not any(name in n for n in notes):
-            notes.append(note)
+    rows = _cell_rows(configs, workloads, folds, by_cell)
+    notes += _missing_baselines(configs, notes)
     current, history = _notices(events, {c.id: c.name for c in configs})
     notes += current
-    counts = (sum(1 for m in measurements if m.status == STATUS_OK),
-              sum(1 for m in measurements if m.status == STATUS_ZERO_OUTPUT),
-              sum(1 for m in measurements if m.status not in (STATUS_OK, STATUS_ZERO_OUTPUT)))
     analysis = RunAnalysis(sweep=str(plan_json.get("sweep") or "?"), configs=tuple(configs),
                            workloads=tuple(workloads), rows=tuple(rows), best=tuple(best_cells(rows, configs, workloads)),
                            notes=tuple(dict.fromkeys(notes)), history=tuple(dict.fromkeys(history)),
-                           measurement_counts=counts)
+                           measurement_counts=_status_counts(measurements))
     by_config: dict[str, list[Measurement]] = defaultdict(list)
     for m in cell_ms:
         by_config[m.config_id].append(m)
@@ -173,16 +150,73 @@ def analyse(plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurem
     if loaded or load_ms:
         from specbench_tui.core.crossover.analyse import analyse_load  # the load half of this one analysis
 
-        lossy = {r.config for r in rows if FLAG_MISMATCH in r.flags}
-        load = analyse_load(plan_json, load_ms, events, configs, lossy)
+        load = analyse_load(plan_json, load_ms, events, configs, {r.config for r in rows if FLAG_MISMATCH in r.flags})
+    return _replace_analysis(analysis, totals=tuple(_totals(analysis, c, by_config.get(c.id, [])) for c in configs),
+                             load=load, acceptance=_acceptance_of(plan_json, configs, workloads, cell_ms, folds))
+
+
+def _plan_notes(plan_json: Mapping[str, Any]) -> list[str]:
+    """The plan's own notes, and one when there is no plan to read configurations from."""
+    notes: list[str] = [str(n) for n in plan_json.get("notes", []) if n]
+    if not plan_json.get("configs"):
+        notes.append("plan.json is missing or empty: configurations are taken from the results and events, "
+                     "without TP, draft budget or baseline, so no speedups")
+    return notes
+
+
+def _interrupted(configs: list[ConfigSummary]) -> list[ConfigSummary]:
+    """The configurations a dead engine left starting or running, said ``interrupted``."""
+    return [_replace(c, state=STATE_INTERRUPTED, reason=c.reason or "its engine stopped; resume runs the rest")
+            if c.state in ("launching", "ready", "running") else c for c in configs]
+
+
+def _load_workloads(plan_json: Mapping[str, Any]) -> set[str]:
+    """The names of the plan's workloads measured along a load axis."""
+    return {str(w.get("name")) for w in plan_json.get("workloads", []) if isinstance(w, dict) and w.get("load")}
+
+
+def _cell_rows(configs: list[ConfigSummary], workloads: list[WorkloadInfo], folds: dict[str, _Fold],
+               by_cell: dict[tuple[str, str], list[Measurement]]) -> list[CellRow]:
+    """One row per configuration and workload, each with its matched baseline's measurements."""
+    by_name = {c.name: c for c in configs}
+    expected = _expected(workloads, folds, by_cell, configs)
+    rows: list[CellRow] = []
+    for config in configs:
+        baseline = by_name.get(config.baseline) if config.baseline else None
+        fold = folds.get(config.id) or _Fold()
+        for workload in workloads:
+            base_ms = by_cell.get((baseline.id, workload.name), []) if baseline else []
+            rows.append(cell_row(config, workload, by_cell.get((config.id, workload.name), []), baseline, base_ms,
+                                 fold.not_run, fold.current_workload, expected.get((config.id, workload.name))))
+    return rows
+
+
+def _missing_baselines(configs: list[ConfigSummary], notes: list[str]) -> list[str]:
+    """A note per baseline that configurations are matched to but the run does not hold (unless one says so)."""
+    names = {c.name for c in configs}
+    added: list[str] = []
+    for name in sorted({c.baseline for c in configs if c.baseline and c.baseline not in names}):
+        if not any(name in n for n in (*notes, *added)):
+            added.append(f"baseline '{name}' is not in this run: configurations matched to it have no speedup")
+    return added
+
+
+def _status_counts(measurements: list[Measurement]) -> tuple[int, int, int]:
+    """Measurements that are OK, zero-output and failed."""
+    ok = sum(1 for m in measurements if m.status == STATUS_OK)
+    zero = sum(1 for m in measurements if m.status == STATUS_ZERO_OUTPUT)
+    return ok, zero, len(measurements) - ok - zero
+
+
+def _acceptance_of(plan_json: Mapping[str, Any], configs: list[ConfigSummary], workloads: list[WorkloadInfo],
+                   cell_ms: list[Measurement], folds: dict[str, _Fold]) -> AcceptanceAnalysis:
+    """The acceptance figures of every configuration, against its baseline's."""
     ids = {c.name: c.id for c in configs}
-    acceptance_figures = analyse_acceptance(
+    return analyse_acceptance(
         [(c.id, c.name, ids.get(c.baseline) if c.baseline else None) for c in configs],
         [w.name for w in workloads], cell_ms,
         {(i, w): p for i, f in folds.items() for w, p in f.log_positions.items()},
         engine=str(plan_json.get("engine") or "sglang"))
-    return _replace_analysis(analysis, totals=tuple(_totals(analysis, c, by_config.get(c.id, [])) for c in configs),
-                             load=load, acceptance=acceptance_figures)
 
 
 def _replace_analysis(analysis: RunAnalysis, **changes: Any) -> RunAnalysis:
@@ -212,24 +246,9 @@ def _totals(analysis: RunAnalysis, config: ConfigSummary, cell: list[Measurement
 def _notices(events: list[Event], names: dict[str, str]) -> tuple[list[str], list[str]]:
     """Warnings and errors published during the run, one line per distinct text with the configurations:
     those of the current attempt, and those of earlier attempts (history)."""
-    # Attempts of the whole sweep: one ends with its SweepFinished (a failed pre-flight publishes one without a
-    # SweepStarted) or where the next SweepStarted finds one already started (an engine killed mid-run).
-    attempt_of: list[int] = []
-    attempt, started = 0, False
-    for event in events:
-        if isinstance(event, SweepStarted):
-            if started:
-                attempt += 1
-            started = True
-        attempt_of.append(attempt)
-        if isinstance(event, SweepFinished):
-            attempt, started = attempt + 1, False
+    attempt_of = _attempts(events)
     current_attempt = attempt_of[-1] if attempt_of else 0
-    last_launch: dict[str, int] = {}
-    for index, event in enumerate(events):
-        if isinstance(event, ServerLaunching) or (isinstance(event, ConfigStateChanged)  # launched or requeued
-                                                   and event.state == ConfigState.PENDING and event.reason != "resumed"):
-            last_launch[event.config_id] = index
+    last_launch = _last_launches(events)
     grouped: dict[tuple[bool, str, str], list[str]] = {}
     for index, event in enumerate(events):
         if isinstance(event, Notice) and event.level in ("warning", "error"):
@@ -246,6 +265,33 @@ def _notices(events: list[Event], names: dict[str, str]) -> tuple[list[str], lis
         shown = ", ".join(where[:3]) + (f" and {len(where) - 3} more" if len(where) > 3 else "")
         (history if old else current).append(f"{level}: {text}" + (f" ({shown})" if where else ""))
     return current, history
+
+
+def _attempts(events: list[Event]) -> list[int]:
+    """The attempt of the whole sweep each event belongs to: one ends with its SweepFinished (a failed pre-flight
+    publishes one without a SweepStarted) or where the next SweepStarted finds one already started (an engine
+    killed mid-run)."""
+    attempt_of: list[int] = []
+    attempt, started = 0, False
+    for event in events:
+        if isinstance(event, SweepStarted):
+            if started:
+                attempt += 1
+            started = True
+        attempt_of.append(attempt)
+        if isinstance(event, SweepFinished):
+            attempt, started = attempt + 1, False
+    return attempt_of
+
+
+def _last_launches(events: list[Event]) -> dict[str, int]:
+    """Per configuration, the index of the event that last launched or requeued it."""
+    last_launch: dict[str, int] = {}
+    for index, event in enumerate(events):
+        if isinstance(event, ServerLaunching) or (isinstance(event, ConfigStateChanged)  # launched or requeued
+                                                   and event.state == ConfigState.PENDING and event.reason != "resumed"):
+            last_launch[event.config_id] = index
+    return last_launch
 
 
 @dataclass
@@ -403,38 +449,44 @@ def _summary(raw: dict[str, Any], is_baseline: bool, fold: _Fold | None, measure
              engine: EngineProfile | None) -> ConfigSummary:
     argv = [str(a) for a in raw.get("argv") or []]
     algorithm = str(raw.get("algorithm") or "unknown")
-    speculative = raw.get("speculative")
-    if not isinstance(speculative, bool):  # a plan from before plans recorded it: the engine's rule
-        speculative = (engine.speculative(argv, algorithm) if engine is not None
-                       else declared_speculation(argv, algorithm))
-    state, reason, signature = "pending", raw.get("skip_reason"), None
     fold = fold or _Fold()
     finished = fold.finished
-    if reason:
-        state = "skipped"
-    if finished is not None:
-        state, reason, signature = finished.state.value, finished.reason or reason, finished.signature
-    elif fold.state is not None and not reason:
-        state = fold.state
-    elif measured and not reason:
-        state = "incomplete"
-    crash = fold.crash
-    if crash is not None and state in ("crashed", "failed"):
-        signature = signature or crash.signature
-    show_crash = crash is not None and state in ("crashed", "failed")
+    state, reason, signature = _state(raw.get("skip_reason"), fold, measured)
+    crash = fold.crash if state in ("crashed", "failed") else None
     tp = raw.get("tp")
     return ConfigSummary(
         id=str(raw["id"]), name=str(raw["name"]), algorithm=algorithm,
         tp=int(tp) if isinstance(tp, int) else None, budget=_budget(raw, argv, engine),
-        baseline=raw.get("baseline"), is_baseline=is_baseline, speculative=speculative, state=state,
-        reason=reason, signature=signature,
-        crash_line=crash.line if show_crash and crash else None,
-        excerpt=tuple(crash.excerpt) if show_crash and crash else (),
+        baseline=raw.get("baseline"), is_baseline=is_baseline, speculative=_speculative(raw, argv, algorithm, engine),
+        state=state, reason=reason, signature=signature or (crash.signature if crash else None),
+        crash_line=crash.line if crash else None, excerpt=tuple(crash.excerpt) if crash else (),
         server_log_accept_length=finished.server_log_accept_length if finished else None,
         gpu_summary=finished.gpu_summary if finished else None,
         workloads_not_run=tuple((w, why) for w, why in fold.not_run.items() if w not in measured),
         workload_log_accept=tuple(fold.log_accept.items()), startup_s=fold.startup_s,
     )
+
+
+def _speculative(raw: Mapping[str, Any], argv: list[str], algorithm: str, engine: EngineProfile | None) -> bool:
+    """Whether the configuration speculates: as the plan recorded it, else (a plan from before plans recorded it)
+    by the engine's rule."""
+    speculative = raw.get("speculative")
+    if isinstance(speculative, bool):
+        return speculative
+    return engine.speculative(argv, algorithm) if engine is not None else declared_speculation(argv, algorithm)
+
+
+def _state(skip_reason: Any, fold: _Fold, measured: set[str]) -> tuple[str, Any, str | None]:
+    """The configuration's state, its reason and its crash signature: as it finished, else as its events leave it,
+    else ``skipped`` by the plan, ``incomplete`` with measurements and no events, or ``pending``."""
+    finished = fold.finished
+    if finished is not None:
+        return finished.state.value, finished.reason or skip_reason, finished.signature
+    if skip_reason:
+        return "skipped", skip_reason, None
+    if fold.state is not None:
+        return fold.state, skip_reason, None
+    return ("incomplete" if measured else "pending"), skip_reason, None
 
 
 def _budget(raw: Mapping[str, Any], argv: Sequence[str], engine: EngineProfile | None) -> int | None:
