@@ -10,7 +10,9 @@ Behaviours: ``ok``, ``malformed_json``, ``truncated_sse`` (connection dropped in
 ``truncated_clean`` (a well-formed body that ends before ``[DONE]``), ``sse_error``, ``http_400``,
 ``http_500``, ``http_503``, ``reset`` (RST before any answer), ``reset_mid_stream``, ``stall_after_first``,
 ``no_answer``, ``redirect``, ``huge_sse_line`` (one line that never ends), ``huge_error_body`` (HTTP 500 with
-a 2 GB body), ``unicode_separators`` (a valid stream whose text holds U+2028, U+2029 and U+0085).
+a 2 GB body), ``unicode_separators`` (a valid stream whose text holds U+2028, U+2029 and U+0085), ``paced`` (16
+tokens, 3 ms apart) and ``held`` (the same 16 tokens written in one piece after 48 ms: what a client that gets no
+CPU while the server streams reads).
 
 Run it stand-alone (``python tests/hostile_http.py --port N [--behaviour NAME]``) to point a real client at
 it; it prints SGLang's ready line so that it can also stand in for a server launched by the engine.
@@ -42,6 +44,16 @@ def _token_payload(upto: int, finished: bool = False) -> dict:
     meta = {"id": "x", "completion_tokens": upto, "prompt_tokens": 5,
             "finish_reason": {"type": "length", "length": upto} if finished else None}
     return {"text": "".join(TOKENS[:upto]), "meta_info": meta}
+
+
+PACED_TOKENS = 16
+PACED_GAP_S = 0.003
+
+
+def _paced_payload(upto: int) -> dict:
+    meta = {"id": "x", "completion_tokens": upto, "prompt_tokens": 5,
+            "finish_reason": {"type": "length", "length": upto} if upto == PACED_TOKENS else None}
+    return {"text": "t" * upto, "meta_info": meta}
 
 
 class HostileServer:
@@ -132,6 +144,7 @@ class HostileServer:
     _SCRIPTED = frozenset({
         "unicode_separators", "malformed_json", "truncated_sse", "truncated_clean", "sse_error", "reset",
         "reset_mid_stream", "stall_after_first", "no_answer", "redirect", "huge_sse_line", "huge_error_body",
+        "paced", "held",
     })
     """The scripted behaviours other than ok, http_<code> and the health probes: each one's answer is the method
 ``_scripted_<behaviour>``."""
@@ -195,6 +208,21 @@ class HostileServer:
         error = {"error": {"message": "The input (9000 tokens) is longer than the model's context length "
                                       "(8192 tokens).", "type": "invalid_request_error", "code": 400}}
         await self._send(writer, _chunk(_sse(error)) + _chunk(_sse("[DONE]")) + b"0\r\n\r\n")
+        return True
+
+    async def _scripted_paced(self, writer) -> bool:
+        await self._sse_head(writer)
+        for i in range(1, PACED_TOKENS + 1):
+            await asyncio.sleep(PACED_GAP_S)
+            await self._send(writer, _chunk(_sse(_paced_payload(i))))
+        await self._send(writer, _chunk(_sse("[DONE]")) + b"0\r\n\r\n")
+        return True
+
+    async def _scripted_held(self, writer) -> bool:
+        await self._sse_head(writer)
+        await asyncio.sleep(PACED_GAP_S * PACED_TOKENS)
+        body = b"".join(_chunk(_sse(_paced_payload(i))) for i in range(1, PACED_TOKENS + 1))
+        await self._send(writer, body + _chunk(_sse("[DONE]")) + b"0\r\n\r\n")
         return True
 
     async def _scripted_reset(self, writer) -> bool:

@@ -227,6 +227,8 @@ class WorkloadFinished(Event):
     errors: int = 0
     zero_output: int = 0
     server_log: dict[str, Any] | None = None
+    host: dict[str, Any] | None = None
+    """The measuring host over the workload (:class:`specbench_tui.core.measuring_host.HostLoad` as JSON)."""
 
 
 @dataclass(frozen=True)
@@ -307,6 +309,11 @@ class LoadPointFinished(Event):
     requests: int = 0
     errors: int = 0
     server_log: dict[str, Any] | None = None
+    host: dict[str, Any] | None = None
+    """The measuring host over the point (:class:`specbench_tui.core.measuring_host.HostLoad` as JSON)."""
+    starved: str | None = None
+    """Why the measuring client was starved over this point (:func:`specbench_tui.core.measuring_host.starved`);
+    its figures are then not reported."""
 
 
 @dataclass(frozen=True)

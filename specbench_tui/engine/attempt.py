@@ -33,6 +33,7 @@ from specbench_tui.core.events import (
     WorkloadStarted,
 )
 from specbench_tui.core.logparse import STEPS, BatchLine, adaptive_figures, summarize_decode
+from specbench_tui.core.measuring_host import starved
 from specbench_tui.core.outcomes import DEATH_CRASH, DEATH_STALL, DEATH_UNHEALTHY
 from specbench_tui.core.records import (
     CACHE_COLD,
@@ -47,6 +48,7 @@ from specbench_tui.core.records import (
 from specbench_tui.engine.client import ServerClient
 from specbench_tui.engine.executor import Job, JobControl, JobSink, StopJob
 from specbench_tui.engine.gpus import GpuSummary
+from specbench_tui.engine.host_meter import HostMeter
 from specbench_tui.engine.loadsweep import run_load_workload
 from specbench_tui.engine.machine import Machine
 from specbench_tui.core.engines.base import EngineProfile
@@ -322,6 +324,8 @@ class Attempt:
             await self.guard(asyncio.ensure_future(workload.warmup(session)))
             counters_before = await self.guard(asyncio.ensure_future(session.counters()))
             self.open_window()
+            meter = HostMeter()
+            taken: list[Measurement] = []
             counts = {STATUS_OK: 0, STATUS_ERROR: 0, STATUS_ZERO_OUTPUT: 0}
             for key in keys:
                 await self.wait_unpaused()
@@ -337,9 +341,11 @@ class Attempt:
                     raise
                 measurement = self.stamp(measurement, workload.spec, cold)
                 self.record(measurement)
+                taken.append(measurement)
                 counts[measurement.status] = counts.get(measurement.status, 0) + 1
         finally:
             self.busy(False)
+        host = meter.finish()
         server_log = self.server_figures(self.take_stats())
         if self.aborting or self.skipped:
             if self.skipped:
@@ -349,9 +355,13 @@ class Attempt:
         if counters_before is not None:  # the engine's own counters over the measured requests (llama.cpp)
             counters_after = await self.guard(asyncio.ensure_future(session.counters()))
             server_log.update(session.counter_figures(counters_before, counters_after, server_log["accept_length"]))
+        why = starved(taken)
+        if why is not None:
+            self.publish_notice("warning", f"{config.name} {workload.spec.name}: {why} ({host.describe()})")
         self.sink.publish(WorkloadFinished(config_id=config.id, workload=workload.spec.name,
                                            measured=sum(counts.values()), errors=counts[STATUS_ERROR],
-                                           zero_output=counts[STATUS_ZERO_OUTPUT], server_log=server_log))
+                                           zero_output=counts[STATUS_ZERO_OUTPUT], server_log=server_log,
+                                           host=host.to_json()))
 
     def busy(self, busy: bool) -> None:
         """Tell a scripted GPU backend (the simulator's fake box) whether this server's GPUs compute."""

@@ -21,11 +21,13 @@ from specbench_tui.core.analysis import analyse
 from specbench_tui.core.crossover.search import SearchStep, search_needs
 from specbench_tui.core.events import LoadPointFinished, WorkloadFinished, WorkloadStarted
 from specbench_tui.core.load import point_keys
+from specbench_tui.core.measuring_host import server_ttft_mean, starved
 from specbench_tui.core.plan import Plan, PlannedConfig
 from specbench_tui.core.records import ERROR_KIND_CRASH, STATUS_ERROR, Measurement, MeasurementKey
 from specbench_tui.engine.executor import JobSink
+from specbench_tui.engine.host_meter import HostMeter
 from specbench_tui.engine.loadrun import run_point, warm_up
-from specbench_tui.engine.workloads import Labels, Session, Workload, WorkloadError
+from specbench_tui.engine.workloads import Labels, Session, Workload, WorkloadError, server_ttft_counters
 
 if TYPE_CHECKING:
     from specbench_tui.core.logparse import BatchLine
@@ -159,10 +161,16 @@ async def run_load_workload(attempt: LoadAttempt, workload: Workload, session: S
         in_flight: set[str] = set()
         cold = await attempt.start_measurement(session, spec)  # after the warm-up: the point starts cold
 
-        def record(measurement: Measurement, cold: bool = cold) -> None:
-            attempt.record(attempt.stamp(measurement, spec, cold))
+        taken: list[Measurement] = []
 
+        def record(measurement: Measurement, cold: bool = cold, taken: list[Measurement] = taken) -> None:
+            measurement = attempt.stamp(measurement, spec, cold)
+            taken.append(measurement)
+            attempt.record(measurement)
+
+        counters = await attempt.guard(asyncio.ensure_future(server_ttft_counters(session)))
         attempt.open_window()
+        meter = HostMeter()
         attempt.busy(True)
         try:
             point = await attempt.guard(asyncio.ensure_future(run_point(
@@ -179,11 +187,17 @@ async def run_load_workload(attempt: LoadAttempt, workload: Workload, session: S
             raise
         finally:
             attempt.busy(False)
+        host = meter.finish()
         figures = attempt.server_figures(attempt.take_stats())
         attempt.note_retractions(f"{spec.name} {label} repeat {repeat}", figures)
         measured += point.sent
         errors += point.errors
+        after = await attempt.guard(asyncio.ensure_future(server_ttft_counters(session)))
+        why = starved(taken, server_ttft_mean(counters, after, session.client.profile.ttft_histogram))
+        if why is not None:
+            attempt.publish_notice("warning", f"{config.name} {spec.name} {label} repeat {repeat}: {why} "
+                                              f"({host.describe()}); the point is not reported")
         sink.publish(LoadPointFinished(config_id=config.id, workload=spec.name, load=label, repeat=repeat,
                                        wall_s=round(point.wall_s, 6), requests=point.sent, errors=point.errors,
-                                       server_log=figures))
+                                       server_log=figures, host=host.to_json(), starved=why))
     sink.publish(WorkloadFinished(config_id=config.id, workload=spec.name, measured=measured, errors=errors))

@@ -58,5 +58,5 @@ def stamp_realtime(ancdata: list[tuple[int, int, bytes]]) -> float | None:
     for level, kind, payload in ancdata:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
             seconds, nanos = _TIMESPEC.unpack_from(payload)
-            return seconds + nanos / 1e9
+            return float(seconds) + float(nanos) / 1e9
     return None

@@ -484,3 +484,11 @@ def build_workload(spec: WorkloadSpec) -> Workload:
         raise ValueError(f"unknown workload kind {spec.kind!r}")
     return builder(spec)
 
+
+async def server_ttft_counters(session: Session) -> dict[str, float] | None:
+    """The server's Prometheus counters when its profile names a time-to-first-token histogram (the starvation
+    guard's other witness), else None without a request."""
+    if session.client.profile.ttft_histogram is None:
+        return None
+    return await session.client.counters()
+

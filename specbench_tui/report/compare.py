@@ -8,7 +8,7 @@ per-repeat ranges do not overlap: a difference inside the noise is not news.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specbench_tui.core.intervals import Interval
@@ -57,6 +57,9 @@ class CompareRow:
     accept_length: Change
     cut: str = ""
     """Which side measured the cell only in part (``A partial``, ``B partial``, ``A, B partial``), else ""."""
+    host: str = ""
+    """Which side measured the cell on a saturated host (``A at load 5.9 on 2 cores``), else "": then no change of
+    the row is called significant (the recorded load explains it as well as the servers do)."""
 
 
 @dataclass(frozen=True)
@@ -146,12 +149,13 @@ def compare_runs(a: LoadedRun, b: LoadedRun, threshold: float = SIGNIFICANT_CHAN
             if row_a is None or row_b is None or not (row_a.measured or row_b.measured):
                 continue
             cut = ", ".join(side for side, row in (("A", row_a), ("B", row_b)) if row.partial)
-            rows.append(CompareRow(config.id, other.name, workload.name,
-                                   _change(row_a.decode_tps, row_b.decode_tps, threshold),
-                                   _change(row_a.ttft_s, row_b.ttft_s, threshold),
-                                   _accept_change(row_a, row_b, threshold,
-                                                  (_accept_interval(a, row_a), _accept_interval(b, row_b))),
-                                   f"{cut} partial" if cut else ""))
+            row = CompareRow(config.id, other.name, workload.name,
+                             _change(row_a.decode_tps, row_b.decode_tps, threshold),
+                             _change(row_a.ttft_s, row_b.ttft_s, threshold),
+                             _accept_change(row_a, row_b, threshold,
+                                            (_accept_interval(a, row_a), _accept_interval(b, row_b))),
+                             f"{cut} partial" if cut else "")
+            rows.append(_on_saturated_host(row, a, b))
     positions = position_changes(a.analysis, b.analysis, [(r.config_id, r.config, r.workload) for r in rows])
     only_a = tuple(c for c in a.analysis.configs if c.id not in ids_b)
     only_b = tuple(c for c in b.analysis.configs if c.id not in ids_a)
@@ -164,9 +168,30 @@ def compare_runs(a: LoadedRun, b: LoadedRun, threshold: float = SIGNIFICANT_CHAN
         env_changes=tuple(_env_changes(a.env, b.env)),
         workloads_only=tuple([f"{w} (only in A)" for w in workload_names_a - workloads_b]
                              + [f"{w} (only in B)" for w in workloads_b - workload_names_a]),
-        warnings=(*_simulation_warnings(a.env, b.env), *_hardware_warnings(a, b, rows), *_cache_warnings(a, b)),
+        warnings=(*_simulation_warnings(a.env, b.env), *_hardware_warnings(a, b, rows), *_cache_warnings(a, b),
+                  *_host_warnings(rows)),
         places=_places(a, b, rows), still_failing=tuple(failing),
     )
+
+
+def _on_saturated_host(row: CompareRow, a: LoadedRun, b: LoadedRun) -> CompareRow:
+    """``row`` with nothing called significant where either run measured its cell on a saturated host."""
+    key = (row.config_id, row.workload)
+    hot = [f"{side} at {load.describe()}" for side, run in (("A", a), ("B", b))
+           if (load := run.host_loads.get(key)) is not None and load.saturated]
+    if not hot:
+        return row
+    calm = [replace(change, significant=False) for change in (row.decode_tps, row.ttft_s, row.accept_length)]
+    return replace(row, decode_tps=calm[0], ttft_s=calm[1], accept_length=calm[2], host=", ".join(hot))
+
+
+def _host_warnings(rows: list[CompareRow]) -> list[str]:
+    hot = [r for r in rows if r.host]
+    if not hot:
+        return []
+    return [f"{len(hot)} of {len(rows)} compared cells were measured on a saturated host (load average at or above "
+            f"the cores; e.g. {hot[0].config} {hot[0].workload}: {hot[0].host}): no change there is called "
+            "significant, since the host's load explains it as well as the servers do"]
 
 
 def _hardware_warnings(a: LoadedRun, b: LoadedRun, rows: list[CompareRow]) -> list[str]:
@@ -239,8 +264,8 @@ def render_compare(comparison: Comparison) -> str:
                    "accept len A", "accept len B", "change"], align="llrrrrrrrrr")
     for r in c.rows:
         table.rows.append([
-            r.config + (f" ({r.cut})" if r.cut else ""), r.workload, _num(r.decode_tps.a), _num(r.decode_tps.b),
-            _pct(r.decode_tps),
+            r.config + (f" ({r.cut})" if r.cut else "") + (f" (saturated host: {r.host})" if r.host else ""),
+            r.workload, _num(r.decode_tps.a), _num(r.decode_tps.b), _pct(r.decode_tps),
             fmt_seconds(r.ttft_s.a), fmt_seconds(r.ttft_s.b), _pct(r.ttft_s),
             _num(r.accept_length.a, 2), _num(r.accept_length.b, 2), _pct(r.accept_length),
         ])

@@ -7,6 +7,7 @@ environment file become warnings that the report prints. The files are read thro
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.intervals import with_intervals
 from specbench_tui.core.ledger import Ledger, Progress
+from specbench_tui.core.measuring_host import HostLoad, host_loads, saturated_warning
 from specbench_tui.core.nodes import RunHardware, run_hardware
 from specbench_tui.rundir import (ENV_JSON, EVENTS, PLAN_JSON, RESULTS, RUN_DIR_MARKERS, engine_owns, has_file,
                                   read_object)
@@ -39,6 +41,8 @@ class LoadedRun:
     """Where each configuration ran: nodes, GPUs, GPU models (:mod:`specbench_tui.core.nodes`)."""
     progress: Progress = field(default_factory=lambda: Progress(0, 0, 0, 0))
     """Configurations ran / to run / skipped and measurements, as ``logs``, ``ps``, ``runs`` and the TUI count."""
+    host_loads: Mapping[tuple[str, str], HostLoad] = field(default_factory=dict)
+    """Per (configuration id, workload): the most loaded window of the measuring host on record."""
 
     @property
     def name(self) -> str:
@@ -88,6 +92,10 @@ def load_run(path: str | Path) -> LoadedRun:
     warnings.extend(report.summary())
     ledger = Ledger.from_run(plan, measurements, events, engine_alive=engine_owns(path) is not False)
     analysis = with_intervals(ledger.analyse(), ledger.measurements.values())  # the report's ± (core/intervals.py)
+    loads = host_loads(ledger.events)
+    hot = saturated_warning(loads)
+    if hot is not None:
+        warnings.append(hot)
     return LoadedRun(path=path, analysis=analysis, env=env, warnings=tuple(warnings),
                      hardware=run_hardware(ledger.events, ledger.measurements.values(), env),
-                     progress=ledger.progress())
+                     progress=ledger.progress(), host_loads=loads)

@@ -1,7 +1,8 @@
 """Helpers to run the simulator as a real subprocess in tests and benchmarks (stdlib only).
 
-:class:`SimProcess` launches ``python -m specbench_tui.sim`` in its own session (so it leads a process
-group, as a launcher would start SGLang), collects its stderr lines in a thread, waits for SGLang's ready
+:class:`SimProcess` launches ``python -m specbench_tui.sim`` in a process group of its own, in the caller's
+session (as the engine's keeper starts a server: a server in a session of its own is another scheduling group,
+which can starve the measuring client), collects its stderr lines in a thread, waits for SGLang's ready
 line, and always SIGKILLs the whole group on exit.
 """
 
@@ -88,7 +89,7 @@ class SimProcess:
     def start(self) -> SimProcess:
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, env=self.env, start_new_session=True)
+                                     stderr=subprocess.PIPE, env=self.env, process_group=0)
         self.pgid = self.proc.pid
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

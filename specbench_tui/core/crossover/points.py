@@ -13,6 +13,7 @@ from specbench_tui.core.crossover.results import LoadWorkload, PointRow
 from specbench_tui.core.crossover.stats import finite, pcts, stat_of
 from specbench_tui.core.events import LoadPointFinished
 from specbench_tui.core.load import AXIS_CONCURRENCY, Slo, parse_label
+from specbench_tui.core.measuring_host import starved
 from specbench_tui.core.metrics import percentile
 from specbench_tui.core.records import STATUS_ERROR, STATUS_OK, STATUS_ZERO_OUTPUT, Measurement
 
@@ -124,6 +125,9 @@ def point_row(config_id: str, config: str, workload: LoadWorkload, label: str, m
     noise = None
     if per_user is not None and per_user.rel_spread is not None and per_user.rel_spread > workload.spec.noise_threshold:
         noise = f"per-user tok/s MAD is {per_user.rel_spread:.0%} of its median"
+    # A starved client's figures are the host's: the point is shown, flagged and never evidence (as a noisy one).
+    hungry = next((e.starved for e in events.values() if e.starved), None) or starved(ms)
+    noise = hungry or noise
     return PointRow(
         config_id=config_id, config=config, workload=workload.name, load=label, axis=axis, value=value,
         n_ok=len(ok), n_error=sum(1 for m in ms if m.status == STATUS_ERROR),
@@ -136,6 +140,6 @@ def point_row(config_id: str, config: str, workload: LoadWorkload, label: str, m
         accept_length=accept, server_accept_length=statistics.median(server) if server else None,
         goodput_rps=statistics.median(good_rps) if good_rps else None,
         goodput_tps=statistics.median(good_tps) if good_tps else None,
-        slo_attainment=attainment, meets_slo=meets, noisy=noise is not None, noise=noise,
+        slo_attainment=attainment, meets_slo=meets, noisy=noise is not None, noise=noise, starved=hungry,
         **_point_extras(axis, value, ms, ok, events),
     )

@@ -58,6 +58,8 @@ class PointRow:
     noisy: bool = False
     noise: str | None = None
     """Why the point is noisy (or None)."""
+    starved: str | None = None
+    """Why the measuring client was starved at this point (then also noisy, with this as its noise)."""
     running_cap: int | None = None
     """The server's running-request cap its measurements recorded (the smallest, if it changed)."""
     capped: str | None = None

@@ -342,6 +342,9 @@ class EngineProfile:
     """Exit codes that name a crash although nothing was logged (SIGSEGV: ``segfault``)."""
     metrics_path: str | None = None
     """Prometheus counters read before and after each workload (None: the engine has none we use)."""
+    ttft_histogram: str | None = None
+    """The Prometheus histogram of the server's own time to first token on ``metrics_path`` (``<name>_sum`` and
+    ``<name>_count``): the starvation guard holds our TTFT against it (None: the engine counts none)."""
     spec_counters: SpecCounterNames | None = None
     final_meta: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
     """OpenAI format: the last stream chunk (usage + engine extras) → ``meta_info`` keys."""

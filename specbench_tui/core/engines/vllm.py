@@ -227,6 +227,7 @@ VLLM = EngineProfile(
     crash_signatures=VLLM_SIGNATURES,
     exit_signatures=EXIT_SIGNATURES,
     metrics_path="/metrics",
+    ttft_histogram="vllm:time_to_first_token_seconds",
     spec_counters=VLLM_SPEC_COUNTERS,
     final_meta=vllm_final_meta,
     # vLLM streams several tokens in one chunk when a draft is accepted: continuous_usage_stats gives the

@@ -1,0 +1,290 @@
+"""The wire as the truth, and a minimal client as the capacity reference, for the client benches.
+
+:class:`WireTap` is a passive packet sniffer on the loopback interface: an ``AF_PACKET`` socket (root only) in a
+process of its own, reading every TCP segment to or from the server's port with the kernel's receive stamp
+(``SO_TIMESTAMPNS``), independent of any client. Per request it knows when the ``POST`` left (the first segment of
+the request), when the first event carrying data (``data: {``) and the ``[DONE]`` event reached the client's
+socket. From those: TTFT and TPOT per request, and output tok/s over the window, as the wire saw them. The
+sniffer costs CPU on the same box (a few µs per segment); it runs for every client of a comparison alike.
+
+:class:`RawClient` is the least a streaming client can do: one kept-alive connection per request in flight
+(``asyncio.Protocol``), the request written in one piece, the answer's bytes searched for the first ``data: {``
+and for ``[DONE]`` (no HTTP parsing beyond that, no JSON). Its tok/s is the server's capacity as seen through a
+client that costs almost nothing; its TTFT and e2e are read-time stamps.
+
+Both die with the bench: the sniffer asks for ``SIGKILL`` when its parent dies (``PR_SET_PDEATHSIG``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import multiprocessing
+import os
+import signal
+import socket
+import statistics
+import struct
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+SO_TIMESTAMPNS = 35
+_ETH_P_ALL = 0x0003
+_PACKET_OUTGOING = 4
+_TIMESPEC = struct.Struct("@qq")
+
+
+def available() -> str | None:
+    """None when the sniffer can run here, else why not (it needs root and Linux's packet sockets)."""
+    if not hasattr(socket, "AF_PACKET"):
+        return "no AF_PACKET sockets on this OS"
+    try:
+        probe = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(_ETH_P_ALL))
+    except PermissionError:
+        return "the packet sniffer needs root (CAP_NET_RAW)"
+    except OSError as exc:
+        return f"no packet socket: {exc}"
+    probe.close()
+    return None
+
+
+def _die_with_parent() -> None:
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _sniff(port: int, conn: multiprocessing.connection.Connection) -> None:
+    """The sniffer process: (realtime stamp, client port, to the server?, flags) per segment with a payload;
+    flags: 1 a request's first segment, 2 holds ``data: {``, 4 holds ``[DONE]``."""
+    _die_with_parent()
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(_ETH_P_ALL))
+    sock.bind(("lo", 0))
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
+    sock.settimeout(0.1)
+    space = socket.CMSG_SPACE(_TIMESPEC.size)
+    records: list[tuple[float, int, bool, int]] = []
+    conn.send("ready")
+    while not conn.poll():
+        try:
+            data, anc, _flags, addr = sock.recvmsg(1 << 17, space)
+        except TimeoutError:
+            continue
+        if addr[2] == _PACKET_OUTGOING or len(data) < 54 or data[23] != 6:  # lo's copies; IPv4 TCP only
+            continue
+        ihl = (data[14] & 0x0F) * 4
+        tcp = 14 + ihl
+        sport, dport = struct.unpack_from("!HH", data, tcp)
+        if port not in (sport, dport):
+            continue
+        payload = data[tcp + (data[tcp + 12] >> 4) * 4:]
+        if not payload:
+            continue
+        stamp = next((_TIMESPEC.unpack_from(p)[0] + _TIMESPEC.unpack_from(p)[1] / 1e9 for level, kind, p in anc
+                      if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS), time.time())
+        to_server = dport == port
+        flags = (1 if payload.startswith(b"POST ") else 0) if to_server else \
+            (2 if b"data: {" in payload else 0) | (4 if b"[DONE]" in payload else 0)
+        if flags:
+            records.append((stamp, sport if to_server else dport, to_server, flags))
+    conn.recv()
+    conn.send(records)
+
+
+@dataclass(frozen=True)
+class WireRequest:
+    """One request as the wire saw it, on ``time.monotonic()``'s clock."""
+
+    sent: float
+    first: float | None
+    done: float | None
+
+
+class WireTap:
+    """``with WireTap(port) as tap: ...; tap.requests()`` (after the block)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self._records: list[tuple[float, int, bool, int]] = []
+        self._proc: multiprocessing.Process | None = None
+        self._conn: multiprocessing.connection.Connection | None = None
+
+    def __enter__(self) -> WireTap:
+        ours, theirs = multiprocessing.get_context("fork").Pipe()
+        self._proc = multiprocessing.get_context("fork").Process(target=_sniff, args=(self.port, theirs), daemon=True)
+        self._proc.start()
+        self._conn = ours
+        if not ours.poll(10) or ours.recv() != "ready":
+            raise RuntimeError("the packet sniffer did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._proc is not None and self._conn is not None
+        self._conn.send("stop")
+        if self._conn.poll(30):
+            self._records = self._conn.recv()
+        self._proc.join(5)
+        if self._proc.is_alive():
+            self._proc.kill()
+
+    def requests(self) -> list[WireRequest]:
+        """Every request seen, in the order sent: the segments of each connection, in stamp order, split at each
+        request's first segment."""
+        offset = _monotonic_minus_realtime()
+        by_port: dict[int, list[tuple[float, bool, int]]] = {}
+        for stamp, port, to_server, flags in sorted(self._records):
+            by_port.setdefault(port, []).append((stamp + offset, to_server, flags))
+        out: list[WireRequest] = []
+        for segments in by_port.values():
+            current: list[float | None] | None = None
+            for at, to_server, flags in segments:
+                if to_server and flags & 1:
+                    if current is not None:
+                        out.append(WireRequest(current[0] or at, current[1], current[2]))
+                    current = [at, None, None]
+                elif current is not None and not to_server:
+                    if flags & 2 and current[1] is None:
+                        current[1] = at
+                    if flags & 4 and current[2] is None:
+                        current[2] = at
+            if current is not None:
+                out.append(WireRequest(current[0] or 0.0, current[1], current[2]))
+        return sorted(out, key=lambda r: r.sent)
+
+
+def _monotonic_minus_realtime() -> float:
+    best = (float("inf"), 0.0)
+    for _ in range(5):
+        before, real, after = time.monotonic(), time.time(), time.monotonic()
+        best = min(best, (after - before, (before + after) / 2 - real))
+    return best[1]
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One client's (or the wire's) figures over one window."""
+
+    requests: int
+    tok_s: float
+    ttft_ms: float
+    tpot_ms: float | None
+    bursts: int
+    """Requests whose whole answer arrived at one instant (TTFT = e2e): a client starved, or a server that held
+    the stream."""
+    cpu_ms_per_request: float | None = None
+    events: int = 0
+
+
+BURST_S = 0.001
+
+
+def figures(times: Sequence[tuple[float, float, float]], tokens: int, cpu_s: float | None = None,
+            events: int = 0) -> Figures:
+    """From (sent, first token, done) per request, each answer ``tokens`` long."""
+    if not times:
+        return Figures(0, 0.0, 0.0, None, 0)
+    window = max(t[2] for t in times) - min(t[0] for t in times)
+    tpot = [(done - first) / (tokens - 1) * 1000 for _s, first, done in times if tokens > 1]
+    return Figures(len(times), tokens * len(times) / window if window > 0 else 0.0,
+                   statistics.median((first - sent) * 1000 for sent, first, _d in times),
+                   statistics.median(tpot) if tpot else None,
+                   sum(1 for _s, first, done in times if done - first < BURST_S),
+                   cpu_s * 1000 / len(times) if cpu_s is not None else None, events)
+
+
+def wire_figures(requests: Sequence[WireRequest], tokens: int, since: float) -> Figures:
+    """The wire's figures for the requests sent after ``since`` (monotonic) that completed."""
+    done = [(r.sent, r.first, r.done) for r in requests if r.sent >= since and r.first and r.done]
+    return figures(done, tokens)  # type: ignore[arg-type]
+
+
+class _RawProtocol(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.waiter: asyncio.Future[tuple[float, float]] | None = None
+        self.first = 0.0
+        self.tail = b""
+        self.lost = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        now = time.monotonic()
+        seen = self.tail + data
+        if not self.first and b"data: {" in seen:
+            self.first = now
+        if b"[DONE]" in seen and self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result((self.first or now, now))
+        self.tail = data[-16:]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(ConnectionError("the server closed the connection"))
+
+
+class RawClient:
+    """The minimal closed-loop client: ``await RawClient(port, path).run(bodies, concurrency)``."""
+
+    def __init__(self, port: int, path: str) -> None:
+        self.port = port
+        self.path = path
+        self._idle: list[_RawProtocol] = []
+
+    async def _conn(self) -> _RawProtocol:
+        while self._idle:
+            proto = self._idle.pop()
+            if not proto.lost:
+                return proto
+        _t, proto = await asyncio.get_running_loop().create_connection(_RawProtocol, "127.0.0.1", self.port)
+        return proto
+
+    async def one(self, body: dict[str, object]) -> tuple[float, float, float]:
+        raw = json.dumps(body).encode()
+        request = (f"POST {self.path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nContent-Type: application/json\r\n"
+                   f"Content-Length: {len(raw)}\r\n\r\n").encode() + raw
+        proto = await self._conn()
+        proto.first, proto.tail = 0.0, b""
+        proto.waiter = asyncio.get_running_loop().create_future()
+        sent = time.monotonic()
+        assert proto.transport is not None
+        proto.transport.write(request)
+        first, done = await proto.waiter
+        # the chunked terminator follows [DONE]: let it in before the connection is reused
+        await asyncio.sleep(0)
+        self._idle.append(proto)
+        return sent, first, done
+
+    async def run(self, bodies: Sequence[dict[str, object]], concurrency: int) -> list[tuple[float, float, float]]:
+        queue = iter(bodies)
+        out: list[tuple[float, float, float]] = []
+
+        async def worker() -> None:
+            for body in queue:
+                out.append(await self.one(body))
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return out
+
+    def close(self) -> None:
+        for proto in self._idle:
+            if proto.transport is not None:
+                proto.transport.close()
+        self._idle.clear()
+
+
+def ratio_line(name: str, value: float, target: str, ok: bool | None) -> str:
+    status = "info" if ok is None else ("PASS" if ok else "FAIL")
+    return f"FIGURE|{name}|{value:.3f}|{target}|{status}"
+
+
+def load() -> str:
+    return f"load {os.getloadavg()[0]:.1f}"
+
+
+Progress = Callable[[], None]
