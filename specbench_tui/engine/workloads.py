@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,7 @@ import httpx
 
 from specbench_tui.core.acceptance import add_histograms, from_mapping
 from specbench_tui.core.prompt_datasets import dataset_path, load_dataset, random_token_warning
-from specbench_tui.core.budget import Budget, BudgetError, plan_budget
+from specbench_tui.core.budget import Budget, BudgetError, plan_budget, usable_context
 from specbench_tui.core.logparse import spec_counter_figures
 from specbench_tui.core.metrics import (
     RequestTiming,
@@ -58,6 +59,13 @@ from specbench_tui.engine.server_figures import MAX_CONTEXT_TOKENS
 
 THREAD_PROMPT_CHARS = 1 << 20
 """Prompt text of this many characters or more is built in a thread, off the engine's event loop."""
+PROMPT_MARGIN = 8
+"""Context tokens kept free beyond a prompt and its output when a prompt not sized by its workload is checked
+(a BOS token, a chat marker)."""
+MAX_BYTES_PER_TOKEN = 256
+"""No token of any tokenizer is longer: a text of more bytes than this per token of room surely cannot fit."""
+ERROR_KIND_TOO_LONG = "too_long"
+"""A request not sent because it cannot fit the server's context."""
 
 
 class WorkloadError(Exception):
@@ -77,6 +85,10 @@ class Session:
     """Context tokens the server reserves per request for speculative decoding (SGLang's EAGLE family)."""
     max_req_input_len: int | None = None
     """The server's scheduler input limit, when it says (SGLang's ``/server_info``)."""
+    counted: dict[str, int] = field(default_factory=dict)
+    """Prompt text's hash → the server's token count of it (each long text is counted once)."""
+    refused_once: bool = False
+    """A request too long for the context was refused already (the notice is said once)."""
 
     async def counters(self) -> dict[str, float] | None:
         """The server's acceptance counters now (None when its profile has none, or they cannot be read)."""
@@ -94,10 +106,51 @@ class Session:
             return {}
         return {**figures, "log_accept_length": log_accept_length}
 
-    async def generate(self, text: str, max_new_tokens: int, spec: WorkloadSpec) -> GenerateResult:
+    async def generate(self, text: str, max_new_tokens: int, spec: WorkloadSpec, *, sized: bool = False) -> GenerateResult:
+        """Send one request, unless it cannot fit the server's context (``sized``: the caller sized it already):
+        then it is not sent, and the result is an error saying why (never the server's 400)."""
         self.on_progress()
+        if not sized:
+            refusal = await self.refusal(text, max_new_tokens)
+            if refusal is not None:
+                return refusal
         params = {"max_new_tokens": max_new_tokens, "temperature": spec.temperature, "ignore_eos": spec.ignore_eos}
         return await self.client.generate(text, params, on_progress=self.on_progress)
+
+    async def refusal(self, text: str, max_new_tokens: int) -> GenerateResult | None:
+        """An error result when ``text`` plus ``max_new_tokens`` cannot fit the context (with the reserved speculative
+        tokens and the scheduler's input limit), else None. A text of fewer bytes than the room left surely fits (a
+        token is at least a byte); a longer one is counted by the server's tokenizer (once per text); one of more
+        than :data:`MAX_BYTES_PER_TOKEN` bytes per token of room is refused without counting."""
+        if self.context_length is None:
+            return None
+        room = usable_context(self.context_length, self.reserved_tokens, self.max_req_input_len) - PROMPT_MARGIN
+        size = len(text.encode("utf-8", errors="replace"))
+        if size + max_new_tokens <= room:
+            return None
+        key = _sha(text)
+        count = self.counted.get(key)
+        if count is None and size > MAX_BYTES_PER_TOKEN * room:
+            count = size // MAX_BYTES_PER_TOKEN
+        if count is None:
+            try:
+                count, _ = await self.client.tokenize(text)
+            except Exception:  # noqa: BLE001 - a server that cannot count: the request is sent as it is
+                return None
+            self.counted[key] = count
+        if count + max_new_tokens <= room:
+            return None
+        why = (f"not sent: a prompt of {'at least ' if key not in self.counted else ''}{count:,} tokens + "
+               f"max_new_tokens {max_new_tokens:,} cannot fit the server's context of {self.context_length:,} tokens "
+               f"({self.reserved_tokens:,} reserved for speculative decoding, {PROMPT_MARGIN} kept free"
+               + (f", input limit {self.max_req_input_len:,}" if self.max_req_input_len else "") + ")")
+        if not self.refused_once:
+            self.refused_once = True
+            self.notice("warning", f"a prompt is too long for this server: {why}; shorten the prompts, lower "
+                                   "max_new_tokens or raise the context (each such request is recorded as an error)")
+        now = time.monotonic()
+        return GenerateResult(rid="", started_at=time.time(), start=now, end=now, error=why,
+                              error_kind=ERROR_KIND_TOO_LONG)
 
 
 @dataclass(frozen=True)
@@ -363,11 +416,11 @@ class LongContextWorkload(Workload):
         smallest = min(self._built.values(), key=lambda built: built[2], default=None)
         for _ in range(self.spec.warmup):
             max_new = smallest[1].max_new_tokens if smallest else self.spec.max_new_tokens
-            await session.generate(self.warmup_text(), max_new, self.spec)
+            await session.generate(self.warmup_text(), max_new, self.spec, sized=True)
 
     async def run(self, item: str, repeat: int, session: Session, labels: Labels) -> Measurement:
         text, budget, _ = self._built[item]
-        result = await session.generate(text, budget.max_new_tokens, self.spec)
+        result = await session.generate(text, budget.max_new_tokens, self.spec, sized=True)
         requested = budget.requested if isinstance(budget.requested, int) else budget.prompt_tokens
         return measurement_from(labels, item, repeat, [result], _Extra(requested, budget.clamped))
 
