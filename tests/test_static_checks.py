@@ -194,7 +194,6 @@ OVER_RADON_CC: dict[str, int] = {
     "specbench_tui/core/crossover/search.py:search_needs": 29,
     "specbench_tui/core/intervals.py:cell_intervals": 23,
     "specbench_tui/core/load.py:LoadSpec.from_json": 22,
-    "specbench_tui/core/plan.py:_Planner._point": 46,
     "specbench_tui/core/planview.py:format_plan": 23,
     "specbench_tui/core/sweep/configs.py:_excludes": 28,
     "specbench_tui/core/sweep/engine_table.py:engine_spec": 24,

@@ -373,58 +373,96 @@ class _Planner:
         fork = {k: _resolve_value(v, params) for k, v in spec.fork_args}
         env = {k: substitute(v, params) for k, v in self.sweep.server_env}
         env.update((k, substitute(v, params)) for k, v in spec.env)
-
-        ok = True
-        for flag, message, hint in _check_values(flags, {**args, **fork}):
-            self.error(self._value_origin(spec, flag, params), message, hint)  # identical ones collapse
-            ok = False
-        for user_flag, message, hint in self.engine.user_errors(args):
-            self.error(self._value_origin(spec, user_flag, params) if user_flag else where, message, hint)
-            ok = False
-        if not ok:
+        if not self._values_ok(spec, params, args, fork):
             return None
-
         skip_reason = rules.first_reason(params)
         if skip_reason is None:
             skip_reason = self.engine.skip_reason(args)
-
-        if name in seen_names:
-            other = seen_names[name]
-            if (spec.index, other) in self._reported_duplicates:
-                return None
-            self._reported_duplicates.add((spec.index, other))
-            varying = [p for p, values in spec.matrix if len(values) > 1 and f"{{{p}}}" not in spec.name]
-            if other == spec.index:
-                self.error((*where, "name"), f"duplicate configuration name '{name}': several points of this "
-                           "matrix produce it", f"put {', '.join('{' + p + '}' for p in varying)} in the name "
-                           "template" if varying else "make the name template include the varying parameters")
-            else:
-                self.error((*where, "name"), f"duplicate configuration name '{name}' (configs[{other}] on line "
-                           f"{self.locator.line(('configs', other)) or '?'} produces it too)",
-                           "give each configuration its own name")
+        if not self._unique_name(spec, name, seen_names):
             return None
         seen_names[name] = spec.index
-
+        gpus_needed = flags.gpus_needed(args)
+        if skip_reason is None and not self._fits_pool(spec, params, name, args, gpus_needed):
+            return None
+        algorithm_flag = self._algorithm_flag(spec, params, args)
+        if algorithm_flag is None:
+            return None
         tp = flags.parallel_size(args, "tp")
         dp = flags.parallel_size(args, "dp")
-        gpus_needed = flags.gpus_needed(args)
-        pool = self.sweep.gpus
-        if pool is not None and gpus_needed > len(pool) and skip_reason is None:
-            size_flag = next((f for f in (*flags.tp_flags, *flags.dp_flags, *flags.pp_flags) if f in args), None)
-            gpus_line = self.locator.line(("sweep", "gpus"))
-            origin = self._origin(spec, size_flag) if size_flag else where
-            # Named by the matrix value when it comes from one, so the points it spoils collapse into one issue.
-            who = f"{origin[-1]} = {params[str(origin[-1])]!r}" if "matrix" in origin else f"'{name}'"
-            self.error(origin, f"{who} needs {gpus_needed} GPUs (tp × dp × pp) but the GPU pool has {len(pool)} "
-                       f"(sweep.gpus on line {gpus_line})",
-                       "remove that value, exclude the point with a reason, or enlarge sweep.gpus")
-            return None
+        argv = tuple(_argv(args) + _argv(fork))
+        env_items = tuple(sorted(env.items()))
+        baseline = self._baseline(spec, params, tp, dp)
+        algorithm = spec.algorithm or (algorithm_flag.lower() if algorithm_flag else "autoregressive")
+        return PlannedConfig(
+            id=config_id(flags.name, argv, env_items), name=name, algorithm=algorithm,
+            params=tuple(params.items()), argv=argv,
+            fork_flags=tuple(f"--{k}" for k, v in fork.items() if v is not False),
+            env=env_items, gpus_needed=gpus_needed, tp=tp, dp=dp, baseline=baseline, skip_reason=skip_reason,
+            source_index=spec.index, speculative=self.engine.speculative(argv, algorithm),
+            draft_budget=self.engine.draft_budget(argv),
+        )
 
+    def _values_ok(self, spec: ConfigSpec, params: dict[str, Scalar], args: dict[str, ArgValue],
+                   fork: dict[str, ArgValue]) -> bool:
+        """Every flag's value is one its parser takes and the engine accepts; each that is not is reported where
+        it is written (identical reports collapse)."""
+        ok = True
+        for flag, message, hint in _check_values(self.flags, {**args, **fork}):
+            self.error(self._value_origin(spec, flag, params), message, hint)
+            ok = False
+        for user_flag, message, hint in self.engine.user_errors(args):
+            self.error(self._value_origin(spec, user_flag, params) if user_flag else ("configs", spec.index),
+                       message, hint)
+            ok = False
+        return ok
+
+    def _unique_name(self, spec: ConfigSpec, name: str, seen_names: dict[str, int]) -> bool:
+        """No earlier point is named ``name``; a duplicate is reported once per pair of configurations."""
+        if name not in seen_names:
+            return True
+        where: KeyPath = ("configs", spec.index, "name")
+        other = seen_names[name]
+        if (spec.index, other) in self._reported_duplicates:
+            return False
+        self._reported_duplicates.add((spec.index, other))
+        varying = [p for p, values in spec.matrix if len(values) > 1 and f"{{{p}}}" not in spec.name]
+        if other == spec.index:
+            self.error(where, f"duplicate configuration name '{name}': several points of this "
+                       "matrix produce it", f"put {', '.join('{' + p + '}' for p in varying)} in the name "
+                       "template" if varying else "make the name template include the varying parameters")
+        else:
+            self.error(where, f"duplicate configuration name '{name}' (configs[{other}] on line "
+                       f"{self.locator.line(('configs', other)) or '?'} produces it too)",
+                       "give each configuration its own name")
+        return False
+
+    def _fits_pool(self, spec: ConfigSpec, params: dict[str, Scalar], name: str, args: dict[str, ArgValue],
+                   gpus_needed: int) -> bool:
+        """The point needs no more GPUs than the sweep's pool has; reported where its size is written if not."""
+        flags = self.flags
+        pool = self.sweep.gpus
+        if pool is None or gpus_needed <= len(pool):
+            return True
+        size_flag = next((f for f in (*flags.tp_flags, *flags.dp_flags, *flags.pp_flags) if f in args), None)
+        gpus_line = self.locator.line(("sweep", "gpus"))
+        origin = self._origin(spec, size_flag) if size_flag else ("configs", spec.index)
+        # Named by the matrix value when it comes from one, so the points it spoils collapse into one issue.
+        who = f"{origin[-1]} = {params[str(origin[-1])]!r}" if "matrix" in origin else f"'{name}'"
+        self.error(origin, f"{who} needs {gpus_needed} GPUs (tp × dp × pp) but the GPU pool has {len(pool)} "
+                   f"(sweep.gpus on line {gpus_line})",
+                   "remove that value, exclude the point with a reason, or enlarge sweep.gpus")
+        return False
+
+    def _algorithm_flag(self, spec: ConfigSpec, params: dict[str, Scalar], args: dict[str, ArgValue]) -> str | None:
+        """The algorithm the point's flags name ("" for none); None after reporting one that neither the engine
+        ships nor the sweep declares. One the engine does not ship but the sweep declares gets a note."""
+        flags = self.flags
         which = self.engine.algorithm_flag
         algorithm_flag = str(args[which]) if which and args.get(which) else ""
+        if not (algorithm_flag and which and flags.known_algorithms):
+            return algorithm_flag
         declared = {s.algorithm.upper() for s in self.sweep.configs if s.algorithm}
-        if (algorithm_flag and which and flags.known_algorithms and not spec.fork_args
-                and algorithm_flag.upper() not in flags.known_algorithms | declared):
+        if not spec.fork_args and algorithm_flag.upper() not in flags.known_algorithms | declared:
             # SGLang's parser takes any string and fails at start-up; a fork registers its own names, which a
             # sweep declares by naming them as a configuration's algorithm (algorithm = "ddtree"), or by
             # running that configuration with fork flags (fork_args: the server is a fork build).
@@ -439,22 +477,11 @@ class _Planner:
                        (f"did you mean '{match}'? " if match else "") + "a fork's own algorithm is declared by "
                        "naming it as the configuration's algorithm (algorithm = \"ddtree\") or by its fork_args")
             return None
-        if algorithm_flag and flags.known_algorithms and algorithm_flag.upper() not in flags.known_algorithms:
+        if algorithm_flag.upper() not in flags.known_algorithms:
             self.notes.append(
                 f"configs[{spec.index}] passes --{which} {algorithm_flag}, which {flags.name} "
                 f"{flags.release} does not ship: the server must be a build (a fork) that registers it")
-        argv = tuple(_argv(args) + _argv(fork))
-        env_items = tuple(sorted(env.items()))
-        baseline = self._baseline(spec, params, tp, dp)
-        algorithm = spec.algorithm or (algorithm_flag.lower() if algorithm_flag else "autoregressive")
-        return PlannedConfig(
-            id=config_id(flags.name, argv, env_items), name=name, algorithm=algorithm,
-            params=tuple(params.items()), argv=argv,
-            fork_flags=tuple(f"--{k}" for k, v in fork.items() if v is not False),
-            env=env_items, gpus_needed=gpus_needed, tp=tp, dp=dp, baseline=baseline, skip_reason=skip_reason,
-            source_index=spec.index, speculative=self.engine.speculative(argv, algorithm),
-            draft_budget=self.engine.draft_budget(argv),
-        )
+        return algorithm_flag
 
     def _baseline(self, spec: ConfigSpec, params: dict[str, Scalar], tp: int, dp: int) -> str | None:
         template = self.sweep.baseline
