@@ -41,6 +41,7 @@ from specbench_tui.core.events import (
     ServerStopped,
     WorkloadNotRun,
 )
+from specbench_tui.core.measuring_host import starved
 from specbench_tui.engine.orchestrator import Orchestrator
 from specbench_tui.report.formats import render
 from specbench_tui.report.load import load_run
@@ -103,6 +104,7 @@ def test_shipped_sweep_runs_headless(tmp_path, vllm):
             assert record.status == "ok", record
             assert record.completion_tokens == 128 and record.finish_reason == "length", record
             assert record.prompt_tokens > 0 and record.ttft_s > 0 and record.e2e_s >= record.ttft_s
+    _streamed_as_many_events(by_name, out)
     # Acceptance from the server's own counters over each workload: exactly 1 for the baseline (no draft counters
     # at all), > 1 with n-gram drafting, and the counters' generated tokens are the requests' tokens.
     events = [json.loads(line) for line in (run.path / "events.jsonl").read_text().splitlines()]
@@ -132,6 +134,19 @@ def test_shipped_sweep_runs_headless(tmp_path, vllm):
     stopped = [e for e in events if e["type"] == "ServerStopped"]
     assert len(stopped) == 4 and all(not s["leftover_pids"] for s in stopped), stopped
     assert wait_no_processes(str(tmp_path), timeout_s=30) == []
+
+
+def _streamed_as_many_events(by_name: dict[str, list], out: str) -> None:
+    """Issue 44: the client is never starved. The server runs in the engine's session (one scheduling group): in a
+    session of its own, vLLM's busy engine core starved the client, which read each answer in one piece (TTFT =
+    e2e, TPOT 0.00 ms). Every answer here came as many events, spread over its decode, and the guard is quiet."""
+    for name, recs in by_name.items():
+        assert starved(recs) is None, (name, starved(recs))
+        for record in recs:
+            tpot_ms = (record.e2e_s - record.ttft_s) / (record.completion_tokens - 1) * 1000
+            assert tpot_ms > 0.2, (name, record.item, tpot_ms)  # 128 tokens over more than 25 ms
+            assert record.chunks and record.chunks >= 64, (name, record.item, record.chunks)
+    assert "client starved" not in out, out
 
 
 def _num(cell: str) -> float:

@@ -119,3 +119,53 @@ def test_compare_withholds_significant_where_the_host_was_saturated(tmp_path: Pa
     assert all("B at load 5.9 on 2 cores" in r.host for r in hot.rows)
     text = render_compare(hot)
     assert "no change there is called significant" in text and "saturated host: B at load 5.9" in text
+
+
+HOST_SWEEP = """
+[sweep]
+name = "host-on-record"
+gpus = 1
+warmup = 0
+[engine]
+launcher = "simulator"
+sim_profile = "PROFILE"
+startup_timeout_s = 60
+port_base = {port}
+[server.args]
+model-path = "Qwen/Qwen3-8B"
+context-length = 4096
+[[configs]]
+name = "ar"
+[[workloads]]
+name = "one-by-one"
+kind = "code"
+items = ["fibonacci"]
+max_new_tokens = 24
+[[workloads]]
+name = "loaded"
+kind = "code"
+items = ["fibonacci", "quicksort"]
+max_new_tokens = 24
+concurrency = [2]
+waves = 1
+"""
+
+
+@pytest.mark.e2e
+def test_a_run_records_the_host_per_workload_and_load_point_and_env_json_its_cores(tmp_path: Path) -> None:
+    from engine_helpers import plan_for, run_plan, write_sweep
+
+    profile = Path(__file__).resolve().parent.parent / "sweeps" / "sim-profiles" / "deterministic.toml"
+    path = write_sweep(tmp_path, HOST_SWEEP.replace("PROFILE", str(profile)))
+    outcome, events, run_dir, _ = asyncio.run(run_plan(plan_for(path), tmp_path / "runs", timeout_s=300))
+    assert outcome.state == "completed", outcome
+    finished = [e for e in events if isinstance(e, WorkloadFinished)]
+    points = [e for e in events if isinstance(e, LoadPointFinished)]
+    assert {e.workload for e in finished} == {"one-by-one", "loaded"} and points
+    sequential = [e for e in finished if e.workload == "one-by-one"]  # a load workload's windows are its points
+    for event in (*sequential, *points):
+        host = HostLoad.from_json(event.host)
+        assert host is not None and host.cpus >= 1 and host.wall_s > 0 and host.client_cpu_s > 0, event
+    assert all(p.starved is None for p in points), [p.starved for p in points]
+    env = json.loads((run_dir.path / "env.json").read_text())
+    assert env["host"]["cpus_usable"] >= 1 and len(env["host"]["load_avg_at_start"]) == 3

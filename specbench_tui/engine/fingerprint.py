@@ -278,7 +278,11 @@ def collect(*, backend: GpuBackend | None = None, sweep_path: Path | str | None 
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "specbench_version": __version__,
         "host": {"name": socket.gethostname(), "platform": platform.platform(), "machine": platform.machine(),
-                 "cpu": _cpu_model(), "cpu_count": os.cpu_count()},
+                 "cpu": _cpu_model(), "cpu_count": os.cpu_count(),
+                 # the cores this process may run on and the load when the run began: each workload and load
+                 # point records the load over its own window (core/measuring_host.py)
+                 "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+                 "load_avg_at_start": [round(x, 2) for x in os.getloadavg()]},
         "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
                    "executable": sys.executable},
         "gpus": gpu_section(backend),
