@@ -35,30 +35,38 @@ def crossover_of(config: Any, workload: str, axis: str, grid: list[str], pts: li
         return Crossover(status=UNDETERMINED, low=None, high=None, estimate=None,
                          note="no load point with a speedup that is not noisy", **base)
     loses = [v for v, s in usable if s < 1.0]
-    hi = min(loses) if loses else None
-    pays = [(v, s) for v, s in usable if s >= 1.0 and (hi is None or v < hi)]
-    back = [v for v, s in usable if hi is not None and v > hi and s >= 1.0]
-    if hi is not None and back:  # under 1 at hi, then back above it: no single B* (whatever the ends say)
+    if not loses:
+        return _never_under(values, usable, base)
+    return _under_at(values, usable, min(loses), base)
+
+
+def _never_under(values: list[float], usable: list[tuple[float, float]], base: dict[str, Any]) -> Crossover:
+    """No usable point is under 1: it always pays when the highest load is one of them."""
+    top = max(v for v, _ in usable)
+    status = ALWAYS_PAYS if top == values[-1] else UNDETERMINED
+    note = (f"{dict(usable)[top]:.2f}× at the highest load point" if status == ALWAYS_PAYS
+            else "no usable point under 1, and the highest load point is not usable")
+    return Crossover(status=status, low=top, high=None, estimate=None, note=note, **base)
+
+
+def _under_at(values: list[float], usable: list[tuple[float, float]], hi: float, base: dict[str, Any]) -> Crossover:
+    """``hi`` is the lowest usable load under 1: not monotonic when a higher one pays again, never paying when it
+    is the lowest load, else a crossing below it (bracketed by the highest paying point under it, if any)."""
+    pays = [(v, s) for v, s in usable if s >= 1.0 and v < hi]
+    back = [v for v, s in usable if v > hi and s >= 1.0]
+    if back:  # under 1 at hi, then back above it: no single B* (whatever the ends say)
         under = [v for v, s in usable if s < 1.0]
         return Crossover(status=NOT_MONOTONIC, low=max(pays)[0] if pays else None, high=hi, estimate=None,
                          note=f"under 1 at {_span(under)}, back above 1 at {_span(back)}: more than one crossing",
                          **base)
-    if hi is not None and hi == values[0]:
-        s0 = dict(usable)[hi]
+    if hi == values[0]:
         return Crossover(status=NEVER_PAYS, low=None, high=hi, estimate=None,
-                         note=f"{s0:.2f}× at the lowest load: every higher load is dominated", **base)
-    if hi is None:
-        top = max(v for v, _ in usable)
-        status = ALWAYS_PAYS if top == values[-1] else UNDETERMINED
-        note = (f"{dict(usable)[top]:.2f}× at the highest load point" if status == ALWAYS_PAYS
-                else "no usable point under 1, and the highest load point is not usable")
-        return Crossover(status=status, low=top, high=None, estimate=None, note=note, **base)
+                         note=f"{dict(usable)[hi]:.2f}× at the lowest load: every higher load is dominated", **base)
     if not pays:
         return Crossover(status=CROSSES, low=None, high=hi, estimate=None,
                          note="no usable point at or above 1 below this one", **base)
     lo, s_lo = max(pays)
-    s_hi = dict(usable)[hi]
-    est = log_root(lo, s_lo, hi, s_hi)
+    est = log_root(lo, s_lo, hi, dict(usable)[hi])
     inside = [v for v in values if lo < v < hi]
     note = f"{len(inside)} grid point(s) inside not measured or noisy" if inside else ""
     return Crossover(status=CROSSES, low=lo, high=hi, estimate=est, note=note, **base)

@@ -61,34 +61,59 @@ def _probes(values: list[float], usable: dict[float, float], measured: set[float
     dip = _dip_gap(values, usable, measured)
     if dip is not None:
         return dip
+    lo, hi = _bracket(usable)
+    if (hi is not None and hi == values[0]) or (hi is None and lo == values[-1]):
+        return _ends_agree(values, measured, dominated=hi == values[0])
+    candidates = _unmeasured_inside(values, measured, lo, hi)
+    if not candidates:
+        return [], "bracketed"
+    pts = sorted(usable.items())
+    guess = _fit_root(pts) if len(pts) >= 3 else None
+    if guess is not None and lo is not None and hi is not None and lo < guess <= hi:
+        pair = _neighbours(values, candidates, guess)
+        if pair:
+            return pair, f"both neighbours of the fitted root {guess:.3g}"
+    return _interpolated(usable, candidates, lo, hi, guess)
+
+
+def _ends_agree(values: list[float], measured: set[float], *, dominated: bool) -> tuple[list[float], str]:
+    """Both ends lose (``dominated``) or both pay: the middle of the axis to check the one crossing assumed,
+    then the verdict."""
+    middle = _middle_check(values, measured)
+    if middle is not None:
+        return [middle], "the middle of the axis: checks the one crossing assumed, as both ends agree"
+    return [], ("dominated: under 1 at the lowest load" if dominated else "pays at the highest load")
+
+
+def _unmeasured_inside(values: list[float], measured: set[float], lo: float | None,
+                       hi: float | None) -> list[float]:
+    """The grid points strictly inside the bracket (an end that is None is open) not measured yet."""
+    low_v = lo if lo is not None else -math.inf
+    high_v = hi if hi is not None else math.inf
+    return [v for v in values if low_v < v < high_v and v not in measured]
+
+
+def _bracket(usable: dict[float, float]) -> tuple[float | None, float | None]:
+    """The highest load that pays below the lowest that loses, and that lowest (None: none such)."""
     loses = [v for v, s in usable.items() if s < 1.0]
     hi = min(loses) if loses else None
     pays = [v for v, s in usable.items() if s >= 1.0 and (hi is None or v < hi)]
-    lo = max(pays) if pays else None
-    agree = (hi is not None and hi == values[0]) or (hi is None and lo == values[-1])
-    if agree:
-        middle = _middle_check(values, measured)
-        if middle is not None:
-            return [middle], "the middle of the axis: checks the one crossing assumed, as both ends agree"
-        return [], ("dominated: under 1 at the lowest load" if hi == values[0] else "pays at the highest load")
-    low_v = lo if lo is not None else -math.inf
-    high_v = hi if hi is not None else math.inf
-    candidates = [v for v in values if low_v < v < high_v and v not in measured]
-    if not candidates:
-        return [], "bracketed"
-    guess = None
-    pts = sorted(usable.items())
-    if len(pts) >= 3:
-        guess = _fit_root(pts)
-    if guess is not None and lo is not None and hi is not None and lo < guess <= hi:
-        below = [v for v in values if v < guess]
-        above = [v for v in values if v >= guess]
-        pair = [v for v in (below[-1] if below else None, above[0] if above else None)
-                if v is not None and v in candidates]
-        if pair:
-            return pair, f"both neighbours of the fitted root {guess:.3g}"
-    if lo is not None and hi is not None:
-        guess = log_root(lo, usable[lo], hi, usable[hi])
+    return (max(pays) if pays else None), hi
+
+
+def _neighbours(values: list[float], candidates: list[float], guess: float) -> list[float]:
+    """The grid points either side of ``guess`` that are still to measure."""
+    below = [v for v in values if v < guess]
+    above = [v for v in values if v >= guess]
+    return [v for v in (below[-1] if below else None, above[0] if above else None)
+            if v is not None and v in candidates]
+
+
+def _interpolated(usable: dict[float, float], candidates: list[float], lo: float | None, hi: float | None,
+                  fitted: float | None) -> tuple[list[float], str]:
+    """The candidate nearest the log-linear interpolation's root between the bracket's ends; with an end
+    missing, nearest the ``fitted`` root, else the candidates' geometric middle."""
+    guess = log_root(lo, usable[lo], hi, usable[hi]) if lo is not None and hi is not None else fitted
     if guess is None:
         guess = math.sqrt(max(candidates[0], 1e-9) * candidates[-1])
     best = min(candidates, key=lambda v: abs(math.log(v) - math.log(max(guess, 1e-9))))
@@ -146,33 +171,38 @@ def search_needs(load: LoadAnalysis, configs: Sequence[Any]) -> SearchStep:
             is_searched = config.speculative and config.baseline in by_name and spec.search != SEARCH_GRID
             if spec.search == SEARCH_GRID or (not is_searched and not dependents.get(config.id)):
                 needs[config.id][workload.name].update(spec.points())
-                continue
-            if not is_searched:
-                continue
-            base = by_name[config.baseline]
-            for axis in (AXIS_CONCURRENCY, AXIS_RATE):
-                grid = spec.axis_points(axis)
-                if not grid:
-                    continue
-                values = [parse_label(g)[1] for g in grid]
-                label_of = dict(zip(values, grid))
-                measured = set()
-                usable: dict[float, float] = {}
-                for v, label in zip(values, grid):
-                    mine = load.point(config.id, workload.name, label)
-                    theirs = load.point(base.id, workload.name, label)
-                    if mine is not None and theirs is not None and mine.complete and theirs.complete:
-                        measured.add(v)
-                        if is_usable(mine) and mine.speedup is not None:
-                            usable[v] = mine.speedup.median
-                probes, why = _probes(values, usable, measured)
-                chosen = {label_of[v] for v in probes} | {label_of[v] for v in measured}
-                needs[config.id][workload.name].update(chosen)
-                needs[base.id][workload.name].update(chosen)
-                if probes:
-                    reasons.append(f"{config.name} {workload.name}: {', '.join(label_of[v] for v in probes)} ({why})")
+            elif is_searched:
+                base = by_name[config.baseline]
+                for axis in (AXIS_CONCURRENCY, AXIS_RATE):
+                    grid = spec.axis_points(axis)
+                    if not grid:
+                        continue
+                    chosen, probes, why = _axis_step(load, config.id, base.id, workload.name, grid)
+                    needs[config.id][workload.name].update(chosen)
+                    needs[base.id][workload.name].update(chosen)
+                    if probes:
+                        reasons.append(f"{config.name} {workload.name}: {', '.join(probes)} ({why})")
     return SearchStep({cid: {w: tuple(sorted(v, key=_label_order)) for w, v in ws.items()}
                        for cid, ws in needs.items()}, tuple(reasons))
+
+
+def _axis_step(load: LoadAnalysis, config_id: str, base_id: str, workload: str,
+               grid: Sequence[str]) -> tuple[set[str], list[str], str]:
+    """On one axis of a searched configuration: the labels both it and its baseline must have measured (what
+    both have, and the probes next), the probes, and why those."""
+    values = [parse_label(g)[1] for g in grid]
+    label_of = dict(zip(values, grid))
+    measured = set()
+    usable: dict[float, float] = {}
+    for v, label in zip(values, grid):
+        mine = load.point(config_id, workload, label)
+        theirs = load.point(base_id, workload, label)
+        if mine is not None and theirs is not None and mine.complete and theirs.complete:
+            measured.add(v)
+            if is_usable(mine) and mine.speedup is not None:
+                usable[v] = mine.speedup.median
+    probes, why = _probes(values, usable, measured)
+    return {label_of[v] for v in probes} | {label_of[v] for v in measured}, [label_of[v] for v in probes], why
 
 
 def _label_order(label: str) -> tuple[int, float]:
