@@ -11,12 +11,15 @@ configuration's request *j* carries the same prompt and speedups pair requests.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from specbench_tui.core.load import AXIS_CONCURRENCY, arrival_offsets, parse_label, point_item
-from specbench_tui.core.records import Measurement
+from specbench_tui.core.records import STATUS_ERROR, Measurement
 from specbench_tui.engine.workloads import Labels, Session, Workload
 
 
@@ -28,6 +31,37 @@ class PointRun:
     """First request sent to last answer read (monotonic)."""
     sent: int = 0
     errors: int = 0
+
+
+FD_RESERVE = 128
+"""Descriptors a load point leaves free beside one connection per request in flight: the run directory's files,
+the server's log pipes, the control socket, the GPU sampler."""
+
+
+def open_files_refusal(concurrency: int) -> str | None:
+    """Why a point of ``concurrency`` requests in flight cannot run under this process's open-file limit, else None.
+    The soft limit is raised to the hard one first where that is allowed (it is per process, and only ours)."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return None
+    try:
+        open_now = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        open_now = 16
+    need = open_now + concurrency + FD_RESERVE
+    if need <= soft or soft == resource.RLIM_INFINITY:
+        return None
+    target = hard if hard == resource.RLIM_INFINITY else min(hard, max(need, soft))
+    with contextlib.suppress(OSError, ValueError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = target
+    if need <= soft or soft == resource.RLIM_INFINITY:
+        return None
+    return (f"concurrency {concurrency:,} needs about {need:,} open files ({concurrency:,} connections, "
+            f"{open_now:,} open now, {FD_RESERVE} kept free) but this process may open {soft:,} (RLIMIT_NOFILE, "
+            f"hard limit {hard:,}): raise it before the run (e.g. `ulimit -n {need:,}`, or the hard limit in "
+            "/etc/security/limits.conf or systemd's LimitNOFILE), or lower the concurrency")
 
 
 async def warm_up(workload: Workload, session: Session, label: str) -> None:
@@ -63,7 +97,12 @@ async def run_point(workload: Workload, session: Session, labels: Labels, label:
         if on_send is not None:
             on_send(idle_before)
         run.sent += 1
-        measurement = await workload.run(base, repeat, session, labels)
+        try:
+            measurement = await workload.run(base, repeat, session, labels)
+        except Exception as exc:  # noqa: BLE001 - a request that failed outside the client's handling is recorded
+            measurement = Measurement(config_id=labels.config_id, config=labels.config, workload=labels.workload,
+                                      item=base, repeat=repeat, status=STATUS_ERROR, error_kind="connection",
+                                      error=f"{type(exc).__name__}: {exc}"[:500])
         measurement = replace(measurement, item=keyed, load=label)
         in_flight.discard(keyed)
         if measurement.status != "ok":

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from specbench_tui.core.analysis import analyse
 from specbench_tui.core.crossover.search import SearchStep, search_needs
 from specbench_tui.core.events import LoadPointFinished, WorkloadFinished, WorkloadStarted
-from specbench_tui.core.load import point_keys
+from specbench_tui.core.load import AXIS_CONCURRENCY, parse_label, point_keys
 from specbench_tui.core.measuring_host import server_ttft_mean, starved
 from specbench_tui.core.plan import Plan, PlannedConfig
 from specbench_tui.core.records import ERROR_KIND_CRASH, STATUS_ERROR, Measurement, MeasurementKey
 from specbench_tui.engine.executor import JobSink
 from specbench_tui.engine.host_meter import HostMeter
-from specbench_tui.engine.loadrun import run_point, warm_up
+from specbench_tui.engine.loadrun import open_files_refusal, run_point, warm_up
 from specbench_tui.engine.workloads import Labels, Session, Workload, WorkloadError, server_ttft_counters
 
 if TYPE_CHECKING:
@@ -126,6 +126,23 @@ class LoadDriver:
         return lambda: "; ".join(self.step.reasons)
 
 
+def point_refusal(label: str) -> str | None:
+    """Why a closed-loop point cannot run on this machine (too few open files for its connections), else None."""
+    axis, value = parse_label(label)
+    return open_files_refusal(int(value)) if axis == AXIS_CONCURRENCY else None
+
+
+def refuse_point(attempt: LoadAttempt, workload: Workload, label: str, repeat: int, why: str) -> None:
+    """Record every request of a point-repeat as not sent, with why (it is not tried on this machine again)."""
+    spec, config = workload.spec, attempt.config
+    assert spec.load is not None
+    attempt.publish_notice("error", f"{config.name} {spec.name} {label} repeat {repeat}: not run: {why}")
+    for key in point_keys(config.id, spec.name, workload.items(), label, 1, spec.load.requests_at(label)):
+        attempt.record(Measurement(config_id=config.id, config=config.name, workload=spec.name, item=key[2],
+                                   repeat=repeat, status=STATUS_ERROR, load=label, error_kind="open_files",
+                                   error=f"not sent: {why}"[:500]))
+
+
 async def run_load_workload(attempt: LoadAttempt, workload: Workload, session: Session, labels: Labels) -> None:
     """Measure every point-repeat this configuration still misses, asking the sink after each (the search is
     refreshed by every measurement), until it wants nothing more of this server. A point-repeat is run whole (a
@@ -155,6 +172,11 @@ async def run_load_workload(attempt: LoadAttempt, workload: Workload, session: S
         await attempt.wait_unpaused()
         if attempt.aborting or attempt.skipped:
             break
+        refusal = point_refusal(label)
+        if refusal is not None:
+            refuse_point(attempt, workload, label, repeat, refusal)
+            errors += load.requests_at(label)
+            continue
         if label not in warmed:
             await attempt.guard(asyncio.ensure_future(warm_up(workload, session, label)))
             warmed.add(label)
