@@ -188,7 +188,6 @@ OVER_RADON_CC: dict[str, int] = {
     "specbench_tui/core/cells.py:best_cells": 31,
     "specbench_tui/core/cells.py:_flags": 23,
     "specbench_tui/core/cells.py:_lossless": 21,
-    "specbench_tui/core/crossover/points.py:point_row": 62,
     "specbench_tui/core/intervals.py:cell_intervals": 23,
     "specbench_tui/core/load.py:LoadSpec.from_json": 22,
     "specbench_tui/core/planview.py:format_plan": 23,

@@ -7,10 +7,11 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from specbench_tui.core.crossover.results import LoadWorkload, PointRow
-from specbench_tui.core.crossover.stats import finite, pcts, stat_of
+from specbench_tui.core.crossover.stats import Stat, finite, pcts, stat_of
 from specbench_tui.core.events import LoadPointFinished
 from specbench_tui.core.load import AXIS_CONCURRENCY, Slo, parse_label
 from specbench_tui.core.measuring_host import starved
@@ -89,57 +90,103 @@ def point_row(config_id: str, config: str, workload: LoadWorkload, label: str, m
     by_repeat: dict[int, list[Measurement]] = defaultdict(list)
     for m in ms:
         by_repeat[m.repeat].append(m)
-    out_tps, user_tps, req_tps, good_rps, good_tps = [], [], [], [], []
-    slo = workload.spec.slo
-    for repeat, group in sorted(by_repeat.items()):
-        rep_ok = [m for m in group if m.status == STATUS_OK]
-        wall = _wall(group, events.get(repeat))
-        decode = [float(m.decode_tps) for m in rep_ok if finite(m.decode_tps)]
-        if decode:
-            user_tps.append(statistics.median(decode))
-        if wall:
-            out_tps.append(sum(m.completion_tokens or 0 for m in rep_ok) / wall)
-            req_tps.append(len(rep_ok) / wall)
-            if slo is not None:
-                good = [m for m in rep_ok if _good(m, slo)]
-                good_rps.append(len(good) / wall)
-                good_tps.append(sum(m.completion_tokens or 0 for m in good) / wall)
+    rates = _Rates.of(by_repeat, events, workload.spec.slo)
     complete = len(by_repeat) >= repeats and all(len(g) >= expected_per_repeat for g in by_repeat.values())
-    attainment = meets = None
-    if slo is not None and ok:
-        attainment = sum(1 for m in ok if _good(m, slo)) / len(ok)
-        q = slo.percentile
-        meets = True
-        for limit, vals in ((slo.ttft_ms, [m.ttft_s for m in ok]),
-                            (slo.itl_ms, [m.itl_p99_s if m.itl_p99_s is not None else m.itl_p95_s for m in ok]),
-                            (slo.e2e_ms, [m.e2e_s for m in ok])):
-            if limit is None:
-                continue
-            got = percentile([float(v) for v in vals if finite(v)], q)
-            if got is None or got * 1000.0 > limit:
-                meets = False
-    server = [float(e.server_log["accept_length"]) for e in events.values()
-              if isinstance(e.server_log, dict) and finite(e.server_log.get("accept_length"))]
+    attainment, meets = _slo_verdict(ok, workload.spec.slo)
     accept, _ = accept_fn(ok)
-    per_user = stat_of(user_tps)
-    noise = None
-    if per_user is not None and per_user.rel_spread is not None and per_user.rel_spread > workload.spec.noise_threshold:
-        noise = f"per-user tok/s MAD is {per_user.rel_spread:.0%} of its median"
-    # A starved client's figures are the host's: the point is shown, flagged and never evidence (as a noisy one).
-    hungry = next((e.starved for e in events.values() if e.starved), None) or starved(ms)
-    noise = hungry or noise
+    per_user = stat_of(rates.user_tps)
+    hungry, noise = _noise(per_user, workload.spec.noise_threshold, ms, events)
     return PointRow(
         config_id=config_id, config=config, workload=workload.name, load=label, axis=axis, value=value,
         n_ok=len(ok), n_error=sum(1 for m in ms if m.status == STATUS_ERROR),
         n_zero_output=sum(1 for m in ms if m.status == STATUS_ZERO_OUTPUT), repeats=len(by_repeat),
-        complete=complete, output_tps=stat_of(out_tps), per_user_tps=per_user, request_tps=stat_of(req_tps),
-        ttft_s=pcts([m.ttft_s for m in timed if finite(m.ttft_s)]),
-        itl_s=pcts([float(v) for m in timed for v in [m.itl_p99_s if m.itl_p99_s is not None else m.itl_p95_s]
-                    if finite(v)]),
-        e2e_s=pcts([m.e2e_s for m in timed if finite(m.e2e_s)]),
-        accept_length=accept, server_accept_length=statistics.median(server) if server else None,
-        goodput_rps=statistics.median(good_rps) if good_rps else None,
-        goodput_tps=statistics.median(good_tps) if good_tps else None,
+        complete=complete, output_tps=stat_of(rates.out_tps), per_user_tps=per_user,
+        request_tps=stat_of(rates.req_tps), **_latencies(timed),
+        accept_length=accept, server_accept_length=_server_accept(events),
+        goodput_rps=statistics.median(rates.good_rps) if rates.good_rps else None,
+        goodput_tps=statistics.median(rates.good_tps) if rates.good_tps else None,
         slo_attainment=attainment, meets_slo=meets, noisy=noise is not None, noise=noise, starved=hungry,
         **_point_extras(axis, value, ms, ok, events),
     )
+
+
+@dataclass
+class _Rates:
+    """Per repeat of a point: output tok/s and requests/s over the repeat's window, the median per-user tok/s, and
+    the goodput (requests and tokens within the SLO per second)."""
+
+    out_tps: list[float] = field(default_factory=list)
+    user_tps: list[float] = field(default_factory=list)
+    req_tps: list[float] = field(default_factory=list)
+    good_rps: list[float] = field(default_factory=list)
+    good_tps: list[float] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, by_repeat: Mapping[int, list[Measurement]], events: Mapping[int, LoadPointFinished],
+           slo: Slo | None) -> _Rates:
+        rates = cls()
+        for repeat, group in sorted(by_repeat.items()):
+            rep_ok = [m for m in group if m.status == STATUS_OK]
+            decode = [float(m.decode_tps) for m in rep_ok if finite(m.decode_tps)]
+            if decode:
+                rates.user_tps.append(statistics.median(decode))
+            wall = _wall(group, events.get(repeat))
+            if wall:
+                rates.add_window(rep_ok, wall, slo)
+        return rates
+
+    def add_window(self, rep_ok: list[Measurement], wall: float, slo: Slo | None) -> None:
+        self.out_tps.append(sum(m.completion_tokens or 0 for m in rep_ok) / wall)
+        self.req_tps.append(len(rep_ok) / wall)
+        if slo is not None:
+            good = [m for m in rep_ok if _good(m, slo)]
+            self.good_rps.append(len(good) / wall)
+            self.good_tps.append(sum(m.completion_tokens or 0 for m in good) / wall)
+
+
+def _itl(m: Measurement) -> float | None:
+    """A request's inter-token latency figure: its p99, else its p95."""
+    return m.itl_p99_s if m.itl_p99_s is not None else m.itl_p95_s
+
+
+def _slo_verdict(ok: list[Measurement], slo: Slo | None) -> tuple[float | None, bool | None]:
+    """The share of requests within the SLO, and whether the point meets it (each limit at the SLO's
+    percentile); None and None without an SLO or a request that succeeded."""
+    if slo is None or not ok:
+        return None, None
+    attainment = sum(1 for m in ok if _good(m, slo)) / len(ok)
+    meets = True
+    for limit, vals in ((slo.ttft_ms, [m.ttft_s for m in ok]), (slo.itl_ms, [_itl(m) for m in ok]),
+                        (slo.e2e_ms, [m.e2e_s for m in ok])):
+        if limit is None:
+            continue
+        got = percentile([float(v) for v in vals if finite(v)], slo.percentile)
+        if got is None or got * 1000.0 > limit:
+            meets = False
+    return attainment, meets
+
+
+def _noise(per_user: Stat | None, threshold: float, ms: list[Measurement],
+           events: Mapping[int, LoadPointFinished]) -> tuple[str | None, str | None]:
+    """Why the measuring client was starved (or None), and why the point is noisy (or None): a starved client's
+    figures are the host's, so the point is shown, flagged and never evidence (as a noisy one); else a per-user
+    spread above the workload's threshold."""
+    noise = None
+    if per_user is not None and per_user.rel_spread is not None and per_user.rel_spread > threshold:
+        noise = f"per-user tok/s MAD is {per_user.rel_spread:.0%} of its median"
+    hungry = next((e.starved for e in events.values() if e.starved), None) or starved(ms)
+    return hungry, hungry or noise
+
+
+def _latencies(timed: list[Measurement]) -> dict[str, Any]:
+    """The TTFT, inter-token and end-to-end latency percentiles of the requests timed."""
+    return {"ttft_s": pcts([m.ttft_s for m in timed if finite(m.ttft_s)]),
+            "itl_s": pcts([float(v) for v in map(_itl, timed) if finite(v)]),
+            "e2e_s": pcts([m.e2e_s for m in timed if finite(m.e2e_s)])}
+
+
+def _server_accept(events: Mapping[int, LoadPointFinished]) -> float | None:
+    """The median acceptance length the server's log gave over the point's repeats."""
+    server = [float(e.server_log["accept_length"]) for e in events.values()
+              if isinstance(e.server_log, dict) and finite(e.server_log.get("accept_length"))]
+    return statistics.median(server) if server else None
