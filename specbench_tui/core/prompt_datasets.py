@@ -20,13 +20,13 @@ as the target, but an n-gram drafter copies it): :func:`random_token_warning` sa
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from specbench_tui.core.prompts import PromptItem, PromptsFileError
+from specbench_tui.core.prompts import PromptItem, PromptsFileError, jsonl_records
+from specbench_tui.core.sweep.limits import MAX_ITEMS
 
 FORMATS = ("spec_bench", "mt_bench", "speed_bench")
 SAMPLE_PATH = Path(__file__).resolve().parent.parent / "_data" / "prompts" / "spec_bench_sample.jsonl"
@@ -73,26 +73,15 @@ def parse_line(data: Any, fmt: str, where: str, category_field: str = "category"
 def load_dataset(path: str | Path, fmt: str = "spec_bench", categories: Sequence[str] = (), limit: int = 0,
                  per_category: int = 0, category_field: str = "category") -> list[PromptItem]:
     """The prompts of a local dataset file in ``fmt``, in file order; ``categories`` keeps only those,
-    ``per_category`` at most that many of each, ``limit`` at most that many in all."""
+    ``per_category`` at most that many of each, ``limit`` at most that many in all (reading stops there: the file
+    is read as a stream, at most ``MAX_PROMPTS_FILE_BYTES`` of it, :func:`~specbench_tui.core.prompts.jsonl_records`)."""
     if fmt not in FORMATS:
         raise PromptsFileError(f"unknown dataset format {fmt!r} (one of {', '.join(FORMATS)})")
-    try:
-        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as exc:
-        raise PromptsFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
     out: list[PromptItem] = []
     seen: set[str] = set()
     counts: dict[str, int] = {}
-    for number, line in enumerate(lines, start=1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
+    for number, data in jsonl_records(path):
         where = f"{path}:{number}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise PromptsFileError(f"{where}: not JSON ({exc.msg})") from exc
-        except RecursionError:
-            raise PromptsFileError(f"{where}: JSON nested too deeply") from None
         item, prompt = parse_line(data, fmt, where, category_field)
         if item in seen:
             raise PromptsFileError(f"{where}: question_id {item!r} appears twice (each question needs its own id)")
@@ -103,7 +92,7 @@ def load_dataset(path: str | Path, fmt: str = "spec_bench", categories: Sequence
             continue
         counts[prompt.category] = counts.get(prompt.category, 0) + 1
         out.append(prompt)
-        if limit and len(out) >= limit:
+        if (limit and len(out) >= limit) or len(out) > MAX_ITEMS:
             break
     return out
 

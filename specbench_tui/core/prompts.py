@@ -13,12 +13,12 @@ import math
 import operator
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from specbench_tui.core.sweep.limits import MAX_PROMPT_TOKENS
+from specbench_tui.core.sweep.limits import MAX_ITEMS, MAX_PROMPT_TOKENS, MAX_PROMPTS_FILE_BYTES
 
 
 @dataclass(frozen=True)
@@ -364,16 +364,36 @@ class PromptsFileError(ValueError):
     """A prompts file that cannot be read as JSONL prompts."""
 
 
-def load_prompts_file(path: str | Path, categories: Sequence[str] = (), limit: int = 0) -> list[PromptItem]:
-    """Prompts from JSONL: Spec-Bench ``question.jsonl`` (``question_id``, ``category``, ``turns``) or lines
-    with ``prompt``/``text`` (and optional ``id``, ``category``). Blank and ``#`` lines are skipped."""
-    out: list[PromptItem] = []
-    seen: set[str] = set()
+BOM = b"\xef\xbb\xbf"
+
+
+def jsonl_records(path: str | Path, cap: int = MAX_PROMPTS_FILE_BYTES) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON) of each line of a JSONL file that is not blank or a ``#`` comment, read as a
+    stream: a caller that stops (a ``limit`` reached) reads no further. Lines end at ``\n`` only (U+2028, U+0085
+    or a lone ``\r`` inside a line are JSON's business), a UTF-8 BOM is skipped, and reading more than ``cap``
+    bytes raises :class:`PromptsFileError` naming the line and the fix."""
     try:
-        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+        with Path(path).open("rb") as handle:
+            yield from _records(handle, path, cap)
     except OSError as exc:
         raise PromptsFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    for number, line in enumerate(lines, start=1):
+
+
+def _records(handle: BinaryIO, path: str | Path, cap: int) -> Iterator[tuple[int, Any]]:
+    read = number = 0
+    while True:
+        raw = handle.readline(cap - read + 1)
+        if not raw:
+            return
+        number += 1
+        read += len(raw)
+        if read > cap:
+            raise PromptsFileError(
+                f"{path}:{number}: more than {cap:,} bytes read (MAX_PROMPTS_FILE_BYTES) before the prompts asked "
+                "for were all found: set limit = N (or per_category = N), or keep only the prompts you use")
+        if number == 1 and raw.startswith(BOM):
+            raw = raw[len(BOM):]
+        line = raw.decode("utf-8", errors="replace")
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
@@ -382,6 +402,16 @@ def load_prompts_file(path: str | Path, categories: Sequence[str] = (), limit: i
             raise PromptsFileError(f"{path}:{number}: not JSON ({exc.msg})") from exc
         except RecursionError:
             raise PromptsFileError(f"{path}:{number}: JSON nested too deeply") from None
+        yield number, data
+
+
+def load_prompts_file(path: str | Path, categories: Sequence[str] = (), limit: int = 0) -> list[PromptItem]:
+    """Prompts from JSONL: Spec-Bench ``question.jsonl`` (``question_id``, ``category``, ``turns``) or lines
+    with ``prompt``/``text`` (and optional ``id``, ``category``). Blank and ``#`` lines are skipped; reading
+    stops at ``limit`` prompts (and one past :data:`MAX_ITEMS`)."""
+    out: list[PromptItem] = []
+    seen: set[str] = set()
+    for number, data in jsonl_records(path):
         if not isinstance(data, dict):
             raise PromptsFileError(f"{path}:{number}: expected a JSON object")
         turns = data.get("turns")
@@ -402,6 +432,6 @@ def load_prompts_file(path: str | Path, categories: Sequence[str] = (), limit: i
             item = f"{item}@{number}"
         seen.add(item)
         out.append(PromptItem(item, text, category, more))
-        if limit and len(out) >= limit:
+        if (limit and len(out) >= limit) or len(out) > MAX_ITEMS:
             break
     return out

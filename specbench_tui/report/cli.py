@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from specbench_tui.core.outcomes import ExitCode
+from specbench_tui.core.safetext import document_safe
 from specbench_tui.report.compare import compare_runs, render_compare
 from specbench_tui.report.formats import render
 from specbench_tui.report.load import LoadedRun, NotARunDir, load_run
@@ -28,7 +29,7 @@ def _load(path: str, command: str) -> LoadedRun | None:
         print(f"specbench {command}: {exc}", file=sys.stderr)
         return None
     for warning in run.warnings:
-        print(f"specbench {command}: {run.name}: {warning}", file=sys.stderr)
+        print(document_safe(f"specbench {command}: {run.name}: {warning}"), file=sys.stderr)
     return run
 
 
@@ -80,4 +81,4 @@ def compare_command(args: argparse.Namespace) -> int:
     run_b = _load(args.run_b, "compare")
     if run_a is None or run_b is None:
         return EXIT_NOT_A_RUN
-    return _emit(render_compare(compare_runs(run_a, run_b)), getattr(args, "output", None), "compare")
+    return _emit(document_safe(render_compare(compare_runs(run_a, run_b))), getattr(args, "output", None), "compare")

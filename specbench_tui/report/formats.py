@@ -16,6 +16,7 @@ from pathlib import Path
 
 from specbench_tui.core.acceptance import AcceptanceAnalysis
 from specbench_tui.core.results import ACCEPT_FROM_SERVER, CellRow, ConfigSummary, RunAnalysis, Spread, to_json
+from specbench_tui.core.safetext import document_safe
 from specbench_tui.rundir.store import log_file_name, safe_filename
 from specbench_tui.report.acceptance_view import acceptance_json, acceptance_tables
 from specbench_tui.report.charts import budget_charts
@@ -461,4 +462,6 @@ def render(run: LoadedRun, fmt: str) -> str:
         renderer = RENDERERS[fmt]
     except KeyError:
         raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})") from None
-    return renderer(run)
+    # One rule for every text that reaches a terminal or a page: no control or format character of a foreign
+    # value (a category, a model name, an error) is printed raw, whatever the format.
+    return document_safe(renderer(run), json_text=fmt == "json")
