@@ -9,20 +9,20 @@ from pathlib import Path
 import pytest
 from narrowing import plain, present
 from textual.command import CommandList
-from textual.widgets import DataTable
-from tui_fakes import CRASH_LINE, SETTLE_TIMEOUT_S, T0, FakeEngine, at_rest, until
+from tui_fakes import CRASH_LINE, SETTLE_TIMEOUT_S, T0, FakeEngine, at_rest, same_look, until
+
+from specbench_tui.application.rows import Mark
 
 from specbench_tui.core.events import ConfigState, GpuSampled, LogLine
 from specbench_tui.core.ledger import LedgerSnapshot
 from specbench_tui.tui.app import SpecbenchApp
 from specbench_tui.tui.confirm_quit import ConfirmQuitScreen
-from specbench_tui.tui.gpu_panel import NO_GPU_HINT, WAITING_HINT, GpuPanel
+from specbench_tui.tui.gpu_panel import NO_GPU_HINT, WAITING_HINT, GpuPanel, GpuTable
 from specbench_tui.tui.log_file_view import LogFileView
 from specbench_tui.tui.log_panel import MAX_LINES, ServerLogPanel
 from specbench_tui.tui.log_screen import FullLogScreen
 from specbench_tui.tui.queue_panel import QueuePanel
 from specbench_tui.tui.results_panel import ResultsPanel
-from specbench_tui.tui.textual_private import notifications_of
 
 
 @pytest.fixture
@@ -262,7 +262,7 @@ async def test_notifications_on_crash_and_zero_output(engine: FakeEngine) -> Non
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
         engine.play()
         await settle(app, pilot)
-        notes = notifications_of(app)
+        notes = app.notifier.on_screen()
         texts = [n.message for n in notes]
         assert any("ddtree-b8-tp1 crashed: cuda_illegal_instruction" in t for t in texts)
         assert any("zero output" in t and "ddtree-b16-tp1" in t for t in texts)
@@ -278,14 +278,14 @@ async def test_results_highlight_crash_and_zero_output(engine: FakeEngine) -> No
         results = app.sweep_screen.query_one(ResultsPanel)
         b16 = present(engine.plan.by_name("ddtree-b16-tp1")).id
         zero = results.get_cell(f"{b16}\x1farithmetic", "tps")
-        assert zero.plain == "zero output"
-        assert zero.style == app.palette.zero_output
+        assert zero.text == "zero output" and zero.mark is Mark.ZERO_OUT
+        assert same_look(results.drawn_style(f"{b16}\x1farithmetic", "tps"), app.palette.zero_output)
         b8 = present(engine.plan.by_name("ddtree-b8-tp1")).id
         crash_note = results.get_cell(f"{b8}\x1fcode", "note")
-        assert "cuda_illegal_instruction" in crash_note.plain
-        assert crash_note.style == app.palette.crash
+        assert "cuda_illegal_instruction" in crash_note.text and crash_note.mark is Mark.CRASHED
+        assert same_look(results.drawn_style(f"{b8}\x1fcode", "note"), app.palette.crash)
         speedup = results.get_cell(f"{present(engine.plan.by_name('dflash-b16-tp1')).id}\x1fcode", "speedup")
-        assert speedup.plain == "1.81×"
+        assert speedup.text == "1.81×"
 
 
 async def test_sorting_keeps_rows_and_orders_by_throughput(engine: FakeEngine) -> None:
@@ -295,13 +295,13 @@ async def test_sorting_keeps_rows_and_orders_by_throughput(engine: FakeEngine) -
         await settle(app, pilot)
         results = app.sweep_screen.query_one(ResultsPanel)
         await press(pilot, "2", "o")
-        rows = [results.get_row_at(i) for i in range(results.row_count)]
-        cut = [row[3].cut for row in rows]
+        rows = results.rows
+        cut = [row.cut for row in rows]
         assert cut == sorted(cut) and any(cut)  # crashed or cut-short rows after every measured one
-        numbers = [row[3].sort_value for row in rows if not row[3].cut and row[3].sort_value is not None
-                   and row[3].sort_value >= 0]
+        numbers = [row.cells[3].sort for row in rows if not row.cut and isinstance(row.cells[3].sort, float)
+                   and row.cells[3].sort >= 0]
         assert numbers == sorted(numbers, reverse=True)
-        assert rows[-1][0].plain.startswith("✖ ddtree-b8-tp1")  # its one fast measurement does not top the list
+        assert rows[-1].cells[0].text.startswith("✖ ddtree-b8-tp1")  # its one fast measurement does not top the list
         assert results.row_count == 9
 
 
@@ -315,7 +315,7 @@ async def test_focus_keys_and_maximise(engine: FakeEngine) -> None:
             await press(pilot, key)
             assert isinstance(screen.focused, kind)
         await press(pilot, "4")
-        assert isinstance(screen.focused, DataTable) and isinstance(screen.focused.parent, GpuPanel)
+        assert isinstance(screen.focused, GpuTable) and isinstance(screen.focused.parent, GpuPanel)
         await press(pilot, "m")
         assert isinstance(screen.maximized_panel, GpuPanel)
         await press(pilot, "m")
@@ -362,18 +362,22 @@ async def test_narrow_terminal_hides_gpus_until_asked(engine: FakeEngine) -> Non
 
 
 async def test_theme_key_cycles_and_recolours_cells(engine: FakeEngine) -> None:
+    """A theme change is one refresh: the rows are the same records, drawn in the new theme's colours."""
     app = make_app(engine)
     async with app.run_test(size=(120, 36)) as pilot:
         engine.play()
         await settle(app, pilot)
         dark_crash = app.palette.crash
+        results = app.sweep_screen.query_one(ResultsPanel)
+        rows = results.rows
+        b8 = present(engine.plan.by_name("ddtree-b8-tp1")).id
+        assert same_look(results.drawn_style(f"{b8}\x1fcode", "note"), dark_crash)
         await press(pilot, "t")
         assert app.theme == "specbench-high-contrast"
         await pilot.pause()
         assert app.palette.crash != dark_crash
-        results = app.sweep_screen.query_one(ResultsPanel)
-        b8 = present(engine.plan.by_name("ddtree-b8-tp1")).id
-        assert results.get_cell(f"{b8}\x1fcode", "note").style == app.palette.crash
+        assert all(new is old for new, old in zip(results.rows, rows, strict=True))  # nothing rebuilt
+        assert same_look(results.drawn_style(f"{b8}\x1fcode", "note"), app.palette.crash)
 
 
 def highlighted_command(app: SpecbenchApp) -> str:
@@ -397,28 +401,6 @@ async def test_command_palette_runs_sweep_commands(engine: FakeEngine) -> None:
         await until(pilot, lambda: "pause" in highlighted_command(app).lower(), "the palette offers Pause")
         await press(pilot, "enter")
         await until(pilot, lambda: ("pause",) in engine.calls, "the palette's Pause reaches the engine")
-
-
-async def test_the_command_palette_opens_without_mounting_the_toasts_again(engine: FakeEngine) -> None:
-    """Textual mounts every toast up again on each screen it shows, before the palette's first frame: the palette
-    has none of its own, and the toasts are still up on the sweep screen when it closes."""
-    from textual.command import CommandPalette
-
-    from specbench_tui.tui.textual_private import Toast
-
-    app = make_app(engine)
-    async with app.run_test(size=(120, 36), notifications=True) as pilot:
-        await settle(app, pilot)
-        await press(pilot, "t")
-        await until(pilot, lambda: any(toast.is_mounted for toast in app.screen.query(Toast)), "the theme's toast")
-        main = app.screen
-        await press(pilot, "ctrl+p")
-        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette open")
-        await pilot.pause(0.2)
-        assert not list(app.screen.query(Toast))
-        await press(pilot, "escape")
-        await until(pilot, lambda: app.screen is main, "the sweep screen back")
-        assert any(toast.is_mounted for toast in main.query(Toast))
 
 
 async def test_log_bursts_are_coalesced_into_one_write(engine: FakeEngine) -> None:

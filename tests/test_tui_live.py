@@ -39,7 +39,6 @@ from specbench_tui.tui.queue_panel import QueuePanel
 from specbench_tui.tui.results_panel import ResultsPanel
 from specbench_tui.tui.sweep_screen import SweepScreen
 from specbench_tui.tui.themes import load_themes
-from specbench_tui.tui.textual_private import notifications_of
 
 SIGQUIT_LINE = "[2026-01-01 10:00:09] Received sigquit from a child process. It usually means the child failed."
 CRASH_LINE = "torch.AcceleratorError: CUDA error: an illegal instruction was encountered"
@@ -94,7 +93,7 @@ def play_until_first_running(engine: FakeEngine) -> None:
 def queue_state(app: SpecbenchApp, name: str) -> str:
     view = app.state.by_name(name)
     assert view is not None
-    return plain(app.sweep_screen.query_one(QueuePanel).get_cell(view.config_id, "state"))
+    return app.sweep_screen.query_one(QueuePanel).get_cell(view.config_id, "state").text
 
 
 async def select(app: SpecbenchApp, pilot, name: str) -> str:
@@ -140,7 +139,7 @@ async def test_capital_s_marks_the_running_row_skipped_at_once(engine: SilentEng
         await pilot.press("S")
         assert queue_state(app, "ar-tp1") == "skipped"
         view = present(app.state.by_name("ar-tp1"))
-        note = app.sweep_screen.query_one(QueuePanel).get_cell(view.config_id, "note").plain
+        note = app.sweep_screen.query_one(QueuePanel).get_cell(view.config_id, "note").text
         assert "stopping its server" in note
         await pilot.press("S")  # nothing else runs: the key says so instead of asking again
         assert [c for c in engine.calls if c[0] == "skip"] == [("skip", view.config_id)]
@@ -163,11 +162,11 @@ async def test_r_requeues_at_once_and_p_pauses_at_once(engine: SilentEngine) -> 
         assert ("pause",) in engine.calls
         assert "PAUSED" in plain(app.sweep_screen.query_one("#header").render())
         assert queue_state(app, "ddtree-b16-tp1") == "paused"
-        assert any("Queue paused" in n.message for n in notifications_of(app))
+        assert any("Queue paused" in n.message for n in app.notifier.on_screen())
         await pilot.press("p")
         assert ("resume",) in engine.calls
         assert "PAUSED" not in plain(app.sweep_screen.query_one("#header").render())
-        assert [n.message for n in notifications_of(app) if "Queue" in n.message] == ["Queue resumed."]
+        assert [n.message for n in app.notifier.on_screen() if "Queue" in n.message] == ["Queue resumed."]
 
 
 async def test_an_unconfirmed_request_goes_back_to_the_engine_state(engine: SilentEngine, monkeypatch) -> None:
@@ -181,7 +180,7 @@ async def test_an_unconfirmed_request_goes_back_to_the_engine_state(engine: Sile
         monkeypatch.setattr("specbench_tui.tui.app.OPTIMISTIC_TIMEOUT_S", -1.0)
         app._expire_optimistic()
         assert queue_state(app, "ddtree-b16-tp1") == "pending"
-        assert any("has not confirmed" in n.message for n in notifications_of(app))
+        assert any("has not confirmed" in n.message for n in app.notifier.on_screen())
 
 
 async def test_r_on_an_excluded_configuration_explains(tmp_path: Path) -> None:
@@ -203,7 +202,7 @@ async def test_r_on_an_excluded_configuration_explains(tmp_path: Path) -> None:
         await pilot.press("r")
         assert not [c for c in engine.calls if c[0] == "retry"]
         assert queue_state(app, "ddtree-b64-tp1") == "skipped"
-        message = next(n.message for n in notifications_of(app) if "excludes it" in n.message)
+        message = next(n.message for n in app.notifier.on_screen() if "excludes it" in n.message)
         assert "known crash on SM120" in message and "sweeps/demo.toml" in message
 
 
@@ -231,7 +230,7 @@ async def test_a_burst_is_one_toast_placed_off_the_state_column_and_kept_in_the_
         app.drain_events()
         await pilot.pause()
         await pilot.pause(0.2)
-        toasts = notifications_of(app)
+        toasts = app.notifier.on_screen()
         zero = [n for n in toasts if "zero output" in n.message]
         assert len(zero) <= 1
         entry = next(e for e in app.notifier.history if "zero output" in e.message)
@@ -240,9 +239,9 @@ async def test_a_burst_is_one_toast_placed_off_the_state_column_and_kept_in_the_
         assert any("crashed" in n.message or "crashed" in n.title for n in toasts)
         # Every toast sits right of the queue's state column.
         queue = app.sweep_screen.query_one(QueuePanel)
-        state_right = queue.region.x + 1 + sum(c.get_render_width(queue) for c in list(queue.columns.values())[:3])
-        from specbench_tui.tui.textual_private import Toast
-        shown = list(app.screen.query(Toast))
+        state_right = queue.region.x + 1 + sum(width + 2 for width in queue.column_widths[:3])
+        shown = list(app.screen.query("Toast"))  # Textual's own toasts, as mounted
+        assert len(shown) <= MAX_SHOWN
         assert shown
         for toast in shown:
             assert toast.region.x >= state_right, (toast.region, state_right)
@@ -384,9 +383,12 @@ async def test_no_color_crash_looks_stronger_than_text(engine: SilentEngine, mon
         assert app.no_color
         assert app.palette.crash.reverse and app.palette.crash.bold and app.palette.crash.color is None
         view = present(app.state.by_name("ddtree-b8-tp1"))
-        glyph = app.sweep_screen.query_one(QueuePanel).get_cell(view.config_id, "glyph")
-        state = app.sweep_screen.query_one(QueuePanel).get_cell(view.config_id, "state")
-        assert glyph.plain == "✖" and state.plain == "crashed" and state.style == app.palette.crash
+        queue = app.sweep_screen.query_one(QueuePanel)
+        glyph = queue.get_cell(view.config_id, "glyph")
+        state = queue.get_cell(view.config_id, "state")
+        assert glyph.text == "✖" and state.text == "crashed"
+        drawn = queue.drawn_style(view.config_id, "state")
+        assert drawn.reverse and drawn.bold  # the monochrome filter greys its hue: reversed, it still stands out
 
 
 # ---------------------------------------------------------------------------------------- one fatal rule
@@ -426,7 +428,7 @@ async def test_live_log_and_log_screen_agree_on_the_crash_line(engine: SilentEng
         panel = app.sweep_screen.query_one(ServerLogPanel)
         live = panel.lines[-1]
         assert not live.startswith("✖")
-        screen = FullLogScreen(view.name, log, palette=app.palette)
+        screen = FullLogScreen(view.name, log)
         await app.push_screen(screen)
         await at_rest(pilot)  # the screen has indexed the file
         await pilot.press("c")
@@ -458,7 +460,7 @@ async def test_results_follow_a_new_crash_row_unless_scrolled_away(tmp_path: Pat
     app = make_app(engine)
     async with app.run_test(size=(80, 24)) as pilot:
         results, index = await _b16_arithmetic(app, engine, pilot, engine.play)
-        height = results.size.height - 3
+        height = results.scrollable_content_region.height - 1  # under the header
         assert index >= height  # below the fold in plan order …
         assert _in_view(results, index, height)  # … and yet on screen: followed
         results.scroll_to(y=0, animate=False, immediate=True)  # back to the top: still following
@@ -472,31 +474,6 @@ async def test_results_follow_a_new_crash_row_unless_scrolled_away(tmp_path: Pat
         assert results.scroll_y == 1  # not pulled away from what the user reads
 
 
-async def test_a_followed_row_waits_for_the_table_to_measure_it(tmp_path: Path) -> None:
-    """On a busy machine a frame can come between a new row and the table's measuring of it (done when idle):
-    the follow then waits instead of scrolling a range that does not reach the row yet and stopping short."""
-    from rich.text import Text
-
-    from specbench_tui.tui.results_panel import COLUMN_KEYS
-
-    engine = FakeEngine(tmp_path / "run")
-    app = make_app(engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await ready(app, pilot)
-        await at_rest(pilot)
-        results = app.sweep_screen.query_one(ResultsPanel)
-        for i in range(30):
-            results.add_row(*(Text(f"{key}-{i}") for key in COLUMN_KEYS), key=f"extra-{i}")
-        results.follow("extra-20")
-        results._scroll_to_followed()  # the refresh came first: nothing measured yet
-        assert results.follow_pending and results.scroll_y == 0
-        await at_rest(pilot)
-        index = results.get_row_index("extra-20")
-        height = results.size.height - 3
-        assert not results.follow_pending
-        assert _in_view(results, index, height)
-
-
 async def test_a_followed_row_stays_in_view_when_the_panel_shrinks(tmp_path: Path) -> None:
     """The follow was done at one height and the panel then got shorter (a line shown below it, a frame late on
     a busy machine): the row is brought back into view, and not once the user has scrolled elsewhere."""
@@ -506,7 +483,7 @@ async def test_a_followed_row_stays_in_view_when_the_panel_shrinks(tmp_path: Pat
         results, index = await _b16_arithmetic(app, engine, pilot, engine.play)
         await pilot.resize_terminal(80, 24)
         await at_rest(pilot)
-        height = results.size.height - 3
+        height = results.scrollable_content_region.height - 1  # under the header
         assert _in_view(results, index, height)
         results.scroll_to(y=0, animate=False, immediate=True)
         results.scroll_to(y=1, animate=False, immediate=True)  # the user scrolls elsewhere
@@ -522,11 +499,11 @@ async def test_a_followed_row_stays_in_view_when_the_horizontal_scrollbar_comes(
     app = make_app(engine)
     async with app.run_test(size=(80, 24)) as pilot:
         results, index = await _b16_arithmetic(app, engine, pilot, engine.play_until_running)
-        height = results.size.height - 3
+        height = results.scrollable_content_region.height - 1  # under the header
         assert results.show_horizontal_scrollbar
         assert _in_view(results, index, height)
         results.show_horizontal_scrollbar = False  # as before it came …
-        results.scroll_to(y=results.scroll_y - 1, animate=False, immediate=True)
+        results.scroll_to(y=index - height, animate=False, immediate=True)
         results._followed_y = results.scroll_y  # … with the follow held a row short
         assert not _in_view(results, index, height)
         await at_rest(pilot)  # the layout brings the scrollbar back

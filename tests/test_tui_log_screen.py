@@ -10,7 +10,6 @@ from tui_fakes import SETTLE_TIMEOUT_S, until
 
 from specbench_tui.tui.log_file_view import LogFileView
 from specbench_tui.tui.log_screen import FullLogScreen
-from specbench_tui.tui.palette import DEFAULT_PALETTE
 
 
 class LogApp(App):
@@ -42,7 +41,7 @@ async def test_long_log_renders_only_visible_lines(tmp_path: Path) -> None:
         handle.write("RuntimeError: CUDA error: an illegal instruction was encountered\n")
         handle.write("tail line without newline")
     # The engine recorded the crash line's text but no line number: c finds it from the end.
-    screen = FullLogScreen("big", path, palette=DEFAULT_PALETTE,
+    screen = FullLogScreen("big", path,
                            crash_line="RuntimeError: CUDA error: an illegal instruction was encountered")
     app = LogApp(screen)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -79,7 +78,7 @@ async def test_long_log_renders_only_visible_lines(tmp_path: Path) -> None:
 async def test_follow_mode_reads_appended_lines(tmp_path: Path) -> None:
     path = tmp_path / "live.log"
     path.write_text("first\n")
-    screen = FullLogScreen("live", path, palette=DEFAULT_PALETTE, follow=True)
+    screen = FullLogScreen("live", path, follow=True)
     app = LogApp(screen)
     async with app.run_test(size=(80, 24)) as pilot:
         view = screen.view
@@ -103,7 +102,7 @@ async def test_follow_mode_reads_appended_lines(tmp_path: Path) -> None:
 async def test_truncated_file_is_reindexed_and_missing_file_is_reported(tmp_path: Path) -> None:
     path = tmp_path / "rotating.log"
     path.write_text("a\nb\nc\n")
-    screen = FullLogScreen("rotating", path, palette=DEFAULT_PALETTE, follow=True)
+    screen = FullLogScreen("rotating", path, follow=True)
     app = LogApp(screen)
     async with app.run_test(size=(80, 24)) as pilot:
         view = screen.view

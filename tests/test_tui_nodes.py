@@ -38,13 +38,12 @@ async def steady(pilot) -> None:
 def queue_gpus(app: SpecbenchApp) -> dict[str, str]:
     """Configuration name -> the queue's GPUs cell."""
     queue = app.sweep_screen.query_one(QueuePanel)
-    return {app.state.configs[key.value].name: queue.get_cell(key.value, "gpus").plain
-            for key in queue.rows if key.value is not None}
+    return {app.state.configs[row.key].name: queue.get_cell(row.key, "gpus").text for row in queue.rows}
 
 
 def gpu_rows(app: SpecbenchApp) -> list[list[str]]:
     table = app.sweep_screen.query_one(GpuPanel).table
-    return [[cell.plain for cell in table.get_row_at(i)] for i in range(table.row_count)]
+    return [table.texts_at(i) for i in range(table.row_count)]
 
 
 async def test_queue_names_each_configurations_node_and_gpu_panel_groups_by_node(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ pointer to the user's own sweep file for an excluded configuration."""
 
 from __future__ import annotations
 
-from narrowing import plain
 
 import asyncio
 import json
@@ -34,7 +33,6 @@ from specbench_tui.tui.app import SpecbenchApp
 from specbench_tui.tui.detach_screen import DetachOrStopScreen
 from specbench_tui.tui.gpu_panel import GpuLine, GpuPanel
 from specbench_tui.tui.queue_panel import QueuePanel
-from specbench_tui.tui.textual_private import notifications_of
 
 
 def make_app(engine: FakeEngine) -> SpecbenchApp:
@@ -59,7 +57,7 @@ def play_until_first_running(engine: FakeEngine) -> None:
 def queue_state(app: SpecbenchApp, name: str) -> str:
     view = app.state.by_name(name)
     assert view is not None
-    return plain(app.sweep_screen.query_one(QueuePanel).get_cell(view.config_id, "state"))
+    return app.sweep_screen.query_one(QueuePanel).get_cell(view.config_id, "state").text
 
 
 class FinishedElsewhere(FakeEngine):
@@ -87,7 +85,7 @@ async def test_a_skip_that_finds_the_configuration_done_says_already_done_at_onc
         await pilot.pause()
         assert view.config_id not in app.optimistic
         assert queue_state(app, "ar-tp1") != "skipped"  # not "skipped" for 15 s, then back
-        assert any("already done" in n.message for n in notifications_of(app))
+        assert any("already done" in n.message for n in app.notifier.on_screen())
 
 
 async def test_a_second_view_pressing_p_leaves_the_queue_paused(tmp_path: Path) -> None:
@@ -318,7 +316,7 @@ async def test_the_gpu_panel_shows_a_gpu_leased_by_another_run_as_that_runs(tmp_
         app.drain_events()
         await pilot.pause()
         table = app.sweep_screen.query_one(GpuPanel).table
-        rows = [[cell.plain for cell in table.get_row_at(i)] for i in range(table.row_count)]
+        rows = [table.texts_at(i) for i in range(table.row_count)]
         assert rows[1][-1] == "leased: specbench pid 777 of bob (run_dir runs/theirs)", rows  # never "–" (free)
 
 

@@ -166,8 +166,8 @@ def _check_same_as_report(app: SpecbenchApp, run_dir: Path) -> RunAnalysis:
     rows = build_rows(state, report)
     assert table.row_count == len(rows)
     for key, row in rows.items():
-        assert table.get_cell(key, "n").plain == str(row.count)
-        speedup = table.get_cell(key, "speedup").plain
+        assert table.get_cell(key, "n").text == str(row.count)
+        speedup = table.get_cell(key, "speedup").text
         expected = "base" if row.is_baseline and row.tps is not None else (
             f"{row.speedup:.2f}×" if row.speedup is not None else "–")
         assert speedup == expected, (key, speedup, expected)

@@ -481,13 +481,10 @@ def unsettled(app) -> list[str]:
     Every item is a condition the app reaches on its own given time (no timer of more than a fraction of a
     second is involved), so a test waits for it instead of sleeping a fixed time that a loaded machine overruns.
     """
-    from textual.widgets import DataTable
     from textual.worker import WorkerState
 
     from specbench_tui.tui.log_panel import ServerLogPanel
     from specbench_tui.tui.results_panel import ResultsPanel
-
-    from specbench_tui.tui.textual_private import pending_work
 
     waiting: list[str] = []
     if not app._inbox.empty():
@@ -498,28 +495,23 @@ def unsettled(app) -> list[str]:
     if busy:
         waiting.append(f"workers {busy}")
     for screen in app.screen_stack:
-        for table in screen.query(DataTable):
-            restyle = getattr(table, "_restyle", None)
-            if restyle is not None and restyle.pending:
-                waiting.append(f"{table!r}: restyle slices")
-            if isinstance(table, ResultsPanel) and table.follow_pending:
+        for table in screen.query(ResultsPanel):
+            if table.follow_pending:
                 waiting.append(f"{table!r}: follow a new row")
         for log in screen.query(ServerLogPanel):
             if log._paint_timer is not None:
                 waiting.append(f"{log!r}: repaint due")
-    # Textual's own (callbacks after refresh, rows not measured, updates due; a widget tells its screen that it
-    # needs drawing from its own message loop, and scrollbars are no children of the screen, so the Pilot's pause
-    # does not wait for theirs: a stale scrollbar thumb in a snapshot).
-    return waiting + pending_work(app)
+    return waiting
 
 
 def repaint_all(app) -> None:
-    """Ask every widget of the current screen, scrollbars included, to be drawn again from its state now, and the
-    screen to be laid out again: a snapshot then shows the state, never a strip the compositor kept from before
-    (under load a scrollbar thumb or a scrolled table was seen drawn as one frame earlier)."""
-    from specbench_tui.tui.textual_private import repaint_everything
+    """Ask every widget of the current screen to be drawn again from its state now, and the screen to be laid out
+    again: a snapshot then shows the state, never a line the compositor kept from before."""
+    from textual.widget import Widget
 
-    repaint_everything(app)
+    for widget in app.screen.walk_children(Widget, with_self=False):
+        widget.refresh()
+    app.screen.refresh(layout=True)
 
 
 async def at_rest(pilot, timeout: float = SETTLE_TIMEOUT_S) -> None:
@@ -547,3 +539,13 @@ async def until(pilot, predicate: Callable[[], bool], what: str, timeout: float 
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {timeout:.0f} s: {what}")
         await pilot.pause(0.02)
+
+
+def same_look(drawn, wanted) -> bool:
+    """Whether a cell drawn with the Rich style ``drawn`` (a table's component class, resolved from the theme) has
+    the colour, weight and reversal of ``wanted`` (the app's palette style for the same meaning)."""
+    def truecolor(colour):
+        return None if colour is None else tuple(colour.get_truecolor())
+
+    return (truecolor(drawn.color) == truecolor(wanted.color) and bool(drawn.bold) == bool(wanted.bold)
+            and bool(drawn.reverse) == bool(wanted.reverse))

@@ -9,16 +9,19 @@ about the sweep file are written here, not in a widget.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
+
+from specbench_tui.application.rows import Mark, ViewCell, ViewRow, clean_text
 
 from specbench_tui.core.crossover.results import PointRow
 from specbench_tui.core.events import ConfigState
 from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.plan import Plan, PlannedConfig
 from specbench_tui.core.state import PAUSED, ConfigView, RunState
-from specbench_tui.core.verdicts import PARTIAL, config_verdict, state_counts
+from specbench_tui.core.verdicts import PARTIAL, ZERO_OUTPUT, config_verdict, state_counts
 
 
 def _shown(text: str, limit: int) -> str:
@@ -44,6 +47,48 @@ def excluded_hint(plan: Plan, config: PlannedConfig) -> str:
 # ------------------------------------------------------------------------------------------ the sweep view
 
 
+class ShownState(str, Enum):
+    """The word the queue shows for a configuration: the engine's state, ``paused`` while the queue is, or core's
+    verdict on how it ended (zero-out, partial)."""
+
+    PENDING = "pending"
+    PAUSED = PAUSED
+    LAUNCHING = "launching"
+    READY = "ready"
+    RUNNING = "running"
+    DONE = "done"
+    ZERO_OUT = ZERO_OUTPUT
+    PARTIAL = PARTIAL
+    CRASHED = "crashed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    NODE_LOST = "node_lost"
+    UNKNOWN = "?"
+
+
+GLYPHS = {
+    ShownState.PENDING: "·", ShownState.PAUSED: "⏸", ShownState.LAUNCHING: "◔", ShownState.READY: "◑",
+    ShownState.RUNNING: "▶", ShownState.DONE: "✔", ShownState.CRASHED: "✖", ShownState.FAILED: "✖",
+    ShownState.SKIPPED: "↷", ShownState.NODE_LOST: "⚠", ShownState.ZERO_OUT: "▲", ShownState.PARTIAL: "◐",
+}
+"""A glyph per state, so that crashed, zero output and partial read apart without colour."""
+
+STATE_MARKS = {
+    ShownState.CRASHED: Mark.CRASHED, ShownState.FAILED: Mark.CRASHED, ShownState.PAUSED: Mark.ZERO_OUT,
+    ShownState.ZERO_OUT: Mark.ZERO_OUT, ShownState.PARTIAL: Mark.PARTIAL, ShownState.NODE_LOST: Mark.PARTIAL,
+    ShownState.RUNNING: Mark.ACTIVE, ShownState.LAUNCHING: Mark.ACTIVE, ShownState.READY: Mark.ACTIVE,
+    ShownState.DONE: Mark.DONE,
+}
+"""What each state means on screen (the others are muted)."""
+
+
+def shown_state(word: str) -> ShownState:
+    try:
+        return ShownState(word)
+    except ValueError:
+        return ShownState.UNKNOWN
+
+
 @dataclass(frozen=True)
 class ConfigLine:
     """One configuration as the queue draws it: its word (what a key asked for, else the engine's state with
@@ -57,6 +102,10 @@ class ConfigLine:
     startup: str
     holding: bool
     """Whether its server holds GPUs now."""
+
+    @property
+    def state(self) -> ShownState:
+        return shown_state(self.word)
 
 
 @dataclass(frozen=True)
@@ -165,6 +214,38 @@ def build_view(state: RunState, *, partial: frozenset[str] = frozenset(), asked:
     return SweepView(lines=lines, ran=len(done) + crashed, to_run=max(0, state.total - skipped), crashed=crashed,
                      zero_out=zero, partial=cut, skipped=skipped,
                      paused=state.paused if pause_requested is None else pause_requested)
+
+
+QUEUE_COLUMNS = ("glyph", "config", "state", "gpus", "startup", "note")
+"""The queue's columns, in the order :func:`queue_row` gives its cells."""
+
+
+def queue_row(line: ConfigLine) -> ViewRow:
+    """One configuration as the queue draws it: its cells (:data:`QUEUE_COLUMNS`), each with its meaning."""
+    state = line.state
+    mark = STATE_MARKS.get(state, Mark.MUTED)
+    alarming = mark is Mark.CRASHED
+    warned = state in (ShownState.ZERO_OUT, ShownState.PARTIAL)
+    cells = (
+        ViewCell(GLYPHS.get(state, "?"), mark),
+        ViewCell(clean_text(line.name, 120), Mark.CRASHED if alarming else Mark.PLAIN),
+        ViewCell(clean_text(line.word, 40), mark),
+        ViewCell(clean_text(line.where, 80), Mark.ACTIVE if line.holding else Mark.MUTED),
+        ViewCell(line.startup),
+        ViewCell(clean_text(line.note, 200), Mark.CRASHED if alarming else (mark if warned else Mark.MUTED)),
+    )
+    row_mark = mark if mark in (Mark.CRASHED, Mark.ZERO_OUT, Mark.PARTIAL) else Mark.PLAIN
+    return ViewRow(line.config_id, cells, row_mark)
+
+
+def queue_summary(lines: Iterable[ConfigLine]) -> str:
+    """``1 running 40 pending 3 skipped``: the configurations as shown (what a key asked for included)."""
+    counts: dict[str, int] = {}
+    for line in lines:
+        counts[line.word] = counts.get(line.word, 0) + 1
+    order = ("running", "launching", "ready", "pending", PAUSED, "done", ZERO_OUTPUT, PARTIAL, "crashed", "failed",
+             "skipped", "node_lost")
+    return clean_text(" ".join(f"{counts[k]} {k}" for k in order if counts.get(k)), 200)
 
 
 def end_summary(state: RunState, partial: frozenset[str]) -> str:

@@ -34,11 +34,12 @@ from typing import Any, ClassVar, NamedTuple
 from textual import events, work
 from textual.app import App
 from textual.binding import Binding, BindingType
-from textual.theme import Theme
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
 from specbench_tui.application.logview import LogFeed
+from specbench_tui.application.results_rows import ConfigNotes, build_rows, config_notes, view_rows
+from specbench_tui.application.rows import ViewRow
 from specbench_tui.application.viewmodel import SweepView, capped_configs
 from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.events import (
@@ -65,20 +66,17 @@ from specbench_tui.tui.app_base import AppBase, EngineAdapter
 from specbench_tui.tui.commands import SweepCommands
 from specbench_tui.tui.controls import ControlActions
 from specbench_tui.tui.gpu_panel import GpuLine, GpuPanel
-from specbench_tui.tui.header import SweepHeader
 from specbench_tui.tui.key_hold import KeyHold
 from specbench_tui.tui.log_panel import MAX_LINES, ServerLogPanel
 from specbench_tui.tui.log_screen import FullLogScreen
 from specbench_tui.tui.notifier import Notifier
-from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
 from specbench_tui.tui.queue_panel import QueuePanel
 from specbench_tui.tui.quitting import QuitActions
-from specbench_tui.tui.results_panel import ConfigNotes, ResultRow, ResultsPanel, build_rows, config_notes
+from specbench_tui.tui.results_panel import ResultsPanel
 from specbench_tui.tui.safe_text import clean
 from specbench_tui.tui.screen_actions import ScreenActions
 from specbench_tui.tui.sweep_screen import SweepScreen
 from specbench_tui.tui.terminal_watch import HangupWatch
-from specbench_tui.tui.textual_private import ThemeStylesheet, add_palette_css
 from specbench_tui.tui.themes import DEFAULT_THEME, FALLBACK_THEME, load_themes
 
 STOP_TIMEOUT_S = 60.0
@@ -124,12 +122,10 @@ class AnalysedRows(NamedTuple):
     the configurations cut short or capped (the queue's notes): nothing of it is computed on the UI thread."""
 
     analysis: RunAnalysis
-    rows: dict[str, ResultRow]
+    rows: dict[str, ViewRow]
     partial: frozenset[str]
     capped: dict[str, str]
 
-PRIME_THEMES_AFTER_S = 2.0
-"""The themes' CSS is parsed ahead of ``t`` this long after the panels are up (one theme every 0.2 s)."""
 
 
 class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, AppBase):
@@ -146,12 +142,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
 
     def __init__(self, engine: EngineAdapter, *, theme: str | None = None, clock: Callable[[], float] = time.time,
                  drain_interval_s: float = 0.1, themes_dir: Path | None = None) -> None:
-        self._theme_css_variables: dict[tuple[str, int], dict[str, str]] = {}
-        """Each theme's CSS variables (Textual reads them while it starts)."""
         super().__init__()
-        self.stylesheet = ThemeStylesheet.adopt(self.stylesheet)  # a theme's CSS is parsed once
-        self._primed_themes: set[tuple[str, int]] = set()
-        self._restyled_for_sources = 0
         self.engine = engine
         """The engine adapter: events come from it, control goes to it."""
         self.clock = clock
@@ -163,8 +154,6 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         self._analysis_running = False
         self._analysis_wanted = False
         self._analysis_deferred = False
-        self.palette: Palette = DEFAULT_PALETTE
-        """Rich styles from the current theme for cells and log lines built in Python."""
         self.engine_stopped = False
         """Whether ``engine.stop`` has returned."""
         self.stop_error: BaseException | None = None
@@ -174,7 +163,6 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         """Server log lines from the engine, formatted off the UI thread (the panel takes them per drain)."""
         self.log_feed.names({cid: view.name for cid, view in self.state.configs.items()})
         self._drain_interval_s = drain_interval_s
-        self._palette_css_added = False
         self._log_held_since: float | None = None
         """When the log's new lines were first left for a key's answer (None: not left)."""
         self._announced: set[tuple[object, ...]] = set()
@@ -230,8 +218,6 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         if self._panels_ready:
             return
         self._panels_ready = True
-        self.theme_changed_signal.subscribe(self, self._theme_changed)
-        self._apply_palette()
         if self._theme_problems:
             self.notifier.post("\n".join(self._theme_problems), title="Theme files skipped", severity="error",
                                timeout=20, topic=("themes",))
@@ -242,64 +228,6 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         HangupWatch(self).start()
         self._sync_panels(queue=True, results=True, gpus=True, force=True)
         self._start_engine()
-        self.set_timer(PRIME_THEMES_AFTER_S, self._prime_theme_css)
-
-    def get_css_variables(self) -> dict[str, str]:
-        """Textual's CSS variables of the current theme, worked out once per theme: Textual generates the theme's
-        colour system anew on every read (twice per ``t``, 0.4 ms each)."""
-        theme = self.current_theme
-        key = (theme.name, id(theme))
-        variables = self._theme_css_variables.get(key)
-        if variables is None:
-            variables = self._theme_css_variables[key] = super().get_css_variables()
-        self.theme_variables = dict(variables)
-        return dict(variables)
-
-    def _prime_theme_css(self) -> None:
-        """Parse every theme's CSS ahead of ``t`` (one theme per call, a few ms each, when the app is idle), again
-        whenever the app's CSS sources change (a screen or widget seen for the first time adds its CSS: the first
-        ``t`` after opening the palette or a log screen parsed anew and matched every node, ~40 ms more beside
-        busy servers)."""
-        sheet = self.stylesheet
-        if not isinstance(sheet, ThemeStylesheet):
-            return
-        if self.key_hold.key_hold_left() > 0:  # a key's answer is being drawn: the tick comes back to it
-            return
-        if self._primed_themes and self.key_hold.clock() - self.key_hold._key_at < 1.5:
-            # Parsed again for new sources (a screen opened for the first time): 10-30 ms of CPU a theme in one
-            # piece, and a restyle of every node after. Keys pressed in a row (the palette opened and closed)
-            # would wait on it beside busy servers; the 1 s tick comes back once they pause, as a full garbage
-            # collection does.
-            return
-        if not self._palette_css_added:
-            # The palette's CSS as its first opening would add it, parsed now: the themes below are parsed ahead
-            # for it, and the first ctrl+p parses nothing (~25 ms more than the next ones beside busy servers).
-            self._palette_css_added = True
-            add_palette_css(sheet)
-            sheet.reparse()
-            self.set_timer(0.2, self._prime_theme_css)
-            return
-        for name in self.specbench_themes:
-            theme = self.get_theme(name)
-            if theme is None or (name, sheet.sources_version) in self._primed_themes:
-                continue
-            self._primed_themes.add((name, sheet.sources_version))
-            # As App.get_css_variables builds them for the current theme (which this must not change).
-            variables = {**self.get_theme_variable_defaults(), **theme.to_color_system().generate(), **theme.variables}
-            try:
-                sheet.prime(variables)
-            except Exception as error:  # noqa: BLE001 - a theme that fails here fails again, reported, on ``t``
-                self.log.warning(f"theme {name}: CSS not parsed ahead: {error!r}")
-            self.set_timer(0.2, self._prime_theme_css)
-            return
-        if self._restyled_for_sources != sheet.sources_version:
-            # Every theme parsed ahead for these sources: restyle the nodes from the parse in use (Textual would at
-            # the next theme change), so that the theme change translates them instead of matching them all again.
-            self._restyled_for_sources = sheet.sources_version
-            sheet.update(self)
-            for screen in self.screen_stack:
-                if screen is not self.screen:
-                    sheet.update(screen)
 
     def _engine_event(self, event: Event) -> None:
         """Called by the engine from its own thread: only enqueue (never touch widgets here). Log lines go to
@@ -372,7 +300,6 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         if self._panels_attached():
             if self._heap_frozen_at is not None:
                 self._freeze_heap()
-            self._prime_theme_css()  # (nothing to do unless the CSS sources changed)
             self._expire_optimistic()
             self._header().refresh()
             if self._results_pending:
@@ -474,8 +401,6 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         if queue:
             self._show_view(force)
             self._log_panel().set_sources([v.name for v in self.state.active()])
-        if force and self.analysis is not None:  # a new theme: redraw what is shown now, in its colours
-            self._results_panel().sync(self.state, True, self.analysis)
         if results or self._results_pending:
             # The analysis walks every measurement: for big runs at most twice a second (the tick catches up).
             now = time.monotonic()
@@ -487,7 +412,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
             else:
                 self._results_pending = True
         if gpus or queue:
-            self._gpu_panel().sync(self.state, force)
+            self._gpu_panel().sync(self.state)
             self.sweep_screen.query_one(GpuLine).refresh()
         self._header().refresh()
 
@@ -517,7 +442,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         """The analysis of ``snapshot`` and the results table's rows, off the UI thread (it walks every
         measurement; the rows of a big run are thousands)."""
         analysis = snapshot.analyse()
-        return AnalysedRows(analysis, build_rows(None, analysis, notes), partial_configs(analysis),
+        return AnalysedRows(analysis, view_rows(build_rows(None, analysis, notes)), partial_configs(analysis),
                             capped_configs(analysis))
 
     def _analysis_done(self, worker: Worker[Any]) -> None:
@@ -547,36 +472,8 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
 
     # ------------------------------------------------------------------------------------ theme
 
-    def _apply_palette(self) -> None:
-        self.palette = Palette.from_variables(self.get_css_variables(), no_color=self.no_color)
-        screen = self.sweep_screen
-        for widget in (screen.query_one(SweepHeader), screen.query_one(QueuePanel), screen.query_one(ResultsPanel),
-                       screen.query_one(GpuPanel), screen.query_one(GpuLine)):
-            widget.palette = self.palette
-        screen.query_one(ServerLogPanel).set_palette(self.palette)
-        for pushed in {*self.screen_stack, *self._log_screens.values()}:
-            if isinstance(pushed, FullLogScreen) and pushed.is_attached:
-                pushed.set_palette(self.palette)
-
-    def _theme_changed(self, theme: Theme) -> None:
-        if not self._panels_ready:
-            return
-        self._apply_palette()
-        # The cells built in Python on screen take the new colours before the first frame of the new theme, so
-        # that the tables are drawn once (not with the old cells and then again); rows off screen are restyled a
-        # slice at a time afterwards.
-        self._restyle_panels()
-
-    def _restyle_panels(self) -> None:
-        if not self._panels_attached():
-            return
-        self._queue_panel().restyle()
-        self._results_panel().restyle()
-        self._gpu_panel().sync(self.state, True)
-        self._header().refresh()
-
     def set_theme(self, name: str) -> None:
-        """Switch to theme ``name`` (the panels recolour themselves)."""
+        """Switch to theme ``name``: every widget takes its colours from the theme when it draws."""
         if name in self.available_themes:
             self.theme = name
 
@@ -584,9 +481,6 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         names = self.specbench_themes or [FALLBACK_THEME]
         index = names.index(self.theme) + 1 if self.theme in names else 0
         name = names[index % len(names)]
-        # One frame shows the new theme and its toast (the notifier holds repaints until the toast is mounted):
-        # otherwise the toast came a frame after the full repaint of the new theme, ~20 ms of CPU and a screen
-        # write later.
         self.notifier.answer(f"Theme: {name}", timeout=3, topic=("theme",))
         self.set_theme(name)
 

@@ -63,7 +63,6 @@ class AppBase(App[int]):
     engine: EngineAdapter
     state: RunState
     analysis: RunAnalysis | None
-    palette: Palette
     notifier: Notifier
     key_hold: KeyHold
     optimistic: dict[str, tuple[str, str, float]]
@@ -81,6 +80,17 @@ class AppBase(App[int]):
     _quitting: bool
     _panels_ready: bool
     _screen_size: tuple[int, int] | None
+
+    _palette: tuple[tuple[str, bool], Palette] | None = None
+
+    @property
+    def palette(self) -> Palette:
+        """Rich styles of the current theme, for text styled in Python (the header, log lines), read when drawn:
+        worked out once per theme."""
+        key = (self.theme, self.no_color)
+        if self._palette is None or self._palette[0] != key:
+            self._palette = (key, Palette.from_variables(self.get_css_variables(), no_color=self.no_color))
+        return self._palette[1]
 
     @property
     def sweep_screen(self) -> SweepScreen:

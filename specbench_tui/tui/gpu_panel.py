@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widget import Widget
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
+from specbench_tui.application.rows import Mark, ViewCell, ViewRow, clean_text
 from specbench_tui.core.nodes import node_totals
 from specbench_tui.core.state import RunState
-from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
-from specbench_tui.tui.safe_text import clean, safe
-from specbench_tui.tui.textual_private import update_row
+from specbench_tui.tui.palette import palette_of
+from specbench_tui.tui.safe_text import clean
+from specbench_tui.tui.table_view import TableView
 
 COLUMNS = (("gpu", "GPU"), ("util", "util"), ("mem", "mem GiB"), ("temp", "temp"), ("power", "power"),
            ("holder", "held by"))
@@ -37,6 +38,16 @@ def _bar(percent: float | None, width: int = 5) -> str:
     return f"{percent:3.0f}% " + "█" * filled + "░" * (width - filled)
 
 
+class GpuTable(TableView):
+    """The GPUs' rows (no cursor: nothing to select)."""
+
+    COLUMNS: ClassVar[tuple[tuple[str, str], ...]] = COLUMNS
+
+    def texts_at(self, index: int) -> list[str]:
+        """Row ``index``'s cells as shown."""
+        return [cell.text for cell in self.row_at(index).cells]
+
+
 class GpuPanel(Vertical):
     """A table of the latest GPU samples, or a hint when there are none."""
 
@@ -45,27 +56,18 @@ class GpuPanel(Vertical):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, classes="panel")
         self.border_title = "4 GPUs"
-        self.palette: Palette = DEFAULT_PALETTE
-        """Styles from the current theme (set by the app)."""
-        self._shown: dict[str, tuple[Any, ...]] = {}
-        """Row key → the plain values last written, in table order."""
 
     def compose(self) -> ComposeResult:
         yield Static(Text(WAITING_HINT), id="gpu-hint")
-        table: DataTable[Any] = DataTable(id="gpu-table", cursor_type="row", show_cursor=False)
+        table = GpuTable(id="gpu-table", show_cursor=False)
         table.display = False
         yield table
 
-    def on_mount(self) -> None:
-        table = self.query_one("#gpu-table", DataTable)
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
-
     @property
-    def table(self) -> DataTable[Any]:
-        return self.query_one("#gpu-table", DataTable)
+    def table(self) -> GpuTable:
+        return self.query_one("#gpu-table", GpuTable)
 
-    def sync(self, state: RunState, force: bool = False) -> None:
+    def sync(self, state: RunState) -> None:
         """Show ``state``'s latest samples with the holder of each GPU; with cluster nodes, node by node, each
         node's GPUs under a row of its totals."""
         hint = self.query_one("#gpu-hint", Static)
@@ -78,19 +80,7 @@ class GpuPanel(Vertical):
             return
         hint.display = False
         table.display = True
-        rows = self._rows(state, samples)
-        if list(self._shown) != [key for key, _ in rows][:len(self._shown)]:
-            table.clear()  # a node appeared before rows already shown: the groups are laid out again
-            self._shown.clear()
-        for key, values in rows:
-            if not force and self._shown.get(key) == values:
-                continue
-            cells = self._cells(values)
-            if key in self._shown:
-                update_row(table, key, [key for key, _ in COLUMNS], cells)
-            else:
-                table.add_row(*cells, key=key)
-            self._shown[key] = values
+        table.set_rows([ViewRow(key, self._cells(values)) for key, values in self._rows(state, samples)])
         names = ", ".join(sorted({clean(s.get("name") or "", 200) for s in samples} - {""}))
         nodes = len({s.get("node") for s in samples})
         if state.on_nodes:
@@ -127,9 +117,9 @@ class GpuPanel(Vertical):
                     False)))
         return rows
 
-    def _cells(self, values: tuple[Any, ...]) -> list[Text]:
+    @staticmethod
+    def _cells(values: tuple[Any, ...]) -> tuple[ViewCell, ...]:
         index, _, util, used, total, temp, power, limit, holder, is_node = values
-        palette = self.palette
         if used is not None and total:
             mem = f"{used / 1024:.1f}/{total / 1024:.1f}"
         elif used is not None:
@@ -137,14 +127,14 @@ class GpuPanel(Vertical):
         else:
             mem = "n/a"
         hot = temp is not None and temp >= 85
-        return [
-            Text(str(index), style=palette.accent if is_node else "bold"),
-            Text(_bar(util), style=palette.accent if util and util > 5 else palette.muted),
-            Text(mem),
-            Text(f"{temp:.0f}°C" if temp is not None else "n/a", style=palette.crash if hot else ""),
-            Text((f"{power:.0f}" if power is not None else "n/a") + (f"/{limit:.0f}W" if limit else "W")),
-            safe(holder or "–", palette.muted if is_node else palette.accent if holder else palette.muted, 60),
-        ]
+        return (
+            ViewCell(str(index), Mark.ACTIVE if is_node else Mark.STRONG),
+            ViewCell(_bar(util), Mark.ACTIVE if util and util > 5 else Mark.MUTED),
+            ViewCell(mem),
+            ViewCell(f"{temp:.0f}°C" if temp is not None else "n/a", Mark.CRASHED if hot else Mark.PLAIN),
+            ViewCell((f"{power:.0f}" if power is not None else "n/a") + (f"/{limit:.0f}W" if limit else "W")),
+            ViewCell(clean_text(holder or "–", 60), Mark.ACTIVE if holder and not is_node else Mark.MUTED),
+        )
 
 
 def _holder(holders: dict[tuple[str | None, int], str], node: str | None, sample: dict[str, Any]) -> str:
@@ -163,8 +153,7 @@ class GpuLine(Widget):
     def __init__(self, state: RunState, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.state = state
-        self.palette: Palette = DEFAULT_PALETTE
-        """Styles from the current theme (set by the app)."""
+
 
     def render(self) -> Text:
         """Every GPU on one line: with memory and holder when they fit the width, else shorter, down to
@@ -180,7 +169,7 @@ class GpuLine(Widget):
     def _line(self, detail: int) -> Text:
         """The line at ``detail`` 2 (utilisation, memory, holder), 1 (utilisation, holder) or 0 (utilisation)."""
         state = self.state
-        palette = self.palette
+        palette = palette_of(self)
         text = Text(no_wrap=True, overflow="ellipsis", end="")
         samples = [s for s in state.gpu_samples if isinstance(s.get("index"), int)]
         text.append(" GPUs ", style=palette.accent)

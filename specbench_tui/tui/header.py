@@ -13,7 +13,7 @@ from specbench_tui.core.eta import describe, estimate
 from specbench_tui.application.viewmodel import SweepView, build_view
 from specbench_tui.core.state import RunState
 from specbench_tui.core.verdicts import PARTIAL, ZERO_OUTPUT
-from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
+from specbench_tui.tui.palette import palette_of
 from specbench_tui.tui.safe_text import clean
 
 
@@ -51,8 +51,6 @@ class SweepHeader(Widget):
         super().__init__(id=id)
         self.state = state
         self.clock = clock
-        self.palette: Palette = DEFAULT_PALETTE
-        """Styles from the current theme (set by the app)."""
         self._shown_run_dir = display_path(state.run_dir)
         self._run_dir_source = state.run_dir
         self.view: SweepView | None = None
@@ -60,7 +58,7 @@ class SweepHeader(Widget):
 
     def render(self) -> Text:
         state = self.state
-        palette = self.palette
+        palette = palette_of(self)
         now = self.clock()
         if state.run_dir != self._run_dir_source:
             self._run_dir_source = state.run_dir

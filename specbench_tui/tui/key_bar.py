@@ -123,7 +123,7 @@ class KeyBar(Widget):
         """The keys drawn at the last render (for tests)."""
         return [item.key for _, _, item in self._spans]
 
-    async def _on_click(self, event: events.Click) -> None:
+    async def on_click(self, event: events.Click) -> None:
         for start, end, item in self._spans:
             if start <= event.x < end and item.action is not None and item.enabled:
                 event.stop()

@@ -26,16 +26,15 @@ from textual.strip import Strip
 from textual.worker import Worker
 
 from specbench_tui.tui.log_style import LogHighlighter, classify, problem_keywords
-from specbench_tui.tui.palette import DEFAULT_PALETTE, Palette
+from specbench_tui.tui.palette import DEFAULT_PALETTE, palette_of
 from specbench_tui.tui.safe_text import MAX_LINE_CHARS, clean
-from specbench_tui.tui.textual_private import QuickScrollbars
 
 READ_CHUNK = 8 * 1024 * 1024
 MAX_READ_BYTES = MAX_LINE_CHARS * 4
 """Bytes of one line read for display; a longer line shows how much was left out."""
 
 
-class LogFileView(QuickScrollbars, ScrollView, can_focus=True):
+class LogFileView(ScrollView, can_focus=True):
     """The lines of one log file, with a gutter of line numbers, a cursor line and search highlights."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -95,10 +94,6 @@ class LogFileView(QuickScrollbars, ScrollView, can_focus=True):
         if self._file_handle is not None:
             self._file_handle.close()
             self._file_handle = None
-
-    def set_palette(self, palette: Palette) -> None:
-        self.highlighter.palette = palette
-        self.refresh()
 
     def _poll(self) -> None:
         if self.follow and not self._indexing:
@@ -239,6 +234,7 @@ class LogFileView(QuickScrollbars, ScrollView, can_focus=True):
         gutter_style = base + self.get_component_rich_style("log-file-view--gutter")
         gutter = Strip([Segment(f"{line + 1:>{gutter_width - 1}} ", gutter_style)], gutter_width)
         body = Text(self.line_text(line), style=base, no_wrap=True, end="")
+        self.highlighter.palette = palette_of(self)
         self.highlighter.highlight(body)
         if line == self.crash_index:
             body.stylize(self.highlighter.palette.crash)

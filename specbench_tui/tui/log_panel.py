@@ -24,9 +24,8 @@ from textual.widgets import Log
 
 from specbench_tui.application.logview import NAME_WIDTH, format_live_line
 from specbench_tui.tui.log_style import LogHighlighter
-from specbench_tui.tui.palette import Palette
+from specbench_tui.tui.palette import palette_of
 from specbench_tui.tui.safe_text import clean
-from specbench_tui.tui.textual_private import QuickScrollbars
 
 __all__ = ["MAX_LINES", "NAME_WIDTH", "PAINT_INTERVAL_S", "ServerLogPanel", "format_live_line"]
 
@@ -42,7 +41,7 @@ already formatted for display (by :class:`~specbench_tui.application.logview.Log
 SHOWN = "\x00shown"
 
 
-class ServerLogPanel(QuickScrollbars, Log):
+class ServerLogPanel(Log):
     """A ``Log`` of raw lines, formatted and coloured by the theme only when drawn."""
 
     ALLOW_MAXIMIZE = True
@@ -64,6 +63,8 @@ class ServerLogPanel(QuickScrollbars, Log):
         """Whether the view was at the end when the unpainted lines arrived (None: all painted)."""
         self._first_painted = 0
         self._rich_style: Style | None = None
+        self._widest = 0
+        """The widest line drawn so far, in cells (the panel's horizontal extent)."""
 
     # -- writing ---------------------------------------------------------------------------------------
 
@@ -98,7 +99,7 @@ class ServerLogPanel(QuickScrollbars, Log):
             self.scroll_to(y=max(0, self.scroll_y - (self._first - self._first_painted)), animate=False,
                            immediate=True)
         self._first_painted = self._first
-        self.virtual_size = Size(self._width, len(self._raw))
+        self.virtual_size = Size(self._widest, len(self._raw))
         if self.auto_scroll and follow and not self.is_vertical_scrollbar_grabbed:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
         self.refresh()
@@ -118,7 +119,7 @@ class ServerLogPanel(QuickScrollbars, Log):
     def clear(self) -> ServerLogPanel:
         self._first += len(self._raw)
         self._raw.clear()
-        self._width = 0
+        self._widest = 0
         self._strips.clear()
         self.virtual_size = Size(0, 0)
         return self
@@ -146,13 +147,6 @@ class ServerLogPanel(QuickScrollbars, Log):
 
     def get_selection(self, selection: Selection) -> tuple[str, str] | None:
         return selection.extract("\n".join(self.lines)), "\n"
-
-    def set_palette(self, palette: Palette) -> None:
-        """Recolour with the theme's styles."""
-        assert isinstance(self.highlighter, LogHighlighter)  # set in __init__; Log types it as any Highlighter
-        self.highlighter.palette = palette
-        self._strips.clear()
-        self.refresh()
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
@@ -183,21 +177,24 @@ class ServerLogPanel(QuickScrollbars, Log):
         plain = self._text(index)
         text = Text(plain, no_wrap=True)
         text.stylize(rich_style)
-        self.highlighter.highlight(text)
+        highlighter = self.highlighter
+        if isinstance(highlighter, LogHighlighter):  # set in __init__; Log types it as any Highlighter
+            highlighter.palette = palette_of(self)
+        highlighter.highlight(text)
         if selection is not None and (span := selection.get_span(index)) is not None:
             start, end = span
             text.stylize(self.screen.get_component_rich_style("screen--selection"), start, len(text) if end == -1 else end)
         length = cell_len(plain)
         strip = Strip(text.render(self.app.console), length)
-        if length > self._width:  # the horizontal extent grows with the widest line drawn so far
-            self._width = length
+        if length > self._widest:  # the horizontal extent grows with the widest line drawn so far
+            self._widest = length
             self.call_later(self._grow_width)
         if selection is None:
             self._strips[key] = strip
         return strip
 
     def _grow_width(self) -> None:
-        self.virtual_size = Size(self._width, len(self._raw))
+        self.virtual_size = Size(self._widest, len(self._raw))
 
     def set_sources(self, names: Sequence[str]) -> None:
         """Show which servers are being followed."""

@@ -15,7 +15,7 @@ from textual.widgets import Input, Static
 from specbench_tui.tui.header import display_path
 from specbench_tui.tui.key_bar import KeyBar
 from specbench_tui.tui.log_file_view import LogFileView
-from specbench_tui.tui.palette import Palette
+from specbench_tui.tui.palette import palette_of
 from specbench_tui.tui.safe_text import clean
 
 
@@ -37,14 +37,13 @@ class FullLogScreen(Screen[None]):
         Binding("q", "close", "Back", show=False, id="log-close-q"),
     ]
 
-    def __init__(self, name: str, path: Path, *, palette: Palette, follow: bool = False,
+    def __init__(self, name: str, path: Path, *, follow: bool = False,
                  crash_line_number: int | None = None, crash_line: str | None = None,
                  signature: str | None = None) -> None:
         super().__init__()
         self.config_name = name
         """Name of the configuration whose log this is (server-provided text: shown cleaned)."""
         self.path = Path(path)
-        self.palette = palette
         self.crash_line_number = crash_line_number
         """1-based line of the crash line, when the engine reported it."""
         self.crash_line = crash_line
@@ -70,7 +69,6 @@ class FullLogScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="log-title")
         view = LogFileView(self.path, follow=self._initial_follow, id="log-view")
-        view.set_palette(self.palette)
         yield view
         search = Input(placeholder="search (Enter: find, Esc: close)", id="log-search-input")
         search.display = False
@@ -86,18 +84,13 @@ class FullLogScreen(Screen[None]):
         self.view.focus()
         self._update_title()
 
-    def set_palette(self, palette: Palette) -> None:
-        self.palette = palette
-        self.view.set_palette(palette)
-        self._update_title()
-
     @on(LogFileView.Changed)
     def _view_changed(self) -> None:
         self._update_title()
 
     def _update_title(self) -> None:
         view = self.view
-        palette = self.palette
+        palette = palette_of(self)
         title = Text(no_wrap=True, overflow="ellipsis", end="")
         title.append(" log ", style=palette.accent)
         title.append(clean(self.config_name, 80), style="bold")

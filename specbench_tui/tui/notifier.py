@@ -9,25 +9,12 @@ newest last, for the notifications screen (key ``n``).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, TYPE_CHECKING, Literal
 
-from textual.app import ScreenStackError
-from textual.css.query import NoMatches
-from textual.notifications import Notification
-
-from specbench_tui.tui.textual_private import (
-    begin_batch,
-    end_batch,
-    is_shown,
-    retell,
-    show_notification,
-    take_down,
-    toast_showing,
-)
+from textual.notifications import Notification, Notify
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -36,8 +23,6 @@ Severity = Literal["information", "warning", "error"]
 MAX_SHOWN = 3
 """Toasts on screen at once (two on a terminal under 30 lines); older ones leave the screen, not the history."""
 MAX_HISTORY = 1000
-ANSWER_WAIT_S = 0.05
-"""How long a key's answer holds the screen for its toast to mount (it takes a few turns of the event loop)."""
 
 
 @dataclass
@@ -88,43 +73,16 @@ class Notifier:
 
     def answer(self, message: str, *, topic: Hashable, severity: Severity = "information",
                timeout: float = 4.0) -> Entry:
-        """A key's answer: its toast and whatever else the key changes on screen are drawn in one frame.
-
-        The keys' answers share one toast: while the last answer's toast is up, a new answer is written into it
-        (:func:`~specbench_tui.tui.textual_private.retell`: nothing mounted, nothing laid out, drawn in the frame
-        that draws the key's other changes) and its time starts over. Otherwise a toast is put up: Textual mounts
-        it over a few turns of its event loop, and the screen's update timer drew the key's other changes (a
-        paused header, a restyled table) in between, the toast one or two frames (16-50 ms) later; so repaints are
-        held (Textual's batch update) from now until the toast is mounted, or at most :data:`ANSWER_WAIT_S`. What
-        the caller changes after this call, in the same turn, is in that frame too."""
-        slot = self._answer
-        if slot is not None and retell(self.app, slot, message, severity, timeout):
-            entry = Entry(self.clock(), severity, "", message, topic)
+        """A key's answer: shown in place of the last key's answer (one toast for the keys), not kept in the
+        history (the key's effect is on screen)."""
+        if self._answer is not None:
+            self._remove(self._answer)
             for key, (notification, _) in list(self._live.items()):
-                if notification is slot or key == topic:
+                if notification is self._answer:
                     del self._live[key]
-                    if notification is not slot:
-                        self._remove(notification)
-            self._live[topic] = (slot, entry)
-            return entry
-        begin_batch(self.app)
-        try:
-            entry = self.post(message, severity=severity, timeout=timeout, topic=topic, record=False)
-            self._answer = self._live[topic][0]
-        finally:
-            if not self.app.call_later(self._release_when_up, topic):
-                end_batch(self.app)  # the app is closing: nothing would end the batch
+        entry = self.post(message, severity=severity, timeout=timeout, topic=topic, record=False)
+        self._answer = self._live[topic][0]
         return entry
-
-    async def _release_when_up(self, topic: Hashable) -> None:
-        deadline = time.monotonic() + ANSWER_WAIT_S
-        try:
-            turns = 0
-            while not self.toast_ready(topic) and time.monotonic() < deadline:
-                turns += 1
-                await asyncio.sleep(0 if turns < 20 else 0.002)  # the toast mounts in its own task
-        finally:
-            end_batch(self.app)
 
     def record(self, entry: Entry) -> None:
         """Keep ``entry`` in the history without showing a toast (what a key already said on screen)."""
@@ -154,33 +112,29 @@ class Notifier:
         if live is not None:
             self._remove(live[0])
 
-    def toast_ready(self, topic: Hashable) -> bool:
-        """Whether the toast of ``topic`` is mounted (true too when there is none to wait for)."""
-        live = self._live.get(topic)
-        if live is None:
-            return True
-        try:
-            toast = toast_showing(self.app, live[0])
-        except (NoMatches, ScreenStackError):
-            return True  # notifications off (tests) or no screen yet
-        return toast is not None and toast.is_mounted  # (none yet: the rack's ``show`` is queued)
+    def on_screen(self) -> list[Notification]:
+        """The notifications whose toasts are up now, oldest first."""
+        self._shown = [n for n in self._shown if not n.has_expired]
+        return list(self._shown)
 
     def _show(self, entry: Entry, timeout: float, topic: Hashable | None) -> None:
         notification = Notification(entry.message, entry.title, entry.severity, timeout, markup=False)
-        self._shown = [n for n in self._shown if is_shown(self.app, n) and not n.has_expired]
+        self._shown = [n for n in self._shown if not n.has_expired]
         limit = MAX_SHOWN if self.app.size.height >= 30 else MAX_SHOWN - 1
         while len(self._shown) >= limit:
             oldest = self._shown.pop(0)
-            self._remove(oldest, refresh=False)
+            self._remove(oldest)
             for key, (live, _) in list(self._live.items()):
                 if live is oldest:
                     del self._live[key]
         self._shown.append(notification)
         if topic is not None:
             self._live[topic] = (notification, entry)
-        show_notification(self.app, notification)
+        self.app.post_message(Notify(notification))  # what App.notify does, keeping the notification to take down
 
-    def _remove(self, notification: Notification, refresh: bool = True) -> None:
-        take_down(self.app, notification, refresh)
+    def _remove(self, notification: Notification) -> None:
+        """Take ``notification``'s toast down: expired, Textual's toast rack drops it when it next shows the toasts
+        (the next toast, which every caller but :meth:`dismiss` posts at once, or the next screen shown)."""
+        notification.timeout = 0
         if notification in self._shown:
             self._shown.remove(notification)

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.style import Style
 from textual.color import Color, ColorParseError
+
+if TYPE_CHECKING:
+    from textual.dom import DOMNode
 
 
 def _colour(variables: Mapping[str, str], *names: str) -> str | None:
@@ -72,3 +76,13 @@ class Palette:
 
 DEFAULT_PALETTE = Palette.from_variables({})
 """Colourless styles used before a theme is known."""
+
+
+def palette_of(node: DOMNode) -> Palette:
+    """The current theme's palette of the app ``node`` belongs to (:data:`DEFAULT_PALETTE` outside an app), read when
+    ``node`` draws: a theme change is one refresh, nothing is pushed into the widgets."""
+    try:
+        palette = getattr(node.app, "palette", DEFAULT_PALETTE)
+    except Exception:  # noqa: BLE001 - no active app (a widget drawn outside one)
+        return DEFAULT_PALETTE
+    return palette if isinstance(palette, Palette) else DEFAULT_PALETTE

@@ -1,5 +1,5 @@
 """Opening screens over the sweep: a configuration's full log (kept once built), the notifications history and the
-command palette."""
+chart."""
 
 from __future__ import annotations
 
@@ -11,15 +11,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from textual.command import CommandPalette
-
 from specbench_tui.core.state import ConfigView
 from specbench_tui.rundir.store import log_file_name
 from specbench_tui.tui.app_base import AppBase
 from specbench_tui.tui.log_screen import FullLogScreen
 from specbench_tui.tui.notifications_screen import NotificationsScreen
 from specbench_tui.tui.safe_text import clean
-from specbench_tui.tui.textual_private import CommandPaletteWithoutToasts
 
 if TYPE_CHECKING:
     from specbench_tui.tui.chart_screen import ChartScreen
@@ -36,11 +33,6 @@ class ScreenActions(AppBase):
     _chart: ChartScreen | None = None
     _chart_importing = False
     _chart_deferred = False
-
-    def action_command_palette(self) -> None:
-        """The command palette (``ctrl+p``), as Textual opens it, without toasts of its own."""
-        if self.use_command_palette and not CommandPalette.is_open(self):  # type: ignore[arg-type]
-            self.push_screen(CommandPaletteWithoutToasts(id="--command-palette"))
 
     def chart_screen(self) -> ChartScreen:
         """The chart screen, built and installed once (kept between opens, so it is drawn ahead while closed)."""
@@ -120,11 +112,10 @@ class ScreenActions(AppBase):
             self._log_screens.move_to_end(config_id)
             screen.retarget(follow=view.state.active, crash_line_number=view.crash_log_line,
                             crash_line=view.crash_line, signature=view.signature)
-            screen.set_palette(self.palette)
         else:
             if screen is not None:
                 self._forget_log_screen(config_id)
-            screen = FullLogScreen(view.name, path, palette=self.palette, follow=view.state.active,
+            screen = FullLogScreen(view.name, path, follow=view.state.active,
                                    crash_line_number=view.crash_log_line, crash_line=view.crash_line,
                                    signature=view.signature)
             # Kept once built: opening the same log again (l, Esc, l…) costs no compose and no styling.

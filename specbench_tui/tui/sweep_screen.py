@@ -13,7 +13,6 @@ from textual.events import Resize
 from textual.message import Message
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import DataTable
 
 from specbench_tui.core.state import RunState
 from specbench_tui.tui.gpu_panel import GpuLine, GpuPanel
@@ -22,12 +21,12 @@ from specbench_tui.tui.key_bar import KeyBar
 from specbench_tui.tui.log_panel import ServerLogPanel
 from specbench_tui.tui.queue_panel import QueuePanel
 from specbench_tui.tui.results_panel import ResultsPanel
-from specbench_tui.tui.textual_private import QuickBackground
+from specbench_tui.tui.table_view import TableView
 
 _PANELS = Binding.Group("Panels", compact=True)
 
 
-class SweepScreen(QuickBackground, Screen[None]):
+class SweepScreen(Screen[None]):
     """Queue and results above, server log and GPUs below; stacked on narrow terminals.
 
     The key bar lists the keys by priority (quit first), so a narrow terminal cuts the least needed ones; under
@@ -132,9 +131,9 @@ class SweepScreen(QuickBackground, Screen[None]):
         config_id = results.selected_config_id if results.has_focus else None
         open_acceptance(self.app, config_id or self.query_one(QueuePanel).selected_config_id)
 
-    @on(DataTable.RowSelected, "#queue-panel")
-    @on(DataTable.RowSelected, "#results-panel")
-    def _row_chosen(self, event: DataTable.RowSelected) -> None:
+    @on(TableView.RowSelected, "#queue-panel")
+    @on(TableView.RowSelected, "#results-panel")
+    def _row_chosen(self, event: TableView.RowSelected) -> None:
         event.stop()
         # Screen.app is typed App; this screen is pushed by SpecbenchApp only.
         self.app.action_open_log()  # type: ignore[attr-defined]

@@ -45,10 +45,10 @@ import aiohttp_jinja2
 from aiohttp import WSMsgType, web
 from aiohttp.abc import AbstractAccessLogger
 from textual_serve.app_service import AppService
-from textual_serve.server import Server
 
 from specbench_tui.paths import isolated_python
 from specbench_tui.tui.attach_main import TAB_PARENT_VAR
+from specbench_tui.tui.textual_private import ServedApp, ServedServer
 
 COOKIE = "specbench_token"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -123,7 +123,7 @@ class KeptStderr:
         return "\r\n".join("  " + "".join(c if c.isprintable() else " " for c in line) for line in lines[-8:])
 
 
-class TabService(AppService):
+class TabService(ServedApp):
     """textual-serve's per-tab app, started without a shell as an isolated interpreter that dies with serve, and
     ended for sure when its tab closes. An app that ended before drawing anything has its error shown in the page."""
 
@@ -147,36 +147,34 @@ class TabService(AppService):
         with contextlib.suppress(Exception):  # the tab may be closed already
             await self.remote_write_bytes(text.encode())
 
-    def _build_environment(self, width: int = 80, height: int = 24) -> dict[str, str]:
-        environment = super()._build_environment(width, height)
+    def environment(self, environment: dict[str, str]) -> dict[str, str]:
         environment[TAB_PARENT_VAR] = str(os.getpid())
         return environment
 
-    async def _open_app_process(self, width: int = 80, height: int = 24) -> asyncio.subprocess.Process:
-        self._process = process = await asyncio.create_subprocess_exec(
+    async def open_process(self, environment: dict[str, str]) -> asyncio.subprocess.Process:
+        process = await asyncio.create_subprocess_exec(
             *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=self._build_environment(width, height))
+            stderr=asyncio.subprocess.PIPE, env=environment)
         assert process.stdin is not None and process.stderr is not None
-        self._stdin = process.stdin
         self.stderr = KeptStderr(process.stderr)
         setattr(process, "stderr", self.stderr)  # noqa: B010 - read by textual-serve's run() as the stream it was
         return process
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
+        return self.process.pid if self.process is not None else None
 
     async def stop(self) -> None:
         """Ask the app to quit; SIGTERM when it has not ended after :data:`QUIT_GRACE_S`, SIGKILL after
         :data:`TERM_GRACE_S` more (an app busy drawing, or not reading its input, still ends). Its process is
         waited for, not the reading of its output: that ends early when the page closed first."""
-        task, self._task = self._task, None
+        task = self.take_task()
         if task is None:
             return
-        await self._download_manager.cancel_app_downloads(app_service_id=self.app_service_id)
+        await self.cancel_downloads()
         with contextlib.suppress(Exception):  # an app that reads no input gets no quit: its pipe is full
             await asyncio.wait_for(self.send_meta({"type": "quit"}), 0.5)
-        process = self._process
+        process = self.process
         if process is not None:
             for sig, grace in ((signal.SIGTERM, QUIT_GRACE_S), (signal.SIGKILL, TERM_GRACE_S), (None, 1.0)):
                 with contextlib.suppress(asyncio.TimeoutError):
@@ -207,7 +205,7 @@ class Scrubbed(logging.Formatter):
         return super().format(record).replace(self.token, "[token]")
 
 
-class GuardedServer(Server):
+class GuardedServer(ServedServer):
     """textual-serve's server, every request checked for the token and a same-origin ``Origin``, every tab bounded."""
 
     def __init__(self, argv: list[str], *, host: str, port: int, token: str, title: str,
@@ -224,10 +222,8 @@ class GuardedServer(Server):
         handler.setFormatter(Scrubbed(self.token))
         logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
 
-    async def _make_app(self) -> web.Application:
-        app = await super()._make_app()
+    def extend_app(self, app: web.Application) -> None:
         app.middlewares.append(self._guard)
-        return app
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
@@ -281,7 +277,7 @@ class GuardedServer(Server):
         try:
             await service.start(*clamp_size(query.get("width"), query.get("height")))
             log.info("a tab opened (pid %s; %d of at most %d)", service.pid, len(self.tabs), self.max_tabs)
-            await self._process_messages(websocket, service)
+            await self.process_messages(websocket, service)
         except asyncio.CancelledError:
             pass
         except Exception as error:  # noqa: BLE001 - a tab's failure is said, without the locals (the request holds the token)
@@ -313,7 +309,7 @@ class GuardedServer(Server):
         async for _ in websocket:
             pass
 
-    async def _process_messages(self, websocket: web.WebSocketResponse, app_service: AppService) -> None:
+    async def process_messages(self, websocket: web.WebSocketResponse, app_service: AppService) -> None:
         """The page's messages, as textual-serve handles them, sizes clamped and malformed ones ignored."""
         async for message in websocket:
             if message.type != WSMsgType.TEXT:
@@ -347,7 +343,7 @@ class GuardedServer(Server):
         asyncio.set_event_loop(loop)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.request_exit)
-        web.run_app(self._make_app(), sock=listener, handle_signals=False, loop=loop, print=lambda *args: None,
+        web.run_app(self.make_app(), sock=listener, handle_signals=False, loop=loop, print=lambda *args: None,
                     access_log_class=PathOnlyAccessLogger, shutdown_timeout=3 * QUIT_GRACE_S)
 
 

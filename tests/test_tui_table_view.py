@@ -1,0 +1,137 @@
+"""The line-API table the queue, results and GPU panels draw with: only visible lines rendered, colours resolved
+from the theme when drawn, a header line that stays, a row cursor that keys and the mouse move."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import App, ComposeResult
+
+from specbench_tui.application.rows import Mark, ViewCell, ViewRow, clean_text
+from specbench_tui.tui.table_view import TableView, fit
+
+
+class Table(TableView):
+    COLUMNS: ClassVar[tuple[tuple[str, str], ...]] = (("name", "name"), ("value", "value"))
+
+
+def rows(count: int, crashed: frozenset[int] = frozenset()) -> list[ViewRow]:
+    return [ViewRow(f"k{i}", (ViewCell(f"row {i}", Mark.CRASHED if i in crashed else Mark.PLAIN, i),
+                              ViewCell(str(i * 10), Mark.MUTED, i * 10))) for i in range(count)]
+
+
+class TableApp(App[None]):
+    def __init__(self) -> None:
+        super().__init__()
+        self.chosen: list[str] = []
+        self.headers: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield Table()
+
+    def on_table_view_row_selected(self, message: TableView.RowSelected) -> None:
+        self.chosen.append(message.key)
+
+    def on_table_view_header_selected(self, message: TableView.HeaderSelected) -> None:
+        self.headers.append(message.column_key)
+
+
+def text_of(table: TableView, y: int) -> str:
+    return "".join(segment.text for segment in table.render_line(y)).rstrip()
+
+
+async def test_only_the_visible_lines_are_rendered_under_a_header_that_stays() -> None:
+    app = TableApp()
+    async with app.run_test(size=(40, 12)) as pilot:
+        table = app.query_one(Table)
+        table.set_rows(rows(5000))
+        await pilot.pause()
+        assert 0 < len(table._strips) <= table.size.height  # 5,000 rows, a screenful drawn
+        assert text_of(table, 0).split() == ["name", "value"]
+        assert text_of(table, 1).split() == ["row", "0", "0"]
+        table.scroll_to(y=100, animate=False, immediate=True)
+        await pilot.pause()
+        assert text_of(table, 0).split() == ["name", "value"]  # the header stays at the top
+        assert text_of(table, 1).split() == ["row", "100", "1000"]
+
+
+async def test_keys_move_the_cursor_into_view_and_enter_chooses_its_row() -> None:
+    app = TableApp()
+    async with app.run_test(size=(40, 12)) as pilot:
+        table = app.query_one(Table)
+        table.set_rows(rows(50))
+        table.focus()
+        await pilot.press("down", "down")
+        assert table.cursor_key == "k2"
+        await pilot.press("end")
+        assert table.cursor_key == "k49"
+        visible = table.scrollable_content_region.height - 1
+        assert table.scroll_y <= 49 < table.scroll_y + visible
+        await pilot.press("home", "pagedown")
+        assert table.cursor_row > 2 and table.scroll_y <= table.cursor_row < table.scroll_y + visible
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.chosen == [table.cursor_key]
+
+
+async def test_a_click_selects_a_row_a_second_click_chooses_it_and_a_label_sorts() -> None:
+    app = TableApp()
+    async with app.run_test(size=(40, 12)) as pilot:
+        table = app.query_one(Table)
+        table.set_rows(rows(5))
+        await pilot.pause()
+        await pilot.click(Table, offset=(2, 3))  # row k2 (under the header)
+        assert table.cursor_key == "k2" and app.chosen == []
+        await pilot.click(Table, offset=(2, 3))
+        await pilot.pause()
+        assert app.chosen == ["k2"]
+        await pilot.click(Table, offset=(table.column_widths[0] + 3, 0))  # the second column's label
+        await pilot.pause()
+        assert app.headers == ["value"]
+
+
+async def test_the_cursor_stays_on_its_row_when_the_rows_come_in_another_order() -> None:
+    app = TableApp()
+    async with app.run_test(size=(40, 12)) as pilot:
+        table = app.query_one(Table)
+        table.set_rows(rows(10))
+        table.move_cursor(row=3)
+        table.set_rows(list(reversed(rows(10))))
+        await pilot.pause()
+        assert table.cursor_key == "k3" and table.cursor_row == 6
+
+
+async def test_a_theme_change_recolours_the_same_rows_at_render_time() -> None:
+    """No row is rebuilt or restyled: the crashed cell takes each theme's error colour when it is drawn."""
+    from textual.color import Color
+
+    app = TableApp()
+    async with app.run_test(size=(40, 12)) as pilot:
+        table = app.query_one(Table)
+        shown = rows(5, crashed=frozenset({3}))
+        table.set_rows(shown)
+        for theme in ("textual-dark", "textual-light", "nord"):
+            app.theme = theme
+            await pilot.pause()
+            wanted = Color.parse(app.get_css_variables()["error"]).rich_color.get_truecolor()
+            drawn = table.drawn_style("k3", "name")
+            assert drawn.color is not None and drawn.color.get_truecolor() == wanted and drawn.bold, theme
+            assert all(new is old for new, old in zip(table.rows, shown, strict=True))
+
+
+def test_a_cell_is_cut_to_its_width_with_an_ellipsis() -> None:
+    assert fit("abc", 5) == "abc  "
+    assert fit("abcdef", 4) == "abc…"
+    assert fit("日本語", 4) == "日 …" or fit("日本語", 4) == "日…"
+
+
+async def test_hostile_text_is_drawn_as_it_is() -> None:
+    """Markup, escapes and control characters in a cell are text (the application layer cleaned them)."""
+    app = TableApp()
+    async with app.run_test(size=(60, 8)) as pilot:
+        table = app.query_one(Table)
+        hostile = clean_text("[/crash]\x1b[31mred\x00\udcff", 40)
+        table.set_rows([ViewRow("k", (ViewCell(hostile, Mark.CRASHED), ViewCell("[b]x[/b]")))])
+        await pilot.pause()
+        line = text_of(table, 1)
+        assert "[/crash]" in line and "[b]x[/b]" in line and "\x1b" not in line and "\x00" not in line
