@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeGuard
 
 from specbench_tui.core.records import (
@@ -138,6 +138,16 @@ def _lossless(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurem
         return LosslessCheck(LOSSLESS_NOT_CHECKED, note="no baseline")
     if not hashed:
         return LosslessCheck(LOSSLESS_NOT_CHECKED, note="no output hashes recorded")
+    checked, mismatches = _compare_outputs(config, workload, hashed, base_cell)
+    if checked == 0:
+        return LosslessCheck(LOSSLESS_NOT_CHECKED, note=f"baseline '{baseline.name}' has no outputs to compare")
+    return LosslessCheck(LOSSLESS_MISMATCH if mismatches else LOSSLESS_PASS, checked, tuple(mismatches))
+
+
+def _compare_outputs(config: ConfigSummary, workload: WorkloadInfo, hashed: list[Measurement],
+                     base_cell: list[Measurement]) -> tuple[int, list[Mismatch]]:
+    """Each hashed output against the baseline's for the same item and repeat (else any repeat of the item): how
+    many had one to compare with, and those that differ."""
     exact = {(m.item, m.repeat): m.output_sha for m in base_cell if m.status == STATUS_OK and m.output_sha}
     any_repeat: dict[str, str] = {}
     for (item, _), sha in sorted(exact.items()):
@@ -151,9 +161,7 @@ def _lossless(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurem
         checked += 1
         if reference != m.output_sha:
             mismatches.append(Mismatch(config.name, workload.name, m.item, m.repeat, str(m.output_sha), reference))
-    if checked == 0:
-        return LosslessCheck(LOSSLESS_NOT_CHECKED, note=f"baseline '{baseline.name}' has no outputs to compare")
-    return LosslessCheck(LOSSLESS_MISMATCH if mismatches else LOSSLESS_PASS, checked, tuple(mismatches))
+    return checked, mismatches
 
 
 def _coverage(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement], n_crash: int,
@@ -176,33 +184,20 @@ def cell_row(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measureme
     workload of the configuration was not run, ``current_workload``: the one its events say is running. A request
     the server retracted is kept out of the latency figures unless ``include_retracted``."""
     ok = [m for m in cell if m.status == STATUS_OK]
-    n_zero = sum(1 for m in cell if m.status == STATUS_ZERO_OUTPUT)
-    n_error = sum(1 for m in cell if m.status == STATUS_ERROR or m.status not in (STATUS_OK, STATUS_ZERO_OUTPUT))
-    n_crash = sum(1 for m in cell if m.status == STATUS_ERROR and m.error_kind == ERROR_KIND_CRASH)
+    n_zero, n_error, n_crash = _failure_counts(cell)
     coverage = _coverage(config, workload, cell, n_crash, not_run_why, current_workload, expected)
-    accept, method = acceptance(ok)
-    server_accept = dict(config.workload_log_accept).get(workload.name)
-    if accept is None and ok and server_accept is not None:
-        # vLLM reports no acceptance per request: the server's own counters over the workload stand in.
-        accept, method = server_accept, ACCEPT_FROM_SERVER
+    accept, method = _cell_acceptance(config, workload, ok)
     tps = spread_of(ok, "decode_tps")
     speedup, note, paired = _speedup_and_note(config, workload, ok, tps, baseline, base_cell)
     lossless = _lossless(config, workload, cell, baseline, base_cell)
-    per_workload = dict(config.workload_log_accept).get(workload.name) if cell else None
-    # The server's figure only where this workload was measured: a lifetime figure on a workload that never ran
-    # would be a number without measurements behind it.
-    log_value = per_workload if per_workload is not None else (config.server_log_accept_length if cell else None)
-    log_scope = None if log_value is None else ("workload" if per_workload is not None else "lifetime")
+    log_value, log_scope = _server_log_accept(config, workload, cell)
     n_clamped = sum(1 for m in cell if m.clamped)
     cache = cache_of(cell)
     from_memory = FROM_MEMORY_TEXT if cache in (CACHE_WARM, "mixed") and drafts_from_memory(config) else None
     n_retracted = sum(1 for m in ok if m.retracted)
     flags = _flags(config, workload, cell, ok, accept, (coverage, n_crash, n_zero, n_error, n_clamped),
                    lossless, speedup, note)
-    if from_memory:
-        flags.append(FLAG_FROM_MEMORY)
-    if n_retracted:
-        flags.append(FLAG_RETRACTED)
+    flags += [flag for present, flag in ((from_memory, FLAG_FROM_MEMORY), (n_retracted, FLAG_RETRACTED)) if present]
     timed = ok if include_retracted else [m for m in ok if not m.retracted]
     errors = tuple(dict.fromkeys(str(m.error) for m in cell if m.status == STATUS_ERROR and m.error))[:3]
     return CellRow(
@@ -215,6 +210,39 @@ def cell_row(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measureme
         not_run=not_run_why.get(workload.name) if not cell else None, paired=paired,
         cache=cache, from_memory=from_memory, n_retracted=n_retracted, accept_by_repeat=_accept_by_repeat(ok),
     )
+
+
+def _failure_counts(cell: list[Measurement]) -> tuple[int, int, int]:
+    """Zero-output answers, errors (of any status but OK and zero-output) and requests a crash cut."""
+    n_zero = sum(1 for m in cell if m.status == STATUS_ZERO_OUTPUT)
+    n_error = sum(1 for m in cell if m.status == STATUS_ERROR or m.status not in (STATUS_OK, STATUS_ZERO_OUTPUT))
+    n_crash = sum(1 for m in cell if m.status == STATUS_ERROR and m.error_kind == ERROR_KIND_CRASH)
+    return n_zero, n_error, n_crash
+
+
+def _cell_acceptance(config: ConfigSummary, workload: WorkloadInfo,
+                     ok: list[Measurement]) -> tuple[float | None, str | None]:
+    """The cell's acceptance from its requests; where they report none (vLLM), the server's own counters over the
+    workload stand in."""
+    accept, method = acceptance(ok)
+    server_accept = dict(config.workload_log_accept).get(workload.name)
+    if accept is None and ok and server_accept is not None:
+        return server_accept, ACCEPT_FROM_SERVER
+    return accept, method
+
+
+def _server_log_accept(config: ConfigSummary, workload: WorkloadInfo,
+                       cell: list[Measurement]) -> tuple[float | None, str | None]:
+    """The server log's acceptance for the cell and its scope (``workload`` or ``lifetime``): only where this
+    workload was measured, as a lifetime figure on a workload that never ran would be a number without
+    measurements behind it."""
+    if not cell:
+        return None, None
+    per_workload = dict(config.workload_log_accept).get(workload.name)
+    if per_workload is not None:
+        return per_workload, "workload"
+    log_value = config.server_log_accept_length
+    return log_value, (None if log_value is None else "lifetime")
 
 
 def cache_of(cell: list[Measurement]) -> str | None:
@@ -279,21 +307,34 @@ def _flags(config: ConfigSummary, workload: WorkloadInfo, cell: list[Measurement
                           (n_zero, FLAG_ZERO_OUTPUT), (n_error, FLAG_ERRORS)):
         if present:
             flags.append(flag)
-    if config.speculative and not config.is_baseline:
-        per_workload_log = dict(config.workload_log_accept).get(workload.name)
-        shown = accept if accept is not None else (per_workload_log if ok else None)
-        if shown is not None and shown < IDLE_ACCEPTANCE:
-            flags.append(FLAG_IDLE)
+    if _idle_draft(config, workload, ok, accept):
+        flags.append(FLAG_IDLE)
     if lossless.status == LOSSLESS_MISMATCH:
         flags.append(FLAG_MISMATCH)
     if n_clamped:
         flags.append(FLAG_CLAMPED)
     if ok and speedup is None and not config.is_baseline and note != "no decode rate":
         flags.append(FLAG_NO_BASELINE)
-    if ok and all(m.decode_tps is None and m.ttft_s is not None and m.e2e_s is not None and m.e2e_s - m.ttft_s < 1e-3
-                  and (m.completion_tokens or 0) > 1 for m in ok):
+    if ok and all(map(_in_one_burst, ok)):
         flags.append(FLAG_BURST)
     return flags
+
+
+def _idle_draft(config: ConfigSummary, workload: WorkloadInfo, ok: list[Measurement], accept: float | None) -> bool:
+    """A speculative configuration whose acceptance (or, without one, its server log's for the workload) is
+    below what drafting nothing gives."""
+    if not config.speculative or config.is_baseline:
+        return False
+    per_workload_log = dict(config.workload_log_accept).get(workload.name)
+    shown = accept if accept is not None else (per_workload_log if ok else None)
+    return shown is not None and shown < IDLE_ACCEPTANCE
+
+
+def _in_one_burst(m: Measurement) -> bool:
+    """An answer of several tokens that came all at once (no decode rate: its last token within 1 ms of its
+    first)."""
+    return (m.decode_tps is None and m.ttft_s is not None and m.e2e_s is not None and m.e2e_s - m.ttft_s < 1e-3
+            and (m.completion_tokens or 0) > 1)
 
 
 # ------------------------------------------------------------------------------------------------ best
@@ -329,24 +370,33 @@ def best_cells(rows: list[CellRow], configs: list[ConfigSummary], workloads: lis
         if len(tps_values) > 1:
             groups += [(tp, [r for r in measured if r.tp == tp]) for tp in tps_values]
         for tp, group in groups:
-            # ``measured`` holds only rows with a decode figure; mypy does not narrow through the filter.
-            ranked = sorted(group, key=lambda r: (-r.decode_tps.median, r.config))  # type: ignore[union-attr]
-            eligible = [r for r in ranked if why_barred(r) is None]
-            if not eligible:
-                continue
-            winner = eligible[0]
-            assert winner.decode_tps is not None
-            barred = tuple(Barred(r.config, r.decode_tps.median if r.decode_tps else None, why_barred(r) or "")
-                           for r in ranked if why_barred(r) and r.decode_tps
-                           and r.decode_tps.median > winner.decode_tps.median)
-            runner = eligible[1] if len(eligible) > 1 else None
-            out.append(Best(
-                workload=workload.name, tp=tp, config_id=winner.config_id, config=winner.config,
-                decode_tps=winner.decode_tps, speedup=winner.speedup,
-                runner_up=runner.config if runner else None,
-                runner_up_tps=runner.decode_tps if runner else None,
-                close_call=bool(runner and runner.decode_tps and runner.decode_tps.overlaps(winner.decode_tps)
-                                and winner.decode_tps.repeats > 1),
-                barred=barred,
-            ))
+            best = _best_of(workload.name, tp, group, why_barred)
+            if best is not None:
+                out.append(best)
     return out
+
+
+def _best_of(workload: str, tp: int | None, group: list[CellRow],
+             why_barred: Callable[[CellRow], str | None]) -> Best | None:
+    """The fastest eligible row of ``group`` (rows with a decode figure), its runner-up and the faster rows
+    barred; None when none is eligible."""
+    # ``group`` holds only rows with a decode figure; mypy does not narrow through the filter.
+    ranked = sorted(group, key=lambda r: (-r.decode_tps.median, r.config))  # type: ignore[union-attr]
+    eligible = [r for r in ranked if why_barred(r) is None]
+    if not eligible:
+        return None
+    winner = eligible[0]
+    assert winner.decode_tps is not None
+    barred = tuple(Barred(r.config, r.decode_tps.median if r.decode_tps else None, why_barred(r) or "")
+                   for r in ranked if why_barred(r) and r.decode_tps
+                   and r.decode_tps.median > winner.decode_tps.median)
+    runner = eligible[1] if len(eligible) > 1 else None
+    return Best(
+        workload=workload, tp=tp, config_id=winner.config_id, config=winner.config,
+        decode_tps=winner.decode_tps, speedup=winner.speedup,
+        runner_up=runner.config if runner else None,
+        runner_up_tps=runner.decode_tps if runner else None,
+        close_call=bool(runner and runner.decode_tps and runner.decode_tps.overlaps(winner.decode_tps)
+                        and winner.decode_tps.repeats > 1),
+        barred=barred,
+    )
