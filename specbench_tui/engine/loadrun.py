@@ -31,6 +31,8 @@ class PointRun:
     """First request sent to last answer read (monotonic)."""
     sent: int = 0
     errors: int = 0
+    stopped: bool = False
+    """A stop came before every request was sent: the point is partial (those sent were answered)."""
 
 
 FD_RESERVE = 128
@@ -82,10 +84,13 @@ async def warm_up(workload: Workload, session: Session, label: str) -> None:
 
 async def run_point(workload: Workload, session: Session, labels: Labels, label: str, repeat: int, count: int,
                     seed: int, record: Callable[[Measurement], None], in_flight: set[str],
-                    on_send: Callable[[bool], None] | None = None) -> PointRun:
+                    on_send: Callable[[bool], None] | None = None,
+                    stopping: Callable[[], bool] = lambda: False) -> PointRun:
     """Send the point's ``count`` requests for one repeat and record each as it finishes. ``in_flight`` holds the
     keyed items sent and not yet answered (what a server's death cuts; empty in an open-loop gap); ``on_send`` is
-    told of each send, with whether nothing was in flight before it (the stall clock starts then)."""
+    told of each send, with whether nothing was in flight before it (the stall clock starts then). Once
+    ``stopping()`` says so (a graceful stop), nothing more is sent: the requests in flight are answered and the
+    point ends, within :data:`STOP_POLL_S` of the stop however far the next arrival is."""
     axis, value = parse_label(label)
     items = workload.items()
     run = PointRun()
@@ -115,6 +120,9 @@ async def run_point(workload: Workload, session: Session, labels: Labels, label:
 
         async def worker() -> None:
             for index in next_index:  # a shared iterator: each worker takes the next request when it is free
+                if stopping():
+                    run.stopped = True
+                    return
                 await one(index)
 
         await asyncio.gather(*(worker() for _ in range(min(int(value), count))))
@@ -123,9 +131,9 @@ async def run_point(workload: Workload, session: Session, labels: Labels, label:
         tasks: list[asyncio.Task[None]] = []
         try:
             for index, offset in enumerate(offsets):
-                delay = start + offset - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
+                if not await _wait_until(start + offset, stopping):
+                    run.stopped = True
+                    break
                 tasks.append(asyncio.create_task(one(index)))
             await asyncio.gather(*tasks)
         finally:
@@ -133,3 +141,18 @@ async def run_point(workload: Workload, session: Session, labels: Labels, label:
                 task.cancel()
     run.wall_s = time.monotonic() - start
     return run
+
+
+STOP_POLL_S = 0.25
+"""How often an open-loop point waiting for its next arrival looks for a stop."""
+
+
+async def _wait_until(when: float, stopping: Callable[[], bool]) -> bool:
+    """Sleep until monotonic ``when``; False (at once) when a stop comes first."""
+    while True:
+        if stopping():
+            return False
+        delay = when - time.monotonic()
+        if delay <= 0:
+            return True
+        await asyncio.sleep(min(delay, STOP_POLL_S))

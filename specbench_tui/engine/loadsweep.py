@@ -197,7 +197,7 @@ async def run_load_workload(attempt: LoadAttempt, workload: Workload, session: S
         try:
             point = await attempt.guard(asyncio.ensure_future(run_point(
                 workload, session, labels, label, repeat, load.requests_at(label), load.arrival_seed,
-                record, in_flight, attempt.request_sent)), active=in_flight.__len__)
+                record, in_flight, attempt.request_sent, lambda: attempt.aborting)), active=in_flight.__len__)
         except BaseException as gone:
             death = getattr(gone, "death", None)
             for item in sorted(in_flight):  # the requests a dead server cut are on record, as sequentially
@@ -214,6 +214,8 @@ async def run_load_workload(attempt: LoadAttempt, workload: Workload, session: S
         attempt.note_retractions(f"{spec.name} {label} repeat {repeat}", figures)
         measured += point.sent
         errors += point.errors
+        if point.stopped:  # a graceful stop cut the point: partial, not reported (resume sends it again whole)
+            break
         after = await attempt.guard(asyncio.ensure_future(server_ttft_counters(session)))
         why = starved(taken, server_ttft_mean(counters, after, session.client.profile.ttft_histogram))
         if why is not None:
