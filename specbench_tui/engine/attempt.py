@@ -151,6 +151,7 @@ class Attempt:
             self.publish_notice(level, f"{config.name}: {text}")
         context_length = figures.context_length
         ceiling = self.note_caps(figures)
+        self.note_adaptive(self.profile.served_adaptive(figures.info))
         self.sink.publish(ServerReady(config_id=config.id, startup_s=round(startup_s, 3),
                                       context_length=context_length, running_cap=self.running_cap,
                                       graph_ceiling=ceiling))
@@ -199,15 +200,29 @@ class Attempt:
         and say them: every measurement carries the cap, so a load point above it reads as capped in every view."""
         self.running_cap = figures.running_cap
         ceiling = figures.graph_ceiling
-        if self.running_cap is None and ceiling is None:
+        no_graphs = ceiling is None and self.profile.graphs_captured(figures.info) is False
+        if self.running_cap is None and ceiling is None and not no_graphs:
             return None
         parts = []
         if self.running_cap is not None:
             parts.append(f"runs at most {self.running_cap:,} requests at once (max_running_requests)")
         if ceiling is not None:
             parts.append(f"CUDA graphs up to batch {ceiling:,}")
+        elif no_graphs:
+            parts.append("no CUDA graphs captured (decode_cuda_graph_bs is empty)")
         self.publish_notice("info", f"{self.config.name}: the server " + "; ".join(parts))
         return ceiling
+
+    def note_adaptive(self, served: bool | None) -> None:
+        """What the server says of adaptive speculation wins over the command line: SGLang switches
+        ``--speculative-adaptive`` off for NGRAM, DFLASH, topk > 1, attention DP and multi-layer EAGLE."""
+        if served is None or served == self.adaptive:
+            return
+        if not served:
+            self.publish_notice("warning", f"{self.config.name}: the server runs without adaptive speculation "
+                                "(its /server_info says speculative_adaptive: false; SGLang switched the flag off, "
+                                "see its 'speculative_adaptive disabled' warning): no step tiers are reported")
+        self.adaptive = served
 
     def note_policy(self) -> None:
         """Say the cache policy the workloads run under (every view states it; the log panel too)."""
@@ -217,6 +232,9 @@ class Attempt:
         text = {CACHE_COLD: "cold: the server is flushed before every measured request and load point",
                 "warm": "warm: the server keeps its caches between requests (a repeat may meet its own prefix)"}
         self.publish_notice("info", f"{self.config.name}: caches " + "; ".join(text.get(p, p) for p in policies))
+        caveat = self.profile.flush_caveat(self.config.argv) if CACHE_COLD in policies else None
+        if caveat is not None:
+            self.publish_notice("warning", f"{self.config.name}: {caveat}")
 
     async def start_measurement(self, session: Session, spec: WorkloadSpec) -> bool:
         """Under ``cache = "cold"``, flush the server's caches now and say whether it did; under ``warm``, False at

@@ -27,6 +27,7 @@ from specbench_tui.core.engines import simulator
 from specbench_tui.core.events import ConfigState, Event, Notice, ServerLaunching, ServerStopped
 from specbench_tui.core.launch import launch_env, redact_argv, server_argv
 from specbench_tui.core.logparse import summarize_decode
+from specbench_tui.core.outcomes import DEATH_CRASH
 from specbench_tui.core.plan import Plan, PlannedConfig
 from specbench_tui.core.signatures import SignatureSet
 from specbench_tui.engine.attempt import Attempt, Verdict, final_reason
@@ -45,6 +46,10 @@ if TYPE_CHECKING:
 PORT_RETRIES = 3
 """How many times a configuration whose port was taken by a stranger before its server bound it is launched
 again on another port."""
+CRASHED_GRACE_S = 3.0
+"""The teardown's grace for a server whose log matched a crash signature: it is dying anyway (SGLang's crash
+handler can sleep 65 s in crash diagnostics before it exits, serving no signal meanwhile), so the tree is
+SIGKILLed after this much, not after the sweep's whole ``shutdown_grace_s``."""
 
 _KINDS: dict[ConfigState, OutcomeKind] = {
     ConfigState.DONE: "done", ConfigState.CRASHED: "crashed", ConfigState.FAILED: "failed",
@@ -261,7 +266,8 @@ class LocalExecutor:
             await client.aclose()
         if server.pid is not None:
             await attempt.note_gpu_pids()
-        report = await server.stop(self.sweep.engine.shutdown_grace_s, now=control.stop_now.is_set())
+        report = await server.stop(_grace(server, self.sweep.engine.shutdown_grace_s),
+                                   now=control.stop_now.is_set())
         self.machine.script(lambda box: box.detach(gpus))
         own = server.pids_seen | attempt.gpu_pids | ({server.pid} if server.pid is not None else set())
         self._ever_ours |= own
@@ -308,6 +314,7 @@ class LocalExecutor:
 
     def _server_env(self, config: PlannedConfig, gpus: tuple[int, ...]) -> dict[str, str]:
         env = dict(os.environ)
+        env.update(self.profile.default_env)  # the sweep's own values win
         env.update(launch_env(config.env))
         env.update(self.profile.shutdown_env)
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
@@ -369,3 +376,10 @@ def _url_host(host: str) -> str:
         return "[::1]"
     return f"[{host}]" if ":" in host else host
 
+
+def _grace(server: ServerProcess, grace_s: float) -> float:
+    """The teardown's grace: the sweep's, or :data:`CRASHED_GRACE_S` at most once a crash signature matched."""
+    death = server.death.result() if server.dead else None
+    if death is not None and death.kind == DEATH_CRASH and death.signature is not None:
+        return min(grace_s, CRASHED_GRACE_S)
+    return grace_s

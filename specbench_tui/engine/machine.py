@@ -57,8 +57,12 @@ class Machine:
         return tuple(range(count))
 
     def on_cpu(self) -> bool:
-        """The engine runs without a GPU (llama.cpp) and this machine has none: configurations take no GPU."""
-        return (engine_flags(self.sweep.engine.profile).runs_on_cpu and self.sweep.gpus is None
+        """The engine runs without a GPU (llama.cpp; SGLang with ``device = "cpu"``) and this machine has none:
+        configurations take no GPU."""
+        flags = engine_flags(self.sweep.engine.profile)
+        cpu_device = flags.cpu_device is not None and dict(self.sweep.server_args).get(flags.cpu_device[0]) \
+            == flags.cpu_device[1]
+        return ((flags.runs_on_cpu or cpu_device) and self.sweep.gpus is None
                 and not simulator.simulated(self.sweep.engine) and self.backend.device_count() == 0)
 
     def start_sampler(self, interval_s: float) -> None:

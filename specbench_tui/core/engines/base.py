@@ -128,6 +128,9 @@ class EngineFlags:
     """Short forms (without the dash, e.g. ``md``) → the long name a sweep must write instead."""
     runs_on_cpu: bool = False
     """The engine also runs without a GPU: on a machine with none, configurations take no GPU."""
+    cpu_device: tuple[str, str] | None = None
+    """``(flag, value)``: the engine runs without a GPU when the sweep's ``[server.args]`` set this flag to this
+    value (SGLang's ``device = "cpu"``); on a machine with none, configurations then take no GPU."""
     launch_args: tuple[str, ...] = ()
     """Flags the launcher always adds (when the configuration does not), e.g. llama.cpp's ``--metrics``."""
     model_flags: tuple[tuple[tuple[str, ...], str], ...] = (
@@ -318,6 +321,8 @@ class EngineProfile:
     """The context length from the info endpoint's JSON."""
     shutdown_env: Mapping[str, str] = field(default_factory=dict)
     """Set at launch so that SIGTERM does not wait forever on in-flight requests."""
+    default_env: Mapping[str, str] = field(default_factory=dict)
+    """Set at launch unless the sweep's ``[server.env]`` (or a configuration's env) sets them."""
     stop_signal: int = signal.SIGTERM
     """Sent once at teardown; the teardown then waits ``shutdown_grace_s`` and SIGKILLs (never a second one)."""
     parse_stats_line: Callable[[str], BatchLine | None] = _no_stats
@@ -393,6 +398,13 @@ class EngineProfile:
     """The running-request cap a configuration's server will have, from its argv, when the argv decides it (an
     explicit flag, or a speculative algorithm's reset); None: the server sizes it at start."""
     graph_ceiling: Callable[[Mapping[str, Any]], int | None] = lambda info: None
+    graphs_captured: Callable[[Mapping[str, Any]], bool | None] = lambda info: None
+    """Whether the info endpoint says the server captured CUDA graphs (None: it does not say)."""
+    served_adaptive: Callable[[Mapping[str, Any]], bool | None] = lambda info: None
+    """Whether the info endpoint says the server adapts its speculative steps (None: it does not say); it
+    overrides what the command line asked (``adaptive_flag``)."""
+    flush_caveat: Callable[[Sequence[str]], str | None] = lambda argv: None
+    """Why an accepted cache flush may leave this configuration's server warm (None: it cannot)."""
     """The largest batch the server runs as a CUDA graph, from the info endpoint's JSON (None: not exposed)."""
     adaptive_flag: str | None = None
     """The switch that lets the server change its speculative steps with the batch size (SGLang's

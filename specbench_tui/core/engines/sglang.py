@@ -92,6 +92,7 @@ def sglang_flags() -> EngineFlags:
         tp_flags=("tp-size", "tensor-parallel-size"),
         dp_flags=("dp-size", "data-parallel-size"),
         pp_flags=("pp-size", "pipeline-parallel-size"),
+        cpu_device=("device", "cpu"),
     )
 
 
@@ -275,6 +276,10 @@ SGLANG_SIGNATURES: tuple[Signature, ...] = (
                                      r"hit an exception", 50),
     signature("subprocess_crashed", r"Subprocess \S+ \(pid=\d+\) crashed with exit code", 45),
     signature("sigquit_from_child", r"Received sigquit from a child proces|SIGQUIT received\. signum=", 40),
+    # The traceback's last line names the cause (``AttributeError: 'NoneType' object has no attribute 'shape'``),
+    # some 100 lines after ``Scheduler hit an exception``: more specific than the lines that announce the crash,
+    # less than a CUDA, NCCL or memory signature on the same line. Only a bare exception line (no log prefix).
+    signature("python_exception", r"^[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Interrupt): \S", 52),
     signature("python_traceback", r"^(?:\[[^\]]*\]\s*)?Traceback \(most recent call last\):", 10),
 )
 """The patterns SGLang 0.5.x prints when it dies (the simulator prints the same lines; docs/simulator.md lists
@@ -363,6 +368,43 @@ def adaptive_steps(batch: int) -> tuple[int, ...]:
 
 
 ADAPTIVE_MAX_STEPS = max(step for _, steps in ADAPTIVE_TIERS for step in steps)
+ADAPTIVE_CANDIDATE_STEPS: tuple[int, ...] = tuple(sorted({step for _, steps in ADAPTIVE_TIERS for step in steps}))
+"""Every tier's candidate steps together (``resolve_candidate_steps_from_config``): the values
+``--speculative-num-steps`` may take with ``--speculative-adaptive`` (SGLang refuses any other at start-up)."""
+ADAPTIVE_START_STEPS = ADAPTIVE_CANDIDATE_STEPS[len(ADAPTIVE_CANDIDATE_STEPS) // 2]
+"""The steps an adaptive server starts with when ``--speculative-num-steps`` is unset: the middle candidate
+(``speculative_hook.py`` ``_init_adaptive_speculative_params``: ``candidate_steps[len(candidate_steps) // 2]``)."""
+ADAPTIVE_ALGORITHMS = frozenset({"EAGLE", "EAGLE3", "NEXTN"})
+"""``adaptive_spec_params.py`` ``adaptive_unsupported_reason``: adaptive runs for EAGLE and EAGLE3 only (NEXTN is
+EAGLE); for any other algorithm SGLang switches it off with a warning and ``/server_info`` says
+``speculative_adaptive: false``."""
+
+
+def served_adaptive(info: Mapping[str, Any]) -> bool | None:
+    """``/server_info``'s resolved ``speculative_adaptive``: whether the server really adapts its steps (SGLang
+    turns the flag off for NGRAM, DFLASH, topk > 1, attention DP and multi-layer EAGLE); None when not said."""
+    value = info.get("speculative_adaptive")
+    return value if isinstance(value, bool) else None
+
+
+def _adaptive_steps_error(args: Mapping[str, object]) -> UserError | None:
+    """``--speculative-num-steps`` outside the adaptive candidates, where SGLang keeps adaptive on (EAGLE family,
+    topk 1, its default tiers): it refuses to start."""
+    if args.get("speculative-adaptive") in (None, False) or args.get("speculative-adaptive-config") is not None:
+        return None
+    if str(args.get("speculative-algorithm", "")).upper() not in ADAPTIVE_ALGORITHMS:
+        return None
+    if str(args.get("speculative-eagle-topk", "1")) != "1" or args.get("enable-dp-attention") not in (None, False):
+        return None
+    steps = args.get("speculative-num-steps")
+    if steps is None or str(steps) in {str(s) for s in ADAPTIVE_CANDIDATE_STEPS}:
+        return None
+    choices = ", ".join(map(str, ADAPTIVE_CANDIDATE_STEPS))
+    return ("speculative-num-steps", f"--speculative-num-steps {steps} with --speculative-adaptive: SGLang refuses "
+            f"to start (it must be one of the adaptive candidate steps {choices}; speculative_hook.py "
+            "_init_adaptive_speculative_params)",
+            f"set speculative-num-steps to one of {choices}, or drop it (the server then starts at "
+            f"{ADAPTIVE_START_STEPS})")
 
 
 # ------------------------------------------------------------------------------------------------ plan rules
@@ -375,6 +417,9 @@ _DRAFT_MODEL_FLAGS = ("speculative-draft-model-path", "speculative-draft-model")
 def user_errors(args: Mapping[str, object]) -> list[UserError]:
     """Misconfigurations SGLang refuses at start-up, which no matrix point can make right: user errors."""
     out: list[UserError] = []
+    steps_error = _adaptive_steps_error(args)
+    if steps_error is not None:
+        out.append(steps_error)
     algorithm = str(args.get("speculative-algorithm", "")).upper()
     if algorithm == "DFLASH":
         if not any(args.get(f) not in (None, False) for f in _DRAFT_MODEL_FLAGS):
@@ -464,16 +509,37 @@ SPECULATIVE_RESET_CAP = 48
 ``--max-running-requests`` to 48 ("Max running requests is reset to 48 for speculative decoding")."""
 
 
+def _dp_size(argv: Sequence[str]) -> int:
+    value = argv_value(argv, "--dp-size") or argv_value(argv, "--data-parallel-size") or "1"
+    return int(value) if value.isdigit() and int(value) > 0 else 1
+
+
 def planned_running_cap(argv: Sequence[str]) -> int | None:
     """``--max-running-requests`` when the argv sets it, else 48 for a speculative algorithm other than UNO, else
-    None (the scheduler sizes it from its KV pool at start)."""
+    None (the scheduler sizes it from its KV pool at start). With plain ``--dp-size N`` (no
+    ``--enable-dp-attention``) each of the N data-parallel schedulers has that cap of its own: N times it in all
+    (``/server_info``'s ``internal_states`` then lists N ``effective_max_running_requests_per_dp``)."""
     explicit = argv_value(argv, "--max-running-requests")
+    ranks = 1 if "--enable-dp-attention" in argv else _dp_size(argv)
     if explicit is not None:
-        return int(explicit) if explicit.isdigit() else None
+        return int(explicit) * ranks if explicit.isdigit() else None
     algorithm = (argv_value(argv, "--speculative-algorithm") or "").upper()
     if algorithm and algorithm not in ("NONE", "UNO"):
-        return SPECULATIVE_RESET_CAP
+        return SPECULATIVE_RESET_CAP * ranks
     return None
+
+
+def flush_caveat(argv: Sequence[str]) -> str | None:
+    """Why an accepted flush may leave caches warm, or None. With ``--dp-size`` > 1 SGLang's ``/flush_cache``
+    goes to every data-parallel rank but answers with the first rank's result only
+    (``managers/tokenizer_control_mixin.py`` ``flush_cache``: ``(await self.flush_cache_communicator(...))[0]``):
+    a 200 says rank 0 flushed, while another rank may keep its prefix cache or n-gram corpus."""
+    ranks = _dp_size(argv)
+    if ranks <= 1:
+        return None
+    return (f"with --dp-size {ranks}, SGLang's /flush_cache answers with data-parallel rank 0's result only: a 200 "
+            "does not say the other ranks flushed, so a measurement marked cold may meet another rank's warm "
+            "prefix cache or n-gram corpus")
 
 
 def graph_ceiling(info: Mapping[str, Any]) -> int | None:
@@ -481,6 +547,8 @@ def graph_ceiling(info: Mapping[str, Any]) -> int | None:
     ``cuda_graph_max_bs_decode`` (null unless passed), else the largest of the batch sizes each scheduler state
     captured (``internal_states[].decode_cuda_graph_bs``), else the resolved ``cuda_graph_config.decode.max_bs``,
     else the older ``cuda_graph_max_bs``."""
+    if graphs_captured(info) is False:  # the resolved configuration says 32 on CPU too: nothing was captured
+        return None
     value = positive(info.get("cuda_graph_max_bs_decode"))
     if value is not None:
         return value
@@ -491,6 +559,18 @@ def graph_ceiling(info: Mapping[str, Any]) -> int | None:
     decode = config.get("decode") if isinstance(config, dict) else None
     value = positive(decode.get("max_bs")) if isinstance(decode, dict) else None
     return value if value is not None else positive(info.get("cuda_graph_max_bs"))
+
+
+def graphs_captured(info: Mapping[str, Any]) -> bool | None:
+    """Whether the server captured any decode CUDA graph: False when every scheduler state lists its captured
+    batch sizes and each list is empty (``decode_cuda_graph_bs: []``: a CPU server, or graphs disabled), True
+    when one lists any, None when no state says."""
+    states = info.get("internal_states")
+    said = [state["decode_cuda_graph_bs"] for state in states if isinstance(state, dict)
+            and isinstance(state.get("decode_cuda_graph_bs"), list)] if isinstance(states, list) else []
+    if not said:
+        return None
+    return any(said)
 
 
 def _captured_decode_bs(states: Any) -> list[int]:
@@ -506,6 +586,12 @@ CACHE_FLUSH_NOTE = ("POST /flush_cache empties the radix prefix cache, the KV po
                     "(scheduler.py flush_cache); SGLang refuses it with 400 while requests run or wait, so it is "
                     "retried until accepted")
 
+CRASH_DIAGNOSTICS_OFF = {"SGLANG_PYSPY_DUMP_BEFORE_CRASH": "0", "SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "0"}
+"""Set at launch unless the sweep sets them: after ``Scheduler hit an exception`` SGLang's crash handler
+(``managers/tokenizer_manager.py`` ``dump_requests_before_crash``, defaults in ``srt/environ.py``) otherwise sleeps
+5 s, runs py-spy and waits 60 s for CUDA core dumps before it kills its tree, on its event loop, so SIGTERM is
+not served meanwhile. With both 0 the crashed server exits within the second."""
+
 PYTHON_MODULES = {"sglang": "sglang.launch_server", simulator.LAUNCHER: simulator.MODULE}
 """Real SGLang, or the simulator that imitates it (:mod:`.simulator`)."""
 
@@ -520,6 +606,7 @@ SGLANG = EngineProfile(
     abort_path="/abort_request",
     flush_cache_path="/flush_cache",
     shutdown_env={"SGL_FORCE_SHUTDOWN": "1", "SGLANG_FORCE_SHUTDOWN": "1"},
+    default_env=CRASH_DIAGNOSTICS_OFF,
     parse_stats_line=parse_stats_line,
     stats_hint=None,  # decode/prefill lines, retraction warnings and adaptive step switches (see parse_stats_line)
     stats_hints=(" batch", "Retract requests", "adaptive runtime state", "AdaptiveSpeculativeParams initialized"),
@@ -548,6 +635,9 @@ SGLANG = EngineProfile(
     running_cap=running_cap,
     planned_running_cap=planned_running_cap,
     graph_ceiling=graph_ceiling,
+    graphs_captured=graphs_captured,
+    served_adaptive=served_adaptive,
+    flush_caveat=flush_caveat,
     adaptive_flag="--speculative-adaptive",
     adaptive_steps=adaptive_steps,
 )
