@@ -37,6 +37,7 @@ import sglang_source as src
 from narrowing import present
 
 from specbench_tui.core import measure_notes
+from specbench_tui.core.acceptance import histogram_accept_length
 from specbench_tui.core.engines import sglang as sglang_profile
 from specbench_tui.core.engines.sglang import (
     RESERVING_ALGORITHMS,
@@ -512,6 +513,76 @@ def check_adaptive(root: Path, observed: dict[str, Any]) -> None:
         assert off.speculative_adaptive is False and any("speculative_adaptive disabled" in w for w in off.warnings)
 
 
+def _histogram_offset(root: Path) -> int:
+    """Where ``Req.update_spec_correct_drafts_histogram`` counts a verify step that accepted ``n`` drafts:
+    ``histogram[n + offset] += 1``; the offset (0 in 0.5.23) read from the one augmented assignment there."""
+    method = src.function(src.tree(root, "schedule_batch"), "update_spec_correct_drafts_histogram")
+    param = method.args.args[1].arg
+    bumps = [n for n in ast.walk(method) if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Subscript)
+             and isinstance(n.op, ast.Add)]
+    assert len(bumps) == 1, [ast.unparse(b) for b in bumps]
+    target = bumps[0].target
+    assert isinstance(target, ast.Subscript)
+    index = target.slice
+    if isinstance(index, ast.Name) and index.id == param:
+        return 0
+    assert (isinstance(index, ast.BinOp) and isinstance(index.left, ast.Name) and index.left.id == param
+            and isinstance(index.right, ast.Constant) and isinstance(index.right.value, int)), ast.unparse(index)
+    return index.right.value if isinstance(index.op, ast.Add) else -index.right.value
+
+
+def check_histogram_index(root: Path, observed: dict[str, Any]) -> None:
+    """``spec_correct_drafts_histogram[j]`` counts the verify steps that accepted exactly ``j`` drafts (the bonus
+    token excluded): the product's acceptance length and per-position acceptance read it so, and the simulator
+    writes it so (its histogram's weighted sum is the request's ``spec_num_correct_drafts``)."""
+    offset = _histogram_offset(root)
+    for accepted in range(5):
+        one_step = [0] * (accepted + offset) + [1]
+        assert histogram_accept_length(one_step) == 1 + accepted, (offset, one_step)
+    meta = observed["final_meta"]
+    histogram = meta["spec_correct_drafts_histogram"]
+    assert sum((j - offset) * h for j, h in enumerate(histogram)) == meta["spec_num_correct_drafts"], meta
+    assert sum(histogram) == meta["spec_verify_ct"], meta
+
+
+def _index_value(node: ast.expr, candidates: list[int]) -> int:
+    """The value of SGLang's ``candidate_steps[...]`` expression (names, ``len``, ``//``, ``+``, ``-`` only)."""
+    if isinstance(node, ast.Subscript):
+        assert ast.unparse(node.value) == "candidate_steps", ast.unparse(node)
+        return int(candidates[_index_value(node.slice, candidates)])
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_index_value(node.operand, candidates)
+    if isinstance(node, ast.Call) and ast.unparse(node) == "len(candidate_steps)":
+        return len(candidates)
+    assert isinstance(node, ast.BinOp), ast.unparse(node)
+    left, right = _index_value(node.left, candidates), _index_value(node.right, candidates)
+    if isinstance(node.op, ast.FloorDiv):
+        return left // right
+    assert isinstance(node.op, (ast.Add, ast.Sub)), ast.unparse(node)
+    return left + right if isinstance(node.op, ast.Add) else left - right
+
+
+def check_adaptive_start_step(root: Path, observed: dict[str, Any]) -> None:
+    """Without ``--speculative-num-steps`` an adaptive server starts at the middle of its candidate steps
+    (``_init_adaptive_speculative_params``: ``candidate_steps[len(candidate_steps) // 2]``), and any other value
+    outside them is refused at start-up: the product's start step, its candidate steps and ``validate``'s rule."""
+    init = src.function(src.tree(root, "speculative_hook"), "_init_adaptive_speculative_params")
+    chosen = [kw.value for n in ast.walk(init) if isinstance(n, ast.Call) for kw in n.keywords
+              if kw.arg == "speculative_num_steps"]
+    assert len(chosen) == 1 and isinstance(chosen[0], ast.Subscript), [ast.unparse(c) for c in chosen]
+    candidates = tuple(sorted({s for _, steps in facts.adaptive_tiers(root) for s in steps}))
+    assert candidates == sglang_profile.ADAPTIVE_CANDIDATE_STEPS, candidates
+    start = _index_value(chosen[0], list(candidates))
+    assert start == sglang_profile.ADAPTIVE_START_STEPS, (ast.unparse(chosen[0]), start)
+    refused = [n for n in ast.walk(init) if isinstance(n, ast.Compare) and isinstance(n.ops[0], ast.NotIn)
+               and ast.unparse(n.left) == "cfg.speculative_num_steps" and ast.unparse(n.comparators[0]) == "candidate_steps"]
+    assert refused, "SGLang no longer refuses steps outside the candidates"
+    on = _sim_resolved(*_algorithm_argv("EAGLE3"), "--speculative-adaptive")
+    assert on.values["speculative_num_steps"] == start, on.values["speculative_num_steps"]
+
+
 def check_adaptive_reservation(root: Path, observed: dict[str, Any]) -> None:
     """An adaptive server sizes drafts for its largest candidate step: it reserves 8 context tokens, not the 4 its
     resolved ``speculative_num_draft_tokens`` says."""
@@ -615,8 +686,9 @@ def check_graph_ceiling_simulator(root: Path, observed: dict[str, Any]) -> None:
     field, phase, key = where.config
     info = observed["info"]
     assert info.get("cuda_graph_max_bs_decode") is None, info.get("cuda_graph_max_bs_decode")
-    logged = next(m for _, m in _messages(observed["stderr"]) if m.startswith("Capture cuda graph bs "))
-    assert [s.get(where.captured) for s in info["internal_states"]] == [json.loads(logged.rsplit(" bs ", 1)[1])]
+    logged = next(m for _, m in _messages(observed["stderr"]) if re.match(r"Capture target \w+ CUDA graph end\. bs=", m))
+    captured = json.loads(logged.split(" bs=", 1)[1].split("], ", 1)[0] + "]")
+    assert [s.get(where.captured) for s in info["internal_states"]] == [captured]
     served = (info.get(field) or {}).get(phase) or {}
     assert isinstance(served.get(key), int) and served[key] > 0, info.get(field)
 
@@ -678,6 +750,7 @@ CHECKS = [check_ready_line, check_batch_lines, check_scheduler_prefixes, check_m
           check_reserved_rule, check_process_titles, check_sigquit_texts, check_kv_warning, check_crash_lines,
           check_algorithms, check_freeze_gc, check_accept_length_totals, check_models_context,
           check_running_cap_reset, check_server_info_cap, check_adaptive, check_adaptive_reservation,
+          check_histogram_index, check_adaptive_start_step,
           check_ngram_and_dspark_defaults, check_retraction, check_flush_cache, check_graph_ceiling_product,
           check_graph_ceiling_simulator, check_server_info_keys, check_simulated_acceptance_env,
           check_adaptive_lines, check_flush_clears_caches]
@@ -802,6 +875,11 @@ MODIFICATIONS = [
      'declare_resolution(server_args, "x", cuda_graph_max_bs_decode=cfg.cuda_graph_max_bs_decode)'),
     (check_graph_ceiling_product, "cuda_graph_config", "    max_bs: Optional[int] = None\n",
      "    max_batch: Optional[int] = None\n"),
+    # issue 50: the histogram's index and the adaptive start step
+    (check_histogram_index, "schedule_batch", "self.spec_correct_drafts_histogram[num_correct_drafts] += 1",
+     "self.spec_correct_drafts_histogram[num_correct_drafts + 1] += 1"),
+    (check_adaptive_start_step, "speculative_hook", "speculative_num_steps=candidate_steps[len(candidate_steps) // 2],",
+     "speculative_num_steps=candidate_steps[-1],"),
 ]
 
 

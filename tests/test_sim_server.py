@@ -87,10 +87,10 @@ def test_start_up_sequence_ready_within_seconds_and_health() -> None:
             assert c.get("/metrics").status_code == 404  # no --enable-metrics
         sim.wait_for_line('"GET /metrics HTTP/1.1" 404 Not Found')  # the last line written so far
         text = sim.stderr
-    order = ["server_args=ServerArgs(", "Init torch distributed ends.", "Load weight begin. avail mem=",
+    order = ["server_args=ServerArgs(", "Init parallel begin.", "Init parallel ends. elapsed=", "Load weight begin. avail mem=",
              "Load weight end. elapsed=", "KV Cache is allocated. #tokens: ", "Memory pool end. avail mem=",
-             "Capture cuda graph begin. This can take up to several minutes.", "\rCapturing batches (bs=",
-             "Capture cuda graph end. Time elapsed: ", "INFO:     Started server process [",
+             "Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1", "\rCapturing batches (bs=",
+             "Capture target decode CUDA graph end. bs=[", "INFO:     Started server process [",
              f"INFO:     Uvicorn running on http://127.0.0.1:{sim.port} (Press CTRL+C to quit)",
              '"GET /model_info HTTP/1.1" 200 OK', "] Prefill batch, #new-seq: 1,", '"POST /generate HTTP/1.1" 200 OK',
              "] The server is fired up and ready to roll!", '"GET /health HTTP/1.1" 200 OK']

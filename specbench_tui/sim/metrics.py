@@ -1,8 +1,9 @@
 """``GET /metrics`` (with ``--enable-metrics``): SGLang's ``sglang:`` Prometheus names in the text format.
 
-Names, help texts and labels follow ``sglang/srt/observability/metrics_collector.py`` as the reference lists
-them; the exposition mimics ``prometheus_client`` (a counter ``sglang:x`` is declared as ``x`` and sampled
-as ``x_total``). Scheduler gauges change on the decode log interval, like SGLang's.
+Names and labels are 0.5.23's (``sglang/srt/observability/metrics_collector.py``, held to a real server's by
+tests/test_sim_vs_sglang_real.py): a counter is declared and sampled as ``x_total``, the scheduler's families carry
+the ranks, the tokenizer manager's do not, and request counters and latencies split by ``is_streaming``. Scheduler
+gauges change on the decode log interval, like SGLang's; the gauges the simulator does not model are exported at 0.
 """
 
 from __future__ import annotations
@@ -33,6 +34,19 @@ _GAUGE_HELP = {
     "graph_memory_usage_gb": "CUDA graph memory usage in GB.",
     "num_retracted_reqs": "The number of retracted requests.",
 }
+_UNMODELLED_GAUGES = (
+    "decode_sum_seq_lens", "full_token_usage", "fwd_occupancy", "is_cuda_graph", "kv_available_tokens",
+    "kv_evictable_tokens", "kv_used_tokens", "mamba_available_tokens", "mamba_evictable_tokens", "mamba_usage",
+    "mamba_used_tokens", "new_token_ratio", "num_decode_deferred_kv_release_reqs", "num_decode_host_receive_queue_reqs",
+    "num_decode_prealloc_queue_reqs", "num_decode_transfer_queue_reqs", "num_grammar_queue_reqs", "num_pages",
+    "num_paused_reqs", "num_prefill_bootstrap_queue_reqs", "num_prefill_inflight_queue_reqs",
+    "num_unique_running_routing_keys", "num_used_tokens", "page_size", "pending_prealloc_token_usage",
+    "prealloc_full_token_usage", "prealloc_swa_token_usage", "spec_block_accept_length", "spec_cap_length",
+    "startup_available_gpu_memory_gb", "swa_available_tokens", "swa_evictable_tokens", "swa_token_usage",
+    "swa_used_tokens", "utilization",
+)
+"""The scheduler gauges 0.5.23 exports that the simulator does not model: exported under their names and labels,
+at 0 (tests/data/sglang_real/sim_differences.json)."""
 _COUNTER_HELP = {
     "prompt_tokens": "Number of prefill tokens processed.",
     "generation_tokens": "Number of generation tokens processed.",
@@ -49,6 +63,19 @@ _HISTOGRAM_HELP = {
     "request_time_per_output_token_seconds": "Histogram of time per output token in seconds.",
     "queue_time_seconds": "Histogram of queueing time in seconds.",
 }
+
+# Which collector exports each family in 0.5.23 (``observability/metrics_collector.py``), hence its labels: the
+# scheduler's carry the ranks (``moe_ep_rank``, ``pp_rank``, ``tp_rank``), the tokenizer manager's only the engine
+# and model, and a request counter or latency histogram splits by ``is_streaming``.
+_TOKENIZER = frozenset({"prompt_tokens", "generation_tokens", "cached_tokens", "num_requests", "num_aborted_requests",
+                        "time_to_first_token_seconds", "inter_token_latency_seconds", "e2e_request_latency_seconds",
+                        "request_time_per_output_token_seconds"})
+_STREAMING = frozenset({"prompt_tokens", "generation_tokens", "num_requests", "time_to_first_token_seconds",
+                        "e2e_request_latency_seconds", "request_time_per_output_token_seconds"})
+_EXTRA_LABELS = {"cached_tokens": {"cache_source": "device"}, "graph_memory_usage_gb": {"phase": "decode"},
+                 "num_retracted_reqs": {"pid": "0"}, "num_paused_reqs": {"pid": "0"},
+                 "startup_time_seconds": {"phase": "total"}, "startup_cuda_graph_time_seconds": {"phase": "decode"}}
+_NO_RANKS = frozenset({"startup_time_seconds", "startup_cuda_graph_time_seconds"})
 
 
 @dataclass
@@ -105,19 +132,31 @@ class Metrics:
                 self.histograms["request_time_per_output_token_seconds"].observe(tpot)
                 self.histograms["inter_token_latency_seconds"].observe(tpot)
 
+    def _labels(self, name: str) -> str:
+        """The label set 0.5.23 exports ``name`` with (see :data:`_TOKENIZER`)."""
+        base = {k: v for k, v in self.labels.items() if k in ("engine_type", "model_name")}
+        if name in _STREAMING:
+            base["is_streaming"] = "false"
+        if name not in _TOKENIZER and name not in _NO_RANKS:
+            base.update({"moe_ep_rank": "0", "pp_rank": self.labels.get("pp_rank", "0"),
+                         "tp_rank": self.labels.get("tp_rank", "0")})
+        base.update(_EXTRA_LABELS.get(name, {}))
+        return ",".join(f'{k}="{v}"' for k, v in sorted(base.items()))
+
     def render(self) -> str:
-        """The Prometheus text exposition."""
-        label = ",".join(f'{k}="{v}"' for k, v in self.labels.items())
+        """The Prometheus text exposition: 0.5.23 declares a counter by its ``_total`` name."""
         out: list[str] = []
         self.counters["spec_verify_calls"] = float(self.spec_verify_calls)
         for name, help_text in _COUNTER_HELP.items():
-            out += [f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} counter",
-                    f"sglang:{name}_total{{{label}}} {float(self.counters[name])}"]
-        for name, help_text in _GAUGE_HELP.items():
+            out += [f"# HELP sglang:{name}_total {help_text}", f"# TYPE sglang:{name}_total counter",
+                    f"sglang:{name}_total{{{self._labels(name)}}} {float(self.counters[name])}"]
+        gauges = {**_GAUGE_HELP, **{name: f"sglang:{name} (not modelled by the simulator)" for name in _UNMODELLED_GAUGES}}
+        for name, help_text in gauges.items():
             out += [f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} gauge",
-                    f"sglang:{name}{{{label}}} {float(self.gauges[name])}"]
+                    f"sglang:{name}{{{self._labels(name)}}} {float(self.gauges.get(name, 0.0))}"]
         for name, help_text in _HISTOGRAM_HELP.items():
             hist = self.histograms[name]
+            label = self._labels(name)
             out += [f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} histogram"]
             running = 0
             for bound, count in zip([*map(str, _LATENCY_BUCKETS), "+Inf"], hist.counts):

@@ -176,9 +176,10 @@ def scheduler_main(conn: Connection, cfg: dict[str, Any]) -> None:
         if crash and stage == name:
             _crash(log, cfg, logs.startup_traceback(name), crash["signature"], parent)
 
-    log.info("Init torch distributed begin.")
+    log.info("Init parallel begin.")  # 0.5.23's distributed/bootstrap.py
+    t0 = time.monotonic()
     _sleep(cfg["startup"]["init_s"] * cfg["time_scale"], parent)
-    log.info("Init torch distributed ends. mem usage=0.09 GB")
+    log.info(f"Init parallel ends. elapsed={time.monotonic() - t0:.2f} s")
     avail = _load_weights(log, cfg, crash_at)
     avail = _allocate_kv(log, cfg, avail, crash_at)
     avail = _capture_graphs(log, cfg, avail, crash_at)
@@ -230,9 +231,12 @@ def _capture_graphs(log: logs.Logger, cfg: dict[str, Any], avail: float, crash_a
         crash_at("graph")
         return avail
     parent, seconds, mem = cfg["parent_pid"], cfg["startup"]["cuda_graph_s"] * cfg["time_scale"], cfg["memory"]
-    log.info(f"Capture cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB")
+    # 0.5.23's model_runner_components/cuda_graph_setup.py capture_decode_graph: the begin line names the role and
+    # phase (a speculative target captures its verify graphs) and the end line the captured batch sizes.
+    name = "target verify" if cfg["spec_on"] else "target decode"
+    per_req = cfg["draft_tokens_per_req"] if cfg["spec_on"] else 1
+    log.info(f"Capture {name} CUDA graph begin. backend=full, num_tokens_per_req={per_req}, avail mem={avail:.2f} GB")
     sizes = capture_sizes(cfg["cuda_graph_max_bs"])
-    log.info(f"Capture cuda graph bs {sizes}")
     t0 = time.monotonic()
     if cfg["tp_rank"] == 0:
         _progress_bar(sizes, avail, seconds, parent)
@@ -240,8 +244,8 @@ def _capture_graphs(log: logs.Logger, cfg: dict[str, Any], avail: float, crash_a
         _sleep(seconds, parent)
     crash_at("graph")
     avail -= mem["graph_gb"]
-    log.info(f"Capture cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. "
-             f"mem usage={mem['graph_gb']:.2f} GB. avail mem={avail:.2f} GB.")
+    log.info(f"Capture {name} CUDA graph end. bs={sizes}, elapsed={time.monotonic() - t0:.2f} s, "
+             f"mem usage={mem['graph_gb']:.2f} GB, avail mem={avail:.2f} GB.")
     return avail
 
 

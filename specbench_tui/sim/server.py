@@ -90,7 +90,7 @@ class Server:
                                         resolved.spec_on, resolved.max_total_tokens)
         self.captured_bs = (procs.capture_sizes(resolved.decode_graph_max_bs)
                             if resolved.cuda_graph_backend_decode != "disabled" else [])
-        """The decode batch sizes captured as CUDA graphs (``Capture cuda graph bs [...]``)."""
+        """The decode batch sizes captured as CUDA graphs (``Capture target decode CUDA graph end. bs=[...]``)."""
         self.children: list[procs.Child] = []
         self.http: HttpServer | None = None
         self.t0 = time.monotonic()
@@ -127,6 +127,7 @@ class Server:
             memory=self.memory, architecture=self.profile["model"]["architecture"],
             draft_architecture="DFlashDraftModel" if a.algorithm in ("DFLASH", "DDTREE") else "LlamaForCausalLMEagle3",
             spec_on=a.spec_on, decode_graph=a.cuda_graph_backend_decode != "disabled",
+            draft_tokens_per_req=a.speculative_num_draft_tokens or 1,
             cuda_graph_max_bs=a.decode_graph_max_bs, max_total_num_tokens=self.memory.max_total_num_tokens,
             chunked_prefill_size=a.chunked_prefill_size, max_prefill_tokens=a.max_prefill_tokens,
             max_running_requests=kvpool.max_running_requests(a.max_running_requests, self.memory.max_total_num_tokens,
