@@ -114,54 +114,70 @@ def render_summary(analysis: RunAnalysis, simulated: bool = False) -> str:
     columns = accept_columns(run_engine(analysis.acceptance))
     head = ["configuration", "state", "start s", *workloads, *(f"{w} (load)" for w in loaded), "speedup",
             "TTFT ms", columns.client, "note"]
-    rows = [head]
-    left = {0, 1, len(head) - 1}
-    for config in analysis.configs:
-        cells = [config.name, config.state, _fmt(config.startup_s, "{:.1f}")]
-        measured_any = False
-        for workload in workloads:
-            cell = _workload_cell(analysis, config, workload)
-            measured_any = measured_any or cell is not None
-            cells.append(cell or _unmeasured(analysis.row(config.id, workload)))
-        cells += [_load_cell(analysis, config, workload) for workload in loaded]
-        cells += _totals_cells(analysis, config, measured_any, loaded)
-        cells.append(_note(analysis, config.id, workloads)[:70])
-        rows.append(cells)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    lines = ["  ".join(cell.ljust(widths[i]) if i in left else cell.rjust(widths[i])
-                       for i, cell in enumerate(row)).rstrip() for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    rows = [head, *(_config_cells(analysis, config, workloads, loaded) for config in analysis.configs)]
     out = [("decode tok/s per workload (median over requests; Nx = speedup over the matched baseline, over the "
             "items both measured; partial k/n: cut short after k of n items); speedup: geometric mean over all "
             "workloads, none for a crashed or partial configuration; "
             + (columns.legend or "accept len: acceptance length (tokens per verify step), weighted by verify "
                "steps (^: from the server's counters, the engine gives none per request)")),
-           *lines]
+           *_aligned(rows, left={0, 1, len(head) - 1})]
     if loaded:
         out.insert(1, "(load): speedup at the lowest and the highest load measured (the baseline: its output tok/s) "
                       "and B*, the load from which it no longer pays; speedup, TTFT and accept len at the lowest load")
     if simulated:
         out.insert(0, SIMULATED_NOTE)
-    best = [b for b in analysis.best if b.tp is None]
-    if best:
-        out.append("")
-        for b in best:
-            speed = f" ({b.speedup.median:.2f}x)" if b.speedup is not None else ""
-            close = f", within the noise of {b.runner_up}" if b.close_call and b.runner_up else ""
-            out.append(f"best {b.workload}: {b.config} {b.decode_tps.median:.1f} tok/s{speed}{close}")
-    load = analysis.load
-    if load is not None and load.crossovers:
-        out.append("")
-        for c in load.crossovers:
-            axis = "B*" if c.axis == "concurrency" else "rate*"
-            out.append(f"{axis} {c.workload}: {c.config} {c.text} ({c.measured} of {c.grid} load points)")
-        out.append(f"load points measured: {load.points_measured} of the full grid's {load.grid_points}")
-    for note in analysis.notes:
-        if not note.startswith("info:"):
-            out.append(f"note: {note}")
-    for note in analysis.history:
-        out.append(f"earlier attempt: {note}")
+    out += _best_lines(analysis) + _crossover_lines(analysis)
+    out += [f"note: {note}" for note in analysis.notes if not note.startswith("info:")]
+    out += [f"earlier attempt: {note}" for note in analysis.history]
     return "\n".join(out)
+
+
+def _config_cells(analysis: RunAnalysis, config: Any, workloads: list[str], loaded: list[str]) -> list[str]:
+    """One configuration's row of the table."""
+    cells = [config.name, config.state, _fmt(config.startup_s, "{:.1f}")]
+    measured_any = False
+    for workload in workloads:
+        cell = _workload_cell(analysis, config, workload)
+        measured_any = measured_any or cell is not None
+        cells.append(cell or _unmeasured(analysis.row(config.id, workload)))
+    cells += [_load_cell(analysis, config, workload) for workload in loaded]
+    cells += _totals_cells(analysis, config, measured_any, loaded)
+    cells.append(_note(analysis, config.id, workloads)[:70])
+    return cells
+
+
+def _aligned(rows: list[list[str]], left: set[int]) -> list[str]:
+    """The rows as lines of columns (those in ``left`` left-aligned, the rest right-aligned), a rule under the
+    first."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(widths[i]) if i in left else cell.rjust(widths[i])
+                       for i, cell in enumerate(row)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
+def _best_lines(analysis: RunAnalysis) -> list[str]:
+    """The best configuration of each workload over all TPs (after a blank line), if any."""
+    best = [b for b in analysis.best if b.tp is None]
+    out = [""] if best else []
+    for b in best:
+        speed = f" ({b.speedup.median:.2f}x)" if b.speedup is not None else ""
+        close = f", within the noise of {b.runner_up}" if b.close_call and b.runner_up else ""
+        out.append(f"best {b.workload}: {b.config} {b.decode_tps.median:.1f} tok/s{speed}{close}")
+    return out
+
+
+def _crossover_lines(analysis: RunAnalysis) -> list[str]:
+    """Each load crossover and how much of the grid was measured (after a blank line), if any."""
+    load = analysis.load
+    if load is None or not load.crossovers:
+        return []
+    out = [""]
+    for c in load.crossovers:
+        axis = "B*" if c.axis == "concurrency" else "rate*"
+        out.append(f"{axis} {c.workload}: {c.config} {c.text} ({c.measured} of {c.grid} load points)")
+    out.append(f"load points measured: {load.points_measured} of the full grid's {load.grid_points}")
+    return out
 
 
 def _unmeasured(row: Any) -> str:
@@ -229,23 +245,27 @@ def _note(analysis: RunAnalysis, config_id: str, workloads: list[str]) -> str:
     config = analysis.config(config_id)
     assert config is not None
     cells = [r for w in workloads if (r := analysis.row(config_id, w)) is not None]
-    ok = sum(r.n_ok for r in cells)
-    zero = sum(r.n_zero_output for r in cells)
-    errors = sum(r.n_error for r in cells)
-    crash_cut = sum(r.n_crash for r in cells)
-    parts: list[str] = []
-    if config.state != "done":
-        parts.append(config.signature or config.reason or "")
-    if zero and not ok:
-        parts.insert(0, f"ZERO OUTPUT: all {zero} requests returned no tokens")
-    elif zero:
-        parts.append(f"{zero} zero-output")
-    if errors:
-        parts.append(f"{errors} errors" + (f" ({crash_cut} cut by the crash)" if crash_cut else ""))
+    parts: list[str] = [config.signature or config.reason or ""] if config.state != "done" else []
+    parts = _count_notes(cells, parts)
     flags = sorted({f for r in cells for f in r.flags}
                    - {"zero_output", "errors", "no_baseline", FLAG_PARTIAL, FLAG_CRASH_CUT})
     parts += [verdicts.flag_note(f) for f in flags]
     return "; ".join(p for p in parts if p)
+
+
+def _count_notes(cells: list[Any], parts: list[str]) -> list[str]:
+    """``parts`` with the cells' zero outputs (all of them: ZERO OUTPUT first) and errors said."""
+    ok = sum(r.n_ok for r in cells)
+    zero = sum(r.n_zero_output for r in cells)
+    errors = sum(r.n_error for r in cells)
+    crash_cut = sum(r.n_crash for r in cells)
+    if zero and not ok:
+        parts = [f"ZERO OUTPUT: all {zero} requests returned no tokens", *parts]
+    elif zero:
+        parts = [*parts, f"{zero} zero-output"]
+    if errors:
+        parts = [*parts, f"{errors} errors" + (f" ({crash_cut} cut by the crash)" if crash_cut else "")]
+    return parts
 
 
 def _fmt(value: float | None, pattern: str) -> str:

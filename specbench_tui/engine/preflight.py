@@ -17,7 +17,8 @@ from pathlib import Path
 from specbench_tui.core.engines import simulator
 from specbench_tui.core.engines.registry import engine_flags
 from specbench_tui.core.events import Event, Notice
-from specbench_tui.core.plan import Plan
+from specbench_tui.core.plan import Plan, PlannedConfig
+from specbench_tui.core.sweep.schema import EngineSpec
 from specbench_tui.core.engines.registry import get_profile
 from specbench_tui.engine.cluster import cluster_problems, cluster_workload_problems
 from specbench_tui.engine.fingerprint import collect_async
@@ -38,46 +39,68 @@ def _local_path(value: str) -> bool:
 def preflight(plan: Plan, pending: Collection[str], machine: Machine, run_dir: RunDir) -> list[str]:
     """Problems that would make every launch fail or wait for nothing (``pending``: the ids of the
     configurations still to run); empty when all is well."""
-    problems: list[str] = []
-    sweep = plan.sweep
-    engine = sweep.engine
     runnable = [c for c in plan.runnable() if c.id in pending]
+    return [*_missing_models(plan, runnable), *_missing_programs(plan.sweep.engine),
+            *_gpu_problems(plan, runnable, machine), *cluster_problems(plan.sweep.cluster), *_unwritable(run_dir)]
+
+
+def _missing_models(plan: Plan, runnable: list[PlannedConfig]) -> list[str]:
+    """Each local model path (of any model flag of the configurations to run) that does not exist."""
     missing: dict[str, str] = {}
     for config in runnable:
-        for flag, what in engine_flags(engine.profile).model_flags:
+        for flag, what in engine_flags(plan.sweep.engine.profile).model_flags:
             for value in arg_values(config.argv, flag):
                 if _local_path(value) and not Path(value).expanduser().exists():
                     missing.setdefault(value, what)
+    problems = []
     for value, what in missing.items():
         hint = (" (/dev/shm is a RAM disk: it is emptied by every reboot; copy the model back first)"
                 if value.startswith("/dev/shm") else "")
         problems.append(f"{what} path {value} does not exist{hint}")
+    return problems
+
+
+def _missing_programs(engine: EngineSpec) -> list[str]:
+    """The engine's Python, or the command it launches, when it is not there."""
+    problems = []
     if engine.launcher != "command" and engine.python and "/" in engine.python \
             and not Path(engine.python).expanduser().exists():
         problems.append(f"engine.python {engine.python} does not exist")
     if engine.launcher == "command" and engine.command and not Path(engine.command[0]).exists() \
             and not any((Path(p) / engine.command[0]).exists() for p in os.environ.get("PATH", "").split(":")):
         problems.append(f"engine.command {engine.command[0]} is not an executable path")
+    return problems
+
+
+def _gpu_problems(plan: Plan, runnable: list[PlannedConfig], machine: Machine) -> list[str]:
+    """No GPU to run on, a pool naming GPUs that are not there, or a configuration needing more than there are;
+    on a Ray cluster, what its workloads need of it."""
+    sweep = plan.sweep
     indices = machine.gpu_indices()
     visible = machine.backend.device_count()
+    problems = []
     if sweep.cluster.on_ray:  # the GPUs are the cluster's nodes' (checked when the executor opens)
         problems.extend(cluster_workload_problems(plan))
-    elif runnable and visible == 0 and (not indices or not simulator.simulated(engine)) and not machine.on_cpu():
+    elif runnable and visible == 0 and (not indices or not simulator.simulated(sweep.engine)) and not machine.on_cpu():
         hint = machine.backend.hint or "no GPU is visible"
-        problems.append(f"no GPUs to run on ({engine.launcher} launcher): {hint}")
+        problems.append(f"no GPUs to run on ({sweep.engine.launcher} launcher): {hint}")
     elif visible and sweep.gpus is not None and max(sweep.gpus) >= visible:
         problems.append(f"sweep.gpus asks for GPU {max(sweep.gpus)} but only {visible} are visible")
     needed = max((c.gpus_needed for c in runnable), default=0)
     if indices and needed > len(indices) and not sweep.cluster.on_ray:
         problems.append(f"a configuration needs {needed} GPUs but {len(indices)} are available")
-    problems.extend(cluster_problems(sweep.cluster))
+    return problems
+
+
+def _unwritable(run_dir: RunDir) -> list[str]:
+    """The run directory, when a file cannot be written in it."""
     probe = run_dir.path / ".write-test"
     try:
         probe.write_text("ok")
         probe.unlink()
     except OSError as exc:
-        problems.append(f"the run directory {run_dir.path} is not writable: {exc.strerror or exc}")
-    return problems
+        return [f"the run directory {run_dir.path} is not writable: {exc.strerror or exc}"]
+    return []
 
 
 async def report_leftovers(plan: Plan, run_dir: RunDir, publish: Publish) -> None:
