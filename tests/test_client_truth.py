@@ -156,3 +156,43 @@ class _NoLoop:
 
     def call_later(self, delay: float, callback: object) -> SimpleNamespace:
         return SimpleNamespace(cancel=lambda: None)
+
+
+FAST_PROFILE = """
+seed = 1
+[deterministic]
+enabled = true
+tok_s = 400.0
+accept_length = 1.0
+ttft_ms = 2.0
+"""
+
+
+def test_a_connection_handed_on_before_its_last_request_resumed_keeps_the_next_request():
+    """The answer's end puts its connection back in the pool from the reader callback; a worker that was ready
+    first may send its request on it before the finished request's coroutine resumes. That coroutine must not
+    clear the next request's state (it did: on the simulator, 2-5 of 64 answers at concurrency 8 were read to
+    their end and never handed over, each a hang until the request timeout)."""
+    from specbench_tui.sim.testing import SimProcess
+
+    async def run(url: str) -> list:
+        client = ServerClient(url, SGLANG, request_timeout_s=8.0)
+        try:
+            queue = iter(range(160))
+            results = []
+
+            async def worker() -> None:
+                for n in queue:
+                    results.append(await client.generate(f"request {n}", {"max_new_tokens": 32,
+                                                                           "ignore_eos": True}))
+
+            await asyncio.gather(*(worker() for _ in range(8)))
+            return results
+        finally:
+            await client.aclose()
+
+    with SimProcess(profile_toml=FAST_PROFILE) as sim:
+        sim.wait_ready()
+        results = asyncio.run(run(sim.url))
+    assert [r.error for r in results if not r.ok] == []
+    assert len(results) == 160 and all(r.completion_tokens == 32 for r in results)

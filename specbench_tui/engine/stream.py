@@ -156,7 +156,7 @@ class _Connection:
         body ended). Raises a :class:`StreamError`; on any exception, cancellation included, the connection is
         closed."""
         self._consumer = consumer
-        self._waiter = self.loop.create_future()
+        waiter = self._waiter = self.loop.create_future()
         self._buf.clear()
         self._line.clear()
         self._error_head.clear()
@@ -166,12 +166,16 @@ class _Connection:
         try:
             consumer.started(time.monotonic())
             await self.loop.sock_sendall(self.sock, request)
-            await self._waiter
+            await waiter
         except BaseException:
-            self.close()
+            if self._waiter is waiter:  # still ours: not handed to the next request since
+                self.close()
             raise
         finally:
-            self._waiter = None
+            # The answer's end may have put this connection back in the pool (in the reader callback) and the next
+            # request may have taken it before this coroutine resumed: its waiter is not ours to clear.
+            if self._waiter is waiter:
+                self._waiter = None
 
     # -- the reader callback ---------------------------------------------------------------------------
 
