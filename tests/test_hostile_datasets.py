@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,7 @@ def test_a_category_with_control_bytes_prints_none_raw(tmp_path: Path, fmt: str)
         assert HOSTILE in set(_strings(json.loads(text)))  # the same value once parsed: only escaped
 
 
-def _strings(value: object):
+def _strings(value: object) -> Iterator[str]:
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):

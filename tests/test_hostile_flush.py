@@ -9,6 +9,7 @@ import dataclasses
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from engine_helpers import plan_for, run_plan, write_sweep
@@ -16,7 +17,9 @@ from hostile_http import HostileServer
 
 from specbench_tui.core.engines import registry
 from specbench_tui.core.engines.sglang import SGLANG
+from specbench_tui.core.events import Event, Notice
 from specbench_tui.engine.client import ServerClient
+from specbench_tui.rundir.store import RunDir
 from specbench_tui.report.formats import render
 from specbench_tui.report.load import load_run
 
@@ -73,7 +76,7 @@ def test_the_client_gives_up_a_failing_flush_within_its_deadline(behaviour: str)
 @pytest.mark.parametrize("behaviour", ["http_400", "no_answer"])
 def test_a_configuration_whose_flush_fails_is_measured_warm_and_says_so(tmp_path: Path, behaviour: str,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    async def scenario() -> tuple:
+    async def scenario() -> tuple[tuple[Any, list[Event], RunDir, Any], float, list[tuple[str, str]]]:
         async with HostileServer(behaviour) as flusher:
             # an absolute URL: the client's flush goes to the hostile server, everything else to the simulator
             broken = dataclasses.replace(SGLANG, flush_cache_path=f"{flusher.url}/flush_cache")
@@ -94,7 +97,7 @@ def test_a_configuration_whose_flush_fails_is_measured_warm_and_says_so(tmp_path
     tries = len(asked)
     assert tries <= flush_deadline / 0.25 + 2, tries
     assert took < 120, took
-    notices = [e.text for e in events if type(e).__name__ == "Notice" and "did not flush" in e.text]
+    notices = [e.text for e in events if isinstance(e, Notice) and "did not flush" in e.text]
     assert len(notices) == 1 and "measured warm" in notices[0], notices
     run = load_run(run_dir.path)
     for fmt in ("txt", "md"):

@@ -63,7 +63,7 @@ def test_a_request_failing_outside_the_client_is_recorded_not_raised() -> None:
         def items(self) -> list[str]:
             return ["a", "b"]
 
-        async def run(self, item: str, repeat: int, session, labels: Labels) -> Measurement:
+        async def run(self, item: str, repeat: int, session: object, labels: Labels) -> Measurement:
             await asyncio.sleep(0)
             raise OSError(24, "Too many open files")
 

@@ -13,7 +13,9 @@ from engine_helpers import plan_for, run_plan, write_sweep
 from sweep_builder import dumps, sim_profile, sim_sweep
 
 from specbench_tui.core.engines.sglang import SGLANG
+from specbench_tui.core.events import Notice
 from specbench_tui.core.sweep.schema import WorkloadSpec
+from specbench_tui.engine.client import GenerateResult
 from specbench_tui.engine.workloads import ERROR_KIND_TOO_LONG, Session
 
 SPEC = WorkloadSpec(name="w", kind="prompt_dataset", max_new_tokens=64, repeats=1, warmup=0, temperature=0.0,
@@ -33,9 +35,8 @@ class CountingClient:
         self.counted += 1
         return len(text.encode()), None
 
-    async def generate(self, text: str, params: dict, on_progress=None):
+    async def generate(self, text: str, params: dict[str, object], on_progress: object = None) -> GenerateResult:
         self.sent.append(text)
-        from specbench_tui.engine.client import GenerateResult
         return GenerateResult(rid="r", started_at=0.0, start=0.0, end=0.0, text="ok",
                               meta_info={"completion_tokens": 1})
 
@@ -87,4 +88,4 @@ def test_an_800k_token_dataset_prompt_is_refused_before_it_is_sent(tmp_path: Pat
         assert records[item]["status"] == "error" and records[item]["error_kind"] == ERROR_KIND_TOO_LONG, records[item]
         assert records[item].get("http_status") is None and "not sent" in records[item]["error"]
     assert "4,096" in records["q2"]["error"]
-    assert sum(1 for e in events if type(e).__name__ == "Notice" and "too long for this server" in e.text) == 1
+    assert sum(1 for e in events if isinstance(e, Notice) and "too long for this server" in e.text) == 1

@@ -19,7 +19,8 @@ from specbench_tui.core.engines.vllm import VLLM
 from specbench_tui.core.prompts import MAX_LONG_CONTEXT_CHARS, long_context_text
 from specbench_tui.core.sweep.limits import MAX_PROMPT_TOKENS
 from specbench_tui.engine.client import ServerClient
-from specbench_tui.engine.server_figures import MAX_CONTEXT_TOKENS, MAX_RUNNING_CAP, read_server_figures
+from specbench_tui.core.engines.base import EngineProfile
+from specbench_tui.engine.server_figures import MAX_CONTEXT_TOKENS, MAX_RUNNING_CAP, ServerFigures, read_server_figures
 
 
 @contextmanager
@@ -48,7 +49,7 @@ def serving(bodies: dict[str, bytes]) -> Iterator[str]:
         server.server_close()
 
 
-async def _figures(url: str, profile=SGLANG):
+async def _figures(url: str, profile: EngineProfile = SGLANG) -> ServerFigures:
     client = ServerClient(url, profile)
     try:
         return await read_server_figures(client, profile)
@@ -77,7 +78,7 @@ def test_vllm_max_model_len_of_ten_to_the_thirty_is_clamped() -> None:
 @pytest.mark.parametrize("info", [{"internal_states": 5}, {"internal_states": [{"context_len": "x"}], "x": 1},
                                   {"internal_states": "abc", "cuda_graph_config": 7},
                                   {"speculative_algorithm": "EAGLE", "speculative_num_steps": [1]}])
-def test_a_malformed_field_is_ignored_with_a_notice(info: dict) -> None:
+def test_a_malformed_field_is_ignored_with_a_notice(info: dict[str, object]) -> None:
     with serving({"/server_info": json.dumps(info).encode()}) as url:
         figures = asyncio.run(_figures(url))
     assert figures.running_cap is None or isinstance(figures.running_cap, int)

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from engine_helpers import plan_for, write_sweep
 
+from specbench_tui.core.events import Event
 from specbench_tui.core.records import Measurement
 from specbench_tui.engine.orchestrator import Orchestrator
-from specbench_tui.engine.loadrun import run_point
+from specbench_tui.engine.loadrun import PointRun, run_point
 from specbench_tui.engine.workloads import Labels
 from specbench_tui.rundir.store import RunDir
 
@@ -22,16 +23,16 @@ class FastWorkload:
     def items(self) -> list[str]:
         return ["a"]
 
-    async def run(self, item: str, repeat: int, session, labels: Labels) -> Measurement:
+    async def run(self, item: str, repeat: int, session: object, labels: Labels) -> Measurement:
         await asyncio.sleep(0.05)
         return Measurement(config_id=labels.config_id, config=labels.config, workload=labels.workload, item=item,
                            repeat=repeat, status="ok")
 
 
-def _point(label: str, count: int, stop_after_s: float) -> tuple[float, object, list[Measurement]]:
+def _point(label: str, count: int, stop_after_s: float) -> tuple[float, PointRun, list[Measurement]]:
     records: list[Measurement] = []
 
-    async def scenario():
+    async def scenario() -> tuple[float, PointRun]:
         loop = asyncio.get_running_loop()
         stop_at = loop.time() + stop_after_s
         start = time.monotonic()
@@ -88,11 +89,11 @@ def test_specbench_stop_at_0_02_requests_per_second_takes_seconds(tmp_path: Path
     path = write_sweep(tmp_path, SWEEP)
     plan = plan_for(path)
 
-    async def scenario():
-        holder: dict = {}
+    async def scenario() -> tuple[float, RunDir]:
+        holder: dict[str, Orchestrator] = {}
         stopped_at: list[float] = []
 
-        def watch(event) -> None:  # stop once the first request of the point is on record
+        def watch(event: Event) -> None:  # stop once the first request of the point is on record
             if type(event).__name__ == "MeasurementRecorded" and not stopped_at:
                 stopped_at.append(time.monotonic())
                 holder["orchestrator"].abort()
