@@ -168,8 +168,6 @@ def attach_command(args: argparse.Namespace) -> int:
 
 
 def ps_command(args: argparse.Namespace) -> int:
-    from specbench_tui.engine.attached import AttachError, engine_status
-    from specbench_tui.core.ledger import Progress
     from specbench_tui.engine.engines_registry import drop, entries
 
     rows = []
@@ -179,26 +177,10 @@ def ps_command(args: argparse.Namespace) -> int:
         condition = run_condition(run_dir) if run_dir.is_dir() else "gone"
         if condition in ("ended", "gone"):
             drop(entry)
-            continue
-        if condition == "crashed":
+        elif condition == "crashed":
             crashed.append(entry)
-            continue
-        try:
-            status = engine_status(run_dir)
-        except AttachError as exc:
-            rows.append(tuple(printable(c) for c in (entry.get("sweep", "?"), entry["pid"], "?",
-                                                     f"not answering: {exc}", "?", _since(entry.get("started")),
-                                                     run_dir)))
-            continue
-        skipped = int(status.get("skipped", 0))
-        ran = int(status["ran"]) if "ran" in status else int(status.get("finished", 0)) - skipped  # older engines
-        counts = Progress(total=int(status.get("configs", 0)), ran=ran, skipped=skipped,
-                          measurements=int(status.get("measurements", 0)))
-        progress = counts.text + (", PAUSED" if status.get("paused") else "")
-        clients = status.get("clients") or []
-        running = ", ".join(map(str, status.get("running") or [])) or "-"
-        rows.append(tuple(printable(c) for c in (status.get("sweep", "?"), status.get("pid", entry["pid"]), progress,
-                                                 running, len(clients), _since(status.get("since")), run_dir)))
+        else:
+            rows.append(_ps_row(entry, run_dir))
     if not rows and not crashed:
         print("specbench: no sweep of yours is running on this machine")
         return EXIT_OK
@@ -211,6 +193,27 @@ def ps_command(args: argparse.Namespace) -> int:
         print(f"CRASHED  {printable(entry.get('sweep', '?'))}: engine pid {printable(entry['pid'])} is gone without "
               f"finishing; resume with: specbench run --resume {printable(entry['run_dir'])}")
     return EXIT_OK
+
+
+def _ps_row(entry: dict[str, Any], run_dir: Path) -> tuple[str, ...]:
+    """A live engine's line of ``specbench ps``, as it answers its status (or why it does not)."""
+    from specbench_tui.core.ledger import Progress
+    from specbench_tui.engine.attached import AttachError, engine_status
+
+    try:
+        status = engine_status(run_dir)
+    except AttachError as exc:
+        return tuple(printable(c) for c in (entry.get("sweep", "?"), entry["pid"], "?", f"not answering: {exc}", "?",
+                                            _since(entry.get("started")), run_dir))
+    skipped = int(status.get("skipped", 0))
+    ran = int(status["ran"]) if "ran" in status else int(status.get("finished", 0)) - skipped  # older engines
+    counts = Progress(total=int(status.get("configs", 0)), ran=ran, skipped=skipped,
+                      measurements=int(status.get("measurements", 0)))
+    progress = counts.text + (", PAUSED" if status.get("paused") else "")
+    clients = status.get("clients") or []
+    running = ", ".join(map(str, status.get("running") or [])) or "-"
+    return tuple(printable(c) for c in (status.get("sweep", "?"), status.get("pid", entry["pid"]), progress,
+                                        running, len(clients), _since(status.get("since")), run_dir))
 
 
 def _since(started: Any) -> str:

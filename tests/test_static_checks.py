@@ -179,9 +179,6 @@ OVER_RADON_CC: dict[str, int] = {
     "specbench_tui/report/loadview.py:load_csv_rows": 22,
     "specbench_tui/report/tables.py:env_facts": 28,
     # Still to split.
-    "specbench_tui/application/chartview.py:_bars": 32,
-    "specbench_tui/application/headless.py:Printer._workload": 23,
-    "specbench_tui/campaign.py:ps_command": 21,
     "specbench_tui/core/acceptance.py:_rates": 26,
     "specbench_tui/core/acceptance.py:cell_acceptance": 24,
     "specbench_tui/core/intervals.py:cell_intervals": 23,

@@ -11,6 +11,7 @@ marked ``!`` and drawn ``▒``. Every mark is a glyph and a word, so the chart r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from specbench_tui.application.logview import clean
@@ -89,29 +90,40 @@ def _bars(analysis: RunAnalysis, workload_index: int, room: int) -> ChartView:
         fastest = {b.config_id for b in sorted(drawn, key=lambda b: b.value or 0.0, reverse=True)[:room]}
         marks.append(f"showing the {room} highest of {len(drawn)} values")
         drawn = [b for b in drawn if b.config_id in fastest]
-    series: list[Series] = []
-    view = ChartView("", xlabel=METRICS[metric])
-    if drawn:  # each bar a line of blocks (plotext's filled bars cost ~10x more to draw): ▒ when flagged
-        algorithms = {c.id: c.algorithm for c in analysis.configs}
-        for y, bar in enumerate(reversed(drawn)):
-            short = bool(bar.mark) and bar.mark != "baseline"
-            series.append(Series((0.0, bar.value or 0.0), (float(y), float(y)), PARTIAL_BLOCK if short else BLOCK,
-                                 ALGORITHM_COLORS.get(algorithms.get(bar.config_id, ""), "blue")))
-        view = replace(view, yticks=(tuple(float(y) for y in range(len(drawn))),
-                                     tuple(_bar_label(b, metric) for b in reversed(drawn))),
-                       ylim=(-0.5, len(drawn) - 0.5), xlim=(0.0, max(b.value or 0.0 for b in drawn) * 1.05),
-                       vline=1.0 if metric == "speedup" else None)
+    view = _bar_series(analysis, drawn, metric) if drawn else ChartView("", xlabel=METRICS[metric])
     where = f"{clean(panel.workload, 40)} ({workload_index % len(panels) + 1}/{len(panels)} workloads)"
-    missing = [f"{b.config} {b.mark}" for b in panel.bars if not b.drawn and b.mark != "pending"]
+    return replace(view, title=f"{METRICS[metric]} · {where} · live", marks=(*marks, *_bar_marks(panel.bars, drawn)))
+
+
+def _bar_series(analysis: RunAnalysis, drawn: list[Bar], metric: str) -> ChartView:
+    """Each bar a line of blocks (plotext's filled bars cost ~10x more to draw): ▒ when flagged."""
+    algorithms = {c.id: c.algorithm for c in analysis.configs}
+    series: list[Series] = []
+    for y, bar in enumerate(reversed(drawn)):
+        short = bool(bar.mark) and bar.mark != "baseline"
+        series.append(Series((0.0, bar.value or 0.0), (float(y), float(y)), PARTIAL_BLOCK if short else BLOCK,
+                             ALGORITHM_COLORS.get(algorithms.get(bar.config_id, ""), "blue")))
+    return ChartView("", xlabel=METRICS[metric], series=tuple(series),
+                     yticks=(tuple(float(y) for y in range(len(drawn))),
+                             tuple(_bar_label(b, metric) for b in reversed(drawn))),
+                     ylim=(-0.5, len(drawn) - 0.5), xlim=(0.0, max(b.value or 0.0 for b in drawn) * 1.05),
+                     vline=1.0 if metric == "speedup" else None)
+
+
+def _bar_marks(bars: Sequence[Bar], drawn: list[Bar]) -> list[str]:
+    """What the chart does not show as it is: bars without a value, bars with fewer measurements than planned,
+    bars not measured yet."""
+    marks = []
+    missing = [f"{b.config} {b.mark}" for b in bars if not b.drawn and b.mark != "pending"]
     if missing:
         marks.append(_listing("× no value: ", missing))
     flagged = [f"{b.config} {b.mark}" for b in drawn if b.mark and b.mark != "baseline"]
     if flagged:
         marks.append(_listing("! fewer measurements than planned: ", flagged))
-    pending = sum(1 for b in panel.bars if b.mark == "pending")
+    pending = sum(1 for b in bars if b.mark == "pending")
     if pending:
         marks.append(f"{pending} not measured yet")
-    return replace(view, title=f"{METRICS[metric]} · {where} · live", marks=tuple(marks), series=tuple(series))
+    return marks
 
 
 def _acceptance(analysis: RunAnalysis) -> ChartView:

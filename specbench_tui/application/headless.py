@@ -29,7 +29,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import ClassVar, TextIO
+from typing import Any, ClassVar, TextIO
 
 from specbench_tui.core.acceptance import client_definition
 from specbench_tui.core.engines import simulator
@@ -55,6 +55,7 @@ from specbench_tui.core.ledger import Ledger
 from specbench_tui.core.nodes import describe_gpus
 from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import ERROR_KIND_CRASH, STATUS_OK
+from specbench_tui.core.results import CellRow
 from specbench_tui.engine.ending import EXIT_INTERRUPTED
 from specbench_tui.application.host import OwnedRun, StopSignals, live_signals
 from specbench_tui.application.session import RunRequest
@@ -192,34 +193,45 @@ class Printer:
 
     def _workload(self, name: str, event: WorkloadFinished) -> None:
         row = self.ledger.analyse().row(event.config_id, event.workload)
-        tps = row.decode_tps.median if row is not None and row.decode_tps else None
-        ttft = row.ttft_s.median if row is not None and row.ttft_s else None
-        accept = row.accept_length if row is not None else None
-        log = event.server_log or {}
-        parts = [f"{event.measured} requests"]
-        if tps is not None:
-            parts.append(f"{tps:.1f} tok/s")
-        if row is not None and row.speedup is not None and row.speedup_note != "baseline":
-            parts.append(f"{row.speedup.median:.2f}x")
-        if ttft is not None:
-            parts.append(f"TTFT {ttft * 1000:.0f} ms")
-        if accept is not None:
-            parts.append(f"{client_definition(self.plan.sweep.engine.profile).name} {accept:.2f}")
-        if log.get("lines") and log.get("source") != "metrics":
-            server = f"server log: {log['gen_throughput']:.1f} tok/s" if log.get("gen_throughput") else "server log:"
-            if log.get("accept_length") is not None:
-                server += f", acceptance length {log['accept_length']:.2f}"
+        parts = [f"{event.measured} requests", *self._figures(row)]
+        server = _server_log_part(event.server_log or {})
+        if server:
             parts.append(server)
-        elif log.get("source") == "metrics" and log.get("accept_length") is not None:
-            drafted = log.get("draft_tokens") or 0
-            parts.append(f"server counters: acceptance length {log['accept_length']:.2f} per drafting step, "
-                         + (f"{log.get('accepted_tokens', 0)} of {drafted} drafted tokens accepted" if drafted
-                            else "nothing drafted"))
         if event.errors:
             parts.append(f"{event.errors} errors")
         if event.zero_output:
             parts.append(f"{event.zero_output} zero-output")
         self._say(f"{name}: {event.workload}: " + ", ".join(parts))
+
+    def _figures(self, row: CellRow | None) -> list[str]:
+        """The workload's median tok/s, speedup, TTFT and acceptance, those it has."""
+        if row is None:
+            return []
+        parts = []
+        if row.decode_tps:
+            parts.append(f"{row.decode_tps.median:.1f} tok/s")
+        if row.speedup is not None and row.speedup_note != "baseline":
+            parts.append(f"{row.speedup.median:.2f}x")
+        if row.ttft_s:
+            parts.append(f"TTFT {row.ttft_s.median * 1000:.0f} ms")
+        if row.accept_length is not None:
+            parts.append(f"{client_definition(self.plan.sweep.engine.profile).name} {row.accept_length:.2f}")
+        return parts
+
+
+def _server_log_part(log: dict[str, Any]) -> str | None:
+    """What the server said of the workload: its log's throughput and acceptance, or its counters' acceptance."""
+    if log.get("lines") and log.get("source") != "metrics":
+        server = f"server log: {log['gen_throughput']:.1f} tok/s" if log.get("gen_throughput") else "server log:"
+        if log.get("accept_length") is not None:
+            server += f", acceptance length {log['accept_length']:.2f}"
+        return server
+    if log.get("source") == "metrics" and log.get("accept_length") is not None:
+        drafted = log.get("draft_tokens") or 0
+        return (f"server counters: acceptance length {log['accept_length']:.2f} per drafting step, "
+                + (f"{log.get('accepted_tokens', 0)} of {drafted} drafted tokens accepted" if drafted
+                   else "nothing drafted"))
+    return None
 
 
 def _silence(out: TextIO) -> None:
