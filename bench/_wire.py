@@ -23,6 +23,7 @@ import ctypes
 import json
 import multiprocessing
 import os
+import re
 import signal
 import socket
 import statistics
@@ -32,6 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 SO_TIMESTAMPNS = 35
+_SO_RCVBUFFORCE = 33
+_RID = re.compile(rb'"rid":\s*"([0-9A-Za-z_-]{1,64})"')
 _ETH_P_ALL = 0x0003
 _PACKET_OUTGOING = 4
 _TIMESPEC = struct.Struct("@qq")
@@ -63,10 +66,13 @@ def _sniff(port: int, conn: multiprocessing.connection.Connection) -> None:
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(_ETH_P_ALL))
     sock.bind(("lo", 0))
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
+    try:  # past net.core.rmem_max (root): a burst of 256 answers must not overflow the socket and lose segments
+        sock.setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, 64 << 20)
+    except OSError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 20)
     sock.settimeout(0.1)
     space = socket.CMSG_SPACE(_TIMESPEC.size)
-    records: list[tuple[float, int, bool, int]] = []
+    records: list[tuple[float, int, bool, int, str]] = []
     conn.send("ready")
     while not conn.poll():
         try:
@@ -86,10 +92,16 @@ def _sniff(port: int, conn: multiprocessing.connection.Connection) -> None:
         stamp = next((_TIMESPEC.unpack_from(p)[0] + _TIMESPEC.unpack_from(p)[1] / 1e9 for level, kind, p in anc
                       if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS), time.time())
         to_server = dport == port
-        flags = (1 if payload.startswith(b"POST ") else 0) if to_server else \
-            (2 if b"data: {" in payload else 0) | (4 if b"[DONE]" in payload else 0)
+        rid = ""
+        if to_server:
+            flags = 1 if payload.startswith(b"POST ") else 0
+            found = _RID.search(payload)  # SGLang's native body names the request (in a later segment when long)
+            if found:
+                flags, rid = flags | 8, found.group(1).decode()
+        else:
+            flags = (2 if b"data: {" in payload else 0) | (4 if b"[DONE]" in payload else 0)
         if flags:
-            records.append((stamp, sport if to_server else dport, to_server, flags))
+            records.append((stamp, sport if to_server else dport, to_server, flags, rid))
     conn.recv()
     conn.send(records)
 
@@ -101,6 +113,8 @@ class WireRequest:
     sent: float
     first: float | None
     done: float | None
+    rid: str = ""
+    """The request's id where its body names one (SGLang's ``rid``): pairs it with a client's own record."""
 
 
 class WireTap:
@@ -108,7 +122,7 @@ class WireTap:
 
     def __init__(self, port: int) -> None:
         self.port = port
-        self._records: list[tuple[float, int, bool, int]] = []
+        self._records: list[tuple[float, int, bool, int, str]] = []
         self._proc: multiprocessing.Process | None = None
         self._conn: multiprocessing.connection.Connection | None = None
 
@@ -134,24 +148,28 @@ class WireTap:
         """Every request seen, in the order sent: the segments of each connection, in stamp order, split at each
         request's first segment."""
         offset = _monotonic_minus_realtime()
-        by_port: dict[int, list[tuple[float, bool, int]]] = {}
-        for stamp, port, to_server, flags in sorted(self._records):
-            by_port.setdefault(port, []).append((stamp + offset, to_server, flags))
+        by_port: dict[int, list[tuple[float, bool, int, str]]] = {}
+        for stamp, port, to_server, flags, rid in sorted(self._records):
+            by_port.setdefault(port, []).append((stamp + offset, to_server, flags, rid))
         out: list[WireRequest] = []
         for segments in by_port.values():
-            current: list[float | None] | None = None
-            for at, to_server, flags in segments:
+            current: dict[str, object] | None = None
+            for at, to_server, flags, rid in segments:
                 if to_server and flags & 1:
                     if current is not None:
-                        out.append(WireRequest(current[0] or at, current[1], current[2]))
-                    current = [at, None, None]
-                elif current is not None and not to_server:
-                    if flags & 2 and current[1] is None:
-                        current[1] = at
-                    if flags & 4 and current[2] is None:
-                        current[2] = at
+                        out.append(WireRequest(**current))  # type: ignore[arg-type]
+                    current = {"sent": at, "first": None, "done": None, "rid": ""}
+                if current is None:
+                    continue
+                if to_server and flags & 8 and not current["rid"]:
+                    current["rid"] = rid
+                elif not to_server:
+                    if flags & 2 and current["first"] is None:
+                        current["first"] = at
+                    if flags & 4 and current["done"] is None:
+                        current["done"] = at
             if current is not None:
-                out.append(WireRequest(current[0] or 0.0, current[1], current[2]))
+                out.append(WireRequest(**current))  # type: ignore[arg-type]
         return sorted(out, key=lambda r: r.sent)
 
 

@@ -2,8 +2,8 @@
 
 Each request is the workload's own request for its item (the same prompt as at batch 1), sent through the same
 streaming client, whose token times are the kernel's receive stamps of each connection
-(:mod:`specbench_tui.engine.rxclock`); the client's pool holds a connection per request in flight, so no
-request waits in our code for another's connection. A finished request is recorded at once with its load point
+(:mod:`specbench_tui.engine.stream`); the client keeps a connection per request in flight alive across requests,
+so no request waits in our code for another's connection and none times a connect. A finished request is recorded at once with its load point
 (``Measurement.load``) and its keyed item (``fibonacci#3``: the item, cycled, and its round), so every
 configuration's request *j* carries the same prompt and speedups pair requests.
 """
