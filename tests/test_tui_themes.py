@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from narrowing import present
 from tui_fakes import DEMO_SWEEP, T0, FakeEngine, same_look, until
 
@@ -90,6 +91,8 @@ async def test_textual_ansi_theme_keeps_the_app_up_with_the_terminals_own_colour
 
     app = SpecbenchApp(FakeEngine(tmp_path / "run"), theme="specbench-light", clock=lambda: T0)
     async with app.run_test(size=(100, 30)) as pilot:
+        if "ansi-dark" not in app.available_themes:
+            pytest.skip("this Textual has no ANSI themes (8.2 has)")
         app.set_theme("ansi-dark")
         await pilot.pause(0.1)
         assert app.is_running and app.theme == "ansi-dark"

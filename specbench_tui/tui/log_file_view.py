@@ -160,6 +160,11 @@ class LogFileView(ScrollView, can_focus=True):
         self.refresh()
         self.post_message(LogFileView.Changed())
 
+    def watch_show_horizontal_scrollbar(self, shown: bool) -> None:
+        """The horizontal scrollbar came or went (a wider line was drawn): a followed log stays at its end."""
+        if self.follow:
+            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if getattr(event.worker, "group", None) == "log-index" and event.worker.is_finished:
             self._indexing = False
