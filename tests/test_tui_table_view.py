@@ -135,3 +135,33 @@ async def test_hostile_text_is_drawn_as_it_is() -> None:
         await pilot.pause()
         line = text_of(table, 1)
         assert "[/crash]" in line and "[b]x[/b]" in line and "\x1b" not in line and "\x00" not in line
+
+
+async def test_a_crash_draws_its_queue_row_red_at_the_first_crash_event(tmp_path) -> None:
+    """The direct path: the first ``CrashDetected`` (before the excerpt, the teardown and the results' analysis)
+    turns the queue row's state, glyph and name into the theme's error colour in the drain that takes it."""
+    from textual.color import Color
+    from tui_fakes import T0, FakeEngine
+
+    from specbench_tui.core.events import ConfigState, ConfigStateChanged, CrashDetected
+    from specbench_tui.tui.app import SpecbenchApp
+    from specbench_tui.tui.queue_panel import QueuePanel
+
+    engine = FakeEngine(tmp_path / "run")
+    app = SpecbenchApp(engine, clock=lambda: T0 + 600)
+    async with app.run_test(size=(160, 48)) as pilot:
+        while not app.panels_ready:
+            await pilot.pause(0.02)
+        queue = app.sweep_screen.query_one(QueuePanel)
+        view = app.state.ordered_configs()[1]  # not the cursor row: drawn in the cursor's looks
+        engine.emit(ConfigStateChanged(config_id=view.config_id, name=view.name, state=ConfigState.RUNNING, ts=T0))
+        app.drain_events()
+        assert queue.get_cell(view.config_id, "state").mark is Mark.ACTIVE
+        engine.emit(CrashDetected(config_id=view.config_id, signature="cuda_illegal_instruction", line="boom",
+                                  excerpt=("boom",), log_line_number=4, complete=False, ts=T0 + 1))
+        app.drain_events()  # one drain, no analysis waited for
+        error = Color.parse(app.get_css_variables()["error"]).rich_color.get_truecolor()
+        for column in ("glyph", "config", "state", "note"):
+            assert queue.get_cell(view.config_id, column).mark is Mark.CRASHED, column
+            drawn = queue.drawn_style(view.config_id, column).color
+            assert drawn is not None and drawn.get_truecolor() == error, column
