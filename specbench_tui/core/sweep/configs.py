@@ -4,6 +4,8 @@ exclude rules (each matching values the matrix has). The matrix is expanded by :
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from specbench_tui.core.errors import did_you_mean
@@ -83,46 +85,75 @@ def _excludes(r: Reader, key: KeyPath, raw: Any, matrix: dict[str, tuple[Scalar,
         r.error((*key, "exclude", MAX_EXCLUDE_RULES), f"more than {MAX_EXCLUDE_RULES:,} exclude rules "
                 "(MAX_EXCLUDE_RULES)", "exclude a whole axis value with one rule, e.g. { tp = 8, reason = ... }")
         return []
-    axes = {k: {typed_key(v) for v in values} for k, values in matrix.items()}
-    by_text = {k: {str(v): v for v in reversed(values)} for k, values in matrix.items()}
+    axes = _Axes(matrix, declared)
     for j, rule in enumerate(raw):
         rkey = (*key, "exclude", j)
         if not isinstance(rule, dict):
             r.error(rkey, f"expected a table such as {{ budget = 8, tp = 1, reason = \"...\" }}, "
                     f"got {type_name(rule)}")
             continue
-        reason = rule.get("reason")
-        if "reason" not in rule:
-            r.error(rkey, "an exclude rule needs a reason, shown in the plan and the report",
-                    "add reason = \"why this point is skipped\"")
-        elif not isinstance(reason, str) or not reason.strip():
-            r.error((*rkey, "reason"), "expected a non-empty string saying why these points are skipped")
+        reason = _exclude_reason(r, rkey, rule)
         match = tuple((k, v) for k, v in rule.items() if k != "reason")
         if not match:
             r.error(rkey, "an exclude rule needs at least one parameter to match", "e.g. budget = 8")
-        ok = True
-        for k, v in match:
-            if k not in matrix:
-                ok = False
-                if k in declared:
-                    continue  # that axis is invalid and already reported
-                if not declared:
-                    r.error((*rkey, k), f"'{k}' cannot be matched: this configuration has no matrix",
-                            "add a matrix, or remove the exclude rule")
-                else:
-                    hint = did_you_mean(k, matrix)
-                    r.error((*rkey, k), f"'{k}' is not a matrix parameter of this configuration (it has "
-                            f"{', '.join(matrix) or 'none'})", hint)
-            elif not is_scalar(v) or typed_key(v) not in axes[k]:
-                ok = False
-                typed = by_text[k].get(str(v)) if is_scalar(v) else None
-                hint = (f"{k} = {v!r} is {type_name(v)} but the matrix has {typed!r}; write it without quotes"
-                        if typed is not None else f"use one of {short_repr(list(matrix[k]))}")
-                r.error((*rkey, k), f"{k} = {short_repr(v)[1:-1]} is not a value of matrix.{k}, so this rule matches "
-                        "nothing", hint)
-        if ok and match and isinstance(reason, str) and reason.strip():
-            excludes.append(ExcludeRule(match, reason.strip(), r.line_of(rkey)))
+        checked = [axes.matches(r, rkey, k, v) for k, v in match]  # each key is reported, not only the first
+        if all(checked) and match and reason is not None:
+            excludes.append(ExcludeRule(match, reason, r.line_of(rkey)))
     return excludes
+
+
+def _exclude_reason(r: Reader, rkey: KeyPath, rule: dict[str, Any]) -> str | None:
+    """The rule's reason, stripped; None (reported) when it has none or an empty one."""
+    reason = rule.get("reason")
+    if "reason" not in rule:
+        r.error(rkey, "an exclude rule needs a reason, shown in the plan and the report",
+                "add reason = \"why this point is skipped\"")
+        return None
+    if not isinstance(reason, str) or not reason.strip():
+        r.error((*rkey, "reason"), "expected a non-empty string saying why these points are skipped")
+        return None
+    return reason.strip()
+
+
+@dataclass
+class _Axes:
+    """A configuration's matrix, for matching exclude rules against: each axis's values, by typed key and by
+    text (to say a quoted number is one)."""
+
+    matrix: dict[str, tuple[Scalar, ...]]
+    declared: set[str]
+    """Every axis the configuration declares, valid or not."""
+
+    @cached_property
+    def typed(self) -> dict[str, set[Any]]:
+        return {k: {typed_key(v) for v in values} for k, values in self.matrix.items()}
+
+    @cached_property
+    def by_text(self) -> dict[str, dict[str, Scalar]]:
+        return {k: {str(v): v for v in reversed(values)} for k, values in self.matrix.items()}
+
+    def matches(self, r: Reader, rkey: KeyPath, k: str, v: Any) -> bool:
+        """Whether ``k = v`` names a matrix parameter and one of its values; why not is reported (not for an
+        axis that is itself invalid: that is reported already)."""
+        matrix, declared = self.matrix, self.declared
+        if k not in matrix:
+            if k in declared:
+                return False
+            if not declared:
+                r.error((*rkey, k), f"'{k}' cannot be matched: this configuration has no matrix",
+                        "add a matrix, or remove the exclude rule")
+            else:
+                r.error((*rkey, k), f"'{k}' is not a matrix parameter of this configuration (it has "
+                        f"{', '.join(matrix) or 'none'})", did_you_mean(k, matrix))
+            return False
+        if is_scalar(v) and typed_key(v) in self.typed[k]:
+            return True
+        typed = self.by_text[k].get(str(v)) if is_scalar(v) else None
+        hint = (f"{k} = {v!r} is {type_name(v)} but the matrix has {typed!r}; write it without quotes"
+                if typed is not None else f"use one of {short_repr(list(matrix[k]))}")
+        r.error((*rkey, k), f"{k} = {short_repr(v)[1:-1]} is not a value of matrix.{k}, so this rule matches "
+                "nothing", hint)
+        return False
 
 
 def _added(seen: set[tuple[str, Scalar]], key: tuple[str, Scalar]) -> bool:

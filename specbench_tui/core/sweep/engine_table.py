@@ -28,42 +28,20 @@ _TIMEOUTS = ("startup_timeout_s", "stall_timeout_s", "request_timeout_s", "shutd
 def engine_spec(r: Reader, raw: Any, base_dir: Path) -> EngineSpec:
     key: KeyPath = ("engine",)
     t = r.table(raw, key, _ENGINE_KEYS)
-    profile = r.get(t, key, "profile", (str,), "sglang")
-    if profile not in engine_names():
-        hint = did_you_mean(profile, engine_names())
-        r.error((*key, "profile"), f"unknown engine profile '{profile}'",
-                (f"{hint}; " if hint else "") + "an engine module of your own is named in SPECBENCH_ENGINES "
-                "(docs/adding-an-engine.md)")
-        profile = "sglang"
+    profile = _profile(r, key, t)
     launcher = r.get(t, key, "launcher", (str,), "simulator")
     if launcher not in LAUNCHERS:
         r.error((*key, "launcher"), f"unknown launcher '{launcher}'", did_you_mean(launcher, LAUNCHERS))
         launcher = "simulator"
-    command = expand_value(r, (*key, "command"), r.get(t, key, "command", (list,), []))
-    if command and not all(isinstance(c, str) and c for c in command):
-        r.error((*key, "command"), "expected an array of non-empty strings (an argv prefix; no shell is used)")
-        command = []
-    if command and "/" in command[0] and not Path(command[0]).expanduser().is_absolute():
-        command = [str(resolve_path(base_dir, command[0])), *command[1:]]
+    command = _command(r, key, t, base_dir)
     if launcher == "command" and not command:
         r.error((*key, "launcher"), "launcher = \"command\" needs a command",
                 "add command = [\"/path/to/server\", \"--its-flag\"] to [engine]")
     python = expand_value(r, (*key, "python"), r.get(t, key, "python", (str,)))
     if python is not None and "/" in python and not Path(python).expanduser().is_absolute():
         python = str(resolve_path(base_dir, python))
-    sim_profile = r.get(t, key, "sim_profile", (str,))
-    if sim_profile is not None:
-        resolved = resolve_path(base_dir, sim_profile)
-        if not resolved.is_file():
-            r.error((*key, "sim_profile"), f"simulator profile not found: {resolved}",
-                    "relative paths are taken from the sweep file's folder")
-        sim_profile = str(resolved)
-    api_key_env = r.get(t, key, "api_key_env", (str,))
-    if api_key_env is not None and (not ENV_NAME_OK.fullmatch(api_key_env) or looks_like_secret(api_key_env)):
-        r.error((*key, "api_key_env"), "expected the NAME of an environment variable that holds the key, "
-                "and this looks like a key itself", "write api_key_env = \"SGLANG_API_KEY\" and export "
-                "SGLANG_API_KEY=...; never put a key in a sweep file (it is copied into every run directory)")
-        api_key_env = None
+    sim_profile = _sim_profile(r, key, t, base_dir)
+    api_key_env = _api_key_env(r, key, t)
     signatures = _crash_signatures(r, t.get("crash_signatures", {}), (*key, "crash_signatures"))
     port_base = r.get(t, key, "port_base", (int,), 30000)
     if not 1024 <= port_base <= 65000:
@@ -81,6 +59,52 @@ def engine_spec(r: Reader, raw: Any, base_dir: Path) -> EngineSpec:
         port_base=port_base, sim_profile=sim_profile, api_key_env=api_key_env, crash_signatures=signatures,
         **timeouts,
     )
+
+
+def _profile(r: Reader, key: KeyPath, t: dict[str, Any]) -> str:
+    """The engine profile: a registered one, else ``sglang`` after saying so."""
+    profile = r.get(t, key, "profile", (str,), "sglang")
+    if profile not in engine_names():
+        hint = did_you_mean(profile, engine_names())
+        r.error((*key, "profile"), f"unknown engine profile '{profile}'",
+                (f"{hint}; " if hint else "") + "an engine module of your own is named in SPECBENCH_ENGINES "
+                "(docs/adding-an-engine.md)")
+        return "sglang"
+    return str(profile)
+
+
+def _command(r: Reader, key: KeyPath, t: dict[str, Any], base_dir: Path) -> list[str]:
+    """The argv prefix of the ``command`` launcher, a relative program taken from the sweep file's folder."""
+    command = expand_value(r, (*key, "command"), r.get(t, key, "command", (list,), []))
+    if command and not all(isinstance(c, str) and c for c in command):
+        r.error((*key, "command"), "expected an array of non-empty strings (an argv prefix; no shell is used)")
+        return []
+    if command and "/" in command[0] and not Path(command[0]).expanduser().is_absolute():
+        return [str(resolve_path(base_dir, command[0])), *command[1:]]
+    return list(command)
+
+
+def _sim_profile(r: Reader, key: KeyPath, t: dict[str, Any], base_dir: Path) -> str | None:
+    """The simulator's profile file, resolved (relative to the sweep file's folder); a missing one is an error."""
+    sim_profile = r.get(t, key, "sim_profile", (str,))
+    if sim_profile is None:
+        return None
+    resolved = resolve_path(base_dir, sim_profile)
+    if not resolved.is_file():
+        r.error((*key, "sim_profile"), f"simulator profile not found: {resolved}",
+                "relative paths are taken from the sweep file's folder")
+    return str(resolved)
+
+
+def _api_key_env(r: Reader, key: KeyPath, t: dict[str, Any]) -> str | None:
+    """The NAME of the variable holding the API key; a value that looks like a key itself is refused."""
+    api_key_env = r.get(t, key, "api_key_env", (str,))
+    if api_key_env is not None and (not ENV_NAME_OK.fullmatch(api_key_env) or looks_like_secret(api_key_env)):
+        r.error((*key, "api_key_env"), "expected the NAME of an environment variable that holds the key, "
+                "and this looks like a key itself", "write api_key_env = \"SGLANG_API_KEY\" and export "
+                "SGLANG_API_KEY=...; never put a key in a sweep file (it is copied into every run directory)")
+        return None
+    return api_key_env if api_key_env is None else str(api_key_env)
 
 
 def _crash_signatures(r: Reader, raw: Any, key: KeyPath) -> tuple[tuple[str, str], ...]:

@@ -38,31 +38,38 @@ def args_table(r: Reader, raw: Any, key: KeyPath) -> tuple[tuple[str, ArgValue],
         if name in out:
             r.error(fkey, f"--{name} is set twice in this table", "keep one of them")
             continue
-        if isinstance(value, list):
-            if not value:
-                r.error(fkey, "an empty array would pass the flag with no value",
-                        "remove the key, or give at least one value")
-                continue
-            if not all(is_scalar(v) and not isinstance(v, bool) for v in value):
-                r.error(fkey, "array flag values hold strings or numbers only",
-                        "e.g. cuda-graph-bs-decode = [1, 2, 4, 8]")
-                continue
-            out[name] = tuple(value)
-        elif is_scalar(value):
-            out[name] = value
-        elif isinstance(value, dict):
-            problem = _json_problem(value)
-            if problem:
-                r.error(fkey, f"a table flag value is passed as JSON, but {problem}",
-                        "use strings, numbers, booleans, arrays and tables only")
-                continue
-            # vLLM's --speculative-config and SGLang's --json-model-override-args take a JSON object.
-            out[name] = json.dumps(value, separators=(",", ":"))
-        else:
-            r.error(fkey, f"a flag value is a string, number, boolean, array or table, got {type_name(value)}",
-                    "true passes a bare flag, false leaves it out, an array passes several values, "
-                    "a table passes a JSON object")
+        arg = _arg_value(r, fkey, value)
+        if arg is not None:
+            out[name] = arg
     return tuple(out.items())
+
+
+def _arg_value(r: Reader, fkey: KeyPath, value: Any) -> ArgValue | None:
+    """A flag's value as the command line gets it (an array as a tuple, a table as JSON); None after saying why
+    it cannot be one."""
+    if isinstance(value, list):
+        if not value:
+            r.error(fkey, "an empty array would pass the flag with no value", "remove the key, or give at least one value")
+            return None
+        if not all(is_scalar(v) and not isinstance(v, bool) for v in value):
+            r.error(fkey, "array flag values hold strings or numbers only", "e.g. cuda-graph-bs-decode = [1, 2, 4, 8]")
+            return None
+        return tuple(value)
+    if is_scalar(value):
+        scalar: ArgValue = value
+        return scalar
+    if isinstance(value, dict):
+        problem = _json_problem(value)
+        if problem:
+            r.error(fkey, f"a table flag value is passed as JSON, but {problem}",
+                    "use strings, numbers, booleans, arrays and tables only")
+            return None
+        # vLLM's --speculative-config and SGLang's --json-model-override-args take a JSON object.
+        return json.dumps(value, separators=(",", ":"))
+    r.error(fkey, f"a flag value is a string, number, boolean, array or table, got {type_name(value)}",
+            "true passes a bare flag, false leaves it out, an array passes several values, "
+            "a table passes a JSON object")
+    return None
 
 
 def _json_problem(value: Any, where: str = "") -> str | None:

@@ -65,11 +65,8 @@ def load_spec(r: Reader, key: KeyPath, raw: dict[str, Any], kind: str) -> LoadSp
     """A workload's load axis, or None when it has neither ``concurrency`` nor ``request_rate``."""
     concurrency = _load_axis(r, key, raw, "concurrency", (int,), MAX_CONCURRENCY, "MAX_CONCURRENCY")
     rate = _load_axis(r, key, raw, "request_rate", (int, float), MAX_REQUEST_RATE, "MAX_REQUEST_RATE")
-    present = [k for k in LOAD_KEYS if k in raw and k not in ("concurrency", "request_rate")]
     if not concurrency and not rate:
-        if present and "concurrency" not in raw and "request_rate" not in raw:
-            r.error((*key, present[0]), f"'{present[0]}' belongs to a load axis, and this workload has none",
-                    "add concurrency = [1, 4, 16, 64] (closed loop) or request_rate = [...] (open loop)")
+        _no_axis(r, key, raw)
         return None
     if kind == "agentic":
         r.error((*key, "concurrency" if concurrency else "request_rate"),
@@ -80,38 +77,60 @@ def load_spec(r: Reader, key: KeyPath, raw: dict[str, Any], kind: str) -> LoadSp
     if waves is not None and not concurrency:
         r.error((*key, "waves"), "waves counts closed-loop rounds, and this workload has no concurrency",
                 "set requests = N for an open-loop point")
+    return LoadSpec(concurrency=concurrency, request_rate=rate, requests=requests, waves=waves or 4,
+                    search=_search(r, key, raw), arrival_seed=_arrival_seed(r, key, raw),
+                    noise_threshold=_noise_threshold(r, key, raw), slo=_slo(r, key, raw) if "slo" in raw else None)
+
+
+def _no_axis(r: Reader, key: KeyPath, raw: dict[str, Any]) -> None:
+    """A key of a load axis on a workload that has none is an error (a typo'd or forgotten axis)."""
+    present = [k for k in LOAD_KEYS if k in raw and k not in ("concurrency", "request_rate")]
+    if present and "concurrency" not in raw and "request_rate" not in raw:
+        r.error((*key, present[0]), f"'{present[0]}' belongs to a load axis, and this workload has none",
+                "add concurrency = [1, 4, 16, 64] (closed loop) or request_rate = [...] (open loop)")
+
+
+def _search(r: Reader, key: KeyPath, raw: dict[str, Any]) -> str:
     search = r.get(raw, key, "search", (str,), "adaptive")
     if search not in SEARCHES:
         r.error((*key, "search"), f"unknown search '{search}'", did_you_mean(str(search), SEARCHES)
                 or "adaptive (bisect on the load axis) or grid (every point)")
         search = "adaptive"
+    return search or "adaptive"
+
+
+def _arrival_seed(r: Reader, key: KeyPath, raw: dict[str, Any]) -> int:
     seed = r.get(raw, key, "arrival_seed", (int,), 0)
     if seed is not None and not 0 <= seed < 1 << 63:
         r.error((*key, "arrival_seed"), f"expected 0 <= arrival_seed < 2**63, got {seed}")
         seed = 0
+    return seed or 0
+
+
+def _noise_threshold(r: Reader, key: KeyPath, raw: dict[str, Any]) -> float:
     noise = r.get(raw, key, "noise_threshold", (int, float), 0.1)
     if noise is not None and not 0 < noise <= 10:
         r.error((*key, "noise_threshold"), f"expected a relative spread in (0, 10], got {noise}",
                 "0.1 flags a point whose MAD is over 10 % of its median")
         noise = 0.1
-    slo = None
-    if "slo" in raw:
-        table = r.table(raw["slo"], (*key, "slo"), _SLO_KEYS, "a table such as { ttft_ms = 500, itl_ms = 50 }")
-        values: dict[str, float | None] = {}
-        for name in _SLO_KEYS:
-            values[name] = r.positive(table, (*key, "slo"), name, (int, float), None, limit=MAX_TIMEOUT_S * 1000,
-                                      limit_name="MAX_TIMEOUT_S in ms")
-        pct = values.pop("percentile")
-        if pct is not None and pct > 100:
-            r.error((*key, "slo", "percentile"), f"expected a percentile in (0, 100], got {pct}")
-            pct = None
-        if table and not any(v is not None for v in values.values()):
-            r.error((*key, "slo"), "an SLO needs at least one limit", "e.g. slo = { ttft_ms = 500, itl_ms = 50 }")
-        slo = Slo(ttft_ms=values["ttft_ms"], itl_ms=values["itl_ms"], e2e_ms=values["e2e_ms"],
-                  percentile=float(pct or 99.0))
-    return LoadSpec(concurrency=concurrency, request_rate=rate, requests=requests, waves=waves or 4,
-                    search=search or "adaptive", arrival_seed=seed or 0, noise_threshold=float(noise or 0.1),
-                    slo=slo)
+    return float(noise or 0.1)
+
+
+def _slo(r: Reader, key: KeyPath, raw: dict[str, Any]) -> Slo:
+    """The ``slo`` table: at least one limit, and the percentile they hold at (99 by default)."""
+    table = r.table(raw["slo"], (*key, "slo"), _SLO_KEYS, "a table such as { ttft_ms = 500, itl_ms = 50 }")
+    values: dict[str, float | None] = {}
+    for name in _SLO_KEYS:
+        values[name] = r.positive(table, (*key, "slo"), name, (int, float), None, limit=MAX_TIMEOUT_S * 1000,
+                                  limit_name="MAX_TIMEOUT_S in ms")
+    pct = values.pop("percentile")
+    if pct is not None and pct > 100:
+        r.error((*key, "slo", "percentile"), f"expected a percentile in (0, 100], got {pct}")
+        pct = None
+    if table and not any(v is not None for v in values.values()):
+        r.error((*key, "slo"), "an SLO needs at least one limit", "e.g. slo = { ttft_ms = 500, itl_ms = 50 }")
+    return Slo(ttft_ms=values["ttft_ms"], itl_ms=values["itl_ms"], e2e_ms=values["e2e_ms"],
+               percentile=float(pct or 99.0))
 
 
 POINT_WARN_S = 3600.0
