@@ -67,14 +67,15 @@ class RawServer:
     """One server started directly (its own process group), its output in ``log``: SGLang's own (``paths``
     from :func:`sglang_paths`), or the simulator (``paths`` None)."""
 
-    def __init__(self, paths: dict[str, str] | None, folder: Path, *extra: str) -> None:
+    def __init__(self, paths: dict[str, str] | None, folder: Path, *extra: str,
+                 env: dict[str, str] | None = None) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.port = find_free_port("127.0.0.1", 31000 + (os.getpid() * 13) % 2000)
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = folder / "server.log"
         self.marker = str(folder)
         env = {**os.environ, **CPU_ENV, "SGLANG_PYSPY_DUMP_BEFORE_CRASH": "0",
-               "SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "0", "SPECBENCH_TEST_MARKER": self.marker}
+               "SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "0", "SPECBENCH_TEST_MARKER": self.marker, **(env or {})}
         command = argv(paths, self.port, *extra) if paths is not None else sim_argv(self.port, *extra)
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=folder,
