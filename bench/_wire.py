@@ -226,6 +226,7 @@ class _RawProtocol(asyncio.Protocol):
         self.first = 0.0
         self.tail = b""
         self.lost = False
+        self.got = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -233,6 +234,8 @@ class _RawProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         now = time.monotonic()
+        if b"HTTP/1." in data:  # an answer began (not the last one's late terminator)
+            self.got = True
         seen = self.tail + data
         if not self.first and b"data: {" in seen:
             self.first = now
@@ -266,13 +269,19 @@ class RawClient:
         raw = json.dumps(body).encode()
         request = (f"POST {self.path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nContent-Type: application/json\r\n"
                    f"Content-Length: {len(raw)}\r\n\r\n").encode() + raw
-        proto = await self._conn()
-        proto.first, proto.tail = 0.0, b""
-        proto.waiter = asyncio.get_running_loop().create_future()
-        sent = time.monotonic()
-        assert proto.transport is not None
-        proto.transport.write(request)
-        first, done = await proto.waiter
+        for attempt in range(2):
+            proto = await self._conn()
+            proto.first, proto.tail, proto.got = 0.0, b"", False
+            proto.waiter = asyncio.get_running_loop().create_future()
+            sent = time.monotonic()
+            assert proto.transport is not None
+            proto.transport.write(request)
+            try:
+                first, done = await proto.waiter
+                break
+            except ConnectionError:
+                if attempt or proto.got:  # a kept connection the server closed as we sent: once more, new
+                    raise
         # the chunked terminator follows [DONE]: let it in before the connection is reused
         await asyncio.sleep(0)
         self._idle.append(proto)

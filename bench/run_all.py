@@ -50,7 +50,7 @@ class Bench:
 
 SCRIPTS: dict[str, Bench] = {
     "fidelity": Bench("bench/bench_engine_fidelity.py"),
-    "client": Bench("bench/bench_client_sim.py"),
+    "client": Bench("bench/bench_client.py"),
     "vllm": Bench("bench/bench_vllm_clients.py"),
     "crash": Bench("bench/bench_crash_dead_time.py"),
     "logpump": Bench("bench/bench_logpump.py"),
