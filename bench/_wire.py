@@ -29,7 +29,7 @@ import socket
 import statistics
 import struct
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 SO_TIMESTAMPNS = 35
@@ -305,13 +305,47 @@ class RawClient:
         self._idle.clear()
 
 
-def ratio_line(name: str, value: float, target: str, ok: bool | None) -> str:
-    status = "info" if ok is None else ("PASS" if ok else "FAIL")
-    return f"FIGURE|{name}|{value:.3f}|{target}|{status}"
+TOK_S_BOUND = 0.005
+TTFT_BOUND_MS = 0.5
+TPOT_BOUND_MS = 0.05
+
+
+class AgainstWire:
+    """Ours against the wire at each concurrency (each printed as info) and the worst of them, the judged row:
+    tok/s within :data:`TOK_S_BOUND`, TTFT p50 within :data:`TTFT_BOUND_MS`, TPOT p50 within :data:`TPOT_BOUND_MS`."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.levels: list[str] = []
+        self.worst = [0.0, 0.0, 0.0]
+
+    def add(self, name: str, level: str, ours: Figures, wire: Figures) -> bool:
+        """Print one concurrency's three comparisons; whether all three hold."""
+        tok = ours.tok_s / wire.tok_s - 1 if wire.tok_s else float("inf")
+        ttft = ours.ttft_ms - wire.ttft_ms
+        tpot = (ours.tpot_ms or 0.0) - (wire.tpot_ms or 0.0)
+        print(f"FIGURE|{name}: tok/s ours / wire ({ours.tok_s:.1f} / {wire.tok_s:.1f})|{1 + tok:.4f}|"
+              f"1 ± {TOK_S_BOUND}|info")
+        print(f"FIGURE|{name}: TTFT p50 ours − wire ({ours.ttft_ms:.3f} − {wire.ttft_ms:.3f} ms)|{ttft:+.3f} ms|"
+              f"± {TTFT_BOUND_MS} ms|info")
+        print(f"FIGURE|{name}: TPOT p50 ours − wire ({ours.tpot_ms or 0:.4f} − {wire.tpot_ms or 0:.4f} ms)|"
+              f"{tpot:+.4f} ms|± {TPOT_BOUND_MS} ms|info")
+        self.levels.append(level)
+        self.worst = [max(self.worst[0], abs(tok)), max(self.worst[1], abs(ttft)), max(self.worst[2], abs(tpot))]
+        return abs(tok) <= TOK_S_BOUND and abs(ttft) <= TTFT_BOUND_MS and abs(tpot) <= TPOT_BOUND_MS
+
+    def summary(self) -> bool | None:
+        """Print the judged row (None: nothing was compared)."""
+        if not self.levels:
+            return None
+        tok, ttft, tpot = self.worst
+        ok = tok <= TOK_S_BOUND and ttft <= TTFT_BOUND_MS and tpot <= TPOT_BOUND_MS
+        print(f"FIGURE|{self.server}: ours against the wire, worst over c = {', '.join(self.levels)} (tok/s, TTFT "
+              f"p50, TPOT p50; {load()})|{tok * 100:.2f} %, {ttft:.2f} ms, {tpot:.3f} ms|"
+              f"<= {TOK_S_BOUND * 100:.1f} %, {TTFT_BOUND_MS} ms, {TPOT_BOUND_MS} ms|{'pass' if ok else 'FAIL'}")
+        return ok
 
 
 def load() -> str:
     return f"load {os.getloadavg()[0]:.1f}"
 
-
-Progress = Callable[[], None]

@@ -352,7 +352,7 @@ def _judge(name: str, value: float | None, ok: bool, target: str, failures: list
 
 
 async def compare_level(level: Level, session: Session, workload: Workload, texts: dict[str, str],
-                        failures: list[str], tap: bool) -> None:
+                        failures: list[str], tap: bool, against: _wire.AgainstWire) -> None:
     """``repeats`` rounds of ours, vLLM's client and the raw client at one concurrency, in an order that rotates
     (the server's drift over the rounds falls on all), the wire timing ours; figures: the clients' medians."""
     c, count = level.concurrency, REQUESTS.get(level.concurrency, 2 * level.concurrency)
@@ -397,14 +397,10 @@ async def compare_level(level: Level, session: Session, workload: Workload, text
         print(f"FIGURE|real vLLM c={c}: ours against the wire: not measured ({_wire.available()})|-|-|info")
         return
     wire = med["wire"]
-    tok = (ours_["tok_s"] or 0) / (wire["tok_s"] or 1)
-    _judge(f"real vLLM c={c}: tok/s ours / wire", tok, abs(tok - 1) <= 0.005, "1 ± 0.005", failures,
-           f"{ours_['tok_s']:.1f} / {wire['tok_s']:.1f}")
-    for what, key, bound in (("TTFT p50", "ttft_ms", 0.5), ("TPOT p50", "tpot_ms", 0.05)):
-        x, y = ours_[key], wire[key]
-        diff = None if x is None or y is None else x - y
-        _judge(f"real vLLM c={c}: {what} ours − wire (ms)", diff, diff is not None and abs(diff) <= bound,
-               f"± {bound} ms", failures, f"{_fmt(x)} − {_fmt(y)} ms")
+    as_figures = {who: _wire.Figures(count, got["tok_s"] or 0.0, got["ttft_ms"] or 0.0, got["tpot_ms"], 0)
+                  for who, got in (("ours", ours_), ("wire", wire))}
+    if not against.add(f"real vLLM c={c}", str(c), as_figures["ours"], as_figures["wire"]):
+        failures.append(f"real vLLM c={c}: ours against the wire (see its three lines)")
 
 
 async def measure(paths: dict[str, str], levels: Sequence[int], tokens: int, repeats: int,
@@ -430,9 +426,11 @@ async def measure(paths: dict[str, str], levels: Sequence[int], tokens: int, rep
                   f"{placement}; wire truth: {'the loopback packet sniffer' if tap else _wire.available()}")
             print(f"{'c':>3} {'client':7} {'reqs':>4} {'tok/s':>9} {'TTFT p50 ms':>12} {'TPOT p50 ms':>12} "
                   f"{'ITL ms':>8} {'wall s':>7} {'burst':>6} {'CPU ms/rq':>9}")
+            against = _wire.AgainstWire("real vLLM")
             for c in levels:
                 await compare_level(Level(paths, port, work, tokens, c, repeats), session, workload, texts,
-                                    failures, tap)
+                                    failures, tap, against)
+            against.summary()
     finally:
         await client.aclose()
     print(f"server log and vLLM's result files: {work}")

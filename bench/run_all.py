@@ -51,6 +51,7 @@ class Bench:
 SCRIPTS: dict[str, Bench] = {
     "fidelity": Bench("bench/bench_engine_fidelity.py"),
     "client": Bench("bench/bench_client.py"),
+    "client-llamacpp": Bench("bench/bench_client.py", ("--server", "llamacpp"), label="llama.cpp"),
     "vllm": Bench("bench/bench_vllm_clients.py"),
     "crash": Bench("bench/bench_crash_dead_time.py"),
     "logpump": Bench("bench/bench_logpump.py"),
@@ -67,7 +68,9 @@ _PLACEMENT = re.compile(r"measured concurrent/lower-bound ratio ([0-9.]+)")
 README = ROOT / "README.md"
 README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
 HEADLINES = ("crash line -> red row", "whole watch through a pipe", "slowest key p95", "runs_10k_s",
-             "resume_latest_10k_s", "attach_64mb_events_first_s", "fidelity: worst decode tok/s error", "real vLLM c=")
+             "resume_latest_10k_s", "attach_64mb_events_first_s", "fidelity: worst decode tok/s error", "real vLLM",
+             "simulator c=64: our client's CPU", "simulator: ours against the wire", "llama.cpp: ours against the wire",
+             "simulator c=8: tok/s with 128K")
 """The figures the README quotes: the rows whose name starts with one of these and that are judged (PASS or
 FAIL, not info)."""
 RECORD_COLUMNS = ("figure", "value", "target", "verdict", "load", "command")
@@ -171,11 +174,37 @@ def _verdict(word: str) -> str:
     return {"pass": "PASS", "fail": "FAIL", "info": "info"}.get(word.lower(), word)
 
 
-def run_one(key: str, bench: Bench, quiet: bool) -> tuple[list[Row], bool]:
-    """Run one bench (with its busy loops beside it); its rows and whether it failed."""
+def command_of(bench: Bench) -> str:
     command = " ".join([".venv/bin/python", bench.script, *bench.args])
     if bench.busy_loops:
         command = f"{command}  (+{bench.busy_loops}x python -c '{BUSY_LOOP}')"
+    return command
+
+
+def merged(rows: list[Row], page_path: Path, chosen: list[str]) -> list[Row]:
+    """``rows`` of the benches run now, in the recorded page's rows of the others (``--only`` with ``--record``
+    updates those benches' rows and keeps the rest, each with the load it ran at)."""
+    if not page_path.exists():
+        return rows
+    rerun = {_cell(command_of(SCRIPTS[key])) for key in chosen}
+    out: list[Row] = []
+    placed = False
+    for cells in recorded_rows(page_path.read_text(encoding="utf-8")):
+        match = re.fullmatch(r"`(.*)` \((\d+) s\)", cells["command"])
+        command, seconds = (match[1], float(match[2])) if match else (cells["command"], 0.0)
+        if command in rerun:
+            if not placed:
+                out.extend(rows)
+                placed = True
+            continue
+        out.append(Row(cells["figure"], cells["value"], cells["target"], cells["verdict"], cells["load"], command,
+                       seconds))
+    return out if placed else [*out, *rows]
+
+
+def run_one(key: str, bench: Bench, quiet: bool) -> tuple[list[Row], bool]:
+    """Run one bench (with its busy loops beside it); its rows and whether it failed."""
+    command = command_of(bench)
     if bench.skip is not None or not (ROOT / bench.script).exists():
         reason = bench.skip or f"{bench.script} does not exist"
         print(f"==> SKIP {key}: {reason}\n")
@@ -239,7 +268,7 @@ def main() -> int:
               f"{row.command} ({row.seconds:.0f} s)")
     print("\nALL PASS" if not failed else "\nSOME FIGURES MISS THEIR TARGET")
     if args.record is not None:
-        record(summary, args.record)
+        record(merged(summary, args.record, chosen) if args.only else summary, args.record)
     return 1 if failed else 0
 
 
