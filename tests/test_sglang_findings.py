@@ -157,3 +157,76 @@ def test_adaptive_switched_off_by_the_server_reports_no_step_tiers(tmp_path):
     dp = [n.text for n in of_type(events, Notice) if n.config_id == ids["ar-dp2"]]
     assert any("rank 0's result only" in text for text in dp), dp
     assert not any("rank 0" in n.text for n in of_type(events, Notice) if n.config_id != ids["ar-dp2"])
+
+
+_CPU_SWEEP = """[sweep]
+name = "cpu"
+[engine]
+launcher = "sglang"
+python = "PYTHON"
+[server.args]
+model-path = "MODEL"
+DEVICE
+[[configs]]
+name = "ar"
+[[workloads]]
+kind = "code"
+"""
+
+
+@pytest.mark.parametrize(("device", "on_cpu"), [('device = "cpu"', True), ("", False), ('device = "cuda"', False)])
+def test_the_sglang_profile_runs_on_cpu_when_its_args_say_device_cpu(tmp_path, device, on_cpu):
+    """Pre-flight on a machine without GPUs: ``device = "cpu"`` in ``[server.args]`` runs SGLang there (each
+    configuration takes no GPU); without it, "no GPUs to run on" as before."""
+    import sys
+
+    from specbench_tui.engine.gpus import NullBackend
+    from specbench_tui.engine.machine import Machine
+    from specbench_tui.engine.preflight import preflight
+    from specbench_tui.rundir.store import RunDir
+
+    (tmp_path / "model").mkdir()
+    text = _CPU_SWEEP.replace("PYTHON", sys.executable).replace("MODEL", str(tmp_path / "model")).replace(
+        "DEVICE", device)
+    plan = plan_for(write_sweep(tmp_path / "sweep", text))
+    machine = Machine(NullBackend(), plan.sweep, lambda event: None)
+    assert machine.on_cpu() is on_cpu
+    run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
+    try:
+        problems = preflight(plan, {c.id for c in plan.configs}, machine, run_dir)
+    finally:
+        run_dir.close()
+    assert any("no GPUs to run on" in p for p in problems) is not on_cpu, problems
+
+
+def test_a_crashed_server_gets_a_short_grace():
+    """Once a crash signature matched, the teardown does not wait the sweep's whole grace for a server that is
+    dying anyway (SGLang's crash handler may sleep 65 s in diagnostics first, serving no signal)."""
+    from types import SimpleNamespace
+
+    from specbench_tui.core.outcomes import DEATH_CRASH, DEATH_EXIT
+    from specbench_tui.engine.local_executor import CRASHED_GRACE_S, _grace
+    from specbench_tui.engine.server import Death
+
+    loop = asyncio.new_event_loop()
+    try:
+        def server(death: Death | None) -> SimpleNamespace:
+            future = loop.create_future()
+            if death is not None:
+                future.set_result(death)
+            return SimpleNamespace(dead=death is not None, death=future)
+
+        crashed = server(Death(DEATH_CRASH, "crash signature scheduler_exception: ...", "scheduler_exception"))
+        assert _grace(crashed, 60.0) == CRASHED_GRACE_S == 3.0
+        assert _grace(crashed, 1.0) == 1.0
+        assert _grace(server(Death(DEATH_EXIT, "exited")), 60.0) == 60.0
+        assert _grace(server(None), 60.0) == 60.0
+    finally:
+        loop.close()
+
+
+def test_sglang_is_launched_with_crash_diagnostics_off_unless_the_sweep_sets_them():
+    assert SGLANG.default_env == {"SGLANG_PYSPY_DUMP_BEFORE_CRASH": "0", "SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "0"}
+    source = (REPO / "specbench_tui/engine/local_executor.py").read_text()
+    defaults, sweep = source.index("env.update(self.profile.default_env)"), source.index("env.update(launch_env(")
+    assert defaults < sweep  # the sweep's [server.env] is applied after the defaults: it wins
