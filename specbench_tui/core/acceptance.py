@@ -323,13 +323,22 @@ def _rates(ok: Sequence[Measurement]) -> tuple[float | None, float | None, float
     counted = [m for m in ok if m.verify_ct and m.completion_tokens]
     verify = float(sum(m.verify_ct or 0 for m in counted))
     client = _ratio(float(sum(m.completion_tokens or 0 for m in counted)), verify)
+    return (client, _server_length(counted), *_draft_rates(counted))
+
+
+def _server_length(counted: Sequence[Measurement]) -> float | None:
+    """The server's acceptance length over the requests, weighted by their verify steps."""
     served = [(m.accept_length, m.verify_ct or 0) for m in counted if m.accept_length is not None]
-    server = _ratio(sum(a * v for a, v in served), float(sum(v for _, v in served))) if served else None
+    return _ratio(sum(a * v for a, v in served), float(sum(v for _, v in served))) if served else None
+
+
+def _draft_rates(counted: Sequence[Measurement]) -> tuple[float | None, float | None]:
+    """Drafts accepted per draft proposed, and per verify step, over the requests that count their drafts."""
     drafts = [m for m in counted if m.correct_drafts is not None and m.proposed_drafts]
-    rate = _ratio(float(sum(m.correct_drafts or 0 for m in drafts)), float(sum(m.proposed_drafts or 0 for m in drafts)))
-    per_verified = _ratio(float(sum(m.correct_drafts or 0 for m in drafts)),
-                          float(sum(m.verify_ct or 0 for m in drafts))) if drafts else None
-    return client, server, rate, per_verified
+    correct = float(sum(m.correct_drafts or 0 for m in drafts))
+    rate = _ratio(correct, float(sum(m.proposed_drafts or 0 for m in drafts)))
+    per_verified = _ratio(correct, float(sum(m.verify_ct or 0 for m in drafts))) if drafts else None
+    return rate, per_verified
 
 
 def cell_acceptance(config_id: str, workload: str, ms: Sequence[Measurement],
@@ -344,18 +353,23 @@ def cell_acceptance(config_id: str, workload: str, ms: Sequence[Measurement],
     base_step = step_seconds(_ok(baseline_ms)) if baseline_ms else None
     cost = step / base_step if step is not None and base_step else None
     length = client if client is not None else (1.0 if ok and not any(m.verify_ct for m in ok) else None)
-    predicted = length / cost if length is not None and cost else None
-    limit = None
-    if cost is not None and length is not None and len(histogram) > 1:
-        width = float(len(histogram))  # the most a step can commit: every draft and the bonus
-        limit = "acceptance" if math.log(width / length) >= math.log(max(cost, 1e-9)) else "step cost"
     return CellAcceptance(
         config_id=config_id, workload=workload, histogram=histogram,
         conditional=conditional_from_histogram(histogram), acceptance_length=client,
         server_acceptance_length=server, histogram_acceptance_length=histogram_accept_length(histogram),
         draft_acceptance_rate=rate, accepted_per_verified=per_verified, tokens_per_chunk=per_chunk,
-        step_ms=step * 1000.0 if step is not None else None, step_cost=cost, predicted_speedup=predicted,
-        limit=limit)
+        step_ms=step * 1000.0 if step is not None else None, step_cost=cost,
+        predicted_speedup=length / cost if length is not None and cost else None,
+        limit=_limit(length, cost, histogram))
+
+
+def _limit(length: float | None, cost: float | None, histogram: Sequence[int]) -> str | None:
+    """What holds the speedup back: ``acceptance`` when more is lost to what the drafts miss (against the most a
+    step can commit: every draft and the bonus) than to the step's cost, else ``step cost``."""
+    if cost is None or length is None or len(histogram) <= 1:
+        return None
+    width = float(len(histogram))
+    return "acceptance" if math.log(width / length) >= math.log(max(cost, 1e-9)) else "step cost"
 
 
 # ---------------------------------------------------------------------------------------------- by category

@@ -257,16 +257,7 @@ def cell_intervals(row: CellRow, ok: Sequence[Measurement], base_ok: Sequence[Me
     if row.accept_length is not None and row.accept_method != ACCEPT_FROM_SERVER:
         figures["accept_length"] = (row.accept_length, *_accept_parts(ok))
     if acceptance is not None:
-        counted = [m for m in ok if m.verify_ct and m.completion_tokens]
-        if acceptance.acceptance_length is not None:
-            figures["acceptance_length"] = (acceptance.acceptance_length, counted,
-                                            [float(m.completion_tokens or 0) for m in counted],
-                                            [float(m.verify_ct or 0) for m in counted])
-        drafts = [m for m in counted if m.correct_drafts is not None and m.proposed_drafts]
-        if acceptance.draft_acceptance_rate is not None:
-            figures["draft_acceptance_rate"] = (acceptance.draft_acceptance_rate, drafts,
-                                                [float(m.correct_drafts or 0) for m in drafts],
-                                                [float(m.proposed_drafts or 0) for m in drafts])
+        figures.update(_acceptance_ratios(ok, acceptance))
     found = _ratio_intervals(figures, key)
     return CellIntervals(row.config_id, row.workload, speedup, found.get("accept_length"),
                          found.get("acceptance_length"), found.get("draft_acceptance_rate"))
@@ -274,6 +265,23 @@ def cell_intervals(row: CellRow, ok: Sequence[Measurement], base_ok: Sequence[Me
 
 _Ratio = tuple[float, Sequence[Measurement], Sequence[float], Sequence[float]]
 """A ratio-of-sums figure: (its value, the requests it is over, their numerators, their denominators)."""
+
+
+def _acceptance_ratios(ok: Sequence[Measurement], acceptance: Any) -> dict[str, _Ratio]:
+    """The cell's acceptance length (tokens per verify step) and draft acceptance rate as ratios of sums over the
+    requests that count them, those the cell has."""
+    figures: dict[str, _Ratio] = {}
+    counted = [m for m in ok if m.verify_ct and m.completion_tokens]
+    if acceptance.acceptance_length is not None:
+        figures["acceptance_length"] = (acceptance.acceptance_length, counted,
+                                        [float(m.completion_tokens or 0) for m in counted],
+                                        [float(m.verify_ct or 0) for m in counted])
+    drafts = [m for m in counted if m.correct_drafts is not None and m.proposed_drafts]
+    if acceptance.draft_acceptance_rate is not None:
+        figures["draft_acceptance_rate"] = (acceptance.draft_acceptance_rate, drafts,
+                                            [float(m.correct_drafts or 0) for m in drafts],
+                                            [float(m.proposed_drafts or 0) for m in drafts])
+    return figures
 
 
 def _ratio_intervals(figures: dict[str, _Ratio], key: tuple[str, str]) -> dict[str, Interval]:

@@ -114,10 +114,8 @@ class LoadSpec:
         """Read back from the run's plan (never trusted: wrong types fall back to defaults)."""
         if not isinstance(raw, Mapping):
             return None
-        conc = tuple(int(v) for v in raw.get("concurrency") or () if isinstance(v, int) and not isinstance(v, bool)
-                     and v > 0)
-        rate = tuple(float(v) for v in raw.get("request_rate") or ()
-                     if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0)
+        conc = tuple(int(v) for v in raw.get("concurrency") or () if _positive(v, int))
+        rate = tuple(float(v) for v in raw.get("request_rate") or () if _positive(v, (int, float)))
         if not conc and not rate:
             return None
         requests = raw.get("requests")
@@ -131,6 +129,11 @@ class LoadSpec:
                    arrival_seed=seed if isinstance(seed, int) else 0,
                    noise_threshold=float(noise) if isinstance(noise, (int, float)) and noise > 0 else DEFAULT_NOISE,
                    slo=Slo.from_json(raw.get("slo")))
+
+
+def _positive(value: object, kinds: type | tuple[type, ...]) -> bool:
+    """A number of ``kinds`` (never a bool) above 0."""
+    return isinstance(value, kinds) and not isinstance(value, bool) and value > 0  # type: ignore[operator]
 
 
 def concurrency_label(n: int) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 
+from specbench_tui.core.load import LoadSpec
 from specbench_tui.core.plan import Plan, PlannedConfig
 
 
@@ -11,6 +12,33 @@ def _status(config: PlannedConfig) -> str:
     if config.skipped:
         return f"SKIP: {config.skip_reason}"
     return f"{config.gpus_needed} GPU" + ("s" if config.gpus_needed > 1 else "")
+
+
+def _config_lines(config: PlannedConfig) -> list[str]:
+    """A configuration's lines: name, id and status, then its baseline, environment, argv and fork-only flags."""
+    lines = [f"{config.name}  [{config.id}]  {_status(config)}"]
+    if config.baseline:
+        lines.append(f"    baseline  {config.baseline}")
+    if config.env:
+        lines.append("    env       " + " ".join(f"{k}={shlex.quote(v)}" for k, v in config.env))
+    lines.append("    argv      " + shlex.join(config.argv))
+    if config.fork_flags:
+        lines.append("    fork-only " + " ".join(config.fork_flags) + "  (not in the engine's release parser)")
+    return lines
+
+
+def _load_line(load: LoadSpec) -> str:
+    """A workload's load axis: its axes, requests per point and search, and its SLO."""
+    axes = []
+    if load.concurrency:
+        axes.append(f"concurrency {list(load.concurrency)} (closed loop)")
+    if load.request_rate:
+        axes.append(f"request_rate {list(load.request_rate)} req/s (open loop, arrival_seed={load.arrival_seed})")
+    per = f"requests={load.requests}" if load.requests is not None else f"waves={load.waves} × concurrency"
+    search = ("adaptive: the ends first, then towards each configuration's crossover"
+              if load.search == "adaptive" else "grid: every point")
+    return (f"    under load: {'; '.join(axes)}; {per} per point and repeat; search {search}"
+            + (f"; SLO {load.slo.describe()}" if load.slo else ""))
 
 
 def format_plan(plan: Plan, launcher_argv: list[str] | None = None) -> str:
@@ -35,14 +63,7 @@ def format_plan(plan: Plan, launcher_argv: list[str] | None = None) -> str:
         "",
     ]
     for config in plan.configs:
-        lines.append(f"{config.name}  [{config.id}]  {_status(config)}")
-        if config.baseline:
-            lines.append(f"    baseline  {config.baseline}")
-        if config.env:
-            lines.append("    env       " + " ".join(f"{k}={shlex.quote(v)}" for k, v in config.env))
-        lines.append("    argv      " + shlex.join(config.argv))
-        if config.fork_flags:
-            lines.append("    fork-only " + " ".join(config.fork_flags) + "  (not in the engine's release parser)")
+        lines += _config_lines(config)
     lines.append("")
     lines.append("workloads:")
     for w in plan.workloads:
@@ -51,17 +72,7 @@ def format_plan(plan: Plan, launcher_argv: list[str] | None = None) -> str:
                      f"warmup={w.warmup}, temperature={w.temperature}, cache={w.cache}"
                      + (f", {params}" if params else ""))
         if w.load is not None:
-            load = w.load
-            axes = []
-            if load.concurrency:
-                axes.append(f"concurrency {list(load.concurrency)} (closed loop)")
-            if load.request_rate:
-                axes.append(f"request_rate {list(load.request_rate)} req/s (open loop, arrival_seed={load.arrival_seed})")
-            per = f"requests={load.requests}" if load.requests is not None else f"waves={load.waves} × concurrency"
-            search = ("adaptive: the ends first, then towards each configuration's crossover"
-                      if load.search == "adaptive" else "grid: every point")
-            lines.append(f"    under load: {'; '.join(axes)}; {per} per point and repeat; search {search}"
-                         + (f"; SLO {load.slo.describe()}" if load.slo else ""))
+            lines.append(_load_line(w.load))
     for note in plan.notes:
         lines.append(note if ": warning: " in note else f"note: {note}")
     return "\n".join(lines)

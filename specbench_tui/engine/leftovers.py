@@ -262,29 +262,41 @@ def _launches(run_dir: Path) -> tuple[list[_Launch], float]:
             if stamped is not None and raw.rstrip().endswith(b"}"):  # a whole line the store wrote: its time is
                 last = max(last, float(stamped.group(1)))  # all it gives (a folder of 10,000 runs is 200,000)
                 continue
-        if b'"ts"' not in raw:
-            continue
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            continue  # a line torn by a crash
-        if not isinstance(data, dict):
+        data = _event(raw)
+        if data is None:
             continue
         ts = data.get("ts")
         if isinstance(ts, (int, float)):
             last = max(last, float(ts))
-        if data.get("type") != "ServerLaunching":
-            continue
-        pid, argv = data.get("pid"), data.get("argv")
-        if not isinstance(pid, int) or pid <= 1 or not isinstance(ts, (int, float)) or not isinstance(argv, list):
-            continue
-        keeper, tree = data.get("keeper_pid"), data.get("tree_id")
-        launches.append(_Launch(run_dir, str(data.get("name") or data.get("config_id") or "?"),
-                                str(data.get("config_id") or ""), pid,
-                                tuple(str(a) for a in argv), float(ts),
-                                keeper if isinstance(keeper, int) and keeper > 1 else None,
-                                tree if isinstance(tree, str) and tree else None))
+        launch = _launch_of(run_dir, data)
+        if launch is not None:
+            launches.append(launch)
     return launches, last
+
+
+def _event(raw: bytes) -> dict[str, object] | None:
+    """An events line with a time, parsed; None for any other (a line torn by a crash included)."""
+    if b'"ts"' not in raw:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _launch_of(run_dir: Path, data: dict[str, object]) -> _Launch | None:
+    """The launch a ServerLaunching event records (None for another event, or one without a usable pid, time and
+    argv)."""
+    if data.get("type") != "ServerLaunching":
+        return None
+    pid, argv, ts = data.get("pid"), data.get("argv"), data.get("ts")
+    if not isinstance(pid, int) or pid <= 1 or not isinstance(ts, (int, float)) or not isinstance(argv, list):
+        return None
+    keeper, tree = data.get("keeper_pid"), data.get("tree_id")
+    return _Launch(run_dir, str(data.get("name") or data.get("config_id") or "?"), str(data.get("config_id") or ""),
+                   pid, tuple(str(a) for a in argv), float(ts), keeper if isinstance(keeper, int) and keeper > 1 else None,
+                   tree if isinstance(tree, str) and tree else None)
 
 
 def find_leftovers(runs_dirs: Iterable[Path | str], *, exclude: Iterable[int] = ()) -> list[Leftover]:
@@ -362,16 +374,21 @@ def _check(launch: _Launch, last_event: float, procs: dict[int, _Proc], excluded
         return None
     keeper = procs.get(launch.keeper_pid) if launch.keeper_pid is not None else None
     keeper_ok = keeper is not None and keeper.pid in members
-    parent = None
-    if keeper_ok and keeper is not None and keeper.ppid > 1 and keeper.ppid in procs:
-        parent = keeper.ppid  # the keeper's parent is the specbench that runs this server
-    elif not keeper_ok and main_ok and main is not None and main.ppid > 1 and main.ppid in procs \
-            and main.ppid not in members:
-        parent = main.ppid
+    parent = _parent(keeper if keeper_ok else None, main if main_ok else None, procs, members)
     outside = tuple(sorted(pid for pid in members if procs[pid].pgid != launch.pid))
     return Leftover(run_dir=launch.run_dir, config=launch.config, pid=launch.pid, pgid=launch.pid,
                     pids=tuple(sorted(members)), launched_at=launch.ts, main_alive=main_ok, parent_pid=parent,
                     argv=launch.argv, keeper_pid=launch.keeper_pid if keeper_ok else None, outside_group=outside)
+
+
+def _parent(keeper: _Proc | None, main: _Proc | None, procs: dict[int, _Proc], members: set[int]) -> int | None:
+    """The specbench that runs the server, if it is alive: the keeper's parent, else (no keeper of the server's
+    alive) the main process's parent when it is not itself one of the server's processes."""
+    if keeper is not None:
+        return keeper.ppid if keeper.ppid > 1 and keeper.ppid in procs else None
+    if main is not None and main.ppid > 1 and main.ppid in procs and main.ppid not in members:
+        return main.ppid
+    return None
 
 
 def _descendants(root: int, procs: dict[int, _Proc]) -> set[int]:

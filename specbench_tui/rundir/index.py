@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 from specbench_tui.core.events import ConfigFinished, Event, SweepFinished, SweepStarted
 from specbench_tui.paths import PrivateDirError, private_dir
@@ -141,29 +141,40 @@ class Entry:
     def from_json(cls, data: object, key: Key | None = None) -> Entry | None:
         """The entry ``data`` holds, or None when any field is missing or of the wrong type (or, given ``key``,
         when it was read under another key: stale)."""
-        if not isinstance(data, dict):
+        if not isinstance(data, dict) or not _key_fits(data.get("key"), key):
             return None
         stored = data.get("key")
-        if key is not None:
-            if stored != key:
-                return None
-        elif not (isinstance(stored, list) and len(stored) == _KEY_LENGTH
-                  and all(type(v) is int for v in stored)):
-            return None
         counts = (data.get("total"), data.get("ran"), data.get("skipped"), data.get("measurements"),
                   data.get("launches"))
         started, ended, problem, sweep = data.get("started"), data.get("ended"), data.get("problem"), data.get("sweep")
         values = [count for count in counts if type(count) is int and count >= 0]
-        if len(values) != len(counts) or not isinstance(started, (int, float)) or isinstance(started, bool) \
-                or (started != 0 and plausible_time(started) is None):
-            return None
-        if not (type(sweep) is str and (ended is None or type(ended) is str) and (problem is None or type(problem) is str)
-                and type(data.get("unreadable")) is bool):
+        if len(values) != len(counts) or not _start_time(started) or not _texts_fit(data):
             return None
         total, ran, skipped, measurements, launches = values
-        return cls(key=list(key if key is not None else stored), sweep=sweep, started=float(started), ended=ended,
+        return cls(key=list(key if key is not None else cast("list[int]", stored)), sweep=str(sweep),
+                   started=float(started), ended=ended,
                    unreadable=data["unreadable"], total=total, ran=ran, skipped=skipped, measurements=measurements,
                    problem=problem, launches=launches)
+
+
+def _key_fits(stored: object, key: Key | None) -> bool:
+    """The stored key is ``key`` (when given: else the entry is stale), or a key's shape (a list of ints)."""
+    if key is not None:
+        return stored == key
+    return isinstance(stored, list) and len(stored) == _KEY_LENGTH and all(type(v) is int for v in stored)
+
+
+def _start_time(started: object) -> TypeGuard[float]:
+    """A number (no bool) that is 0 (unknown) or a plausible time."""
+    return (isinstance(started, (int, float)) and not isinstance(started, bool)
+            and (started == 0 or plausible_time(started) is not None))
+
+
+def _texts_fit(data: dict[str, object]) -> bool:
+    """The sweep's name a string, the ending and the problem strings or None, ``unreadable`` a bool."""
+    ended, problem = data.get("ended"), data.get("problem")
+    return (type(data.get("sweep")) is str and (ended is None or type(ended) is str)
+            and (problem is None or type(problem) is str) and type(data.get("unreadable")) is bool)
 
 
 def _started(path: Path, meta: Mapping[str, object], problems: list[str]) -> float:
