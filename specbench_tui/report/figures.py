@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from specbench_tui.core.crossover.results import CROSSES, LoadAnalysis, PointRow
 from specbench_tui.core.load import AXIS_CONCURRENCY, AXIS_RATE
 from specbench_tui.core.results import RunAnalysis
+from specbench_tui.report.figscope import best_speedups, figure_scope
 from specbench_tui.report.figdata import (
     METRICS,
     Bar,
@@ -485,11 +486,36 @@ def load_pareto(load: LoadAnalysis, workload: str) -> FigureSpec | None:
 # ---------------------------------------------------------------------------------------------- all
 
 
+def best_speedup_figure(analysis: RunAnalysis) -> FigureSpec | None:
+    """An aggregate of every configuration: how many reach each best speedup (drawn when the other figures show
+    only the best ones, :mod:`specbench_tui.report.figscope`)."""
+    values = sorted(best_speedups(analysis).values())
+    if not values:
+        return None
+
+    def draw(fig: Figure) -> None:
+        ax = fig.subplots()
+        ax.hist(values, bins=min(60, max(10, len(values) // 20)), color=_color(0))
+        ax.axvline(1.0, color="#000000", linewidth=0.9, linestyle="--")
+        ax.set_xlabel("best median speedup of the configuration (x)")
+        ax.set_ylabel("configurations")
+
+    title = f"Best speedup of every configuration ({len(values):,} with one)"
+    caption = (f"{title}: each configuration's best median speedup over its workloads and load points; the dashed "
+               "line is 1x. The other figures draw only the best configurations.")
+    return FigureSpec("best-speedup-histogram", title, caption, (7.5, 3.6), draw)
+
+
 def figure_specs(analysis: RunAnalysis) -> list[FigureSpec]:
-    """Every figure the run has data for, in the order the report shows them (no drawing yet)."""
+    """Every figure the run has data for, in the order the report shows them (no drawing yet): past
+    :data:`~specbench_tui.report.figscope.MAX_FIGURE_CONFIGS` configurations, of the best ones, with an aggregate
+    of them all."""
+    full = analysis
+    analysis, left_out = figure_scope(full)
     specs = [bar_figure(analysis), acceptance_bar_figure(analysis), budget_figure(analysis, "speedup"),
              budget_figure(analysis, "accept_length"),
-             position_figure(analysis), tp_figure(analysis), cell_pareto_figure(analysis), *load_figures(analysis)]
+             position_figure(analysis), tp_figure(analysis), cell_pareto_figure(analysis), *load_figures(analysis),
+             best_speedup_figure(full) if left_out else None]
     out: list[FigureSpec] = []
     seen: set[str] = set()
     for spec in specs:

@@ -14,6 +14,7 @@ import re
 from html import escape
 
 from specbench_tui.report.acceptance_view import acceptance_tables
+from specbench_tui.report.figscope import figure_scope
 from specbench_tui.report.figures import FigureSpec, figure_specs, render
 from specbench_tui.report.load import LoadedRun
 from specbench_tui.report.loadview import crossover_table, points_table, schedule_table
@@ -142,6 +143,9 @@ def render_html(run: LoadedRun, text_report: str) -> str:
                                            for s in specs) + "</ul></nav>")
     parts.append(_table(best_table(analysis)))
     parts.append("<h2>Figures</h2>")
+    left_out = figure_scope(analysis)[1]
+    if left_out:
+        parts.append(f'<p class="note">{escape(left_out)}</p>')
     parts += [figure_html(spec, render(spec, ("svg",))["svg"]) for spec in specs]
     if not specs:
         parts.append('<p class="note">No figure: nothing measured yet.</p>')
