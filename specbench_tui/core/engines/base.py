@@ -73,25 +73,28 @@ class FlagShape:
             return (f"--{flag} takes one value, got an array of {len(value)}", "write a single value")
         if self.type == "csv":  # a comma-separated list whose items are each one of the choices
             values = tuple(part for item in values for part in str(item).split(","))
-        for item in values:
-            text = "true" if item is True else "false" if item is False else str(item)
-            if self.type == "json":
-                try:
-                    json.loads(text)
-                except ValueError as exc:
-                    return (f"--{flag} expects JSON, got {item!r} ({exc})",
-                            "write it as a TOML table, e.g. speculative-config = { method = \"ngram\" }")
-            if self.type in ("int", "float"):
-                try:
-                    int(text) if self.type == "int" else float(text)
-                except ValueError:
-                    kind = "an integer" if self.type == "int" else "a number"
-                    return (f"--{flag} expects {kind}, got {item!r}", None)
-            if self.choices and text not in self.choices:
-                shown = ", ".join(self.choices[:12]) + (", ..." if len(self.choices) > 12 else "")
-                match = closest(text, self.choices)
-                return (f"--{flag} does not accept {item!r}",
-                        f"did you mean '{match}'?" if match else f"choose one of: {shown}")
+        return next((found for item in values if (found := self._item_problem(flag, item)) is not None), None)
+
+    def _item_problem(self, flag: str, item: object) -> tuple[str, str | None] | None:
+        """(message, hint) when one value of ``--flag`` is not of its type or not one of its choices."""
+        text = "true" if item is True else "false" if item is False else str(item)
+        if self.type == "json":
+            try:
+                json.loads(text)
+            except ValueError as exc:
+                return (f"--{flag} expects JSON, got {item!r} ({exc})",
+                        "write it as a TOML table, e.g. speculative-config = { method = \"ngram\" }")
+        if self.type in ("int", "float"):
+            try:
+                int(text) if self.type == "int" else float(text)
+            except ValueError:
+                kind = "an integer" if self.type == "int" else "a number"
+                return (f"--{flag} expects {kind}, got {item!r}", None)
+        if self.choices and text not in self.choices:
+            shown = ", ".join(self.choices[:12]) + (", ..." if len(self.choices) > 12 else "")
+            match = closest(text, self.choices)
+            return (f"--{flag} does not accept {item!r}",
+                    f"did you mean '{match}'?" if match else f"choose one of: {shown}")
         return None
 
 
