@@ -170,8 +170,6 @@ OVER_RADON_CC: dict[str, int] = {
     "specbench_tui/sim/api.py:Api.generate": 21,
     "specbench_tui/sim/api.py:Api._openai": 21,
     "specbench_tui/report/charts.py:render_chart": 38,
-    "specbench_tui/report/compare.py:compare_runs": 30,
-    "specbench_tui/report/compare.py:render_compare": 28,
     "specbench_tui/report/formats.py:csv_rows": 23,
     "specbench_tui/report/loadview.py:points_table": 26,
     "specbench_tui/report/loadview.py:load_csv_rows": 22,

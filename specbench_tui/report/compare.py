@@ -129,49 +129,68 @@ def compare_runs(a: LoadedRun, b: LoadedRun, threshold: float = SIGNIFICANT_CHAN
     """Match configurations by id and workloads by name; compare tok/s, TTFT and acceptance."""
     ids_b = {c.id for c in b.analysis.configs}
     ids_a = {c.id for c in a.analysis.configs}
-    rows: list[CompareRow] = []
-    states: list[tuple[str, str, str]] = []
-    failing: list[tuple[str, str, str, str, str]] = []
     workloads_b = {w.name for w in b.analysis.workloads}
-    for config in a.analysis.configs:
-        other = b.analysis.config(config.id)
-        if other is None:
-            continue
-        if config.state != other.state:
-            states.append((other.name, config.state, other.state))
-        elif config.state in _FAILED:
-            failing.append((other.name, config.state, config.signature or "no signature", other.state,
-                            other.signature or "no signature"))
-        for workload in a.analysis.workloads:
-            if workload.name not in workloads_b:
-                continue
-            row_a, row_b = a.analysis.row(config.id, workload.name), b.analysis.row(config.id, workload.name)
-            if row_a is None or row_b is None or not (row_a.measured or row_b.measured):
-                continue
-            cut = ", ".join(side for side, row in (("A", row_a), ("B", row_b)) if row.partial)
-            row = CompareRow(config.id, other.name, workload.name,
-                             _change(row_a.decode_tps, row_b.decode_tps, threshold),
-                             _change(row_a.ttft_s, row_b.ttft_s, threshold),
-                             _accept_change(row_a, row_b, threshold,
-                                            (_accept_interval(a, row_a), _accept_interval(b, row_b))),
-                             f"{cut} partial" if cut else "")
-            rows.append(_on_saturated_host(row, a, b))
+    matched = [(config, other) for config in a.analysis.configs if (other := b.analysis.config(config.id)) is not None]
+    states, failing = _states(matched)
+    rows = [_compare_cell(a, b, config.id, other.name, workload.name, threshold)
+            for config, other in matched for workload in a.analysis.workloads
+            if workload.name in workloads_b and _both_rows_measured(a, b, config.id, workload.name)]
     positions = position_changes(a.analysis, b.analysis, [(r.config_id, r.config, r.workload) for r in rows])
     only_a = tuple(c for c in a.analysis.configs if c.id not in ids_b)
     only_b = tuple(c for c in b.analysis.configs if c.id not in ids_a)
     names_b = {c.name for c in only_b}
-    workload_names_a = {w.name for w in a.analysis.workloads}
     return Comparison(
         run_a=a.name, run_b=b.name, sweep_a=a.analysis.sweep, sweep_b=b.analysis.sweep, rows=tuple(rows),
         state_changes=tuple(states), only_a=only_a, only_b=only_b, positions=positions,
         renamed_or_changed=tuple(c.name for c in only_a if c.name in names_b),
         env_changes=tuple(_env_changes(a.env, b.env)),
-        workloads_only=tuple([f"{w} (only in A)" for w in workload_names_a - workloads_b]
-                             + [f"{w} (only in B)" for w in workloads_b - workload_names_a]),
+        workloads_only=_workloads_only(a, b),
         warnings=(*_simulation_warnings(a.env, b.env), *_hardware_warnings(a, b, rows), *_cache_warnings(a, b),
                   *_host_warnings(rows)),
         places=_places(a, b, rows), still_failing=tuple(failing),
     )
+
+
+def _workloads_only(a: LoadedRun, b: LoadedRun) -> tuple[str, ...]:
+    """The workloads of one run that the other lacks, said with their side."""
+    names_a = {w.name for w in a.analysis.workloads}
+    names_b = {w.name for w in b.analysis.workloads}
+    return tuple([f"{w} (only in A)" for w in names_a - names_b] + [f"{w} (only in B)" for w in names_b - names_a])
+
+
+def _states(matched: list[tuple[ConfigSummary, ConfigSummary]]
+            ) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str, str, str]]]:
+    """The configurations whose state changed (name, A's, B's), and those crashed or failed in both (with each
+    run's signature)."""
+    states: list[tuple[str, str, str]] = []
+    failing: list[tuple[str, str, str, str, str]] = []
+    for config, other in matched:
+        if config.state != other.state:
+            states.append((other.name, config.state, other.state))
+        elif config.state in _FAILED:
+            failing.append((other.name, config.state, config.signature or "no signature", other.state,
+                            other.signature or "no signature"))
+    return states, failing
+
+
+def _both_rows_measured(a: LoadedRun, b: LoadedRun, config_id: str, workload: str) -> bool:
+    """Both runs have the cell, and at least one measured it."""
+    row_a, row_b = a.analysis.row(config_id, workload), b.analysis.row(config_id, workload)
+    return row_a is not None and row_b is not None and (row_a.measured or row_b.measured)
+
+
+def _compare_cell(a: LoadedRun, b: LoadedRun, config_id: str, name: str, workload: str,
+                  threshold: float) -> CompareRow:
+    """One cell's changes from A to B (tok/s, TTFT, acceptance), which side was cut short, and nothing called
+    significant on a saturated host."""
+    row_a, row_b = a.analysis.row(config_id, workload), b.analysis.row(config_id, workload)
+    assert row_a is not None and row_b is not None
+    cut = ", ".join(side for side, row in (("A", row_a), ("B", row_b)) if row.partial)
+    row = CompareRow(config_id, name, workload, _change(row_a.decode_tps, row_b.decode_tps, threshold),
+                     _change(row_a.ttft_s, row_b.ttft_s, threshold),
+                     _accept_change(row_a, row_b, threshold, (_accept_interval(a, row_a), _accept_interval(b, row_b))),
+                     f"{cut} partial" if cut else "")
+    return _on_saturated_host(row, a, b)
 
 
 def _on_saturated_host(row: CompareRow, a: LoadedRun, b: LoadedRun) -> CompareRow:
@@ -259,10 +278,23 @@ def render_compare(comparison: Comparison) -> str:
     if c.env_changes:
         out.append("environment: " + "; ".join(c.env_changes))
     out.append("")
+    out += render_text_table(_changes_table(c.rows))
+    if c.positions:
+        out += ["", *render_text_table(position_change_table(c.positions))]
+    if c.places:
+        where = Table("Where each configuration was measured", ["config", "A", "B"])
+        where.rows += [list(place) for place in c.places]
+        out += ["", *render_text_table(where)]
+    out += _side_lists(c)
+    return "\n".join(line.rstrip() for line in out) + "\n"
+
+
+def _changes_table(rows: tuple[CompareRow, ...]) -> Table:
+    """The table of changes, one row per cell compared."""
     table = Table("Changes per configuration and workload (B vs A)",
                   ["config", "workload", "tok/s A", "tok/s B", "change", "TTFT A", "TTFT B", "change",
                    "accept len A", "accept len B", "change"], align="llrrrrrrrrr")
-    for r in c.rows:
+    for r in rows:
         table.rows.append([
             r.config + (f" ({r.cut})" if r.cut else "") + (f" (saturated host: {r.host})" if r.host else ""),
             r.workload, _num(r.decode_tps.a), _num(r.decode_tps.b), _pct(r.decode_tps),
@@ -272,13 +304,13 @@ def render_compare(comparison: Comparison) -> str:
     table.notes.append(f"* significant: |change| >= {SIGNIFICANT_CHANGE * 100:.0f}% and the per-repeat ranges "
                        "do not overlap (accept len: the 95% bootstrap intervals, where both sides have one; tok/s: "
                        "higher is better; TTFT: lower is better)")
-    out += render_text_table(table)
-    if c.positions:
-        out += ["", *render_text_table(position_change_table(c.positions))]
-    if c.places:
-        where = Table("Where each configuration was measured", ["config", "A", "B"])
-        where.rows += [list(place) for place in c.places]
-        out += ["", *render_text_table(where)]
+    return table
+
+
+def _side_lists(c: Comparison) -> list[str]:
+    """The state changes, the configurations failing in both runs or on one side only, renamed ones and the
+    workloads not in both."""
+    out: list[str] = []
     if c.state_changes:
         out += ["", "State changes"]
         out += [f"  {name}: {sa} -> {sb}" for name, sa, sb in c.state_changes]
@@ -294,4 +326,4 @@ def render_compare(comparison: Comparison) -> str:
                 + ", ".join(c.renamed_or_changed)]
     if c.workloads_only:
         out += ["", "Workloads not in both runs: " + ", ".join(sorted(c.workloads_only))]
-    return "\n".join(line.rstrip() for line in out) + "\n"
+    return out
