@@ -59,6 +59,9 @@ class ViewCell:
     mark: Mark = Mark.PLAIN
     sort: SortValue = None
 
+    def __str__(self) -> str:
+        return self.text
+
 
 @dataclass(frozen=True)
 class ViewRow:

@@ -17,7 +17,6 @@ from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
-from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.message import Message
@@ -67,17 +66,6 @@ class TableView(ScrollView, can_focus=True):
     TableView > .table-view--strong { text-style: bold; }
     """
     """Each mark's look from the theme (``app.tcss`` adds the looks without colour, for ``NO_COLOR``)."""
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "cursor_up", "Up", show=False),
-        Binding("down", "cursor_down", "Down", show=False),
-        Binding("pageup", "page_up", "Page up", show=False),
-        Binding("pagedown", "page_down", "Page down", show=False),
-        Binding("home,ctrl+home", "first", "First row", show=False),
-        Binding("end,ctrl+end", "last", "Last row", show=False),
-        Binding("enter", "select", "Select", show=False),
-        Binding("left", "scroll_left", "Left", show=False),
-        Binding("right", "scroll_right", "Right", show=False),
-    ]
 
     class RowSelected(Message):
         """Enter, or a click on the cursor row."""
@@ -213,28 +201,51 @@ class TableView(ScrollView, can_focus=True):
             self.scroll_to(y=index - visible + 1, animate=False, immediate=True)
 
     # ------------------------------------------------------------------------------------------ keys and mouse
+    # The scrolling keys a scroll view binds (up, down, page up and down, home, end) move the cursor; enter chooses
+    # its row. A table without a cursor scrolls.
 
-    def action_cursor_up(self) -> None:
+    def action_scroll_up(self) -> None:
+        if not self.show_cursor:
+            return super().action_scroll_up()
         self.move_cursor(row=self.cursor_row - 1)
 
-    def action_cursor_down(self) -> None:
+    def action_scroll_down(self) -> None:
+        if not self.show_cursor:
+            return super().action_scroll_down()
         self.move_cursor(row=self.cursor_row + 1)
 
     def action_page_up(self) -> None:
+        if not self.show_cursor:
+            return super().action_page_up()
         self.move_cursor(row=self.cursor_row - max(1, self.scrollable_content_region.height - 2))
 
     def action_page_down(self) -> None:
+        if not self.show_cursor:
+            return super().action_page_down()
         self.move_cursor(row=self.cursor_row + max(1, self.scrollable_content_region.height - 2))
 
-    def action_first(self) -> None:
+    def action_scroll_home(self) -> None:
+        if not self.show_cursor:
+            return super().action_scroll_home()
         self.move_cursor(row=0)
 
-    def action_last(self) -> None:
+    def action_scroll_end(self) -> None:
+        if not self.show_cursor:
+            return super().action_scroll_end()
         self.move_cursor(row=len(self._rows) - 1)
 
     def action_select(self) -> None:
         if (key := self.cursor_key) is not None:
             self.post_message(TableView.RowSelected(self, key))
+
+    def on_key(self, event: events.Key) -> None:
+        """Enter chooses the cursor row; ctrl+home and ctrl+end go to the first and last row."""
+        action = {"enter": self.action_select, "ctrl+home": self.action_scroll_home,
+                  "ctrl+end": self.action_scroll_end}.get(event.key)
+        if action is not None and self._rows:
+            event.stop()
+            event.prevent_default()
+            action()
 
     def on_click(self, event: events.Click) -> None:
         """A label sorts by its column; a row is selected, and a click on the selected row chooses it."""
