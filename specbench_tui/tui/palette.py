@@ -1,8 +1,8 @@
-"""Rich styles taken from the current Textual theme, for cells and log lines styled in Python.
+"""Rich styles taken from the current Textual theme, for text styled in Python (the header, log lines).
 
-Widgets that build ``Text`` themselves (table cells, log lines) cannot use TCSS variables, so they take
-their colours from :class:`Palette`, rebuilt whenever the theme changes: crashes follow ``$error`` and
-zero-output results follow ``$warning``.
+Widgets that build ``Text`` themselves cannot use TCSS variables, so they read the app's :class:`Palette` of the
+current theme when they draw (:func:`palette_of`): crashes follow ``$error`` and zero-output results follow
+``$warning``. The tables need none of it: their cells' looks are component classes (:mod:`.table_view`).
 """
 
 from __future__ import annotations

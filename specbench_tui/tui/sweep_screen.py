@@ -95,9 +95,8 @@ class SweepScreen(Screen[None]):
     def maximize_panel(self, panel: Widget) -> None:
         """Show ``panel`` alone, its title saying how to get back.
 
-        Done with inline ``display`` rules rather than ``Screen.maximize``, whose screen-wide class change
-        restyles every widget, and a restyled ``DataTable`` throws its render caches away: a 1,600-row results
-        table then takes a tenth of a second to draw again, on each ``m``.
+        Done with inline ``display`` rules rather than ``Screen.maximize``, whose screen-wide class change restyles
+        every widget of the screen on each ``m``.
         """
         if self.maximized_panel is panel:
             return
