@@ -55,6 +55,9 @@ SAVE_AFTER_S = 2.0
 """A fold that read at least this many bytes is kept (a smaller one folds again faster than this is worth)."""
 LIMIT = 512 << 20
 """A checkpoint larger than this is not written (nor believed)."""
+INFLATED_LIMIT = 2 << 30
+"""The most a checkpoint's compressed parts may inflate to, all together: a planted zlib bomb (kilobytes that
+inflate to gigabytes) is refused as it inflates, not after it has filled the memory."""
 KEEP = 4
 """Checkpoints kept: the four run directories attached last."""
 ABANDONED_S = 600
@@ -212,8 +215,28 @@ def _prune(folder: Path) -> None:
                 os.unlink(path)
 
 
+class _Inflater:
+    """Decompresses a checkpoint's parts within :data:`INFLATED_LIMIT` bytes in all (``zlib.error`` past it)."""
+
+    def __init__(self) -> None:
+        self.left = INFLATED_LIMIT
+
+    def __call__(self, data: bytes) -> bytes:
+        inflater = zlib.decompressobj()
+        out = inflater.decompress(data, self.left + 1)
+        if len(out) > self.left or inflater.unconsumed_tail:
+            raise zlib.error(f"a fold checkpoint inflating past {INFLATED_LIMIT:,} bytes (INFLATED_LIMIT)")
+        self.left -= len(out)
+        return out
+
+
 def _load(path: Path) -> dict[str, Any] | None:
     """The checkpoint's document, when its file and digest are sound and it is of this format and Python."""
+    return _load_within(path, _Inflater())
+
+
+def _load_within(path: Path, inflate: _Inflater) -> dict[str, Any] | None:
+    """:func:`_load`, inflating within what ``inflate`` has left (its chunks then inflate within the rest)."""
     raw = read_private(path, LIMIT)
     if raw is None or not raw.startswith(MAGIC):
         return None
@@ -221,8 +244,8 @@ def _load(path: Path) -> dict[str, Any] | None:
     if hashlib.blake2b(body, digest_size=_DIGEST).digest() != digest:
         return None
     try:
-        doc = marshal.loads(zlib.decompress(body))
-    except (ValueError, EOFError, TypeError, zlib.error):
+        doc = marshal.loads(inflate(body))
+    except (ValueError, EOFError, TypeError, zlib.error, MemoryError):
         return None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("python") != sys.hexversion:
         return None
@@ -236,10 +259,11 @@ def restore(run_dir: Path, events_upto: int | None = None, results_upto: int | N
     if path is None:
         return None
     with no_cyclic_collection():  # 300,000 records made at once (see history.no_cyclic_collection)
-        doc = _load(path)
+        inflate = _Inflater()
+        doc = _load_within(path, inflate)
         try:
-            fold = _rebuild(run_dir, doc, events_upto, results_upto) if doc is not None else None
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError, EOFError, zlib.error):
+            fold = _rebuild(run_dir, doc, events_upto, results_upto, inflate) if doc is not None else None
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, EOFError, zlib.error, MemoryError):
             fold = None
     if fold is None:
         return None
@@ -248,8 +272,9 @@ def restore(run_dir: Path, events_upto: int | None = None, results_upto: int | N
     return fold
 
 
-def _rebuild(run_dir: Path, doc: dict[str, Any], events_upto: int | None, results_upto: int | None) \
-        -> RunFold | None:
+def _rebuild(run_dir: Path, doc: dict[str, Any], events_upto: int | None, results_upto: int | None,
+             inflate: _Inflater | None = None) -> RunFold | None:
+    inflate = inflate or _Inflater()
     if doc["run_dir"] != os.path.realpath(run_dir) or doc["dir_inode"] != _dir_inode(run_dir):
         return None
     fold = RunFold(run_dir, ledger_events=False)
@@ -263,7 +288,7 @@ def _rebuild(run_dir: Path, doc: dict[str, Any], events_upto: int | None, result
         tail.too_long, tail._skipping = saved["too_long"], saved["skipping"]
     events: list[Event] = []
     for chunk in doc["chunks"]:
-        events.extend(_events(marshal.loads(zlib.decompress(chunk))))
+        events.extend(_events(marshal.loads(inflate(chunk))))
     fold.events = events + _events(doc["events"]) if events else _events(doc["events"])
     if doc["ended"] >= 0:
         ended = fold.events[doc["ended"]]
