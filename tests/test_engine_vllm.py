@@ -145,7 +145,8 @@ def _streamed_as_many_events(by_name: dict[str, list], out: str) -> None:
         for record in recs:
             tpot_ms = (record.e2e_s - record.ttft_s) / (record.completion_tokens - 1) * 1000
             assert tpot_ms > 0.2, (name, record.item, tpot_ms)  # 128 tokens over more than 25 ms
-            assert record.chunks and record.chunks >= 64, (name, record.item, record.chunks)
+            # one event a token without drafts; with n-gram drafts up to k + 1 tokens an event (k <= 8 here)
+            assert record.chunks and record.chunks >= (64 if name == "baseline" else 128 // 9), (name, record.chunks)
     assert "client starved" not in out, out
 
 
