@@ -17,7 +17,7 @@ Budgets are placed evenly (8, 12, 16, 32, 64 are categories, not a linear scale)
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from specbench_tui.core.results import RunAnalysis
 from specbench_tui.report.figdata import METRICS, ChartSeries, budget_series, budgeted_algorithms
@@ -46,11 +46,7 @@ def render_chart(series: Sequence[ChartSeries], width: int = 72, height: int = 1
     if not xs or not ys:
         return [*lines, "(no data to chart)"]
     height = max(height, 3)
-    low, high = min(ys), max(ys)
-    if math.isclose(low, high):
-        low, high = low - 0.5 if low >= 0.5 else 0.0, high + 0.5
-    pad = (high - low) * 0.05
-    low, high = low - pad, high + pad
+    low, high = _y_range(ys)
     gutter = max(len(_fmt_tick(v)) for v in (low, high, (low + high) / 2)) + 1
     plot_width = max(width - gutter - 2, len(xs) * 4)
     step = (plot_width - 1) / max(len(xs) - 1, 1)
@@ -61,23 +57,45 @@ def render_chart(series: Sequence[ChartSeries], width: int = 72, height: int = 1
 
     grid = [[" "] * plot_width for _ in range(height)]
     for index, s in enumerate(series):
-        marker = MARKERS[index % len(MARKERS)]
-        known = [(column[x], row_of(y)) for x, y in s.points if y is not None and math.isfinite(y)]
-        previous: tuple[float, float | None] | None = None
-        for x, y in s.points:  # segments only between neighbouring budgets that both have a value
-            if previous is not None and y is not None and previous[1] is not None:
-                c0, r0, c1, r1 = column[previous[0]], row_of(previous[1]), column[x], row_of(y)
-                for c in range(c0 + 1, c1):
-                    r = round(r0 + (r1 - r0) * (c - c0) / (c1 - c0))
-                    if grid[r][c] == " ":
-                        grid[r][c] = "."
-            previous = (x, y)
-        for c, r in known:
-            grid[r][c] = marker if grid[r][c] in " ." else "&"
+        _draw(grid, s, MARKERS[index % len(MARKERS)], column, row_of)
     ticks = {0: high, (height - 1) // 2: (high + low) / 2, height - 1: low}
     for r in range(height):
         label = _fmt_tick(ticks[r]) if r in ticks else ""
         lines.append(f"{label.rjust(gutter - 1)} |{''.join(grid[r])}".rstrip())
+    lines += _x_axis(column, plot_width, gutter, width, x_label)
+    overlap = any("&" in row for row in grid)
+    lines.append(" " * gutter + "  ".join(_legend(series)) + ("   & several series" if overlap else ""))
+    return lines
+
+
+def _y_range(ys: list[float]) -> tuple[float, float]:
+    """The plot's lowest and highest y: the values' range (a flat one widened), with 5 % room either side."""
+    low, high = min(ys), max(ys)
+    if math.isclose(low, high):
+        low, high = low - 0.5 if low >= 0.5 else 0.0, high + 0.5
+    pad = (high - low) * 0.05
+    return low - pad, high + pad
+
+
+def _draw(grid: list[list[str]], s: ChartSeries, marker: str, column: dict[float, int],
+          row_of: Callable[[float], int]) -> None:
+    """One series into ``grid``: '.' segments between neighbouring budgets that both have a value, then its
+    markers ('&' where another series' marker is already)."""
+    previous: tuple[float, float | None] | None = None
+    for x, y in s.points:
+        if previous is not None and y is not None and previous[1] is not None:
+            c0, r0, c1, r1 = column[previous[0]], row_of(previous[1]), column[x], row_of(y)
+            for c in range(c0 + 1, c1):
+                r = round(r0 + (r1 - r0) * (c - c0) / (c1 - c0))
+                if grid[r][c] == " ":
+                    grid[r][c] = "."
+        previous = (x, y)
+    for c, r in [(column[x], row_of(y)) for x, y in s.points if y is not None and math.isfinite(y)]:
+        grid[r][c] = marker if grid[r][c] in " ." else "&"
+
+
+def _x_axis(column: dict[float, int], plot_width: int, gutter: int, width: int, x_label: str) -> list[str]:
+    """The x axis with a '+' at each budget, and the budgets under it (the axis' name too when it fits)."""
     axis = [" "] * plot_width
     labels = [" "] * (plot_width + 8)
     for x, c in column.items():
@@ -85,19 +103,20 @@ def render_chart(series: Sequence[ChartSeries], width: int = 72, height: int = 1
         text = f"{x:g}"
         start = max(0, min(c - len(text) // 2, len(labels) - len(text)))
         labels[start:start + len(text)] = list(text)
-    lines.append(" " * gutter + "+" + "".join(axis).replace(" ", "-"))
     label_line = (" " * (gutter + 1) + "".join(labels)).rstrip()
     if len(label_line) + 3 + len(x_label) <= width:
         label_line += f"   {x_label}"
-    lines.append(label_line)
+    return [" " * gutter + "+" + "".join(axis).replace(" ", "-"), label_line]
+
+
+def _legend(series: Sequence[ChartSeries]) -> list[str]:
+    """Each series' marker and label, with the budgets it has no value at."""
     legend = []
     for index, s in enumerate(series):
         missing = [f"{x:g}" for x, y in s.points if y is None]
         legend.append(f"{MARKERS[index % len(MARKERS)]} {s.label}" + (f" (no value at {', '.join(missing)})"
                                                                       if missing else ""))
-    overlap = any("&" in row for row in grid)
-    lines.append(" " * gutter + "  ".join(legend) + ("   & several series" if overlap else ""))
-    return lines
+    return legend
 
 
 def budget_charts(analysis: RunAnalysis, width: int = 72, height: int = 10, workload: str | None = None) -> list[str]:

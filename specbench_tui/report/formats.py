@@ -219,8 +219,7 @@ def csv_rows(run: LoadedRun) -> list[dict[str, str]]:
     for row in analysis.rows:
         config = analysis.config(row.config_id)
         mark = marks.get((row.config_id, row.workload), "")
-        best_tp = mark == "*" or any(b.config_id == row.config_id and b.workload == row.workload and b.tp is not None
-                                     for b in analysis.best)
+        best_tp = mark == "*" or _best_at_a_tp(analysis, row)
         cells = [
             analysis.sweep, run.name, row.config_id, row.config, row.algorithm, _num(row.tp), _num(row.budget),
             (config.baseline or "") if config else "", row.workload, row.state,
@@ -231,7 +230,7 @@ def csv_rows(run: LoadedRun) -> list[dict[str, str]]:
             row.server_log_scope or "",
             row.lossless.status, str(row.lossless.checked), str(len(row.lossless.mismatches)),
             "yes" if mark == "**" else "", "yes" if best_tp else "", " ".join(row.flags),
-            (config.signature or "") if config else "", clean_text(config.reason or "") if config else "",
+            *_config_cells(config),
             row.coverage, str(row.items_measured), _num(row.expected), str(row.n_crash), str(row.paired),
             nodes.get(row.config_id, ""), clean_text(run.hardware.model(row.config_id) or "", 200),
             row.cache or "", row.from_memory or "", str(row.n_retracted), *_acceptance_cells(run, row),
@@ -239,6 +238,18 @@ def csv_rows(run: LoadedRun) -> list[dict[str, str]]:
         ]
         out.append(dict(zip(CSV_COLUMNS, cells)))
     return out
+
+
+def _best_at_a_tp(analysis: RunAnalysis, row: CellRow) -> bool:
+    """The cell is the best of its workload at its TP."""
+    return any(b.config_id == row.config_id and b.workload == row.workload and b.tp is not None for b in analysis.best)
+
+
+def _config_cells(config: ConfigSummary | None) -> list[str]:
+    """The configuration's crash signature and reason (cleaned), empty when unknown."""
+    if config is None:
+        return ["", ""]
+    return [config.signature or "", clean_text(config.reason or "")]
 
 
 def _acceptance_cells(run: LoadedRun, row: CellRow) -> list[str]:

@@ -52,33 +52,42 @@ def points_table(load: LoadAnalysis, workload: str) -> Table:
     order = _config_order(load)
     for row in sorted((p for p in load.points if p.workload == workload),
                       key=lambda p: (order[p.config_id], p.axis, p.value)):
-        cells = [row.config, row.load, f"{row.n_ok}/{row.n_error + row.n_zero_output}", _stat(row.output_tps, 0),
-                 _stat(row.per_user_tps, 1), _stat(row.request_tps, 2),
-                 f"{_ms(row.ttft_s.p50 if row.ttft_s else None)}/{_ms(row.ttft_s.p99 if row.ttft_s else None)}",
-                 _ms(row.itl_s.p99 if row.itl_s else None), _ms(row.e2e_s.p99 if row.e2e_s else None),
-                 f"{_f(row.accept_length, 2)}/{_f(row.server_accept_length, 2)}"]
-        if slo is not None:
-            cells += [_f(row.goodput_rps, 2),
-                      "-" if row.meets_slo is None else ("met" if row.meets_slo else "missed")
-                      + (f" {row.slo_attainment:.0%}" if row.slo_attainment is not None else "")]
-        speed = _stat(row.speedup, 2) + "x" if row.speedup else "-"
-        cells.append(speed + (" noisy" if row.noisy else ""))
-        cells.append(point_marks(row))
-        table.rows.append(cells)
+        table.rows.append(_point_cells(row, with_slo=slo is not None))
     if slo is not None:
         table.notes.append(f"SLO: {slo.describe()} (goodput counts requests that met it; 'met' when p{slo.percentile:g} "
                            "of each figure is within its limit, with the share of requests that met it)")
     table.notes.append(f"noisy: relative MAD over {spec.noise_threshold:.0%} (kept out of B* and the schedule)")
-    mine = [p for p in load.points if p.workload == workload]
+    table.notes += _point_notes([p for p in load.points if p.workload == workload])
+    return table
+
+
+def _point_cells(row: PointRow, *, with_slo: bool) -> list[str]:
+    """One point's row of :func:`points_table`."""
+    cells = [row.config, row.load, f"{row.n_ok}/{row.n_error + row.n_zero_output}", _stat(row.output_tps, 0),
+             _stat(row.per_user_tps, 1), _stat(row.request_tps, 2),
+             f"{_ms(row.ttft_s.p50 if row.ttft_s else None)}/{_ms(row.ttft_s.p99 if row.ttft_s else None)}",
+             _ms(row.itl_s.p99 if row.itl_s else None), _ms(row.e2e_s.p99 if row.e2e_s else None),
+             f"{_f(row.accept_length, 2)}/{_f(row.server_accept_length, 2)}"]
+    if with_slo:
+        cells += [_f(row.goodput_rps, 2),
+                  "-" if row.meets_slo is None else ("met" if row.meets_slo else "missed")
+                  + (f" {row.slo_attainment:.0%}" if row.slo_attainment is not None else "")]
+    speed = _stat(row.speedup, 2) + "x" if row.speedup else "-"
+    return [*cells, speed + (" noisy" if row.noisy else ""), point_marks(row)]
+
+
+def _point_notes(mine: list[PointRow]) -> list[str]:
+    """The notes the workload's points call for: their cache policy, capped points, retracted requests."""
+    notes = []
     policy = cache_note(mine)
     if policy:
-        table.notes.append(policy)
+        notes.append(policy)
     if any(p.capped for p in mine):
-        table.notes.append("capped: the point sends more requests at once than the server runs (its "
-                           "max_running_requests); the rest queue on the server, so the point measures the cap")
+        notes.append("capped: the point sends more requests at once than the server runs (its "
+                     "max_running_requests); the rest queue on the server, so the point measures the cap")
     if any(p.n_retracted for p in mine):
-        table.notes.append("retracted: requests the server retracted (KV cache full) are kept out of TTFT/ITL/e2e")
-    return table
+        notes.append("retracted: requests the server retracted (KV cache full) are kept out of TTFT/ITL/e2e")
+    return notes
 
 
 def point_marks(row: PointRow) -> str:
@@ -301,31 +310,42 @@ def load_csv_rows(analysis: RunAnalysis, base_columns: Sequence[str]) -> list[di
                     "n_zero_output": str(p.n_zero_output), "n_error": str(p.n_error),
                     "decode_tps_median": _n(p.per_user_tps.median if p.per_user_tps else None, 3),
                     "accept_length": _n(p.accept_length), "repeats": str(p.repeats)})
-
-        def pc(x: Any, attr: str) -> str:
-            return _n(getattr(x, attr) if x is not None else None, 5)
-
-        row.update({
-            "load": p.load, "load_axis": p.axis, "load_value": f"{p.value:g}",
-            "output_tps": _n(p.output_tps.median if p.output_tps else None, 3),
-            "output_tps_mad": _n(p.output_tps.mad if p.output_tps else None, 3),
-            "per_user_tps": _n(p.per_user_tps.median if p.per_user_tps else None, 3),
-            "per_user_tps_mad": _n(p.per_user_tps.mad if p.per_user_tps else None, 3),
-            "request_tps": _n(p.request_tps.median if p.request_tps else None, 4),
-            "ttft_p50_s": pc(p.ttft_s, "p50"), "ttft_p90_s": pc(p.ttft_s, "p90"), "ttft_p99_s": pc(p.ttft_s, "p99"),
-            "itl_p50_s": pc(p.itl_s, "p50"), "itl_p90_s": pc(p.itl_s, "p90"), "itl_p99_s": pc(p.itl_s, "p99"),
-            "e2e_p50_s": pc(p.e2e_s, "p50"), "e2e_p90_s": pc(p.e2e_s, "p90"), "e2e_p99_s": pc(p.e2e_s, "p99"),
-            "server_accept_length": _n(p.server_accept_length), "goodput_rps": _n(p.goodput_rps),
-            "goodput_tps": _n(p.goodput_tps, 3), "slo_attainment": _n(p.slo_attainment),
-            "meets_slo": "" if p.meets_slo is None else ("yes" if p.meets_slo else "no"),
-            "load_speedup": _n(p.speedup.median if p.speedup else None),
-            "load_speedup_mad": _n(p.speedup.mad if p.speedup else None), "noisy": "yes" if p.noisy else "",
-            "running_cap": _n(p.running_cap), "capped": p.capped or "",
-            "spec_steps": " ".join(map(str, p.spec_steps)) if p.spec_steps else "", "speculation": p.speculation or "",
-            "n_retracted": str(p.n_retracted), "cache": p.cache or "", "from_memory": p.from_memory or "",
-        })
+        row.update(_point_figures(p))
+        row.update(_point_facts(p))
         out.append(row)
     return out
+
+
+def _point_figures(p: PointRow) -> dict[str, str]:
+    """A point's rates and latency percentiles, as the CSV writes them."""
+    def pc(x: Any, attr: str) -> str:
+        return _n(getattr(x, attr) if x is not None else None, 5)
+
+    return {
+        "load": p.load, "load_axis": p.axis, "load_value": f"{p.value:g}",
+        "output_tps": _n(p.output_tps.median if p.output_tps else None, 3),
+        "output_tps_mad": _n(p.output_tps.mad if p.output_tps else None, 3),
+        "per_user_tps": _n(p.per_user_tps.median if p.per_user_tps else None, 3),
+        "per_user_tps_mad": _n(p.per_user_tps.mad if p.per_user_tps else None, 3),
+        "request_tps": _n(p.request_tps.median if p.request_tps else None, 4),
+        "ttft_p50_s": pc(p.ttft_s, "p50"), "ttft_p90_s": pc(p.ttft_s, "p90"), "ttft_p99_s": pc(p.ttft_s, "p99"),
+        "itl_p50_s": pc(p.itl_s, "p50"), "itl_p90_s": pc(p.itl_s, "p90"), "itl_p99_s": pc(p.itl_s, "p99"),
+        "e2e_p50_s": pc(p.e2e_s, "p50"), "e2e_p90_s": pc(p.e2e_s, "p90"), "e2e_p99_s": pc(p.e2e_s, "p99"),
+    }
+
+
+def _point_facts(p: PointRow) -> dict[str, str]:
+    """A point's acceptance, goodput, SLO, speedup and marks, as the CSV writes them."""
+    return {
+        "server_accept_length": _n(p.server_accept_length), "goodput_rps": _n(p.goodput_rps),
+        "goodput_tps": _n(p.goodput_tps, 3), "slo_attainment": _n(p.slo_attainment),
+        "meets_slo": "" if p.meets_slo is None else ("yes" if p.meets_slo else "no"),
+        "load_speedup": _n(p.speedup.median if p.speedup else None),
+        "load_speedup_mad": _n(p.speedup.mad if p.speedup else None), "noisy": "yes" if p.noisy else "",
+        "running_cap": _n(p.running_cap), "capped": p.capped or "",
+        "spec_steps": " ".join(map(str, p.spec_steps)) if p.spec_steps else "", "speculation": p.speculation or "",
+        "n_retracted": str(p.n_retracted), "cache": p.cache or "", "from_memory": p.from_memory or "",
+    }
 
 
 def point_label(p: PointRow) -> str:

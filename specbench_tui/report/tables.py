@@ -372,8 +372,20 @@ def env_facts(env: dict[str, Any] | None) -> dict[str, str]:
     """
     if not isinstance(env, dict):
         return {}
+    facts = {**_gpu_facts(env.get("gpus")), **_package_facts(env.get("server_python"))}
+    for key in ("driver", "cuda", "compute_capability", *ENV_PACKAGES):
+        value = env.get(key)
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            facts.setdefault(key, str(value))
+    host = env.get("host")
+    if isinstance(host, dict) and host.get("name"):
+        facts["host"] = str(host["name"])
+    return {k: clean_text(v, 120) for k, v in facts.items()}
+
+
+def _gpu_facts(gpus: object) -> dict[str, str]:
+    """The GPUs (``2x NAME``), driver, CUDA and SM of a fingerprint's ``gpus``, or of a hand-made list of GPUs."""
     facts: dict[str, str] = {}
-    gpus = env.get("gpus")
     if isinstance(gpus, dict):
         names = gpus.get("names")
         if isinstance(names, dict) and names:
@@ -383,25 +395,22 @@ def env_facts(env: dict[str, Any] | None) -> dict[str, str]:
             if value not in (None, "", []):
                 facts[label] = ",".join(map(str, value)) if isinstance(value, list) else str(value)
     elif isinstance(gpus, list) and gpus:
-        names = [str(g.get("name", "?")) if isinstance(g, dict) else str(g) for g in gpus]
-        facts["gpus"] = ", ".join(f"{names.count(n)}x {n}" for n in dict.fromkeys(names))
-    server = env.get("server_python")
+        listed = [str(g.get("name", "?")) if isinstance(g, dict) else str(g) for g in gpus]
+        facts["gpus"] = ", ".join(f"{listed.count(n)}x {n}" for n in dict.fromkeys(listed))
+    return facts
+
+
+def _package_facts(server: object) -> dict[str, str]:
+    """The package versions the run's engine named (EngineProfile.python_packages), in its order, and torch's
+    CUDA."""
     packages = server.get("packages") if isinstance(server, dict) else None
-    if isinstance(server, dict) and isinstance(packages, dict):
-        # The distributions the run's engine named (EngineProfile.python_packages), in its order.
-        found = [(name, version) for name, version in packages.items() if isinstance(name, str) and version]
-        for name, version in found[:MAX_ENV_PACKAGES]:
-            facts[clean_text(name, 40)] = str(version)
-        if server.get("torch_cuda"):
-            facts["torch cuda"] = str(server["torch_cuda"])
-    for key in ("driver", "cuda", "compute_capability", *ENV_PACKAGES):
-        value = env.get(key)
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            facts.setdefault(key, str(value))
-    host = env.get("host")
-    if isinstance(host, dict) and host.get("name"):
-        facts["host"] = str(host["name"])
-    return {k: clean_text(v, 120) for k, v in facts.items()}
+    if not isinstance(server, dict) or not isinstance(packages, dict):
+        return {}
+    found = [(name, version) for name, version in packages.items() if isinstance(name, str) and version]
+    facts = {clean_text(name, 40): str(version) for name, version in found[:MAX_ENV_PACKAGES]}
+    if server.get("torch_cuda"):
+        facts["torch cuda"] = str(server["torch_cuda"])
+    return facts
 
 
 SIMULATED_LABEL = "SIMULATED (the SGLang simulator on a scripted GPU box: no real hardware)"
