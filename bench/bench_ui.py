@@ -69,6 +69,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from _busy import start_busy_loops
 from _common import figure
 from _pty import PtyProcess
 from _screen import first_shown, screen_pattern
@@ -126,8 +127,7 @@ def busy_loops(count: int, nice: int) -> list[subprocess.Popen[bytes]]:
     """``count`` busy loops, each in a session of its own as the engine starts each server (with scheduler
     autogroups, CPU is shared between sessions first), their priority lowered by ``nice``: the autogroup's nice
     (``/proc/PID/autogroup``; a process's own nice counts only inside its autogroup) and the process's."""
-    loops = [subprocess.Popen([sys.executable, "-c", "while 1: pass"], start_new_session=True)
-             for _ in range(count)]
+    loops = start_busy_loops(count)  # killed with the bench too, should a timeout kill it
     for loop in loops:
         if nice:
             os.setpriority(os.PRIO_PROCESS, loop.pid, nice)

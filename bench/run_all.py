@@ -33,8 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _busy import LOOP, start_busy_loops  # noqa: E402
+
 ROOT = HERE.parent
-BUSY_LOOP = "while 1: pass"
+BUSY_LOOP = LOOP
 
 
 @dataclass(frozen=True)
@@ -211,8 +215,7 @@ def run_one(key: str, bench: Bench, quiet: bool) -> tuple[list[Row], bool]:
         return [Row(f"{key}: {reason}", "-", "-", "SKIP", "-", command, 0.0)], False
     # each loop in a session of its own, as the engine starts each server (with scheduler autogroups, CPU is
     # shared between sessions first: two loops in this one session would count as one beside the app)
-    loops = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP], start_new_session=True)
-             for _ in range(bench.busy_loops)]
+    loops = start_busy_loops(bench.busy_loops)  # killed with this process too, should a timeout kill it
     try:
         if loops:
             time.sleep(2.0)  # the load average starts to show them
