@@ -65,6 +65,9 @@ TERM_GRACE_S = 1.5
 """How long it then has before SIGKILL: a closed tab's process is gone within about 4 s, whatever it does."""
 REFUSED_TAB_HOLD_S = 60.0
 """How long a refused tab's page keeps the refusal on screen before its websocket is closed."""
+REFUSED_HELD_MAX = 16
+"""Refused websockets held open at once; past it a refusal is sent and the socket closed at once (a page
+reloading in a loop, or a script, cannot pile up sockets for a minute each)."""
 STDERR_KEPT = 4096
 INPUT_STALL_S = 10.0
 """A tab whose app takes no input for this long (its input pipe full: typing never fills it) is ended."""
@@ -294,12 +297,14 @@ class GuardedServer(ServedServer):
         text = (f"\r\n  specbench serve: {len(self.tabs)} browser tabs are open on this sweep already, the most this "
                 f"serve allows (--max-tabs {self.max_tabs}).\r\n  Close one and reload this page, or restart "
                 "specbench serve with a larger --max-tabs.\r\n")
+        hold = len(self.refused) < REFUSED_HELD_MAX
         self.refused.add(websocket)
         try:
             with contextlib.suppress(Exception):
                 await websocket.send_bytes(text.encode())
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._drain(websocket), REFUSED_TAB_HOLD_S)
+                    if hold:
+                        await asyncio.wait_for(self._drain(websocket), REFUSED_TAB_HOLD_S)
                 await websocket.close()
         finally:
             self.refused.discard(websocket)
