@@ -7,8 +7,9 @@ API
 ---
 ``analyse(plan_json, measurements, events=()) -> RunAnalysis``
 
-- ``plan_json``: the run's plan as a dict (``Plan.to_json()``); ``{}`` when it is missing, in which
-  case configurations are taken from the measurements and events (no TP, budget or baseline, so no speedups).
+- ``plan_json``: the run's plan as a dict (``Plan.to_json()``), read once into a
+  :class:`~specbench_tui.core.plan_summary.PlanSummary`; ``{}`` when it is missing, in which case configurations
+  are taken from the measurements and events (no TP, budget or baseline, so no speedups).
 - ``measurements``: :class:`~specbench_tui.core.records.Measurement` objects (``RunDir.read_measurements()``).
 - ``events``: :class:`~specbench_tui.core.events.Event` objects (``RunDir.read_events()``), for final states,
   crash signatures and excerpts, skip reasons, workloads not run, the server-log acceptance and notices.
@@ -91,6 +92,7 @@ from specbench_tui.core.events import (
     WorkloadStarted,
 )
 from specbench_tui.core.fold import last_per_key
+from specbench_tui.core.plan_summary import PlanSummary, PlannedRecord
 from specbench_tui.core.records import (
     STATUS_OK,
     STATUS_ZERO_OUTPUT,
@@ -121,17 +123,18 @@ def analyse(plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurem
     """Aggregate one run; see the module docstring for the rules. ``engine_alive=False`` says no engine owns
     the run directory: a configuration its events leave starting or running is then ``interrupted``."""
     plan_json = plan_json or {}
+    plan = PlanSummary.parse(plan_json)
     measurements = last_per_key(measurements)  # one per key, the last recorded (a retried key counts once)
     events = list(events)
-    notes = _plan_notes(plan_json)
+    notes = _plan_notes(plan)
     folds: dict[str, _Fold] = {}
-    configs = _configs(plan_json, measurements, events, notes, folds)
+    configs = _configs(plan, measurements, events, notes, folds)
     if not engine_alive:
         configs = _interrupted(configs)
-    loaded = _load_workloads(plan_json)
+    loaded = plan.loaded
     load_ms = [m for m in measurements if m.load is not None or m.workload in loaded]
     cell_ms = [m for m in measurements if m.load is None and m.workload not in loaded]
-    workloads = [w for w in _workloads(plan_json, cell_ms) if w.name not in loaded]
+    workloads = [w for w in _workloads(plan, cell_ms) if w.name not in loaded]
     by_cell: dict[tuple[str, str], list[Measurement]] = defaultdict(list)
     for m in cell_ms:
         by_cell[(m.config_id, m.workload)].append(m)
@@ -139,7 +142,7 @@ def analyse(plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurem
     notes += _missing_baselines(configs, notes)
     current, history = _notices(events, {c.id: c.name for c in configs})
     notes += current
-    analysis = RunAnalysis(sweep=str(plan_json.get("sweep") or "?"), configs=tuple(configs),
+    analysis = RunAnalysis(sweep=plan.sweep, configs=tuple(configs),
                            workloads=tuple(workloads), rows=tuple(rows), best=tuple(best_cells(rows, configs, workloads)),
                            notes=tuple(dict.fromkeys(notes)), history=tuple(dict.fromkeys(history)),
                            measurement_counts=_status_counts(measurements))
@@ -148,17 +151,17 @@ def analyse(plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurem
         by_config[m.config_id].append(m)
     load = None
     if loaded or load_ms:
-        from specbench_tui.core.crossover.analyse import analyse_load  # the load half of this one analysis
+        from specbench_tui.core.crossover.analyse import analyse_load  # the load half: it reads the load specs
 
         load = analyse_load(plan_json, load_ms, events, configs, {r.config for r in rows if FLAG_MISMATCH in r.flags})
     return _replace_analysis(analysis, totals=tuple(_totals(analysis, c, by_config.get(c.id, [])) for c in configs),
-                             load=load, acceptance=_acceptance_of(plan_json, configs, workloads, cell_ms, folds))
+                             load=load, acceptance=_acceptance_of(plan, configs, workloads, cell_ms, folds))
 
 
-def _plan_notes(plan_json: Mapping[str, Any]) -> list[str]:
+def _plan_notes(plan: PlanSummary) -> list[str]:
     """The plan's own notes, and one when there is no plan to read configurations from."""
-    notes: list[str] = [str(n) for n in plan_json.get("notes", []) if n]
-    if not plan_json.get("configs"):
+    notes = list(plan.notes)
+    if not plan.has_configs:
         notes.append("plan.json is missing or empty: configurations are taken from the results and events, "
                      "without TP, draft budget or baseline, so no speedups")
     return notes
@@ -168,11 +171,6 @@ def _interrupted(configs: list[ConfigSummary]) -> list[ConfigSummary]:
     """The configurations a dead engine left starting or running, said ``interrupted``."""
     return [_replace(c, state=STATE_INTERRUPTED, reason=c.reason or "its engine stopped; resume runs the rest")
             if c.state in ("launching", "ready", "running") else c for c in configs]
-
-
-def _load_workloads(plan_json: Mapping[str, Any]) -> set[str]:
-    """The names of the plan's workloads measured along a load axis."""
-    return {str(w.get("name")) for w in plan_json.get("workloads", []) if isinstance(w, dict) and w.get("load")}
 
 
 def _cell_rows(configs: list[ConfigSummary], workloads: list[WorkloadInfo], folds: dict[str, _Fold],
@@ -208,7 +206,7 @@ def _status_counts(measurements: list[Measurement]) -> tuple[int, int, int]:
     return ok, zero, len(measurements) - ok - zero
 
 
-def _acceptance_of(plan_json: Mapping[str, Any], configs: list[ConfigSummary], workloads: list[WorkloadInfo],
+def _acceptance_of(plan: PlanSummary, configs: list[ConfigSummary], workloads: list[WorkloadInfo],
                    cell_ms: list[Measurement], folds: dict[str, _Fold]) -> AcceptanceAnalysis:
     """The acceptance figures of every configuration, against its baseline's."""
     ids = {c.name: c.id for c in configs}
@@ -216,7 +214,7 @@ def _acceptance_of(plan_json: Mapping[str, Any], configs: list[ConfigSummary], w
         [(c.id, c.name, ids.get(c.baseline) if c.baseline else None) for c in configs],
         [w.name for w in workloads], cell_ms,
         {(i, w): p for i, f in folds.items() for w, p in f.log_positions.items()},
-        engine=str(plan_json.get("engine") or "sglang"))
+        engine=plan.engine)
 
 
 def _replace_analysis(analysis: RunAnalysis, **changes: Any) -> RunAnalysis:
@@ -376,20 +374,20 @@ def _fold_events(events: list[Event]) -> dict[str, _Fold]:
     return folds
 
 
-def _configs(plan_json: Mapping[str, Any], measurements: list[Measurement], events: list[Event],
+def _configs(plan: PlanSummary, measurements: list[Measurement], events: list[Event],
              notes: list[str], folds_out: dict[str, _Fold]) -> list[ConfigSummary]:
     folds = _fold_events(events)
     folds_out.update(folds)
-    planned: list[dict[str, Any]] = [c for c in plan_json.get("configs", []) if isinstance(c, dict) and "id" in c]
-    baseline_names = {c.get("baseline") for c in planned if c.get("baseline")}
+    planned = plan.configs
+    baseline_names = plan.baseline_names
     measured: dict[str, set[str]] = defaultdict(set)
     for m in measurements:
         measured[m.config_id].add(m.workload)
-    engine = _engine(plan_json)
+    engine = _engine(plan.engine)
     out: list[ConfigSummary] = []
-    for raw in planned:
-        out.append(_summary(raw, raw["name"] in baseline_names, folds.get(raw["id"]), measured.get(raw["id"], set()),
-                            engine))
+    for record in planned:
+        out.append(_summary(record, record.name in baseline_names, folds.get(record.id),
+                            measured.get(record.id, set()), engine))
     known = {c.id for c in out}
     event_names = {i: f.name for i, f in folds.items() if f.name}
     strays = dict.fromkeys(m.config_id for m in measurements if m.config_id not in known)
@@ -400,9 +398,8 @@ def _configs(plan_json: Mapping[str, Any], measurements: list[Measurement], even
         notes.append(f"{len(strays)} configuration(s) in the results are not in plan.json: "
                      + ", ".join(stray_names[i] for i in strays))
     for config_id in strays:
-        raw = {"id": config_id, "name": stray_names[config_id], "algorithm": "unknown", "tp": None,
-               "params": {}, "argv": [], "baseline": None}
-        summary = _summary(raw, False, folds.get(config_id), measured.get(config_id, set()), engine)
+        stray = PlannedRecord(id=config_id, name=stray_names[config_id])
+        summary = _summary(stray, False, folds.get(config_id), measured.get(config_id, set()), engine)
         out.append(_replace(summary, in_plan=False))
     return out
 
@@ -435,30 +432,27 @@ def _replace(summary: ConfigSummary, **changes: Any) -> ConfigSummary:
     return ConfigSummary(**{**summary.__dict__, **changes})
 
 
-def _engine(plan_json: Mapping[str, Any]) -> EngineProfile | None:
+def _engine(name: str) -> EngineProfile | None:
     """The engine the run's plan names (``sglang`` for a plan from before plans named it); None when it is
     not registered in this process (a report of a run on an engine added elsewhere: declared algorithms only)."""
-    name = plan_json.get("engine") or "sglang"
     try:
-        return get_profile(str(name))
+        return get_profile(name)
     except KeyError:
         return None
 
 
-def _summary(raw: dict[str, Any], is_baseline: bool, fold: _Fold | None, measured: set[str],
+def _summary(record: PlannedRecord, is_baseline: bool, fold: _Fold | None, measured: set[str],
              engine: EngineProfile | None) -> ConfigSummary:
-    argv = [str(a) for a in raw.get("argv") or []]
-    algorithm = str(raw.get("algorithm") or "unknown")
+    argv = list(record.argv)
     fold = fold or _Fold()
     finished = fold.finished
-    state, reason, signature = _state(raw.get("skip_reason"), fold, measured)
+    state, reason, signature = _state(record.skip_reason, fold, measured)
     crash = fold.crash if state in ("crashed", "failed") else None
-    tp = raw.get("tp")
     return ConfigSummary(
-        id=str(raw["id"]), name=str(raw["name"]), algorithm=algorithm,
-        tp=int(tp) if isinstance(tp, int) else None, budget=_budget(raw, argv, engine),
-        baseline=raw.get("baseline"), is_baseline=is_baseline, speculative=_speculative(raw, argv, algorithm, engine),
-        state=state, reason=reason, signature=signature or (crash.signature if crash else None),
+        id=record.id, name=record.name, algorithm=record.algorithm, tp=record.tp,
+        budget=_budget(record, argv, engine), baseline=record.baseline, is_baseline=is_baseline,
+        speculative=_speculative(record, argv, engine), state=state, reason=reason,
+        signature=signature or (crash.signature if crash else None),
         crash_line=crash.line if crash else None, excerpt=tuple(crash.excerpt) if crash else (),
         server_log_accept_length=finished.server_log_accept_length if finished else None,
         gpu_summary=finished.gpu_summary if finished else None,
@@ -467,16 +461,17 @@ def _summary(raw: dict[str, Any], is_baseline: bool, fold: _Fold | None, measure
     )
 
 
-def _speculative(raw: Mapping[str, Any], argv: list[str], algorithm: str, engine: EngineProfile | None) -> bool:
+def _speculative(record: PlannedRecord, argv: list[str], engine: EngineProfile | None) -> bool:
     """Whether the configuration speculates: as the plan recorded it, else (a plan from before plans recorded it)
     by the engine's rule."""
-    speculative = raw.get("speculative")
-    if isinstance(speculative, bool):
-        return speculative
-    return engine.speculative(argv, algorithm) if engine is not None else declared_speculation(argv, algorithm)
+    if record.speculative is not None:
+        return record.speculative
+    if engine is not None:
+        return engine.speculative(argv, record.algorithm)
+    return declared_speculation(argv, record.algorithm)
 
 
-def _state(skip_reason: Any, fold: _Fold, measured: set[str]) -> tuple[str, Any, str | None]:
+def _state(skip_reason: str | None, fold: _Fold, measured: set[str]) -> tuple[str, str | None, str | None]:
     """The configuration's state, its reason and its crash signature: as it finished, else as its events leave it,
     else ``skipped`` by the plan, ``incomplete`` with measurements and no events, or ``pending``."""
     finished = fold.finished
@@ -489,30 +484,21 @@ def _state(skip_reason: Any, fold: _Fold, measured: set[str]) -> tuple[str, Any,
     return ("incomplete" if measured else "pending"), skip_reason, None
 
 
-def _budget(raw: Mapping[str, Any], argv: Sequence[str], engine: EngineProfile | None) -> int | None:
+def _budget(record: PlannedRecord, argv: Sequence[str], engine: EngineProfile | None) -> int | None:
     """A matrix parameter named as the draft budget, else the one the plan recorded from the argv (by the
     engine's rule), else the engine's rule now (a plan from before plans recorded it)."""
-    params = raw.get("params") or {}
     for key in BUDGET_PARAMS:
-        value = params.get(key)
+        value = record.params.get(key)
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-    if "draft_budget" in raw:
-        recorded = raw["draft_budget"]
-        return recorded if isinstance(recorded, int) and not isinstance(recorded, bool) else None
+    if record.budget_recorded:
+        return record.draft_budget
     return engine.draft_budget(argv) if engine is not None else None
 
 
-def _workloads(plan_json: Mapping[str, Any], measurements: list[Measurement]) -> list[WorkloadInfo]:
-    out: list[WorkloadInfo] = []
-    for raw in plan_json.get("workloads", []):
-        if not isinstance(raw, dict) or "name" not in raw:
-            continue
-        temperature = raw.get("temperature")
-        repeats = raw.get("repeats")
-        out.append(WorkloadInfo(name=str(raw["name"]), kind=str(raw.get("kind") or "?"),
-                                temperature=float(temperature) if isinstance(temperature, (int, float)) else None,
-                                repeats=repeats if isinstance(repeats, int) else None))
+def _workloads(plan: PlanSummary, measurements: list[Measurement]) -> list[WorkloadInfo]:
+    out = [WorkloadInfo(name=w.name, kind=w.kind, temperature=w.temperature, repeats=w.repeats)
+           for w in plan.workloads]
     known = {w.name for w in out}
     for name in dict.fromkeys(m.workload for m in measurements):
         if name not in known:
