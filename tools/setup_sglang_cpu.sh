@@ -21,7 +21,8 @@
 #   5. the tiny model (tools/make_tiny_hf_model.py with this environment's python) in
 #      ${SPECBENCH_CACHE:-$HOME/.cache/specbench}/models/sglang-tiny-<hash of the generator + its arguments>.
 # A stamp (.venv-sglang/.setup_sglang_cpu_ok, a hash of the site-packages listing) skips the import check (about
-# 15 s) until a package is added or removed: cold about 2-3 min after the parser environment, warm under 1 s.
+# 15-40 s) until a package is added or removed: cold about 2 min after the parser environment (7.6 min in all from
+# nothing, measured at nice 10 on a busy 2-core machine), warm under 1 s.
 #
 # Start a server with:
 #   SGLANG_USE_CPU_ENGINE=1 "$SGLANG_PYTHON" -m sglang.launch_server --model-path "$SGLANG_TINY_MODEL" \
@@ -90,7 +91,7 @@ torchvision_guarded() {
 # The modules a server start imports, with the stand-in: a missing package shows here in seconds, not after a
 # 60 s start-up.
 server_imports() {
-    (cd / && SGLANG_USE_CPU_ENGINE=1 "$venv/bin/python" - <<'EOF'
+    (cd / && SGLANG_USE_CPU_ENGINE=1 PYTHONWARNINGS=ignore "$venv/bin/python" - <<'EOF'
 import importlib
 for name in ("sgl_kernel", "sgl_kernel.speculative", "torchvision.transforms", "sglang.srt.arg_groups.pipeline",
              "sglang.srt.entrypoints.http_server", "sglang.srt.managers.scheduler",
