@@ -1,4 +1,4 @@
-"""The stored plan as the analysis reads it: ``plan.json`` (:meth:`~specbench_tui.core.plan.Plan.to_json`) parsed
+"""The stored plan as the analysis reads it: the run's plan (:meth:`~specbench_tui.core.plan.Plan.to_json`) parsed
 once into typed records, so the analysis reads typed fields, not an untyped mapping.
 
 The plan comes from a run directory, never trusted: a field of the wrong type reads as absent (its default), a
