@@ -360,6 +360,8 @@ class LocalExecutor:
             return False
         if server.stranger is None:
             await server.look_for_stranger()
+        if server.stranger is None and server.said_address_in_use():  # a port it needed, taken and perhaps let go
+            server.stranger = f"a port the server binds (port {server.port} or one of its own) was in use"
         if server.stranger is None or self._port_retries.get(config.id, 0) >= PORT_RETRIES:
             return False
         self._port_retries[config.id] = self._port_retries.get(config.id, 0) + 1

@@ -79,6 +79,9 @@ from specbench_tui.core.engines.base import EngineProfile
 from specbench_tui.keeper import TREE_VAR
 from specbench_tui.rundir.store import StoreError
 
+_ADDRESS_IN_USE = re.compile(r"address already in use|EADDRINUSE|\[Errno 98\]", re.IGNORECASE)
+"""What a failed bind prints (Python's OSError, uvicorn's message, ZMQ's)."""
+
 __all__ = ["KEEPER_PATH", "Death", "ServerProcess", "StopReport", "find_free_port", "first_of", "process_tree"]
 
 @dataclass(frozen=True)
@@ -328,6 +331,11 @@ class ServerProcess:
                 if await self._answer_is_ours():
                     return None
             await asyncio.sleep(poll_s)
+
+    def said_address_in_use(self) -> bool:
+        """Whether the server's last log lines say a bind failed (``EADDRINUSE``): another process held a port it
+        needed, ours or one of its own (vLLM binds more than its HTTP port)."""
+        return any(_ADDRESS_IN_USE.search(line) for _, line in self._recent)
 
     async def look_for_stranger(self) -> None:
         """After a death before ready: whether a process outside our tree listens on our port (it took the
