@@ -104,3 +104,19 @@ def test_a_configuration_whose_flush_fails_is_measured_warm_and_says_so(tmp_path
         text = render(run, fmt)
         assert "caches: cold" not in text, text
         assert "caches: warm" in text, text
+
+
+def test_a_run_recorded_cold_whose_flushes_failed_reads_warm(tmp_path: Path) -> None:
+    """A run written before failed flushes were stamped warm (cache = cold, started_cold = false) reads as the
+    policy that held, in every format."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parent / "data" / "acceptance_demo_run", run)
+    results = run / "results.jsonl"
+    assert results.read_text().count('"started_cold":true') > 0
+    results.write_text(results.read_text().replace('"started_cold":true', '"started_cold":false'))
+    loaded = load_run(run)
+    for fmt in ("txt", "md", "html"):
+        text = render(loaded, fmt)
+        assert "caches: cold" not in text.lower() and "caches: warm" in text.lower(), fmt

@@ -247,7 +247,7 @@ def _server_log_accept(config: ConfigSummary, workload: WorkloadInfo,
 
 def cache_of(cell: list[Measurement]) -> str | None:
     """The cache policy the measurements ran under: one of them, ``mixed``, or None when none recorded one."""
-    policies = {m.cache for m in cell if m.cache}
+    policies = {m.held_cache for m in cell if m.cache}
     if not policies:
         return None
     return policies.pop() if len(policies) == 1 else "mixed"

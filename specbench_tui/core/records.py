@@ -100,6 +100,12 @@ class Measurement:
         return bool(self.num_retractions)
 
     @property
+    def held_cache(self) -> str | None:
+        """The cache policy that held: ``warm`` for a cold measurement whose flush failed (``started_cold`` false,
+        as a run recorded before such records were stamped warm says), else :attr:`cache`."""
+        return CACHE_WARM if self.cache == CACHE_COLD and self.started_cold is False else self.cache
+
+    @property
     def key(self) -> MeasurementKey:
         if self.load is None:
             return (self.config_id, self.workload, self.item, self.repeat)

@@ -73,7 +73,7 @@ def _point_extras(axis: str, value: float, ms: list[Measurement], ok: list[Measu
     caps = [m.running_cap for m in ms if m.running_cap is not None]
     cap = min(caps) if caps else None
     steps, speculation = _adaptive(events)
-    policies = {m.cache for m in ms if m.cache}
+    policies = {m.held_cache for m in ms if m.cache}
     return {"running_cap": cap, "capped": capped_text(axis, value, cap), "spec_steps": steps,
             "speculation": speculation, "n_retracted": sum(1 for m in ok if m.retracted),
             "cache": (policies.pop() if len(policies) == 1 else "mixed") if policies else None}
