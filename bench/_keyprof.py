@@ -44,6 +44,9 @@ def _build_app() -> tuple[Any, FloodEngine]:
     class BenchApp(SpecbenchApp):
         CSS_PATH = str(Path(app_module.__file__).with_name("app.tcss"))
 
+    if os.environ.get("PACE"):
+        import specbench_tui.tui.gc_pacing as pacing
+        pacing.AT_MOST_S = pacing.EVERY_S = float(os.environ["PACE"])
     return BenchApp(engine), engine
 
 

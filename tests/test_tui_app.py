@@ -437,7 +437,7 @@ async def test_a_keys_answer_comes_before_the_logs_next_lines_for_at_most_a_tent
     """Within ``KEY_FIRST_S`` (0.1 s) of a key, the drains leave the server log's new lines for later (a log frame
     in the key's answer made it slower beside a flooding server); the lines come once it is over, and however fast
     keys come (a key held down) they wait no longer than that from the first drain that left them. The drains
-    run on the app's own timer; the key clock is set by hand."""
+    run on the app's own timer; the pacer's clock is set by hand."""
     from specbench_tui.tui.app import KEY_FIRST_S
 
     app = make_app(engine)
@@ -446,7 +446,7 @@ async def test_a_keys_answer_comes_before_the_logs_next_lines_for_at_most_a_tent
         log = app.sweep_screen.query_one(ServerLogPanel)
         config_id = engine.plan.configs[0].id
         now = [1000.0]
-        app.key_hold.clock = lambda: now[0]
+        app.gc_pacer.clock = lambda: now[0]
 
         async def lines_after(text: str) -> bool:
             await until(pilot, lambda: app.log_feed.received >= seen_put[0] + 1, "the line put")
@@ -458,7 +458,7 @@ async def test_a_keys_answer_comes_before_the_logs_next_lines_for_at_most_a_tent
         engine.emit(LogLine(config_id=config_id, line="before any key", ts=T0))
         assert await lines_after("before any key")  # no key: taken at once
 
-        app.key_hold.key_pressed()
+        app.gc_pacer.key_pressed()
         seen_put = [app.log_feed.received]
         engine.emit(LogLine(config_id=config_id, line="after the key", ts=T0 + 1))
         assert not await lines_after("after the key")  # the drains left it (the clock stands still)
@@ -466,35 +466,37 @@ async def test_a_keys_answer_comes_before_the_logs_next_lines_for_at_most_a_tent
         assert await lines_after("after the key")
 
         now[0] += 1.0  # a key held down: one every 30 ms, each a new answer to draw
-        app.key_hold.key_pressed()
+        app.gc_pacer.key_pressed()
         seen_put = [app.log_feed.received]
         engine.emit(LogLine(config_id=config_id, line="while keys repeat", ts=T0 + 2))
         shown_at = None
         for step in range(20):
             now[0] += 0.03
-            app.key_hold.key_pressed()
+            app.gc_pacer.key_pressed()
             await pilot.pause(app._drain_interval_s + 0.02)
             if any(line.endswith("while keys repeat") for line in log.lines):
                 shown_at = step
                 break
         assert shown_at is not None and 0.03 * (shown_at + 1) <= 2 * KEY_FIRST_S, shown_at
-        app.key_hold.clock = time.monotonic
+        app.gc_pacer.clock = time.monotonic
 
 
-async def test_the_heap_is_frozen_once_the_past_is_shown_and_given_back_when_the_app_goes(engine: FakeEngine) -> None:
-    """One garbage-collection policy: the objects alive once the first analysis is shown are frozen (a full
-    collection then walks only what came since), and the app gives them back to the collector when it goes."""
+async def test_full_garbage_collections_are_paced_while_the_app_runs(engine: FakeEngine) -> None:
+    """One garbage-collection policy, the pacer: automatic full collections are off while the app runs (it runs
+    them between keys), and the collector's own thresholds are back once the app has gone."""
     import gc
 
+    from specbench_tui.tui.gc_pacing import OUT_OF_REACH
+
+    saved = gc.get_threshold()
     app = make_app(engine)
     async with app.run_test() as pilot:
         await settle(app, pilot)
-        engine.play()
-        app.drain_events()
-        await analysed(app, pilot)
-        await until(pilot, lambda: app._heap_frozen_at is not None, "the heap frozen")
-        assert gc.get_freeze_count() > 0
-    assert gc.get_freeze_count() == 0
+        assert app.gc_pacer.running and gc.get_threshold()[2] == OUT_OF_REACH
+        before = app.gc_pacer._key_at
+        await press(pilot, "o")
+        assert app.gc_pacer._key_at > before  # a key keeps the collection away for a moment
+    assert gc.get_threshold() == saved
 
 
 async def test_results_rows_are_built_off_the_ui_thread(engine: FakeEngine, monkeypatch) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import queue
 import sys
@@ -66,7 +65,7 @@ from specbench_tui.tui.app_base import AppBase, EngineAdapter
 from specbench_tui.tui.commands import SweepCommands
 from specbench_tui.tui.controls import ControlActions
 from specbench_tui.tui.gpu_panel import GpuLine, GpuPanel
-from specbench_tui.tui.key_hold import KeyHold
+from specbench_tui.tui.gc_pacing import GarbagePacer
 from specbench_tui.tui.log_panel import MAX_LINES, ServerLogPanel
 from specbench_tui.tui.log_screen import FullLogScreen
 from specbench_tui.tui.notifier import Notifier
@@ -83,13 +82,6 @@ STOP_TIMEOUT_S = 60.0
 """How long quitting waits for the engine to tear the servers down."""
 ENGINE_SWITCH_INTERVAL_S = 0.0005
 """The GIL switch interval while the engine thread measures next to the UI (see ``_start_engine``)."""
-HEAP_FREEZE_INTERVAL_S = 300.0
-"""How often the objects alive so far are moved out of the cyclic garbage collector's reach (``gc.freeze``).
-
-A full collection walks every tracked object; with a 1,600-row results table that is about 200 ms on a slow
-core, a pause that lands on whatever key is pressed then. Frozen objects are still freed by reference counting
-when they are dropped (cells, log lines, records); only a reference cycle that dies after its freeze is kept
-(a closed screen, a toast): a few kilobytes per freeze. Full collections then take about 10 ms."""
 OPTIMISTIC_TIMEOUT_S = 15.0
 """How long a row shows what a key asked for before the engine confirms it; then it shows the engine's state."""
 KEY_FIRST_S = 0.1
@@ -190,9 +182,9 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         self._screen_size: tuple[int, int] | None = None
         self.detached = False
         """Whether this client left an engine process running (``q`` then detach)."""
-        self._heap_frozen_at: float | None = None
-        self.key_hold = KeyHold()
-        """When the last key was pressed (background work waits for its answer: :mod:`~specbench_tui.tui.key_hold`)."""
+        self.gc_pacer = GarbagePacer(schedule=lambda delay_s, callback: self.set_timer(delay_s, callback))
+        """Full garbage collections while no key is being pressed (see :mod:`~specbench_tui.tui.gc_pacing`), the one
+        garbage-collection policy; it also says how long background work waits for a key's answer."""
         themes, problems = load_themes(themes_dir)
         self._theme_problems = problems
         self.specbench_themes = [t.name for t in themes]
@@ -225,6 +217,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         self.engine.subscribe(self._engine_event)
         self.set_interval(self._drain_interval_s, self.drain_events)
         self.set_interval(1.0, self._tick)
+        self.gc_pacer.start()
         HangupWatch(self).start()
         self._sync_panels(queue=True, results=True, gpus=True, force=True)
         self._start_engine()
@@ -276,30 +269,19 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         """Whether the main screen's panels are mounted and fed with events."""
         return self._panels_ready
 
-    def _freeze_heap(self, force: bool = False) -> None:
-        """See :data:`HEAP_FREEZE_INTERVAL_S`."""
-        now = time.monotonic()
-        if force or self._heap_frozen_at is None or now - self._heap_frozen_at >= HEAP_FREEZE_INTERVAL_S:
-            gc.collect(1)  # the young garbage goes first, so that it is not frozen
-            gc.freeze()
-            self._heap_frozen_at = now
-
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key):
-            self.key_hold.key_pressed()
+            self.gc_pacer.key_pressed()
         await super().on_event(event)
 
     def on_unmount(self) -> None:
         """Give the frozen objects back to the garbage collector (the app is going; so are they)."""
+        self.gc_pacer.stop()
         self.log_feed.close()
-        if self._heap_frozen_at is not None:
-            gc.unfreeze()
-            self._heap_frozen_at = None
 
     def _tick(self) -> None:
         if self._panels_attached():
-            if self._heap_frozen_at is not None:
-                self._freeze_heap()
+            self.gc_pacer.tick()
             self._expire_optimistic()
             self._header().refresh()
             if self._results_pending:
@@ -336,8 +318,8 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
     def _take_log_lines(self) -> None:
         """The display lines the log feed formatted since the last drain (a list swap: no parsing here); within
         :data:`KEY_FIRST_S` of a key, left for the next drain."""
-        now = self.key_hold.clock()
-        if self.key_hold.key_hold_left() > 0:
+        now = self.gc_pacer.clock()
+        if self.gc_pacer.key_hold_left() > 0:
             held_since = self._log_held_since = self._log_held_since or now
             if now - held_since < KEY_FIRST_S:
                 return
@@ -421,7 +403,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         if self._analysis_running:
             self._analysis_wanted = True
             return
-        if (held := self.key_hold.key_hold_left()) > 0:  # a key's answer is being drawn: it gets the GIL first
+        if (held := self.gc_pacer.key_hold_left()) > 0:  # a key's answer is being drawn: it gets the GIL first
             self._analysis_wanted = True
             if not self._analysis_deferred:
                 self._analysis_deferred = True
@@ -450,8 +432,6 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         if worker.state == WorkerState.SUCCESS and isinstance(worker.result, AnalysedRows):
             self.analysis = worker.result.analysis
             rows = worker.result.rows
-            if self._heap_frozen_at is None:  # the run's past is loaded and shown: freeze it once now
-                self.call_after_refresh(self._freeze_heap, True)
             partial, capped = worker.result.partial, worker.result.capped
             partial_changed = partial != self.partial_ids or capped != self.capped_notes
             self.partial_ids, self.capped_notes = partial, capped

@@ -24,7 +24,7 @@ from specbench_tui.core.state import ConfigView, RunState
 from specbench_tui.engine.control import Outcome, SweepControl
 from specbench_tui.tui.gpu_panel import GpuPanel
 from specbench_tui.tui.header import SweepHeader
-from specbench_tui.tui.key_hold import KeyHold
+from specbench_tui.tui.gc_pacing import GarbagePacer
 from specbench_tui.tui.log_panel import ServerLogPanel
 from specbench_tui.tui.log_screen import FullLogScreen
 from specbench_tui.tui.notifier import Notifier, Severity
@@ -64,7 +64,7 @@ class AppBase(App[int]):
     state: RunState
     analysis: RunAnalysis | None
     notifier: Notifier
-    key_hold: KeyHold
+    gc_pacer: GarbagePacer
     optimistic: dict[str, tuple[str, str, float]]
     pause_requested: bool | None
     partial_ids: frozenset[str]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from specbench_tui.application.viewmodel import QUEUE_COLUMNS, SweepView, queue_row, queue_summary
+from specbench_tui.application.rows import ViewRow
+from specbench_tui.application.viewmodel import QUEUE_COLUMNS, ConfigLine, SweepView, queue_row, queue_summary
 from specbench_tui.tui.table_view import TableView
 
 COLUMNS = tuple(zip(QUEUE_COLUMNS, ("", "config", "state", "GPUs", "start-up", "reason / progress")))
@@ -24,6 +25,8 @@ class QueuePanel(TableView):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, classes="panel")
         self.border_title = "1 Sweep queue"
+        self._worded: dict[str, tuple[ConfigLine, ViewRow]] = {}
+        """Each configuration's line and its row, worded once per change."""
 
     @property
     def selected_config_id(self) -> str | None:
@@ -37,5 +40,10 @@ class QueuePanel(TableView):
 
     def sync(self, view: SweepView, force: bool = False) -> None:
         """Show the sweep view's configurations (each row as the application layer worded it)."""
-        self.set_rows([queue_row(line) for line in view.lines])
+        worded = {}
+        for line in view.lines:
+            known = self._worded.get(line.config_id)
+            worded[line.config_id] = known if known is not None and known[0] == line else (line, queue_row(line))
+        self._worded = worded
+        self.set_rows([row for _, row in worded.values()])
         self.border_subtitle = queue_summary(view.lines)

@@ -50,7 +50,7 @@ class ScreenActions(AppBase):
         the app is closing (an analysis that finished as the app quit: the screen cannot be installed then)."""
         if not self.is_running:
             return
-        if (held := self.key_hold.key_hold_left()) > 0:
+        if (held := self.gc_pacer.key_hold_left()) > 0:
             if not self._chart_deferred:
                 self._chart_deferred = True
                 self.set_timer(held, self._chart_after_key)

@@ -29,8 +29,8 @@ HEADER = "table-view--header"
 CURSOR = "table-view--cursor"
 MARK_CLASSES = {mark: f"table-view--{mark.value}" for mark in Mark}
 """The component class of each mark."""
-STRIPS_KEPT = 1024
-"""Rendered rows kept (a screenful is a few dozen)."""
+STRIPS_KEPT = 256
+"""Rendered rows kept (a screenful is a few dozen; each strip holds caches of its own the collector walks)."""
 
 
 def fit(text: str, width: int) -> str:
@@ -126,7 +126,7 @@ class TableView(ScrollView, can_focus=True):
         selected = self.cursor_key
         before = {row.key: row for row in self._rows}
         # An unchanged row keeps its record, so that its measured widths and drawn line are kept too.
-        self._rows = [known if (known := before.get(row.key)) == row else row for row in rows]
+        self._rows = [known if (known := before.get(row.key)) is row or known == row else row for row in rows]
         self._index = {row.key: index for index, row in enumerate(self._rows)}
         self._measure()
         if selected is not None and selected in self._index:
