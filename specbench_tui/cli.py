@@ -67,6 +67,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--ray-address", metavar="HOST:PORT",
                      help="run the configurations on the nodes of this Ray cluster (the head `ray start --head` "
                           "printed, or 'auto'; needs the ray extra): overrides [cluster] executor and address")
+    run.add_argument("--notify", metavar="URL", action="append",
+                     help="an Apprise URL called on a crash, a stall, a zero-output configuration, a pre-flight stop, "
+                          "a paused queue and the end (repeatable; beside [notify] urls). Write a secret as "
+                          "'${NAME}' in single quotes: the engine reads it from the environment (docs/notifications.md)")
+    run.add_argument("--metrics-port", metavar="PORT", type=_port,
+                     help="serve Prometheus metrics on 127.0.0.1:PORT while the sweep runs (overrides [metrics] port)")
     run.add_argument("--foreground", action="store_true",
                      help="run the sweep inside this process (it ends with the terminal), not in a detached engine")
     run.add_argument("--detach", action="store_true",

@@ -113,6 +113,8 @@ class OwnedRun:
     resumed: bool = False
     retry_crashed: bool = False
     port_base: int | None = None
+    notify_urls: tuple[str, ...] = ()
+    """``--notify`` URLs, beside the sweep's ``[notify] urls`` (as typed: ``${NAME}`` expanded when sending)."""
 
     @classmethod
     def prepare(cls, request: RunRequest) -> OwnedRun | int:
@@ -122,7 +124,7 @@ class OwnedRun:
             return prepared
         plan, run_dir = prepared
         return cls(plan, run_dir, resumed=request.resume is not None, retry_crashed=request.retry_crashed,
-                   port_base=request.port_base)
+                   port_base=request.port_base, notify_urls=request.notify)
 
     def orchestrator(self) -> Orchestrator:
         """The sweep's orchestrator: the one place the package makes one."""
@@ -134,10 +136,18 @@ class OwnedRun:
                             api_key=os.environ.get(api_key_env) if api_key_env else None, port_base=self.port_base)
 
     async def run(self, orchestrator: Orchestrator) -> SweepOutcome:
-        """Run the sweep to its end; the run directory is closed after it, whatever happened."""
+        """Run the sweep to its end; the run directory is closed after it, whatever happened. The sweep's
+        notification URLs are sent to from a thread of their own meanwhile (:mod:`specbench_tui.engine.notify`);
+        after the sweep the last alerts get at most :data:`~specbench_tui.engine.notify.CLOSE_WAIT_S`."""
+        from specbench_tui.engine.notify import open_notifications
+
+        sender = open_notifications(self.plan.sweep.notify, self.notify_urls, orchestrator.publish,
+                                    orchestrator.subscribe, self.plan.sweep.name)
         try:
             return await orchestrator.run()
         finally:
+            if sender is not None:
+                await asyncio.to_thread(sender.close)
             self.run_dir.close()
 
     def release(self) -> None:

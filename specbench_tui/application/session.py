@@ -46,6 +46,8 @@ class RunRequest:
     """The first port servers listen on (overrides the sweep's ``engine.port_base``)."""
     ray_address: str | None = None
     """``--ray-address``: run on this Ray cluster (overrides the sweep's ``[cluster]``; a resume may name a new one)."""
+    notify: tuple[str, ...] = ()
+    """``--notify URL``: Apprise URLs called on crashes, stalls and the end, beside the sweep's ``[notify]``."""
 
     @classmethod
     def of(cls, options: object) -> RunRequest:
@@ -57,13 +59,15 @@ class RunRequest:
         return cls(sweep=getattr(options, "sweep", None), resume=Path(resume) if resume else None,
                    runs_dir=Path(runs_dir) if runs_dir else None,
                    retry_crashed=bool(getattr(options, "retry_crashed", False)),
-                   port_base=getattr(options, "port_base", None), ray_address=getattr(options, "ray_address", None))
+                   port_base=getattr(options, "port_base", None), ray_address=getattr(options, "ray_address", None),
+                   notify=tuple(getattr(options, "notify", None) or ()))
 
-    def to_json(self) -> dict[str, str | int | bool | None]:
+    def to_json(self) -> dict[str, str | int | bool | list[str] | None]:
         """The request as JSON values (paths as text), for :meth:`from_json` in another process."""
         return {"sweep": self.sweep, "resume": None if self.resume is None else str(self.resume),
                 "runs_dir": None if self.runs_dir is None else str(self.runs_dir),
-                "retry_crashed": self.retry_crashed, "port_base": self.port_base, "ray_address": self.ray_address}
+                "retry_crashed": self.retry_crashed, "port_base": self.port_base, "ray_address": self.ray_address,
+                "notify": list(self.notify)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> RunRequest:
@@ -78,7 +82,14 @@ class RunRequest:
             raise ValueError("run request: retry_crashed must be true or false and port_base a number")
         return cls(sweep=_optional(data, "sweep", str), resume=Path(resume) if resume is not None else None,
                    runs_dir=Path(runs_dir) if runs_dir is not None else None, retry_crashed=retry_crashed,
-                   port_base=port_base, ray_address=_optional(data, "ray_address", str))
+                   port_base=port_base, ray_address=_optional(data, "ray_address", str), notify=_urls(data))
+
+
+def _urls(data: Mapping[str, object]) -> tuple[str, ...]:
+    value = data.get("notify", [])
+    if not isinstance(value, list) or not all(isinstance(url, str) for url in value):
+        raise ValueError("run request: notify must be a list of strings")
+    return tuple(value)
 
 
 def _optional(data: Mapping[str, object], name: str, kind: type[_T]) -> _T | None:

@@ -75,6 +75,7 @@ from specbench_tui.tui.results_panel import ResultsPanel
 from specbench_tui.tui.safe_text import clean
 from specbench_tui.tui.screen_actions import ScreenActions
 from specbench_tui.tui.sweep_screen import SweepScreen
+from specbench_tui.tui.terminal_alerts import TerminalAlerts
 from specbench_tui.tui.terminal_watch import HangupWatch
 from specbench_tui.tui.themes import DEFAULT_THEME, FALLBACK_THEME, load_themes
 
@@ -215,6 +216,10 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
                                timeout=20, topic=("themes",))
         self._ui_loop = asyncio.get_running_loop()
         self.engine.subscribe(self._engine_event)
+        if (notify := self.engine.plan.sweep.notify).terminal:  # the bell and a desktop notification on alerts
+            alerts = TerminalAlerts(self, interval_s=notify.min_interval_s, sweep=self.engine.plan.sweep.name)
+            self.engine.subscribe(alerts.take)
+            alerts.start()
         self.set_interval(self._drain_interval_s, self.drain_events)
         self.set_interval(1.0, self._tick)
         self.gc_pacer.start()

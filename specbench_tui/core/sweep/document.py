@@ -14,6 +14,7 @@ from specbench_tui.core.sweep.configs import config_spec
 from specbench_tui.core.sweep.engine_table import engine_spec
 from specbench_tui.core.sweep.flags import args_table, env_table
 from specbench_tui.core.sweep.measure import measure_spec
+from specbench_tui.core.sweep.notify_table import read_metrics, read_notify
 from specbench_tui.core.sweep.limits import (
     MAX_CONFIGURATIONS,
     MAX_GPUS,
@@ -27,7 +28,7 @@ from specbench_tui.core.sweep.schema import ConfigSpec, Sweep, WorkloadSpec
 from specbench_tui.core.sweep.values import shown_name, usable_name
 from specbench_tui.core.sweep.workloads import WorkloadDefaults, workload_specs
 
-_TOP_KEYS = ("sweep", "engine", "measure", "server", "configs", "workloads", "cluster")
+_TOP_KEYS = ("sweep", "engine", "measure", "server", "configs", "workloads", "cluster", "notify", "metrics")
 _SWEEP_KEYS = ("name", "description", "baseline", "runs_dir", "gpus", "concurrent", "lossless_check",
                "repeats", "warmup")
 _SERVER_KEYS = ("args", "env")
@@ -52,7 +53,8 @@ def build_sweep(r: Reader, data: dict[str, Any], text: str, path: Path, shown: s
         runs_dir=head["runs_dir"], gpus=head["gpus"], concurrent=head["concurrent"],
         lossless_check=head["lossless"], engine=engine, server_args=server_args, server_env=server_env,
         configs=tuple(configs), workloads=tuple(workloads), display_path=shown, cluster=cluster,
-        cache=measure.cache, measure_note=measure.note,
+        cache=measure.cache, measure_note=measure.note, notify=read_notify(r, data.get("notify", {})),
+        metrics=read_metrics(r, data.get("metrics", {})),
     )
 
 

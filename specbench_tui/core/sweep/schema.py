@@ -9,6 +9,7 @@ from typing import Any
 
 from specbench_tui.core.cluster import ClusterSpec
 from specbench_tui.core.load import LoadSpec
+from specbench_tui.core.sweep.notify_table import MetricsSpec, NotifySpec
 
 
 Scalar = str | int | float | bool
@@ -128,6 +129,10 @@ class Sweep:
     """``[measure] cache``: the workloads' default cache policy."""
     measure_note: str | None = None
     """Why the policy is not the one the file implies (an engine that cannot flush runs warm)."""
+    notify: NotifySpec = NotifySpec()
+    """``[notify]``: who is called when the sweep needs a person (:mod:`specbench_tui.core.sweep.notify_table`)."""
+    metrics: MetricsSpec = MetricsSpec()
+    """``[metrics]``: the engine's Prometheus endpoint (off unless a port is given)."""
 
     @property
     def shown_path(self) -> str:
