@@ -11,7 +11,7 @@ screen only draws them. Both run in the app's analysis worker, off the UI thread
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -275,8 +275,3 @@ def view_rows(rows: Mapping[str, ResultRow]) -> dict[str, ViewRow]:
     """Every row worded (:func:`view_row`), the best of each workload marked."""
     best = best_rows(rows)
     return {key: view_row(key, row, key in best) for key, row in rows.items()}
-
-
-def alarming(rows: Iterable[ViewRow]) -> list[str]:
-    """The keys of crashed or zero-output rows."""
-    return [row.key for row in rows if row.mark in (Mark.CRASHED, Mark.ZERO_OUT)]
