@@ -58,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--retry-crashed", action="store_true",
                      help="with --resume, run crashed and failed configurations again (with the request "
                           "that was in flight at the crash)")
+    run.add_argument("--bisect-crashes", action="store_true",
+                     help="with --resume: where a budget crashed below a working one of the same algorithm, run only "
+                          "the budgets in between (bisecting) to find the first that works (docs/recommend.md)")
     run.add_argument("--headless", action="store_true",
                      help="no TUI: print a line per event and a summary (automatic without a TTY)")
     run.add_argument("--runs-dir", metavar="DIR", help="where the run directory goes (default: sweep.runs_dir)")
@@ -317,6 +320,14 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     if args.resume and not _resolve_latest(args):
         return EXIT_INVALID
+    if getattr(args, "bisect_crashes", False):
+        if not args.resume:
+            print("specbench run: --bisect-crashes bisects a run's crash boundaries: give --resume RUN_DIR",
+                  file=sys.stderr)
+            return EXIT_INVALID
+        from specbench_tui.application.bisect import bisect_crashes
+
+        return bisect_crashes(Path(args.resume))
     # Whatever the umask (000 included), nothing a run writes is group- or world-writable: its own files are
     # created 0644/0755 explicitly, and this covers everything else (servers' files too).
     os.umask(os.umask(0o022) | 0o022)

@@ -19,6 +19,7 @@ from specbench_tui.core.results import ACCEPT_FROM_SERVER, CellRow, ConfigSummar
 from specbench_tui.core.safetext import document_safe
 from specbench_tui.rundir.store import log_file_name, safe_filename
 from specbench_tui.report.acceptance_view import acceptance_json, acceptance_tables
+from specbench_tui.report.boundaries import boundary_json, boundary_md, boundary_txt
 from specbench_tui.report.charts import budget_charts
 from specbench_tui.report.load import LoadedRun
 from specbench_tui.report.nodesview import hardware_json, hardware_warnings, node_column, node_lines
@@ -98,6 +99,7 @@ def render_txt(run: LoadedRun, chart_width: int = 72, chart_height: int = 10) ->
             if config.crash_line and config.crash_line not in shown:
                 out.append(f"  crash line: {clean_text(config.crash_line)}")
             out += [f"  | {clean_text(line)}" for line in shown]
+    out += boundary_txt(run)
     out.append("")
     out += render_text_table(lossless_table(analysis))
     for table in acceptance_tables(analysis):
@@ -153,6 +155,7 @@ def render_md(run: LoadedRun) -> str:
             out += [f"`{config.name}` ({config.signature or config.state}), {_excerpt_heading(run, config)}:", "",
                     FENCE, *(clean_text(line).replace(FENCE, "'''") for line in config.excerpt[-EXCERPT_LINES:]),
                     FENCE, ""]
+    out += boundary_md(run)
     out += render_markdown_table(lossless_table(analysis), 2)
     for table in acceptance_tables(analysis):
         out += render_markdown_table(table, 2)
@@ -316,6 +319,8 @@ def render_json(run: LoadedRun) -> str:
     load = load_json(run.analysis)
     if load is not None:
         data["load"] = load
+    if boundary_json(run):
+        data["crash_boundaries"] = boundary_json(run)
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
