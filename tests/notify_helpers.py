@@ -38,6 +38,7 @@ budget = [8]
 SWEEP = """
 [sweep]
 name = "unwatched"
+baseline = "ar"
 gpus = 1
 repeats = 2
 warmup = 0

@@ -115,6 +115,8 @@ class OwnedRun:
     port_base: int | None = None
     notify_urls: tuple[str, ...] = ()
     """``--notify`` URLs, beside the sweep's ``[notify] urls`` (as typed: ``${NAME}`` expanded when sending)."""
+    metrics_port: int | None = None
+    """``--metrics-port``: serve Prometheus metrics there (overrides the sweep's ``[metrics] port``)."""
 
     @classmethod
     def prepare(cls, request: RunRequest) -> OwnedRun | int:
@@ -124,7 +126,7 @@ class OwnedRun:
             return prepared
         plan, run_dir = prepared
         return cls(plan, run_dir, resumed=request.resume is not None, retry_crashed=request.retry_crashed,
-                   port_base=request.port_base, notify_urls=request.notify)
+                   port_base=request.port_base, notify_urls=request.notify, metrics_port=request.metrics_port)
 
     def orchestrator(self) -> Orchestrator:
         """The sweep's orchestrator: the one place the package makes one."""
@@ -139,15 +141,21 @@ class OwnedRun:
         """Run the sweep to its end; the run directory is closed after it, whatever happened. The sweep's
         notification URLs are sent to from a thread of their own meanwhile (:mod:`specbench_tui.engine.notify`);
         after the sweep the last alerts get at most :data:`~specbench_tui.engine.notify.CLOSE_WAIT_S`."""
+        from specbench_tui.engine.metrics_server import open_metrics
         from specbench_tui.engine.notify import open_notifications
 
         sender = open_notifications(self.plan.sweep.notify, self.notify_urls, orchestrator.publish,
                                     orchestrator.subscribe, self.plan.sweep.name)
+        metrics = self.plan.sweep.metrics
+        exporter = open_metrics(self.plan.to_json(), self.metrics_port or metrics.port, metrics.host,
+                                orchestrator.publish, orchestrator.subscribe)
         try:
             return await orchestrator.run()
         finally:
             if sender is not None:
                 await asyncio.to_thread(sender.close)
+            if exporter is not None:
+                exporter.close()
             self.run_dir.close()
 
     def release(self) -> None:

@@ -56,6 +56,11 @@ class EngineThread:
         """The history is a resumed run's past, not a live sweep's."""
 
     @property
+    def hosted(self) -> OwnedRun:
+        """The run this thread hosts (its notification URLs and metrics port are set before :meth:`start`)."""
+        return self._owned
+
+    @property
     def run_dir(self) -> Path:
         return self._run_dir.path
 
@@ -180,5 +185,7 @@ def make_engine(request: RunRequest | object) -> EngineThread | int:
     owned = OwnedRun.prepare(RunRequest.of(request))
     if isinstance(owned, int):
         return owned
-    return EngineThread(owned.plan, owned.run_dir, resumed=owned.resumed, retry_crashed=owned.retry_crashed,
-                        port_base=owned.port_base)
+    engine = EngineThread(owned.plan, owned.run_dir, resumed=owned.resumed, retry_crashed=owned.retry_crashed,
+                          port_base=owned.port_base)
+    engine.hosted.notify_urls, engine.hosted.metrics_port = owned.notify_urls, owned.metrics_port
+    return engine

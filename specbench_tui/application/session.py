@@ -48,6 +48,8 @@ class RunRequest:
     """``--ray-address``: run on this Ray cluster (overrides the sweep's ``[cluster]``; a resume may name a new one)."""
     notify: tuple[str, ...] = ()
     """``--notify URL``: Apprise URLs called on crashes, stalls and the end, beside the sweep's ``[notify]``."""
+    metrics_port: int | None = None
+    """``--metrics-port``: serve Prometheus metrics on 127.0.0.1 there (overrides ``[metrics] port``)."""
 
     @classmethod
     def of(cls, options: object) -> RunRequest:
@@ -60,14 +62,15 @@ class RunRequest:
                    runs_dir=Path(runs_dir) if runs_dir else None,
                    retry_crashed=bool(getattr(options, "retry_crashed", False)),
                    port_base=getattr(options, "port_base", None), ray_address=getattr(options, "ray_address", None),
-                   notify=tuple(getattr(options, "notify", None) or ()))
+                   notify=tuple(getattr(options, "notify", None) or ()),
+                   metrics_port=getattr(options, "metrics_port", None))
 
     def to_json(self) -> dict[str, str | int | bool | list[str] | None]:
         """The request as JSON values (paths as text), for :meth:`from_json` in another process."""
         return {"sweep": self.sweep, "resume": None if self.resume is None else str(self.resume),
                 "runs_dir": None if self.runs_dir is None else str(self.runs_dir),
                 "retry_crashed": self.retry_crashed, "port_base": self.port_base, "ray_address": self.ray_address,
-                "notify": list(self.notify)}
+                "notify": list(self.notify), "metrics_port": self.metrics_port}
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> RunRequest:
@@ -76,13 +79,14 @@ class RunRequest:
         if unknown:
             raise ValueError(f"run request: unknown fields {unknown}")
         resume, runs_dir = _optional(data, "resume", str), _optional(data, "runs_dir", str)
-        port_base = _optional(data, "port_base", int)
+        port_base, metrics_port = _optional(data, "port_base", int), _optional(data, "metrics_port", int)
         retry_crashed = data.get("retry_crashed", False)
-        if not isinstance(retry_crashed, bool) or isinstance(port_base, bool):
-            raise ValueError("run request: retry_crashed must be true or false and port_base a number")
+        if not isinstance(retry_crashed, bool) or isinstance(port_base, bool) or isinstance(metrics_port, bool):
+            raise ValueError("run request: retry_crashed must be true or false, port_base and metrics_port numbers")
         return cls(sweep=_optional(data, "sweep", str), resume=Path(resume) if resume is not None else None,
                    runs_dir=Path(runs_dir) if runs_dir is not None else None, retry_crashed=retry_crashed,
-                   port_base=port_base, ray_address=_optional(data, "ray_address", str), notify=_urls(data))
+                   port_base=port_base, ray_address=_optional(data, "ray_address", str), notify=_urls(data),
+                   metrics_port=metrics_port)
 
 
 def _urls(data: Mapping[str, object]) -> tuple[str, ...]:
