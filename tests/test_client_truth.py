@@ -15,6 +15,7 @@ import json
 import os
 import random
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -23,13 +24,13 @@ from hostile_http import HostileServer
 from specbench_tui.core.engines.sglang import SGLANG
 from specbench_tui.core.signatures import SignatureSet
 from specbench_tui.engine import stream
-from specbench_tui.engine.client import ServerClient
+from specbench_tui.engine.client import GenerateResult, ServerClient
 from specbench_tui.engine.server import ServerProcess
 
 pytestmark = pytest.mark.skipif(not stream.supported(), reason="the measured stream is Linux-only")
 
 
-async def test_a_server_shares_the_measuring_process_session_in_a_process_group_of_its_own(tmp_path):
+async def test_a_server_shares_the_measuring_process_session_in_a_process_group_of_its_own(tmp_path: Path) -> None:
     # The server prints its session and group, then waits to be stopped.
     script = "import os, time; print(os.getsid(0), os.getpgrp(), flush=True); time.sleep(60)"
     log = tmp_path / "c.log"
@@ -46,6 +47,7 @@ async def test_a_server_shares_the_measuring_process_session_in_a_process_group_
         assert lines, "the server printed nothing"
         sid, pgid = (int(x) for x in lines[0].split())
         keeper = server.keeper_pid
+        assert keeper is not None
         assert sid == os.getsid(0), "the server is in a session (a scheduling group) of its own"
         assert os.getsid(keeper) == os.getsid(0)
         assert pgid == pid != os.getpgrp(), "the server's process group is its own (the group kill)"
@@ -54,7 +56,7 @@ async def test_a_server_shares_the_measuring_process_session_in_a_process_group_
         await server.stop(1.0)
 
 
-async def test_kept_alive_connections_one_per_request_in_flight():
+async def test_kept_alive_connections_one_per_request_in_flight() -> None:
     async with HostileServer("ok") as server:
         client = ServerClient(server.url, SGLANG)
         try:
@@ -70,7 +72,7 @@ async def test_kept_alive_connections_one_per_request_in_flight():
             await client.aclose()
 
 
-async def test_reserve_opens_connections_before_any_clock_starts():
+async def test_reserve_opens_connections_before_any_clock_starts() -> None:
     async with HostileServer("ok") as server:
         client = ServerClient(server.url, SGLANG)
         try:
@@ -121,7 +123,7 @@ def _answer(events: list[str], chunked: bool = True) -> bytes:
 
 
 @pytest.mark.parametrize("chunked", [True, False])
-def test_the_framing_holds_however_the_bytes_are_cut(chunked):
+def test_the_framing_holds_however_the_bytes_are_cut(chunked: bool) -> None:
     events = [json.dumps({"text": "a\u2028b" * i, "n": i}, ensure_ascii=False) for i in range(1, 30)] + ["[DONE]"]
     wire = _answer(events, chunked)
     rng = random.Random(7)
@@ -129,7 +131,7 @@ def test_the_framing_holds_however_the_bytes_are_cut(chunked):
         cuts = sorted(rng.sample(range(1, len(wire)), rng.randint(1, 40))) if trial else list(range(1, len(wire)))
         released: list[object] = []
         pool = stream.StreamPool("127.0.0.1", 1)
-        pool.release = released.append  # type: ignore[method-assign]
+        pool.release = released.append  # type: ignore[method-assign,assignment]
         conn = stream._Connection.__new__(stream._Connection)  # no socket, no loop: bytes in, calls out
         _bare(conn, pool)
         consumer = _Lines()
@@ -168,18 +170,18 @@ ttft_ms = 2.0
 """
 
 
-def test_a_connection_handed_on_before_its_last_request_resumed_keeps_the_next_request():
+def test_a_connection_handed_on_before_its_last_request_resumed_keeps_the_next_request() -> None:
     """The answer's end puts its connection back in the pool from the reader callback; a worker that was ready
     first may send its request on it before the finished request's coroutine resumes. That coroutine must not
     clear the next request's state (it did: on the simulator, 2-5 of 64 answers at concurrency 8 were read to
     their end and never handed over, each a hang until the request timeout)."""
     from specbench_tui.sim.testing import SimProcess
 
-    async def run(url: str) -> list:
+    async def run(url: str) -> list[GenerateResult]:
         client = ServerClient(url, SGLANG, request_timeout_s=8.0)
         try:
             queue = iter(range(160))
-            results = []
+            results: list[GenerateResult] = []
 
             async def worker() -> None:
                 for n in queue:

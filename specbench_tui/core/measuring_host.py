@@ -81,7 +81,8 @@ def bursts(measurements: Iterable[Measurement]) -> tuple[int, int]:
     for m in measurements:
         if m.status != STATUS_OK or (m.completion_tokens or 0) < MIN_BURST_TOKENS:
             continue
-        if m.ttft_s is None or m.e2e_s is None or not math.isfinite(m.ttft_s) or not math.isfinite(m.e2e_s):
+        if m.ttft_s is None or m.e2e_s is None or not math.isfinite(m.ttft_s) or not math.isfinite(m.e2e_s) \
+                or m.e2e_s < m.ttft_s:  # not a timing a client reads (a hand-made record): nothing to judge
             continue
         judged += 1
         if m.e2e_s - m.ttft_s < BURST_S:
