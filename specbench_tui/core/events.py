@@ -229,6 +229,8 @@ class WorkloadFinished(Event):
     server_log: dict[str, Any] | None = None
     host: dict[str, Any] | None = None
     """The measuring host over the workload (:class:`specbench_tui.core.measuring_host.HostLoad` as JSON)."""
+    energy: dict[str, Any] | None = None
+    """The GPUs' energy over the measured window (:class:`specbench_tui.core.energy.EnergyWindow` as JSON)."""
 
 
 @dataclass(frozen=True)
@@ -311,6 +313,8 @@ class LoadPointFinished(Event):
     server_log: dict[str, Any] | None = None
     host: dict[str, Any] | None = None
     """The measuring host over the point (:class:`specbench_tui.core.measuring_host.HostLoad` as JSON)."""
+    energy: dict[str, Any] | None = None
+    """The GPUs' energy over the point (:class:`specbench_tui.core.energy.EnergyWindow` as JSON)."""
     starved: str | None = None
     """Why the measuring client was starved over this point (:func:`specbench_tui.core.measuring_host.starved`);
     its figures are then not reported."""

@@ -48,6 +48,7 @@ from specbench_tui.core.records import (
 from specbench_tui.engine.client import ServerClient
 from specbench_tui.engine.executor import Job, JobControl, JobSink, StopJob
 from specbench_tui.engine.gpus import GpuSummary
+from specbench_tui.engine.gpus.energy import EnergyMeter
 from specbench_tui.engine.host_meter import HostMeter
 from specbench_tui.engine.loadsweep import run_load_workload
 from specbench_tui.engine.machine import Machine
@@ -342,7 +343,7 @@ class Attempt:
             await self.guard(asyncio.ensure_future(workload.warmup(session)))
             counters_before = await self.guard(asyncio.ensure_future(session.counters()))
             self.open_window()
-            meter = HostMeter()
+            meter, energy = HostMeter(), self.energy_meter()
             taken: list[Measurement] = []
             counts = {STATUS_OK: 0, STATUS_ERROR: 0, STATUS_ZERO_OUTPUT: 0}
             for key in keys:
@@ -363,7 +364,7 @@ class Attempt:
                 counts[measurement.status] = counts.get(measurement.status, 0) + 1
         finally:
             self.busy(False)
-        host = meter.finish()
+        host, joules = meter.finish(), energy.finish()
         server_log = self.server_figures(self.take_stats())
         if self.aborting or self.skipped:
             if self.skipped:
@@ -379,7 +380,11 @@ class Attempt:
         self.sink.publish(WorkloadFinished(config_id=config.id, workload=workload.spec.name,
                                            measured=sum(counts.values()), errors=counts[STATUS_ERROR],
                                            zero_output=counts[STATUS_ZERO_OUTPUT], server_log=server_log,
-                                           host=host.to_json()))
+                                           host=host.to_json(), energy=joules.to_json()))
+
+    def energy_meter(self) -> EnergyMeter:
+        """The energy counters of this configuration's GPUs from now (:mod:`specbench_tui.engine.gpus.energy`)."""
+        return EnergyMeter(self.machine.backend, tuple(self.gpus))
 
     def busy(self, busy: bool) -> None:
         """Tell a scripted GPU backend (the simulator's fake box) whether this server's GPUs compute."""

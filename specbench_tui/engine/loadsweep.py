@@ -25,6 +25,7 @@ from specbench_tui.core.measuring_host import server_ttft_mean, starved
 from specbench_tui.core.plan import Plan, PlannedConfig
 from specbench_tui.core.records import ERROR_KIND_CRASH, STATUS_ERROR, Measurement, MeasurementKey
 from specbench_tui.engine.executor import JobSink
+from specbench_tui.engine.gpus.energy import EnergyMeter
 from specbench_tui.engine.host_meter import HostMeter
 from specbench_tui.engine.loadrun import open_files_refusal, run_point, warm_up
 from specbench_tui.engine.workloads import Labels, Session, Workload, WorkloadError, server_ttft_counters
@@ -62,6 +63,7 @@ class LoadAttempt(Protocol):
     def take_stats(self) -> list[BatchLine]: ...
     def server_figures(self, stats: list[BatchLine]) -> dict[str, Any]: ...
     def note_retractions(self, what: str, figures: dict[str, Any]) -> None: ...
+    def energy_meter(self) -> EnergyMeter: ...
 
 
 MAX_ROUNDS = 64
@@ -192,7 +194,7 @@ async def run_load_workload(attempt: LoadAttempt, workload: Workload, session: S
 
         counters = await attempt.guard(asyncio.ensure_future(server_ttft_counters(session)))
         attempt.open_window()
-        meter = HostMeter()
+        meter, energy = HostMeter(), attempt.energy_meter()
         attempt.busy(True)
         try:
             point = await attempt.guard(asyncio.ensure_future(run_point(
@@ -209,7 +211,7 @@ async def run_load_workload(attempt: LoadAttempt, workload: Workload, session: S
             raise
         finally:
             attempt.busy(False)
-        host = meter.finish()
+        host, joules = meter.finish(), energy.finish()
         figures = attempt.server_figures(attempt.take_stats())
         attempt.note_retractions(f"{spec.name} {label} repeat {repeat}", figures)
         measured += point.sent
@@ -223,5 +225,6 @@ async def run_load_workload(attempt: LoadAttempt, workload: Workload, session: S
                                               f"({host.describe()}); the point is not reported")
         sink.publish(LoadPointFinished(config_id=config.id, workload=spec.name, load=label, repeat=repeat,
                                        wall_s=round(point.wall_s, 6), requests=point.sent, errors=point.errors,
-                                       server_log=figures, host=host.to_json(), starved=why))
+                                       server_log=figures, host=host.to_json(), starved=why,
+                                       energy=joules.to_json()))
     sink.publish(WorkloadFinished(config_id=config.id, workload=spec.name, measured=measured, errors=errors))

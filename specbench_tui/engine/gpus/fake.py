@@ -69,6 +69,9 @@ class FakeBackend:
         self._leases: list[_Lease] = []
         now = clock()
         self._thermal = [_Thermal(31.0 + self._random.uniform(0, 3), now) for _ in range(count)]
+        self._energy_j = [0.0] * count
+        """Each GPU's energy counter (NVML's total energy), the exact integral of :meth:`nominal_power_w`."""
+        self._energy_at = now
 
     # The script.
 
@@ -77,6 +80,7 @@ class FakeBackend:
         """A server for ``config_name`` started on ``indices`` with process ids ``pids``."""
         indices_t = self._check(indices)
         with self._lock:
+            self._integrate()
             self._leases.append(_Lease(config=config_name, indices=indices_t,
                                        pids=tuple(pid + self.pid_offset for pid in pids),
                                        target_mib=max(0.0, min(mem_fraction, 1.0)) * self.mem_total_mib,
@@ -86,6 +90,7 @@ class FakeBackend:
         """Requests are (or are no longer) in flight on the servers attached to ``indices``."""
         wanted = set(self._check(indices))
         with self._lock:
+            self._integrate()
             for lease in self._leases:
                 if lease.detached_at is None and wanted & set(lease.indices):
                     lease.busy = busy
@@ -94,6 +99,7 @@ class FakeBackend:
         """The servers on ``indices`` were stopped; their memory is freed after ``release_delay_s``."""
         wanted = set(self._check(indices))
         with self._lock:
+            self._integrate()
             now = self._clock()
             for lease in self._leases:
                 if lease.detached_at is None and wanted & set(lease.indices):
@@ -164,6 +170,51 @@ class FakeBackend:
             power_w=round(power_frac * self.power_limit_w_value, 1), power_limit_w=self.power_limit_w_value,
             sm_clock_mhz=round(clock_mhz), pids=tuple(pids),
         )
+
+    # Energy: power follows load, so the energy is known exactly.
+
+    NOMINAL_POWER = {"idle": 0.065, "attached": 0.16, "loading": 0.34, "busy": 0.87}
+    """Each state's power as a fraction of the limit: the middle of the jittered samples' range."""
+
+    def state(self, index: int, now: float) -> tuple[str, float | None]:
+        """GPU ``index``'s state at ``now`` (idle, loading, attached, busy), and when a loading server is loaded
+        (the next change that is not a script call; None: none due)."""
+        state, change = "idle", None
+        for lease in self._leases:
+            if index not in lease.indices or lease.detached_at is not None:
+                continue
+            loaded_at = lease.attached_at + self.load_s
+            if lease.busy:
+                state = "busy"
+            elif state != "busy":
+                if now < loaded_at:
+                    state, change = "loading", loaded_at if change is None else min(change, loaded_at)
+                elif state != "loading":
+                    state = "attached"
+        return state, change
+
+    def nominal_power_w(self, index: int, now: float) -> float:
+        """GPU ``index``'s power at ``now`` in the model the energy counter integrates."""
+        return self.NOMINAL_POWER[self.state(index, now)[0]] * self.power_limit_w_value
+
+    def _integrate(self) -> None:
+        """Bring every energy counter up to now (call with the lock held, before the script changes)."""
+        now = self._clock()
+        for index in range(self.count):
+            start = self._energy_at
+            while start < now:
+                _, change = self.state(index, start)
+                end = now if change is None or change <= start else min(now, change)
+                self._energy_j[index] += self.nominal_power_w(index, start) * (end - start)
+                start = end
+        self._energy_at = now
+
+    def energy_mj(self, indices: Iterable[int]) -> dict[int, float | None]:
+        """NVML's total energy counter of each GPU of ``indices`` (millijoules since the box started)."""
+        wanted = self._check(indices)
+        with self._lock:
+            self._integrate()
+            return {index: self._energy_j[index] * 1000.0 for index in wanted}
 
     def pids_holding(self, indices: tuple[int, ...]) -> set[int]:
         with self._lock:

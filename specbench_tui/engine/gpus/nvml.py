@@ -154,6 +154,15 @@ class NvmlBackend:
     def power_w(self, index: int) -> float | None:
         return _watts(self._device_query("nvmlDeviceGetPowerUsage", index))
 
+    def energy_mj(self, indices: tuple[int, ...]) -> dict[int, float | None]:
+        """NVML's total energy counter of each GPU (millijoules since the driver loaded; Volta and later); None
+        for a GPU without one."""
+        out: dict[int, float | None] = {}
+        for index in indices:
+            value = self._device_query("nvmlDeviceGetTotalEnergyConsumption", index)
+            out[index] = float(value) if isinstance(value, int | float) else None
+        return out
+
     def power_limit_w(self, index: int) -> float | None:
         return _watts(self._device_query("nvmlDeviceGetEnforcedPowerLimit", index))
 

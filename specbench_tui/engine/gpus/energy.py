@@ -1,0 +1,49 @@
+"""Energy over a measured window: NVML's total-energy counter of every GPU a configuration holds, read at the
+window's start and end (:class:`EnergyMeter`, taken beside :class:`~specbench_tui.engine.host_meter.HostMeter`).
+
+A backend offers ``energy_mj(indices)`` (NVML, the simulator's fake box) or does not (no GPU, a cluster's
+engine side): the window then says :data:`~specbench_tui.core.energy.NO_COUNTER`, never a zero."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from specbench_tui.core.energy import EnergyWindow, NO_COUNTER, SOURCE_COUNTER
+
+
+def read_energy_mj(backend: Any, gpus: tuple[int, ...]) -> dict[int, float] | None:
+    """Each GPU's counter in millijoules, or None when the backend has none for one of them."""
+    reader = getattr(backend, "energy_mj", None)
+    if reader is None or not gpus:
+        return None
+    try:
+        values = reader(gpus)
+    except Exception:  # noqa: BLE001 - telemetry is optional: a failed read is "no counter", never a failed run
+        return None
+    if not isinstance(values, dict) or any(not isinstance(values.get(i), int | float) for i in gpus):
+        return None
+    return {i: float(values[i]) for i in gpus}
+
+
+class EnergyMeter:
+    """One window: ``meter = EnergyMeter(backend, gpus)`` at its start, ``meter.finish()`` at its end."""
+
+    def __init__(self, backend: Any, gpus: tuple[int, ...], idle_w: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.gpus = tuple(gpus)
+        self.backend = backend
+        self.idle_w = idle_w
+        self.clock = clock
+        self._start = read_energy_mj(backend, self.gpus)
+        self._started_at = clock()
+
+    def finish(self) -> EnergyWindow:
+        end = read_energy_mj(self.backend, self.gpus) if self._start is not None else None
+        window_s = self.clock() - self._started_at
+        if self._start is None or end is None:
+            return EnergyWindow(gpus=self.gpus, window_s=window_s, source=None, note=NO_COUNTER)
+        joules = tuple(max(0.0, (end[i] - self._start[i]) / 1000.0) for i in self.gpus)
+        return EnergyWindow(gpus=self.gpus, window_s=window_s, source=SOURCE_COUNTER, joules=joules,
+                            idle_w=self.idle_w)

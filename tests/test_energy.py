@@ -1,0 +1,147 @@
+"""Energy per token (issue 48): NVML's total-energy counter of every GPU a configuration holds, read over each
+measured window, against the simulator's fake GPU box, whose power follows load (busy: 87 % of the 600 W limit),
+so the truth is known: joules per output token and per accepted token and the energy speedup against the
+matched baseline equal it within 2 %; a backend without the counter says "no energy counter"."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from engine_helpers import plan_for, write_sweep
+
+from specbench_tui.application.session import make_backend
+from specbench_tui.core.energy import NO_COUNTER, EnergyWindow, accepted_tokens, energy_cells
+from specbench_tui.core.events import WorkloadFinished
+from specbench_tui.core.records import STATUS_OK, Measurement
+from specbench_tui.engine.gpus import FakeBackend, NullBackend
+from specbench_tui.engine.gpus.energy import EnergyMeter
+from specbench_tui.engine.orchestrator import Orchestrator
+from specbench_tui.rundir.store import RunDir
+
+PROFILE = """
+seed = 3
+[deterministic]
+enabled = true
+tok_s = 300.0
+accept_length = 3.0
+ttft_ms = 5
+[output]
+eos = false
+[shutdown]
+poll_s = 0.05
+"""
+
+SWEEP = """
+[sweep]
+name = "joules"
+gpus = 4
+repeats = 2
+warmup = 0
+baseline = "ar"
+[engine]
+launcher = "simulator"
+sim_profile = "sim_profile.toml"
+port_base = {port}
+startup_timeout_s = 60
+shutdown_grace_s = 2
+gpu_release_timeout_s = 1
+[server.args]
+model-path = "Qwen/Qwen3-8B"
+context-length = 8192
+[[configs]]
+name = "ar"
+algorithm = "autoregressive"
+[[configs]]
+name = "dflash-tp2"
+algorithm = "dflash"
+[configs.args]
+tp-size = 2
+speculative-algorithm = "DFLASH"
+speculative-draft-model-path = "z-lab/Qwen3-8B-DFlash-b16"
+speculative-num-draft-tokens = 8
+[[workloads]]
+name = "code"
+kind = "code"
+items = ["fibonacci", "quicksort"]
+max_new_tokens = 96
+"""
+
+BUSY_W = FakeBackend.NOMINAL_POWER["busy"] * 600.0
+
+
+def test_the_fake_counter_integrates_power_from_load_exactly() -> None:
+    now = [100.0]
+    box = FakeBackend(count=2, load_s=2.0, clock=lambda: now[0])
+    start = box.energy_mj((0, 1))
+    box.attach("a", (0,), (1,))
+    now[0] += 3.0  # 2 s loading, then 1 s attached
+    box.set_busy((0,), True)
+    now[0] += 10.0
+    end = box.energy_mj((0, 1))
+    nominal = {k: v * 600.0 for k, v in FakeBackend.NOMINAL_POWER.items()}
+    assert (end[0] - start[0]) / 1000 == pytest.approx(2 * nominal["loading"] + nominal["attached"]
+                                                       + 10 * nominal["busy"])
+    assert (end[1] - start[1]) / 1000 == pytest.approx(13 * nominal["idle"])
+
+
+def test_a_backend_without_the_counter_says_so() -> None:
+    window = EnergyMeter(NullBackend(), (0, 1)).finish()
+    assert window.source is None and window.note == NO_COUNTER and window.total_j is None
+    cell = energy_cells([("c", "cfg", "code", window)],
+                        [Measurement("c", "cfg", "code", "i", 1, STATUS_OK, completion_tokens=10)], {})[0]
+    assert (cell.basis, cell.j_per_output_token) == (NO_COUNTER, None)
+    assert EnergyWindow.from_json(window.to_json()) == EnergyWindow.from_json(json.loads(json.dumps(window.to_json())))
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[WorkloadFinished], list[Measurement], dict]:
+    tmp_path = tmp_path_factory.mktemp("energy")
+    plan = plan_for(write_sweep(tmp_path, SWEEP, PROFILE))
+    run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
+    orchestrator = Orchestrator(plan, run_dir, backend=make_backend(plan))
+    finished: list[WorkloadFinished] = []
+    orchestrator.subscribe(lambda e: finished.append(e) if isinstance(e, WorkloadFinished) else None)
+    try:
+        asyncio.run(asyncio.wait_for(orchestrator.run(), 240))
+    finally:
+        run_dir.close()
+    names = {c.id: c.name for c in plan.configs}
+    return finished, run_dir.read_measurements(), names
+
+
+def test_each_window_holds_the_energy_of_every_gpu_the_configuration_holds(ran) -> None:
+    finished, _, names = ran
+    by_name = {names[e.config_id]: e for e in finished}
+    for name, gpus in (("ar", 1), ("dflash-tp2", 2)):
+        window = EnergyWindow.from_json(by_name[name].energy or {})
+        assert window is not None and window.source == "nvml_total_energy" and len(window.gpus) == gpus
+        for joules in window.joules:  # busy over the whole window: the fake's model, within 2 %
+            assert joules / window.window_s == pytest.approx(BUSY_W, rel=0.02)
+    assert json.loads(json.dumps(by_name["ar"].to_json()))["energy"]["gpus"] == list(
+        EnergyWindow.from_json(by_name["ar"].energy or {}).gpus)  # type: ignore[union-attr]
+
+
+def test_joules_per_token_and_the_energy_speedup_equal_the_truth(ran) -> None:
+    finished, measurements, names = ran
+    windows = [(e.config_id, names[e.config_id], e.workload, EnergyWindow.from_json(e.energy or {}))
+               for e in finished]
+    cells = {c.config: c for c in energy_cells([w for w in windows if w[3] is not None],  # type: ignore[misc]
+                                               measurements, {"dflash-tp2": "ar", "ar": None})}
+    truth: dict[str, float] = {}
+    for e in finished:
+        window = EnergyWindow.from_json(e.energy or {})
+        assert window is not None
+        ok = [m for m in measurements if m.config_id == e.config_id and m.status == STATUS_OK]
+        tokens = sum(m.completion_tokens or 0 for m in ok)
+        truth[names[e.config_id]] = BUSY_W * len(window.gpus) * window.window_s / tokens
+        cell = cells[names[e.config_id]]
+        assert cell.j_per_output_token == pytest.approx(truth[names[e.config_id]], rel=0.02)
+        accepted = sum(accepted_tokens(m) or 0 for m in ok)
+        if names[e.config_id] == "dflash-tp2":
+            assert accepted > 0
+            assert cell.j_per_accepted_token == pytest.approx(cell.j_per_output_token * tokens / accepted)
+    assert cells["dflash-tp2"].energy_speedup == pytest.approx(truth["ar"] / truth["dflash-tp2"], rel=0.02)
+    assert cells["ar"].energy_speedup is None and cells["ar"].basis == "gross"
