@@ -104,6 +104,16 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--figures", metavar="DIR", help="write each figure as PDF, SVG and PNG with a figures.json "
                                                          "index into DIR (the report too only with --format or -o)")
 
+    recommend = commands.add_parser(
+        "recommend", help="per workload and band: the winner as its exact server command, and a confirm sweep",
+        description="Per workload and concurrency band: the winner with its margin and interval, the runner-up "
+                    "and what was excluded and why; the winner's server command line, the SGLang recipe per band, "
+                    "on vLLM the per-batch-size draft-token schedule; writes a confirm sweep (docs/recommend.md).")
+    recommend.add_argument("run_dir", help="a run directory, its name under --runs-dir, or 'latest'")
+    recommend.add_argument("--runs-dir", metavar="DIR", help="where 'latest' and names are looked up (default: runs)")
+    recommend.add_argument("--confirm", metavar="FILE",
+                           help="write the confirm sweep here (default: confirm.toml in the run directory)")
+
     compare = commands.add_parser("compare", help="compare two run directories",
                                   description="Per configuration (matched by id) and workload, what changed "
                                               "between two runs.")
@@ -207,6 +217,10 @@ def _command(argv: list[str] | None) -> int:
             from specbench_tui.report.cli import report_command
 
             return report_command(args) if _resolve_runs(args, "run_dir") else EXIT_INVALID
+        if args.command == "recommend":
+            from specbench_tui.report.recommend import recommend_command
+
+            return recommend_command(args) if _resolve_runs(args, "run_dir") else EXIT_INVALID
         if args.command == "compare":
             from specbench_tui.report.cli import compare_command
 

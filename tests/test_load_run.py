@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -151,6 +152,26 @@ def test_crossover_demo_finds_every_true_crossover_with_under_half_the_grid(tmp_
     assert "launching" not in again.stdout
     after = {(m["config"], m["load"]) for m in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())}
     assert after == measured
+    _recommend_prints_the_plans_argv(run_dir, tmp_path / "confirm.toml")
+
+
+def _recommend_prints_the_plans_argv(run_dir: Path, confirm: Path) -> None:
+    """Issue 47: ``specbench recommend`` on the demo's run prints per band the winner's command line, equal to the
+    plan's argv for that configuration (our --decode-log-interval removed), and its confirm sweep validates."""
+    out = subprocess.run([sys.executable, "-m", "specbench_tui", "recommend", str(run_dir), "--confirm", str(confirm)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    plan = {c["name"]: c["argv"] for c in json.loads((run_dir / "plan.json").read_text())["configs"]}
+    winners = re.findall(r"^  c[\d–c]+: (\S+) ", out.stdout, re.MULTILINE)
+    commands = re.findall(r"^    command: (.*)$", out.stdout, re.MULTILINE)
+    assert winners and len(winners) == len(commands), out.stdout
+    for winner, command in zip(winners, commands):
+        argv = plan[winner]
+        i = argv.index("--decode-log-interval")
+        assert shlex.split(command) == ["python", "-m", "sglang.launch_server", *argv[:i], *argv[i + 2:]], winner
+    valid = subprocess.run([sys.executable, "-m", "specbench_tui", "validate", str(confirm)], capture_output=True,
+                           text=True, timeout=60)
+    assert valid.returncode == 0, valid.stdout[-2000:] + valid.stderr[-2000:]
 
 
 OPEN_LOOP = """

@@ -1,0 +1,135 @@
+"""``specbench recommend RUN``: per workload and band the winner as the exact server command, the SGLang recipe per
+band, vLLM's per-batch-size draft-token schedule, and a confirm sweep written beside the run
+(:mod:`specbench_tui.core.recommend` decides; this module says it and writes the sweep)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from specbench_tui.core.derived import DeriveError, derived_doc, pinned_block, to_toml
+from specbench_tui.core.outcomes import ExitCode
+from specbench_tui.core.recommend import (
+    CONFIRM_REPEATS,
+    Band,
+    Recommendation,
+    confirm_configs,
+    deploy_argv,
+    recipe,
+    recommend,
+    vllm_schedule,
+)
+
+CONFIRM_FILE = "confirm.toml"
+"""The confirm sweep's file name in the run directory (``--confirm`` writes it elsewhere)."""
+
+
+def launch_command(rec: Recommendation, config_id: str) -> list[str]:
+    """``python -m <the engine's own launcher> <the plan's argv>`` (the simulator's stand-in never: the answer is
+    for the real server)."""
+    from specbench_tui.core.engines.registry import get_profile
+
+    modules = get_profile(rec.engine).python_modules
+    module = modules.get(rec.engine) or next((m for k, m in modules.items() if k != "simulator"), None)
+    prefix = ["python", "-m", module] if module else []
+    return [*prefix, *deploy_argv(rec.configs.get(config_id, {}), rec.engine)]
+
+
+def _band_lines(rec: Recommendation, band: Band) -> list[str]:
+    if band.winner_id is None:
+        why = "; ".join(f"{e.config}: {e.why}" for e in band.excluded) or "nothing measured"
+        return [f"  {band.span}: no winner ({why})"]
+    margin = f"by {band.margin:+.1%} over {band.runner_up}" if band.margin is not None else "no runner-up measured"
+    speedup = ""
+    if band.speedup is not None:
+        median, low, high = band.speedup
+        speedup = f", {median:.2f}× the baseline [{low:.2f}, {high:.2f}]"
+    lines = [f"  {band.span}: {band.winner} {margin}{speedup}"]
+    if band.partial:
+        lines.append(f"    {band.partial} (an adaptive search): the confirm sweep measures every one")
+    if band.eager:
+        lines.append(f"    ran eager (no CUDA graph for some decode steps) at {', '.join(band.eager)}: "
+                     "the figure may be an artefact")
+    lines.append(f"    command: {shlex.join(launch_command(rec, band.winner_id))}")
+    for e in band.excluded:
+        lines.append(f"    excluded {e.config}: {e.why}")
+    return lines
+
+
+def render_recommendation(rec: Recommendation) -> str:
+    out = [f"specbench recommend: {rec.sweep} ({rec.engine})"]
+    for workload in rec.workloads():
+        bands = [b for b in rec.bands if b.workload == workload]
+        out += ["", f"{workload}: the winner per band (per-user decode tok/s; margin over the runner-up)"]
+        for band in bands:
+            out += _band_lines(rec, band)
+        out.append("  SGLang recipe per band:")
+        out += [f"    {b.span}: {recipe(rec.configs.get(b.winner_id or ''))}" for b in bands if b.winner_id]
+        if rec.engine == "vllm" and any(b.axis == "concurrency" for b in bands):
+            schedule = vllm_schedule(bands, rec.configs)
+            out.append("  vLLM draft-token schedule (speculative-config num_speculative_tokens_per_batch_size): "
+                       + json.dumps(schedule))
+    return "\n".join(out) + "\n"
+
+
+def confirm_sweep(rec: Recommendation, doc: dict[str, Any], origin: Path | None, repeats: int) -> str:
+    """The confirm sweep's TOML: each workload's band winners, their baselines and runners-up, every point of
+    their bands on a grid, with more repeats."""
+    ids: list[str] = []
+    for workload in rec.workloads():
+        ids += [cid for cid in confirm_configs(rec, workload) if cid not in ids]
+    blocks = [pinned_block(doc, rec.configs[cid]) for cid in ids]
+    workloads = []
+    for raw in doc.get("workloads", []):
+        if raw.get("name") not in rec.workloads():
+            continue
+        w = dict(raw)
+        loads = [label for b in rec.bands if b.workload == w.get("name") and b.winner_id for label in b.loads]
+        for axis in ("concurrency", "request_rate"):
+            if axis in w:
+                w[axis] = sorted({float(x[1:]) if axis == "request_rate" else int(x[1:])
+                                  for x in loads if x.startswith("c" if axis == "concurrency" else "r")})
+        if "search" in w:
+            w["search"] = "grid"
+        w.pop("repeats", None)
+        workloads.append(w)
+    confirm = derived_doc(doc, blocks, origin, name=f"{rec.sweep}-confirm", repeats=repeats, runs_dir=None,
+                          description=f"re-measures each band's winner of {rec.sweep} against the baseline and "
+                                      "the runner-up")
+    confirm["workloads"] = workloads
+    return to_toml(confirm, "written by specbench recommend: each band's winner, its baseline and its runner-up,\n"
+                            f"measured again with {repeats} repeats")
+
+
+def recommend_command(args: argparse.Namespace) -> int:
+    """``specbench recommend RUN [--confirm FILE]``."""
+    from specbench_tui.report.load import NotARunDir, load_run
+    from specbench_tui.rundir.files import read_meta, read_object, read_text
+    from specbench_tui.rundir.store import PLAN_JSON, SWEEP_TOML, StoreError
+
+    path = Path(args.run_dir)
+    try:
+        run = load_run(path)
+        plan = read_object(path, PLAN_JSON) or {}
+        doc = tomllib.loads(read_text(path, SWEEP_TOML))
+    except (NotARunDir, StoreError, OSError, tomllib.TOMLDecodeError) as exc:
+        print(f"specbench recommend: {exc}", file=sys.stderr)
+        return ExitCode.INVALID
+    rec = recommend(run.analysis, plan)
+    sys.stdout.write(render_recommendation(rec))
+    origin = read_meta(path).get("sweep_path")
+    repeats = max(CONFIRM_REPEATS, 2 * int((doc.get("sweep") or {}).get("repeats", 1)))
+    target = Path(args.confirm) if getattr(args, "confirm", None) else path / CONFIRM_FILE
+    try:
+        text = confirm_sweep(rec, doc, Path(origin) if isinstance(origin, str) else None, repeats)
+        target.write_text(text, encoding="utf-8")
+    except (DeriveError, OSError) as exc:
+        print(f"specbench recommend: cannot write the confirm sweep {target}: {exc}", file=sys.stderr)
+        return ExitCode.FAILED
+    print(f"\nconfirm sweep: {target} (specbench run {target})")
+    return ExitCode.OK
