@@ -69,6 +69,8 @@ items = ["fibonacci", "quicksort"]
 max_new_tokens = 96
 """
 
+Ran = tuple[list[WorkloadFinished], list[Measurement], dict[str, str]]
+
 BUSY_W = FakeBackend.NOMINAL_POWER["busy"] * 600.0
 
 
@@ -81,10 +83,13 @@ def test_the_fake_counter_integrates_power_from_load_exactly() -> None:
     box.set_busy((0,), True)
     now[0] += 10.0
     end = box.energy_mj((0, 1))
+    assert None not in (*start.values(), *end.values())
+    start_j = {i: float(v or 0.0) / 1000 for i, v in start.items()}
+    end_j = {i: float(v or 0.0) / 1000 for i, v in end.items()}
     nominal = {k: v * 600.0 for k, v in FakeBackend.NOMINAL_POWER.items()}
-    assert (end[0] - start[0]) / 1000 == pytest.approx(2 * nominal["loading"] + nominal["attached"]
+    assert end_j[0] - start_j[0] == pytest.approx(2 * nominal["loading"] + nominal["attached"]
                                                        + 10 * nominal["busy"])
-    assert (end[1] - start[1]) / 1000 == pytest.approx(13 * nominal["idle"])
+    assert end_j[1] - start_j[1] == pytest.approx(13 * nominal["idle"])
 
 
 def test_a_backend_without_the_counter_says_so() -> None:
@@ -97,7 +102,7 @@ def test_a_backend_without_the_counter_says_so() -> None:
 
 
 @pytest.fixture(scope="module")
-def ran(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[WorkloadFinished], list[Measurement], dict]:
+def ran(tmp_path_factory: pytest.TempPathFactory) -> Ran:
     tmp_path = tmp_path_factory.mktemp("energy")
     plan = plan_for(write_sweep(tmp_path, SWEEP, PROFILE))
     run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
@@ -112,7 +117,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[WorkloadFinished
     return finished, run_dir.read_measurements(), names
 
 
-def test_each_window_holds_the_energy_of_every_gpu_the_configuration_holds(ran) -> None:
+def test_each_window_holds_the_energy_of_every_gpu_the_configuration_holds(ran: Ran) -> None:
     finished, _, names = ran
     by_name = {names[e.config_id]: e for e in finished}
     for name, gpus in (("ar", 1), ("dflash-tp2", 2)):
@@ -124,7 +129,7 @@ def test_each_window_holds_the_energy_of_every_gpu_the_configuration_holds(ran) 
         EnergyWindow.from_json(by_name["ar"].energy or {}).gpus)  # type: ignore[union-attr]
 
 
-def test_joules_per_token_and_the_energy_speedup_equal_the_truth(ran) -> None:
+def test_joules_per_token_and_the_energy_speedup_equal_the_truth(ran: Ran) -> None:
     finished, measurements, names = ran
     windows = [(e.config_id, names[e.config_id], e.workload, EnergyWindow.from_json(e.energy or {}))
                for e in finished]
@@ -142,6 +147,64 @@ def test_joules_per_token_and_the_energy_speedup_equal_the_truth(ran) -> None:
         accepted = sum(accepted_tokens(m) or 0 for m in ok)
         if names[e.config_id] == "dflash-tp2":
             assert accepted > 0
+            assert cell.j_per_output_token is not None
             assert cell.j_per_accepted_token == pytest.approx(cell.j_per_output_token * tokens / accepted)
     assert cells["dflash-tp2"].energy_speedup == pytest.approx(truth["ar"] / truth["dflash-tp2"], rel=0.02)
     assert cells["ar"].energy_speedup is None and cells["ar"].basis == "gross"
+
+
+FORMATS = ("txt", "md", "csv", "json", "html")
+
+
+@pytest.fixture(scope="module")
+def reported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The simulator run of the energy sweep, reported in every format."""
+    from specbench_tui.report.formats import render
+    from specbench_tui.report.load import load_run
+
+    tmp_path = tmp_path_factory.mktemp("energy-report")
+    plan = plan_for(write_sweep(tmp_path, SWEEP, PROFILE))
+    run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
+    try:
+        asyncio.run(asyncio.wait_for(Orchestrator(plan, run_dir, backend=make_backend(plan)).run(), 240))
+    finally:
+        run_dir.close()
+    run = load_run(run_dir.path)
+    cells = {c.config: c for c in run.energy}
+    assert cells["dflash-tp2"].energy_speedup is not None and cells["ar"].j_per_output_token
+    return {fmt: render(run, fmt) for fmt in FORMATS} | {
+        "dflash": f"{cells['dflash-tp2'].j_per_output_token:.4g}", "speedup": f"{cells['dflash-tp2'].energy_speedup:.2f}x"}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_report_format_has_the_energy_figures(reported: dict[str, str], fmt: str) -> None:
+    text = reported[fmt]
+    if fmt == "csv":
+        import csv
+        import io
+
+        rows = {r["config"]: r for r in csv.DictReader(io.StringIO(text))}
+        assert float(rows["dflash-tp2"]["j_per_output_token"]) == pytest.approx(float(reported["dflash"]), rel=1e-3)
+        assert rows["ar"]["energy_basis"] == "gross" and rows["ar"]["energy_speedup"] == ""
+        return
+    if fmt == "json":
+        cells = {c["config"]: c for c in json.loads(text)["energy"]}
+        assert f"{cells['dflash-tp2']['j_per_output_token']:.4g}" == reported["dflash"]
+        assert cells["dflash-tp2"]["j_per_accepted_token"] > cells["dflash-tp2"]["j_per_output_token"]
+        return
+    assert "Energy per token" in text and "J/accepted token" in text
+    if fmt == "html":  # a table of its own, not only the plain-text report inside the page
+        assert "<th>J/accepted token</th>" in text
+    assert reported["dflash"] in text and reported["speedup"] in text
+    assert "idle power is not subtracted" in text
+
+
+def test_a_run_without_the_counter_reports_no_energy_counter() -> None:
+    from specbench_tui.report.energyview import energy_table
+
+    window = EnergyMeter(NullBackend(), (0,)).finish()
+    cells = energy_cells([("c", "cfg", "code", window)], [], {})
+    table = energy_table(cells)
+    assert table is not None and table.rows[0][3] == NO_COUNTER and table.rows[0][5] == "n/a"
+    assert any(note.startswith(NO_COUNTER) for note in table.notes)
+    assert energy_table([]) is None  # a run recorded before energy was measured: no table

@@ -126,3 +126,24 @@ def _with_speedup(cell: EnergyCell, per_token: Mapping[tuple[str, str], float | 
     if base_j is None or cell.j_per_output_token is None or cell.j_per_output_token <= 0:
         return cell
     return EnergyCell(**{**cell.__dict__, "energy_speedup": base_j / cell.j_per_output_token})
+
+
+def energy_from_run(plan_json: Mapping[str, Any] | None, events: Iterable[Any],
+                    measurements: Iterable[Measurement]) -> list[EnergyCell]:
+    """The energy cells of a run: the windows its workload and load-point events carry (a run recorded before
+    energy was measured has none, and no cell), over its measurements, with the plan's matched baselines."""
+    listed = (plan_json or {}).get("configs")
+    configs = [c for c in listed if isinstance(c, Mapping)] if isinstance(listed, list) else []
+    names = {str(c.get("id")): str(c.get("name")) for c in configs}
+    baselines = {str(c.get("name")): c.get("baseline") for c in configs}
+    windows: list[tuple[str, str, str, EnergyWindow]] = []
+    for event in events:
+        data = getattr(event, "energy", None)
+        window = EnergyWindow.from_json(data) if isinstance(data, Mapping) else None
+        config_id = getattr(event, "config_id", None)
+        if window is not None and isinstance(config_id, str):
+            windows.append((config_id, names.get(config_id, config_id), str(getattr(event, "workload", "")),
+                            window))
+    if not windows:
+        return []
+    return sorted(energy_cells(windows, measurements, baselines), key=lambda c: (c.workload, c.config))

@@ -232,6 +232,9 @@ class WorkloadFinished(Event):
     energy: dict[str, Any] | None = None
     """The GPUs' energy over the measured window (:class:`specbench_tui.core.energy.EnergyWindow` as JSON)."""
 
+    def to_json(self) -> dict[str, Any]:
+        return _without_energy(super().to_json())
+
 
 @dataclass(frozen=True)
 class ServerStopped(Event):
@@ -315,6 +318,9 @@ class LoadPointFinished(Event):
     """The measuring host over the point (:class:`specbench_tui.core.measuring_host.HostLoad` as JSON)."""
     energy: dict[str, Any] | None = None
     """The GPUs' energy over the point (:class:`specbench_tui.core.energy.EnergyWindow` as JSON)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return _without_energy(super().to_json())
     starved: str | None = None
     """Why the measuring client was starved over this point (:func:`specbench_tui.core.measuring_host.starved`);
     its figures are then not reported."""
@@ -325,6 +331,13 @@ class SweepFinished(Event):
     state: str
     """completed, aborted or failed."""
     reason: str | None = None
+
+
+def _without_energy(data: dict[str, Any]) -> dict[str, Any]:
+    """A window without an energy reading writes no ``energy`` key (the event log reads as before energy)."""
+    if data.get("energy") is None:
+        data.pop("energy", None)
+    return data
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

@@ -18,6 +18,13 @@ from specbench_tui.core.acceptance import AcceptanceAnalysis
 from specbench_tui.core.results import ACCEPT_FROM_SERVER, CellRow, ConfigSummary, RunAnalysis, Spread, to_json
 from specbench_tui.core.safetext import document_safe
 from specbench_tui.rundir.store import log_file_name, safe_filename
+from specbench_tui.report.energyview import (
+    ENERGY_CSV_COLUMNS,
+    energy_csv,
+    energy_json,
+    energy_markdown,
+    energy_text,
+)
 from specbench_tui.report.acceptance_view import acceptance_json, acceptance_tables
 from specbench_tui.report.boundaries import boundary_json, boundary_md, boundary_txt
 from specbench_tui.report.charts import budget_charts
@@ -104,6 +111,7 @@ def render_txt(run: LoadedRun, chart_width: int = 72, chart_height: int = 10) ->
     out += render_text_table(lossless_table(analysis))
     for table in acceptance_tables(analysis):
         out += ["", *render_text_table(table)]
+    out += energy_text(run.energy)
     out += ["", "Charts", "------", *budget_charts(analysis, chart_width, chart_height)]
     out += load_txt(analysis, chart_width, chart_height)
     out += _notes_txt(run)
@@ -159,6 +167,7 @@ def render_md(run: LoadedRun) -> str:
     out += render_markdown_table(lossless_table(analysis), 2)
     for table in acceptance_tables(analysis):
         out += render_markdown_table(table, 2)
+    out += energy_markdown(run.energy)
     if analysis.load is not None:
         for w in analysis.load.workloads:
             for table in (crossover_table(analysis.load, w.name), schedule_table(analysis.load, w.name),
@@ -240,6 +249,8 @@ def csv_rows(run: LoadedRun) -> list[dict[str, str]]:
             *_interval_cells(run, row), _temperature(temperatures.get(row.workload)),
         ]
         out.append(dict(zip(CSV_COLUMNS, cells)))
+        if run.energy:
+            out[-1].update(energy_csv(run.energy).get((row.config, row.workload), {}))
     return out
 
 
@@ -285,6 +296,8 @@ def render_csv(run: LoadedRun) -> str:
     buffer = io.StringIO()
     load_rows = load_csv_rows(run.analysis, CSV_COLUMNS)
     columns = (*CSV_COLUMNS, *LOAD_CSV_COLUMNS) if load_rows else CSV_COLUMNS
+    if run.energy:
+        columns = (*columns, *ENERGY_CSV_COLUMNS)
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n", restval="")
     writer.writeheader()
     writer.writerows(csv_rows(run))
@@ -321,6 +334,8 @@ def render_json(run: LoadedRun) -> str:
         data["load"] = load
     if boundary_json(run):
         data["crash_boundaries"] = boundary_json(run)
+    if run.energy:
+        data["energy"] = energy_json(run.energy)
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 

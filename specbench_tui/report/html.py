@@ -13,6 +13,7 @@ import base64
 import re
 from html import escape
 
+from specbench_tui.report.energyview import energy_table
 from specbench_tui.report.acceptance_view import acceptance_tables
 from specbench_tui.report.figscope import figure_scope
 from specbench_tui.report.figures import FigureSpec, figure_specs, render
@@ -157,6 +158,8 @@ def render_html(run: LoadedRun, text_report: str) -> str:
     parts.append(f'<p class="note">{escape(legend(analysis))}</p>')
     parts.append("<h2>Crashed, failed and skipped</h2>")
     parts += [_table(problems_table(analysis)), *_excerpts(run), _table(lossless_table(analysis))]
+    if (energy := energy_table(run.energy)) is not None:
+        parts.append(_table(energy))
     acceptance = acceptance_tables(analysis)
     if acceptance:
         parts += ["<h2>Acceptance</h2>", *(_table(t) for t in acceptance)]

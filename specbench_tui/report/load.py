@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specbench_tui.core.energy import EnergyCell, energy_from_run
 from specbench_tui.core.results import RunAnalysis
 from specbench_tui.core.intervals import with_intervals
 from specbench_tui.core.ledger import Ledger, Progress
@@ -43,6 +44,9 @@ class LoadedRun:
     """Configurations ran / to run / skipped and measurements, as ``logs``, ``ps``, ``runs`` and the TUI count."""
     host_loads: Mapping[tuple[str, str], HostLoad] = field(default_factory=dict)
     """Per (configuration id, workload): the most loaded window of the measuring host on record."""
+    energy: tuple[EnergyCell, ...] = ()
+    """Per configuration and workload, the energy figures (:mod:`specbench_tui.core.energy`); none for a run that
+    measured no energy."""
 
     @property
     def name(self) -> str:
@@ -98,4 +102,5 @@ def load_run(path: str | Path) -> LoadedRun:
         warnings.append(hot)
     return LoadedRun(path=path, analysis=analysis, env=env, warnings=tuple(warnings),
                      hardware=run_hardware(ledger.events, ledger.measurements.values(), env),
-                     progress=ledger.progress(), host_loads=loads)
+                     progress=ledger.progress(), host_loads=loads,
+                     energy=tuple(energy_from_run(plan, events, ledger.measurements.values())))
