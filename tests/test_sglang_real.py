@@ -167,6 +167,7 @@ def test_every_prefill_and_decode_line_is_parsed(sweep_run):
         if parsed.kind == "decode":
             assert parsed.gen_throughput is not None and parsed.num_token is not None, line
             assert parsed.token_usage is not None, line
+            assert parsed.graph is False, line   # 'cpu graph: False': on CPU every decode step runs eager
         else:
             assert parsed.new_tokens is not None and parsed.input_throughput is not None, line
     assert kinds["prefill"] >= len(ITEMS) and kinds["decode"] >= 1, (kinds, lines)

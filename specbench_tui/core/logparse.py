@@ -39,6 +39,8 @@ class BatchLine:
     new_tokens: int | None
     """Prompt tokens of the batch (prefill only)."""
     input_throughput: float | None
+    graph: bool | None = None
+    """``cuda graph: True|False`` (``cpu graph:`` on CPU): whether the batch ran a captured graph (None: not said)."""
 
 
 @dataclass(frozen=True)
@@ -58,9 +60,15 @@ class DecodeSummary:
     """Requests those warnings retracted."""
     dp_ranks: int = 1
     """DP ranks whose decode lines were read (DP attention logs one line per DP group leader)."""
+    graph_lines: int = 0
+    """Decode lines that said whether they ran a graph (``cuda graph:``/``cpu graph:``)."""
+    graph_true: int = 0
+    """Of those, the lines that ran one."""
+    eager_batches: tuple[int, ...] = ()
+    """The batch sizes (``#running-req``) of the decode lines that ran eager."""
 
-    def to_json(self) -> dict[str, float | int | None]:
-        data: dict[str, float | int | None] = {
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
             "lines": self.lines, "accept_length": self.accept_length, "accept_rate": self.accept_rate,
             "gen_throughput": self.gen_throughput, "gen_throughput_max": self.gen_throughput_max}
         if self.retract_warnings:
@@ -68,6 +76,10 @@ class DecodeSummary:
             data["retracted_requests"] = self.retracted_requests
         if self.dp_ranks > 1:
             data["dp_ranks"] = self.dp_ranks
+        if self.graph_lines:
+            data["graph_share"] = self.graph_true / self.graph_lines
+            data["graph_lines"] = self.graph_lines
+            data["eager_batches"] = list(self.eager_batches)
         return data
 
 
@@ -109,7 +121,16 @@ def summarize_decode(lines: Iterable[BatchLine]) -> DecodeSummary:
     return DecodeSummary(lines=len(decode), accept_length=mean(accepts), accept_rate=mean(rates),
                          gen_throughput=sum(means) if means else None, gen_throughput_max=max(gens) if gens else None,
                          retract_warnings=len(retracts), retracted_requests=sum(b.num_token or 0 for b in retracts),
-                         dp_ranks=max(1, len(ranks)))
+                         dp_ranks=max(1, len(ranks)), **_graph_counts(decode))
+
+
+def _graph_counts(decode: list[BatchLine]) -> dict[str, Any]:
+    """The decode lines that said whether they ran a graph, those that did, and the batch sizes that ran eager (a
+    line of an idle server, no request running, runs no batch)."""
+    graphed = [b for b in decode if b.graph is not None and b.running_req != 0]
+    eager = sorted({b.running_req for b in graphed if b.graph is False and b.running_req is not None})
+    return {"graph_lines": len(graphed), "graph_true": sum(1 for b in graphed if b.graph),
+            "eager_batches": tuple(eager)}
 
 
 def adaptive_figures(lines: Iterable[BatchLine], steps_at: Callable[[int], tuple[int, ...]],

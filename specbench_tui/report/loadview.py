@@ -9,6 +9,7 @@ from typing import Any
 
 from specbench_tui.core.crossover.results import Crossover, LoadAnalysis, PointRow
 from specbench_tui.core.crossover.stats import Stat
+from specbench_tui.core.graphs import eager_text
 from specbench_tui.core.results import RunAnalysis, plain_json
 from specbench_tui.core.load import AXIS_CONCURRENCY, AXIS_RATE
 from specbench_tui.report.charts import MARKERS, ChartSeries, render_chart
@@ -87,6 +88,9 @@ def _point_notes(mine: list[PointRow]) -> list[str]:
                      "max_running_requests); the rest queue on the server, so the point measures the cap")
     if any(p.n_retracted for p in mine):
         notes.append("retracted: requests the server retracted (KV cache full) are kept out of TTFT/ITL/e2e")
+    if any(eager_text(p) for p in mine):
+        notes.append("eager: some decode steps ran without a CUDA graph (the server's decode lines said "
+                     "'cuda graph: False': the batch outgrew the captured graphs); the figure may be an artefact")
     return notes
 
 
@@ -94,7 +98,7 @@ def point_marks(row: PointRow) -> str:
     """What a reader must know about a point beyond its figures: capped, an adaptive server's steps, retracted
     requests, repeats drafted from memory."""
     marks = [m for m in (row.capped, row.steps_text, f"{row.n_retracted} retracted" if row.n_retracted else "",
-                         row.from_memory) if m]
+                         row.from_memory, eager_text(row)) if m]
     return "; ".join(marks) if marks else "-"
 
 
@@ -286,7 +290,7 @@ LOAD_CSV_COLUMNS = (
     "request_tps", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "itl_p50_s", "itl_p90_s", "itl_p99_s", "e2e_p50_s",
     "e2e_p90_s", "e2e_p99_s", "server_accept_length", "goodput_rps", "goodput_tps", "slo_attainment", "meets_slo",
     "load_speedup", "load_speedup_mad", "noisy", "running_cap", "capped", "spec_steps", "speculation",
-    "n_retracted", "cache", "from_memory",
+    "n_retracted", "cache", "from_memory", "graph_share", "eager_batches",
 )
 
 
@@ -345,6 +349,7 @@ def _point_facts(p: PointRow) -> dict[str, str]:
         "running_cap": _n(p.running_cap), "capped": p.capped or "",
         "spec_steps": " ".join(map(str, p.spec_steps)) if p.spec_steps else "", "speculation": p.speculation or "",
         "n_retracted": str(p.n_retracted), "cache": p.cache or "", "from_memory": p.from_memory or "",
+        "graph_share": _n(p.graph_share), "eager_batches": " ".join(map(str, p.eager_batches)),
     }
 
 

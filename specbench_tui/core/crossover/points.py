@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,7 +102,7 @@ def point_row(config_id: str, config: str, workload: LoadWorkload, label: str, m
         n_zero_output=sum(1 for m in ms if m.status == STATUS_ZERO_OUTPUT), repeats=len(by_repeat),
         complete=complete, output_tps=stat_of(rates.out_tps), per_user_tps=per_user,
         request_tps=stat_of(rates.req_tps), **_latencies(timed),
-        accept_length=accept, server_accept_length=_server_accept(events),
+        accept_length=accept, server_accept_length=_server_accept(events), **graph_figures(events.values()),
         goodput_rps=statistics.median(rates.good_rps) if rates.good_rps else None,
         goodput_tps=statistics.median(rates.good_tps) if rates.good_tps else None,
         slo_attainment=attainment, meets_slo=meets, noisy=noise is not None, noise=noise, starved=hungry,
@@ -183,6 +183,24 @@ def _latencies(timed: list[Measurement]) -> dict[str, Any]:
     return {"ttft_s": pcts([m.ttft_s for m in timed if finite(m.ttft_s)]),
             "itl_s": pcts([float(v) for v in map(_itl, timed) if finite(v)]),
             "e2e_s": pcts([m.e2e_s for m in timed if finite(m.e2e_s)])}
+
+
+def graph_figures(events: Iterable[Any]) -> dict[str, Any]:
+    """``graph_share`` (decode lines that ran a captured graph ÷ those that said) and ``eager_batches`` over the
+    events' server logs (a point's repeats, or a workload's attempts): ``{}`` when no line said."""
+    lines = graphed = 0
+    eager: set[int] = set()
+    for e in events:
+        log = getattr(e, "server_log", None)
+        if not isinstance(log, dict) or not finite(log.get("graph_lines")) or not finite(log.get("graph_share")):
+            continue
+        n = int(log["graph_lines"])
+        lines += n
+        graphed += round(float(log["graph_share"]) * n)
+        eager |= {int(b) for b in log.get("eager_batches") or [] if isinstance(b, int) and not isinstance(b, bool)}
+    if not lines:
+        return {}
+    return {"graph_share": graphed / lines, "eager_batches": tuple(sorted(eager))}
 
 
 def _server_accept(events: Mapping[int, LoadPointFinished]) -> float | None:

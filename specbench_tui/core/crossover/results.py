@@ -75,6 +75,10 @@ class PointRow:
     """The cache policy of its measurements (``cold``, ``warm``, ``mixed``; None: recorded before policies)."""
     from_memory: str | None = None
     """``repeats drafted from memory`` for a warm n-gram configuration."""
+    graph_share: float | None = None
+    """The share of the point's decode lines that ran a captured graph (``cuda graph: True``); None: not said."""
+    eager_batches: tuple[int, ...] = ()
+    """The batch sizes whose decode lines ran eager (``cuda graph: False``)."""
 
     @property
     def steps_text(self) -> str:

@@ -161,7 +161,17 @@ def parse_batch_line(line: str) -> BatchLine | None:
         gen_throughput=get("gen throughput (token/s)"),
         new_tokens=_count(get("#new-token")),
         input_throughput=get("input throughput (token/s)"),
+        graph=_graph(body),
     )
+
+
+_GRAPH = re.compile(r"\b(?:cuda|cpu) graph: (True|False)")
+"""``scheduler_metrics_mixin.py``: every batch line says whether it ran a captured graph (``cpu graph:`` on CPU)."""
+
+
+def _graph(body: str) -> bool | None:
+    match = _GRAPH.search(body)
+    return None if match is None else match.group(1) == "True"
 
 
 _RETRACT = re.compile(r"KV cache pool is full\. Retract requests\. #retracted_reqs: (?P<count>\d+)")
