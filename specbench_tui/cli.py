@@ -60,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
                           "that was in flight at the crash)")
     run.add_argument("--bisect-crashes", action="store_true",
                      help="with --resume: where a budget crashed below a working one of the same algorithm, run only "
-                          "the budgets in between (bisecting) to find the first that works (docs/recommend.md)")
+                          "the budgets in between (bisecting) to find the first that works (docs/load.md)")
     run.add_argument("--headless", action="store_true",
                      help="no TUI: print a line per event and a summary (automatic without a TTY)")
     run.add_argument("--runs-dir", metavar="DIR", help="where the run directory goes (default: sweep.runs_dir)")
@@ -108,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
         "recommend", help="per workload and band: the winner as its exact server command, and a confirm sweep",
         description="Per workload and concurrency band: the winner with its margin and interval, the runner-up "
                     "and what was excluded and why; the winner's server command line, the SGLang recipe per band, "
-                    "on vLLM the per-batch-size draft-token schedule; writes a confirm sweep (docs/recommend.md).")
+                    "on vLLM the per-batch-size draft-token schedule; writes a confirm sweep (docs/load.md).")
     recommend.add_argument("run_dir", help="a run directory, its name under --runs-dir, or 'latest'")
     recommend.add_argument("--runs-dir", metavar="DIR", help="where 'latest' and names are looked up (default: runs)")
     recommend.add_argument("--confirm", metavar="FILE",
