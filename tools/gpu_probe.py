@@ -1,7 +1,7 @@
 """Show what specbench sees of this machine's GPUs through NVML, then the env.json fingerprint.
 
     .venv/bin/python tools/gpu_probe.py [--python /path/to/server/python] [--sweep sweep.toml] [--fake]
-                                        [--hold-gib 4 [--gpu 0]]
+                                        [--hold-gib 4 [--gpu 0]] [--faults [--watch-s 2] [--record seen.json]]
 
 Prints every GPU with every field (n/a where the driver cannot say), its compute processes, how long one
 sampling round takes, then the fingerprint JSON (secrets redacted). Without a driver it prints the hint and
@@ -14,6 +14,10 @@ the GPU we named, under the pid we started or (in a container with its own pid n
 after the process is killed, how long NVML takes to show the memory released, timed with the engine's own
 ``wait_gpus_released`` on the pids that appeared, as the engine does. It exits 1 when the memory was not seen
 or not released within ``--release-timeout``.
+
+``--faults`` reads every GPU's total-energy counter (NVML's, in millijoules) over ``--watch-s`` seconds, with the
+mean power it gives, registers for Xid critical-error events and says which came (``--record`` keeps it as
+JSON). Without a GPU it says there is no counter and no event registration, and exits 0.
 """
 
 from __future__ import annotations
@@ -26,10 +30,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specbench_tui.engine import fingerprint  # noqa: E402
+from specbench_tui.engine.gpus.energy import read_energy_mj  # noqa: E402
+from specbench_tui.engine.gpus.faults import take_xid_cause  # noqa: E402
 from specbench_tui.engine.gpus import (  # noqa: E402
     FakeBackend,
     GpuBackend,
@@ -68,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu", type=int, default=0, help="the GPU index (NVML's) for --hold-gib")
     parser.add_argument("--release-timeout", type=float, default=60.0,
                         help="seconds to wait for the memory to be released after the kill (default 60)")
+    parser.add_argument("--faults", action="store_true",
+                        help="also read every GPU's total-energy counter over --watch-s and register for Xid "
+                             "critical-error events (the fake box gets an Xid 79 injected on GPU 0)")
+    parser.add_argument("--watch-s", type=float, default=2.0, help="how long --faults watches (default 2 s)")
+    parser.add_argument("--record", type=Path, help="with --faults, write what it saw to this JSON file")
     args = parser.parse_args(argv)
 
     backend = FakeBackend(load_s=0.0) if args.fake else NvmlBackend()
@@ -98,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
             print("    no compute process")
     if samples:
         print(f"one sampling round of {len(samples)} GPUs took {took_ms:.1f} ms")
+    if args.faults:
+        faults_check(backend, args.watch_s, args.record, fake=args.fake)
     doc = fingerprint.collect(backend=backend, sweep_path=args.sweep, python=args.python)
     print("env.json:")
     print(json.dumps(doc, indent=2))
@@ -109,6 +123,39 @@ def main(argv: list[str] | None = None) -> int:
     if callable(close):
         close()
     return status
+
+
+def faults_check(backend: GpuBackend, watch_s: float, record: Path | None, *, fake: bool) -> None:
+    """The energy counter of every GPU over ``watch_s`` (and the mean power it gives), and the Xid critical-error
+    events registered for and watched over the same time; printed, and written to ``record`` when given."""
+    gpus = tuple(range(backend.device_count()))
+    seen: dict[str, Any] = {"backend": type(backend).__name__, "gpus": list(gpus)}
+    start = read_energy_mj(backend, gpus)
+    registration = getattr(backend, "xid_registration", None)
+    seen["xid_registration"] = registration() if callable(registration) else (
+        "the fake box: Xid 79 injected on GPU 0" if fake else "the backend gives no Xid events")
+    if fake and gpus:
+        backend.inject_xid(0, 79)  # type: ignore[attr-defined]
+    time.sleep(max(0.0, watch_s))
+    end = read_energy_mj(backend, gpus)
+    if start is None or end is None:
+        seen["energy"] = None
+        print("energy counter: none (no GPU, a GPU older than Volta, or no NVML): reports say 'no energy counter'")
+    else:
+        seen["energy"] = {str(i): {"start_mj": start[i], "end_mj": end[i],
+                                   "mean_w": (end[i] - start[i]) / 1000 / max(watch_s, 1e-9)} for i in gpus}
+        print("energy counter: " + ", ".join(f"GPU {i}: {end[i] / 1000:.1f} J "
+                                             f"({seen['energy'][str(i)]['mean_w']:.1f} W over {watch_s:g} s)"
+                                             for i in gpus))
+    causes = []
+    while (cause := take_xid_cause(backend, gpus)) is not None:
+        causes.append(cause)
+    seen["xids"] = causes
+    print(f"Xid events: {'; '.join(causes) if causes else 'none in ' + format(watch_s, 'g') + ' s'} "
+          f"({seen['xid_registration']})")
+    if record is not None:
+        record.write_text(json.dumps(seen, indent=2) + "\n", encoding="utf-8")
+        print(f"recorded in {record}")
 
 
 def hold_check(backend: GpuBackend, python: str, gpu: int, gib: float, release_timeout_s: float, *,

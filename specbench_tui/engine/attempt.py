@@ -49,6 +49,7 @@ from specbench_tui.engine.client import ServerClient
 from specbench_tui.engine.executor import Job, JobControl, JobSink, StopJob
 from specbench_tui.engine.gpus import GpuSummary
 from specbench_tui.engine.gpus.energy import EnergyMeter
+from specbench_tui.engine.gpus.faults import XID_POLL_S, can_watch_xids, take_xid_cause
 from specbench_tui.engine.host_meter import HostMeter
 from specbench_tui.engine.loadsweep import run_load_workload
 from specbench_tui.engine.machine import Machine
@@ -101,6 +102,8 @@ class Attempt:
         self.all_stats: list[BatchLine] = []
         self.last_progress = time.monotonic()
         self.in_flight = False
+        self.xid: str | None = None
+        """The cause an Xid on one of its GPUs gave the server's end (:mod:`specbench_tui.engine.gpus.faults`)."""
         self.gpu_summary: GpuSummary | None = None
         """The GPUs over the measured window (from ready to the end of the last workload)."""
         self.gpu_pids_before: frozenset[int] = frozenset()
@@ -315,6 +318,9 @@ class Attempt:
             state = ConfigState.CRASHED  # it served, then died
         if self.server is not None:
             reason = await final_reason(self.server, reason)
+        xid = self.xid or take_xid_cause(self.machine.backend, tuple(self.gpus))
+        if xid is not None and state == ConfigState.CRASHED and not (reason or "").startswith(xid):
+            reason = f"{xid}; {reason}" if reason else xid  # the GPU's fault first, what the server said after
         why = "skipped by the user" if state == ConfigState.SKIPPED else f"server {state.value}: {reason}"
         self.not_run(index, why)
         return state, reason
@@ -455,6 +461,8 @@ class Attempt:
         watchers = [self.control.skip.wait(), self.control.stop_now.wait(), server.death]
         if watch_stall:
             watchers.append(self.stall_watch(active))
+        if can_watch_xids(self.machine.backend):
+            watchers.append(self.xid_watch())
         try:
             await first_of(task, *watchers)
         finally:
@@ -488,6 +496,18 @@ class Attempt:
                                                     "process is alive"))
                 return
             await asyncio.sleep(min(1.0, max(0.05, limit - idle)))
+
+    async def xid_watch(self) -> None:
+        """Mark the server crashed, the Xid as its cause, when a GPU it holds reports one."""
+        server = self.server
+        assert server is not None
+        while True:
+            cause = take_xid_cause(self.machine.backend, tuple(self.gpus))
+            if cause is not None:
+                self.xid = cause
+                server.mark_dead(Death(DEATH_CRASH, cause))
+                return
+            await asyncio.sleep(XID_POLL_S)
 
     def open_window(self) -> None:
         """Measured requests start: keep the server's figures from now on (with the adaptive steps in force)."""

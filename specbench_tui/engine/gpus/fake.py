@@ -72,6 +72,8 @@ class FakeBackend:
         self._energy_j = [0.0] * count
         """Each GPU's energy counter (NVML's total energy), the exact integral of :meth:`nominal_power_w`."""
         self._energy_at = now
+        self._xids: list[tuple[int, int]] = []
+        """Xid events injected (:meth:`inject_xid`) and not yet taken."""
 
     # The script.
 
@@ -215,6 +217,22 @@ class FakeBackend:
         with self._lock:
             self._integrate()
             return {index: self._energy_j[index] * 1000.0 for index in wanted}
+
+    # GPU faults: Xid events, as NVML's critical-error event set gives them.
+
+    def inject_xid(self, index: int, code: int) -> None:
+        """GPU ``index`` reports Xid ``code`` (79: it fell off the bus)."""
+        self._check((index,))
+        with self._lock:
+            self._xids.append((index, code))
+
+    def xid_events(self, indices: Iterable[int]) -> list[tuple[int, int]]:
+        """The (GPU, Xid) events of ``indices`` since the last call, taken (others are left for their owner)."""
+        wanted = set(self._check(indices))
+        with self._lock:
+            taken = [event for event in self._xids if event[0] in wanted]
+            self._xids = [event for event in self._xids if event[0] not in wanted]
+        return taken
 
     def pids_holding(self, indices: tuple[int, ...]) -> set[int]:
         with self._lock:

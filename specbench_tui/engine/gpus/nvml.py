@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import importlib
 import logging
+import threading
 from types import ModuleType
 from typing import Any
 
@@ -60,6 +61,10 @@ class NvmlBackend:
         self._names: dict[int, str | None] = {}
         self._missing_functions: set[str] = set()
         self._closed = False
+        self._xid_set: Any = None
+        """NVML's event set registered for every GPU's Xid critical errors (False: cannot be had here)."""
+        self._xids: list[tuple[int, int]] = []
+        self._xid_lock = threading.Lock()
         if nvml is None:
             try:
                 nvml = importlib.import_module("pynvml")
@@ -162,6 +167,47 @@ class NvmlBackend:
             value = self._device_query("nvmlDeviceGetTotalEnergyConsumption", index)
             out[index] = float(value) if isinstance(value, int | float) else None
         return out
+
+    def xid_events(self, indices: tuple[int, ...]) -> list[tuple[int, int]]:
+        """The (GPU, Xid) critical-error events of ``indices`` since the last call, taken (events of other GPUs are
+        kept for their owner). The event set is registered on the first call; never blocks (a 0 ms wait)."""
+        with self._xid_lock:
+            if self._xid_set is None:
+                self._xid_set = self._register_xids()
+            if self._xid_set is not False:
+                self._drain_xids()
+            taken = [event for event in self._xids if event[0] in indices]
+            self._xids = [event for event in self._xids if event[0] not in indices]
+        return taken
+
+    def xid_registration(self) -> str:
+        """Whether Xid events can be had on this machine, in words (for the probe)."""
+        with self._xid_lock:
+            if self._xid_set is None:
+                self._xid_set = self._register_xids()
+        if self._xid_set is False:
+            return "not registered: NVML gives no critical-error events here (no GPU, or a driver without them)"
+        return f"registered for Xid critical errors on {len(self._handles)} GPUs"
+
+    def _register_xids(self) -> Any:
+        kind = getattr(self._nvml, "nvmlEventTypeXidCriticalError", None)
+        event_set = self._query("nvmlEventSetCreate") if kind is not None and self._handles else None
+        if event_set is None:
+            return False
+        registered = [self._device_query("nvmlDeviceRegisterEvents", i, kind) for i in range(len(self._handles))]
+        if not any(self._handle(i) is not None for i, _ in enumerate(registered)):
+            return False
+        return event_set
+
+    def _drain_xids(self) -> None:
+        for _ in range(64):  # a burst is read in one call; an endless one never holds the caller
+            data = self._query("nvmlEventSetWait_v2", self._xid_set, 0)
+            if data is None:
+                return
+            index = self._query("nvmlDeviceGetIndex", getattr(data, "device", None))
+            code = getattr(data, "eventData", None)
+            if isinstance(index, int) and isinstance(code, int):
+                self._xids.append((index, code))
 
     def power_limit_w(self, index: int) -> float | None:
         return _watts(self._device_query("nvmlDeviceGetEnforcedPowerLimit", index))

@@ -1,0 +1,84 @@
+"""GPU faults (issue 48): an Xid that NVML's critical-error events report on a GPU a configuration holds becomes
+that configuration's crash cause ("Xid 79 on GPU 1 (fell off the bus)"), injected here through the simulator's
+fake GPU box; an Xid on another GPU is not its."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine_helpers import plan_for, write_sweep
+from test_energy import PROFILE, SWEEP
+
+from specbench_tui.application.session import make_backend
+from specbench_tui.core.events import ConfigFinished, ConfigState, Event, MeasurementRecorded, ServerLaunching
+from specbench_tui.core.gpu_faults import xid_cause
+from specbench_tui.engine.gpus import FakeBackend
+from specbench_tui.engine.gpus.faults import take_xid_cause
+from specbench_tui.engine.orchestrator import Orchestrator
+from specbench_tui.rundir.store import RunDir
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_an_xid_is_named_and_taken_only_by_the_gpus_it_is_on() -> None:
+    assert xid_cause(79, 3) == "Xid 79 on GPU 3 (fell off the bus)"
+    assert xid_cause(999, 0) == "Xid 999 on GPU 0 (see NVIDIA's Xid catalogue)"
+    box = FakeBackend(count=4)
+    box.inject_xid(2, 48)
+    assert take_xid_cause(box, (0, 1)) is None
+    assert take_xid_cause(box, (2, 3)) == "Xid 48 on GPU 2 (double-bit ECC error)"
+    assert take_xid_cause(box, (2, 3)) is None  # taken once
+
+
+@pytest.mark.e2e
+def test_an_xid_injected_during_a_configuration_becomes_its_crash_cause(tmp_path: Path) -> None:
+    plan = plan_for(write_sweep(tmp_path, SWEEP, PROFILE))
+    run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
+    backend = make_backend(plan)
+    assert isinstance(backend, FakeBackend)
+    orchestrator = Orchestrator(plan, run_dir, backend=backend)
+    names = {c.id: c.name for c in plan.configs}
+    gpus: dict[str, tuple[int, ...]] = {}
+    injected: list[int] = []
+    finished: list[ConfigFinished] = []
+
+    def watch(event: Event) -> None:
+        if isinstance(event, ServerLaunching):
+            gpus[event.config_id] = event.gpus
+        elif isinstance(event, MeasurementRecorded) and names[event.config_id] == "dflash-tp2" and not injected:
+            injected.append(gpus[event.config_id][1])
+            backend.inject_xid(gpus[event.config_id][1], 79)  # the second of its two GPUs falls off the bus
+        elif isinstance(event, ConfigFinished):
+            finished.append(event)
+
+    orchestrator.subscribe(watch)
+    try:
+        asyncio.run(asyncio.wait_for(orchestrator.run(), 240))
+    finally:
+        run_dir.close()
+    by_name = {names[e.config_id]: e for e in finished}
+    assert by_name["ar"].state == ConfigState.DONE
+    crashed = by_name["dflash-tp2"]
+    assert crashed.state == ConfigState.CRASHED, crashed
+    assert crashed.reason == f"Xid 79 on GPU {injected[0]} (fell off the bus)", crashed.reason
+
+
+def test_the_probe_says_cleanly_when_there_is_no_gpu() -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "gpu_probe.py"), "--faults"], capture_output=True,
+                            text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "energy counter:" in result.stdout and "Xid events:" in result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_the_probe_reads_the_fake_box_energy_and_an_injected_xid() -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "gpu_probe.py"), "--fake", "--faults"],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "energy counter: GPU 0: " in result.stdout
+    assert "Xid events: Xid 79 on GPU 0 (fell off the bus)" in result.stdout
