@@ -52,12 +52,16 @@ def bisected(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     return run, before, render(load_run(run), "txt")
 
 
+@pytest.mark.e2e
+@pytest.mark.xdist_group("default-port-30000")  # servers on the default port base: one xdist worker runs them
 def test_the_seed_like_sweep_reports_the_boundary_between_12_and_15(bisected: tuple[Path, str, str]) -> None:
     _, before, _ = bisected
     assert "ddtree at TP 1: boundary between 12 and 15 (ddtree-b12 crashed, ddtree-b15 works)" in before
     assert "not bisected: 2 budget(s) in between" in before
 
 
+@pytest.mark.e2e
+@pytest.mark.xdist_group("default-port-30000")
 def test_the_bisection_runs_b13_and_b14_only_and_names_the_first_that_works(bisected: tuple[Path, str, str]) -> None:
     run, _, after = bisected
     facts = json.loads((run / "bisect.json").read_text(encoding="utf-8"))["facts"]

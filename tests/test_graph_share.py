@@ -79,6 +79,7 @@ def eager_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.e2e
+@pytest.mark.xdist_group("default-port-30000")  # servers on the default port base: one xdist worker runs them
 def test_points_above_the_captured_batch_are_marked_eager_from_the_decode_lines(eager_run: Path) -> None:
     load = load_run(eager_run).analysis.load
     for config in ("ar", "eagle3-s2"):
@@ -92,6 +93,7 @@ def test_points_above_the_captured_batch_are_marked_eager_from_the_decode_lines(
 
 
 @pytest.mark.e2e
+@pytest.mark.xdist_group("default-port-30000")
 def test_a_winner_that_ran_eager_is_said_to_have(eager_run: Path, tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "specbench_tui", "recommend", str(eager_run), "--confirm",
                           str(tmp_path / "confirm.toml")], capture_output=True, text=True, timeout=60)

@@ -4,7 +4,7 @@ At each measured load point (a workload without a load axis is one point, ``c1``
 per-user decode tok/s; a band is a run of consecutive points with the same winner. A configuration is excluded
 at a point, with the reason said, when it crashed or failed, its outputs differ from the baseline's (lossy), its
 point is noisy or the measuring client was starved, or its drafts were **idle**: a speculative configuration whose
-acceptance length is about 1 (:data:`IDLE_ACCEPT`: each verify step commits the bonus token only) or that
+acceptance length is about 1 (under :data:`IDLE_ACCEPT`: each verify step commits the bonus token only) or that
 recorded no verify step at all (speculation never engaged), or an adaptive server that switched speculation off.
 Such a configuration is never a winner, whatever its tok/s.
 
@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench_tui.core.load import parse_label
+from specbench_tui.core.results import IDLE_ACCEPTANCE
 
-IDLE_ACCEPT = 1.05
-"""An acceptance length at or under this is idle drafting: the verify step commits its bonus token and little
-else (SGLang #24795: speculation silently idle at 1.0)."""
+IDLE_ACCEPT = IDLE_ACCEPTANCE
+"""An acceptance length under this is idle drafting: the verify step commits its bonus token and little else
+(SGLang #24795: speculation silently idle at 1.0); the analysis flags such a cell by the same rule."""
 MEASURING_FLAGS: Mapping[str, tuple[str, ...]] = {
     "sglang": ("--decode-log-interval",),
     "vllm": ("--per-request-spec-decode-metrics",),
@@ -191,7 +192,7 @@ def idle_why(accept: float | None) -> str:
     """Why a speculative configuration's drafts were idle ("" when they were not)."""
     if accept is None:
         return "idle drafts: no verify step recorded (speculation never engaged)"
-    if accept <= IDLE_ACCEPT:
+    if accept < IDLE_ACCEPT:
         return f"idle drafts: acceptance length {accept:.2f}"
     return ""
 
