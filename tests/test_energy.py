@@ -208,3 +208,40 @@ def test_a_run_without_the_counter_reports_no_energy_counter() -> None:
     assert table is not None and table.rows[0][3] == NO_COUNTER and table.rows[0][5] == "n/a"
     assert any(note.startswith(NO_COUNTER) for note in table.notes)
     assert energy_table([]) is None  # a run recorded before energy was measured: no table
+
+
+def test_the_idle_power_is_measured_before_the_sweep_and_subtracted_where_stated(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Through the run host (as every host runs a sweep): the fake box idles at 6.5 % of its 600 W limit before
+    anything launches; each window's joules less that power of its GPUs over its length is the truth."""
+    from specbench_tui.application.host import OwnedRun
+    from specbench_tui.core.events import Event, Notice
+
+    tmp_path = tmp_path_factory.mktemp("idle")
+    plan = plan_for(write_sweep(tmp_path, SWEEP, PROFILE))
+    run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
+    owned = OwnedRun(plan, run_dir)
+    events: list[Event] = []
+
+    async def main() -> None:
+        orchestrator = owned.orchestrator()
+        orchestrator.subscribe(events.append)
+        await asyncio.wait_for(owned.run(orchestrator), 240)
+
+    asyncio.run(main())
+    owned.release()
+    idle_w = FakeBackend.NOMINAL_POWER["idle"] * 600.0
+    stated = [e.text for e in events if isinstance(e, Notice) and e.text.startswith("energy: idle power")]
+    assert len(stated) == 1 and f"GPU 0 {idle_w:.1f} W" in stated[0] and "net of it" in stated[0], stated
+    measurements = run_dir.read_measurements()
+    names = {c.id: c.name for c in plan.configs}
+    windows = [(e.config_id, names[e.config_id], e.workload, EnergyWindow.from_json(e.energy or {}))
+               for e in events if isinstance(e, WorkloadFinished)]
+    cells = {c.config: c for c in energy_cells([w for w in windows if w[3] is not None],  # type: ignore[misc]
+                                               measurements, {})}
+    for config_id, name, _, window in windows:
+        assert window is not None and window.idle_w == pytest.approx(idle_w * len(window.gpus), rel=0.02)
+        tokens = sum(m.completion_tokens or 0 for m in measurements if m.config_id == config_id and m.status == STATUS_OK)
+        truth = (BUSY_W - idle_w) * len(window.gpus) * window.window_s / tokens
+        assert cells[name].basis == "net of idle"
+        assert cells[name].j_per_output_token == pytest.approx(truth, rel=0.02)

@@ -149,6 +149,7 @@ class OwnedRun:
         metrics = self.plan.sweep.metrics
         exporter = open_metrics(self.plan.to_json(), self.metrics_port or metrics.port, metrics.host,
                                 orchestrator.publish, orchestrator.subscribe)
+        await self.measure_idle(orchestrator)
         try:
             return await orchestrator.run()
         finally:
@@ -157,6 +158,19 @@ class OwnedRun:
             if exporter is not None:
                 exporter.close()
             self.run_dir.close()
+
+    async def measure_idle(self, orchestrator: Orchestrator) -> None:
+        """The GPUs' idle power before anything launches, where they have an energy counter (not on a resume, whose
+        earlier windows were gross, nor on a cluster); the energy figures are then net of it, as a notice says."""
+        from specbench_tui.core.events import Notice
+        from specbench_tui.engine.gpus.energy import idle_line, measure_idle_w
+
+        machine = orchestrator.machine
+        if self.resumed or self.plan.sweep.cluster.on_ray:
+            return
+        machine.idle_w = await asyncio.to_thread(measure_idle_w, machine.backend, machine.gpu_indices())
+        if machine.idle_w:
+            orchestrator.publish(Notice(level="info", text=idle_line(machine.idle_w)))
 
     def release(self) -> None:
         """Give up the run directory's lock (a resume may take it from here)."""

@@ -390,7 +390,9 @@ class Attempt:
 
     def energy_meter(self) -> EnergyMeter:
         """The energy counters of this configuration's GPUs from now (:mod:`specbench_tui.engine.gpus.energy`)."""
-        return EnergyMeter(self.machine.backend, tuple(self.gpus))
+        idle = self.machine.idle_w
+        idle_w = sum(idle[g] for g in self.gpus) if self.gpus and all(g in idle for g in self.gpus) else None
+        return EnergyMeter(self.machine.backend, tuple(self.gpus), idle_w=idle_w)
 
     def busy(self, busy: bool) -> None:
         """Tell a scripted GPU backend (the simulator's fake box) whether this server's GPUs compute."""

@@ -46,6 +46,9 @@ class Machine:
         """GPU index -> who holds its lease in another specbench run (set once the GPUs are leased)."""
         self._elsewhere: dict[int, str] = {}
         self._elsewhere_at = float("-inf")
+        self.idle_w: dict[int, float] = {}
+        """Each GPU's idle power measured before the sweep (:func:`~specbench_tui.engine.gpus.energy.measure_idle_w`;
+        empty: not measured, the energy figures are gross)."""
 
     def gpu_indices(self) -> tuple[int, ...]:
         """The GPU pool: the sweep's list, else every visible GPU, else 8 pretend ones for the simulator."""

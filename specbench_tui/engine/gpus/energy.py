@@ -27,6 +27,32 @@ def read_energy_mj(backend: Any, gpus: tuple[int, ...]) -> dict[int, float] | No
     return {i: float(values[i]) for i in gpus}
 
 
+IDLE_WINDOW_S = 0.5
+"""How long the GPUs' idle power is measured before the sweep (from the energy counter, not a power sample)."""
+
+
+def measure_idle_w(backend: Any, gpus: tuple[int, ...], seconds: float = IDLE_WINDOW_S,
+                   clock: Callable[[], float] = time.monotonic,
+                   sleep: Callable[[float], None] = time.sleep) -> dict[int, float]:
+    """Each GPU's mean power over ``seconds`` from its energy counter (empty: no counter). Call before the
+    sweep launches anything, off the event loop (it sleeps)."""
+    start, started_at = read_energy_mj(backend, gpus), clock()
+    if start is None:
+        return {}
+    sleep(seconds)
+    end, elapsed = read_energy_mj(backend, gpus), clock() - started_at
+    if end is None or elapsed <= 0:
+        return {}
+    return {i: max(0.0, (end[i] - start[i]) / 1000.0 / elapsed) for i in gpus}
+
+
+def idle_line(idle_w: dict[int, float]) -> str:
+    """The notice that states the subtraction."""
+    each = ", ".join(f"GPU {i} {w:.1f} W" for i, w in sorted(idle_w.items()))
+    return (f"energy: idle power measured before the sweep ({each}); the energy figures are net of it "
+            "(each window's joules less the idle power of its GPUs over its length)")
+
+
 class EnergyMeter:
     """One window: ``meter = EnergyMeter(backend, gpus)`` at its start, ``meter.finish()`` at its end."""
 
