@@ -69,7 +69,7 @@ page-size = 1
 [[configs]]
 name = "dflash-b{budget}"
 algorithm = "dflash"
-matrix = { budget = [8, 16] }
+matrix = { budget = [4, 8, 16] }
 [configs.args]
 speculative-algorithm = "DFLASH"
 speculative-draft-model-path = "z-lab/Qwen3-8B-DFlash-b16"

@@ -69,9 +69,9 @@ def test_prometheus_reads_the_endpoint_and_the_figures_are_the_runs_analysis(ser
     samples, ledger = served
     assert set(METRICS) <= set(samples), set(METRICS) - set(samples)
     assert samples["specbench_sweep_running"] == [({}, 0.0)]
-    assert samples["specbench_configs_planned"] == [({}, 6.0)]
+    assert samples["specbench_configs_planned"] == [({}, 7.0)]
     states = {labels["state"]: value for labels, value in samples["specbench_configs"]}
-    assert (states["done"], states["crashed"], states["failed"], states["pending"]) == (2, 3, 1, 0)
+    assert (states["done"], states["crashed"], states["failed"], states["pending"]) == (3, 3, 1, 0)
     assert samples["specbench_measurements_total"] == [({}, float(len(ledger.measurements)))]
     crashes = {labels["signature"]: value for labels, value in samples["specbench_crashes_total"]}
     assert crashes == {"cuda_illegal_instruction": 3.0, "stalled": 1.0}
@@ -83,6 +83,10 @@ def test_prometheus_reads_the_endpoint_and_the_figures_are_the_runs_analysis(ser
     assert decode[("ar", "code")] > 0
     ttft = {(labels["config"], labels["workload"]): value for labels, value in samples["specbench_ttft_seconds"]}
     assert ttft[("ar", "code")] == rows[("ar", "code")].ttft_s.median  # type: ignore[union-attr]
+    energy = {labels["config"]: value for labels, value in samples["specbench_energy_joules_per_output_token"]}
+    assert energy["ar"] > 0 and set(energy) == {"ar", "dflash-b4"}  # only these finished a window with tokens
+    speedups = {labels["config"]: value for labels, value in samples["specbench_energy_speedup"]}
+    assert set(speedups) == {"dflash-b4"} and speedups["dflash-b4"] > 0
     power = samples["specbench_gpu_power_watts"]
     assert power and power[0][0]["gpu"] == "0" and power[0][1] > 0
 

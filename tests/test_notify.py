@@ -186,7 +186,7 @@ def test_a_sweep_with_crashes_and_a_stall_calls_the_endpoint_with_exactly_the_ex
     assert endpoint.paths == [f"/{secret}"] * len(EXPECTED_TITLES)
     bodies = [body["message"] for body in endpoint.received]
     assert bodies[3] == "2 more crashes or failures: ddtree-b16, ddtree-b32 (the notices screen, key n, has each)"
-    assert bodies[4] == "unwatched: sweep completed (3 crashed, 2 done, 1 failed)"
+    assert bodies[4] == "unwatched: sweep completed (3 crashed, 3 done, 1 failed)"
     assert [body["type"] for body in endpoint.received] == ["failure", "warning", "failure", "failure", "warning"]
     assert not [e for e in events if isinstance(e, Notice) and e.text.startswith("notifications")]
     for file in run_dir.rglob("*"):  # the secret is in no file of the run (events, plan, sweep copy, logs)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from specbench_tui.core.energy import energy_from_run
 from specbench_tui.core.events import (
     ConfigFinished,
     ConfigState,
@@ -41,6 +42,8 @@ METRICS: dict[str, str] = {
     "specbench_ttft_seconds": "median time to first token per configuration and workload",
     "specbench_acceptance_length": "mean acceptance length (tokens per verify step) per configuration and workload",
     "specbench_speedup": "decode speedup over the matched baseline per configuration and workload",
+    "specbench_energy_joules_per_output_token": "GPU energy per output token per configuration and workload",
+    "specbench_energy_speedup": "the matched baseline's joules per output token over this configuration's",
     "specbench_gpu_power_watts": "power draw of each GPU",
     "specbench_gpu_memory_used_bytes": "memory in use on each GPU",
     "specbench_gpu_utilization_ratio": "utilisation of each GPU (0-1)",
@@ -63,6 +66,8 @@ class MetricsExporter:
         self.running = False
         self.crashes: dict[str, int] = {}
         self.gpus: dict[str, dict[str, Any]] = {}
+        self.windows: list[Any] = []
+        """The events that carry an energy window (their figures: :func:`~specbench_tui.core.energy.energy_from_run`)."""
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)  # a custom collector: collect() is all it needs
         self._snapshot: LedgerSnapshot = self.ledger.snapshot()
@@ -94,6 +99,8 @@ class MetricsExporter:
                 self.gpus[gpu] = dict(sample)
         else:
             self.ledger.apply(event)
+            if getattr(event, "energy", None) is not None:
+                self.windows.append(event)
             if isinstance(event, SweepStarted | SweepFinished):
                 self.running = isinstance(event, SweepStarted)
             elif isinstance(event, ConfigFinished) and event.state in (ConfigState.CRASHED, ConfigState.FAILED):
@@ -129,6 +136,7 @@ class MetricsExporter:
             crashes.add_metric([signature], float(count))
         yield crashes
         yield from self._figures(snapshot)
+        yield from self._energy(snapshot)
         yield from self._gpu_families()
 
     def _analyse(self, snapshot: LedgerSnapshot) -> RunAnalysis:
@@ -151,6 +159,21 @@ class MetricsExporter:
                 if value is not None:
                     families[name].add_metric(labels, float(value))
         yield from families.values()
+
+    def _energy(self, snapshot: LedgerSnapshot) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        per_token = GaugeMetricFamily("specbench_energy_joules_per_output_token",
+                                      METRICS["specbench_energy_joules_per_output_token"], labels=["config", "workload"])
+        speedup = GaugeMetricFamily("specbench_energy_speedup", METRICS["specbench_energy_speedup"],
+                                    labels=["config", "workload"])
+        for cell in energy_from_run(snapshot.plan_json, list(self.windows), snapshot.measurements):
+            if cell.j_per_output_token is not None:
+                per_token.add_metric([cell.config, cell.workload], cell.j_per_output_token)
+            if cell.energy_speedup is not None:
+                speedup.add_metric([cell.config, cell.workload], cell.energy_speedup)
+        yield per_token
+        yield speedup
 
     def _gpu_families(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
