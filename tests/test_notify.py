@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -245,3 +246,27 @@ def test_run_request_carries_notify_urls_as_typed() -> None:
     assert RunRequest.from_json(json.loads(json.dumps(request.to_json()))) == request
     with pytest.raises(ValueError, match="notify must be a list of strings"):
         RunRequest.from_json({**request.to_json(), "notify": "ntfy://x"})
+
+
+@pytest.mark.e2e
+def test_notify_on_the_command_line_reads_its_secret_from_the_environment(tmp_path: Path) -> None:
+    """``specbench run --headless --notify 'json://…/${VAR}'``: the engine expands the variable when it sends; the
+    URL as typed (never the secret) is all the command line and its output hold."""
+    from engine_helpers import headless_engine
+
+    endpoint = Endpoint("record")
+    secret = "cli-5ecret-hook"
+    path = write_sweep(tmp_path, sweep_text().replace("{port}", "31600"), PROFILE)
+    try:
+        proc = headless_engine([str(path), "--runs-dir", str(tmp_path / "runs"), "--notify",
+                                f"json://127.0.0.1:{endpoint.port}/${{NT_CLI_TOKEN}}"], tmp_path,
+                               {**os.environ, "NT_CLI_TOKEN": secret})
+        output, _ = proc.communicate(timeout=240)
+    finally:
+        endpoint.close()
+    assert endpoint.titles == EXPECTED_TITLES, (endpoint.received, output.decode(errors="replace")[-2000:])
+    assert endpoint.paths == [f"/{secret}"] * len(EXPECTED_TITLES)
+    assert secret.encode() not in output
+    for file in (tmp_path / "runs").rglob("*"):
+        if file.is_file():
+            assert secret not in file.read_text(errors="replace"), file
