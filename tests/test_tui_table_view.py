@@ -3,6 +3,7 @@ from the theme when drawn, a header line that stays, a row cursor that keys and 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 from textual.app import App, ComposeResult
@@ -137,7 +138,7 @@ async def test_hostile_text_is_drawn_as_it_is() -> None:
         assert "[/crash]" in line and "[b]x[/b]" in line and "\x1b" not in line and "\x00" not in line
 
 
-async def test_a_crash_draws_its_queue_row_red_at_the_first_crash_event(tmp_path) -> None:
+async def test_a_crash_draws_its_queue_row_red_at_the_first_crash_event(tmp_path: Path) -> None:
     """The direct path: the first ``CrashDetected`` (before the excerpt, the teardown and the results' analysis)
     turns the queue row's state, glyph and name into the theme's error colour in the drain that takes it."""
     from textual.color import Color

@@ -177,7 +177,8 @@ def private_uses(paths: list[Path], own: set[str]) -> list[str]:
         tree = ast.parse(source)
         for node in ast.walk(tree):
             module = node.module if isinstance(node, ast.ImportFrom) else None
-            if module and module.split(".")[0] in EXTERNAL and any(_private(p) for p in module.split(".")):
+            if isinstance(node, ast.ImportFrom) and module and module.split(".")[0] in EXTERNAL \
+                    and any(_private(p) for p in module.split(".")):
                 offences.append(f"{_shown(path)}:{node.lineno}: imports {module}")
             if isinstance(node, ast.Attribute) and node.attr in vocabulary:
                 offences.append(f"{_shown(path)}:{node.lineno}: .{node.attr}")
