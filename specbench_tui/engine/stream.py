@@ -154,7 +154,7 @@ class _Connection:
     async def exchange(self, request: bytes, consumer: Consumer) -> None:
         """Send ``request`` and feed its answer to ``consumer``; returns once the consumer has its answer (or the
         body ended). Raises a :class:`StreamError`; on any exception, cancellation included, the connection is
-        closed."""
+        closed, unless its answer had ended and the next request holds it already."""
         self._consumer = consumer
         waiter = self._waiter = self.loop.create_future()
         self._buf.clear()
@@ -180,33 +180,34 @@ class _Connection:
     # -- the reader callback ---------------------------------------------------------------------------
 
     def _readable(self) -> None:
+        while self._read_once() and not self.closed:
+            pass  # a read that filled the buffer: more may be waiting, read it now rather than after a loop turn
+
+    def _read_once(self) -> bool:
+        """One ``recvmsg`` and what it brought handed on; whether it filled the buffer."""
         try:
             data, ancdata, _flags, _addr = self.sock.recvmsg(READ_SIZE, rxclock.ANCILLARY_SPACE)
         except (BlockingIOError, InterruptedError):
-            return
+            return False
         except OSError as exc:
             self._lost(StreamReset(f"connection reset: {exc}"))
-            return
+            return False
         if not data:
             self._eof()
-            return
+            return False
         if self._state == _FINISHED:  # bytes on a connection with no request: the server closed it or sent junk
             self.close()
-            return
+            return False
         stamp = rxclock.stamp_realtime(ancdata)
         now = time.monotonic()
         at = min(now, stamp + self._offset) if stamp is not None else now
         self.any_bytes = True
         try:
             self._feed(data, at)
-        except StreamError as exc:
+        except Exception as exc:  # noqa: BLE001 (a protocol error, or a consumer's bug: it reaches its request)
             self._lost(exc)
-            return
-        except Exception as exc:  # noqa: BLE001 (a consumer's bug must reach its request, not the loop's handler)
-            self._lost(exc)
-            return
-        if len(data) == READ_SIZE and not self.closed:
-            self._readable()  # more may be waiting: read it now rather than after another loop turn
+            return False
+        return len(data) == READ_SIZE
 
     def _eof(self) -> None:
         if self._state == _UNTIL_CLOSE:  # a body delimited by the connection's end: this is its end
