@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from specbench_tui.core.engines.base import EngineFlags
+from specbench_tui.core.engines.base import NON_SPECULATIVE_ALGORITHMS, EngineFlags
 from specbench_tui.core.engines.registry import get_profile
 from specbench_tui.core.errors import SweepError, SweepIssue, closest
 from specbench_tui.core.sweep.reader import sort_issues
@@ -254,6 +254,12 @@ class _RuleIndex:
 # ----------------------------------------------------------------------------------------- the builder
 
 
+ALGORITHM_LABELS = frozenset({"autoregressive", "dflash", "ddtree", "eagle", "eagle3", "ngram", "mtp", "standalone",
+                              "medusa", "lookahead", "suffix"})
+"""The ``algorithm`` labels the reports and charts know (their colours); a configuration may also use its flag's
+own name in lower case."""
+
+
 class _Planner:
     """Expands one sweep, collecting located issues."""
 
@@ -285,6 +291,9 @@ class _Planner:
             configs.extend(self._expand(spec, seen_names))
         self._check_ids(configs)
         self._check_baselines(configs)
+        from specbench_tui.core.sweep.context_fit import context_issues
+
+        self.issues.extend(context_issues(sweep, configs, self.engine.planned_reserved))
         from specbench_tui.core.measure_notes import plan_warnings
 
         self.notes.extend(plan_warnings(sweep, configs, self.engine))
@@ -385,7 +394,7 @@ class _Planner:
         if skip_reason is None and not self._fits_pool(spec, params, name, args, gpus_needed):
             return None
         algorithm_flag = self._algorithm_flag(spec, params, args)
-        if algorithm_flag is None:
+        if algorithm_flag is None or not self._label_ok(spec, algorithm_flag):
             return None
         tp = flags.parallel_size(args, "tp")
         dp = flags.parallel_size(args, "dp")
@@ -462,6 +471,8 @@ class _Planner:
         if not (algorithm_flag and which and flags.known_algorithms):
             return algorithm_flag
         declared = {s.algorithm.upper() for s in self.sweep.configs if s.algorithm}
+        if self._mislabelled(spec, params, algorithm_flag):
+            return None
         if not spec.fork_args and algorithm_flag.upper() not in flags.known_algorithms | declared:
             # SGLang's parser takes any string and fails at start-up; a fork registers its own names, which a
             # sweep declares by naming them as a configuration's algorithm (algorithm = "ddtree"), or by
@@ -482,6 +493,43 @@ class _Planner:
                 f"configs[{spec.index}] passes --{which} {algorithm_flag}, which {flags.name} "
                 f"{flags.release} does not ship: the server must be a build (a fork) that registers it")
         return algorithm_flag
+
+    def _label_ok(self, spec: ConfigSpec, algorithm_flag: str) -> bool:
+        """The configuration's ``algorithm`` label is one the tables and charts know, its own flag's name, or far
+        from every known one (a label of one's own, noted); a near miss (``ddtre``) is reported with the fix."""
+        label = spec.algorithm.lower()
+        known = ALGORITHM_LABELS | NON_SPECULATIVE_ALGORITHMS | {a.lower() for a in self.flags.known_algorithms}
+        if not label or label in known or label == algorithm_flag.lower():
+            return True
+        match = closest(label, sorted(known))
+        if match is None:
+            self.notes.append(f"configs[{spec.index}] algorithm = {spec.algorithm!r} is a label of this sweep's "
+                              "own: its tables and charts give it a colour of their own")
+            return True
+        self.error(("configs", spec.index, "algorithm"),
+                   f"algorithm = {spec.algorithm!r} is not an algorithm label specbench knows "
+                   f"({', '.join(sorted(ALGORITHM_LABELS))}, or the flag's own name)", f"did you mean '{match}'?")
+        return False
+
+    def _mislabelled(self, spec: ConfigSpec, params: dict[str, Scalar], algorithm_flag: str) -> bool:
+        """A flag the engine does not ship, which is not the configuration's own algorithm label but looks like a
+        misspelling of it or of a shipped one (``DDTRE`` beside ``algorithm = "ddtree"``): reported, with the
+        spelling it was likely meant to be, even under fork_args (the server would refuse it at start-up)."""
+        which = self.engine.algorithm_flag or ""
+        own = spec.algorithm.upper()
+        flag = algorithm_flag.upper()
+        if not own or flag == own or flag in self.flags.known_algorithms:
+            return False
+        match = closest(flag, sorted(self.flags.known_algorithms | {own}))
+        if match is None:
+            return False
+        origin = self._origin(spec, which)
+        shown = f"{origin[-1]} = {params[str(origin[-1])]!r}" if "matrix" in origin else f"--{which} {algorithm_flag}"
+        self.error(self._value_origin(spec, which, params),
+                   f"{shown} is not an algorithm of {self.flags.name} {self.flags.release} nor this "
+                   f"configuration's algorithm '{spec.algorithm}': the server would refuse it at start-up",
+                   f"did you mean '{match}'?")
+        return True
 
     def _baseline(self, spec: ConfigSpec, params: dict[str, Scalar], tp: int, dp: int) -> str | None:
         template = self.sweep.baseline
