@@ -35,6 +35,17 @@ def test_an_xid_is_named_and_taken_only_by_the_gpus_it_is_on() -> None:
     assert take_xid_cause(box, (2, 3)) is None  # taken once
 
 
+def test_the_kernel_logs_xid_lines_are_read_and_tied_to_their_gpu() -> None:
+    from specbench_tui.core.gpu_faults import kernel_xid_cause, kernel_xids
+
+    log = ("[ 12.5] NVRM: loading NVIDIA UNIX x86_64 Kernel Module\n"
+           "[812.1] NVRM: Xid (PCI:0000:38:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n")
+    assert kernel_xids(log) == [("0000:38:00", 79)]
+    buses = {"00000000:18:00.0": 0, "00000000:38:00.0": 1}
+    assert kernel_xid_cause("0000:38:00", 79, buses) == "Xid 79 on GPU 1 (fell off the bus)"
+    assert kernel_xid_cause("0000:99:00", 48, buses) == "Xid 48 on the GPU at PCI 0000:99:00 (double-bit ECC error)"
+
+
 @pytest.mark.e2e
 def test_an_xid_injected_during_a_configuration_becomes_its_crash_cause(tmp_path: Path) -> None:
     plan = plan_for(write_sweep(tmp_path, SWEEP, PROFILE))
@@ -72,7 +83,7 @@ def test_the_probe_says_cleanly_when_there_is_no_gpu() -> None:
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "gpu_probe.py"), "--faults"], capture_output=True,
                             text=True, timeout=120, cwd=ROOT)
     assert result.returncode == 0, result.stderr
-    assert "energy counter:" in result.stdout and "Xid events:" in result.stdout
+    assert "energy counter:" in result.stdout and "Xid events:" in result.stdout and "kernel log:" in result.stdout
     assert "Traceback" not in result.stderr
 
 

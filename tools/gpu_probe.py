@@ -34,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from specbench_tui.core.gpu_faults import kernel_xid_cause, kernel_xids  # noqa: E402
 from specbench_tui.engine import fingerprint  # noqa: E402
 from specbench_tui.engine.gpus.energy import read_energy_mj  # noqa: E402
 from specbench_tui.engine.gpus.faults import take_xid_cause  # noqa: E402
@@ -153,9 +154,24 @@ def faults_check(backend: GpuBackend, watch_s: float, record: Path | None, *, fa
     seen["xids"] = causes
     print(f"Xid events: {'; '.join(causes) if causes else 'none in ' + format(watch_s, 'g') + ' s'} "
           f"({seen['xid_registration']})")
+    seen["kernel_xids"] = kernel_log_xids(backend)
+    print(f"kernel log: {seen['kernel_xids']}" if isinstance(seen["kernel_xids"], str)
+          else "kernel log: " + ("; ".join(seen["kernel_xids"]) or "no NVRM: Xid line"))
     if record is not None:
         record.write_text(json.dumps(seen, indent=2) + "\n", encoding="utf-8")
         print(f"recorded in {record}")
+
+
+def kernel_log_xids(backend: GpuBackend) -> list[str] | str:
+    """The kernel log's ``NVRM: Xid`` lines as causes, or why the log cannot be read (it often needs root)."""
+    try:
+        result = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=10, errors="replace")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"not readable ({exc})"
+    if result.returncode != 0:
+        return f"not readable ({result.stderr.strip()[:200] or 'dmesg failed'}): the engine relies on NVML's events"
+    buses = {g.pci_bus_id: g.index for g in describe_backend(backend).gpus if g.pci_bus_id}
+    return [kernel_xid_cause(bus, code, buses) for bus, code in kernel_xids(result.stdout)]
 
 
 def hold_check(backend: GpuBackend, python: str, gpu: int, gib: float, release_timeout_s: float, *,

@@ -40,3 +40,24 @@ def xid_cause(code: int, gpu: int) -> str:
     """The crash cause an Xid on ``gpu`` gives its configuration."""
     meaning = XID_MEANINGS.get(code)
     return f"Xid {code} on GPU {gpu}" + (f" ({meaning})" if meaning else " (see NVIDIA's Xid catalogue)")
+
+
+def kernel_xids(text: str) -> list[tuple[str, int]]:
+    """The (PCI bus id, Xid) of every ``NVRM: Xid`` line of a kernel log (``dmesg``'s output)."""
+    return [(m.group("bus"), int(m.group("code"))) for m in KERNEL_XID.finditer(text)]
+
+
+def kernel_xid_cause(bus: str, code: int, gpus_by_bus: dict[str, int]) -> str:
+    """A kernel log's Xid as a cause: on the GPU whose PCI bus id it names, when known."""
+    gpu = next((index for known, index in gpus_by_bus.items() if _bus_device(known) == _bus_device(bus)), None)
+    if gpu is not None:
+        return xid_cause(code, gpu)
+    meaning = XID_MEANINGS.get(code)
+    return f"Xid {code} on the GPU at PCI {bus}" + (f" ({meaning})" if meaning else "")
+
+
+def _bus_device(pci: str) -> str:
+    """``BB:DD`` of a PCI address, whatever its domain's width and function (NVML: ``00000000:38:00.0``, the
+    kernel: ``0000:38:00``)."""
+    parts = pci.lower().split(":")
+    return ":".join(part.split(".")[0] for part in parts[-2:])
