@@ -121,7 +121,7 @@ class Printer:
         self._say(f"{name}: ready in {event.startup_s:.1f} s{context}")
 
     def _crash(self, name: str, event: CrashDetected) -> None:
-        self._say(f"{name}: CRASH {event.signature} (log line {event.log_line_number}): {event.line.strip()[:200]}")
+        self._say(f"{name}: CRASH {event.signature} (log line {event.log_line_number}): {event.shown_cause[:200]}")
         self.write("\n".join(f"    | {line[:300]}" for line in event.excerpt))
 
     def _workload_not_run(self, _: str, event: WorkloadNotRun) -> None:

@@ -175,6 +175,14 @@ class CrashDetected(Event):
     excerpt: tuple[str, ...]
     log_line_number: int | None = None
     complete: bool = True
+    cause: str = ""
+    """The crash's one cause, the same in every view (:func:`~specbench_tui.core.signatures.crash_cause`): the
+    traceback's exception line, or the signature's own line; read through :attr:`shown_cause`."""
+
+    @property
+    def shown_cause(self) -> str:
+        """The cause, for records written before ``cause`` was (their matched line)."""
+        return self.cause or self.line.strip()
 
 
 @dataclass(frozen=True)

@@ -177,6 +177,29 @@ def most_specific(matches: Iterable[SignatureMatch]) -> SignatureMatch | None:
     return best
 
 
+_EXCEPTION_LINE = re.compile(r"^(?:\[[^\]]*\]\s*)?(?:[\w.]+:\s+)?((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Interrupt): \S.*)$")
+"""A traceback's closing line (``ValueError: Unknown speculative algorithm name: DDTRE``), bare or behind a log
+prefix; the exception's name and message are the group."""
+
+ANNOUNCING_SIGNATURES = frozenset({"python_traceback", "scheduler_exception", "subprocess_crashed",
+                                   "sigquit_from_child", "scheduler_died_at_init", "initialization_failed"})
+"""Signatures that announce a crash without saying why: their cause is the traceback's exception line."""
+
+
+def crash_cause(signature_name: str, line: str, excerpt: Iterable[str] = ()) -> str:
+    """The one cause every view shows for a crash: the signature's own line, or, for a signature that only
+    announces the crash (``Traceback (most recent call last):``), the last ``Error:`` / ``Exception:`` line of
+    the excerpt (the traceback's closing line), falling back to the signature's line when there is none."""
+    own = line.strip()
+    if signature_name not in ANNOUNCING_SIGNATURES:
+        return own
+    for text in reversed(list(excerpt)):
+        found = _EXCEPTION_LINE.match(text.strip())
+        if found:
+            return found.group(1).strip()
+    return own
+
+
 _ERROR = re.compile(r"\b(?:ERROR|CRITICAL)\b|(?:Error|Exception)\b|\berror:")
 _WARNING = re.compile(r"\bWARN(?:ING)?\b|Warning\b|\bwarning\b|deprecated")
 

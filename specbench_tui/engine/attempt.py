@@ -531,6 +531,6 @@ class Attempt:
 
 
 async def final_reason(server: ServerProcess, reason: str | None) -> str | None:
-    """The crash's final signature and line (after its trailing lines), else ``reason`` as it was."""
+    """The crash's final signature and its one cause (after its trailing lines), else ``reason`` as it was."""
     crash = await server.crash_report()
-    return f"{crash.signature}: {crash.line.strip()[:300]}" if crash is not None else reason
+    return f"{crash.signature}: {crash.shown_cause[:300]}" if crash is not None else reason

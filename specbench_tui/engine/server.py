@@ -48,6 +48,7 @@ from specbench_tui.core.signatures import (
     LEVEL_FATAL,
     SignatureMatch,
     SignatureSet,
+    crash_cause,
     last_lines,
     lines_holding,
     lines_touched,
@@ -495,7 +496,8 @@ class ServerProcess:
         self.mark_dead(Death(DEATH_CRASH, f"crash signature {match.name}: {text.strip()[:300]}", match.name))
         self._publish(CrashDetected(config_id=self.config_id, signature=match.name, line=text,
                                     excerpt=tuple(t for _, t in self._crash_excerpt), log_line_number=number,
-                                    complete=False, ts=self._crash_detected_at))
+                                    complete=False, ts=self._crash_detected_at,
+                                    cause=crash_cause(match.name, text, [t for _, t in self._crash_excerpt])))
         asyncio.get_running_loop().call_later(self._excerpt_wait_s, self._finish_crash)
 
     def _finish_crash(self) -> None:
@@ -508,7 +510,8 @@ class ServerProcess:
         excerpt = tuple(text for number, text in self._crash_excerpt if number <= max(last, best_line))
         self.crash = CrashDetected(config_id=self.config_id, signature=best.name, line=best.line,
                                    excerpt=excerpt[-(self._excerpt_before + self._excerpt_after + 8):],
-                                   log_line_number=best_line, ts=self._crash_detected_at)
+                                   log_line_number=best_line, ts=self._crash_detected_at,
+                                   cause=crash_cause(best.name, best.line, excerpt))
         self._crash_done.set()
         self._publish(self.crash)
 
