@@ -32,7 +32,7 @@ def add_commands(commands: Any) -> None:
         "attach", help="open the TUI on a running sweep (started by specbench run)",
         description="Open the TUI on the engine of a running sweep. q asks: detach (the sweep goes on) or "
                     "stop the sweep. Several terminals may attach at once; each sees the others' actions.")
-    _run_arguments(attach, "latest")
+    _run_arguments(attach, LIVE_DEFAULT)
     attach.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
     attach.add_argument("--theme", help="theme name (see themes/)")
     attach.add_argument("--read-only", action="store_true", help=argparse.SUPPRESS)
@@ -56,7 +56,7 @@ def add_commands(commands: Any) -> None:
         description="Serve RUN's TUI over HTTP for a browser: each tab is a client of the running engine. "
                     "Bound to 127.0.0.1 (reach it with ssh -L PORT:127.0.0.1:PORT); the URL printed carries a "
                     "random token, required for every connection. Read-only unless --control.")
-    _run_arguments(serve)
+    _run_arguments(serve, LIVE_DEFAULT)
     serve.add_argument("--port", type=int, default=None,
                        help="port to listen on (default 8765, or the next free one, said; 0 picks any; a port "
                             "given and taken is an error)")
@@ -119,6 +119,14 @@ def resolve_run(text: str | None, args: argparse.Namespace | None = None) -> Pat
 
     runs_dir = Path(getattr(args, "runs_dir", None) or DEFAULT_RUNS_DIR)
     live = bool(getattr(args, "live", False))
+    if text == LIVE_DEFAULT:  # attach / serve with no run named: the newest sweep a live engine runs
+        try:
+            found = find_run("latest", runs_dir, live=True).path.resolve()
+        except RunNotFound as exc:
+            print(f"specbench: {exc}", file=sys.stderr)
+            return None
+        print(f"specbench: the newest live sweep: {found}", file=sys.stderr)
+        return found
     if not is_latest(text):
         path = Path(str(text)).expanduser()
         if path.is_dir():
@@ -134,6 +142,11 @@ def resolve_run(text: str | None, args: argparse.Namespace | None = None) -> Pat
     except RunNotFound as exc:
         print(f"specbench: {exc}", file=sys.stderr)
         return None
+
+
+LIVE_DEFAULT = "the newest live sweep"
+"""What ``attach`` and ``serve`` take when no run is named: ``latest`` with ``--live`` (a running sweep, as the
+README promises), said when it is found and when there is none."""
 
 
 def _run_arguments(parser: Any, default: str | None = None) -> None:

@@ -57,7 +57,7 @@ from specbench_tui.core.plan import Plan
 from specbench_tui.core.records import ERROR_KIND_CRASH, STATUS_OK
 from specbench_tui.core.results import CellRow
 from specbench_tui.engine.ending import EXIT_INTERRUPTED
-from specbench_tui.application.host import OwnedRun, StopSignals, live_signals
+from specbench_tui.application.host import Ending, OwnedRun, StopSignals, live_signals
 from specbench_tui.application.session import RunRequest
 from specbench_tui.rundir.store import StoreError
 
@@ -260,6 +260,17 @@ def run_headless(request: RunRequest, out: TextIO = sys.stdout) -> int:
         return EXIT_INTERRUPTED
 
 
+def record_end(owned: OwnedRun, ending: Ending) -> Ending:
+    """How the run ended, in its metadata as a detached engine writes it (``ended``, ``exit_code``, ``state``,
+    ``ending``, ``failure``): ``attach``, ``serve``, ``stop`` and ``ps`` then read an ended sweep, not a crashed
+    engine (issue 46, point 3)."""
+    outcome = ending.outcome
+    with contextlib.suppress(Exception):  # the run is over either way; a metadata write must not hide its end
+        owned.run_dir.update_meta(exit_code=int(ending.code), ended=time.time(), state=outcome.state,
+                                  ending=ending.line, failure=outcome.failure)
+    return ending
+
+
 async def _run(owned: OwnedRun, out: TextIO) -> int:
     orchestrator = owned.orchestrator()
     plan_json = owned.plan.to_json()  # once: a plan of 10,000 points takes a while to write out
@@ -280,9 +291,10 @@ async def _run(owned: OwnedRun, out: TextIO) -> int:
         finally:
             owned.release()
         if outcome.failure == "preflight":
-            return owned.end(outcome).code
+            return record_end(owned, owned.end(outcome)).code
         printer.write("")
-        ending = owned.end(outcome, hangup=stop.hung_up, plan_json=plan_json)  # aborted only by those signals
+        # aborted only by those signals
+        ending = record_end(owned, owned.end(outcome, hangup=stop.hung_up, plan_json=plan_json))
         if ending.table is not None:
             printer.write(ending.table)
             if ending.left_out_line:
