@@ -260,7 +260,7 @@ def test_a_second_resume_of_a_run_directory_is_refused_naming_the_owner_and_writ
         assert second.returncode == 2, second.stdout + second.stderr
         message = second.stderr
         assert f"pid {owner.pid}" in message and socket.gethostname() in message and "started" in message
-        assert f"kill -INT {owner.pid}" in message and "events.jsonl" in message
+        assert f"kill -INT {owner.pid}" in message and f"specbench logs {run_dir} --follow" in message
         assert after == before, "the refused resume wrote nothing"
         assert took < 30  # at once (Python starting: seconds on a loaded box); one that waited for the lock hangs
         assert not [p for p in marked(marker) if p not in _tree_of(owner.pid)], "it launched nothing"

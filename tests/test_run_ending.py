@@ -41,3 +41,16 @@ def test_a_foreground_headless_run_records_its_end_and_attach_reads_it(tmp_path:
         assert f"the newest run is {run_dir.resolve()}" in plain.stderr or f"the newest run is {run_dir}" in \
             plain.stderr, plain.stderr
         assert "gone without finishing" not in plain.stderr
+
+
+def test_a_refused_second_owner_is_told_the_campaign_commands(tmp_path: Path) -> None:
+    from specbench_tui.rundir.lock import describe_owner
+
+    owner = {"pid": 4242, "host": "here", "user": "me", "started": 0, "argv": ["specbench", "run"]}
+    foreground = describe_owner(tmp_path, owner)
+    assert f"specbench logs {tmp_path} --follow" in foreground and "kill -INT 4242" in foreground
+    assert "tail -f" not in foreground
+    (tmp_path / "engine.sock").touch()  # a detached engine: attach and stop reach it
+    detached = describe_owner(tmp_path, owner)
+    assert f"specbench attach {tmp_path}" in detached and f"specbench stop {tmp_path}" in detached
+    assert "tail -f" not in detached and "kill -INT" not in detached

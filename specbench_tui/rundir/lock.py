@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specbench_tui.rundir.store import EVENTS, OWNER_LOCK, StoreError, open_regular, read_regular
+from specbench_tui.rundir.store import ENGINE_SOCKET, OWNER_LOCK, StoreError, open_regular, read_regular
 
 LOCK_NAME = OWNER_LOCK
 NOTE_LIMIT = 64 << 10
@@ -53,10 +53,14 @@ def describe_owner(path: Path, owner: dict[str, Any]) -> str:
     command = " ".join(str(a) for a in owner.get("argv") or ()) or "specbench"
     here = host == socket.gethostname()
     where = "" if here else f" on {host}"
-    return (f"{path} is already being run by another specbench: pid {pid} on {host}, user {user}, "
-            f"started {when} ({command}). Only one specbench may own a run directory. "
-            f"Watch it with: tail -f {path / EVENTS}   "
-            f"Stop it with: kill -INT {pid}{where} (it stops cleanly), then resume it here")
+    head = (f"{path} is already being run by another specbench: pid {pid} on {host}, user {user}, "
+            f"started {when} ({command}). Only one specbench may own a run directory. ")
+    if (path / ENGINE_SOCKET).exists():  # a detached engine: the campaign commands reach it
+        return (head + f"Watch it with: specbench attach {path}   Stop it with: specbench stop {path} (it stops "
+                "cleanly), then resume it here")
+    # a foreground run (--headless or --foreground) has no control socket: its events file and its signal
+    return (head + f"Watch it with: specbench logs {path} --follow   Stop it with: Ctrl-C in its terminal or "
+            f"kill -INT {pid}{where} (it stops cleanly), then resume it here")
 
 
 @dataclass
