@@ -20,7 +20,8 @@ process's CPU time over the round ÷ its events: on the simulator the judged fig
 with the events a second one core can take), the connections ours opened, and the load.
 
 Then, on the simulator, **128K-token prompts**: 8 requests in flight, each with a 128,000-token prompt, against a
-131,072 context: ours must not collapse (tok/s ≥ 0.9x the same point with short prompts).
+131,072 context: ours must not collapse (tok/s ≥ 0.9x the raw client's at the same point: the server's prefill of
+those prompts bounds both).
 
     .venv/bin/python bench/bench_client.py [--server sim|llamacpp] [--concurrency 1,8,64,256] [--tokens 64]
                                            [--repeats 2] [--no-long]
@@ -157,7 +158,8 @@ def _row(c: int, who: str, f: Figures, extra: str = "") -> str:
 
 
 async def level(target: Target, c: int, tokens: int, repeats: int, tap: bool, failures: list[str],
-                against: AgainstWire, prompt_tokens: int = 40, label: str = "") -> Figures:
+                against: AgainstWire, prompt_tokens: int = 40, label: str = "") -> tuple[Figures, Figures]:
+    """One concurrency's rounds; (ours, the raw client), medians over the rounds."""
     count = REQUESTS.get(c, 2 * c)
     if prompt_tokens > 1000:
         count = 2 * c
@@ -171,7 +173,7 @@ async def level(target: Target, c: int, tokens: int, repeats: int, tap: bool, fa
             client = ServerClient(target.url, target.profile, request_timeout_s=600.0)
             since = time.monotonic()
             try:
-                with WireTap(target.port) if tap else _Nothing() as wire:
+                with WireTap(target.port) if tap else contextlib.nullcontext() as wire:
                     if who == "ours":
                         results, cpu = await ours(target, client, texts, tokens, c)
                         mine.append(our_figures(results, tokens, cpu))
@@ -180,7 +182,7 @@ async def level(target: Target, c: int, tokens: int, repeats: int, tap: bool, fa
                     else:
                         capacity.append(await raw(target, texts, c, tokens))
                         print(_row(c, "raw", capacity[-1], label))
-                if tap and who == "ours":
+                if wire is not None and who == "ours":
                     ours_times, wire_times = pair(results, wire.requests(), since)
                     paired.append(figures(ours_times, tokens))
                     truth.append(figures(wire_times, tokens))
@@ -207,7 +209,7 @@ async def level(target: Target, c: int, tokens: int, repeats: int, tap: bool, fa
         w, o = med(truth), med(paired)  # ours over the same requests the wire saw (a dropped segment drops a pair)
         if not against.add(name, str(c) + label, o, w):
             failures.append(f"{name}: ours against the wire (see its three lines)")
-    return o
+    return o, r
 
 
 def _median_figures(sides: list[Figures]) -> Figures:
@@ -220,14 +222,6 @@ def _median_figures(sides: list[Figures]) -> Figures:
                    int(statistics.median(f.events for f in sides)))
 
 
-class _Nothing:
-    def __enter__(self) -> _Nothing:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-
 async def measure(server: str, levels: list[int], tokens: int, repeats: int, long: bool,
                   failures: list[str]) -> None:
     why_not = available()
@@ -238,20 +232,19 @@ async def measure(server: str, levels: list[int], tokens: int, repeats: int, lon
         print(f"wire truth: {'the loopback packet sniffer' if tap else f'not measured ({why_not})'}; "
               f"{target.name}; {tokens} tokens per answer; {load()}")
         print(header)
-        short: dict[int, Figures] = {}
         against = AgainstWire(target.name)
         for c in levels:
-            short[c] = await level(target, c, tokens, repeats, tap, failures, against)
+            await level(target, c, tokens, repeats, tap, failures, against)
         if long and server == "sim":
-            c = 8
-            f = await level(target, c, tokens, 1, tap, failures, against, LONG_PROMPT_TOKENS, " 128K prompts")
-            base = short.get(c)
-            if base is not None:
-                ok = f.tok_s >= 0.9 * base.tok_s
-                figure(f"simulator c={c}: tok/s with 128K-token prompts / short prompts ({f.tok_s:.0f} / "
-                       f"{base.tok_s:.0f}; {load()})", f"{f.tok_s / base.tok_s:.3f}", ">= 0.9", ok)
-                if not ok:
-                    failures.append("128K prompts collapse the client's throughput")
+            f, capacity = await level(target, 8, tokens, 1, tap, failures, against, LONG_PROMPT_TOKENS,
+                                      " 128K prompts")
+            # The server's own prefill of 16 x 128K tokens bounds both clients alike: judged against the raw
+            # client's capacity at the same point, not against short prompts
+            ok = f.tok_s >= 0.9 * capacity.tok_s
+            figure(f"simulator c=8: tok/s with 128K-token prompts, ours / raw client ({f.tok_s:.0f} / "
+                   f"{capacity.tok_s:.0f}; {load()})", f"{f.tok_s / capacity.tok_s:.3f}", ">= 0.9", ok)
+            if not ok:
+                failures.append("128K prompts collapse the client's throughput")
         against.summary()
 
 

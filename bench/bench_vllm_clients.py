@@ -327,17 +327,18 @@ async def _raw(port: int, texts: list[str], tokens: int, concurrency: int) -> Si
 
 async def _round(level: Level, session: Session, workload: Workload, texts: list[str], prompts: Path, who: str,
                  round_: int, tap: bool) -> tuple[Side, Side | None]:
-    """One client's round at one concurrency; with the wire's figures for ours when the sniffer can run."""
+    """One client's round at one concurrency; with the wire's figures for ours when the sniffer can run (it runs
+    beside every client's rounds alike: its CPU is on the same cores)."""
     c, count = level.concurrency, len(texts)
-    if who == "vLLM":
-        return await asyncio.to_thread(theirs, level.paths, level.port, prompts, level.tokens, c, count, level.work,
-                                       round_), None
-    if who == "raw":
-        return await _raw(level.port, texts, level.tokens, c), None
-    if not tap:
-        return await ours(session, workload, c, count), None
-    with _wire.WireTap(level.port) as wire:
+    with _wire.WireTap(level.port) if tap else contextlib.nullcontext() as wire:  # every client beside the sniffer
+        if who == "vLLM":
+            return await asyncio.to_thread(theirs, level.paths, level.port, prompts, level.tokens, c, count,
+                                           level.work, round_), None
+        if who == "raw":
+            return await _raw(level.port, texts, level.tokens, c), None
         side = await ours(session, workload, c, count)
+    if wire is None:
+        return side, None
     measured = sorted(wire.requests(), key=lambda r: r.sent)[-count:]  # the warm-up's requests came first
     return side, _from_wire(_wire.wire_figures(measured, level.tokens, 0.0))
 
@@ -376,7 +377,8 @@ async def compare_level(level: Level, session: Session, workload: Workload, text
     med = {who: {key: _med(got, key) for key in ("tok_s", "ttft_ms", "tpot_ms", "cpu_ms")}
            for who, got in sides.items() if got}
     ours_, theirs_, raw_ = med["ours"], med["vLLM"], med["raw"]
-    print(f"    CPU per request: ours {_fmt(ours_['cpu_ms'])} ms, vLLM's client {_fmt(theirs_['cpu_ms'])} ms, "
+    print(f"    CPU per request: ours {_fmt(ours_['cpu_ms'])} ms, vLLM's client {_fmt(theirs_['cpu_ms'])} ms "
+          "(its process, start-up included), "
           f"raw {_fmt(raw_['cpu_ms'])} ms; {load()}")
     ratio = (ours_["tok_s"] or 0) / (theirs_["tok_s"] or 1)
     floor = 1.0 if c < 64 else 0.95
@@ -396,9 +398,9 @@ async def compare_level(level: Level, session: Session, workload: Workload, text
     if "wire" not in med:
         print(f"FIGURE|real vLLM c={c}: ours against the wire: not measured ({_wire.available()})|-|-|info")
         return
-    wire = med["wire"]
+    wire_ = med["wire"]
     as_figures = {who: _wire.Figures(count, got["tok_s"] or 0.0, got["ttft_ms"] or 0.0, got["tpot_ms"], 0)
-                  for who, got in (("ours", ours_), ("wire", wire))}
+                  for who, got in (("ours", ours_), ("wire", wire_))}
     if not against.add(f"real vLLM c={c}", str(c), as_figures["ours"], as_figures["wire"]):
         failures.append(f"real vLLM c={c}: ours against the wire (see its three lines)")
 

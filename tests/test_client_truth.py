@@ -102,9 +102,9 @@ class _Lines:
     def status(self, code: int) -> None:
         self.code = code
 
-    def line(self, line: str, at: float) -> bool:
-        self.lines.append(line)
-        return line == "data: [DONE]"
+    def line(self, line: bytes, at: float) -> bool:
+        self.lines.append(line.decode())
+        return line == b"data: [DONE]"
 
     def error_body(self, head: bytes) -> None:
         self.body = head

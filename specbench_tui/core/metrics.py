@@ -20,11 +20,12 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Chunk:
-    """One streamed payload: when it arrived (monotonic seconds) and the cumulative completion tokens."""
+class Chunk(NamedTuple):
+    """One streamed payload: when it arrived (monotonic seconds) and the cumulative completion tokens. A named
+    tuple: one is made per server-sent event, and a tuple is made in a third of a frozen dataclass's time."""
 
     at: float
     completion_tokens: int

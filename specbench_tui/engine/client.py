@@ -33,11 +33,12 @@ import time
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import orjson
 
 from specbench_tui.core.engines.base import STREAM_OPENAI, EngineProfile
 from specbench_tui.core.logparse import parse_prometheus
@@ -94,16 +95,22 @@ def _error_text(payload: Any) -> str:
     return str(error)
 
 
-def _decode_payload(data: str, result: GenerateResult) -> dict[str, Any] | None:
+def _decode_payload(data: bytes, result: GenerateResult) -> dict[str, Any] | None:
     """One SSE payload as a JSON object (both wire formats). None when there is nothing to take: JSON that is
     not an object (skipped), or an unreadable or ``{"error": ...}`` payload, recorded in ``result`` (then
-    ``result.error`` is set and the stream is over for us)."""
+    ``result.error`` is set and the stream is over for us). orjson parses the bytes as they came (a third of the
+    standard library's time per event); what it refuses and Python's JSON takes (NaN, integers past 64 bits,
+    invalid UTF-8 read as U+FFFD) is parsed again by the standard library."""
     try:
-        payload = json.loads(data)
-    except ValueError:
-        result.error_kind = ERROR_PROTOCOL
-        result.error = f"unreadable stream payload: {data[:200]!r}"
-        return None
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        text = data.decode("utf-8", errors="replace")
+        try:
+            payload = json.loads(text)
+        except ValueError:
+            result.error_kind = ERROR_PROTOCOL
+            result.error = f"unreadable stream payload: {text[:200]!r}"
+            return None
     if not isinstance(payload, dict):
         return None
     if "error" in payload:
@@ -351,10 +358,10 @@ class ServerClient:
         try:
             if self._pool is not None:
                 payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-                await asyncio.wait_for(self._pool.post(self._path_prefix + self.profile.generate_path, payload,
-                                                       reader), timeout=self.request_timeout_s)
+                await _within(self._pool.post(self._path_prefix + self.profile.generate_path, payload, reader),
+                              self.request_timeout_s)
             else:
-                await asyncio.wait_for(self._stream(body, reader), timeout=self.request_timeout_s)
+                await _within(self._stream(body, reader), self.request_timeout_s)
             reader.ended()
         except asyncio.TimeoutError:
             result.error_kind = ERROR_TIMEOUT
@@ -406,9 +413,20 @@ class ServerClient:
                 reader.error_body(await _read_head(response))
                 return
             async for line in _sse_lines(response):
-                if reader.line(line, time.monotonic()):
+                if reader.line(line.encode("utf-8", errors="surrogateescape"), time.monotonic()):
                     return
                 reader.progress()
+
+
+async def _within(work: Coroutine[Any, Any, None], timeout_s: float) -> None:
+    """Await ``work`` for at most ``timeout_s`` (``asyncio.TimeoutError`` past it). Python 3.11's ``asyncio.timeout``
+    runs it in this task; ``wait_for`` would wrap every request in a task of its own."""
+    limit = getattr(asyncio, "timeout", None)
+    if limit is None:  # Python 3.10
+        await asyncio.wait_for(work, timeout_s)
+        return
+    async with limit(timeout_s):
+        await work
 
 
 def _proxied(host: str) -> bool:
@@ -456,15 +474,15 @@ class _Reader:
         result.error = f"HTTP {result.http_status}: {message}"[:2000]
         self._answered = True
 
-    def line(self, line: str, at: float) -> bool:
+    def line(self, line: bytes, at: float) -> bool:
         # When the line's last bytes reached the socket (kernel stamp), else when we read them; never before an
         # earlier line of the same answer (an answer's times stay in order: its end never before its first token).
-        if not line.startswith("data:"):
+        if not line.startswith(b"data:"):
             return False
         result = self.result
         now = self._last = max(self._last, at)
         data = line[5:].strip()
-        if data == "[DONE]":
+        if data == b"[DONE]":
             result.end = now
             result.done = self._answered = True
             return True

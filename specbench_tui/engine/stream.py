@@ -88,9 +88,10 @@ class Consumer(Protocol):
     def status(self, code: int) -> None:
         """The answer's status line arrived."""
 
-    def line(self, line: str, at: float) -> bool:
-        """One non-empty SSE line of a 200 answer, its bytes' arrival at ``at`` (monotonic); True once the answer
-        is complete for the measurement (``[DONE]`` or an error payload): later lines are not handed over."""
+    def line(self, line: bytes, at: float) -> bool:
+        """One non-empty SSE line of a 200 answer (its bytes, undecoded: a JSON parser takes them as they are),
+        its arrival at ``at`` (monotonic); True once the answer is complete for the measurement (``[DONE]`` or an
+        error payload): later lines are not handed over."""
 
     def error_body(self, head: bytes) -> None:
         """A non-200 answer's body, at most ``max_error_body`` bytes of it."""
@@ -378,7 +379,7 @@ class _Connection:
                 pending += piece
                 piece = bytes(pending)
                 pending.clear()
-            if piece and consumer.line(piece.decode("utf-8", errors="replace"), at):  # empty: an event's end
+            if piece and consumer.line(piece, at):  # empty: an event's end
                 self._answered = True
                 self._wake()
                 return
@@ -400,7 +401,7 @@ class _Connection:
             self._answer_error_body()
         elif not self._answered and self._line and consumer is not None:
             line, self._line = bytes(self._line), bytearray()
-            consumer.line(line.decode("utf-8", errors="replace"), time.monotonic())
+            consumer.line(line, time.monotonic())
         self._answered = True
         self._wake()
         if self._retire is not None:
