@@ -198,3 +198,17 @@ def test_a_connection_handed_on_before_its_last_request_resumed_keeps_the_next_r
         results = asyncio.run(run(sim.url))
     assert [r.error for r in results if not r.ok] == []
     assert len(results) == 160 and all(r.completion_tokens == 32 for r in results)
+
+
+def test_an_event_orjson_refuses_is_parsed_as_python_would_and_junk_is_a_protocol_error() -> None:
+    from specbench_tui.engine.client import ERROR_PROTOCOL, _decode_payload
+
+    def result() -> GenerateResult:
+        return GenerateResult(rid="r", started_at=0.0, start=0.0)
+
+    assert _decode_payload(b'{"text": "a\xe2\x80\xa8b", "n": 1}', result()) == {"text": "a\u2028b", "n": 1}
+    assert _decode_payload(b'{"n": NaN, "big": 123456789012345678901234567890}', result()) is not None
+    assert _decode_payload(b'{"text": "\xff\xfe"}', result()) == {"text": "\ufffd\ufffd"}  # as decoded with replace
+    bad = result()
+    assert _decode_payload(b'{"text": "Hel', bad) is None
+    assert bad.error_kind == ERROR_PROTOCOL and "unreadable stream payload" in (bad.error or "")
