@@ -97,13 +97,18 @@ def _color(index: int) -> str:
 # ---------------------------------------------------------------------------------------------- marks
 
 
+MARK_STEP_PT = 16
+"""Points between two reasons at one x: a 7-pt rotated line of text with its white box (pad 0.4 of the font size on
+each side) is about 14 pt wide, so two at one TP never cover each other."""
+
+
 def _mark_missing(ax: Axes, x: float, why: str, index: int = 0) -> None:
     """A point without a value: a dotted red line through the whole plot at its x, a × above the plot and the
     reason along the line; nothing at any y value (never a 0 on the y axis)."""
     ax.axvline(x, color=MISSING_COLOR, linestyle=(0, (1, 3)), linewidth=1.0, zorder=1)
     ax.plot([x], [1.0], marker="x", color=MISSING_COLOR, markersize=7, markeredgewidth=1.6,
             transform=ax.get_xaxis_transform(), clip_on=False, zorder=5)
-    ax.annotate(why, xy=(x, 0.5), xycoords=ax.get_xaxis_transform(), xytext=(7 + 10 * index, 0),
+    ax.annotate(why, xy=(x, 0.5), xycoords=ax.get_xaxis_transform(), xytext=(7 + MARK_STEP_PT * index, 0),
                 textcoords="offset points", rotation=90, fontsize=7, color=MISSING_COLOR, ha="center",
                 va="center", bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.4, "alpha": 0.85})
 
@@ -121,10 +126,36 @@ def _lines(ax: Axes, lines: Sequence[Line], colors: dict[str, str] | None = None
             marked[x] = marked.get(x, 0) + 1
 
 
+CROWDED = 0.09
+"""Two ticks closer than this share of the axis (budgets 15 and 16 on a log axis from 8 to 32) get their labels on
+two rows, so they never print as one number ("1516")."""
+
+
+TICK_PAD = 3.5
+"""matplotlib's default tick label pad (points); a label one row lower is 12 points further (a 10-point label)."""
+
+
+def staggered(positions: Sequence[float]) -> list[int]:
+    """The row of each tick's label: a crowded one a row lower than its left neighbour's (16 under 15)."""
+    span = (max(positions) - min(positions)) if positions else 0.0
+    rows: list[int] = []
+    last_row: dict[int, float] = {}
+    for pos in positions:
+        row = 0
+        while row in last_row and span > 0 and (pos - last_row[row]) / span < CROWDED and row < 2:
+            row += 1
+        last_row[row] = pos
+        rows.append(row)
+    return rows
+
+
 def _pow2_axis(ax: Axes, values: Sequence[float], label: str) -> None:
     ax.set_xscale("log", base=2)
-    ticks = sorted(set(values))
+    ticks = sorted(v for v in set(values) if v > 0)
     ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
+    for tick, row in zip(ax.xaxis.get_major_ticks(), staggered([math.log2(v) for v in ticks])):
+        if row:
+            tick.set_pad(TICK_PAD + row * 12.0)
     ax.minorticks_off()
     ax.set_xlabel(label)
     if len(ticks) == 1:
@@ -146,9 +177,14 @@ def _whiskers(ax: Axes, bar: Bar, y: float) -> list[list[float]]:
             [(bar.high if bar.high is not None else bar.value) - bar.value]]
 
 
-def _bar_panel(ax: Axes, panel: BarPanel, metric: str, colors: Sequence[str]) -> None:
+def _panels_top(panels: Sequence[BarPanel]) -> float:
+    """The right end of the longest drawn bar (with its whisker) over every panel: one x-scale for all of them."""
+    rights = [b.right for p in panels for b in p.bars if b.drawn]
+    return max(rights) if rights else 1.0
+
+
+def _bar_panel(ax: Axes, panel: BarPanel, metric: str, colors: Sequence[str], top: float) -> None:
     n = len(panel.bars)
-    top = max(b.right for b in panel.bars if b.drawn) if any(b.drawn for b in panel.bars) else 1
     for i, bar in enumerate(panel.bars):
         y = n - 1 - i
         if not bar.drawn or bar.value is None:
@@ -181,8 +217,9 @@ def _draw_bars(analysis: RunAnalysis, metric: str, panels: Sequence[BarPanel]) -
         names = [b.config for b in panels[0].bars]
         colors = [ALGORITHM_COLORS.get(by_id[b.config_id].algorithm, _color(i)) for i, b in
                   enumerate(panels[0].bars)]
+        top = _panels_top(panels)  # the panels share one x-scale: a bar's length compares across workloads
         for ax, panel in zip(axes, panels):
-            _bar_panel(ax, panel, metric, colors)
+            _bar_panel(ax, panel, metric, colors, top)
         axes[0].set_yticks(range(len(names)), list(reversed(names)))
 
     return draw
@@ -336,6 +373,35 @@ def cell_pareto_figure(analysis: RunAnalysis) -> FigureSpec | None:
     return FigureSpec("pareto-ttft-vs-tps", title, caption, (10.5, 0.9 + 3.3 * rows), draw)
 
 
+THIN_DRAFTS = 2
+"""A conditional acceptance resting on this many verify steps or fewer that reached its position is drawn hollow on a
+dotted line, never with the solid line of the well-measured positions (k = 1 rests on every step)."""
+
+
+def _reached(analysis: RunAnalysis, config_id: str, workload: str) -> list[int]:
+    """Verify steps that reached each draft position 1..depth (the histogram's tail sums)."""
+    cell = analysis.acceptance.cell(config_id, workload) if analysis.acceptance is not None else None
+    histogram = list(cell.histogram) if cell is not None else []
+    return [sum(histogram[k - 1:]) for k in range(1, len(histogram))]
+
+
+def _position_lines(ax: Axes, lines: Sequence[Line], reached: dict[str, list[int]]) -> None:
+    """Each configuration's line: solid over the positions enough steps reached, hollow markers on a dotted line
+    from there over those that rest on :data:`THIN_DRAFTS` steps or fewer."""
+    for index, line in enumerate(lines):
+        color = _color(index)
+        support = reached.get(line.label, [])
+        thin = [i for i, (k, _) in enumerate(line.points) if 0 < k <= len(support) and support[int(k) - 1] <= THIN_DRAFTS]
+        cut = thin[0] if thin else len(line.points)
+        solid = [(x, math.nan if y is None else y) for x, y in line.points[:cut]]
+        ax.plot([x for x, _ in solid], [y for _, y in solid], marker="o", color=color, label=line.label)
+        if thin:
+            tail = [(x, math.nan if y is None else y) for x, y in line.points[max(0, cut - 1):]]
+            ax.plot([x for x, _ in tail], [y for _, y in tail], linestyle=":", color=color, linewidth=1.0)
+            ax.plot([x for x, _ in line.points[cut:]], [math.nan if y is None else y for _, y in line.points[cut:]],
+                    linestyle="none", marker="o", markerfacecolor="white", markeredgecolor=color)
+
+
 def position_figure(analysis: RunAnalysis) -> FigureSpec | None:
     load_names = {w.name for w in analysis.load.workloads} if analysis.load is not None else set()
     data = {w.name: position_lines(analysis, w.name) for w in analysis.workloads if w.name not in load_names}
@@ -346,11 +412,13 @@ def position_figure(analysis: RunAnalysis) -> FigureSpec | None:
     rows = math.ceil(len(workloads) / cols)
     absent = list(dict.fromkeys(a for w in workloads for a in data[w][1]))
 
+    ids = {c.name: c.id for c in analysis.configs}
+
     def draw(fig: Figure) -> None:
         axes = fig.subplots(rows, cols, squeeze=False).flatten()
         for ax, workload in zip(axes, workloads):
             lines = data[workload][0]
-            _lines(ax, lines)
+            _position_lines(ax, lines, {name: _reached(analysis, cid, workload) for name, cid in ids.items()})
             ax.set_xticks(sorted({x for line in lines for x, _ in line.points}))
             ax.set_ylim(0, 1.05)
             ax.set_title(workload)
@@ -364,7 +432,8 @@ def position_figure(analysis: RunAnalysis) -> FigureSpec | None:
 
     title = "Conditional acceptance by draft position"
     caption = (f"{title}: per speculative configuration and workload, the chance that draft k is accepted when "
-               "drafts 1..k-1 were, from the server's histogram of accepted drafts per verify step. "
+               "drafts 1..k-1 were, from the server's histogram of accepted drafts per verify step. Hollow points "
+               f"on a dotted line rest on {THIN_DRAFTS} verify steps or fewer that reached the position. "
                "Configurations without a histogram are named under the panels.")
     return FigureSpec("acceptance-by-position", title, caption, (10.5, 0.9 + 3.3 * rows), draw)
 
