@@ -83,13 +83,3 @@ def test_thin_positions_are_hollow_on_a_dotted_line(specs: dict[str, FigureSpec]
                         and line.get_markeredgecolor() == solid.get_color() for x in line.get_xdata()}
             assert not hollow_x & set(solid.get_xdata()), solid.get_label()
 
-
-def test_html_table_headers_break_only_between_words() -> None:
-    import re
-
-    from specbench_tui.report.html import CSS
-
-    rules = {m.group(1).strip(): m.group(2) for m in re.finditer(r"([^{}]+)\{([^}]*)\}", CSS)}
-    th = rules["th"]
-    # 'th, td' may let long cell values wrap anywhere; a header ("TP", "budget") keeps its words whole
-    assert "overflow-wrap: normal" in th and "word-break: keep-all" in th

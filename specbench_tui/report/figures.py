@@ -59,7 +59,7 @@ STYLE: dict[str, Any] = {
     "legend.frameon": False, "axes.grid": True, "grid.color": "#e6e6e6", "grid.linewidth": 0.6,
     "axes.axisbelow": True, "axes.spines.top": False, "axes.spines.right": False, "axes.edgecolor": "#555555",
     "lines.linewidth": 1.6, "lines.markersize": 5.0, "hatch.linewidth": 0.8, "figure.dpi": 100.0,
-    "savefig.dpi": 150.0, "savefig.bbox": "tight", "svg.fonttype": "none", "svg.hashsalt": "specbench",
+    "savefig.dpi": 150.0, "savefig.bbox": None, "svg.fonttype": "none", "svg.hashsalt": "specbench",
     "pdf.fonttype": 42, "figure.facecolor": "white",
 }
 """One look for every figure (the same in the page, the PDF and the PNG); a fixed SVG hash salt and no dates keep

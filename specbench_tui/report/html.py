@@ -43,7 +43,7 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 
 h3 { font-size: 1em; margin-bottom: 0.3em; }
 table { border-collapse: collapse; margin: 0.4em 0 1em; font-size: 0.8em; width: 100%; table-layout: auto; }
 th, td { border: 1px solid #d4d4d4; padding: 2px 6px; vertical-align: top; overflow-wrap: anywhere; }
-th { background: #f3f3f3; text-align: left; overflow-wrap: normal; word-break: keep-all; hyphens: manual; }
+th { background: #f3f3f3; text-align: left; }
 td.r { text-align: right; font-variant-numeric: tabular-nums; }
 p.note, li.note { font-size: 0.85em; color: #555; margin: 0.2em 0; }
 figure { margin: 1em 0 2em; }
