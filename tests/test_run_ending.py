@@ -54,3 +54,16 @@ def test_a_refused_second_owner_is_told_the_campaign_commands(tmp_path: Path) ->
     detached = describe_owner(tmp_path, owner)
     assert f"specbench attach {tmp_path}" in detached and f"specbench stop {tmp_path}" in detached
     assert "tail -f" not in detached and "kill -INT" not in detached
+
+
+def test_a_load_only_runs_text_report_has_no_empty_per_workload_sections(tmp_path: Path) -> None:
+    from test_report_html import load_run_fixture
+
+    from specbench_tui.report.formats import render_txt
+
+    run = load_run_fixture(tmp_path)
+    assert not run.analysis.workloads  # only a load workload: none of the per-workload sections has a row
+    text = render_txt(run)
+    for empty in ("Best configuration per workload", "Losslessness", "\nCharts\n", "tok/s: median decode tok/s"):
+        assert empty not in text, empty
+    assert "where speculation stops paying" in text  # the load sections stay

@@ -92,12 +92,15 @@ def render_txt(run: LoadedRun, chart_width: int = 72, chart_height: int = 10) ->
     out += [f"node {line}" for line in node_lines(run)]
     out += [f"warning: {w}" for w in hardware_warnings(run)]
     out.append("")
-    out += render_text_table(best_table(analysis))
+    sequential = bool(analysis.workloads)  # a load-only run has none of the per-workload sections: never empty ones
+    if sequential:
+        out += render_text_table(best_table(analysis))
     nodes = node_column(run)
     for workload in analysis.workloads:
         out.append("")
         out += render_text_table(results_table(analysis, workload, nodes))
-    out += ["", *_wrap(legend(analysis), 110), ""]
+    if sequential:
+        out += ["", *_wrap(legend(analysis), 110), ""]
     out += render_text_table(problems_table(analysis))
     for config in analysis.problems():
         if config.excerpt:
@@ -107,12 +110,13 @@ def render_txt(run: LoadedRun, chart_width: int = 72, chart_height: int = 10) ->
                 out.append(f"  crash line: {clean_text(config.crash_line)}")
             out += [f"  | {clean_text(line)}" for line in shown]
     out += boundary_txt(run)
-    out.append("")
-    out += render_text_table(lossless_table(analysis))
+    if sequential:
+        out += ["", *render_text_table(lossless_table(analysis))]
     for table in acceptance_tables(analysis):
         out += ["", *render_text_table(table)]
     out += energy_text(run.energy)
-    out += ["", "Charts", "------", *budget_charts(analysis, chart_width, chart_height)]
+    if sequential:
+        out += ["", "Charts", "------", *budget_charts(analysis, chart_width, chart_height)]
     out += load_txt(analysis, chart_width, chart_height)
     out += _notes_txt(run)
     return "\n".join(line.rstrip() for line in out) + "\n"
