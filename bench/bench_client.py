@@ -137,6 +137,8 @@ def pair(results: list[GenerateResult], seen: list[WireRequest], since: float
     where the requests carry no id (OpenAI's format), every request of each side."""
     complete = [r for r in seen if r.sent >= since and r.first and r.done]
     if not any(r.rid for r in complete):
+        if len(complete) < len(results):  # a dropped segment: medians over other requests than ours are no truth
+            return [], []
         return [_times(r) for r in results if r.ok], [(r.sent, r.first, r.done) for r in complete]  # type: ignore[misc]
     by_rid = {r.rid: r for r in complete}
     ours_times, wire_times = [], []
@@ -164,6 +166,11 @@ async def level(target: Target, c: int, tokens: int, repeats: int, tap: bool, fa
     if prompt_tokens > 1000:
         count = 2 * c
     texts = [prompt(i, prompt_tokens) for i in range(count)]
+    warm = ServerClient(target.url, target.profile, request_timeout_s=600.0)
+    try:  # one unmeasured wave first: a fresh server's first answers (slot set-up, first prefill) are no one's figure
+        await ours(target, warm, [prompt(10_000 + i, prompt_tokens) for i in range(c)], tokens, c)
+    finally:
+        await warm.aclose()
     mine: list[Figures] = []
     truth: list[Figures] = []
     paired: list[Figures] = []
@@ -184,6 +191,9 @@ async def level(target: Target, c: int, tokens: int, repeats: int, tap: bool, fa
                         print(_row(c, "raw", capacity[-1], label))
                 if wire is not None and who == "ours":
                     ours_times, wire_times = pair(results, wire.requests(), since)
+                    if not wire_times:
+                        print(f"{'':>4} wire  the sniffer dropped segments of this round: not judged {label}")
+                        continue
                     paired.append(figures(ours_times, tokens))
                     truth.append(figures(wire_times, tokens))
                     print(_row(c, "wire", truth[-1], f"{len(wire_times)} of {len(results)} requests seen {label}"))

@@ -189,6 +189,8 @@ class Side:
     """Requests whose whole answer arrived at one instant (TTFT = e2e: no gap between any of its tokens)."""
     cpu_ms: float | None = None
     """The client's CPU time per request (ours: this process; vLLM's: its process, from the children's rusage)."""
+    since: float = 0.0
+    """When the measured requests began, after the warm-up (monotonic; ours only): the wire's share of a round."""
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -226,6 +228,7 @@ async def ours(session: Session, workload: Workload, concurrency: int, count: in
     labels = Labels(config_id="baseline", config="baseline", workload="code")
     await warm_up(workload, session, label)
     await session.client.reserve(concurrency)
+    since = time.monotonic()
     cpu = time.process_time()
     run = await run_point(workload, session, labels, label, 1, count, 0, records.append, set())
     cpu = time.process_time() - cpu
@@ -239,7 +242,7 @@ async def ours(session: Session, workload: Workload, concurrency: int, count: in
     bursts = sum(1 for m in ok if (m.e2e_s or 0) - (m.ttft_s or 0) < BURST_S)
     return Side(len(ok), tokens / run.wall_s, 1000 * statistics.median(m.ttft_s or 0 for m in ok), _median(tpot),
                 _median([m.itl_mean_s * 1000 for m in ok if m.itl_mean_s is not None]), run.wall_s, bursts,
-                cpu * 1000 / len(ok))
+                cpu * 1000 / len(ok), since)
 
 
 def theirs(paths: dict[str, str], port: int, prompts: Path, tokens: int, concurrency: int, count: int,
@@ -339,8 +342,11 @@ async def _round(level: Level, session: Session, workload: Workload, texts: list
         side = await ours(session, workload, c, count)
     if wire is None:
         return side, None
-    measured = sorted(wire.requests(), key=lambda r: r.sent)[-count:]  # the warm-up's requests came first
-    return side, _from_wire(_wire.wire_figures(measured, level.tokens, 0.0))
+    seen = [r for r in wire.requests() if r.sent >= side.since and r.first and r.done]
+    if len(seen) < count:  # the sniffer dropped a segment: medians over other requests than ours would be no truth
+        print(f"    (the wire saw {len(seen)} of {count} requests of this round: the round is not judged)")
+        return side, None
+    return side, _from_wire(_wire.wire_figures(seen, level.tokens, side.since))
 
 
 def _judge(name: str, value: float | None, ok: bool, target: str, failures: list[str], shown: str) -> None:
@@ -364,7 +370,7 @@ async def compare_level(level: Level, session: Session, workload: Workload, text
         {"conversations": [{"from": "human", "value": text},
                            {"from": "gpt", "value": "unused: --sharegpt-output-len sets the length"}]}
         for text in ordered]))
-    sides: dict[str, list[Side]] = {"ours": [], "wire": [], "vLLM": [], "raw": []}
+    sides: dict[str, list[Side]] = {"ours": [], "wire": [], "ours-judged": [], "vLLM": [], "raw": []}
     order = ("ours", "vLLM", "raw")
     for round_ in range(level.repeats):
         for who in order[round_ % 3:] + order[:round_ % 3]:
@@ -373,6 +379,7 @@ async def compare_level(level: Level, session: Session, workload: Workload, text
             print(_row(c, who, side))
             if wire is not None:
                 sides["wire"].append(wire)
+                sides["ours-judged"].append(side)  # ours in the rounds the wire saw whole: the pairs judged
                 print(_row(c, "wire", wire))
     med = {who: {key: _med(got, key) for key in ("tok_s", "ttft_ms", "tpot_ms", "cpu_ms")}
            for who, got in sides.items() if got}
@@ -398,9 +405,8 @@ async def compare_level(level: Level, session: Session, workload: Workload, text
     if "wire" not in med:
         print(f"FIGURE|real vLLM c={c}: ours against the wire: not measured ({_wire.available()})|-|-|info")
         return
-    wire_ = med["wire"]
     as_figures = {who: _wire.Figures(count, got["tok_s"] or 0.0, got["ttft_ms"] or 0.0, got["tpot_ms"], 0)
-                  for who, got in (("ours", ours_), ("wire", wire_))}
+                  for who, got in (("ours", med["ours-judged"]), ("wire", med["wire"]))}
     if not against.add(f"real vLLM c={c}", str(c), as_figures["ours"], as_figures["wire"]):
         failures.append(f"real vLLM c={c}: ours against the wire (see its three lines)")
 
