@@ -544,4 +544,3 @@ async def server_ttft_counters(session: Session) -> dict[str, float] | None:
     if session.client.profile.ttft_histogram is None:
         return None
     return await session.client.counters()
-
