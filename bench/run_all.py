@@ -72,7 +72,9 @@ _PLACEMENT = re.compile(r"measured concurrent/lower-bound ratio ([0-9.]+)")
 README = ROOT / "README.md"
 README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
 HEADLINES = ("crash line -> red row", "whole watch through a pipe", "slowest key p95", "runs_10k_s",
-             "resume_latest_10k_s", "attach_64mb_events_first_s", "fidelity: worst decode tok/s error", "real vLLM",
+             "resume_latest_10k_s", "attach_64mb_events_first_s", "fidelity: worst decode tok/s error",
+             "real vLLM c=1: tok/s ours / vLLM", "real vLLM c=8: tok/s ours / vLLM", "real vLLM c=64: tok/s ours / vLLM",
+             "real vLLM: ours against the wire",
              "simulator c=64: our client's CPU", "simulator: ours against the wire", "llama.cpp: ours against the wire",
              "simulator c=8: tok/s with 128K")
 """The figures the README quotes: the rows whose name starts with one of these and that are judged (PASS or
