@@ -20,6 +20,7 @@ from sweep_builder import inline, sim_profile, sim_sweep, write
 from specbench_tui.core.events import (ConfigFinished, ConfigStateChanged, Event, GpuSampled, MeasurementRecorded,
                                        NodeFingerprinted, ServerLaunching)
 from specbench_tui.core.plan import Plan
+from specbench_tui.engine.local_executor import PORT_RETRIES
 
 pytestmark = [pytest.mark.ray, pytest.mark.e2e]
 
@@ -78,7 +79,10 @@ async def test_mixed_tp_on_three_nodes_matches_the_local_executor(ray_cluster: F
     assert {s.value for s in outcome.states.values()} == {"done"}
 
     launches = _windows(events)
-    assert len(launches) == len(TPS)
+    # every configuration launched; more than once only when a server found its port taken at bind (a parallel
+    # test's server on a busy box) and was launched again on another (engine/local_executor.py, PORT_RETRIES)
+    assert sorted({launch[4] for launch in launches}) == sorted(c.id for c in plan.configs), launches
+    assert len(launches) <= len(TPS) + PORT_RETRIES, launches
     labels = {node for node, *_ in launches}
     assert all(labels) and len(labels) >= 2, labels  # every launch names its node; the mix spreads out
     tp_of = {c.id: c.gpus_needed for c in plan.configs}
