@@ -252,7 +252,7 @@ class _Connection:
                 if eol >= 0:
                     size = _chunk_size(data[pos:eol])
                     stop = eol + 2 + size
-                    if size and stop + 2 <= end and data[stop:stop + 2] == b"\r\n":
+                    if size and stop + 2 <= end and data.startswith(b"\r\n", stop):
                         self._body(data[eol + 2:stop], at)
                         if self.closed:
                             return
