@@ -212,3 +212,27 @@ def test_an_event_orjson_refuses_is_parsed_as_python_would_and_junk_is_a_protoco
     bad = result()
     assert _decode_payload(b'{"text": "Hel', bad) is None
     assert bad.error_kind == ERROR_PROTOCOL and "unreadable stream payload" in (bad.error or "")
+
+
+def test_a_body_whose_end_lags_its_answer_is_retired_after_its_grace() -> None:
+    """[DONE] read, the chunked terminator not: the connection waits RETIRE_AFTER_S for it, then is closed, not
+    kept (a timer set only then: an answer and its terminator in one read set none)."""
+    timers: list[float] = []
+
+    class _Loop:
+        def call_later(self, delay: float, callback: object) -> SimpleNamespace:
+            timers.append(delay)
+            return SimpleNamespace(cancel=lambda: None)
+
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    done = b"data: [DONE]\n\n"
+    for tail, expected in ((b"0\r\n\r\n", []), (b"", [stream.RETIRE_AFTER_S])):
+        timers.clear()
+        pool = stream.StreamPool("127.0.0.1", 1)
+        pool.release = lambda conn: None  # type: ignore[method-assign]
+        conn = stream._Connection.__new__(stream._Connection)
+        _bare(conn, pool)
+        conn.loop = _Loop()  # type: ignore[assignment]
+        conn._consumer, conn._state = _Lines(), stream._HEAD
+        conn._feed(head + b"%x\r\n%s\r\n" % (len(done), done) + tail, 0.0)
+        assert timers == expected, tail

@@ -246,7 +246,7 @@ class _Connection:
                 self._body_ended()
                 return
             if pos >= end:
-                return
+                break
             if state == _CHUNK_SIZE:  # the hot path, inline: one whole chunk (an event) per step
                 eol = data.find(b"\r\n", pos)
                 if eol >= 0:
@@ -267,6 +267,10 @@ class _Connection:
         if len(data) - pos > MAX_HEAD:
             raise StreamProtocolError(f"{len(data) - pos} bytes of a response head or chunk size without its end")
         self._buf += data[pos:]
+        if self._answered and self._retire is None and not self.closed:
+            # The measurement is complete and the body's end did not come with it (it normally does, in the same
+            # read): it has this long to come before the connection is closed instead of kept.
+            self._retire = self.loop.call_later(RETIRE_AFTER_S, self.close)
 
     def _step_chunk_size(self, data: bytes, pos: int, at: float) -> int | None:
         eol = data.find(b"\r\n", pos)
@@ -417,9 +421,6 @@ class _Connection:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
-        if self._state != _FINISHED and self._retire is None and not self.closed:
-            # The measurement is complete; the body's end (normally in the same read) has this long to come.
-            self._retire = self.loop.call_later(RETIRE_AFTER_S, self.close)
 
     def close(self) -> None:
         if self.closed:
