@@ -543,10 +543,6 @@ class StreamPool:
         with contextlib.suppress(ValueError):
             self._idle.remove(conn)
 
-    @property
-    def open_connections(self) -> int:
-        return len(self._all)
-
     def close(self) -> None:
         for conn in list(self._all):
             conn.close()
