@@ -214,6 +214,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         if self._theme_problems:
             self.notifier.post("\n".join(self._theme_problems), title="Theme files skipped", severity="error",
                                timeout=20, topic=("themes",))
+        self.record_past_notices()
         self._ui_loop = asyncio.get_running_loop()
         self.engine.subscribe(self._engine_event)
         if (notify := self.engine.plan.sweep.notify).terminal:  # the bell and a desktop notification on alerts
