@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Final
 
 XID_MEANINGS: Final = {
@@ -61,3 +64,44 @@ def _bus_device(pci: str) -> str:
     kernel: ``0000:38:00``)."""
     parts = pci.lower().split(":")
     return ":".join(part.split(".")[0] for part in parts[-2:])
+
+
+@dataclass(frozen=True)
+class GpuFault:
+    """An Xid a GPU reported while no configuration held it (between configurations): the GPU is placed on no
+    more in this sweep."""
+
+    gpu: int
+    code: int
+    seen_at: float | None = None
+    """When it was seen (Unix time); None: unknown."""
+
+    def reason(self) -> str:
+        """``GPU 3: Xid 79 at 12:04 (fell off the bus) — not placed``."""
+        at = f" at {time.strftime('%H:%M', time.localtime(self.seen_at))}" if self.seen_at is not None else ""
+        meaning = XID_MEANINGS.get(self.code, "see NVIDIA's Xid catalogue")
+        return f"GPU {self.gpu}: Xid {self.code}{at} ({meaning}) \N{EM DASH} not placed"
+
+
+FAULT_FIX: Final = ("reset the GPU or reboot (nvidia-smi -q shows its state), then specbench run --resume RUN "
+                    "--retry-crashed")
+"""What a person does about a GPU fenced off by a fault."""
+
+
+def fence_notice(fault: GpuFault, healthy: Iterable[int]) -> str:
+    """The pre-flight notice when a fault fences a GPU off: the reason, what the sweep goes on with, the fix."""
+    left = ",".join(str(gpu) for gpu in healthy)
+    goes_on = f"the sweep goes on with GPU {left}" if left else "no GPU is left to place on"
+    return f"pre-flight: {fault.reason()}; {goes_on} ({FAULT_FIX})"
+
+
+def replaced_reason(faults: Iterable[GpuFault], gpus: Iterable[int]) -> str:
+    """A configuration that the faults moved: ``placed on GPU 0,1,2,4: GPU 3: Xid 79 at 12:04 (...) — not placed``."""
+    return f"placed on GPU {','.join(str(gpu) for gpu in gpus)}: " + "; ".join(f.reason() for f in faults)
+
+
+def refused_reason(faults: Iterable[GpuFault], needed: int, healthy: int) -> str:
+    """A configuration that cannot be placed once the faults fenced their GPUs off, and what to do."""
+    reasons = "; ".join(f.reason() for f in faults)
+    return (f"{reasons}: needs {needed} GPU{'s' if needed != 1 else ''}, {healthy} left without a fault "
+            f"({FAULT_FIX})")

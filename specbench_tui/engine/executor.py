@@ -86,6 +86,8 @@ class Placement:
     Empty for an engine that runs on the CPU."""
     node: str | None = None
     """``None``: this machine. Otherwise the executor's own name for the node (a Ray node id)."""
+    note: str | None = None
+    """Why it was placed there and not where it would have been (a GPU fenced off by a fault); None: as usual."""
 
 
 @dataclass(frozen=True)

@@ -443,7 +443,9 @@ class LeasedGpuPool(GpuPool):
         said: str | None = None
         while True:
             async with self._changed:
-                await self._changed.wait_for(lambda: len(self._free) >= count)
+                await self._changed.wait_for(lambda: self.can_serve(count))
+                if (refused := self.refusal(count)) is not None:  # a fault fenced too many off
+                    raise refused
                 candidates = list(self._free)
             foreign = foreign_memory(self._samples(), candidates, self._ours()) if count else {}
             got: list[int] = []

@@ -33,7 +33,9 @@ from specbench_tui.core.signatures import SignatureSet
 from specbench_tui.engine.attempt import Attempt, Verdict, final_reason
 from specbench_tui.engine.client import ServerClient
 from specbench_tui.engine.executor import Job, JobControl, JobSink, Outcome, OutcomeKind, Placement
+from specbench_tui.core.gpu_faults import fence_notice, replaced_reason
 from specbench_tui.engine.gpus import GpuPool, release_failure_message, wait_gpus_released
+from specbench_tui.engine.gpus.faults import take_faults
 from specbench_tui.engine.leases import Lease, LeasedGpuPool, Leases, describe_holder, gpu_keys, lease_port
 from specbench_tui.engine.machine import Machine
 from specbench_tui.core.engines.base import EngineProfile
@@ -76,9 +78,15 @@ def held_by_other_runs(leases: Leases, keys: Mapping[int, str]) -> dict[int, str
 
 @dataclass
 class LocalPlacer:
-    """This machine's GPU pool as a :class:`~specbench_tui.engine.executor.Placer`."""
+    """This machine's GPU pool as a :class:`~specbench_tui.engine.executor.Placer`. Before each placement, and on
+    the GPUs it took, the backend's pending Xid events are read (the GPUs a running configuration holds are its
+    own: their events are its crash cause): a faulted GPU is fenced off with a pre-flight notice, a configuration
+    it moves says so, one that no longer fits is refused (:class:`~specbench_tui.engine.gpus.pool.PlacementRefused`)."""
 
     pool: GpuPool
+    backend: object = None
+    """Where Xid events come from (``xid_events``); None: no fault is read."""
+    publish: Callable[[Event], None] | None = None
 
     @property
     def indices(self) -> tuple[int, ...]:
@@ -86,9 +94,26 @@ class LocalPlacer:
 
     async def acquire(self, count: int, *, config: str,
                       on_wait: Callable[[str], None] | None = None) -> Placement:
-        if isinstance(self.pool, LeasedGpuPool):
-            return Placement(await self.pool.acquire(count, on_wait=on_wait, config=config))
-        return Placement(await self.pool.acquire(count))
+        while True:
+            await self.fence_faults(self.pool.free)
+            if isinstance(self.pool, LeasedGpuPool):
+                gpus = await self.pool.acquire(count, on_wait=on_wait, config=config)
+            else:
+                gpus = await self.pool.acquire(count)
+            if not await self.fence_faults(gpus):
+                moved = [f for f in self.pool.fenced.values() if gpus and f.gpu < max(gpus)]  # first free goes first
+                return Placement(gpus, note=replaced_reason(moved, gpus) if moved else None)
+            await self.pool.release(gpus)  # what a fault fenced off is not given back
+
+    async def fence_faults(self, gpus: tuple[int, ...]) -> bool:
+        """Fence off each GPU of ``gpus`` with a pending Xid (said in a notice); whether one was."""
+        fenced = False
+        for fault in take_faults(self.backend, gpus) if self.backend is not None else ():
+            if await self.pool.fence(fault):
+                fenced = True
+                if self.publish is not None:
+                    self.publish(Notice(level="error", text=fence_notice(fault, self.pool.healthy)))
+        return fenced
 
     async def release(self, placement: Placement, keep: tuple[int, ...] = ()) -> None:
         await self.pool.release(tuple(i for i in placement.gpus if i not in keep))
@@ -142,13 +167,13 @@ class LocalExecutor:
         except OSError as exc:
             self._publish(Notice(level="warning", text=f"ports and GPUs are not leased: {exc}; another specbench "
                                                        "on this machine could pick the same ones"))
-            self.placer = LocalPlacer(GpuPool(indices))
+            self.placer = LocalPlacer(GpuPool(indices), self.machine.backend, self._publish)
             return self.placer
         if self.leases.warning:
             self._publish(Notice(level="warning", text=self.leases.warning))
         keys = await asyncio.to_thread(gpu_keys, self.machine.backend, indices)
         pool = LeasedGpuPool(indices, self.leases, keys, samples=self.machine.latest, ours=self.our_pids)
-        self.placer = LocalPlacer(pool)
+        self.placer = LocalPlacer(pool, self.machine.backend, self._publish)
         self.machine.held_elsewhere = partial(held_by_other_runs, pool.leases, keys)  # simulated GPUs: private
         return self.placer
 
@@ -188,7 +213,8 @@ class LocalExecutor:
                                excerpt_wait_s=self._excerpt_wait_s, on_store_error=sink.store_failed, port=port)
         attempt.server = server
         hurry = asyncio.ensure_future(self._hurry_on_stop_now(control, server))
-        sink.state(ConfigState.LAUNCHING, f"attempt {job.attempt}" if job.attempt > 1 else None)
+        said = ([f"attempt {job.attempt}"] if job.attempt > 1 else []) + [job.placement.note or ""]
+        sink.state(ConfigState.LAUNCHING, "; ".join(filter(None, said)) or None)  # note: a fault moved it
         verdict: Verdict | None = None
         relaunch = False
         client: ServerClient | None = None
@@ -222,6 +248,8 @@ class LocalExecutor:
         assert verdict is not None
         outcome = self._outcome(verdict, attempt, started, relaunch=relaunch)
         outcome.held_gpus, outcome.held_message = held, message
+        if outcome.kind == "done" and outcome.reason is None:
+            outcome.reason = job.placement.note  # the queue and the report keep why it ran where it did
         if outcome.kind in ("done", "crashed", "failed", "skipped"):
             crash = await server.crash_report()
             outcome.signature = crash.signature if crash else None

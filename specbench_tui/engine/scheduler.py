@@ -36,6 +36,7 @@ from specbench_tui.core.placement import Placeable, order_configs
 from specbench_tui.core.plan import Plan, PlannedConfig
 from specbench_tui.core.records import Measurement, MeasurementKey
 from specbench_tui.engine.executor import Executor, Job, JobControl, OpenFailed, Outcome, Placement, Placer
+from specbench_tui.engine.gpus.pool import PlacementRefused
 from specbench_tui.engine.loadsweep import MAX_ROUNDS, LoadDriver
 from specbench_tui.engine.server import first_of
 from specbench_tui.engine.workloads import Workload
@@ -138,7 +139,7 @@ class RunSink:
         self.orch.fail_store(reason)
 
     def todo(self, workload: Workload) -> list[MeasurementKey]:
-        if workload.spec.load is not None:
+        if workload.spec.load is not None or workload.spec.name in self.orch.load.ladders:
             self.orch.load.refresh()
         return [k for k in self.expected(workload) if k not in self.orch.done_keys]
 
@@ -297,7 +298,11 @@ class Scheduler:
             if self.orch.all_done(config):
                 self.orch.finish_config(config, ConfigState.DONE, "every measurement already recorded")
                 continue
-            placement = await self._acquire(config)
+            try:
+                placement = await self._acquire(config)
+            except PlacementRefused as exc:  # a GPU fault left too few GPUs: refused with the fault as its reason
+                self.orch.finish_config(config, ConfigState.FAILED, str(exc))
+                continue
             if placement is None:
                 if config.id in self.skip_pending:
                     self.skip_pending.discard(config.id)

@@ -72,7 +72,7 @@ class FakeBackend:
         self._energy_j = [0.0] * count
         """Each GPU's energy counter (NVML's total energy), the exact integral of :meth:`nominal_power_w`."""
         self._energy_at = now
-        self._xids: list[tuple[int, int]] = []
+        self._xids: list[tuple[int, int, float]] = []
         """Xid events injected (:meth:`inject_xid`) and not yet taken."""
 
     # The script.
@@ -220,14 +220,15 @@ class FakeBackend:
 
     # GPU faults: Xid events, as NVML's critical-error event set gives them.
 
-    def inject_xid(self, index: int, code: int) -> None:
-        """GPU ``index`` reports Xid ``code`` (79: it fell off the bus)."""
+    def inject_xid(self, index: int, code: int, seen_at: float | None = None) -> None:
+        """GPU ``index`` reports Xid ``code`` (79: it fell off the bus), seen at ``seen_at`` (Unix time; now)."""
         self._check((index,))
         with self._lock:
-            self._xids.append((index, code))
+            self._xids.append((index, code, time.time() if seen_at is None else seen_at))
 
-    def xid_events(self, indices: Iterable[int]) -> list[tuple[int, int]]:
-        """The (GPU, Xid) events of ``indices`` since the last call, taken (others are left for their owner)."""
+    def xid_events(self, indices: Iterable[int]) -> list[tuple[int, int, float]]:
+        """The (GPU, Xid, Unix time seen) events of ``indices`` since the last call, taken (others are left for their
+        owner)."""
         wanted = set(self._check(indices))
         with self._lock:
             taken = [event for event in self._xids if event[0] in wanted]

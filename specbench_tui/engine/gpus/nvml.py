@@ -6,6 +6,7 @@ import atexit
 import importlib
 import logging
 import threading
+import time
 from types import ModuleType
 from typing import Any
 
@@ -63,7 +64,8 @@ class NvmlBackend:
         self._closed = False
         self._xid_set: Any = None
         """NVML's event set registered for every GPU's Xid critical errors (False: cannot be had here)."""
-        self._xids: list[tuple[int, int]] = []
+        self._xids: list[tuple[int, int, float]] = []
+        """(GPU, Xid, Unix time seen) read and not yet taken."""
         self._xid_lock = threading.Lock()
         if nvml is None:
             try:
@@ -168,9 +170,10 @@ class NvmlBackend:
             out[index] = float(value) if isinstance(value, int | float) else None
         return out
 
-    def xid_events(self, indices: tuple[int, ...]) -> list[tuple[int, int]]:
-        """The (GPU, Xid) critical-error events of ``indices`` since the last call, taken (events of other GPUs are
-        kept for their owner). The event set is registered on the first call; never blocks (a 0 ms wait)."""
+    def xid_events(self, indices: tuple[int, ...]) -> list[tuple[int, int, float]]:
+        """The (GPU, Xid, Unix time seen) critical-error events of ``indices`` since the last call, taken (events of
+        other GPUs are kept for their owner). The event set is registered on the first call; never blocks (a 0 ms
+        wait). Once registered, every :meth:`sample` reads the set too, so an event's time is the sampler's."""
         with self._xid_lock:
             if self._xid_set is None:
                 self._xid_set = self._register_xids()
@@ -207,7 +210,7 @@ class NvmlBackend:
             index = self._query("nvmlDeviceGetIndex", getattr(data, "device", None))
             code = getattr(data, "eventData", None)
             if isinstance(index, int) and isinstance(code, int):
-                self._xids.append((index, code))
+                self._xids.append((index, code, time.time()))
 
     def power_limit_w(self, index: int) -> float | None:
         return _watts(self._device_query("nvmlDeviceGetEnforcedPowerLimit", index))
@@ -237,6 +240,9 @@ class NvmlBackend:
         return f"{int(cc[0])}.{int(cc[1])}"
 
     def sample(self) -> list[GpuSample]:
+        with self._xid_lock:  # events are timed when seen, not when a placement asks (a 0 ms wait)
+            if self._xid_set not in (None, False):
+                self._drain_xids()
         samples = []
         for index in range(self.device_count()):
             used, total = self.memory_mib(index)

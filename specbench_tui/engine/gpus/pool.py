@@ -1,5 +1,6 @@
 """The GPU pool: disjoint sets of GPU indices handed out to configurations, and the wait for GPUs to be
-released."""
+released. A GPU that reported a fault while nobody held it is fenced off (:meth:`GpuPool.fence`): never handed out
+again in this sweep; a configuration that needs more GPUs than are left is refused (:class:`PlacementRefused`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ import asyncio
 import time
 from collections.abc import Iterable
 
+from specbench_tui.core.gpu_faults import GpuFault, refused_reason
 from specbench_tui.engine.gpus.backend import GpuBackend
+
+
+class PlacementRefused(Exception):
+    """The configuration cannot be placed: the pool's GPUs without a fault are fewer than it needs (the message
+    says which faults and what to do)."""
 
 
 class GpuPool:
@@ -17,23 +24,55 @@ class GpuPool:
         self.indices = tuple(indices)
         self._free = list(self.indices)
         self._changed = asyncio.Condition()
+        self.fenced: dict[int, GpuFault] = {}
+        """GPUs fenced off by a fault seen while nobody held them, with the fault."""
 
     @property
     def free(self) -> tuple[int, ...]:
         return tuple(self._free)
 
+    @property
+    def healthy(self) -> tuple[int, ...]:
+        """The pool's GPUs that no fault fenced off."""
+        return tuple(i for i in self.indices if i not in self.fenced)
+
+    async def fence(self, fault: GpuFault) -> bool:
+        """Place nothing on ``fault.gpu`` again (it is taken out of the free GPUs; a waiting ``acquire`` that can no
+        longer be served is refused); False when it is not the pool's or already fenced."""
+        if fault.gpu not in self.indices or fault.gpu in self.fenced:
+            return False
+        async with self._changed:
+            self.fenced[fault.gpu] = fault
+            if fault.gpu in self._free:
+                self._free.remove(fault.gpu)
+            self._changed.notify_all()
+        return True
+
+    def refusal(self, count: int) -> PlacementRefused | None:
+        """Why ``count`` GPUs can never be had now that faults fenced some off (None: they can)."""
+        healthy = len(self.healthy)
+        if count <= healthy or not self.fenced:
+            return None
+        return PlacementRefused(refused_reason(self.fenced.values(), count, healthy))
+
+    def can_serve(self, count: int) -> bool:
+        """Enough GPUs are free, or waiting is pointless (a fault left too few: :meth:`refusal` says why)."""
+        return len(self._free) >= count or self.refusal(count) is not None
+
     async def acquire(self, count: int) -> tuple[int, ...]:
         if count > len(self.indices):
             raise ValueError(f"needs {count} GPUs but the pool has {len(self.indices)}")
         async with self._changed:
-            await self._changed.wait_for(lambda: len(self._free) >= count)
+            await self._changed.wait_for(lambda: self.can_serve(count))
+            if (refused := self.refusal(count)) is not None:
+                raise refused
             taken = tuple(self._free[:count])
             del self._free[:count]
             return taken
 
     async def release(self, indices: tuple[int, ...]) -> None:
         async with self._changed:
-            self._free.extend(i for i in indices if i not in self._free)
+            self._free.extend(i for i in indices if i not in self._free and i not in self.fenced)
             self._free.sort()
             self._changed.notify_all()
 
