@@ -154,8 +154,10 @@ def analyse(plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurem
         from specbench_tui.core.crossover.analyse import analyse_load  # the load half: it reads the load specs
 
         load = analyse_load(plan_json, load_ms, events, configs, {r.config for r in rows if FLAG_MISMATCH in r.flags})
+    from specbench_tui.core.crossover.ladder import analyse_ladder  # per rung figures and C* of context ladders
+
     return _replace_analysis(analysis, totals=tuple(_totals(analysis, c, by_config.get(c.id, [])) for c in configs),
-                             load=load, acceptance=_acceptance_of(plan, configs, workloads, cell_ms, folds))
+                             load=load, ladder=analyse_ladder(plan_json, cell_ms, configs), acceptance=_acceptance_of(plan, configs, workloads, cell_ms, folds))
 
 
 def _plan_notes(plan: PlanSummary) -> list[str]:

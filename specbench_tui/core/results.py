@@ -279,6 +279,9 @@ class RunAnalysis:
     load: Any = None
     """:class:`specbench_tui.core.crossover.results.LoadAnalysis` of the workloads with a load axis (they have no
     cells: their figures are per load point), or None when the run has none."""
+    ladder: Any = None
+    """:class:`specbench_tui.core.crossover.ladder.LadderAnalysis` of the ``context_ladder`` workloads (per rung
+    figures, C*), or None when the run has none (their cells stay: a ladder is also a sequential workload)."""
     acceptance: Any = None
     """:class:`specbench_tui.core.acceptance.AcceptanceAnalysis`: per cell the named acceptance figures,
     per-position acceptance, the histogram and the step cost; per workload the category matrices."""

@@ -42,6 +42,13 @@ KINDS: dict[str, dict[str, ParamSpec]] = {
                                    "prompt sizes in tokens; \"max\" fills the context to the limit",
                                    item_types=(int, str)),
     },
+    "context_ladder": {  # specbench_tui.core.context_ladder: per rung figures and C* (docs/context-ladder.md)
+        "prompt_tokens": ParamSpec((list,), [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, "max"],
+                                   "the rungs: prompt sizes in tokens, ascending; \"max\" (last) fills the context "
+                                   "to the limit", item_types=(int, str)),
+        "search": ParamSpec((str,), "adaptive", "adaptive: measure the rungs that find C*; grid: every rung",
+                            choices=("adaptive", "grid")),
+    },
     "agentic": {
         "task": ParamSpec((str,), "calculator", "the multi-turn task", choices=AGENTIC_TASKS),
         "turns": ParamSpec((int,), 4, "maximum turns per conversation", positive=True),

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from specbench_tui.core.analysis import analyse
+from specbench_tui.core.context_ladder import KIND as LADDER_KIND
+from specbench_tui.core.crossover.ladder import ladder_needs
 from specbench_tui.core.crossover.search import SearchStep, search_needs
 from specbench_tui.core.events import LoadPointFinished, WorkloadFinished, WorkloadStarted
 from specbench_tui.core.load import AXIS_CONCURRENCY, parse_label, point_keys
@@ -77,16 +79,18 @@ class LoadDriver:
         self.plan = plan
         self._plan_json = plan.to_json()
         self.specs = {w.name: w for w in plan.workloads if w.load is not None}
+        self.ladders = {w.name: w for w in plan.workloads if w.kind == LADDER_KIND}
+        """Context ladders: which rungs each configuration runs is searched the same way (core/crossover/ladder.py)."""
         self.records: dict[MeasurementKey, Measurement] = {}
         self.step = SearchStep({})
         self.rounds = 0
 
     @property
     def active(self) -> bool:
-        return bool(self.specs)
+        return bool(self.specs) or bool(self.ladders)
 
     def observe(self, measurement: Measurement) -> None:
-        if measurement.workload in self.specs:
+        if measurement.workload in self.specs or measurement.workload in self.ladders:
             self.records[measurement.key] = measurement
 
     def forget(self, keys: set[MeasurementKey]) -> None:
@@ -98,7 +102,20 @@ class LoadDriver:
             return self.step
         analysis = analyse(self._plan_json, list(self.records.values()), ())
         self.step = search_needs(analysis.load, list(analysis.configs)) if analysis.load else SearchStep({})
+        if analysis.ladder is not None:
+            needs, reasons = ladder_needs(analysis.ladder, list(analysis.configs))
+            merged = {cid: dict(ws) for cid, ws in self.step.needs.items()}
+            for cid, ws in needs.items():
+                merged.setdefault(cid, {}).update({w: tuple(v) for w, v in ws.items()})
+            self.step = SearchStep(merged, (*self.step.reasons, *reasons))
         return self.step
+
+    def ladder_keys(self, config_id: str, workload: Workload) -> list[MeasurementKey]:
+        """Every key of the rungs this configuration must have measured now (done ones included), in run order:
+        repeat by repeat, rungs from the smallest context up."""
+        wanted = set(self.labels(config_id, workload.spec.name))
+        return [(config_id, workload.spec.name, item, repeat) for repeat in range(1, workload.spec.repeats + 1)
+                for item in workload.items() if item in wanted]
 
     def labels(self, config_id: str, workload: str) -> tuple[str, ...]:
         return self.step.needs.get(config_id, {}).get(workload, ())

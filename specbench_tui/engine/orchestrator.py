@@ -217,6 +217,8 @@ class Orchestrator:
         request of the load points the search wants of it now."""
         if workload.spec.load is not None:
             return [*self.load.keys(config_id, workload)]
+        if workload.spec.name in self.load.ladders:  # a context ladder: the rungs its search wants now
+            return self.load.ladder_keys(config_id, workload)
         return expected_keys(config_id, workload)
 
     def all_done(self, config: PlannedConfig) -> bool:

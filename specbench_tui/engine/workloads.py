@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 
 from specbench_tui.core.acceptance import add_histograms, from_mapping
-from specbench_tui.core.prompt_datasets import dataset_path, load_dataset, random_token_warning
 from specbench_tui.core.budget import Budget, BudgetError, plan_budget, usable_context
+from specbench_tui.core.context_ladder import filler_seed, ladder_text, rung_order
 from specbench_tui.core.logparse import spec_counter_figures
 from specbench_tui.core.metrics import (
     RequestTiming,
@@ -30,8 +30,10 @@ from specbench_tui.core.metrics import (
     percentile,
     request_timing,
 )
+from specbench_tui.core.prompt_datasets import dataset_path, load_dataset, random_token_warning
 from specbench_tui.core.prompts import (
     CSV_STAGES,
+    MAX_LONG_CONTEXT_CHARS,
     PromptItem,
     arithmetic_prompts,
     calculator_reply,
@@ -386,8 +388,7 @@ class LongContextWorkload(Workload):
         chars = max(64, int(target * self._chars_per_token))
         for _ in range(24):
             # A report of millions of characters takes seconds to build: off the engine's event loop.
-            text = long_context_text(chars) if chars < THREAD_PROMPT_CHARS else await asyncio.to_thread(
-                long_context_text, chars)
+            text = self._text(chars) if chars < THREAD_PROMPT_CHARS else await asyncio.to_thread(self._text, chars)
             count, _ = await session.client.tokenize(text)
             if count > 0:
                 self._chars_per_token = len(text) / count
@@ -408,6 +409,10 @@ class LongContextWorkload(Workload):
             raise WorkloadError(f"could not build a prompt of at most {target} tokens")
         return low
 
+    def _text(self, chars: int) -> str:
+        """The prompt text of about ``chars`` characters that sizing counts."""
+        return long_context_text(chars)
+
     def warmup_text(self) -> str:
         smallest = min(self._built.values(), key=lambda built: built[2], default=None)
         return smallest[0] if smallest else "Hello."
@@ -423,6 +428,101 @@ class LongContextWorkload(Workload):
         result = await session.generate(text, budget.max_new_tokens, self.spec, sized=True)
         requested = budget.requested if isinstance(budget.requested, int) else budget.prompt_tokens
         return measurement_from(labels, item, repeat, [result], _Extra(requested, budget.clamped))
+
+
+WARMUP_REPEAT = 0
+"""The warm-up's filler is the smallest rung's at repeat 0: no measured request shares it."""
+
+
+class ContextLadderWorkload(LongContextWorkload):
+    """The ``context_ladder`` kind: one prompt per rung and repeat, each with its own filler
+    (:func:`specbench_tui.core.context_ladder.ladder_text`), sized and clamped as ``long_context``'s are. Which rungs
+    a configuration measures is the search's (:func:`specbench_tui.core.crossover.ladder.ladder_needs`, through the
+    engine's load driver). Rungs go from the smallest context to ``max``; a (rung, repeat) prompt is built when it is
+    first sent."""
+
+    def __init__(self, spec: WorkloadSpec) -> None:
+        super().__init__(spec)
+        self._requested = list(spec.param("prompt_tokens"))
+        self._budgets: dict[str, Budget] = {}
+        self._texts: dict[tuple[str, int], tuple[str, int]] = {}
+        """(rung, repeat) → (text, server token count)."""
+        self._seed = 0
+
+    def items(self) -> list[str]:
+        return rung_order(self._requested)
+
+    async def _prepare(self, session: Session) -> None:
+        """Each rung's budget (its prompt and output sizes in this context); the texts wait until they are sent."""
+        context = await self._context_length(session)
+        limits = (context, session.reserved_tokens, session.max_req_input_len)
+        if limits != self._context:
+            self._budgets.clear()
+            self._texts.clear()
+            self._context = limits
+        for item, requested in zip(self.items(), sorted(self._requested, key=_order)):
+            if item in self._budgets:
+                continue
+            try:
+                budget = plan_budget(requested, context, self.spec.max_new_tokens, self.margin,
+                                     reserved=session.reserved_tokens, max_req_input_len=session.max_req_input_len)
+            except BudgetError as exc:
+                raise WorkloadError(str(exc)) from exc
+            self._budgets[item] = budget
+            if budget.clamped:
+                session.notice("warning", f"{self.spec.name} rung {item}: {budget.note}")
+
+    async def _context_length(self, session: Session) -> int:
+        """The server's context (as ``long_context`` reads it: its info, else what its tokenizer says, at most
+        :data:`MAX_CONTEXT_TOKENS`)."""
+        context = session.context_length
+        if context is None and session.client.profile.tokenize_reports_context:
+            try:
+                _, context = await session.client.tokenize("x")
+            except (httpx.HTTPError, ValueError, KeyError):
+                context = None
+        if context is None:
+            raise WorkloadError("the server reports no context length, so the ladder's rungs cannot be sized safely")
+        return min(int(context), MAX_CONTEXT_TOKENS)
+
+    def _text(self, chars: int) -> str:
+        return ladder_text(chars, self._seed, MAX_LONG_CONTEXT_CHARS)
+
+    async def _prompt(self, session: Session, item: str, repeat: int) -> tuple[str, int]:
+        key = (item, repeat)
+        if key not in self._texts:
+            self._seed = filler_seed(self.spec.name, item, repeat)
+            self._texts[key] = await self._size(session, self._budgets[item].prompt_tokens)
+        return self._texts[key]
+
+    def warmup_text(self) -> str:
+        first = self.items()[0] if self.items() else None
+        built = self._texts.get((first, WARMUP_REPEAT)) if first is not None else None
+        return built[0] if built else "Hello."
+
+    async def warmup(self, session: Session) -> None:
+        if not self.spec.warmup or not self._budgets:
+            return
+        first = self.items()[0]
+        text, _ = await self._prompt(session, first, WARMUP_REPEAT)
+        for _ in range(self.spec.warmup):
+            await session.generate(text, self._budgets[first].max_new_tokens, self.spec, sized=True)
+
+    async def run(self, item: str, repeat: int, session: Session, labels: Labels) -> Measurement:
+        budget = self._budgets[item]
+        try:
+            text, _ = await self._prompt(session, item, repeat)
+        except (httpx.HTTPError, ValueError, KeyError, WorkloadError) as exc:
+            return Measurement(config_id=labels.config_id, config=labels.config, workload=labels.workload, item=item,
+                               repeat=repeat, status=STATUS_ERROR,
+                               error=f"not sent: cannot size rung {item} with the server's tokenizer: {exc}"[:500])
+        result = await session.generate(text, budget.max_new_tokens, self.spec, sized=True)
+        requested = budget.requested if isinstance(budget.requested, int) else budget.prompt_tokens
+        return measurement_from(labels, item, repeat, [result], _Extra(requested, budget.clamped))
+
+
+def _order(rung: int | str) -> tuple[bool, int]:
+    return (isinstance(rung, str), rung if isinstance(rung, int) else 0)
 
 
 class CalculatorWorkload(Workload):
@@ -519,6 +619,7 @@ BUILDERS: dict[str, WorkloadBuilder] = {
     "agentic": _agentic,
     "prompts_file": _prompts_file,
     "prompt_dataset": DatasetWorkload,
+    "context_ladder": lambda spec: ContextLadderWorkload(spec),
 }
 """Kind name → its builder; the kinds and their parameters are :data:`specbench_tui.core.workload_kinds.KINDS`."""
 

@@ -65,6 +65,10 @@ class Request:
     _pieces: Iterator[str] | None = None
     _rng: random.Random | None = None
     _alpha: float = 0.0
+    _context: float = 1.0
+    """The share of the acceptance left at this prompt's length (``acceptance.context_half_life_tokens``)."""
+    _length: float | None = None
+    """Deterministic mode: tokens per verify step at this prompt's length."""
 
     @property
     def finished(self) -> bool:
@@ -194,7 +198,9 @@ class Engine:
             req.dp_rank, self._next_dp = self._next_dp, (self._next_dp + 1) % len(self.rank_logs)
         req._pieces = tokenizer.output_pieces(req.kind, req.seed)
         req._rng = random.Random(f"{self.args.random_seed}:{req.rid}")
-        req._alpha = self.speed.alpha(req.kind, req.temperature)
+        req._context = self.speed.context_factor(len(req.input_ids))  # acceptance left at this prompt's length
+        req._alpha = self.speed.alpha(req.kind, req.temperature) * req._context
+        req._length = self.speed.deterministic_length(len(req.input_ids))
         req.histogram = [0] * (self.speed.depth + 1)
         self.waiting.append(req)
         self.idle.clear()
@@ -441,7 +447,7 @@ class Engine:
         if det:
             if warm:
                 return min(det.committed(req.verify_ct, det.warm_accept_length), warm + 1)
-            return min(det.committed(req.verify_ct), depth + 1)
+            return min(det.committed(req.verify_ct, req._length), depth + 1)
         return 1 + self.speed.draw_accepted(req._rng or self.rng, req._alpha, depth, warm)
 
     async def _decode_step(self) -> None:

@@ -86,6 +86,9 @@ DEFAULTS: dict[str, Any] = {
         # NGRAM: a draft position the server-wide corpus already holds (the same output decoded before and not
         # flushed) is accepted with this probability instead of alpha
         "ngram_warm_alpha": 0.97,
+        # Acceptance decaying with context: the excess acceptance (alpha; in deterministic mode accept_length - 1)
+        # halves every this many prompt tokens, 2 ** (-prompt_tokens / half_life); 0 keeps it flat (docs/simulator.md)
+        "context_half_life_tokens": 0,
     },
     "output": {
         "eos": True,  # stop at a natural length unless ignore_eos

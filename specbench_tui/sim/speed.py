@@ -171,6 +171,19 @@ class SpeedModel:
             alpha = 1.0 - (1.0 - alpha) / (1.0 + float(a["tree_gain"]) * math.log(self.tree_nodes))
         return min(max(alpha, 0.0), 0.999)
 
+    def context_factor(self, prompt_tokens: int) -> float:
+        """How much of the acceptance is left at a prompt of ``prompt_tokens``: ``2 ** (-prompt_tokens / H)`` with
+        H = ``acceptance.context_half_life_tokens`` (1.0 when it is 0: no decay)."""
+        half = float(self.acceptance.get("context_half_life_tokens") or 0.0)
+        return 2.0 ** (-max(0, prompt_tokens) / half) if half > 0 else 1.0
+
+    def deterministic_length(self, prompt_tokens: int) -> float | None:
+        """Deterministic mode: tokens per verify step at a prompt of ``prompt_tokens``,
+        ``1 + (accept_length − 1) · context_factor`` (None outside deterministic mode)."""
+        if self.deterministic is None:
+            return None
+        return 1.0 + (self.deterministic.accept_length - 1.0) * self.context_factor(prompt_tokens)
+
     @property
     def warm_alpha(self) -> float:
         """NGRAM: the acceptance of a draft the corpus holds (``acceptance.ngram_warm_alpha``)."""
@@ -249,3 +262,19 @@ def ground_truth_crossover(ar_tok_s: float, spec_tok_s: float, accept_length: fl
     if verify_width <= length or c <= 0:
         return math.inf
     return 1.0 + (length * s_ar - s_sp) / (c * (verify_width - length))
+
+
+def ground_truth_context_crossover(ar_tok_s: float, spec_tok_s: float, accept_length: float,
+                                   half_life_tokens: float) -> float:
+    """The prompt length C* at which a deterministic speculative configuration (``spec_tok_s`` and
+    ``accept_length`` L₀ at an empty context) stops beating the autoregressive one (``ar_tok_s``) when its
+    acceptance decays with context (``acceptance.context_half_life_tokens`` H). Its step time is fixed
+    (L₀ / spec_tok_s), the tokens per step are L(C) = 1 + (L₀ − 1)·2^(−C/H), so the speedup is
+    S(C) = L(C)·spec_tok_s / (L₀·ar_tok_s) and S(C*) = 1 at C* = H·log2((L₀ − 1) / (r − 1)) with
+    r = L₀·ar_tok_s / spec_tok_s. ``inf`` when it pays at every context (r ≤ 1), 0 when it never pays."""
+    r = accept_length * ar_tok_s / spec_tok_s
+    if r <= 1.0:
+        return math.inf
+    if r >= accept_length:
+        return 0.0
+    return half_life_tokens * math.log2((accept_length - 1.0) / (r - 1.0))

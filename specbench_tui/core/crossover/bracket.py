@@ -23,8 +23,11 @@ def is_usable(row: PointRow | None) -> bool:
     return row is not None and row.speedup is not None and not row.noisy
 
 
-def crossover_of(config: Any, workload: str, axis: str, grid: list[str], pts: list[PointRow | None]) -> Crossover:
-    values = [parse_label(label)[1] for label in grid]
+def crossover_of(config: Any, workload: str, axis: str, grid: list[str], pts: list[PointRow | None],
+                 values: list[float] | None = None) -> Crossover:
+    """``values``: the grid's positions on the axis (default: read from load labels; the context ladder passes
+    its rungs' token counts)."""
+    values = values if values is not None else [parse_label(label)[1] for label in grid]
     evidence = tuple(Evidence(p.load, p.value, p.speedup.median if p.speedup else None, p.noisy)
                      for p in pts if p is not None)
     measured = sum(1 for p in pts if p is not None)

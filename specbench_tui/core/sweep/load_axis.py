@@ -66,7 +66,12 @@ def load_spec(r: Reader, key: KeyPath, raw: dict[str, Any], kind: str) -> LoadSp
     concurrency = _load_axis(r, key, raw, "concurrency", (int,), MAX_CONCURRENCY, "MAX_CONCURRENCY")
     rate = _load_axis(r, key, raw, "request_rate", (int, float), MAX_REQUEST_RATE, "MAX_REQUEST_RATE")
     if not concurrency and not rate:
-        _no_axis(r, key, raw)
+        _no_axis(r, key, {k: v for k, v in raw.items() if not (kind == "context_ladder" and k == "search")})
+        return None
+    if kind == "context_ladder":  # its own axis is context (core/context_ladder.py); search is its own key
+        r.error((*key, "concurrency" if concurrency else "request_rate"),
+                "a context ladder measures one request at a time along context, not under load",
+                "remove the load axis, or measure load on another workload")
         return None
     if kind == "agentic":
         r.error((*key, "concurrency" if concurrency else "request_rate"),

@@ -85,8 +85,8 @@ def workload_spec(r: Reader, index: int, raw: dict[str, Any], defaults: Workload
                 f"use letters, digits, '.', '_', '-' and '+', at most {MAX_NAME_CHARS} characters")
     common = _common_params(r, key, raw, defaults)
     params = _kind_params(r, key, raw, kind_params)
-    if kind == "long_context":
-        _check_prompt_sizes(r, key, params)
+    if kind in ("long_context", "context_ladder"):
+        _check_prompt_sizes(r, key, params, ascending=kind == "context_ladder")
     item_count = _item_count(kind, params)
     if kind == "prompts_file" and "path" in params:
         resolved = resolve_path(base_dir, params["path"])
@@ -168,9 +168,17 @@ def _scalar_param(r: Reader, pkey: KeyPath, pname: str, spec: ParamSpec, value: 
     return value
 
 
-def _check_prompt_sizes(r: Reader, key: KeyPath, params: Mapping[str, Any]) -> None:
-    """``long_context``'s ``prompt_tokens``: positive token counts within the limit, or ``"max"``."""
-    for i, v in enumerate(params.get("prompt_tokens", ())):
+def _check_prompt_sizes(r: Reader, key: KeyPath, params: Mapping[str, Any], *, ascending: bool = False) -> None:
+    """``long_context``'s ``prompt_tokens``: positive token counts within the limit, or ``"max"``; a context
+    ladder's rungs also ascending, ``"max"`` last."""
+    sizes = list(params.get("prompt_tokens", ()))
+    for i, v in enumerate(sizes[1:], start=1) if ascending else ():
+        before = sizes[i - 1]
+        if before == "max" or (isinstance(v, int) and isinstance(before, int) and v <= before):
+            r.error((*key, "prompt_tokens", i), f"the rungs must ascend: {short_repr(v)} follows {short_repr(before)}",
+                    "list the rungs from the smallest context up, \"max\" last")
+            break
+    for i, v in enumerate(sizes):
         if isinstance(v, str) and v != "max":
             r.error((*key, "prompt_tokens", i), f"'{v}' is neither a token count nor \"max\"",
                     "\"max\" fills the context up to its limit")
