@@ -133,6 +133,8 @@ Asked = Mapping[str, tuple[Any, ...]]
 def config_note(view: ConfigView) -> str:
     """The note beside a configuration: why it crashed, its progress, its zero-output count or its reason."""
     if view.state.value in ("crashed", "failed"):
+        if view.signature and view.reason and view.reason.startswith(f"{view.signature}: "):
+            return view.reason  # the final reason names the signature already (``signature: cause``)
         parts = [p for p in (view.signature, view.reason) if p]
         return ": ".join(parts) if parts else view.state.value
     if view.state.active:

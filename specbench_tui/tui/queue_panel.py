@@ -9,11 +9,20 @@ from __future__ import annotations
 from typing import ClassVar
 
 from specbench_tui.application.rows import ViewRow
-from specbench_tui.application.viewmodel import QUEUE_COLUMNS, ConfigLine, SweepView, queue_row, queue_summary
+from specbench_tui.application.viewmodel import (
+    QUEUE_COLUMNS,
+    ConfigLine,
+    ShownState,
+    SweepView,
+    queue_row,
+    queue_summary,
+)
 from specbench_tui.tui.table_view import TableView
 
 COLUMNS = tuple(zip(QUEUE_COLUMNS, ("", "config", "state", "GPUs", "start-up", "reason / progress")))
 COLUMN_KEYS = QUEUE_COLUMNS
+ACTIVE = (ShownState.LAUNCHING, ShownState.READY, ShownState.RUNNING)
+"""The states of a configuration whose server is up or coming up: the row the queue keeps in view."""
 
 
 class QueuePanel(TableView):
@@ -27,6 +36,8 @@ class QueuePanel(TableView):
         self.border_title = "1 Sweep queue"
         self._worded: dict[str, tuple[ConfigLine, ViewRow]] = {}
         """Each configuration's line and its row, worded once per change."""
+        self._running: str | None = None
+        """The configuration last brought into view because it started running."""
 
     @property
     def selected_config_id(self) -> str | None:
@@ -47,3 +58,13 @@ class QueuePanel(TableView):
         self._worded = worded
         self.set_rows([row for _, row in worded.values()])
         self.border_subtitle = queue_summary(view.lines)
+        running = next((line.config_id for line in view.lines if line.state in ACTIVE), None)
+        if running is not None and running != self._running:
+            self._running = running
+            self.call_after_refresh(self._show_running)
+
+    def _show_running(self) -> None:
+        """Bring the configuration that started running into view (the cursor stays where the user left it): on a
+        short queue panel (four rows at 80x24) the running row is otherwise below the fold."""
+        if self._running is not None and self._running in self._index:
+            self.scroll_to_row(self.get_row_index(self._running), centre=True)

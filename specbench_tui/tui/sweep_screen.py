@@ -34,6 +34,7 @@ class SweepScreen(Screen[None]):
     """
 
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "app.request_quit", "Quit", id="quit", tooltip="quit (asks while servers run)"),
         Binding("p", "app.toggle_pause", "Pause", id="sweep-pause", tooltip="pause or resume the queue"),
