@@ -28,8 +28,10 @@ from specbench_tui.report.energyview import (
 from specbench_tui.report.acceptance_view import acceptance_json, acceptance_tables
 from specbench_tui.report.boundaries import boundary_json, boundary_md, boundary_txt
 from specbench_tui.report.charts import budget_charts
+from specbench_tui.report.ladderview import ladder_json, ladder_tables, ladder_txt
 from specbench_tui.report.load import LoadedRun
 from specbench_tui.report.nodesview import hardware_json, hardware_warnings, node_column, node_lines
+from specbench_tui.report.recommendview import recommend_json, recommend_md, recommend_txt
 from specbench_tui.report.loadview import (
     LOAD_CSV_COLUMNS,
     crossover_table,
@@ -118,6 +120,8 @@ def render_txt(run: LoadedRun, chart_width: int = 72, chart_height: int = 10) ->
     if sequential:
         out += ["", "Charts", "------", *budget_charts(analysis, chart_width, chart_height)]
     out += load_txt(analysis, chart_width, chart_height)
+    out += ladder_txt(analysis)
+    out += recommend_txt(run)
     out += _notes_txt(run)
     return "\n".join(line.rstrip() for line in out) + "\n"
 
@@ -177,6 +181,9 @@ def render_md(run: LoadedRun) -> str:
             for table in (crossover_table(analysis.load, w.name), schedule_table(analysis.load, w.name),
                           points_table(analysis.load, w.name)):
                 out += render_markdown_table(table, 2)
+    for table in ladder_tables(analysis):
+        out += render_markdown_table(table, 2)
+    out += recommend_md(run)
     notes = [clean_text(n) for n in (*analysis.notes, *(f"read: {w}" for w in run.warnings))]
     notes += [f"earlier attempt: {clean_text(n)}" for n in analysis.history]
     if notes:
@@ -317,6 +324,7 @@ def render_csv(run: LoadedRun) -> str:
 def render_json(run: LoadedRun) -> str:
     """The whole analysis, for scripts: ``{"schema", "run", "env", "warnings", "analysis"}``."""
     analysis = to_json(run.analysis)
+    analysis.pop("ladder", None)  # said below in the report's own words (report/ladderview.py)
     for key in ("load", "intervals"):
         if analysis.get(key) is None:
             analysis.pop(key, None)
@@ -336,6 +344,10 @@ def render_json(run: LoadedRun) -> str:
     load = load_json(run.analysis)
     if load is not None:
         data["load"] = load
+    if (ladder := ladder_json(run.analysis)) is not None:
+        data["ladder"] = ladder
+    if (recommendation := recommend_json(run)) is not None:
+        data["recommendation"] = recommendation
     if boundary_json(run):
         data["crash_boundaries"] = boundary_json(run)
     if run.energy:

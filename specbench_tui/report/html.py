@@ -17,8 +17,10 @@ from specbench_tui.report.energyview import energy_table
 from specbench_tui.report.acceptance_view import acceptance_tables
 from specbench_tui.report.figscope import figure_scope
 from specbench_tui.report.figures import FigureSpec, figure_specs, render
+from specbench_tui.report.ladderview import ladder_tables
 from specbench_tui.report.load import LoadedRun
 from specbench_tui.report.loadview import crossover_table, points_table, schedule_table
+from specbench_tui.report.recommendview import recommend_html
 from specbench_tui.report.nodesview import hardware_warnings, node_column, node_lines
 from specbench_tui.report.tables import (
     legend,
@@ -164,6 +166,8 @@ def render_html(run: LoadedRun, text_report: str) -> str:
     if acceptance:
         parts += ["<h2>Acceptance</h2>", *(_table(t) for t in acceptance)]
     parts += _load_sections(run)
+    parts += [_table(table) for table in ladder_tables(analysis)]
+    parts += recommend_html(run)
     parts += _notes(run)
     parts += ["<h2>Plain-text report</h2>", f"<details><summary>the txt format</summary><pre>{escape(text_report)}"
               "</pre></details>", "</body></html>"]
