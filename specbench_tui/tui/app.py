@@ -370,6 +370,8 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         elif isinstance(event, SweepFinished):
             self.optimistic.clear()
             self.pause_requested = None
+            with contextlib.suppress(LookupError):  # the key bar leaves out the keys that steered the sweep
+                self.sweep_screen.refresh_bindings()
 
     def _expire_optimistic(self) -> None:
         """A request the engine never answered: the row goes back to the engine's state, and says so."""

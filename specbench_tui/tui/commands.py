@@ -22,6 +22,7 @@ class CommandTarget(Protocol):
 
     state: RunState
     view: SweepView
+    can_steer: bool
     specbench_themes: list[str]
     PANELS: tuple[tuple[str, str], ...]
 
@@ -60,23 +61,22 @@ class SweepCommands(Provider):
         # Provider.app is typed App; this provider is registered on SpecbenchApp only (its COMMANDS).
         app = cast(CommandTarget, self.app)
         state = app.state
-        if app.view.paused:  # as the header shows it (what p asked for, until the engine answers)
-            yield "sweep: resume the queue", app.action_toggle_pause, "launch the next configurations again (p)"
-        else:
-            yield "sweep: pause the queue", app.action_toggle_pause, "finish the request in flight, launch nothing new (p)"
+        steer = app.can_steer  # no pause, skip or retry in a read-only view, nor once the sweep has ended
+        if steer:
+            yield from self._queue_commands(app)
         selected = app.selected_config()
         if selected is not None:
             name = clean(selected.name, 60)
-            yield f"sweep: skip {name}", app.action_skip_selected, "skip the selected configuration (s)"
-            yield f"sweep: retry {name}", app.action_retry_selected, "queue the selected configuration again (r)"
+            if steer:
+                yield f"sweep: skip {name}", app.action_skip_selected, "skip the selected configuration (s)"
+                yield f"sweep: retry {name}", app.action_retry_selected, "queue the selected configuration again (r)"
             yield f"log: open the full log of {name}", app.action_open_log, "search, filter, crash jump (l)"
-        for view in state.active():
-            yield f"sweep: skip the running {clean(view.name, 60)}", partial(app.skip_config, view.config_id), \
-                "stop its server and mark it skipped (S)"
         for view in state.ordered_configs() if every_config else ():
             name = clean(view.name, 60)
             if view.log_path:
                 yield f"log: {name}", partial(app.open_log_of, view.config_id), "open this server's full log"
+            if not steer:
+                continue
             if view.state in (ConfigState.CRASHED, ConfigState.FAILED, ConfigState.SKIPPED):
                 yield f"sweep: retry {name}", partial(app.retry_config, view.config_id), "queue it again"
             elif view.state is ConfigState.PENDING:
@@ -89,6 +89,18 @@ class SweepCommands(Provider):
         for theme in app.specbench_themes:
             yield f"theme: {theme}", partial(app.set_theme, theme), "switch colours (t cycles)"
         yield "quit", app.action_request_quit, "stop the sweep and tear the servers down (q)"
+
+    @staticmethod
+    def _queue_commands(app: CommandTarget) -> Iterator[tuple[str, Callable[[], object], str]]:
+        """Pause or resume (as the header shows the queue: what p asked for, until the engine answers), and a skip
+        per running configuration."""
+        if app.view.paused:
+            yield "sweep: resume the queue", app.action_toggle_pause, "launch the next configurations again (p)"
+        else:
+            yield "sweep: pause the queue", app.action_toggle_pause, "finish the request in flight, launch nothing new (p)"
+        for view in app.state.active():
+            yield f"sweep: skip the running {clean(view.name, 60)}", partial(app.skip_config, view.config_id), \
+                "stop its server and mark it skipped (S)"
 
     async def discover(self) -> Hits:
         for title, callback, help_text in self._commands(every_config=False):

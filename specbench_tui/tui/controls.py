@@ -77,6 +77,12 @@ class ControlActions(AppBase):
         """Whether the header shows the queue paused (what ``p`` asked for, until the engine answers)."""
         return self.view.paused
 
+    @property
+    def can_steer(self) -> bool:
+        """Whether pause, skip and retry can act: a view with control on a sweep that has not ended (else the key
+        bar and the palette leave them out; pressed anyway, they say why)."""
+        return not self.engine.read_only and self.state.outcome is None
+
     def _refuse_read_only(self) -> bool:
         """A view opened without control says so instead of acting."""
         if self.engine.read_only:

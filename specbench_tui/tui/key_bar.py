@@ -20,6 +20,8 @@ from textual.screen import Screen
 from textual.widget import Widget
 
 SEPARATOR = "  "
+STEERING_ACTIONS = frozenset({"app.toggle_pause", "app.skip_selected", "app.skip_running", "app.retry_selected"})
+"""The sweep screen's keys that steer the sweep (left out where the app cannot steer)."""
 
 
 class KeyItem(NamedTuple):
@@ -75,11 +77,14 @@ class KeyBar(Widget):
         group_keys: dict[str, list[str]] = {}
         group_order: list[tuple[Binding.Group, int]] = []
         palette_item: KeyItem | None = None
+        # The steering keys (pause, skip, retry) where they cannot act: a read-only view, an ended sweep (the app
+        # says so through ``can_steer``; other apps have no such keys).
+        hidden = STEERING_ACTIONS if not getattr(self.app, "can_steer", True) else frozenset()
         for node, binding, enabled, _ in self.screen.active_bindings.values():
             if binding.action == "app.command_palette" or binding.action == "command_palette":
                 palette_item = KeyItem(self.app.get_key_display(binding), "Palette", binding.action, node, enabled)
                 continue
-            if not binding.show or binding.action in seen_actions:
+            if not binding.show or binding.action in seen_actions or binding.action in hidden:
                 continue
             seen_actions.add(binding.action)
             group = binding.group
