@@ -21,6 +21,7 @@ from specbench_tui.core.acceptance import (
     Definition,
 )
 from specbench_tui.core.results import CellRow, RunAnalysis
+from specbench_tui.core.verdicts import config_verdict, partial_configs, zero_output_configs
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class AcceptanceDetail:
     config: str
     speculative: bool
     state: str
+    """How it ended, in the queue's word (``zero-out`` or ``partial`` for a done one that is not what done says)."""
     workloads: tuple[WorkloadAcceptance, ...]
     index: int = 0
     """Where the configuration stands among :attr:`choices`."""
@@ -112,7 +114,9 @@ def acceptance_detail(analysis: RunAnalysis | None, config_id: str | None) -> Ac
     workloads = tuple(_workload(analysis, figures, config.id, w.name) for w in analysis.workloads
                       if analysis.row(config.id, w.name) is not None
                       or (figures is not None and figures.cell(config.id, w.name) is not None))
-    return AcceptanceDetail(config.id, config.name, config.speculative, config.state, workloads,
+    state = config_verdict(config.state, zero_output=config.id in zero_output_configs(analysis),
+                           partial=config.id in partial_configs(analysis))  # the queue's word: never a zero-out "done"
+    return AcceptanceDetail(config.id, config.name, config.speculative, state, workloads,
                             choices.index(config.id), choices)
 
 

@@ -74,3 +74,25 @@ async def test_a_read_only_view_lists_no_steering_keys(engine: FakeEngine) -> No
         await pilot.pause()
         assert any("read-only" in n.message for n in app.notifier.on_screen())
         assert ("pause",) not in engine.calls
+
+
+async def test_the_acceptance_screen_calls_a_zero_out_configuration_zero_out(engine: FakeEngine) -> None:
+    from textual.widgets import Static
+
+    from specbench_tui.tui.acceptance_screen import AcceptanceScreen, open_acceptance
+
+    app = SpecbenchApp(engine, clock=lambda: T0 + 600)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await _ready(app, pilot)
+        engine.play()
+        app.drain_events()
+        await at_rest(pilot)
+        zero = app.state.by_name("ddtree-b16-tp1")
+        assert zero is not None and zero.state.value == "done" and zero.zero_output
+        open_acceptance(app, zero.config_id)
+        await at_rest(pilot)
+        screen = app.screen
+        assert isinstance(screen, AcceptanceScreen) and screen.detail is not None
+        assert screen.detail.state == "zero-out"
+        title = str(screen.query_one("#acceptance-title", Static).render())
+        assert "zero-out" in title and "done" not in title, title
