@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from specbench_tui.core.safetext import printable
 from specbench_tui.rundir import ENGINE_LOG, ENGINE_SOCKET, SUMMARY, engine_owns, has_file, read_text
@@ -26,13 +27,15 @@ def run_condition(run_dir: Path) -> str:
     return "ended" if "exit_code" in _meta(run_dir) else "crashed"
 
 
-def report_unattachable(run_dir: Path, why: str) -> int:
-    """No engine answers in ``run_dir``: say whether its sweep ended or crashed, and what to do."""
+def report_unattachable(run_dir: Path, why: str, *, out: TextIO | None = None) -> int:
+    """No engine answers in ``run_dir``: say whether its sweep ended or crashed, and what to do. An ended sweep's
+    ending goes to ``out`` (standard output unless given: a browser tab shows only its standard error)."""
     condition = run_condition(run_dir)
     if condition == "ended":
-        print(f"specbench: nothing is live in {run_dir}: its sweep has ended. Its summary follows; the full "
+        follows = "Its summary follows" if _summary(run_dir) else "It left no summary; its ending follows"
+        print(f"specbench: nothing is live in {run_dir}: its sweep has ended. {follows}; the full "
               f"tables: specbench report {run_dir}", file=sys.stderr)
-        return print_ending(run_dir)
+        return print_ending(run_dir, out=out)
     if condition == "crashed":
         pid = printable(_meta(run_dir).get("engine_pid"))
         print(f"specbench: the engine of {run_dir} (pid {pid}) is gone without finishing its sweep (crashed or "
@@ -49,21 +52,29 @@ def report_unattachable(run_dir: Path, why: str) -> int:
     return EXIT_FAILED
 
 
-def print_ending(run_dir: Path) -> int:
-    """What an ended engine left: the summary, the ending line, the run directory; its exit code."""
-    meta = _meta(run_dir)
+def _summary(run_dir: Path) -> str:
+    """The summary an ended engine wrote ("" when there is none)."""
     try:
-        summary = read_text(run_dir, SUMMARY)
+        return read_text(run_dir, SUMMARY)
     except (OSError, StoreError):
-        summary = ""
+        return ""
+
+
+def print_ending(run_dir: Path, *, out: TextIO | None = None) -> int:
+    """What an ended engine left: the summary, the ending line, the run directory (to ``out``, standard output
+    unless given); its exit code."""
+    meta = _meta(run_dir)
+    summary = _summary(run_dir)
+    out = out or sys.stdout
     try:
         if summary:  # each line escaped: a forged line or an escape sequence in it stays data
-            print("\n".join(printable(line, None) for line in summary.rstrip("\n").splitlines()), end="\n\n")
+            print("\n".join(printable(line, None) for line in summary.rstrip("\n").splitlines()), end="\n\n",
+                  file=out)
         if meta.get("failure") == "preflight":
             _print_preflight(run_dir)
         if meta.get("ending"):
-            print(f"specbench: {printable(meta['ending'], 2000)}")
-        print(f"specbench: run directory {run_dir}")
+            print(f"specbench: {printable(meta['ending'], 2000)}", file=out)
+        print(f"specbench: run directory {run_dir}", file=out)
     except OSError:
         pass
     code = meta.get("exit_code")

@@ -40,6 +40,7 @@ def die_with_serve() -> None:
 def attach_tui(run_dir: Path, *, role: str = "control", theme: str | None = None, mouse: bool = True,
                name: str | None = None) -> int:
     """Open the TUI on the engine of ``run_dir``; the exit code (0 after a detach, else the sweep's)."""
+    in_tab = bool(os.environ.get(TAB_PARENT_VAR))
     die_with_serve()
     from specbench_tui.engine.attached import AttachedEngine, AttachError
 
@@ -48,7 +49,8 @@ def attach_tui(run_dir: Path, *, role: str = "control", theme: str | None = None
     except AttachError as exc:
         from specbench_tui.application.runstatus import report_unattachable
 
-        return report_unattachable(run_dir, str(exc))
+        # A browser tab's page shows what the tab wrote to its standard error (its output is the screen's stream).
+        return report_unattachable(run_dir, str(exc), out=sys.stderr if in_tab else None)
     from specbench_tui.tui.app import SpecbenchApp
 
     for variable in ("COLUMNS", "LINES"):

@@ -69,6 +69,8 @@ REFUSED_HELD_MAX = 16
 """Refused websockets held open at once; past it a refusal is sent and the socket closed at once (a page
 reloading in a loop, or a script, cannot pile up sockets for a minute each)."""
 STDERR_KEPT = 4096
+PAGE_LINES = 30
+"""Lines of a tab's standard error its page shows when its view could not start (an ended sweep's summary fits)."""
 INPUT_STALL_S = 10.0
 """A tab whose app takes no input for this long (its input pipe full: typing never fills it) is ended."""
 EXIT_FAILED = 1
@@ -123,7 +125,8 @@ class KeptStderr:
     def text(self) -> str:
         """What the tab said, one printable line after another (no escape sequence reaches the page)."""
         lines = self.data.decode("utf-8", errors="replace").splitlines()
-        return "\r\n".join("  " + "".join(c if c.isprintable() else " " for c in line) for line in lines[-8:])
+        return "\r\n".join("  " + "".join(c if c.isprintable() else " " for c in line)
+                           for line in lines[-PAGE_LINES:])
 
 
 class TabService(ServedApp):

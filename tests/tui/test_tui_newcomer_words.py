@@ -96,3 +96,41 @@ async def test_the_acceptance_screen_calls_a_zero_out_configuration_zero_out(eng
         assert screen.detail.state == "zero-out"
         title = str(screen.query_one("#acceptance-title", Static).render())
         assert "zero-out" in title and "done" not in title, title
+
+
+def _ended_run(tmp_path: Path, summary: str | None) -> Path:
+    """A run directory whose engine ended (its exit code and ending line in run.json), with or without a summary."""
+    import json
+
+    run_dir = tmp_path / "runs" / "2026-01-01_100000_demo"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"exit_code": 0, "ending": "sweep completed: 5 done"}),
+                                      encoding="utf-8")
+    if summary is not None:
+        (run_dir / "summary.txt").write_text(summary, encoding="utf-8")
+    return run_dir
+
+
+@pytest.mark.parametrize("summary", ["demo: 5 configurations, 4 done, 1 crashed\nbest: ddtree-b16-tp1 2.50x\n", None])
+def test_an_ended_sweeps_tab_shows_what_follows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str], summary: str | None) -> None:
+    """A browser tab on an ended sweep: its page shows the tab's standard error, so the summary goes there, and
+    "its summary follows" is said only when there is one."""
+    from specbench_tui.engine import attached
+    from specbench_tui.tui import attach_main
+
+    def no_engine(run_dir: Path, **_: object) -> None:
+        raise attached.AttachError(f"no engine answers on {run_dir}")
+
+    run_dir = _ended_run(tmp_path, summary)
+    monkeypatch.setenv(attach_main.TAB_PARENT_VAR, "1")
+    monkeypatch.setattr(attach_main, "die_with_serve", lambda: None)
+    monkeypatch.setattr(attached, "AttachedEngine", no_engine)
+    assert attach_main.attach_tui(run_dir, role="view") == 0
+    out, err = capsys.readouterr()
+    assert out == "", "a tab's standard output is its screen's stream: nothing the page shows"
+    assert "sweep completed: 5 done" in err
+    if summary is None:
+        assert "summary follows" not in err and "left no summary" in err, err
+    else:
+        assert "Its summary follows" in err and "best: ddtree-b16-tp1 2.50x" in err, err
