@@ -1,7 +1,7 @@
 """Random-kill soak: SIGKILL ``specbench run --headless`` at N random moments of a sweep (default 20),
 ``--resume`` after each, and check that the end result equals an uninterrupted run of the same sweep.
 
-The same soak as ``tests/test_reliability_data.py::test_random_sigkills_then_resume_equal_an_uninterrupted_run``
+The same soak as ``tests/e2e/test_reliability_data.py::test_random_sigkills_then_resume_equal_an_uninterrupted_run``
 (which runs 5 kills in CI), against the simulator's deterministic mode: every measurement key exactly once,
 the same statuses, token counts and output hashes, the same final configuration states, and no server
 process surviving any kill. Prints one line per kill and exits 1 on any difference. ``--seed`` picks other
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
-sys.path.insert(0, str(TESTS))
+sys.path[:0] = [str(TESTS), str(TESTS / "e2e")]  # the shared helpers, and the soak in tests/e2e/test_reliability_data.py
 
 
 def main() -> int:

@@ -18,7 +18,7 @@ figures measured at a load above the box's cores measure the box as much as the 
 
 ``--record PAGE`` writes the table as a documentation page (the date, the commit and the box at its head) and
 puts its headline rows (:data:`HEADLINES`) into the README between its ``bench:start``/``bench:end`` markers, so
-that the README's figures are those of the last recorded run; ``tests/test_docs.py`` holds the two to each other.
+that the README's figures are those of the last recorded run; ``tests/meta/test_docs.py`` holds the two to each other.
 """
 
 from __future__ import annotations

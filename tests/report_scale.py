@@ -1,6 +1,6 @@
 """A load run at the documented configuration limit, built without a server: the sweep file and plan through
 the product's own loader and planner, the measurements and the run's events through the run directory's writers
-(as the engine writes them). Shared by tests/test_report_scale.py and bench/bench_report_scale.py."""
+(as the engine writes them). Shared by tests/unit/report/test_report_scale.py and bench/bench_report_scale.py."""
 
 from __future__ import annotations
 

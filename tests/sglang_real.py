@@ -1,4 +1,4 @@
-"""Helpers for the tests against SGLang 0.5.23's REAL server on CPU (tests/test_sglang_real*.py).
+"""Helpers for the tests against SGLang 0.5.23's REAL server on CPU (tests/real_servers/test_sglang_real*.py).
 
 The environment and the tiny model come from ``tools/setup_sglang_cpu.sh``; :func:`sglang_paths` finds them (or
 skips, or fails under ``SPECBENCH_REQUIRE_SGLANG=1``). :class:`RawServer` starts one server outside the product,

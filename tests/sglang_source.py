@@ -1,4 +1,4 @@
-"""Facts read from the installed SGLang 0.5.23 wheel's own source by ``ast``, for tests/test_sglang_source.py.
+"""Facts read from the installed SGLang 0.5.23 wheel's own source by ``ast``, for tests/real_servers/test_sglang_source.py.
 
 Nothing here copies SGLang's text: each extractor finds a node by a short locator (a function name, a call, a
 distinctive fragment) and returns what SGLang's code says there: the whole message template as a regular

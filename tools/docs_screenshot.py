@@ -2,7 +2,7 @@
 
     .venv/bin/python tools/docs_screenshot.py
 
-The snapshot (``tests/__snapshots__/test_tui_snapshots/test_mid_run_wide.svg``, written by Textual's own
+The snapshot (``tests/tui/__snapshots__/test_tui_snapshots/test_mid_run_wide.svg``, written by Textual's own
 screenshot through pytest-textual-snapshot) asks a CDN for its web font; the copy in docs/ names only the
 local font and monospace, so the documentation fetches nothing (no link leaves the repository).
 """
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SNAPSHOT = ROOT / "tests" / "__snapshots__" / "test_tui_snapshots" / "test_mid_run_wide.svg"
+SNAPSHOT = ROOT / "tests" / "tui" / "__snapshots__" / "test_tui_snapshots" / "test_mid_run_wide.svg"
 TARGET = ROOT / "docs" / "screenshot.svg"
 
 

@@ -18,7 +18,7 @@ their dashes (``-md,--model-draft``), so short forms can be told apart from long
 placeholders. The help text does not say which values are integers, so no numeric type is recorded;
 ``core/engines/llamacpp.py`` lists the few flags whose value must be a positive integer.
 
-``tests/test_core_llamacpp.py`` checks that the checked-in file equals this script's output whenever the
+``tests/unit/core/test_core_llamacpp.py`` checks that the checked-in file equals this script's output whenever the
 binary is present (``tools/setup_llama_server.sh`` builds it).
 """
 

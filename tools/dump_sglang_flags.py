@@ -8,7 +8,7 @@ Run it with the Python that has sglang (and a CPU torch) installed, e.g.::
 Without options it prints every long option, without dashes, one a line. With ``--shapes`` it prints, for
 each of them, ``name<TAB>arity<TAB>type<TAB>choices``: arity is ``0`` for a switch, ``1`` for one value, or
 argparse's ``?``/``+``/``*``; type is ``int``, ``float``, ``str`` or ``other``; choices are comma-separated.
-``tests/test_sglang_argv.py`` checks that both files equal this script's output.
+``tests/real_servers/test_sglang_argv.py`` checks that both files equal this script's output.
 
 triton is stubbed: the parser does not need it (see ../shared/reference/sglang.md §1.5).
 """

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepare SGLang 0.5.23's REAL server on a CPU-only machine, and a tiny locally generated model, for the tests that
-# talk to it (tests/test_sglang_real*.py; what runs and what only a GPU shows: docs/servers.md).
+# talk to it (tests/real_servers/test_sglang_real*.py; what runs and what only a GPU shows: docs/servers.md).
 #
 #   tools/setup_sglang_cpu.sh                # install/reuse everything, then print the paths
 #   tools/setup_sglang_cpu.sh --print-paths  # print the paths only; exit 1 if something is missing or broken

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates .venv-sglang: sglang 0.5.23 without its GPU dependencies, plus the small packages its parser imports
-# and a CPU build of torch, so tests/test_sglang_argv.py can check our argv with SGLang's own ServerArgs parser
+# and a CPU build of torch, so tests/real_servers/test_sglang_argv.py can check our argv with SGLang's own ServerArgs parser
 # (see ../shared/reference/sglang.md §1.5). About 1.3 GB; under two minutes from a local torch wheel. Needs
 # Python >= 3.11 (the pinned numpy and ipython do).
 #

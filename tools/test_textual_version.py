@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-TESTS = ("tests/test_tui_*.py", "tests/test_red_first.py")
-"""The TUI's tests (every ``tests/test_tui_*.py``) and the crash-to-red path through the app."""
+TESTS = ("tests/tui/test_tui_*.py", "tests/e2e/test_tui_*.py", "tests/tui/test_red_first.py")
+"""The TUI's tests (every ``test_tui_*.py`` of tests/tui and tests/e2e) and the crash-to-red path through the app."""
 
 
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:

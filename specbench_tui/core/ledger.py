@@ -15,7 +15,7 @@ What it keeps:
   replace each other (cheap enough to read on every frame);
 - where each configuration stands (its last state event) and so the run's :class:`Progress`: configurations
   ran of those to run, skipped ones apart, measurements on record. ``logs``, ``ps``, ``runs``, the TUI's header
-  and ``report`` all count with :func:`progress` (``tests/test_counts_agree.py`` holds them to it).
+  and ``report`` all count with :func:`progress` (``tests/e2e/test_counts_agree.py`` holds them to it).
 
 "The last record per key wins" is written once, in :mod:`specbench_tui.core.fold`; the ledger applies it one
 measurement at a time, and readers of the run directory fold into a ledger or call it.

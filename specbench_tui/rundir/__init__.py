@@ -3,7 +3,7 @@
 Its modules are :mod:`~specbench_tui.rundir.store` (the append-only records and
 :class:`~specbench_tui.rundir.store.RunDir`), :mod:`~specbench_tui.rundir.lock` (``.owner.lock``) and the rest of
 this package (the small state files, the plan stored in the directory, who owns it, prefixes of the record files for
-a client that attaches late). Everything else asks these modules; ``tests/test_one_reader.py`` fails when a module outside them names one of the files.
+a client that attaches late). Everything else asks these modules; ``tests/meta/test_one_reader.py`` fails when a module outside them names one of the files.
 
 Every reader applies the same rules: a regular file only (opened ``O_NONBLOCK``/``O_NOFOLLOW`` and checked, so
 a FIFO never hangs a reader and a link to ``/dev/zero`` is refused), a size limit per file, and values checked

@@ -1,7 +1,7 @@
 """``GET /metrics`` (with ``--enable-metrics``): SGLang's ``sglang:`` Prometheus names in the text format.
 
 Names and labels are 0.5.23's (``sglang/srt/observability/metrics_collector.py``, held to a real server's by
-tests/test_sim_vs_sglang_real.py): a counter is declared and sampled as ``x_total``, the scheduler's families carry
+tests/unit/sim/test_sim_vs_sglang_real.py): a counter is declared and sampled as ``x_total``, the scheduler's families carry
 the ranks, the tokenizer manager's do not, and request counters and latencies split by ``is_streaming``. Scheduler
 gauges change on the decode log interval, like SGLang's; the gauges the simulator does not model are exported at 0.
 """

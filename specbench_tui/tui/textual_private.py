@@ -1,5 +1,5 @@
 """Every use of a private name of Textual or textual-serve, in one module, each checked by
-tests/test_tui_textual_private.py.
+tests/tui/test_tui_textual_private.py.
 
 The screen uses Textual's public API only: its tables are line-API views over view rows
 (:mod:`~specbench_tui.tui.table_view`), colours come from component classes and theme variables, toasts are
@@ -22,7 +22,7 @@ from textual_serve.app_service import AppService
 from textual_serve.server import Server
 
 PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
-    # (where, name): every private name this module uses; tests/test_tui_textual_private.py checks each.
+    # (where, name): every private name this module uses; tests/tui/test_tui_textual_private.py checks each.
     ("textual_serve.app_service.AppService", "_build_environment"),
     ("textual_serve.app_service.AppService", "_open_app_process"),
     ("textual_serve.app_service.AppService", "_process"),

@@ -9,12 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
+from repo_paths import REPO
 from specbench_tui import cli
 from specbench_tui.core.bisect import Boundary, Tried, boundaries, boundary_lines, next_budget
 from specbench_tui.report.formats import render
 from specbench_tui.report.load import load_run
 
-SWEEP = Path(__file__).resolve().parent.parent / "sweeps" / "crash-boundary.toml"
+SWEEP = REPO / "sweeps" / "crash-boundary.toml"
 
 
 def summary(name: str, budget: int | None, state: str, algorithm: str = "ddtree", tp: int = 1) -> SimpleNamespace:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from repo_paths import REPO
 from specbench_tui.core.engines.sglang import parse_batch_line
 from specbench_tui.core.logparse import summarize_decode
 from specbench_tui.report.formats import render
 from specbench_tui.report.load import load_run
 
-REPO = Path(__file__).resolve().parent.parent
 
 SWEEP = """
 [sweep]

@@ -15,10 +15,9 @@ import pytest
 from reliability_helpers import wait_for
 from test_toy_engine import _sweep as toy_sweep
 
+from repo_paths import REPO, TESTS
 from specbench_tui.engine.control_socket import SOCKET_NAME
 
-REPO = Path(__file__).resolve().parent.parent
-TESTS = Path(__file__).resolve().parent
 MOMENTS_S = (0.02, 0.1, 0.25, 0.5, 0.9, 1.5, 2.5)
 """When SIGINT is sent, after the interpreter itself has started: during the imports, the parser, the plan, the
 servers' launch. (The interpreter's own start, before any line of the program runs, is outside what a program

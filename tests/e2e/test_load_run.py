@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from narrowing import present
 
+from repo_paths import REPO
 from specbench_tui.core.load import arrival_offsets
 from specbench_tui.core.records import Measurement
 from specbench_tui.core.sweep.loader import load_sweep
@@ -24,7 +25,6 @@ from specbench_tui.engine.workloads import Labels
 from specbench_tui.sim.profile import load_profile
 from specbench_tui.sim.speed import ground_truth_crossover
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 class FakeWorkload:

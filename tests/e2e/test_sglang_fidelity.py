@@ -17,6 +17,7 @@ import httpx
 import pytest
 from narrowing import present
 
+from repo_paths import REPO
 from specbench_tui.core.budget import fits, plan_budget
 from specbench_tui.core.engines.registry import get_profile
 from specbench_tui.core.engines.sglang import SGLANG, reserved_speculative_tokens
@@ -29,7 +30,6 @@ from specbench_tui.engine.leftovers import find_leftovers
 from specbench_tui.engine.workloads import Labels, LongContextWorkload, Session, measurement_from
 from specbench_tui.sim.testing import SimProcess
 
-REPO = Path(__file__).resolve().parent.parent
 EAGLE3 = REPO / "sweeps" / "eagle3.toml"
 
 

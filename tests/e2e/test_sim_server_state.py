@@ -1,7 +1,7 @@
 """The simulator's server-wide state over the wire, as SGLang 0.5.23 keeps it (issue 26): NGRAM's corpus and the
 radix cache that repeats hit and ``/flush_cache`` clears, the running-request cap and its queue, the adaptive
 step tiers, KV-pool retraction, and decode lines from every DP rank. Each test launches the simulator as a
-subprocess and talks HTTP to it; the texts it expects are SGLang's (``tests/test_sim_realserver.py`` holds them
+subprocess and talks HTTP to it; the texts it expects are SGLang's (``tests/real_servers/test_sim_realserver.py`` holds them
 against the installed source)."""
 
 from __future__ import annotations

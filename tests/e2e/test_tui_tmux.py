@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from repo_paths import TESTS
 from specbench_tui.paths import resolve_sweep
 
 pytestmark = pytest.mark.e2e
@@ -139,7 +140,7 @@ def test_fake_engine_run_in_tmux(tmp_path: Path) -> None:
     """The same keys against the scripted engine: the terminal side (keys, screen, restore) without servers."""
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
-    helper = Path(__file__).resolve().parent / "tui_fakes.py"
+    helper = TESTS / "tui_fakes.py"
     tmux = Tmux("fake")
     try:
         drive_demo(tmux, f"cd {tmp_path} && TERM=xterm-256color {sys.executable} {helper} --delay 0.015; "

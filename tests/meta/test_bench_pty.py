@@ -7,11 +7,12 @@ import re
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from repo_paths import REPO
+
+sys.path.insert(0, str(REPO / "bench"))
 
 from _pty import PtyProcess
 

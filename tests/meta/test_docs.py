@@ -16,8 +16,9 @@ from types import ModuleType
 
 import pytest
 from markdown.extensions.toc import slugify  # type: ignore[import-untyped]  # mkdocs's own heading ids
+from repo_paths import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 MAX_README_LINES = 150

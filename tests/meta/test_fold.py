@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
+from repo_paths import REPO
 from specbench_tui.core.fold import last_per_key
 from specbench_tui.core.ledger import Ledger
 from specbench_tui.core.records import Measurement
 
-PACKAGE = Path(__file__).resolve().parent.parent / "specbench_tui"
+PACKAGE = REPO / "specbench_tui"
 SECOND_COPY = re.compile(r"\.pop\(\w*\.key, None\)")
 """How a hand-written copy of the rule reads (``latest.pop(measurement.key, None)``)."""
 

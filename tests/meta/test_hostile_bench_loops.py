@@ -10,8 +10,9 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from repo_paths import REPO
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = REPO / "bench"
 
 
 def _alive(pid: int) -> bool:

@@ -8,15 +8,15 @@ import importlib
 import inspect
 import pkgutil
 import re
-from pathlib import Path
 
 import pytest
 from textual.binding import Binding
 
+from repo_paths import REPO
 import specbench_tui.tui as tui_package
 from specbench_tui.tui.app import SpecbenchApp
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 README = ROOT / "README.md"
 
 WHERE = {
@@ -67,7 +67,7 @@ def rows_from_bindings() -> set[Row]:
             keys.add(KEY_NAMES.get(binding.key, binding.key))
             if binding.description not in labels:
                 labels.append(binding.description)
-    assert not unnamed, (f"{unnamed} declare key bindings: name their screen in WHERE (tests/test_keys_table.py) "
+    assert not unnamed, (f"{unnamed} declare key bindings: name their screen in WHERE (tests/meta/test_keys_table.py) "
                          "and add their keys to the README's key table")
     rows = {(where, frozenset(keys), ", ".join(labels)) for (where, _action), (keys, labels) in by_action.items()}
     if SpecbenchApp.ENABLE_COMMAND_PALETTE:

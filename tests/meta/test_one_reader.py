@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from repo_paths import REPO
 
-PACKAGE = Path(__file__).resolve().parent.parent / "specbench_tui"
+PACKAGE = REPO / "specbench_tui"
 FILES = ("events.jsonl", "results.jsonl", "run.json", "plan.json", "sweep.toml", "env.json", ".owner.lock")
 NAMES = re.compile("|".join(re.escape(name) for name in FILES))
 OWNER_PACKAGES = ("rundir/",)

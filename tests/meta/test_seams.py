@@ -5,9 +5,9 @@ imports it; neither touches the other's private attributes."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
+from repo_paths import REPO
 
-ENGINE = Path(__file__).resolve().parent.parent / "specbench_tui" / "engine"
+ENGINE = REPO / "specbench_tui" / "engine"
 INTERFACE = {"paused", "pause", "resume", "abort", "aborting", "stopping_now", "queued", "skip", "requeue",
              "record_duration", "seed_durations", "open", "opened", "placer", "queue_initial", "drain",
              "search_rounds"}

@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from repo_paths import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 BIN = Path(sys.executable).parent
 
 
@@ -102,7 +103,7 @@ def test_no_import_cycle_in_the_package() -> None:
     gone = sorted(sorted(cycle) for cycle in KNOWN_CYCLES - cycles)
     assert not new, ("modules of the package that import each other (move what both need to a module of its "
                      "own, or pass it in):\n" + "\n".join(" <-> ".join(cycle) for cycle in new))
-    assert not gone, ("these cycles are gone: remove them from KNOWN_CYCLES in tests/test_static_checks.py:\n"
+    assert not gone, ("these cycles are gone: remove them from KNOWN_CYCLES in tests/meta/test_static_checks.py:\n"
                       + "\n".join(" <-> ".join(cycle) for cycle in gone))
 
 
@@ -198,7 +199,7 @@ def test_no_function_is_more_complex_than_radon_allows() -> None:
     assert not new, (f"functions above radon complexity {MAX_RADON_CC} (or above their count in OVER_RADON_CC): "
                      "split each along what it does:\n" + "\n".join(f"  {n}: {cc}" for n, cc in sorted(new.items())))
     done = sorted(name for name in OVER_RADON_CC if name not in found)
-    assert not done, f"at or under {MAX_RADON_CC} now: take them off OVER_RADON_CC in tests/test_static_checks.py: {done}"
+    assert not done, f"at or under {MAX_RADON_CC} now: take them off OVER_RADON_CC in tests/meta/test_static_checks.py: {done}"
 
 
 def test_the_radon_check_sees_a_complex_function(tmp_path: Path) -> None:

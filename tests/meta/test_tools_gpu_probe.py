@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from repo_paths import REPO
 from specbench_tui.engine.gpus import FakeBackend
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 PROBE = ROOT / "tools" / "gpu_probe.py"
 
 

@@ -1,18 +1,18 @@
 """The test suite is type-checked too: `mypy tests` with pyproject.toml's override for the test modules (a test may
 leave a function unannotated; whatever it annotates is checked). A failure prints mypy's own report. Like
-tests/test_static_checks.py, this runs the tool from the test environment's bin directory."""
+tests/meta/test_static_checks.py, this runs the tool from the test environment's bin directory."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 import tomllib
-from pathlib import Path
 
 import pytest
 from test_static_checks import _tool
+from repo_paths import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 
 # Files whose errors could not be fixed yet (each is an edit left for its owner). The list only shrinks: a file
 # listed here that mypy finds clean fails the test until it is taken off.

@@ -31,6 +31,7 @@ from engine_helpers import (
     write_sweep,
 )
 
+from repo_paths import REPO
 from specbench_tui.core.events import (
     ConfigFinished,
     ConfigState,
@@ -50,7 +51,6 @@ from specbench_tui.rundir.store import RunDir
 
 pytestmark = pytest.mark.llamacpp
 
-REPO = Path(__file__).resolve().parent.parent
 SETUP = "tools/setup_llama_server.sh"
 
 

@@ -32,6 +32,7 @@ from engine_helpers import (
     write_sweep,
 )
 
+from repo_paths import REPO
 from specbench_tui.core.events import (
     ConfigFinished,
     ConfigState,
@@ -49,7 +50,6 @@ from specbench_tui.rundir.store import RunDir
 
 pytestmark = pytest.mark.vllm
 
-REPO = Path(__file__).resolve().parent.parent
 SETUP = "tools/setup_vllm.sh"
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from repo_paths import TESTS
 from specbench_tui.core.analysis import analyse
 from specbench_tui.core.load import LoadSpec, Slo, point_item
 from specbench_tui.core.records import Measurement
@@ -31,8 +32,8 @@ from specbench_tui.report.html import render_html
 from specbench_tui.report.load import LoadedRun, load_run
 
 INSTALL = "apt-get install -y chromium && pip install playwright (or bash tools/setup_test_deps.sh)"
-RUN_A = Path(__file__).parent / "data" / "report_run_a"
-REFERENCE = Path(__file__).parent / "golden" / "report_run_a_html.png"
+RUN_A = TESTS / "data" / "report_run_a"
+REFERENCE = TESTS / "golden" / "report_run_a_html.png"
 UPDATE = os.environ.get("SPECBENCH_UPDATE_GOLDEN") == "1"
 VIEWPORT = (1280, 900)
 CHECK_PAGE = """() => {

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from repo_paths import REPO
 from specbench_tui.core.launch import launcher_prefix, server_argv
 from specbench_tui.core.plan import build_plan
 from specbench_tui.core.sweep.loader import load_sweep
@@ -32,7 +33,6 @@ from specbench_tui.paths import shipped_sweeps
 
 pytestmark = pytest.mark.sglang
 
-REPO = Path(__file__).resolve().parent.parent
 SETUP = "bash tools/setup_sglang_parser_env.sh"
 
 PROBE = r'''
@@ -98,7 +98,7 @@ def _shipped_configs() -> dict[str, tuple[list[str], tuple[str, ...], Any]]:
         plan = build_plan(load_sweep(path))
         engine = plan.sweep.engine
         if engine.profile != "sglang":
-            continue  # other engines' flags are checked against their own binaries (tests/test_core_llamacpp.py)
+            continue  # other engines' flags are checked against their own binaries (tests/unit/core/test_core_llamacpp.py)
         prefix = len(launcher_prefix(engine, sys.executable))
         for config in plan.configs:
             full = server_argv(engine, config, sys.executable, engine.port_base,

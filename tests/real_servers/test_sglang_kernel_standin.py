@@ -5,15 +5,14 @@ its ten functions must give exactly what SGLang's kernel gives on random inputs 
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
 from sglang_kernel_check_names import CHECK_NAMES
 from sglang_real import sglang_paths
+from repo_paths import REPO
 
 pytestmark = [pytest.mark.sglang_real]
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ import pytest
 from engine_helpers import of_type, plan_for, wait_no_processes, write_sweep
 from sglang_real import CPU_ARGS, CPU_ENV, STARTUP_TIMEOUT_S, RawServer, capture, sglang_paths
 
+from repo_paths import TESTS
 from specbench_tui.core.engines.sglang import parse_batch_line
 from specbench_tui.core.events import (
     ConfigFinished,
@@ -38,7 +39,7 @@ from specbench_tui.rundir.store import RunDir
 
 pytestmark = [pytest.mark.sglang_real, pytest.mark.xdist_group("sglang_real")]
 
-CAPTURE = Path(__file__).resolve().parent / "data" / "sglang_real" / "capture.json"
+CAPTURE = TESTS / "data" / "sglang_real" / "capture.json"
 CRASH_GONE_S = 5.0
 """The issue's bound: the server tree is gone within this long of the crash line (measured: about 1 s)."""
 ITEMS = ("fibonacci", "quicksort", "binary_search")

@@ -36,6 +36,7 @@ import sglang_facts as facts
 import sglang_source as src
 from narrowing import present
 
+from repo_paths import REPO
 from specbench_tui.core import measure_notes
 from specbench_tui.core.acceptance import histogram_accept_length
 from specbench_tui.core.engines import sglang as sglang_profile
@@ -61,7 +62,7 @@ from specbench_tui.sim.testing import SimProcess, group_pids
 pytestmark = pytest.mark.sglang
 
 SETUP = "bash tools/setup_sglang_parser_env.sh"
-SIM_ROOT = Path(__file__).resolve().parent.parent / "specbench_tui" / "sim"
+SIM_ROOT = REPO / "specbench_tui" / "sim"
 PROFILE = ("[model]\ncontext_length = 8192\nkv_bytes_per_token = 100000000\ngpu_memory_gb = 80\nweights_gb = 10\n"
            "default_mem_fraction_static = 0.9\n")
 """A KV pool of about 1400 tokens per rank: smaller than the context, so the scheduler's own limit shows."""

@@ -6,7 +6,7 @@ out of the installed wheel with ``ast``, runs it on stubs of its few collaborato
 with the simulator's for the same inputs; where it is a message, the message's f-string becomes a regular
 expression the simulator's text must match. Nothing of SGLang is imported and nothing of its text is copied.
 Needs the parser environment (``bash tools/setup_sglang_parser_env.sh``); skipped without it, like
-``tests/test_sglang_source.py``. ``test_a_mutated_source_fails`` proves each check reads the source.
+``tests/real_servers/test_sglang_source.py``. ``test_a_mutated_source_fails`` proves each check reads the source.
 """
 
 from __future__ import annotations

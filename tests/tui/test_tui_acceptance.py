@@ -25,6 +25,7 @@ from test_tui_snapshots import make_app, ready, steady
 from textual.app import App
 from tui_fakes import FakeEngine, until
 
+from repo_paths import TESTS
 from specbench_tui.core.acceptance import AcceptanceAnalysis, CellAcceptance
 from specbench_tui.core.results import RunAnalysis
 from specbench_tui.report.load import load_run
@@ -33,7 +34,7 @@ from specbench_tui.sim.profile import load_profile
 from specbench_tui.sim.speed import SpeedModel
 from specbench_tui.tui.acceptance_screen import AcceptanceScreen
 
-RUN = Path(__file__).parent / "data" / "acceptance_demo_run"
+RUN = TESTS / "data" / "acceptance_demo_run"
 EAGLE3 = ("eagle3-s2-d3", "eagle3-s3-d4", "eagle3-s5-d6")
 _SVG_TEXT = re.compile(r'<text class="[\w-]+" x="([\d.]+)" y="[\d.]+" textLength="[\d.]+" '
                        r'clip-path="url\(#[\w-]*?line-(\d+)\)">([^<]*)</text>')

@@ -16,11 +16,12 @@ from textual.app import App
 from textual_plotext import PlotextPlot
 from tui_fakes import FakeEngine, until
 
+from repo_paths import TESTS
 from specbench_tui.core.results import RunAnalysis
 from specbench_tui.report.load import load_run
 from specbench_tui.tui.chart_screen import ChartScreen
 
-RUN_A = Path(__file__).parent / "data" / "report_run_a"
+RUN_A = TESTS / "data" / "report_run_a"
 
 
 class Host(App[None]):

@@ -8,6 +8,7 @@ from pathlib import Path
 from textual.app import App
 from tui_fakes import SETTLE_TIMEOUT_S, until
 
+from repo_paths import REPO
 from specbench_tui.tui.log_file_view import LogFileView
 from specbench_tui.tui.log_screen import FullLogScreen
 
@@ -15,7 +16,7 @@ from specbench_tui.tui.log_screen import FullLogScreen
 class LogApp(App):
     """Just the full-log screen."""
 
-    CSS_PATH = str(Path(__file__).resolve().parents[1] / "specbench_tui" / "tui" / "app.tcss")
+    CSS_PATH = str(REPO / "specbench_tui" / "tui" / "app.tcss")
 
     def __init__(self, screen: FullLogScreen) -> None:
         super().__init__()

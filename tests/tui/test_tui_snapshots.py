@@ -1,6 +1,6 @@
 """SVG snapshots at fixed sizes with deterministic content (scripted events, frozen clock, relative paths).
 
-Review changes with ``pytest tests/test_tui_snapshots.py --snapshot-update`` only after looking at the report.
+Review changes with ``pytest tests/tui/test_tui_snapshots.py --snapshot-update`` only after looking at the report.
 """
 
 from __future__ import annotations

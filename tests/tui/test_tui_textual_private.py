@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
+from repo_paths import REPO
 from specbench_tui.tui.textual_private import PRIVATE_NAMES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 FENCE = ROOT / "specbench_tui" / "tui" / "textual_private.py"
 EXTERNAL = ("textual", "textual_serve")
 
@@ -188,7 +189,7 @@ def private_uses(paths: list[Path], own: set[str]) -> list[str]:
 
 
 def _checked_paths() -> list[Path]:
-    return [path for path in [*(ROOT / "specbench_tui").rglob("*.py"), *(ROOT / "tests").glob("*.py")]
+    return [path for path in [*(ROOT / "specbench_tui").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]
             if path != FENCE and path != Path(__file__).resolve()]
 
 

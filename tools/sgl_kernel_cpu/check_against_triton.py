@@ -1,7 +1,7 @@
 """Each function of the ``sgl_kernel`` stand-in (tools/sgl_kernel_cpu) against the Triton kernel that plays its
 role in SGLang 0.5.23's own files, run by Triton's interpreter (``TRITON_INTERPRET=1``) on CPU tensors.
 
-Run with the SGLang environment's python (tests/test_sglang_kernel_standin.py does): ``python
+Run with the SGLang environment's python (tests/real_servers/test_sglang_kernel_standin.py does): ``python
 tools/sgl_kernel_cpu/check_against_triton.py [NAME ...]`` prints one ``ok NAME`` line per function and exits 1 at the first
 difference, naming it. Inputs are random (seeded), several shapes per function.
 """

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from narrowing import present
 
+from repo_paths import REPO
 from specbench_tui.core.cluster import ClusterSpec, with_address
 from specbench_tui.core.errors import SweepError
 from specbench_tui.core.sweep.loader import load_sweep, parse_sweep
@@ -98,7 +99,7 @@ def test_ray_address_option_chooses_the_ray_executor() -> None:
 
 
 def test_shipped_sweeps_stay_local() -> None:
-    for path in sorted(Path(__file__).parent.parent.joinpath("sweeps").glob("*.toml")):
+    for path in sorted(REPO.joinpath("sweeps").glob("*.toml")):
         assert load_sweep(path).cluster.executor == "local", path
 
 

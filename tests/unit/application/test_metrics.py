@@ -16,13 +16,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from engine_helpers import plan_for, write_sweep
 from notify_helpers import PROFILE, sweep_text
 
+from repo_paths import REPO
 from specbench_tui.core.ledger import Ledger
 from specbench_tui.application.session import make_backend
 from specbench_tui.engine.metrics_server import METRICS, MetricsExporter, open_metrics
 from specbench_tui.engine.orchestrator import Orchestrator
 from specbench_tui.rundir.store import RunDir
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 DASHBOARD = ROOT / "docs" / "grafana-dashboard.json"
 
 

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from narrowing import present
 
+from repo_paths import TESTS
 from specbench_tui.cli import _resolve_latest, main
 from specbench_tui.report.runs import latest_run, list_runs, progress_text
 from specbench_tui.rundir.lock import acquire
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 
 
 def _copy(source: str, runs: Path, name: str, started: float) -> Path:

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from repo_paths import TESTS
 from specbench_tui.cli import main
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 
 
 @pytest.fixture

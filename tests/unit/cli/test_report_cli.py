@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from narrowing import present
 
+from repo_paths import TESTS
 from specbench_tui.cli import main
 from specbench_tui.report.charts import ChartSeries, budget_charts, budget_series, render_chart
 from specbench_tui.report.compare import compare_runs
 from specbench_tui.report.formats import CSV_COLUMNS, latex_escape
 from specbench_tui.report.load import load_run
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 RUN_A = DATA / "report_run_a"
 RUN_B = DATA / "report_run_b"
 

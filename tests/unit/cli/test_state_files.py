@@ -19,12 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from repo_paths import TESTS
 from specbench_tui.cli import main
 from specbench_tui.report.runs import find_run, format_runs, list_runs, read_run
 from specbench_tui.rundir.lock import acquire, read_owner
 from specbench_tui.rundir.store import StoreError
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 HANG_S = 60.0
 """How long a command may take before it is taken as hung (it answers in well under a second when it works)."""
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from repo_paths import TESTS
 from specbench_tui.cli import main
 
-CORPUS = Path(__file__).parent / "broken_sweeps"
+CORPUS = TESTS / "broken_sweeps"
 FILES = sorted(CORPUS.glob("*.toml"))
 _EXPECT = re.compile(r"# expect: line (\d+): (.+)")
 

@@ -5,11 +5,11 @@ docs of ../shared/reference/real-servers.md: ``vllm:spec_decode_num_accepted_tok
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from narrowing import present
 
+from repo_paths import TESTS
 from specbench_tui.core.acceptance import SERVER_FIGURES, client_definition, server_definition, server_length_figure
 from specbench_tui.core.analysis import analyse
 from specbench_tui.core.engines.llamacpp import LLAMACPP_SPEC_COUNTERS
@@ -70,7 +70,7 @@ def test_each_engines_figures_have_their_names() -> None:
     assert set(SERVER_FIGURES) == {"sglang", "llamacpp", "vllm"}
 
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 # What each real server printed, captured verbatim (docs/real-engines.md §7, docs/real-engines-vllm.md): its log,
 # its /metrics, its responses (vLLM's per-request metrics are quoted verbatim in its page, not in a fixture).
 CAPTURED = {

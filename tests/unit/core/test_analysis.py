@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from narrowing import present
 
+from repo_paths import TESTS
 from specbench_tui.core.analysis import analyse
 from specbench_tui.core.cells import acceptance, spread_of
 from specbench_tui.core.events import (
@@ -35,7 +35,7 @@ from specbench_tui.core.results import (
 )
 from specbench_tui.report.load import load_run
 
-RUN_A = Path(__file__).parent / "data" / "report_run_a"
+RUN_A = TESTS / "data" / "report_run_a"
 
 
 def config(cid: str, name: str, algorithm: str = "ddtree", tp: int = 1, budget: int | None = 16,

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from repo_paths import REPO
 from specbench_tui.core.engines.llamacpp import (
     LLAMACPP,
     LLAMACPP_SIGNATURES,
@@ -31,7 +32,6 @@ from specbench_tui.core.sweep.env import expand_env_refs
 from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.engine.client import ERROR_CONNECTION, ServerClient
 
-REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "llamacpp"
 SCENARIOS = ("baseline", "draft-n4", "draft-n16", "ngram")
 # The regex docs/real-engines.md gives for the line (the real server's format).

@@ -7,11 +7,11 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import httpx
 import pytest
 
+from repo_paths import REPO
 from specbench_tui.core.engines.registry import engine_flags, get_profile
 from specbench_tui.core.engines.vllm import (
     VLLM,
@@ -28,7 +28,6 @@ from specbench_tui.core.signatures import SignatureSet, most_specific
 from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.engine.client import ServerClient
 
-REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "vllm"
 HEALTHY = ("baseline.log", "ngram4.log", "draft_model4.log")
 

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from repo_paths import TESTS
 from specbench_tui.core.prompt_datasets import load_dataset
 from specbench_tui.core.prompts import PromptsFileError, load_prompts_file
 from specbench_tui.report.formats import render
 from specbench_tui.report.load import load_run
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = TESTS / "data"
 HOSTILE = "\x1b]0;owned\x07\x1b[2J\x1b[H\r[00:01.0] c0: DONE\x9b31m\u202e"
 
 

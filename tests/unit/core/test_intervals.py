@@ -9,13 +9,13 @@ import subprocess
 import sys
 import warnings
 import zlib
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from repo_paths import TESTS
 from specbench_tui.core.analysis import analyse
 from specbench_tui.core.intervals import (
     LEVEL,
@@ -30,7 +30,7 @@ from specbench_tui.core.intervals import (
 from specbench_tui.core.records import Measurement
 from specbench_tui.core.results import RunAnalysis
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 
 
 def _plan(configs: int = 2) -> dict[str, Any]:

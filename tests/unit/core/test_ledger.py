@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from repo_paths import REPO, TESTS
 from specbench_tui.core.results import (
     COVERAGE_COMPLETE,
     COVERAGE_NOT_RUN,
@@ -205,12 +206,11 @@ def test_a_simulated_environment_says_so() -> None:
 def test_compare_refuses_to_call_a_simulated_and_a_real_run_comparable(tmp_path) -> None:
     import json
     import shutil
-    from pathlib import Path
 
     from specbench_tui.report.compare import compare_runs, render_compare
     from specbench_tui.report.load import load_run
 
-    data = Path(__file__).parent / "data"
+    data = TESTS / "data"
     sim = tmp_path / "sim"
     shutil.copytree(data / "report_run_b", sim)
     env = json.loads((sim / "env.json").read_text())
@@ -227,9 +227,8 @@ def test_one_analysis_module() -> None:
     """No view computes a median, mean or speedup of its own: tui/, the headless printer, the end summary and
     report/ take every figure from core.analysis (a second computation is how the three tables disagreed)."""
     import re
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent / "specbench_tui"
+    root = REPO / "specbench_tui"
     files = [*root.joinpath("tui").rglob("*.py"), *root.joinpath("report").rglob("*.py"),
              root / "application" / "headless.py", root / "engine" / "ending.py", root / "core" / "state.py"]
     second = re.compile(r"\bstatistics\b|\bgeometric_mean\(|\bfmean\(|\bmedian\(|\bmean\(|sum\([^)]*\)\s*/\s*len\(")
@@ -257,13 +256,12 @@ def test_a_run_left_running_by_a_dead_engine_reads_interrupted(tmp_path) -> None
     once that engine is gone (a kill), the report says interrupted."""
     import json
     import shutil
-    from pathlib import Path
 
     from specbench_tui.rundir.lock import acquire
     from specbench_tui.report.load import engine_owns, load_run
 
     run = tmp_path / "run"
-    shutil.copytree(Path(__file__).parent / "data" / "report_run_b", run)
+    shutil.copytree(TESTS / "data" / "report_run_b", run)
     config = json.loads((run / "plan.json").read_text())["configs"][0]
     with (run / "events.jsonl").open("a") as handle:
         handle.write(json.dumps(ConfigStateChanged(config_id=config["id"], name=config["name"],

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
+from repo_paths import TESTS
 
-DATA = Path(__file__).parent / "data" / "llamacpp"
+DATA = TESTS / "data" / "llamacpp"
 SPEC = ["draft-n4", "draft-n16", "ngram"]
 ALL = ["baseline", *SPEC]
 

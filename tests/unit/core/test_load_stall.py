@@ -15,7 +15,6 @@ from specbench_tui.core.plan import build_plan
 from specbench_tui.core.sweep.loader import load_sweep
 from engine_helpers import plan_for, run_plan, write_sweep
 
-REPO = Path(__file__).resolve().parent.parent
 
 SLOW_RATE = """
 [sweep]

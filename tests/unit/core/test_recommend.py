@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from repo_paths import REPO
 from specbench_tui.core.analysis import analyse
 from specbench_tui.core.recommend import Band, deploy_argv, recommend, vllm_schedule
 from specbench_tui.core.records import Measurement
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 def cfg(cid: str, name: str, speculative: bool, budget: int | None = None) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from narrowing import present
 
+from repo_paths import REPO
 from specbench_tui.core.errors import SweepError
 from specbench_tui.core.load import LoadSpec
 from specbench_tui.core.plan import build_plan
@@ -82,7 +83,7 @@ def test_an_agentic_workload_cannot_be_put_under_load(tmp_path: Path) -> None:
 
 
 def test_the_shipped_crossover_demo_validates() -> None:
-    sweep = load_sweep(Path(__file__).parent.parent / "sweeps" / "crossover-demo.toml")
+    sweep = load_sweep(REPO / "sweeps" / "crossover-demo.toml")
     assert present(sweep.workloads[0].load).concurrency == (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 
 

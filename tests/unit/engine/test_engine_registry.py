@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from repo_paths import TESTS
 from specbench_tui.core.analysis import analyse
 from specbench_tui.core.engines.registry import ENTRY_POINT_GROUP, engine_names, get_profile
 from specbench_tui.tui.log_style import classify, compact_line, problem_keywords
@@ -83,7 +84,7 @@ def test_an_installed_package_adds_an_engine_through_its_entry_point(tmp_path: P
     (site / "toyplug-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: toyplug\nVersion: 1.0\n")
     (site / "toyplug-1.0.dist-info" / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\ntoy = toyplug\n")
     (site / "toyplug.py").write_text("import toy_engine  # noqa: F401 - registers the engine\n")
-    tests = Path(__file__).resolve().parent
+    tests = TESTS
     env = {k: v for k, v in os.environ.items() if k != "SPECBENCH_ENGINES"}
     env["PYTHONPATH"] = os.pathsep.join([str(site), str(tests)])
     code = "from specbench_tui.core.engines.registry import engine_names\nprint(','.join(engine_names()))\n"

@@ -14,6 +14,7 @@ import pytest
 from engine_helpers import plan_for, write_sweep
 from test_energy import PROFILE, SWEEP
 
+from repo_paths import REPO
 from specbench_tui.application.session import make_backend
 from specbench_tui.core.events import ConfigFinished, ConfigState, Event, MeasurementRecorded, ServerLaunching
 from specbench_tui.core.gpu_faults import xid_cause
@@ -22,7 +23,7 @@ from specbench_tui.engine.gpus.faults import take_xid_cause
 from specbench_tui.engine.orchestrator import Orchestrator
 from specbench_tui.rundir.store import RunDir
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 
 
 def test_an_xid_is_named_and_taken_only_by_the_gpus_it_is_on() -> None:

@@ -15,6 +15,7 @@ import pytest
 from engine_helpers import plan_for, run_plan, write_sweep
 from hostile_http import HostileServer
 
+from repo_paths import TESTS
 from specbench_tui.core.engines import registry
 from specbench_tui.core.engines.sglang import SGLANG
 from specbench_tui.core.events import Event, Notice
@@ -112,7 +113,7 @@ def test_a_run_recorded_cold_whose_flushes_failed_reads_warm(tmp_path: Path) -> 
     import shutil
 
     run = tmp_path / "run"
-    shutil.copytree(Path(__file__).resolve().parent / "data" / "acceptance_demo_run", run)
+    shutil.copytree(TESTS / "data" / "acceptance_demo_run", run)
     results = run / "results.jsonl"
     assert results.read_text().count('"started_cold":true') > 0
     results.write_text(results.read_text().replace('"started_cold":true', '"started_cold":false'))

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from repo_paths import TESTS
 from specbench_tui.core.records import Measurement
 from specbench_tui.engine.loadrun import run_point
 from specbench_tui.engine.workloads import Labels
 
-REPO = Path(__file__).resolve().parent.parent
-TESTS = Path(__file__).resolve().parent
 
 
 def _python(code: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:

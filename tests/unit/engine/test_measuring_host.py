@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from hostile_http import HostileServer
 
+from repo_paths import REPO, TESTS
 from specbench_tui.core.events import LoadPointFinished, WorkloadFinished
 from specbench_tui.core.measuring_host import HostLoad, server_ttft_mean, starved
 from specbench_tui.core.records import STATUS_OK, Measurement
@@ -20,7 +21,7 @@ from specbench_tui.engine.client import ServerClient
 from specbench_tui.engine.host_meter import HostMeter
 from specbench_tui.engine.workloads import Labels, measurement_from
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 LABELS = Labels(config_id="c", config="c", workload="code")
 
 
@@ -155,7 +156,7 @@ waves = 1
 def test_a_run_records_the_host_per_workload_and_load_point_and_env_json_its_cores(tmp_path: Path) -> None:
     from engine_helpers import plan_for, run_plan, write_sweep
 
-    profile = Path(__file__).resolve().parent.parent / "sweeps" / "sim-profiles" / "deterministic.toml"
+    profile = REPO / "sweeps" / "sim-profiles" / "deterministic.toml"
     path = write_sweep(tmp_path, HOST_SWEEP.replace("PROFILE", str(profile)))
     outcome, events, run_dir, _ = asyncio.run(run_plan(plan_for(path), tmp_path / "runs", timeout_s=300))
     assert outcome.state == "completed", outcome

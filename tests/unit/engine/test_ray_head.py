@@ -1,6 +1,6 @@
 """A lost Ray head, without a cluster: the head watch (a TCP probe of the head's GCS port) and how the Ray
 executor names a job's end when a Ray call fails (a lost node while the head answers; an interruption once the
-head is lost). The whole path on a fake cluster: tests/test_ray_cluster.py (a killed head, then --resume)."""
+head is lost). The whole path on a fake cluster: tests/real_servers/test_ray_cluster.py (a killed head, then --resume)."""
 
 from __future__ import annotations
 

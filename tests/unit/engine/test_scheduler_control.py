@@ -4,7 +4,7 @@ The fake executor (:class:`FakeExecutor`) honours the executor contract (engine/
 one does: it asks the sink what to measure, records each request as it finishes, waits while paused, cancels
 the request in flight on ``skip`` or ``stop_now``, and ends with an :class:`Outcome`. Requests take a few tens
 of milliseconds, so these tests show pause, skip (pending and running), retry, abort (after the request in
-flight and at once) and a lost node in well under a second each; tests/test_engine_control.py shows the same
+flight and at once) and a lost node in well under a second each; tests/e2e/test_engine_control.py shows the same
 against the simulator, end to end.
 """
 

@@ -2,7 +2,7 @@
 no CUDA graph captured, adaptive speculation switched off by the server, the data-parallel flush and cap, and the
 adaptive steps SGLang refuses at start-up.
 
-``tests/data/sglang_real/server_info.json`` is the real server's ``/server_info`` on CPU (tests/test_sglang_real.py
+``tests/data/sglang_real/server_info.json`` is the real server's ``/server_info`` on CPU (tests/real_servers/test_sglang_real.py
 checks a live one against the facts read here).
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import pytest
 from engine_helpers import of_type, plan_for, run_plan, write_sweep
 
+from repo_paths import REPO, TESTS
 from specbench_tui.core.engines.sglang import (
     ADAPTIVE_CANDIDATE_STEPS,
     SGLANG,
@@ -28,8 +28,7 @@ from specbench_tui.core.engines.sglang import (
 )
 from specbench_tui.core.events import Notice, ServerReady, WorkloadFinished
 
-DATA = Path(__file__).resolve().parent / "data" / "sglang_real"
-REPO = Path(__file__).resolve().parent.parent
+DATA = TESTS / "data" / "sglang_real"
 
 
 def _real_info() -> dict:

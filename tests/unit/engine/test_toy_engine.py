@@ -15,6 +15,7 @@ import pytest
 import toy_engine
 from engine_helpers import headless_engine, wait_no_processes
 
+from repo_paths import TESTS
 from specbench_tui.core.analysis import analyse
 from specbench_tui.core.engines.base import EngineProfile
 from specbench_tui.core.engines.registry import ENV_MODULES, EngineLoadError, engine_names, get_profile, register
@@ -25,7 +26,6 @@ from specbench_tui.core.signatures import LEVEL_FATAL, LEVEL_INFO, SignatureSet,
 from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.tui.log_style import classify, compact_line
 
-TESTS = Path(__file__).resolve().parent
 SERVER = TESTS / "toy_server.py"
 
 

@@ -6,15 +6,15 @@ hollow on a dotted line, not with k = 1's solid line."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from repo_paths import TESTS
 from specbench_tui.report.figures import FigureSpec, _style, figure_specs
 from specbench_tui.report.load import load_run
 
-DEMO_RUN = Path(__file__).parent / "data" / "figure_demo_run"
+DEMO_RUN = TESTS / "data" / "figure_demo_run"
 CHECKED = ("speedup", "acceptance-length", "speedup-vs-budget", "acceptance-vs-budget", "acceptance-by-position",
            "decode-tps-vs-tp")
 """The figures the issue names (the Pareto front's point names are left to a later change)."""

@@ -20,6 +20,7 @@ from typing import Any, cast
 import pytest
 from test_report_html import load_run_fixture
 
+from repo_paths import TESTS
 from specbench_tui.cli import main
 from specbench_tui.core.analysis import analyse
 from specbench_tui.core.records import Measurement
@@ -27,7 +28,7 @@ from specbench_tui.report.figdata import bar_panels, budget_lines
 from specbench_tui.report.figures import FigureSpec, figure_specs, render
 from specbench_tui.report.load import load_run
 
-RUN_A = Path(__file__).parent / "data" / "report_run_a"
+RUN_A = TESTS / "data" / "report_run_a"
 NAMES_A = ["speedup", "acceptance-length", "speedup-vs-budget", "acceptance-vs-budget", "decode-tps-vs-tp",
            "pareto-ttft-vs-tps"]
 

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from repo_paths import TESTS
 from specbench_tui.core.analysis import analyse
 from specbench_tui.core.load import LoadSpec, point_item
 from specbench_tui.core.records import Measurement
@@ -17,7 +18,7 @@ from specbench_tui.report.formats import render
 from specbench_tui.report.load import load_run
 from specbench_tui.report.loadview import schedule_table
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 RUN_A = DATA / "report_run_a"
 RUN_B = DATA / "report_run_b"
 

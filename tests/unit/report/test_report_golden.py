@@ -1,6 +1,6 @@
 """Golden files pin every report format and the comparison on the synthetic runs in tests/data/.
 
-Regenerate after an intended change with ``SPECBENCH_UPDATE_GOLDEN=1 pytest tests/test_report_golden.py``
+Regenerate after an intended change with ``SPECBENCH_UPDATE_GOLDEN=1 pytest tests/unit/report/test_report_golden.py``
 and review the diff; regenerate the run directories themselves with ``tests/data/make_report_runs.py``.
 """
 
@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from repo_paths import TESTS
 from specbench_tui.report.compare import compare_runs, render_compare
 from specbench_tui.report.formats import FORMATS, render
 from specbench_tui.report.load import load_run
 
-DATA = Path(__file__).parent / "data"
-GOLDEN = Path(__file__).parent / "golden"
+DATA = TESTS / "data"
+GOLDEN = TESTS / "golden"
 RUN_A = DATA / "report_run_a"
 RUN_B = DATA / "report_run_b"
 EXTENSIONS = {"txt": "txt", "md": "md", "csv": "csv", "json": "json", "latex": "tex", "html": "html"}
@@ -37,8 +38,8 @@ def check_golden(name: str, text: str) -> None:
 
 
 def _stable(fmt: str, text: str) -> str:
-    """The HTML's figures are matplotlib's SVG, whose bytes follow its version: tests/test_report_html.py and
-    tests/test_figures.py check them; the golden file pins the page around them."""
+    """The HTML's figures are matplotlib's SVG, whose bytes follow its version: tests/real_servers/test_report_html.py and
+    tests/unit/report/test_figures.py check them; the golden file pins the page around them."""
     return re.sub(r"base64,[A-Za-z0-9+/=]+", "base64,...", text) if fmt == "html" else text
 
 
@@ -62,4 +63,4 @@ def test_fixture_runs_are_what_the_generator_writes(tmp_path: Path) -> None:
         for name in ("plan.json", "results.jsonl", "events.jsonl", "env.json"):
             assert (made / name).read_text() == (committed / name).read_text(), (
                 f"{made.name}/{name} is stale (the plan or event format changed?): run "
-                "tests/data/make_report_runs.py, then SPECBENCH_UPDATE_GOLDEN=1 pytest tests/test_report_golden.py")
+                "tests/data/make_report_runs.py, then SPECBENCH_UPDATE_GOLDEN=1 pytest tests/unit/report/test_report_golden.py")

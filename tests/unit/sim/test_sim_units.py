@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from repo_paths import REPO
 from specbench_tui.sim import kvpool, logs, tokenizer
 from specbench_tui.sim.adaptive import DEFAULT_ADAPTIVE_CONFIG, AdaptiveSteps, tier_steps
 from specbench_tui.sim.args import parse_args, resolve
@@ -97,8 +98,7 @@ def test_profile_rules_and_errors(tmp_path) -> None:
 
 
 def test_shipped_profiles_load() -> None:
-    import pathlib
-    root = pathlib.Path(__file__).resolve().parents[1] / "sweeps" / "sim-profiles"
+    root = REPO / "sweeps" / "sim-profiles"
     files = sorted(root.glob("*.toml"))
     assert files, "sweeps/sim-profiles/*.toml missing"
     for path in files:

@@ -2,7 +2,7 @@
 
 tests/data/sglang_real/capture.json is what the real server on CPU says (its start-up sequence, the ``/server_info``
 keys the product reads, ``/v1/models``, ``/flush_cache`` idle and busy, every ``/metrics`` family with its labels, the
-crash lines); tests/test_sglang_real.py checks a live real server against it. Here the simulator is captured the
+crash lines); tests/real_servers/test_sglang_real.py checks a live real server against it. Here the simulator is captured the
 same way and every difference must be one that tests/data/sglang_real/sim_differences.json explains; an explained
 difference that is gone fails too, so the file stays the list of what is left. Needs no SGLang: the simulator
 starts in seconds.
@@ -11,15 +11,15 @@ starts in seconds.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from sglang_real import RawServer, capture
 
+from repo_paths import TESTS
 from specbench_tui.core.engines.sglang import SGLANG_SIGNATURES
 
-DATA = Path(__file__).resolve().parent / "data" / "sglang_real"
+DATA = TESTS / "data" / "sglang_real"
 
 
 @pytest.fixture(scope="module")
