@@ -33,6 +33,7 @@ from specbench_tui.core.signatures import (
     LEVEL_FATAL,
     LEVEL_INFO,
     LEVEL_WARNING,
+    SignatureSet,
     last_lines,
     line_level,
 )
@@ -178,13 +179,29 @@ def is_fatal(line: str, level: str | None = None) -> bool:
     return classify(line, level) == LEVEL_FATAL
 
 
+@functools.cache
+def _crash_signatures(names: tuple[str, ...]) -> SignatureSet:
+    return SignatureSet(builtins=[s for name in names for s in get_profile(name).crash_signatures])
+
+
+def said_at_teardown(line: str, level: str | None) -> bool:
+    """Whether a live ``line`` is one a server says while it is being stopped: it matches an engine's crash
+    signature, and the engine did not mark it fatal (``level``), which it does for every such line but those
+    read while it stops the server (SGLang's ``SIGQUIT received … It usually means one child failed`` at every
+    normal end). Such a line is the teardown's, not an error of the run."""
+    return level in (None, LEVEL_INFO) and _crash_signatures(engine_names()).match(line) is not None
+
+
 NAME_WIDTH = 16
 
 
 def format_live_line(name: str, line: str, level: str | None) -> str:
-    """``"✖ ddtree-b8-tp1   │ text"``: level marker, configuration name, cleaned text."""
+    """``"✖ ddtree-b8-tp1   │ text"``: level marker, configuration name, cleaned text (no marker for a line the
+    server said while it was being stopped: :func:`said_at_teardown`)."""
     text = clean(line)
     level_found = classify(text, level)
+    if level_found == LEVEL_ERROR and said_at_teardown(text, level):
+        level_found = LEVEL_INFO
     if level_found == "info":
         text = compact_line(text)
     text = short_stamp(text)

@@ -393,10 +393,24 @@ async def test_no_color_crash_looks_stronger_than_text(engine: SilentEngine, mon
 
 # ---------------------------------------------------------------------------------------- one fatal rule
 
+TEARDOWN_LINE = "[2026-01-01 10:00:09] SIGQUIT received. signum=None, frame=None. It usually means one child failed."
+
+
 def test_teardown_sigquit_is_not_fatal_but_a_cuda_crash_is() -> None:
     assert not is_fatal(SIGQUIT_LINE, "info")
-    assert format_live_line("ar-tp1", SIGQUIT_LINE, "info").startswith("! ")
     assert is_fatal(CRASH_LINE, "fatal") and format_live_line("ar-tp1", CRASH_LINE, "fatal").startswith("✖ ")
+
+
+@pytest.mark.parametrize("line", [TEARDOWN_LINE, SIGQUIT_LINE])
+@pytest.mark.parametrize("level", [None, "info"])
+def test_a_teardown_line_is_not_marked_at_a_normal_end(line: str, level: str | None) -> None:
+    """The engine marks a crash signature's line fatal unless it read it while stopping the server: unmarked,
+    SGLang's ``SIGQUIT received … one child failed`` is the teardown's (said at every normal end), no ``!``; marked
+    by the engine, the same words are the crash (issue 46, point 6)."""
+    assert format_live_line("ar-tp1", line, level).startswith("  ar-tp1"), format_live_line("ar-tp1", line, level)
+    assert format_live_line("ar-tp1", line, "fatal").startswith("✖ ")
+    assert format_live_line("ar-tp1", "ERROR: the metrics endpoint failed to respond", level).startswith("! "), \
+        "an error line that is no crash signature keeps its mark"
 
 
 CORE_DUMPED_INFO = "[2026-01-01 10:00:09] INFO: the tokenizer worker restarted (previous one core dumped)"
