@@ -3,7 +3,9 @@
 
 One server serves every row: ``--server sim`` (default) a simulator subprocess (deterministic: ``TOK_S`` tokens a
 second per request whatever the batch, first token after ``TTFT_MS``), ``--server llamacpp`` a real ``llama-server``
-on the 8-layer GGUF ``tools/setup_llama_server.sh`` prepares (SKIP when it is not built). Each runs in this
+on the 8-layer GGUF ``tools/setup_llama_server.sh`` prepares, ``--server sglang`` SGLang 0.5.23's real server on
+CPU with the tiny model ``tools/setup_sglang_cpu.sh`` prepares, launched with the tests' CPU arguments
+(tests/sglang_real.py) (each SKIP when it is not set up). Each runs in this
 process's session, as the engine launches servers. Per concurrency, rounds alternate between
 
 - **ours**: the product's streaming client (``engine.client.ServerClient.generate``: engine/stream.py's kept-alive
@@ -23,7 +25,7 @@ Then, on the simulator, **128K-token prompts**: 8 requests in flight, each with 
 131,072 context: ours must not collapse (tok/s ≥ 0.9x the raw client's at the same point: the server's prefill of
 those prompts bounds both).
 
-    .venv/bin/python bench/bench_client.py [--server sim|llamacpp] [--concurrency 1,8,64,256] [--tokens 64]
+    .venv/bin/python bench/bench_client.py [--server sim|llamacpp|sglang] [--concurrency 1,8,64,256] [--tokens 64]
                                            [--repeats 2] [--no-long]
 """
 
@@ -266,6 +268,10 @@ def serving(server: str, width: int) -> Iterator[Target]:
             sim.wait_ready(60)
             yield Target("simulator", sim.url, sim.port, SGLANG)
         return
+    if server == "sglang":
+        with sglang_serving() as target:
+            yield target
+        return
     paths = llama_paths()
     port = free_port()
     argv = [paths["LLAMA_SERVER"], "-m", paths["SPEEDUP_TARGET_GGUF"], "--host", "127.0.0.1", "--port", str(port),
@@ -280,6 +286,37 @@ def serving(server: str, width: int) -> Iterator[Target]:
                     raise RuntimeError("llama-server did not start:\n" + log.read().decode(errors="replace")[-2000:])
                 time.sleep(0.3)
             yield Target("llama.cpp", f"http://127.0.0.1:{port}", port, LLAMACPP)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@contextlib.contextmanager
+def sglang_serving() -> Iterator[Target]:
+    """SGLang's own server on CPU, in this process's session (as the engine launches it), killed with its group."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import sglang_real  # the tests' CPU arguments and set-up paths: one definition of how it runs here
+
+    done = subprocess.run(["bash", str(ROOT / sglang_real.SETUP), "--print-paths"], capture_output=True, text=True,
+                          check=False, timeout=120)
+    paths = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    if done.returncode != 0 or not all(paths.get(k) for k in ("SGLANG_PYTHON", "SGLANG_TINY_MODEL")):
+        raise LookupError(f"SGLang's CPU server is not set up: run {sglang_real.SETUP}")
+    port = free_port()
+    env = {**os.environ, **sglang_real.CPU_ENV, "SGLANG_PYSPY_DUMP_BEFORE_CRASH": "0",
+           "SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "0"}
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(sglang_real.argv(paths, port), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                process_group=0)
+        try:
+            deadline = time.monotonic() + sglang_real.STARTUP_TIMEOUT_S
+            while not _healthy(port):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    raise RuntimeError("SGLang did not start:\n" + log.read().decode(errors="replace")[-2000:])
+                time.sleep(1.0)
+            yield Target("SGLang", f"http://127.0.0.1:{port}", port, SGLANG)
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -306,15 +343,16 @@ def llama_paths() -> dict[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--server", choices=("sim", "llamacpp"), default="sim")
-    parser.add_argument("--concurrency", default=None, help="default 1,8,64,256 (simulator), 1,8,32 (llama.cpp)")
+    parser.add_argument("--server", choices=("sim", "llamacpp", "sglang"), default="sim")
+    parser.add_argument("--concurrency", default=None,
+                        help="default 1,8,64,256 (simulator), 1,8,32 (llama.cpp), 1,8 (SGLang on CPU)")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--no-long", action="store_true", help="leave out the 128K-token prompts")
     args = parser.parse_args()
     failures: list[str] = []
     os.environ.setdefault("PYTHONHASHSEED", "0")
-    levels = args.concurrency or ("1,8,64,256" if args.server == "sim" else "1,8,32")
+    levels = args.concurrency or {"sim": "1,8,64,256", "llamacpp": "1,8,32", "sglang": "1,8"}[args.server]
     try:
         asyncio.run(measure(args.server, [int(c) for c in levels.split(",")], args.tokens, args.repeats,
                             not args.no_long, failures))

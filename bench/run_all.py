@@ -56,6 +56,7 @@ SCRIPTS: dict[str, Bench] = {
     "fidelity": Bench("bench/bench_engine_fidelity.py"),
     "client": Bench("bench/bench_client.py"),
     "client-llamacpp": Bench("bench/bench_client.py", ("--server", "llamacpp"), label="llama.cpp"),
+    "client-sglang": Bench("bench/bench_client.py", ("--server", "sglang"), label="SGLang"),
     "vllm": Bench("bench/bench_vllm_clients.py"),
     "crash": Bench("bench/bench_crash_dead_time.py"),
     "logpump": Bench("bench/bench_logpump.py"),
