@@ -18,10 +18,10 @@ Rules, and why:
   (lo, hi] between the largest context still ≥ 1 below the first under 1, with a log-linear estimate inside;
   ``never pays`` when the smallest rung is under 1, ``pays at every rung`` when ``max`` is still ≥ 1,
   ``not monotonic`` when it comes back above 1;
-- the **search** is the load search's (:func:`specbench_tui.core.crossover.search._probes`): both ends of the
-  ladder first, the middle when they agree, then probes inside the bracket until its ends are neighbouring
-  rungs; the matched baseline measures the union of its configurations' rungs. ``search = "grid"`` measures
-  every rung.
+- the **search** follows the load search's rules (:func:`specbench_tui.core.crossover.search._probes`): both ends
+  of the ladder first, the middle when they agree, then one probe inside the bracket until its ends are
+  neighbouring rungs; the probe is the rung nearest the log-log interpolated root (:func:`context_probes`); the
+  matched baseline measures the union of its configurations' rungs. ``search = "grid"`` measures every rung.
 """
 
 from __future__ import annotations
@@ -243,8 +243,6 @@ def _rungs_step(workload: LadderWorkload, values: list[float], cells: Mapping[tu
                 config_id: str, base_id: str) -> tuple[set[str], str]:
     """The rungs a searched configuration and its baseline must both have measured (what both have, and the
     probes next), and why the probes ("" when there are none): the load search's probe rule on context."""
-    from specbench_tui.core.crossover.search import _probes
-
     label_of = dict(zip(values, workload.rungs))
     measured: set[float] = set()
     usable: dict[float, float] = {}
@@ -255,10 +253,51 @@ def _rungs_step(workload: LadderWorkload, values: list[float], cells: Mapping[tu
         measured.add(value)
         if is_usable(mine.point) and mine.point.speedup is not None:
             usable[value] = mine.point.speedup.median
-    probes, why = _probes(values, usable, measured)
+    probes, why = context_probes(values, usable, measured)
     chosen = {label_of[v] for v in probes} | {label_of[v] for v in measured}
     said = f"rungs {', '.join(label_of[v] for v in probes)} ({why.replace('load', 'context')})" if probes else ""
     return chosen, said
+
+
+def context_probes(values: list[float], usable: dict[float, float],
+                   measured: set[float]) -> tuple[list[float], str]:
+    """The rungs to measure next for one configuration (their contexts), and why; empty: the search is done.
+
+    The load search's rules (:func:`specbench_tui.core.crossover.search._probes`): both ends first; ends that
+    agree get the middle measured before a verdict; points that disagree with one crossing get their gap
+    measured; then one probe inside the bracket until its ends are neighbouring rungs. The probe is the rung
+    nearest the root of the line through the bracket's ends in log(context) × log(speedup): acceptance decays
+    about exponentially with context, which that line follows far better than the load search's fit (made for
+    step times that grow linearly with the batch)."""
+    from specbench_tui.core.crossover.search import _bracket, _dip_gap, _ends_agree, _unmeasured_inside
+
+    missing = [v for v in (values[0], values[-1]) if v not in measured]
+    if missing:
+        return missing, "the ends of the ladder"
+    dip = _dip_gap(values, usable, measured)
+    if dip is not None:
+        return dip
+    lo, hi = _bracket(usable)
+    if (hi is not None and hi == values[0]) or (hi is None and lo == values[-1]):
+        return _ends_agree(values, measured, dominated=hi == values[0])
+    candidates = _unmeasured_inside(values, measured, lo, hi)
+    if not candidates:
+        return [], "bracketed"
+    guess = _log_log_root(lo, hi, usable)
+    if guess is None:
+        guess = math.sqrt(candidates[0] * candidates[-1])
+    best = min(candidates, key=lambda v: abs(math.log(v) - math.log(guess)))
+    return [best], f"nearest the log-log interpolated root {guess:.3g} (assumes one crossing)"
+
+
+def _log_log_root(lo: float | None, hi: float | None, usable: dict[float, float]) -> float | None:
+    """Where the line through (log lo, log S(lo)) and (log hi, log S(hi)) crosses S = 1 (None: an end is missing
+    or a speedup is not positive)."""
+    if lo is None or hi is None or usable[lo] <= 0 or usable[hi] <= 0 or lo <= 0 or usable[lo] == usable[hi]:
+        return None
+    s_lo, s_hi = math.log(usable[lo]), math.log(usable[hi])
+    t = s_lo / (s_lo - s_hi)
+    return math.exp(math.log(lo) + t * (math.log(hi) - math.log(lo)))
 
 
 def _search_values(workload: LadderWorkload, ladder: LadderAnalysis) -> list[float]:

@@ -47,11 +47,17 @@ def context_of(rung: str) -> int:
     return MAX_TOKENS if rung == "max" else int(rung)
 
 
-def truth_speedup(cid: str, context: float) -> float:
+def truth_speedup(cid: str, context: float, truth: dict[str, tuple[float, float]] = TRUTH,
+                  half_life: float = HALF_LIFE) -> float:
     """The simulator's deterministic mode with ``acceptance.context_half_life_tokens``: a fixed step time, the
     tokens per step decaying as 1 + (L₀ − 1)·2^(−C/H)."""
-    tok_s, length = TRUTH[cid]
-    return (1.0 + (length - 1.0) * 2.0 ** (-context / HALF_LIFE)) * tok_s / (length * 100.0)
+    tok_s, length = truth[cid]
+    return (1.0 + (length - 1.0) * 2.0 ** (-context / half_life)) * tok_s / (length * 100.0)
+
+
+DEMO_HALF_LIFE = 3200.0
+DEMO_TRUTH = {"s11": (500.0, 10.0), "s15": (264.0, 16.0)}
+"""sweeps/sim-profiles/context-ladder.toml's deep drafts: their speedup falls steeply along context."""
 
 
 def rung_ms(cid: str, rung: str, repeat: int, tps: float, **extra: Any) -> Measurement:
@@ -127,7 +133,8 @@ def test_a_clamped_rung_is_shown_but_never_decides_c_star() -> None:
 # ------------------------------------------------------------------------------------------ adaptive search
 
 
-def search_against_the_truth(p: dict[str, Any]) -> dict[tuple[str, str], Measurement]:
+def search_against_the_truth(p: dict[str, Any], truth: dict[str, tuple[float, float]] = TRUTH,
+                             half_life: float = HALF_LIFE) -> dict[tuple[str, str], Measurement]:
     """The search loop as the engine runs it (refresh, measure the rungs wanted, repeat), each wanted rung
     measured at the closed-form speedup (the baseline, ar, at 100 tok/s)."""
     measured: dict[tuple[str, str], Measurement] = {}
@@ -138,27 +145,29 @@ def search_against_the_truth(p: dict[str, Any]) -> dict[tuple[str, str], Measure
         if not new:
             break
         for cid, rung in new:
-            tps = 100.0 if cid == "ar" else 100.0 * truth_speedup(cid, context_of(rung))
+            tps = 100.0 if cid == "ar" else 100.0 * truth_speedup(cid, context_of(rung), truth, half_life)
             measured[(cid, rung)] = rung_ms(cid, rung, 1, tps)
     return measured
 
 
-def test_the_adaptive_search_finds_c_star_within_one_rung_with_at_most_half_the_grid() -> None:
-    configs = [AR, *(cfg(cid) for cid in TRUTH)]
+@pytest.mark.parametrize(("truths", "half_life"), [(TRUTH, HALF_LIFE), (DEMO_TRUTH, DEMO_HALF_LIFE)])
+def test_the_adaptive_search_finds_c_star_within_one_rung_with_at_most_half_the_grid(
+        truths: dict[str, tuple[float, float]], half_life: float) -> None:
+    configs = [AR, *(cfg(cid) for cid in truths)]
     p = plan(*configs)
-    measured = search_against_the_truth(p)
+    measured = search_against_the_truth(p, truths, half_life)
     ladder = analyse(p, list(measured.values()), []).ladder
     grid = [float(context_of(str(r))) for r in RUNGS]
-    for cid, (tok_s, length) in TRUTH.items():
-        truth = ground_truth_context_crossover(100.0, tok_s, length, HALF_LIFE)
+    for cid, (tok_s, length) in truths.items():
+        truth = ground_truth_context_crossover(100.0, tok_s, length, half_life)
         c = ladder.crossover(cid, "ladder")
         low = c.low if c.low is not None else -math.inf
         high = c.high if c.high is not None else math.inf
         assert low < truth <= high, (cid, truth, c)
         if c.status == CROSSES:  # bracketed between neighbouring rungs: within one rung of the truth
             assert grid.index(c.high) == grid.index(c.low) + 1, (cid, c)
-    assert {c.config: c.status for c in ladder.crossovers} == {
-        "s3": CROSSES, "s5": CROSSES, "s2": NEVER_PAYS, "s9": ALWAYS_PAYS}
+    statuses = {"s3": CROSSES, "s5": CROSSES, "s2": NEVER_PAYS, "s9": ALWAYS_PAYS, "s11": CROSSES, "s15": CROSSES}
+    assert {c.config: c.status for c in ladder.crossovers} == {cid: statuses[cid] for cid in truths}
     assert len(measured) <= len(configs) * len(RUNGS) / 2, len(measured)
     assert ladder.measured == len(measured) and ladder.grid == len(configs) * len(RUNGS)
 
