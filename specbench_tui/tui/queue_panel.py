@@ -36,7 +36,7 @@ class QueuePanel(TableView):
         self.border_title = "1 Sweep queue"
         self._worded: dict[str, tuple[ConfigLine, ViewRow]] = {}
         """Each configuration's line and its row, worded once per change."""
-        self._running: str | None = None
+        self._running_shown: str | None = None
         """The configuration last brought into view because it started running."""
 
     @property
@@ -59,12 +59,12 @@ class QueuePanel(TableView):
         self.set_rows([row for _, row in worded.values()])
         self.border_subtitle = queue_summary(view.lines)
         running = next((line.config_id for line in view.lines if line.state in ACTIVE), None)
-        if running is not None and running != self._running:
-            self._running = running
+        if running is not None and running != self._running_shown:
+            self._running_shown = running
             self.call_after_refresh(self._show_running)
 
     def _show_running(self) -> None:
         """Bring the configuration that started running into view (the cursor stays where the user left it): on a
         short queue panel (four rows at 80x24) the running row is otherwise below the fold."""
-        if self._running is not None and self._running in self._index:
-            self.scroll_to_row(self.get_row_index(self._running), centre=True)
+        if self._running_shown is not None and self._running_shown in self._index:
+            self.scroll_to_row(self.get_row_index(self._running_shown), centre=True)
