@@ -24,7 +24,7 @@ What it does, and why each part:
 - **Reads gathered while busy** (interrupt moderation, as a network card does it). The kernel stamps every
   segment as it arrives, so reading it a fraction of a millisecond later changes no figure; what a read costs is
   mostly the wake-up around it (measured on this project's 2-core box: 30 µs of CPU per event with a wake-up per
-  event, whatever ran inside it). So once wake-ups come faster than :data:`PACE_BUSY` pauses apart with answers to several requests
+  event, whatever ran inside it). So once wake-ups come faster than one a pause (:data:`PACE_BUSY`) with answers to several requests
   streaming, the pool stops
   listening for :func:`StreamPool.pace_s` (at most :data:`PACE_MAX_S`) and then reads everything that arrived
   meanwhile in one pass, and again while anything did. One request alone is never paused. The pause is bounded by :data:`PACE_SHARE` of the mean gap between two reads of one answer,
@@ -67,10 +67,10 @@ PACE_SHARE = 0.125
 share a read only when their gap is under an eighth of the mean."""
 PACE_LEARN = 32
 """Gaps seen before any pause: a pool paces only once it knows how fast its answers stream."""
-PACE_BUSY = 4.0
+PACE_BUSY = 1.0
 """A pool is busy (and pauses) when a wake-up comes within this many pauses of the last pass, with two or more
-requests in flight: then a pause gathers reads that would each have cost a wake-up; slower, or for one answer alone,
-a pause would only add one."""
+requests in flight: bytes arrive faster than one read a pause, so a pause gathers reads that would each have cost a
+wake-up; slower, or for one answer alone, a pause would gather little and add a wake-up of its own."""
 _GAP_WEIGHT = 0.01
 """The weight of the newest gap in the running mean (about the last hundred reads)."""
 RETIRE_AFTER_S = 2.0
