@@ -84,12 +84,13 @@ class Announcements(AppBase):
                            title="✖ Server crashed", severity="error", timeout=15, topic=("config", event.config_id))
 
     def _announce_failed(self, event: ConfigFinished) -> None:
-        """A configuration that ended crashed or failed without a complete crash event announced first."""
+        """A configuration that ended crashed or failed without a complete crash event announced first: its final
+        reason (a crash's is ``signature: cause``, as the queue shows it)."""
         key = self._crash_key(event.config_id)
         if key in self._announced:
             return
         self._announced.add(key)
-        detail = event.signature or event.reason or event.state.value
+        detail = event.reason or event.signature or event.state.value
         self.notifier.post(f"{clean(event.name, 80)} {event.state.value}: {clean(detail, 300)}",
                            title=f"✖ Configuration {event.state.value}", severity="error", timeout=15,
                            topic=("config", event.config_id))

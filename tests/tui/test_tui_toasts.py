@@ -13,6 +13,7 @@ import pytest
 from tui_fakes import T0, FakeEngine
 
 from specbench_tui.core.events import (
+    ConfigFinished,
     ConfigState,
     ConfigStateChanged,
     CrashDetected,
@@ -77,6 +78,23 @@ async def test_the_crash_toast_says_the_final_signature_and_cause(engine: FakeEn
         line = next(line for line in app.view.lines if line.config_id == config_id)
         assert "cuda_illegal_instruction" in line.note, "the queue names the same signature"
         assert not any("scheduler_exception" in entry.message for entry in app.notifier.history)
+
+
+async def test_a_crash_without_its_complete_event_is_told_by_its_final_reason(engine: FakeEngine) -> None:
+    """An engine whose complete crash event never came (an older engine, a lost line): the configuration's ending
+    says the crash in the queue's words, its signature and cause, once."""
+    app = SpecbenchApp(engine, clock=lambda: T0 + 600)
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        config_id, name = await _running(app, pilot, engine)
+        reason = f"cuda_illegal_instruction: {CUDA_LINE}"
+        engine.emit(ConfigFinished(config_id=config_id, name=name, state=ConfigState.CRASHED, reason=reason,
+                                   signature="cuda_illegal_instruction", ts=T0 + 3))
+        app.drain_events()
+        await pilot.pause()
+        toasts = [n.message for n in app.notifier.on_screen() if n.title == "✖ Configuration crashed"]
+        assert toasts == [f"{name} crashed: {reason}"], toasts
+        line = next(line for line in app.view.lines if line.config_id == config_id)
+        assert line.note == reason, "the queue says the same"
 
 
 async def test_caches_cold_goes_to_the_history_without_a_toast(engine: FakeEngine) -> None:
