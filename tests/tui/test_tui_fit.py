@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from repo_paths import DATA, REPO
 from tui_fakes import T0, FakeEngine, at_rest, repaint_all
 from textual.screen import Screen
 from textual.widgets import Button
@@ -110,9 +111,9 @@ def test_quit_dialog_with_toasts_at_80x24(engine: FakeEngine, snap_compare) -> N
 
 # ------------------------------------------------------------------------------------------ verdicts drawn whole
 
-DEMO_RUN = Path(__file__).resolve().parents[1] / "data" / "figure_demo_run"
+DEMO_RUN = DATA / "figure_demo_run"
 """The demo's own run (9 configurations ran: two crashed, one answered nothing, three skipped with a reason)."""
-SIM_PROFILE = Path(__file__).resolve().parents[2] / "sweeps" / "sim-profiles" / "demo.toml"
+SIM_PROFILE = REPO / "sweeps" / "sim-profiles" / "demo.toml"
 
 
 def demo_engine(tmp_path: Path) -> FakeEngine:
