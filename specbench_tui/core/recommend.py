@@ -1,7 +1,8 @@
 """From a table to an answer: per workload and per concurrency band, the configuration to deploy.
 
-At each measured load point (a workload without a load axis is one point, ``c1``) the candidates are ranked by
-per-user decode tok/s; a band is a run of consecutive points with the same winner. A configuration is excluded
+At each measured load point (a workload without a load axis is one point, ``c1``; a context ladder's points are
+its rungs, so its bands run along context) the candidates are ranked by per-user decode tok/s; a band is a run of
+consecutive points with the same winner. A configuration is excluded
 at a point, with the reason said, when it crashed or failed, its outputs differ from the baseline's (lossy), its
 point is noisy or the measuring client was starved, or its drafts were **idle**: a speculative configuration whose
 acceptance length is about 1 (under :data:`IDLE_ACCEPT`: each verify step commits the bonus token only) or that
@@ -26,6 +27,8 @@ from typing import Any
 from specbench_tui.core.load import parse_label
 from specbench_tui.core.results import IDLE_ACCEPTANCE
 
+AXIS_CONTEXT = "context"
+"""A band along a context ladder's rungs (:mod:`specbench_tui.core.crossover.ladder`)."""
 IDLE_ACCEPT = IDLE_ACCEPTANCE
 """An acceptance length under this is idle drafting: the verify step commits its bonus token and little else
 (SGLang #24795: speculation silently idle at 1.0); the analysis flags such a cell by the same rule."""
@@ -95,11 +98,15 @@ class Band:
 
     @property
     def span(self) -> str:
-        """``c1–c4`` (or ``c1`` for one point)."""
-        return self.loads[0] if len(self.loads) == 1 else f"{self.loads[0]}–{self.loads[-1]}"
+        """``c1–c4`` (or ``c1`` for one point); along a context ladder ``1024–8192 tokens``."""
+        span = self.loads[0] if len(self.loads) == 1 else f"{self.loads[0]}–{self.loads[-1]}"
+        return f"{span} tokens" if self.axis == AXIS_CONTEXT else span
 
     @property
     def values(self) -> tuple[float, float]:
+        """The band's first and last load (a context band's: 0, 0; only load bands make a vLLM schedule)."""
+        if self.axis == AXIS_CONTEXT:
+            return 0.0, 0.0
         return parse_label(self.loads[0])[1], parse_label(self.loads[-1])[1]
 
 
@@ -144,6 +151,9 @@ def _points(analysis: Any, workload: str, configs: Mapping[str, Mapping[str, Any
     """(load label, candidates) per measured point of ``workload``, in load order."""
     from specbench_tui.core.graphs import eager_text
 
+    rungs = _rung_points(analysis.ladder, workload, configs, states, lossy)
+    if rungs:
+        return rungs
     load = analysis.load
     rows = [p for p in load.points if p.workload == workload] if load is not None else []
     if rows:
@@ -158,6 +168,19 @@ def _points(analysis: Any, workload: str, configs: Mapping[str, Mapping[str, Any
     return [("c1", [_candidate(r.config_id, r.config, r.decode_tps, r.speedup, r.accept_length
                                or r.server_log_accept_length, "", configs, states, lossy, eager_text(r))
                     for r in cells])]
+
+
+def _rung_points(ladder: Any, workload: str, configs: Mapping[str, Mapping[str, Any]], states: Mapping[str, str],
+                 lossy: set[str]) -> list[tuple[str, list[Candidate]]]:
+    """A context ladder's points: its rungs in order (a band is then a run of rungs with the same winner;
+    :mod:`specbench_tui.core.crossover.ladder`); [] for a workload that is not a ladder."""
+    rungs = [r for r in ladder.rungs if r.point.workload == workload] if ladder is not None else []
+    order = {label: i for w in (ladder.workloads if ladder is not None else ()) if w.name == workload
+             for i, label in enumerate(w.rungs)}
+    return [(label, [_candidate(r.point.config_id, r.point.config, r.point.per_user_tps, r.point.speedup,
+                                r.point.accept_length, _point_why(r.point), configs, states, lossy, "")
+                     for r in rungs if r.label == label])
+            for label in sorted({r.label for r in rungs}, key=lambda label: order.get(label, 0))]
 
 
 def _point_why(p: Any) -> str:
@@ -231,12 +254,17 @@ def _band(workload: str, run: list[Point], configs: Mapping[str, Mapping[str, An
             excluded.setdefault(c.config, c.why)
     eager = tuple(label for label, w, _, _ in run if w is not None and w.eager)
     speculative = bool(configs.get(winner.config_id, {}).get("speculative")) if winner else False
-    return Band(workload, parse_label(run[0][0])[0], tuple(label for label, *_ in run),
+    return Band(workload, _axis(run[0][0]), tuple(label for label, *_ in run),
                 winner.config_id if winner else None, winner.config if winner else None, speculative,
                 min(margins) if margins else None, _band_speedup(run),
                 max(set(runners), key=runners.count) if runners else None,
                 tuple(Excluded(c, why) for c, why in excluded.items()), eager,
                 min(counts.get(label, 0) for label, *_ in run), everyone)
+
+
+def _axis(label: str) -> str:
+    """The axis of a point's label: a load axis (``c4``, ``r2``), else a context ladder's rung (``8192``, ``max``)."""
+    return parse_label(label)[0] if label[:1] in ("c", "r") else AXIS_CONTEXT
 
 
 def _band_speedup(run: list[Point]) -> tuple[float, float, float] | None:

@@ -28,7 +28,7 @@ from specbench_tui.report.energyview import (
 from specbench_tui.report.acceptance_view import acceptance_json, acceptance_tables
 from specbench_tui.report.boundaries import boundary_json, boundary_md, boundary_txt
 from specbench_tui.report.charts import budget_charts
-from specbench_tui.report.ladderview import ladder_json, ladder_tables, ladder_txt
+from specbench_tui.report.ladderview import ladder_json, ladder_md, ladder_txt
 from specbench_tui.report.load import LoadedRun
 from specbench_tui.report.nodesview import hardware_json, hardware_warnings, node_column, node_lines
 from specbench_tui.report.recommendview import recommend_json, recommend_md, recommend_txt
@@ -181,8 +181,7 @@ def render_md(run: LoadedRun) -> str:
             for table in (crossover_table(analysis.load, w.name), schedule_table(analysis.load, w.name),
                           points_table(analysis.load, w.name)):
                 out += render_markdown_table(table, 2)
-    for table in ladder_tables(analysis):
-        out += render_markdown_table(table, 2)
+    out += ladder_md(analysis)
     out += recommend_md(run)
     notes = [clean_text(n) for n in (*analysis.notes, *(f"read: {w}" for w in run.warnings))]
     notes += [f"earlier attempt: {clean_text(n)}" for n in analysis.history]

@@ -9,7 +9,8 @@ from typing import Any
 
 from specbench_tui.core.acceptance import fmt_positions
 from specbench_tui.core.crossover.ladder import LadderAnalysis, Rung
-from specbench_tui.core.crossover.results import Crossover
+from specbench_tui.core.crossover.results import ALWAYS_PAYS, CROSSES, NEVER_PAYS, Crossover
+from specbench_tui.core.load import AXIS_CONCURRENCY
 from specbench_tui.core.results import RunAnalysis
 from specbench_tui.report.tables import Table, clean_text
 
@@ -56,11 +57,56 @@ def rungs_table(ladder: LadderAnalysis, workload: str) -> Table:
     return table
 
 
+def _pays_below(c: Crossover, every: str, unit: str) -> str:
+    """Where along its axis a crossover says speculation pays: ``under ≈10,144 prompt tokens``, ``at every load
+    measured (to 16)`` and the like."""
+    if c.status == CROSSES:
+        at = c.estimate if c.estimate is not None else c.high
+        return f"under ≈{at:,.0f} {unit}" if at is not None else "?"
+    if c.status == ALWAYS_PAYS:
+        return f"at every {every} measured (to {c.low:,.0f})" if c.low is not None else f"at every {every} measured"
+    if c.status == NEVER_PAYS:
+        return "nowhere measured"
+    return c.status.replace("_", " ")
+
+
+def map_table(analysis: RunAnalysis) -> Table | None:
+    """The map of where each speculative configuration pays: along load (B*, on the load workloads' prompts) and
+    along context (C*, one request at a time), one row per configuration and pair of workloads; None unless the
+    run measured both axes. The corner where both are high was not measured: it pays there at most where both
+    say it does."""
+    ladder, load = _ladder(analysis), analysis.load
+    if ladder is None or load is None or load.empty:
+        return None
+    table = Table("the map: where each configuration pays, along load and along context",
+                  ["configuration", "along load (B*)", "along context (C*)", "pays"], align="llll")
+    for along in (c for c in load.crossovers if c.axis == AXIS_CONCURRENCY):
+        for ctx in (c for c in ladder.crossovers if c.config_id == along.config_id):
+            load_text = _pays_below(along, "load", "requests in flight")
+            ctx_text = _pays_below(ctx, "context", "prompt tokens")
+            pays = "nowhere measured" if NEVER_PAYS in (along.status, ctx.status) else f"{load_text}, {ctx_text}"
+            table.rows.append([along.config, f"{along.workload}: {along.text}", f"{ctx.workload}: {ctx.text}",
+                               pays])
+    table.notes.append("B* is measured on the load workload's prompts and C* one request at a time: long prompts "
+                       "under load (the corner) were not measured; speculation pays there at most where both say it "
+                       "does")
+    return table if table.rows else None
+
+
 def ladder_tables(analysis: RunAnalysis) -> list[Table]:
     ladder = _ladder(analysis)
     if ladder is None:
         return []
-    return [t for w in ladder.workloads for t in (c_star_table(ladder, w.name), rungs_table(ladder, w.name))]
+    tables = [t for w in ladder.workloads for t in (c_star_table(ladder, w.name), rungs_table(ladder, w.name))]
+    the_map = map_table(analysis)
+    return [the_map, *tables] if the_map is not None else tables
+
+
+def ladder_md(analysis: RunAnalysis) -> list[str]:
+    """The map (with a load axis) and the ladder's tables as Markdown (nothing for a run without a ladder)."""
+    from specbench_tui.report.tables import render_markdown_table
+
+    return [line for table in ladder_tables(analysis) for line in render_markdown_table(table, 2)]
 
 
 def ladder_txt(analysis: RunAnalysis) -> list[str]:
@@ -70,7 +116,7 @@ def ladder_txt(analysis: RunAnalysis) -> list[str]:
     ladder = _ladder(analysis)
     if ladder is None:
         return []
-    out = ["", *(c_star_line(c) for c in ladder.crossovers)]
+    out = ["", *(c_star_line(c) for c in ladder.crossovers)]  # then the map (with a load axis) and the tables
     for table in ladder_tables(analysis):
         out += ["", *render_text_table(table)]
     return out
@@ -85,6 +131,12 @@ def _rung_json(r: Rung) -> dict[str, Any]:
             "accept_length": round(p.accept_length, 4) if p.accept_length is not None else None,
             "conditional": [round(v, 4) if v is not None else None for v in r.conditional],
             "repeats": p.repeats, "complete": p.complete, "noisy": p.noisy, "noise": p.noise}
+
+
+def _map_json(analysis: RunAnalysis) -> list[dict[str, str]]:
+    the_map = map_table(analysis)
+    rows = the_map.rows if the_map is not None else []
+    return [dict(zip(("config", "along_load", "along_context", "pays"), row)) for row in rows]
 
 
 def ladder_json(analysis: RunAnalysis) -> dict[str, Any] | None:
@@ -102,6 +154,7 @@ def ladder_json(analysis: RunAnalysis) -> dict[str, Any] | None:
                                  for e in sorted(c.evidence, key=lambda e: e.value)]}
                    for c in ladder.crossovers],
         "rungs": [_rung_json(r) for r in ladder.rungs],
+        "map": _map_json(analysis),
         "measured": ladder.measured,
         "grid": ladder.grid,
     }

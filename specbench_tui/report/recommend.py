@@ -88,22 +88,29 @@ def confirm_sweep(rec: Recommendation, doc: dict[str, Any], origin: Path | None,
     for raw in doc.get("workloads", []):
         if raw.get("name") not in rec.workloads():
             continue
-        w = dict(raw)
-        loads = [label for b in rec.bands if b.workload == w.get("name") and b.winner_id for label in b.loads]
-        for axis in ("concurrency", "request_rate"):
-            if axis in w:
-                w[axis] = sorted({float(x[1:]) if axis == "request_rate" else int(x[1:])
-                                  for x in loads if x.startswith("c" if axis == "concurrency" else "r")})
-        if "search" in w:
-            w["search"] = "grid"
-        w.pop("repeats", None)
-        workloads.append(w)
+        workloads.append(_confirm_workload(rec, dict(raw)))
     confirm = derived_doc(doc, blocks, origin, name=f"{rec.sweep}-confirm", repeats=repeats, runs_dir=None,
                           description=f"re-measures each band's winner of {rec.sweep} against the baseline and "
                                       "the runner-up")
     confirm["workloads"] = workloads
     return to_toml(confirm, "written by specbench recommend: each band's winner, its baseline and its runner-up,\n"
                             f"measured again with {repeats} repeats")
+
+
+def _confirm_workload(rec: Recommendation, w: dict[str, Any]) -> dict[str, Any]:
+    """A workload of the confirm sweep: only the points of its bands that have a winner, on a grid (every
+    candidate at every one of them: the run's search measured some), at the confirm's repeats."""
+    loads = [label for b in rec.bands if b.workload == w.get("name") and b.winner_id for label in b.loads]
+    if w.get("kind") == "context_ladder":  # a ladder's bands are rungs: the confirm measures each of them
+        w["prompt_tokens"] = [int(x) if x != "max" else x for x in dict.fromkeys(loads)]
+    for axis in ("concurrency", "request_rate"):
+        if axis in w:
+            w[axis] = sorted({float(x[1:]) if axis == "request_rate" else int(x[1:])
+                              for x in loads if x.startswith("c" if axis == "concurrency" else "r")})
+    if "search" in w or w.get("kind") == "context_ladder" or "concurrency" in w or "request_rate" in w:
+        w["search"] = "grid"
+    w.pop("repeats", None)
+    return w
 
 
 def recommend_command(args: argparse.Namespace) -> int:

@@ -164,6 +164,8 @@ class ChartScreen(Screen[None]):
         Binding("w", "next_workload", "Workload", id="chart-workload", tooltip="the next workload"),
         Binding("q", "close", "Back", show=False, id="chart-close-q"),
         Binding("c", "close", "Back", show=False, id="chart-close-c"),
+        Binding("r", "recommend", "Recommend", show=False, id="chart-recommend",
+                tooltip="the winner per band and its exact server command (specbench recommend)"),
     ]
     DEFAULT_CSS = """
     ChartScreen #chart-title { height: 1; background: $panel; }
@@ -221,6 +223,14 @@ class ChartScreen(Screen[None]):
 
     def action_close(self) -> None:
         self.dismiss()
+
+    def action_recommend(self) -> None:
+        """``specbench recommend``'s answer for the analysis on screen, over the chart (tui/recommend_screen.py)."""
+        from specbench_tui.application.recommend_text import recommendation_text
+        from specbench_tui.tui.recommend_screen import RecommendScreen
+
+        plan = getattr(getattr(self.app, "engine", None), "plan", None)
+        self.app.push_screen(RecommendScreen(recommendation_text(self.source(), plan.to_json() if plan else None)))
 
     def action_next_view(self) -> None:
         self.view = VIEW_ACCEPTANCE if self.view == VIEW_SPEEDUP else VIEW_SPEEDUP

@@ -59,7 +59,11 @@ def test_the_ladder_finds_c_star_within_one_rung_with_at_most_half_the_grid(tmp_
     assert ladder["grid"] == 3 * len(rungs) == 36
     assert ladder["measured"] <= ladder["grid"] / 2, ladder["measured"]
     records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
-    assert len({(m["config"], m["item"]) for m in records}) == ladder["measured"]
+    assert len({(m["config"], m["item"]) for m in records if m["workload"] == "ladder"}) == ladder["measured"]
+    # the map: each configuration along load (B*, the code-load workload) and along context (C*)
+    the_map = {row["config"]: row for row in ladder["map"]}
+    assert set(the_map) == set(truth) and "code-load" in the_map["eagle3-s11"]["along_load"]
+    assert "prompt tokens" in the_map["eagle3-s11"]["pays"]
     # per rung: acceptance length, per-position acceptance, decode tok/s and the speedup at that rung
     s11 = {r["rung"]: r for r in ladder["rungs"] if r["config"] == "eagle3-s11"}
     assert s11["1024"]["accept_length"] > s11["max"]["accept_length"] and s11["1024"]["conditional"]
@@ -77,7 +81,8 @@ def test_no_rung_or_repeat_is_drafted_from_another_ones_prompt(tmp_path: Path) -
     """Warm caches (nothing flushed) and two repeats: no request finds more of its prompt cached than the words
     every filler starts with, as each (rung, repeat) has its own filler."""
     sweep = tmp_path / "ladder.toml"
-    text = re.sub(r"^repeats = \d+", "repeats = 2", SWEEP.read_text(), flags=re.MULTILINE).replace(
+    text = re.sub(r"^repeats = \d+", "repeats = 2", SWEEP.read_text().split("[[workloads]]                 #")[0],
+                  flags=re.MULTILINE).replace(
         'prompt_tokens = [1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, "max"]',
         'prompt_tokens = [1024, 2048, 4096]\nsearch = "grid"').replace('search = "adaptive"\n', "")
     text = text.replace('[server.args]', '[measure]\ncache = "warm"\n\n[server.args]').replace(

@@ -29,6 +29,7 @@ WHERE = {
     "PreflightFailedScreen": "pre-flight",
     "ChartScreen": "chart",
     "AcceptanceScreen": "acceptance",
+    "RecommendScreen": "chart",  # over the chart (its ``r``): its Back keys join the chart's row
 }
 """The table's "where" for each class that declares bindings (a new screen with keys needs a name here)."""
 

@@ -42,7 +42,9 @@ def point(cid: str, name: str, label: str, tps: float, accept: float | None) -> 
 
 
 def loaded(tmp_path: Path, plan: dict[str, Any], ms: list[Measurement]) -> LoadedRun:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "plan.json").write_text(json.dumps(plan))
+    MADE[tmp_path] = ms
     return LoadedRun(path=tmp_path, analysis=analyse(plan, ms, []), env=None)
 
 
@@ -67,6 +69,8 @@ def test_every_format_gives_each_bands_winner_and_its_exact_command(tmp_path: Pa
         return
     shown = text.replace("&#x27;", "'").replace("&quot;", '"')
     assert "Recommendation (specbench recommend)" in shown
+    if fmt == "html":  # its own section, not only the plain-text report it embeds
+        assert '<h2 id="recommendation">' in shown and shown.index('<h2 id="recommendation">') < shown.index("<details>")
     for name, command in COMMANDS.items():
         assert command in shown, (name, command)
     assert "--decode-log-interval" not in shown.split("Recommendation (specbench recommend)")[1].split("Notes")[0]
@@ -89,7 +93,8 @@ def ladder_run(tmp_path: Path) -> LoadedRun:
     ms = [Measurement(config_id=cid, config=name, workload="ladder", item=rung, repeat=1, status="ok",
                       decode_tps=100.0 * (speed[rung] if cid == "s1" else 1.0), completion_tokens=64,
                       prompt_tokens=32000 if rung == "max" else int(rung),
-                      accept_histogram=(1, 1, 2) if cid == "s1" else None)
+                      accept_histogram=(1, 1, 2) if cid == "s1" else None,
+                      accept_length=3.0 if cid == "s1" else None, verify_ct=4 if cid == "s1" else None)
           for cid, name in (("a0", "ar"), ("s1", "eagle3")) for rung in speed]
     return loaded(tmp_path, plan, ms)
 
@@ -106,4 +111,41 @@ def test_every_format_gives_c_star_and_the_per_rung_figures(tmp_path: Path, fmt:
         return
     text = text.replace("\\*", "*")  # Markdown escapes the star
     assert "C* interval" in text and "(8192, 32000]" in text
+    if fmt == "html":  # its own tables, not only the plain-text report it embeds
+        assert "<h3>ladder: where speculation stops paying along context" in text and "<h3>ladder: per rung" in text
+    if fmt == "html":
+        assert '<h2 id="recommendation">' not in text  # no load axis: no recommendation section
     assert "0.70x" in text and "0.75 0.67" in text  # the speedup and the acceptance by draft position at a rung
+
+
+def test_the_map_puts_each_configurations_b_star_and_c_star_side_by_side(tmp_path: Path) -> None:
+    """A run that measured both axes: per configuration where it pays along load (B*) and along context (C*)."""
+    loaded_run, ladder = load_run(tmp_path / "a"), ladder_run(tmp_path / "b")
+    plan = json.loads((tmp_path / "a" / "plan.json").read_text())
+    plan["workloads"] += json.loads((tmp_path / "b" / "plan.json").read_text())["workloads"]
+    ms = [*(m for r in (tmp_path / "a", tmp_path / "b") for m in _measurements(r))]
+    run = loaded(tmp_path, plan, ms)
+    (row,) = json.loads(render(run, "json"))["ladder"]["map"]
+    assert row["config"] == "eagle3" and row["along_load"].startswith("w: (1, 16]")
+    assert row["along_context"].startswith("ladder: (8192, 32000]")
+    assert row["pays"].startswith("under ≈") and "requests in flight, under ≈" in row["pays"]
+    assert "the map: where each configuration pays" in render(run, "txt")
+    assert loaded_run.analysis.ladder is None and ladder.analysis.load is None  # either alone has no map
+
+
+def _measurements(run_dir: Path) -> list[Measurement]:
+    """The measurements the helpers above analysed for ``run_dir`` (kept on the side as they are made)."""
+    return MADE[run_dir]
+
+
+MADE: dict[Path, list[Measurement]] = {}
+
+
+def test_a_ladders_bands_run_along_context(tmp_path: Path) -> None:
+    """Per context band the winner and its command: eagle3 up to 8192 tokens, autoregressive at max."""
+    from specbench_tui.core.recommend import recommend
+
+    run = ladder_run(tmp_path)
+    rec = recommend(run.analysis, json.loads((tmp_path / "plan.json").read_text()))
+    assert [(b.span, b.winner, b.axis) for b in rec.bands] == [
+        ("1024–8192 tokens", "eagle3", "context"), ("max tokens", "ar", "context")]
