@@ -52,7 +52,8 @@ def truth_speedup(cid: str, context: float, truth: dict[str, tuple[float, float]
     """The simulator's deterministic mode with ``acceptance.context_half_life_tokens``: a fixed step time, the
     tokens per step decaying as 1 + (L₀ − 1)·2^(−C/H)."""
     tok_s, length = truth[cid]
-    return (1.0 + (length - 1.0) * 2.0 ** (-context / half_life)) * tok_s / (length * 100.0)
+    left = float(2.0 ** (-context / half_life))  # the share of the excess acceptance left at this context
+    return (1.0 + (length - 1.0) * left) * tok_s / (length * 100.0)
 
 
 DEMO_HALF_LIFE = 3200.0
