@@ -120,6 +120,9 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("run_a", help="a run directory, its name, 'latest' or 'latest~N' (e.g. latest~1)")
     compare.add_argument("run_b", help="the same (e.g. latest)")
     compare.add_argument("--runs-dir", metavar="DIR", help="where 'latest' and names are looked up (default: runs)")
+    compare.add_argument("--format", choices=("txt", "md", "html"), default="txt",
+                         help="txt (default), md (Markdown tables) or html (one self-contained page): the same content")
+    compare.add_argument("--output", "-o", help="write to this file instead of standard output")
     from specbench_tui.campaign import add_commands
 
     add_commands(commands)

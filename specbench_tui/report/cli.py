@@ -76,9 +76,11 @@ def report_command(args: argparse.Namespace) -> int:
 
 
 def compare_command(args: argparse.Namespace) -> int:
-    """``specbench compare RUN_A RUN_B``: per configuration (matched by id) and workload, what changed."""
+    """``specbench compare RUN_A RUN_B [--format txt|md|html] [-o FILE]``: per configuration (matched by id) and
+    workload, what changed."""
     run_a = _load(args.run_a, "compare")
     run_b = _load(args.run_b, "compare")
     if run_a is None or run_b is None:
         return EXIT_NOT_A_RUN
-    return _emit(document_safe(render_compare(compare_runs(run_a, run_b))), getattr(args, "output", None), "compare")
+    text = render_compare(compare_runs(run_a, run_b), getattr(args, "format", None) or "txt")
+    return _emit(document_safe(text), getattr(args, "output", None), "compare")

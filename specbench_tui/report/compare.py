@@ -8,6 +8,7 @@ per-repeat ranges do not overlap: a difference inside the noise is not news.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -26,6 +27,7 @@ from specbench_tui.report.tables import (
     env_facts,
     env_simulated,
     fmt_seconds,
+    render_markdown_table,
     render_text_table,
     run_cache_policy,
 )
@@ -265,28 +267,114 @@ def _num(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def render_compare(comparison: Comparison) -> str:
-    """The comparison as plain text: summary, changes table, state changes, configurations on one side."""
+COMPARE_FORMATS = ("txt", "md", "html")
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A titled list of a comparison (``State changes``: one line per item), or with no item one line of its own
+    (``Same name, different id…: a, b``)."""
+
+    title: str
+    items: tuple[str, ...] = ()
+
+
+Block = Table | Listing
+
+
+@dataclass(frozen=True)
+class CompareDoc:
+    """What every format of a comparison says, in order: the title, the summary lines, then the blocks."""
+
+    title: str
+    summary: tuple[str, ...]
+    blocks: tuple[Block, ...]
+
+
+def compare_doc(comparison: Comparison) -> CompareDoc:
+    """The comparison's content, once for every format: summary, warnings, the changes table, state changes,
+    configurations on one side."""
     c = comparison
     faster = sum(1 for r in c.rows if r.decode_tps.significant and (r.decode_tps.relative or 0) > 0)
     slower = sum(1 for r in c.rows if r.decode_tps.significant and (r.decode_tps.relative or 0) < 0)
-    out = [f"specbench compare: A = {c.run_a} ({c.sweep_a})  ->  B = {c.run_b} ({c.sweep_b})",
-           f"{len({r.config_id for r in c.rows})} configurations matched by id, {len(c.only_a)} only in A, "
-           f"{len(c.only_b)} only in B; decode tok/s significantly faster in {faster} and slower in {slower} "
-           f"of {len(c.rows)} configuration x workload cells"]
-    out += [f"warning: {w}" for w in c.warnings]
+    summary = [f"{len({r.config_id for r in c.rows})} configurations matched by id, {len(c.only_a)} only in A, "
+               f"{len(c.only_b)} only in B; decode tok/s significantly faster in {faster} and slower in {slower} "
+               f"of {len(c.rows)} configuration x workload cells"]
+    summary += [f"warning: {w}" for w in c.warnings]
     if c.env_changes:
-        out.append("environment: " + "; ".join(c.env_changes))
-    out.append("")
-    out += render_text_table(_changes_table(c.rows))
+        summary.append("environment: " + "; ".join(c.env_changes))
+    blocks: list[Block] = [_changes_table(c.rows)]
     if c.positions:
-        out += ["", *render_text_table(position_change_table(c.positions))]
+        blocks.append(position_change_table(c.positions))
     if c.places:
         where = Table("Where each configuration was measured", ["config", "A", "B"])
         where.rows += [list(place) for place in c.places]
-        out += ["", *render_text_table(where)]
-    out += _side_lists(c)
+        blocks.append(where)
+    blocks += _side_lists(c)
+    return CompareDoc(f"specbench compare: A = {c.run_a} ({c.sweep_a})  ->  B = {c.run_b} ({c.sweep_b})",
+                      tuple(summary), tuple(blocks))
+
+
+def render_compare(comparison: Comparison, fmt: str = "txt") -> str:
+    """The comparison as plain text (``txt``), Markdown (``md``) or one self-contained HTML page (``html``): the
+    same content in each."""
+    doc = compare_doc(comparison)
+    if fmt == "md":
+        return _compare_md(doc)
+    if fmt == "html":
+        return _compare_html(doc)
+    if fmt != "txt":
+        raise ValueError(f"unknown format {fmt!r} (one of {', '.join(COMPARE_FORMATS)})")
+    out = [doc.title, *doc.summary, ""]
+    for i, block in enumerate(doc.blocks):
+        if isinstance(block, Table):
+            out += [*([""] if i else []), *render_text_table(block)]
+        else:
+            out += ["", block.title, *(f"  {item}" for item in block.items)]
     return "\n".join(line.rstrip() for line in out) + "\n"
+
+
+def _compare_html(doc: CompareDoc) -> str:
+    """One self-contained page (the report's CSS, nothing fetched), the same content as the text."""
+    from html import escape
+
+    from specbench_tui.report.html import page_head, table_html
+
+    parts = page_head(doc.title)
+    for line in doc.summary:  # a NOT COMPARABLE warning in the alert box, as the report's SIMULATED
+        alert = ' class="simulated"' if line.startswith("warning: NOT COMPARABLE") else ""
+        parts.append(f"<p{alert}>{escape(line)}</p>")
+    for block in doc.blocks:
+        if isinstance(block, Table):
+            parts.append(table_html(block))
+        elif block.items:
+            parts += [f"<h3>{escape(block.title)}</h3><ul>", *(f"<li>{escape(i)}</li>" for i in block.items), "</ul>"]
+        else:
+            parts.append(f"<p>{escape(block.title)}</p>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _compare_md(doc: CompareDoc) -> str:
+    out = [f"# {_md_text(doc.title)}", "", *(f"- {_md_text(line)}" for line in doc.summary), ""]
+    for block in doc.blocks:
+        if isinstance(block, Table):  # its notes are text under it ("* significant" is no bullet)
+            out += render_markdown_table(replace(block, notes=[_md_text(n) for n in block.notes]), level=2)
+        elif block.items:
+            out += [f"## {_md_text(block.title)}", "", *(f"- {_md_text(item)}" for item in block.items), ""]
+        else:
+            out += [_md_text(block.title), ""]
+    return "\n".join(line.rstrip() for line in out).rstrip("\n") + "\n"
+
+
+_MD_SPECIAL = re.compile(r"[\\`*<|]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|\](?=\()")
+"""What Markdown would read as markup in running text: emphasis, code, an HTML tag, a table cell's end, a link's
+``](``; an underscore inside a word (``cuda_illegal``) is no emphasis and stays bare."""
+
+
+def _md_text(text: str) -> str:
+    """Text outside a table's cells as written (a name like ``a*b*`` or ``<x>`` is not markup)."""
+    return _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), text)
 
 
 def _changes_table(rows: tuple[CompareRow, ...]) -> Table:
@@ -307,23 +395,21 @@ def _changes_table(rows: tuple[CompareRow, ...]) -> Table:
     return table
 
 
-def _side_lists(c: Comparison) -> list[str]:
+def _side_lists(c: Comparison) -> list[Listing]:
     """The state changes, the configurations failing in both runs or on one side only, renamed ones and the
     workloads not in both."""
-    out: list[str] = []
+    out: list[Listing] = []
     if c.state_changes:
-        out += ["", "State changes"]
-        out += [f"  {name}: {sa} -> {sb}" for name, sa, sb in c.state_changes]
+        out.append(Listing("State changes", tuple(f"{name}: {sa} -> {sb}" for name, sa, sb in c.state_changes)))
     if c.still_failing:
-        out += ["", "Crashed or failed in both runs"]
-        out += [f"  {name}: {sa} in A ({sig_a}), {sb} in B ({sig_b})" for name, sa, sig_a, sb, sig_b in c.still_failing]
+        out.append(Listing("Crashed or failed in both runs", tuple(
+            f"{name}: {sa} in A ({sig_a}), {sb} in B ({sig_b})" for name, sa, sig_a, sb, sig_b in c.still_failing)))
     for title, configs in (("Only in A", c.only_a), ("Only in B", c.only_b)):
         if configs:
-            out += ["", title]
-            out += [f"  {cfg.name} [{cfg.id}] {cfg.state}" for cfg in configs]
+            out.append(Listing(title, tuple(f"{cfg.name} [{cfg.id}] {cfg.state}" for cfg in configs)))
     if c.renamed_or_changed:
-        out += ["", "Same name, different id (argv or environment changed, so not compared): "
-                + ", ".join(c.renamed_or_changed)]
+        out.append(Listing("Same name, different id (argv or environment changed, so not compared): "
+                           + ", ".join(c.renamed_or_changed)))
     if c.workloads_only:
-        out += ["", "Workloads not in both runs: " + ", ".join(sorted(c.workloads_only))]
+        out.append(Listing("Workloads not in both runs: " + ", ".join(sorted(c.workloads_only))))
     return out

@@ -93,29 +93,21 @@ def render_txt(run: LoadedRun, chart_width: int = 72, chart_height: int = 10) ->
         out.append(f"env: {env}")
     out += [f"node {line}" for line in node_lines(run)]
     out += [f"warning: {w}" for w in hardware_warnings(run)]
-    out.append("")
     sequential = bool(analysis.workloads)  # a load-only run has none of the per-workload sections: never empty ones
     if sequential:
-        out += render_text_table(best_table(analysis))
+        out += ["", *render_text_table(best_table(analysis))]
     nodes = node_column(run)
     for workload in analysis.workloads:
-        out.append("")
-        out += render_text_table(results_table(analysis, workload, nodes))
+        out += ["", *render_text_table(results_table(analysis, workload, nodes))]
     if sequential:
-        out += ["", *_wrap(legend(analysis), 110), ""]
-    out += render_text_table(problems_table(analysis))
-    for config in analysis.problems():
-        if config.excerpt:
-            out += ["", f"{config.name}: {config.signature or config.state}, {_excerpt_heading(run, config)}:"]
-            shown = config.excerpt[-EXCERPT_LINES:]
-            if config.crash_line and config.crash_line not in shown:
-                out.append(f"  crash line: {clean_text(config.crash_line)}")
-            out += [f"  | {clean_text(line)}" for line in shown]
+        out += ["", *_wrap(legend(analysis), 110)]
+    out += _table_txt(problems_table(analysis))
+    out += _excerpts_txt(run)
     out += boundary_txt(run)
     if sequential:
         out += ["", *render_text_table(lossless_table(analysis))]
     for table in acceptance_tables(analysis):
-        out += ["", *render_text_table(table)]
+        out += _table_txt(table)
     out += energy_text(run.energy)
     if sequential:
         out += ["", "Charts", "------", *budget_charts(analysis, chart_width, chart_height)]
@@ -124,6 +116,25 @@ def render_txt(run: LoadedRun, chart_width: int = 72, chart_height: int = 10) ->
     out += recommend_txt(run)
     out += _notes_txt(run)
     return "\n".join(line.rstrip() for line in out) + "\n"
+
+
+def _table_txt(table: Table) -> list[str]:
+    """A section of the txt report: a blank line and the table; nothing for a table without a row or a note (a
+    report never opens with an empty section)."""
+    return ["", *render_text_table(table)] if table.rows or table.notes else []
+
+
+def _excerpts_txt(run: LoadedRun) -> list[str]:
+    """The last log lines of each configuration that crashed or failed, with its crash line."""
+    out: list[str] = []
+    for config in run.analysis.problems():
+        if config.excerpt:
+            out += ["", f"{config.name}: {config.signature or config.state}, {_excerpt_heading(run, config)}:"]
+            shown = config.excerpt[-EXCERPT_LINES:]
+            if config.crash_line and config.crash_line not in shown:
+                out.append(f"  crash line: {clean_text(config.crash_line)}")
+            out += [f"  | {clean_text(line)}" for line in shown]
+    return out
 
 
 def _wrap(text: str, width: int) -> list[str]:

@@ -16,7 +16,7 @@ from html import escape
 from specbench_tui.report.energyview import energy_table
 from specbench_tui.report.acceptance_view import acceptance_tables
 from specbench_tui.report.figscope import figure_scope
-from specbench_tui.report.figures import FigureSpec, figure_specs, render
+from specbench_tui.report.figures import FigureSpec, figure_specs, render_all
 from specbench_tui.report.ladderview import ladder_tables
 from specbench_tui.report.load import LoadedRun
 from specbench_tui.report.loadview import crossover_table, points_table, schedule_table
@@ -43,9 +43,13 @@ body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 
        color: #222; max-width: 1280px; line-height: 1.4; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ddd; }
 h3 { font-size: 1em; margin-bottom: 0.3em; }
-table { border-collapse: collapse; margin: 0.4em 0 1em; font-size: 0.8em; width: 100%; table-layout: auto; }
-th, td { border: 1px solid #d4d4d4; padding: 2px 6px; vertical-align: top; overflow-wrap: anywhere; }
-th { background: #f3f3f3; text-align: left; }
+div.scroll { overflow-x: auto; margin: 0.4em 0 1em; }
+table { border-collapse: collapse; font-size: 0.8em; width: 100%; table-layout: auto; }
+th, td { border: 1px solid #d4d4d4; padding: 2px 6px; vertical-align: top; }
+th { background: #f3f3f3; text-align: left; white-space: normal; word-break: normal; overflow-wrap: normal;
+     hyphens: none; }
+th .w { white-space: nowrap; }
+td { word-break: normal; overflow-wrap: break-word; hyphens: none; }
 td.r { text-align: right; font-variant-numeric: tabular-nums; }
 p.note, li.note { font-size: 0.85em; color: #555; margin: 0.2em 0; }
 figure { margin: 1em 0 2em; }
@@ -59,16 +63,32 @@ nav ul { columns: 2; font-size: 0.9em; }
 _SVG_SIZE = re.compile(rb'<svg[^>]*?width="([\d.]+)pt"[^>]*?height="([\d.]+)pt"')
 
 
-def _table(table: Table) -> str:
-    out = [f"<h3>{escape(table.title)}</h3>", "<table>", "<tr>"]
-    out += [f"<th>{escape(h)}</th>" for h in table.headers]
+def table_html(table: Table) -> str:
+    """A table in a box that scrolls sideways when it is wider than the page: a header wraps between its words,
+    never inside one (``T P``, ``budge t``), and the table is never narrower than its longest words."""
+    out = [f"<h3>{escape(table.title)}</h3>", '<div class="scroll"><table>', "<tr>"]
+    out += [f"<th>{_header(h)}</th>" for h in table.headers]
     out.append("</tr>")
     for row in table.rows:
         out.append("<tr>" + "".join(f'<td class="{"r" if table.align[i:i + 1] == "r" else "l"}">{escape(c)}</td>'
                                     for i, c in enumerate(row)) + "</tr>")
-    out.append("</table>")
+    if not table.rows:
+        out.append(f'<tr><td colspan="{max(1, len(table.headers))}">(none)</td></tr>')
+    out.append("</table></div>")
     out += [f'<p class="note">{escape(n)}</p>' for n in table.notes]
     return "\n".join(out)
+
+
+def _header(text: str) -> str:
+    """A header's words, each kept whole (``runner-up`` would otherwise wrap at its hyphen)."""
+    return " ".join(f'<span class="w">{escape(word)}</span>' for word in text.split())
+
+
+def page_head(title: str) -> list[str]:
+    """The page's head (inline CSS, nothing fetched) and its heading."""
+    return ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{escape(title)}</title><style>{CSS}</style></head><body>", f"<h1>{escape(title)}</h1>"]
 
 
 def figure_html(spec: FigureSpec, svg: bytes) -> str:
@@ -84,11 +104,8 @@ def figure_html(spec: FigureSpec, svg: bytes) -> str:
 
 def _head(run: LoadedRun) -> list[str]:
     analysis = run.analysis
-    title = f"specbench report: {analysis.sweep}"
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>{escape(title)}</title><style>{CSS}</style></head><body>",
-             f"<h1>{escape(title)}</h1>", f"<p>Run <code>{escape(run.name)}</code>: {escape(summary_line(analysis))}</p>"]
+    parts = page_head(f"specbench report: {analysis.sweep}")
+    parts.append(f"<p>Run <code>{escape(run.name)}</code>: {escape(summary_line(analysis))}</p>")
     policy = policy_line(analysis)
     if policy:
         parts.append(f"<p>{escape(policy[0].upper() + policy[1:])}.</p>")
@@ -125,7 +142,7 @@ def _load_sections(run: LoadedRun) -> list[str]:
     for w in load.workloads:
         out.append(f"<h2>{escape(w.name)} under load</h2>")
         for table in (crossover_table(load, w.name), schedule_table(load, w.name), points_table(load, w.name)):
-            out.append(_table(table))
+            out.append(table_html(table))
     return out
 
 
@@ -144,29 +161,29 @@ def render_html(run: LoadedRun, text_report: str) -> str:
     if specs:
         parts.append("<nav><ul>" + "".join(f'<li><a href="#figure-{escape(s.name)}">{escape(s.title)}</a></li>'
                                            for s in specs) + "</ul></nav>")
-    parts.append(_table(best_table(analysis)))
+    parts.append(table_html(best_table(analysis)))
     parts.append("<h2>Figures</h2>")
     left_out = figure_scope(analysis)[1]
     if left_out:
         parts.append(f'<p class="note">{escape(left_out)}</p>')
-    parts += [figure_html(spec, render(spec, ("svg",))["svg"]) for spec in specs]
+    parts += [figure_html(spec, drawn["svg"]) for spec, drawn in zip(specs, render_all(specs, ("svg",)))]
     if not specs:
         parts.append('<p class="note">No figure: nothing measured yet.</p>')
     parts.append("<h2>Results</h2>")
     nodes = node_column(run)
     for workload in analysis.workloads:
         if analysis.rows_for(workload.name):
-            parts.append(_table(results_table(analysis, workload, nodes)))
+            parts.append(table_html(results_table(analysis, workload, nodes)))
     parts.append(f'<p class="note">{escape(legend(analysis))}</p>')
     parts.append("<h2>Crashed, failed and skipped</h2>")
-    parts += [_table(problems_table(analysis)), *_excerpts(run), _table(lossless_table(analysis))]
+    parts += [table_html(problems_table(analysis)), *_excerpts(run), table_html(lossless_table(analysis))]
     if (energy := energy_table(run.energy)) is not None:
-        parts.append(_table(energy))
+        parts.append(table_html(energy))
     acceptance = acceptance_tables(analysis)
     if acceptance:
-        parts += ["<h2>Acceptance</h2>", *(_table(t) for t in acceptance)]
+        parts += ["<h2>Acceptance</h2>", *(table_html(t) for t in acceptance)]
     parts += _load_sections(run)
-    parts += [_table(table) for table in ladder_tables(analysis)]
+    parts += [table_html(table) for table in ladder_tables(analysis)]
     parts += recommend_html(run)
     parts += _notes(run)
     parts += ["<h2>Plain-text report</h2>", f"<details><summary>the txt format</summary><pre>{escape(text_report)}"

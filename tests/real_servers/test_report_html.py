@@ -40,6 +40,7 @@ CHECK_PAGE = """() => {
   const width = document.documentElement.clientWidth;
   const wide = [];
   for (const el of document.body.querySelectorAll('*')) {
+    if (el.parentElement && el.parentElement.closest('div.scroll')) continue;  // in a box that scrolls sideways
     const r = el.getBoundingClientRect();
     if (r.width > 0 && (r.right > width + 1 || r.left < -1)) wide.push(el.tagName + ' ' + Math.round(r.right));
   }
@@ -51,6 +52,30 @@ CHECK_PAGE = """() => {
   return {wide, figures, scroll: document.documentElement.scrollWidth, width,
           height: document.documentElement.scrollHeight};
 }"""
+
+
+BROKEN_HEADER_WORDS = """() => {
+  const broken = [];
+  let words = 0;
+  for (const th of document.querySelectorAll('th')) {
+    const walker = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const m of node.data.matchAll(/\\S+/g)) {
+        const range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const lines = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+        words += 1;
+        if (lines.size > 1) broken.push(m[0]);
+      }
+    }
+  }
+  const boxes = [...document.querySelectorAll('div.scroll')];
+  return {broken, words, tables: document.querySelectorAll('table').length, boxes: boxes.length,
+          scrolling: boxes.filter(b => getComputedStyle(b).overflowX === 'auto').length};
+}"""
+"""Every word of every table header whose glyphs sit on more than one line (``T P``, ``budge t``), how many words
+were checked, and the scrolling boxes the tables sit in."""
 
 
 def _ms(cid: str, name: str, label: str, tps: float, n: int, cap: int | None = None) -> list[Measurement]:
@@ -203,6 +228,19 @@ def test_nothing_is_cut_in_a_narrower_window(browser: Any, page_a: str, tmp_path
     assert problems == [] and facts["width"] <= width
     assert facts["wide"] == [] and facts["scroll"] <= facts["width"], facts["wide"][:10]
     assert all(0 < fig["width"] <= width for fig in facts["figures"])
+
+
+@pytest.mark.parametrize("width", [1280, 800, 600])
+def test_no_table_header_breaks_inside_a_word(browser: Any, page_a: str, tmp_path: Path, width: int) -> None:
+    """Issue 46: "T P", "budge t". A header wraps between its words; a table wider than the window scrolls in its
+    own box instead of squeezing its headers."""
+    page_file = tmp_path / "report.html"
+    page_file.write_text(page_a, encoding="utf-8")
+    page, problems = _open(browser, page_file, width)
+    facts = page.evaluate(BROKEN_HEADER_WORDS)
+    assert problems == [] and facts["words"] > 100
+    assert facts["broken"] == [], facts["broken"][:20]
+    assert facts["tables"] == facts["boxes"] == facts["scrolling"], facts
 
 
 def test_a_run_with_nothing_measured_yet_has_a_page_and_no_figure(tmp_path: Path) -> None:
