@@ -30,6 +30,9 @@ class QueuePanel(TableView):
 
     ALLOW_MAXIMIZE = True
     COLUMNS: ClassVar[tuple[tuple[str, str], ...]] = COLUMNS
+    DROPPABLE: ClassVar[tuple[str, ...]] = ("startup", "gpus")
+    """On a narrow panel the start-up time goes first, then the GPUs (the GPU line below says them): the reason
+    column (a zero-out count, a crash's cause, a skip's reason) gets their room."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, classes="panel")

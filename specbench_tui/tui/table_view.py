@@ -45,6 +45,9 @@ class TableView(ScrollView, can_focus=True):
 
     COLUMNS: ClassVar[tuple[tuple[str, str], ...]] = ()
     """(key, label) of each column, in the order of each row's cells."""
+    DROPPABLE: ClassVar[tuple[str, ...]] = ()
+    """Columns left out, in this order, while the table is wider than the view: the last column (a verdict, a
+    reason) gets their room instead of being cut at the view's edge."""
     COMPONENT_CLASSES: ClassVar[set[str]] = {HEADER, CURSOR, *MARK_CLASSES.values()}
     DEFAULT_CSS = """
     TableView > .table-view--header { text-style: bold; background: $panel; color: $foreground; }
@@ -102,6 +105,8 @@ class TableView(ScrollView, can_focus=True):
         self._index: dict[str, int] = {}
         self._measured: dict[str, tuple[ViewRow, tuple[int, ...]]] = {}
         self._widths: list[int] = []
+        self._drawn_columns: tuple[int, ...] = ()
+        """The indices of the columns drawn (all but the :attr:`DROPPABLE` ones the view has no room for)."""
         self._strips: LRUCache[tuple[str, bool], tuple[ViewRow, Strip]] = LRUCache(STRIPS_KEPT)
         self._header: Strip | None = None
         self._styles: dict[str, Style] | None = None
@@ -132,8 +137,34 @@ class TableView(ScrollView, can_focus=True):
         if selected is not None and selected in self._index:
             self.cursor_row = self._index[selected]
         self.cursor_row = max(0, min(self.cursor_row, len(self._rows) - 1))
-        self.virtual_size = Size(sum(width + 2 for width in self._widths), len(self._rows) + 1)
+        self._fit_columns()
         self.refresh()
+
+    def _fit_columns(self) -> None:
+        """Choose the columns drawn for the view's width (droppable ones go while the table is wider than it) and
+        size the virtual area to them."""
+        keys = self.column_keys
+        shown = list(range(len(self._widths)))
+        room = self.scrollable_content_region.width
+        for key in self.DROPPABLE:
+            if sum(self._widths[i] + 2 for i in shown) <= room:
+                break
+            if key in keys and keys.index(key) in shown:
+                shown.remove(keys.index(key))
+        if tuple(shown) != self._drawn_columns:
+            self._drawn_columns = tuple(shown)
+            self._strips.clear()
+            self._header = None
+        self.virtual_size = Size(sum(self._widths[i] + 2 for i in self._drawn_columns), len(self._rows) + 1)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Another width may leave room for other columns."""
+        self._fit_columns()
+
+    @property
+    def shown_columns(self) -> tuple[str, ...]:
+        """The keys of the columns drawn now, in order."""
+        return tuple(self.column_keys[i] for i in self._drawn_columns)
 
     def _measure(self) -> None:
         """Each column as wide as its widest cell or label (a changed row is measured again, the others kept)."""
@@ -172,7 +203,10 @@ class TableView(ScrollView, can_focus=True):
     def drawn_style(self, key: str, column: str) -> Style:
         """The style cell ``column`` of row ``key`` is drawn with now, from the current theme."""
         strip = self._row_strip(self.get_row_index(key), self._looks())
-        return list(strip)[self.column_keys.index(column)].style or Style.null()
+        index = self.column_keys.index(column)
+        if index not in self._drawn_columns:
+            return Style.null()  # a column left out for the view's width is not drawn
+        return list(strip)[self._drawn_columns.index(index)].style or Style.null()
 
     @property
     def cursor_key(self) -> str | None:
@@ -254,11 +288,11 @@ class TableView(ScrollView, can_focus=True):
             return
         if offset.y == 0:
             x = offset.x + round(self.scroll_x)
-            for (key, _), width in zip(self.COLUMNS, self._widths):
-                if x < width + 2:
-                    self.post_message(TableView.HeaderSelected(self, key))
+            for index in self._drawn_columns:
+                if x < self._widths[index] + 2:
+                    self.post_message(TableView.HeaderSelected(self, self.column_keys[index]))
                     return
-                x -= width + 2
+                x -= self._widths[index] + 2
             return
         index = round(self.scroll_y) + offset.y - 1
         if 0 <= index < len(self._rows):
@@ -314,8 +348,8 @@ class TableView(ScrollView, can_focus=True):
     def _header_strip(self, looks: dict[str, Style]) -> Strip:
         if self._header is None:
             style = looks["base"] + looks[HEADER]
-            segments = [Segment(f" {fit(label, width)} ", style) for label, width in zip(self.labels, self._widths)]
-            self._header = Strip(segments, sum(width + 2 for width in self._widths))
+            segments = [Segment(f" {fit(self.labels[i], self._widths[i])} ", style) for i in self._drawn_columns]
+            self._header = Strip(segments, sum(self._widths[i] + 2 for i in self._drawn_columns))
         return self._header
 
     def _row_strip(self, index: int, looks: dict[str, Style]) -> Strip:
@@ -326,8 +360,9 @@ class TableView(ScrollView, can_focus=True):
             return kept[1]
         base = looks["base"]
         over = looks[CURSOR] if cursor else Style.null()  # the cursor's looks over the cell's
-        segments = [Segment(f" {fit(cell.text, width)} ", base + looks[MARK_CLASSES[cell.mark]] + over)
-                    for cell, width in zip(row.cells, self._widths)]
-        strip = Strip(segments, sum(width + 2 for width in self._widths))
+        cells, widths = row.cells, self._widths
+        segments = [Segment(f" {fit(cells[i].text, widths[i])} ", base + looks[MARK_CLASSES[cells[i].mark]] + over)
+                    for i in self._drawn_columns if i < len(cells)]
+        strip = Strip(segments, sum(widths[i] + 2 for i in self._drawn_columns if i < len(cells)))
         self._strips[(row.key, cursor)] = (row, strip)
         return strip

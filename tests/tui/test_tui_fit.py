@@ -190,6 +190,33 @@ async def test_the_verdicts_are_drawn_whole_at_160x48(tmp_path: Path) -> None:
             assert verdict in await drawn_line(pilot, results, row.key), f"results, {row.key!r}: {verdict!r}"
 
 
+async def test_the_queue_gives_its_reasons_the_room_at_80x24(tmp_path: Path) -> None:
+    """80 columns cannot show every column whole: the start-up time and the GPUs (the GPU line says them) give
+    their room to the reason, so a zero-out count and a crash's signature are drawn whole."""
+    from specbench_tui.tui.queue_panel import QueuePanel
+
+    engine = demo_engine(tmp_path)
+    app = make_app(engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        engine.play()
+        app.drain_events()
+        await at_rest(pilot)
+        queue = app.sweep_screen.query_one(QueuePanel)
+        assert list(queue.shown_columns) == ["glyph", "config", "state", "note"]
+        checked = 0
+        for row in queue.rows:
+            word, note = row.cells[2].text, row.cells[-1].text
+            verdict = {"zero-out": note, "crashed": note.split(": ")[0]}.get(word)
+            if verdict is not None:
+                checked += 1
+                assert verdict in await drawn_line(pilot, queue, row.key), f"{row.cells[1].text}: {verdict!r}"
+        assert checked == 3
+        await pilot.resize_terminal(200, 48)
+        await at_rest(pilot)
+        assert list(queue.shown_columns) == ["glyph", "config", "state", "gpus", "startup", "note"], "room again"
+
+
 async def test_the_queue_keeps_the_running_row_in_view_at_80x24(engine: FakeEngine) -> None:
     from specbench_tui.tui.queue_panel import QueuePanel
 
