@@ -3,14 +3,20 @@
 sweeps/demo.toml on the simulator, 14 configurations, 7 figures), each in a fresh process as a user runs it.
 Wall seconds and the process's CPU seconds are printed; the wall clock is the figure (what a user waits).
 
-Target: HTML ≤ 3 s and ``--figures`` ≤ 10 s on 2 cores.
+Target: HTML ≤ 3 s and ``--figures`` ≤ 10 s on 2 cores. Each command runs :data:`RUNS` times (after one unmeasured
+run that warms the page cache); the figure is the median wall time, with the range and the median CPU seconds
+(the process and its figure workers) beside it: on 2 cores the figures are drawn in two worker processes, so a
+busy box shows in the wall time first.
 
-    .venv/bin/python bench/bench_report_demo.py [RUN_DIR]
+    .venv/bin/python bench/bench_report_demo.py [RUN_DIR] [--runs N]
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -22,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, figure, verdict  # noqa: E402
 
 TARGETS = {"html": 3.0, "figures": 10.0}
+RUNS = 5
 
 
 def _timed(args: list[str]) -> tuple[float, float]:
@@ -35,15 +42,25 @@ def _timed(args: list[str]) -> tuple[float, float]:
 
 
 def main() -> int:
-    run_dir = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "tests" / "data" / "figure_demo_run"
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", nargs="?", default=str(ROOT / "tests" / "data" / "figure_demo_run"))
+    parser.add_argument("--runs", type=int, default=RUNS, help=f"measured runs of each command (default {RUNS})")
+    args = parser.parse_args()
     failures: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
-        runs = {"html": ["report", str(run_dir), "--format", "html"],
-                "figures": ["report", str(run_dir), "--figures", str(Path(tmp) / "figures")]}
-        for name, args in runs.items():
-            wall, cpu = _timed(args)
+        runs = {"html": ["report", args.run_dir, "--format", "html", "-o", str(Path(tmp) / "report.html")],
+                "figures": ["report", args.run_dir, "--figures", str(Path(tmp) / "figures")]}
+        for name, argv in runs.items():
+            _timed(argv)  # the page cache and the font cache warm, as for a user's second report
+            times = [_timed(argv) for _ in range(args.runs)]
+            wall = statistics.median(t for t, _ in times)
+            cpu = statistics.median(c for _, c in times)
             ok = wall <= TARGETS[name]
-            figure(f"demo report {name} wall", f"{wall:.2f} s (cpu {cpu:.2f} s)", f"<= {TARGETS[name]:.0f} s", ok)
+            print(f"{name}: wall {', '.join(f'{t:.2f}' for t, _ in times)} s; cpu {', '.join(f'{c:.2f}' for _, c in times)}"
+                  f" s; load {os.getloadavg()[0]:.1f}")
+            figure(f"demo report {name} wall (median of {args.runs})",
+                   f"{wall:.2f} s ({min(t for t, _ in times):.2f}-{max(t for t, _ in times):.2f}; cpu {cpu:.2f} s)",
+                   f"<= {TARGETS[name]:.0f} s", ok)
             if not ok:
                 failures.append(f"{name}: {wall:.2f} s > {TARGETS[name]:.0f} s")
     return verdict(failures)

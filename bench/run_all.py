@@ -68,6 +68,7 @@ SCRIPTS: dict[str, Bench] = {
     "startup": Bench("bench/bench_startup.py"),
     "analysis": Bench("bench/bench_analysis.py"),
     "attach": Bench("bench/bench_attach.py"),
+    "report-demo": Bench("bench/bench_report_demo.py"),
 }
 _PLACEMENT = re.compile(r"measured concurrent/lower-bound ratio ([0-9.]+)")
 README = ROOT / "README.md"

@@ -708,6 +708,7 @@ def render_all(specs: Sequence[FigureSpec], formats: Sequence[str] = ("svg",)) -
     with _style():
         from matplotlib.figure import Figure  # noqa: F401  (imported once, before the fork)
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     order = sorted(range(len(specs)), key=lambda i: -specs[i].size[0] * specs[i].size[1])
     _PENDING = specs
@@ -715,6 +716,8 @@ def render_all(specs: Sequence[FigureSpec], formats: Sequence[str] = ("svg",)) -
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
             futures = {i: pool.submit(_render_pending, i, tuple(formats)) for i in order}
             return [futures[i].result() for i in range(len(specs))]
+    except BrokenProcessPool:  # a worker died (killed, out of memory): the figures are drawn here instead
+        return [render(spec, formats) for spec in specs]
     finally:
         _PENDING = ()
 
