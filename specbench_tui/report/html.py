@@ -48,7 +48,7 @@ table { border-collapse: collapse; font-size: 0.8em; width: 100%; table-layout: 
 th, td { border: 1px solid #d4d4d4; padding: 2px 6px; vertical-align: top; }
 th { background: #f3f3f3; text-align: left; white-space: normal; word-break: normal; overflow-wrap: normal;
      hyphens: none; }
-th .w { white-space: nowrap; }
+th .w, td .w { white-space: nowrap; }
 td { word-break: normal; overflow-wrap: break-word; hyphens: none; }
 td.r { text-align: right; font-variant-numeric: tabular-nums; }
 p.note, li.note { font-size: 0.85em; color: #555; margin: 0.2em 0; }
@@ -64,19 +64,29 @@ _SVG_SIZE = re.compile(rb'<svg[^>]*?width="([\d.]+)pt"[^>]*?height="([\d.]+)pt"'
 
 
 def table_html(table: Table) -> str:
-    """A table in a box that scrolls sideways when it is wider than the page: a header wraps between its words,
-    never inside one (``T P``, ``budge t``), and the table is never narrower than its longest words."""
+    """A table in a box that scrolls sideways when it is wider than the page: a header or a cell wraps between its
+    words, never inside one (``T P``, ``budge t``, ``ddtree-b16-``), and the table is never narrower than its
+    longest words."""
     out = [f"<h3>{escape(table.title)}</h3>", '<div class="scroll"><table>', "<tr>"]
     out += [f"<th>{_header(h)}</th>" for h in table.headers]
     out.append("</tr>")
     for row in table.rows:
-        out.append("<tr>" + "".join(f'<td class="{"r" if table.align[i:i + 1] == "r" else "l"}">{escape(c)}</td>'
+        out.append("<tr>" + "".join(f'<td class="{"r" if table.align[i:i + 1] == "r" else "l"}">{_cell(c)}</td>'
                                     for i, c in enumerate(row)) + "</tr>")
     if not table.rows:
         out.append(f'<tr><td colspan="{max(1, len(table.headers))}">(none)</td></tr>')
     out.append("</table></div>")
     out += [f'<p class="note">{escape(n)}</p>' for n in table.notes]
     return "\n".join(out)
+
+
+def _cell(text: str) -> str:
+    """A cell's text, a word with a hyphen kept whole (``ddtree-b16-tp1``, ``[102.9-140.7]`` would otherwise wrap
+    at it); the cell still wraps between its words."""
+    if "-" not in text:
+        return escape(text)
+    return " ".join(f'<span class="w">{escape(w)}</span>' if "-" in w.strip("-") else escape(w)
+                    for w in text.split(" "))
 
 
 def _header(text: str) -> str:

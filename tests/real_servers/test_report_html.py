@@ -57,8 +57,8 @@ CHECK_PAGE = """() => {
 BROKEN_HEADER_WORDS = """() => {
   const broken = [];
   let words = 0;
-  for (const th of document.querySelectorAll('th')) {
-    const walker = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+  for (const cell of document.querySelectorAll('th, td')) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
       for (const m of node.data.matchAll(/\\S+/g)) {
         const range = document.createRange();
@@ -74,8 +74,8 @@ BROKEN_HEADER_WORDS = """() => {
   return {broken, words, tables: document.querySelectorAll('table').length, boxes: boxes.length,
           scrolling: boxes.filter(b => getComputedStyle(b).overflowX === 'auto').length};
 }"""
-"""Every word of every table header whose glyphs sit on more than one line (``T P``, ``budge t``), how many words
-were checked, and the scrolling boxes the tables sit in."""
+"""Every word of every table header or cell whose glyphs sit on more than one line (``T P``, ``budge t``,
+``ddtree-b16-`` over ``tp1``), how many words were checked, and the scrolling boxes the tables sit in."""
 
 
 def _ms(cid: str, name: str, label: str, tps: float, n: int, cap: int | None = None) -> list[Measurement]:
@@ -117,7 +117,8 @@ def test_the_page_is_self_contained_and_holds_the_figures(page_a: str) -> None:
     assert all(v.startswith("data:image/svg+xml;base64,") for v in re.findall(r'src="([^"]*)"', page_a))
     assert all(v.startswith("#figure-") for v in re.findall(r'href="([^"]*)"', page_a))  # links within the page
     assert "<pre>" in page_a.split("Plain-text report")[0]  # crash excerpts, not the whole report, outside <details>
-    assert "Results: code (code, greedy, 3 repeats)</h3>" in page_a and "<td class=\"l\">ddtree-b8-tp1</td>" in page_a
+    assert "Results: code (code, greedy, 3 repeats)</h3>" in page_a
+    assert '<td class="l"><span class="w">ddtree-b8-tp1</span></td>' in page_a  # the name kept whole (issue 46)
 
 
 def test_the_speedup_figure_marks_crashed_skipped_and_empty_answers(page_a: str) -> None:
@@ -231,9 +232,9 @@ def test_nothing_is_cut_in_a_narrower_window(browser: Any, page_a: str, tmp_path
 
 
 @pytest.mark.parametrize("width", [1280, 800, 600])
-def test_no_table_header_breaks_inside_a_word(browser: Any, page_a: str, tmp_path: Path, width: int) -> None:
-    """Issue 46: "T P", "budge t". A header wraps between its words; a table wider than the window scrolls in its
-    own box instead of squeezing its headers."""
+def test_no_table_header_or_cell_breaks_inside_a_word(browser: Any, page_a: str, tmp_path: Path, width: int) -> None:
+    """Issue 46: "T P", "budge t". A header or a cell wraps between its words (a configuration's name, an interval
+    stays whole); a table wider than the window scrolls in its own box instead of squeezing its words."""
     page_file = tmp_path / "report.html"
     page_file.write_text(page_a, encoding="utf-8")
     page, problems = _open(browser, page_file, width)

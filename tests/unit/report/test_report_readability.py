@@ -39,17 +39,20 @@ def test_table_headers_keep_their_words_whole_and_a_wide_table_scrolls() -> None
     th = rules["th"]
     assert th.get("word-break") == "normal" and th.get("overflow-wrap") == "normal" and th.get("hyphens") == "none"
     assert rules["th .w"].get("white-space") == "nowrap"  # each word of a header, "runner-up" with its hyphen
+    assert rules["td .w"].get("white-space") == "nowrap"  # a cell's hyphenated word: "ddtree-b16-tp1"
     assert rules["div.scroll"].get("overflow-x") == "auto"
     for selector in ("th", "td", "table"):  # nothing lets a header or a cell break anywhere to fit the page
         assert rules[selector].get("overflow-wrap") != "anywhere" and rules[selector].get("word-break") not in (
             "break-all", "break-word"), selector
 
 
-def test_each_header_word_is_kept_whole_in_the_markup(tmp_path: Path) -> None:
+def test_each_header_word_and_each_hyphenated_cell_word_is_kept_whole_in_the_markup(tmp_path: Path) -> None:
     compare = render_compare(compare_runs(load_run(RUN_A), load_run(RUN_B)), "html")
     headers = re.findall(r"<th>(.*?)</th>", compare)
     assert "<th>" + " ".join(f'<span class="w">{w}</span>' for w in ("accept", "len", "A")) + "</th>" in compare
     assert headers and all(re.fullmatch(r'(<span class="w">[^<\s]+</span>( |$))*', h) for h in headers), headers
+    assert '<td class="l"><span class="w">dflash-b16-tp1</span></td>' in compare  # a name kept whole
+    assert '<td class="r">-</td>' in compare  # a lone dash needs no span
 
 
 class Tables(HTMLParser):
