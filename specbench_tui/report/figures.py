@@ -22,6 +22,7 @@ import math
 import multiprocessing
 import os
 import re
+import signal
 import textwrap
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -712,14 +713,25 @@ def render_all(specs: Sequence[FigureSpec], formats: Sequence[str] = ("svg",)) -
 
     order = sorted(range(len(specs)), key=lambda i: -specs[i].size[0] * specs[i].size[1])
     _PENDING = specs
+    before = set(multiprocessing.active_children())
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_quiet_worker)
     try:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = {i: pool.submit(_render_pending, i, tuple(formats)) for i in order}
-            return [futures[i].result() for i in range(len(specs))]
+        futures = {i: pool.submit(_render_pending, i, tuple(formats)) for i in order}
+        return [futures[i].result() for i in range(len(specs))]
     except BrokenProcessPool:  # a worker died (killed, out of memory): the figures are drawn here instead
         return [render(spec, formats) for spec in specs]
+    except BaseException:  # Ctrl-C: the workers stop now, not after the figures still queued
+        for process in set(multiprocessing.active_children()) - before:
+            process.terminate()
+        raise
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         _PENDING = ()
+
+
+def _quiet_worker() -> None:
+    """A worker leaves Ctrl-C to the report's process, which stops it (no traceback of every worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def write_figures(analysis: RunAnalysis, directory: Path, run_name: str = "") -> list[dict[str, Any]]:

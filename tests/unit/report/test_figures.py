@@ -249,3 +249,36 @@ def test_no_fork_beside_other_threads_or_on_one_core(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(threading, "active_count", lambda: 1)
     monkeypatch.setattr(figures, "_cores", lambda: 1)
     assert figures._parallel_workers(7) == 0
+
+
+def test_an_interrupt_stops_the_figure_workers_at_once(tmp_path: Path) -> None:
+    """SIGINT while the workers draw: the report exits 130 within a second or two, no traceback from any worker,
+    no worker left behind (they would otherwise draw every figure still queued before the report could end)."""
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: no worker processes")
+    process = subprocess.Popen([sys.executable, "-m", "specbench_tui", "report", str(RUN_A), "--figures",
+                                str(tmp_path / "figs")], cwd=TESTS.parent, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(psutil.Process(process.pid).children()) < 2 and process.poll() is None:
+            assert time.monotonic() < deadline, "no figure workers started"
+            time.sleep(0.05)
+        workers = psutil.Process(process.pid).children()
+        os.kill(process.pid, signal.SIGINT)  # the report's process only (kill -INT PID); a terminal's group too
+        started = time.monotonic()
+        _, err = process.communicate(timeout=30)
+        stopped = time.monotonic() - started
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert process.returncode == 130 and stopped < 3, (process.returncode, stopped, err[-2000:])
+    assert "Traceback" not in err, err[-2000:]
+    assert not [w for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
