@@ -599,6 +599,8 @@ class StreamPool:
     def attach(self, conn: _Connection) -> None:
         if self._epoll is None:
             self._epoll = select.epoll()
+        if self._loop is not conn.loop:  # the first connection, or a pool used again under another event loop
+            self._unlisten()
             self._loop = conn.loop
             self._listen()
         self._by_fd[conn.fd] = conn
@@ -610,6 +612,15 @@ class StreamPool:
             if self._epoll is not None:
                 with contextlib.suppress(OSError, ValueError):
                     self._epoll.unregister(conn.fd)
+
+    def _unlisten(self) -> None:
+        """Stop waking on the pool's connections (and drop a pending pause's end)."""
+        if self._resume_timer is not None:
+            self._resume_timer.cancel()
+            self._resume_timer = None
+        if self._listening and self._epoll is not None and self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(self._epoll.fileno())
+        self._listening = False
 
     def _listen(self) -> None:
         assert self._epoll is not None and self._loop is not None
@@ -669,12 +680,8 @@ class StreamPool:
         for conn in list(self._all):
             conn.close()
         self._idle.clear()
-        if self._resume_timer is not None:
-            self._resume_timer.cancel()
-            self._resume_timer = None
+        self._unlisten()
         if self._epoll is not None:
-            if self._listening and self._loop is not None and not self._loop.is_closed():
-                self._loop.remove_reader(self._epoll.fileno())
-            self._listening = False
             self._epoll.close()
             self._epoll = None
+        self._loop = None

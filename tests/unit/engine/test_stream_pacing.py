@@ -83,3 +83,23 @@ def test_one_request_at_a_time_is_never_paused(sim_url: str) -> None:
     results, pool = asyncio.run(_run(sim_url, 1, 4))
     assert [r.error for r in results if not r.ok] == []
     assert pool.pauses == 0 and pool.reads == pool.wakeups
+
+
+def test_a_pool_used_again_under_another_event_loop_still_reads(sim_url: str) -> None:
+    """A client kept across two ``asyncio.run`` calls: its pool's wake-ups must move to the running loop (they stayed
+    on the closed one, and every answer hung until its timeout)."""
+    client = ServerClient(sim_url, SGLANG, request_timeout_s=10.0)
+
+    async def one() -> GenerateResult:
+        return await client.generate("again", {"max_new_tokens": 8, "ignore_eos": True})
+
+    try:
+        assert asyncio.run(one()).ok
+        pool = client.stream_pool
+        assert pool is not None
+        for conn in list(pool._idle):  # the first loop's connections die with it
+            conn.close()
+        second = asyncio.run(one())
+        assert second.ok and second.completion_tokens == 8, second.error
+    finally:
+        asyncio.run(client.aclose())
