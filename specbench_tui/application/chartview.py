@@ -142,5 +142,13 @@ def _acceptance(analysis: RunAnalysis) -> ChartView:
     if not series:
         title += ": no algorithm with several budgets measured yet"
     ticks = (tuple(sorted(budgets)), tuple(f"{b:g}" for b in sorted(budgets))) if budgets else None
-    return ChartView(title, (_listing("× no value: ", marks),) if marks else (), tuple(series), "draft budget",
-                     xticks=ticks)
+    return ChartView(title, (*legend_marks(series), *((_listing("× no value: ", marks),) if marks else ())),
+                     tuple(series), "draft budget", xticks=ticks)
+
+
+def legend_marks(series: Sequence[Series]) -> tuple[str, ...]:
+    """The legend as a line under the plot (``lines: o ddtree tp1 · + ddtree tp2``): plotext draws its own in the
+    plot's top-left corner, over whatever line passes there (issue 46: it covered ddtree TP1's), so the plot is
+    drawn without one."""
+    labelled = [f"{s.marker} {s.label}" for s in series if s.label]
+    return ("lines: " + " · ".join(labelled),) if labelled else ()

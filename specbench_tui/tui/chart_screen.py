@@ -87,7 +87,8 @@ def draw_plot(chart: ChartView, width: int, height: int, theme: str) -> Text:
     """``chart`` drawn by plotext at ``width`` × ``height`` in plot theme ``theme`` (any thread: a plot of its own)."""
     plt = Plot()
     for series in chart.series:
-        plt.plot(list(series.xs), list(series.ys), marker=series.marker, color=series.color, label=series.label)
+        # No label: plotext would draw its legend inside the plot, over the lines (it is one of the marks instead).
+        plt.plot(list(series.xs), list(series.ys), marker=series.marker, color=series.color)
     if chart.yticks is not None:
         plt.yticks(list(chart.yticks[0]), list(chart.yticks[1]))
     if chart.xticks is not None:

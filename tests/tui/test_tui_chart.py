@@ -246,3 +246,18 @@ async def test_an_analysis_that_finishes_as_the_app_quits_draws_no_chart(tmp_pat
     assert not app.is_running
     app.prepare_chart()  # raised SignalError before
     assert app._chart is None
+
+
+def test_the_legend_is_under_the_plot_never_over_its_lines(analysis_a: RunAnalysis) -> None:
+    """plotext draws a legend in the plot's top-left corner, over the lines that pass there (issue 46: it covered
+    ddtree TP1's line): the acceptance chart names its lines in a mark under the plot, and the plot holds none."""
+    from specbench_tui.application.chartview import VIEW_ACCEPTANCE, chart_view
+    from specbench_tui.tui.chart_screen import draw_plot
+
+    chart = chart_view(analysis_a, VIEW_ACCEPTANCE, 0, 30)
+    labels = [s.label for s in chart.series if s.label]
+    assert labels, "the fixture run has lines to name"
+    plot = draw_plot(chart, 100, 30, "default").plain
+    assert not [label for label in labels if label in plot], plot
+    legend = chart.marks[0]
+    assert legend.startswith("lines: ") and all(f"{s.marker} {s.label}" in legend for s in chart.series)
