@@ -64,10 +64,12 @@ STYLE: dict[str, Any] = {
     "axes.axisbelow": True, "axes.spines.top": False, "axes.spines.right": False, "axes.edgecolor": "#555555",
     "lines.linewidth": 1.6, "lines.markersize": 5.0, "hatch.linewidth": 0.8, "figure.dpi": 100.0,
     "savefig.dpi": 150.0, "savefig.bbox": None, "svg.fonttype": "none", "svg.hashsalt": "specbench",
-    "pdf.fonttype": 42, "figure.facecolor": "white",
+    "pdf.fonttype": 42, "figure.facecolor": "white", "axes.titley": 1.0,
 }
 """One look for every figure (the same in the page, the PDF and the PNG); a fixed SVG hash salt and no dates keep
-the files the same from one export to the next."""
+the files the same from one export to the next. ``axes.titley`` places each panel's title at its axes' top (plus
+``axes.titlepad``), where matplotlib's automatic placement puts it too since no figure has tick labels or a label
+above its axes, without that placement's search (a quarter of a figure's drawing time, the same pixels)."""
 ALGORITHM_COLORS = {"autoregressive": "#7f7f7f", "dflash": "#1f77b4", "ddtree": "#ff7f0e", "eagle3": "#2ca02c",
                     "eagle": "#2ca02c", "ngram": "#9467bd", "mtp": "#8c564b", "standalone": "#e377c2"}
 CYCLE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",

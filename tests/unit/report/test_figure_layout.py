@@ -83,3 +83,20 @@ def test_thin_positions_are_hollow_on_a_dotted_line(specs: dict[str, FigureSpec]
                         and line.get_markeredgecolor() == solid.get_color() for x in line.get_xdata()}
             assert not hollow_x & set(solid.get_xdata()), solid.get_label()
 
+
+
+def test_each_panel_title_sits_above_its_axes_clear_of_every_label(specs: dict[str, FigureSpec]) -> None:
+    """The titles are placed at the axes' top by the style (``axes.titley``) instead of matplotlib's search for
+    labels above the axes: no figure has any, and a title never sinks into the plot or covers a label."""
+    for name, spec in specs.items():
+        fig, renderer = _rendered(spec)
+        for ax in fig.axes:
+            if not ax.get_visible() or not ax.get_title():
+                continue
+            title = ax.title.get_window_extent(renderer)
+            assert title.y0 >= ax.bbox.y1, (name, ax.get_title(), title.y0, ax.bbox.y1)
+            labels = [*ax.get_xticklabels(which="both"), *ax.get_yticklabels(which="both"), ax.xaxis.label,
+                      ax.yaxis.label, *(t.label2 for t in ax.xaxis.get_major_ticks() if t.label2.get_visible())]
+            covered = [t.get_text() for t in labels if t.get_visible() and t.get_text()
+                       and t.get_window_extent(renderer).overlaps(title)]
+            assert not covered, (name, ax.get_title(), covered)
