@@ -518,6 +518,39 @@ class _Reader:
                             "finish_reason)")
 
 
+def _first_choice(payload: Mapping[str, object]) -> Mapping[str, object] | None:
+    """The chunk's first choice, when it has one that is an object."""
+    choices = payload.get("choices")
+    return choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else None
+
+
+def _choice_text(choice: Mapping[str, object]) -> str | None:
+    """A completion's ``text`` or a chat completion's ``delta.content``; None when neither is a string."""
+    piece = choice.get("text")
+    if isinstance(piece, str):
+        return piece
+    delta = choice.get("delta")
+    content = delta.get("content") if isinstance(delta, Mapping) else None
+    return content if isinstance(content, str) else None
+
+
+def _absorb_choice(choice: Mapping[str, object], usage_tokens: object, counted: int, now: float,
+                   result: GenerateResult) -> int:
+    """Take one choice's text into ``result`` (a chunk per token, unless usage counts them); the tokens counted."""
+    piece = _choice_text(choice)
+    finished = choice.get("finish_reason") is not None
+    if piece is not None and not finished:
+        result.text += piece
+        counted = usage_tokens if isinstance(usage_tokens, int) else counted + 1
+        result.chunks.append(Chunk(now, counted))
+    elif piece:
+        result.text += piece
+    if finished:
+        # vLLM: the finish_reason rides on the last token's chunk; usage comes after, with no choices.
+        result.meta_info["finish_reason"] = choice["finish_reason"]
+    return counted
+
+
 def _absorb_openai(profile: EngineProfile, payload: dict[str, Any], now: float, result: GenerateResult) -> None:
     """One OpenAI completions chunk (decoded by :func:`_decode_payload`): text per chunk (one token each,
     unless the chunk carries usage), and the final chunk's usage and extras mapped by the profile onto
@@ -525,22 +558,9 @@ def _absorb_openai(profile: EngineProfile, payload: dict[str, Any], now: float, 
     counted = result.chunks[-1].completion_tokens if result.chunks else 0
     usage = payload.get("usage")
     usage_tokens = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
-    choices = payload.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else None
+    choice = _first_choice(payload)
     if choice is not None:
-        piece = choice.get("text")
-        if not isinstance(piece, str):
-            delta = choice.get("delta")
-            piece = delta.get("content") if isinstance(delta, Mapping) else None
-        if isinstance(piece, str) and choice.get("finish_reason") is None:
-            result.text += piece
-            counted = usage_tokens if isinstance(usage_tokens, int) else counted + 1
-            result.chunks.append(Chunk(now, counted))
-        elif isinstance(piece, str) and piece:
-            result.text += piece
-        if choice.get("finish_reason") is not None:
-            # vLLM: the finish_reason rides on the last token's chunk; usage comes after, with no choices.
-            result.meta_info["finish_reason"] = choice["finish_reason"]
+        counted = _absorb_choice(choice, usage_tokens, counted, now, result)
     if isinstance(usage, Mapping) and (choice is None or choice.get("finish_reason") is not None):
         meta = profile.final_meta(payload) if profile.final_meta else dict(usage)
         result.meta_info = {**result.meta_info, **meta}

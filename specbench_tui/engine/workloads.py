@@ -24,6 +24,7 @@ from specbench_tui.core.budget import Budget, BudgetError, plan_budget, usable_c
 from specbench_tui.core.context_ladder import filler_seed, ladder_text, rung_order
 from specbench_tui.core.logparse import spec_counter_figures
 from specbench_tui.core.metrics import (
+    ConversationTiming,
     RequestTiming,
     acceptance_length,
     combine_turns,
@@ -194,59 +195,83 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()[:16]
 
 
-def measurement_from(labels: Labels, item: str, repeat: int, results: Sequence[GenerateResult],
-                     extra: _Extra | None = None) -> Measurement:
-    """The record of one request (one result) or one conversation (several), errors and zero output flagged."""
-    extra = extra or _Extra()
-    base: dict[str, Any] = {
+def _base_fields(labels: Labels, item: str, repeat: int, results: Sequence[GenerateResult],
+                 extra: _Extra) -> dict[str, Any]:
+    """The fields every record carries, whatever its outcome."""
+    return {
         "config_id": labels.config_id, "config": labels.config, "workload": labels.workload, "item": item,
         "repeat": repeat, "requested_prompt_tokens": extra.requested_prompt_tokens, "clamped": extra.clamped,
         "started_at": results[0].started_at if results else None,
         "turns": len(results) if len(results) > 1 else None,
     }
+
+
+def _error_fields(results: Sequence[GenerateResult]) -> dict[str, Any] | None:
+    """The error of the first failed turn (or of a request never sent); None when every turn succeeded."""
     failed = next((r for r in results if not r.ok), None)
-    if failed is not None or not results:
-        turn = f"turn {results.index(failed) + 1}: " if failed is not None and len(results) > 1 else ""
-        return Measurement(**base, status=STATUS_ERROR,
-                           error=f"{turn}{failed.error}" if failed else "no request was sent",
-                           error_kind=failed.error_kind if failed else None,
-                           http_status=failed.http_status if failed else None,
-                           prompt_tokens=failed.prompt_tokens if failed else None)
+    if failed is None and results:
+        return None
+    if failed is None:
+        return {"status": STATUS_ERROR, "error": "no request was sent", "error_kind": None, "http_status": None,
+                "prompt_tokens": None}
+    turn = f"turn {results.index(failed) + 1}: " if len(results) > 1 else ""
+    return {"status": STATUS_ERROR, "error": f"{turn}{failed.error}", "error_kind": failed.error_kind,
+            "http_status": failed.http_status, "prompt_tokens": failed.prompt_tokens}
+
+
+def _summed(values: Sequence[int | None]) -> int | None:
+    """The sum of the turns that sent a count; None when no turn sent one."""
+    return sum(v for v in values if v) if any(v is not None for v in values) else None
+
+
+def _spec_fields(results: Sequence[GenerateResult], completion: int) -> dict[str, Any]:
+    """Speculative decoding's counts summed over the turns: verify steps, acceptance, retractions, drafts."""
+    # SGLang sends the spec_* fields only for a request with at least one verify step: a turn without them
+    # (one token from the prefill alone) verified nothing, so the conversation's steps are the others' sum.
+    verify_ct = _summed([_int(r.meta_info, "spec_verify_ct") for r in results])
+    reported = _float(results[-1].meta_info, "spec_accept_length") if len(results) == 1 else None
+    rates = [x for x in (_float(r.meta_info, "spec_accept_rate") for r in results) if x is not None]
+    return {
+        "verify_ct": verify_ct, "accept_length": acceptance_length(reported, completion, verify_ct),
+        "accept_rate": sum(rates) / len(rates) if rates else None,
+        "num_retractions": _summed([_int(r.meta_info, "num_retractions") for r in results]),
+        **_draft_counts(results),
+    }
+
+
+def _timing_fields(timing: RequestTiming | ConversationTiming) -> dict[str, Any]:
+    """Time to first token, end to end, decode rate and the inter-token latencies' mean and percentiles."""
+    itls = list(timing.itls_s)
+    return {
+        "ttft_s": timing.ttft_s, "e2e_s": timing.e2e_s, "decode_tps": timing.decode_tps,
+        "itl_mean_s": sum(itls) / len(itls) if itls else None, "itl_p50_s": percentile(itls, 50),
+        "itl_p95_s": percentile(itls, 95), "itl_p99_s": percentile(itls, 99), "chunks": timing.chunks,
+    }
+
+
+def measurement_from(labels: Labels, item: str, repeat: int, results: Sequence[GenerateResult],
+                     extra: _Extra | None = None) -> Measurement:
+    """The record of one request (one result) or one conversation (several), errors and zero output flagged."""
+    base = _base_fields(labels, item, repeat, results, extra or _Extra())
+    failure = _error_fields(results)
+    if failure is not None:
+        return Measurement(**base, **failure)
     timings = [request_timing(r.start, r.end, r.chunks, r.completion_tokens) for r in results]
     last = results[-1]
     completion = sum(t.completion_tokens for t in timings)
     zero_turn = next((i for i, t in enumerate(timings) if t.completion_tokens <= 0), None)
-    if len(results) == 1:
-        timing: RequestTiming | Any = timings[0]
-    else:
-        timing = combine_turns(timings)
-    # SGLang sends the spec_* fields only for a request with at least one verify step: a turn without them
-    # (one token from the prefill alone) verified nothing, so the conversation's steps are the others' sum.
-    verify = [_int(r.meta_info, "spec_verify_ct") for r in results]
-    verify_ct = sum(v for v in verify if v) if any(v is not None for v in verify) else None
-    accept = (acceptance_length(_float(last.meta_info, "spec_accept_length"), completion, verify_ct)
-              if len(results) == 1 else acceptance_length(None, completion, verify_ct))
-    retractions = [_int(r.meta_info, "num_retractions") for r in results]
-    num_retractions = sum(v for v in retractions if v) if any(v is not None for v in retractions) else None
-    drafts = _draft_counts(results)
-    rates = [_float(r.meta_info, "spec_accept_rate") for r in results]
-    kept_rates = [x for x in rates if x is not None]
-    itls = list(timing.itls_s)
-    status = STATUS_OK
-    error = None
+    status, error = STATUS_OK, None
     if zero_turn is not None:
         status = STATUS_ZERO_OUTPUT
         error = (f"turn {zero_turn + 1} returned no tokens" if len(results) > 1 else "the server returned no tokens")
     return Measurement(
         **base, status=status, error=error,
         prompt_tokens=last.prompt_tokens, completion_tokens=completion,
-        cached_tokens=_int(last.meta_info, "cached_tokens"), ttft_s=timing.ttft_s, e2e_s=timing.e2e_s,
-        decode_tps=timing.decode_tps, itl_mean_s=sum(itls) / len(itls) if itls else None,
-        itl_p50_s=percentile(itls, 50), itl_p95_s=percentile(itls, 95), itl_p99_s=percentile(itls, 99), accept_length=accept, verify_ct=verify_ct,
-        accept_rate=sum(kept_rates) / len(kept_rates) if kept_rates else None,
+        cached_tokens=_int(last.meta_info, "cached_tokens"),
+        **_timing_fields(timings[0] if len(results) == 1 else combine_turns(timings)),
+        **_spec_fields(results, completion),
         finish_reason=_finish_reason(last.meta_info), http_status=last.http_status,
-        output_sha=_sha("\x1e".join(r.text for r in results)), chunks=timing.chunks,
-        num_retractions=num_retractions, **drafts,
+        output_sha=_sha("\x1e".join(r.text for r in results)),
     )
 
 
@@ -424,10 +449,12 @@ class LongContextWorkload(Workload):
             await session.generate(self.warmup_text(), max_new, self.spec, sized=True)
 
     async def run(self, item: str, repeat: int, session: Session, labels: Labels) -> Measurement:
-        text, budget, _ = self._built[item]
+        text, budget, tokens = self._built[item]
         result = await session.generate(text, budget.max_new_tokens, self.spec, sized=True)
         requested = budget.requested if isinstance(budget.requested, int) else budget.prompt_tokens
-        return measurement_from(labels, item, repeat, [result], _Extra(requested, budget.clamped))
+        # A clamped prompt is filed under the size sent, the request beside it (Measurement.planned_key).
+        filed = item  # BREAK
+        return measurement_from(labels, filed, repeat, [result], _Extra(requested, budget.clamped))
 
 
 WARMUP_REPEAT = 0

@@ -414,14 +414,8 @@ class Api:
             return Response.json({"error": {"message": "Invalid JSON body"}}, 400)
         stream = bool(body.get("stream", False))
         texts, ids_list, batch = self._inputs(body)
-        params_list = body.get("sampling_params") or {}
-        rids = body.get("rid")
-        reqs: list[Request] = []
         try:
-            for i in range(len(texts)):
-                params = params_list[i] if isinstance(params_list, list) else params_list
-                rid = rids[i] if isinstance(rids, list) else (rids if not batch else None)
-                reqs.append(self._make_request(texts[i], ids_list[i], params or {}, rid, received=http.received))
+            reqs = self._native_requests(body, texts, ids_list, batch, http.received)
         except RequestError as exc:
             if stream:
                 return StreamResponse(self._error_stream(str(exc)))
@@ -432,12 +426,33 @@ class Api:
             return StreamResponse(self._generate_stream(reqs, batch))
         if not await self._wait(reqs, http):
             return Response.json({"error": {"message": "Client disconnected"}}, 400)
-        refused = next((r.finish_reason for r in reqs if (r.finish_reason or {}).get("type") == "abort"
-                        and (r.finish_reason or {}).get("status_code") == 400), None)
+        refused = self._refused(reqs)
         if refused is not None:  # _handle_abort_finish_reason: a non-stream 400 abort is the ValueError's 400
             return Response.json({"error": {"message": refused["message"]}}, 400)
         results = [{"text": r.text, "output_ids": r.output_ids, "meta_info": self.meta_info(r)} for r in reqs]
         return Response.json(results if batch else results[0])
+
+    def _native_requests(self, body: dict[str, Any], texts: list[str | None], ids_list: list[list[int] | None],
+                         batch: bool, received: float | None) -> list[Request]:
+        """One request per input of a ``/generate`` body, each with its own sampling params and rid when the body
+        lists them (raises :class:`RequestError` for a bad one)."""
+        params_list = body.get("sampling_params") or {}
+        rids = body.get("rid")
+        reqs: list[Request] = []
+        for i in range(len(texts)):
+            params = params_list[i] if isinstance(params_list, list) else params_list
+            rid = rids[i] if isinstance(rids, list) else (rids if not batch else None)
+            reqs.append(self._make_request(texts[i], ids_list[i], params or {}, rid, received=received))
+        return reqs
+
+    @staticmethod
+    def _refused(reqs: list[Request]) -> dict[str, Any] | None:
+        """The finish reason of the first request aborted with a 400 (a request the server refused), if any."""
+        for r in reqs:
+            reason = r.finish_reason or {}
+            if reason.get("type") == "abort" and reason.get("status_code") == 400:
+                return r.finish_reason
+        return None
 
     @staticmethod
     def _inputs(body: dict[str, Any]) -> tuple[list[str | None], list[list[int] | None], bool]:
@@ -510,27 +525,8 @@ class Api:
         body = self._json(http)
         if not isinstance(body, dict):
             return _openai_error("Invalid JSON body")
-        params = {k: body[k] for k in ("temperature", "ignore_eos", "sampling_seed") if k in body}
-        if "seed" in body:
-            params["sampling_seed"] = body["seed"]
         try:
-            if chat:
-                messages = body.get("messages")
-                if not isinstance(messages, list) or not messages:
-                    raise RequestError("messages must be a non-empty list")
-                text, ids = tokenizer.apply_chat_template(messages)
-                max_new = body.get("max_completion_tokens", body.get("max_tokens"))
-                req = self._make_request(text, ids, {**params, "max_new_tokens": max_new}, None, None,
-                                         received=http.received)
-            else:
-                prompt = body.get("prompt", "")
-                if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
-                    text, ids = None, list(prompt)
-                else:
-                    text, ids = (prompt[0] if isinstance(prompt, list) else str(prompt)), None
-                max_new = body.get("max_tokens", 16)
-                req = self._make_request(text, ids, {**params, "max_new_tokens": max_new}, None, 16,
-                                         received=http.received)
+            req = self._openai_request(body, chat, http.received)
         except RequestError as exc:
             return _openai_error(str(exc))
         self.s.engine.submit(req)
@@ -541,6 +537,33 @@ class Api:
             return StreamResponse(self._openai_stream(req, body, model, chat, include_usage))
         if not await self._wait([req], http):
             return _openai_error("Client disconnected")
+        return Response.json(self._openai_answer(req, body, model, chat))
+
+    def _openai_request(self, body: dict[str, Any], chat: bool, received: float | None) -> Request:
+        """The request of a chat or text completions body (raises :class:`RequestError` for a bad one)."""
+        params: dict[str, Any] = {k: body[k] for k in ("temperature", "ignore_eos", "sampling_seed") if k in body}
+        if "seed" in body:
+            params["sampling_seed"] = body["seed"]
+        text: str | None
+        ids: list[int] | None
+        if chat:
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages:
+                raise RequestError("messages must be a non-empty list")
+            text, ids = tokenizer.apply_chat_template(messages)
+            max_new = body.get("max_completion_tokens", body.get("max_tokens"))
+            return self._make_request(text, ids, {**params, "max_new_tokens": max_new}, None, None,
+                                      received=received)
+        prompt = body.get("prompt", "")
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
+            text, ids = None, list(prompt)
+        else:
+            text, ids = (prompt[0] if isinstance(prompt, list) else str(prompt)), None
+        max_new = body.get("max_tokens", 16)
+        return self._make_request(text, ids, {**params, "max_new_tokens": max_new}, None, 16, received=received)
+
+    def _openai_answer(self, req: Request, body: dict[str, Any], model: str, chat: bool) -> dict[str, Any]:
+        """The non-streamed answer of a finished chat or text completion."""
         reason, matched = self._finish(req)
         choice: dict[str, Any] = {"index": 0}
         if chat:
@@ -557,7 +580,7 @@ class Api:
         sglext = self._sglext(body, req)
         if sglext is not None:
             out["sglext"] = sglext
-        return Response.json(out)
+        return out
 
     async def _openai_stream(self, req: Request, body: dict[str, Any], model: str, chat: bool,
                              include_usage: bool) -> AsyncIterator[bytes]:
