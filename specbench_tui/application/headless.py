@@ -189,7 +189,8 @@ class Printer:
             self._say(f"{name}: {record.workload}/{record.item}#{record.repeat}: {record.status.upper()}{cut}"
                       f" - {record.error or ''}")
         elif record.clamped:
-            self._say(f"{name}: {record.workload}/{record.item}: prompt clamped to {record.prompt_tokens} tokens")
+            self._say(f"{name}: {record.workload}/{record.item}: prompt clamped to {record.prompt_tokens} tokens "
+                      f"(asked {record.requested_prompt_tokens})")
 
     def _workload(self, name: str, event: WorkloadFinished) -> None:
         row = self.ledger.analyse().row(event.config_id, event.workload)

@@ -111,6 +111,17 @@ class Measurement:
             return (self.config_id, self.workload, self.item, self.repeat)
         return (self.config_id, self.workload, self.item, self.repeat, self.load)
 
+    @property
+    def planned_key(self) -> MeasurementKey:
+        """The key the plan knows this measurement by: a clamped prompt is filed under the size actually sent
+        (its ``item``) with the request beside it (``requested_prompt_tokens``), and planned under the request."""
+        if not self.clamped or self.requested_prompt_tokens is None:
+            return self.key
+        planned = str(self.requested_prompt_tokens)
+        if self.load is None:
+            return (self.config_id, self.workload, planned, self.repeat)
+        return (self.config_id, self.workload, planned, self.repeat, self.load)
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         for name in _OMIT_WHEN_NONE:  # a sequential workload's record is written as before load points existed

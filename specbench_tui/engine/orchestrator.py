@@ -202,10 +202,10 @@ class Orchestrator:
         except StoreError as exc:
             self.fail_store(str(exc))
             raise StopJob(str(exc)) from exc
-        self.done_keys.add(measurement.key)
+        self.done_keys.add(measurement.planned_key)
         self.load.observe(measurement)
         if measurement.status == STATUS_ERROR:
-            self._error_keys.add(measurement.key)
+            self._error_keys.add(measurement.planned_key)
         self.publish(MeasurementRecorded(config_id=measurement.config_id, record=measurement.to_json()))
 
     def next_attempt(self, config_id: str) -> int:
@@ -294,9 +294,9 @@ class Orchestrator:
             self.states[config_id] = ConfigState.PENDING
         for measurement in self.run_dir.read_measurements(skipped):
             self.load.observe(measurement)
-            self.done_keys.add(measurement.key)
+            self.done_keys.add(measurement.planned_key)
             if measurement.status == STATUS_ERROR:
-                self._error_keys.add(measurement.key)
+                self._error_keys.add(measurement.planned_key)
         for warning in skipped.summary():  # a skipped measurement is measured again
             self.publish(Notice(level="warning", text=warning))
 

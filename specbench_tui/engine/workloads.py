@@ -453,7 +453,7 @@ class LongContextWorkload(Workload):
         result = await session.generate(text, budget.max_new_tokens, self.spec, sized=True)
         requested = budget.requested if isinstance(budget.requested, int) else budget.prompt_tokens
         # A clamped prompt is filed under the size sent, the request beside it (Measurement.planned_key).
-        filed = item  # BREAK
+        filed = str(tokens) if budget.clamped else item
         return measurement_from(labels, filed, repeat, [result], _Extra(requested, budget.clamped))
 
 

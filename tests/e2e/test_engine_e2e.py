@@ -80,8 +80,11 @@ async def test_seed_campaign_shape(tmp_path, monkeypatch):
         full = by_item[(config, "max")]
         assert 32768 - 256 - 32 - 200 <= full["prompt_tokens"] <= 32768 - 256 - 32
         assert full["completion_tokens"] == 256
-        clamped = by_item[(config, "40000")]
-        assert clamped["clamped"] and clamped["requested_prompt_tokens"] == 40000
+        # A clamped prompt is filed under the size sent, with the request beside it (issue 46), never "40000".
+        assert (config, "40000") not in by_item
+        clamped = next(r for r in long if r["config"] == config and r["requested_prompt_tokens"] == 40000)
+        assert clamped["clamped"] and clamped["item"] == str(clamped["prompt_tokens"]), clamped
+        assert int(clamped["item"]) < 32768 - 256
         assert not by_item[(config, "1024")]["clamped"]
     spec_records = [r for r in records if r["config"].startswith("ddtree")]
     assert all(r["accept_length"] and r["accept_length"] > 1 for r in spec_records)

@@ -67,3 +67,19 @@ def test_resume_reads_states_and_keys(tmp_path):
     orchestrator._forget_errors(c3.id)  # what --retry-crashed and retry() do
     assert (c3.id, "code", "fibonacci", 1) not in orchestrator.done_keys
     assert orchestrator.all_done(c1) and not orchestrator.all_done(c2)
+
+
+def test_resume_counts_a_clamped_prompt_filed_under_its_sent_size_as_done(tmp_path):
+    """A clamped prompt is filed under the size sent (item "32596", the request 65536 beside it, issue 46); resume
+    knows it by the request the plan names, so it is not measured again."""
+    plan = plan_for(write_sweep(tmp_path, SWEEP))
+    c1 = plan.configs[0]
+    run = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
+    sent = Measurement(config_id=c1.id, config=c1.name, workload="code", item="32596", repeat=1, status="ok",
+                       completion_tokens=10, prompt_tokens=32596, requested_prompt_tokens=65536, clamped=True)
+    run.append_measurement(sent)
+    run.close()
+    assert sent.key == (c1.id, "code", "32596", 1) and sent.planned_key == (c1.id, "code", "65536", 1)
+    orchestrator = Orchestrator(plan, RunDir.open(run.path), resumed=True)
+    orchestrator.load_previous()
+    assert (c1.id, "code", "65536", 1) in orchestrator.done_keys
