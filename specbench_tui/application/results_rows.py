@@ -11,9 +11,8 @@ screen only draws them. Both run in the app's analysis worker, off the UI thread
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from specbench_tui.application.rows import Mark, ViewCell, ViewRow, clean_text
 from specbench_tui.application.viewmodel import point_marks
@@ -25,6 +24,8 @@ from specbench_tui.core.results import (
     FLAG_BURST,
     FLAG_IDLE,
     FLAG_MISMATCH,
+    CellRow,
+    ConfigSummary,
     RunAnalysis,
 )
 from specbench_tui.core.state import RunState
@@ -95,28 +96,42 @@ def build_rows(state: RunState | None, analysis: RunAnalysis | None,
         known = config_notes(state) if state is not None else {}
     workload_order = {w.name: i for i, w in enumerate(analysis.workloads)}
     for order, config in enumerate(analysis.configs):
-        crashed = config.state in (ConfigState.CRASHED.value, ConfigState.FAILED.value)
-        known_signature, known_reason = known.get(config.id, (None, None))
-        signature = known_signature or config.signature
-        reason = known_reason or config.reason
-        crash_note = f"✖ {signature or config.state}" + (f": {reason}" if reason and not signature else "")
-        cells = analysis.rows_of(config.id)
-        for cell in cells:
-            if cell.measured or (cell.coverage == COVERAGE_NOT_RUN and not crashed):
-                rows[row_key(config.id, cell.workload)] = _with_positions(_cell_row(
-                    config, cell, (order, workload_order.get(cell.workload, 1_000)), crashed,
-                    crash_note if crashed else None), analysis, config.id, cell.workload)
-        rows.update(_point_rows(analysis, config, order, crashed, f"✖ {signature or config.state}"))
-        if crashed and not any(r.measured for r in cells):
-            not_run = sum(1 for r in cells if r.coverage == COVERAGE_NOT_RUN)
-            rows[row_key(config.id, None)] = ResultRow(
-                config=config.name, workload="—", order=(order, -1), count=0, tps=None, all_zero=False,
-                ttft_ms=None, accept=None, speedup=None, is_baseline=False, crashed=True, zero_output=0, errors=0,
-                note=crash_note + (f" · {not_run} workload{'s' if not_run != 1 else ''} not run" if not_run else ""))
+        rows.update(_config_rows(analysis, config, order, known.get(config.id, (None, None)), workload_order))
     return rows
 
 
-def _cell_notes(cell: Any, crash_note: str | None) -> list[str]:
+def _config_rows(analysis: RunAnalysis, config: ConfigSummary, order: int, known: tuple[str | None, str | None],
+                 workload_order: Mapping[str, int]) -> dict[str, ResultRow]:
+    """The rows of one configuration: a row per measured (or still to run) workload, its points, and for a
+    crash with nothing measured one row that says so."""
+    crashed = config.state in (ConfigState.CRASHED.value, ConfigState.FAILED.value)
+    known_signature, known_reason = known
+    signature = known_signature or config.signature
+    reason = known_reason or config.reason
+    crash_note = f"✖ {signature or config.state}" + (f": {reason}" if reason and not signature else "")
+    rows: dict[str, ResultRow] = {}
+    cells = analysis.rows_of(config.id)
+    for cell in cells:
+        if cell.measured or (cell.coverage == COVERAGE_NOT_RUN and not crashed):
+            rows[row_key(config.id, cell.workload)] = _with_positions(_cell_row(
+                config, cell, (order, workload_order.get(cell.workload, 1_000)), crashed,
+                crash_note if crashed else None), analysis, config.id, cell.workload)
+    rows.update(_point_rows(analysis, config, order, crashed, f"✖ {signature or config.state}"))
+    if crashed and not any(r.measured for r in cells):
+        rows[row_key(config.id, None)] = _crash_row(config.name, order, crash_note, cells)
+    return rows
+
+
+def _crash_row(name: str, order: int, crash_note: str, cells: Sequence[CellRow]) -> ResultRow:
+    """The one row of a configuration that crashed before measuring anything."""
+    not_run = sum(1 for r in cells if r.coverage == COVERAGE_NOT_RUN)
+    return ResultRow(
+        config=name, workload="—", order=(order, -1), count=0, tps=None, all_zero=False,
+        ttft_ms=None, accept=None, speedup=None, is_baseline=False, crashed=True, zero_output=0, errors=0,
+        note=crash_note + (f" · {not_run} workload{'s' if not_run != 1 else ''} not run" if not_run else ""))
+
+
+def _cell_notes(cell: CellRow, crash_note: str | None) -> list[str]:
     """What a workload's row says besides its figures: the crash, coverage, zero output, errors, flags."""
     notes = [crash_note] if crash_note else []
     coverage = cell.coverage_text()
@@ -148,7 +163,7 @@ def _with_positions(row: ResultRow, analysis: RunAnalysis, config_id: str, workl
     return dataclasses.replace(row, note=" · ".join(n for n in (row.note, shown) if n))
 
 
-def _cell_row(config: Any, cell: Any, order: tuple[int, int], crashed: bool, crash_note: str | None) -> ResultRow:
+def _cell_row(config: ConfigSummary, cell: CellRow, order: tuple[int, int], crashed: bool, crash_note: str | None) -> ResultRow:
     """The row of one (configuration, sequential workload)."""
     return ResultRow(
         config=config.name, workload=cell.workload, order=order,
@@ -162,7 +177,7 @@ def _cell_row(config: Any, cell: Any, order: tuple[int, int], crashed: bool, cra
         idle_draft=FLAG_IDLE in cell.flags)
 
 
-def _point_rows(analysis: RunAnalysis, config: Any, order: int, crashed: bool,
+def _point_rows(analysis: RunAnalysis, config: ConfigSummary, order: int, crashed: bool,
                 crash_note: str) -> dict[str, ResultRow]:
     """A row per measured load point of each load workload of ``config``."""
     rows: dict[str, ResultRow] = {}

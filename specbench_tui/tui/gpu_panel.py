@@ -14,7 +14,7 @@ from textual.widgets import Static
 from specbench_tui.application.rows import Mark, ViewCell, ViewRow, clean_text
 from specbench_tui.core.nodes import node_totals
 from specbench_tui.core.state import RunState
-from specbench_tui.tui.palette import palette_of
+from specbench_tui.tui.palette import Palette, palette_of
 from specbench_tui.tui.safe_text import clean
 from specbench_tui.tui.table_view import TableView
 
@@ -147,6 +147,18 @@ def _holder(holders: dict[tuple[str | None, int], str], node: str | None, sample
     return f"leased: {elsewhere}" if isinstance(elsewhere, str) and elsewhere else ""
 
 
+def _append_gpu(text: Text, sample: dict[str, Any], detail: int, holder: str, palette: Palette) -> None:
+    """One GPU of :class:`GpuLine` at ``detail``: its index and utilisation, its memory (2) and holder (1, 2)."""
+    util, used, total = _number(sample, "util_pct"), _number(sample, "mem_used_mib"), _number(sample, "mem_total_mib")
+    text.append(f"{sample['index']} ", style="bold")
+    text.append(f"{util:.0f}%" if util is not None else "n/a", style=palette.accent if util and util > 5 else palette.muted)
+    if used is not None and detail >= 2:
+        text.append(f" {used / 1024:.0f}" + (f"/{total / 1024:.0f}G" if total else "G"))
+    if holder and detail >= 1:
+        text.append(" ")
+        text.append(clean(holder, 24 if detail >= 2 else 12), style=palette.accent)
+
+
 class GpuLine(Widget):
     """One line of GPUs for narrow terminals, where the GPU panel gives way: ``GPU 0 97% 118/140G ddtree-b8``."""
 
@@ -188,16 +200,5 @@ class GpuLine(Widget):
                 text.append(clean(labels.get(sample.get("node"), "?"), 24) + ": ", style=palette.accent)
             elif position:
                 text.append(bar, style=palette.muted)
-            index = sample["index"]
-            util, used, total = _number(sample, "util_pct"), _number(sample, "mem_used_mib"), \
-                _number(sample, "mem_total_mib")
-            text.append(f"{index} ", style="bold")
-            text.append(f"{util:.0f}%" if util is not None else "n/a",
-                        style=palette.accent if util and util > 5 else palette.muted)
-            if used is not None and detail >= 2:
-                text.append(f" {used / 1024:.0f}" + (f"/{total / 1024:.0f}G" if total else "G"))
-            holder = _holder(holders, sample.get("node"), sample)
-            if holder and detail >= 1:
-                text.append(" ")
-                text.append(clean(holder, 24 if detail >= 2 else 12), style=palette.accent)
+            _append_gpu(text, sample, detail, _holder(holders, sample.get("node"), sample), palette)
         return text

@@ -7,6 +7,7 @@ problems, shown once by the app) and skipped; it never stops the app.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +39,33 @@ class ThemeFileError(Exception):
     """A theme file that does not describe a valid theme (the message says why)."""
 
 
-def theme_from_data(data: dict[str, Any]) -> Theme:
-    """A Theme from a parsed TOML table; raises ThemeFileError naming the problem."""
+def _colour(key: str, value: object) -> str:
+    """A colour key's value, checked to be a colour Textual parses."""
+    if not isinstance(value, str):
+        raise ThemeFileError(f"'{key}' must be a colour string such as \"#1e90ff\"")
+    try:
+        Color.parse(value)
+    except ColorParseError:
+        raise ThemeFileError(f"'{key}' = {value!r} is not a colour") from None
+    return value
+
+
+def _fraction(key: str, value: object) -> float:
+    """A number between 0 and 1 (a bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ThemeFileError(f"'{key}' must be a number between 0 and 1")
+    return float(value)
+
+
+def _variables(value: object) -> dict[str, str]:
+    """The ``[variables]`` table: names to strings."""
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ThemeFileError("[variables] must map names to strings")
+    return dict(value)
+
+
+def _name(data: Mapping[str, object]) -> str:
+    """The theme's name, after the checks of what every theme file must have (known keys, a name, a primary)."""
     unknown = sorted(set(data) - set(COLOUR_KEYS) - set(OTHER_KEYS))
     if unknown:
         raise ThemeFileError(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}")
@@ -48,33 +74,19 @@ def theme_from_data(data: dict[str, Any]) -> Theme:
         raise ThemeFileError("'name' (a string) is required")
     if "primary" not in data:
         raise ThemeFileError("'primary' (a colour) is required")
-    kwargs: dict[str, Any] = {"name": name.strip()}
-    for key in COLOUR_KEYS:
-        if key not in data:
-            continue
-        value = data[key]
-        if not isinstance(value, str):
-            raise ThemeFileError(f"'{key}' must be a colour string such as \"#1e90ff\"")
-        try:
-            Color.parse(value)
-        except ColorParseError:
-            raise ThemeFileError(f"'{key}' = {value!r} is not a colour") from None
-        kwargs[key] = value
+    return name.strip()
+
+
+def theme_from_data(data: Mapping[str, object]) -> Theme:
+    """A Theme from a parsed TOML table; raises ThemeFileError naming the problem."""
+    kwargs: dict[str, Any] = {"name": _name(data)}
+    kwargs.update({key: _colour(key, data[key]) for key in COLOUR_KEYS if key in data})
     if "dark" in data:
         if not isinstance(data["dark"], bool):
             raise ThemeFileError("'dark' must be true or false")
         kwargs["dark"] = data["dark"]
-    for key in ("luminosity_spread", "text_alpha"):
-        if key in data:
-            value = data[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-                raise ThemeFileError(f"'{key}' must be a number between 0 and 1")
-            kwargs[key] = float(value)
-    variables = data.get("variables", {})
-    if not isinstance(variables, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                  for k, v in variables.items()):
-        raise ThemeFileError("[variables] must map names to strings")
-    kwargs["variables"] = dict(variables)
+    kwargs.update({key: _fraction(key, data[key]) for key in ("luminosity_spread", "text_alpha") if key in data})
+    kwargs["variables"] = _variables(data.get("variables", {}))
     return Theme(**kwargs)
 
 

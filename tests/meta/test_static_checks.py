@@ -151,24 +151,6 @@ mccabe (``test_the_complexity_limit_is_configured``) does not: each boolean oper
 ``if``, so a function cannot pass by moving its branches into ``and``/``or`` chains. Measure with
 ``.venv/bin/radon cc -s -n D specbench_tui``."""
 
-SCREEN_OVER_RADON_CC: dict[str, int] = {
-    # The screen's rework (issue #45's other half) is rewriting these files and removes these functions; until it
-    # lands they move between files, so each count is a ceiling and an entry that is gone is not an error.
-    "specbench_tui/tui/announcements.py:Announcements._announce": 27,
-    "specbench_tui/tui/gpu_panel.py:GpuLine._line": 21,
-    "specbench_tui/tui/themes.py:theme_from_data": 21,
-    "specbench_tui/application/results_rows.py:build_rows": 24,
-}
-"""The screen's functions above :data:`MAX_RADON_CC` (4 on main now), as main and the rework in progress name
-them."""
-
-OVER_RADON_CC: dict[str, int] = {
-    # Being rewritten by their owners now (the engine's client; the workloads' hostile inputs; the SGLang work in
-    # sim/): split when those land.
-}
-"""The functions still above :data:`MAX_RADON_CC`, each with its complexity now: ``path:Class.method``. The list only
-shrinks: a listed function that grew fails, and one that is gone or at the limit fails until it is taken off."""
-
 
 def radon_over(limit: int, paths: list[str]) -> dict[str, int]:
     """Every function and method in ``paths`` whose radon complexity is above ``limit`` (classes are not
@@ -190,12 +172,9 @@ def radon_over(limit: int, paths: list[str]) -> dict[str, int]:
 
 def test_no_function_is_more_complex_than_radon_allows() -> None:
     found = radon_over(MAX_RADON_CC, ["specbench_tui"])
-    allowed = {**SCREEN_OVER_RADON_CC, **OVER_RADON_CC}
-    new = {name: cc for name, cc in found.items() if cc > allowed.get(name, MAX_RADON_CC)}
-    assert not new, (f"functions above radon complexity {MAX_RADON_CC} (or above their count in OVER_RADON_CC): "
-                     "split each along what it does:\n" + "\n".join(f"  {n}: {cc}" for n, cc in sorted(new.items())))
-    done = sorted(name for name in OVER_RADON_CC if name not in found)
-    assert not done, f"at or under {MAX_RADON_CC} now: take them off OVER_RADON_CC in tests/meta/test_static_checks.py: {done}"
+    assert not found, (f"functions above radon complexity {MAX_RADON_CC}: split each along what it does (named "
+                       "helpers, a table of cases, early returns):\n"
+                       + "\n".join(f"  {n}: {cc}" for n, cc in sorted(found.items())))
 
 
 def test_the_radon_check_sees_a_complex_function(tmp_path: Path) -> None:
