@@ -192,3 +192,23 @@ def test_every_file_test_and_module_a_page_names_exists() -> None:
             if test not in defined:
                 stale.append(f"{name}: {test}")
     assert not stale, "the pages name what is not there (renamed or removed?):\n" + "\n".join(stale)
+
+
+def test_the_readme_and_the_testing_page_give_the_same_times() -> None:
+    """The README and docs/testing.md once said 13 and 6 minutes for the same suite (issue 46): the README's set-up
+    and suite times are the testing page's."""
+    readme = " ".join(README.read_text(encoding="utf-8").split())
+    testing = " ".join((DOCS / "testing.md").read_text(encoding="utf-8").split())
+    setup = re.search(r"about (\d+) minutes the first time", readme)
+    suite = re.search(r"the suite then took ([\d-]+) minutes", readme)
+    assert setup and suite, "README.md: the quick start no longer says how long the set-up and the suite take"
+    assert f"about {setup.group(1)} minutes the first time" in testing, "docs/testing.md: another set-up time"
+    assert f"the whole suite then took {suite.group(1)} minutes" in testing, "docs/testing.md: another suite time"
+
+
+def test_no_page_says_a_prompt_too_long_is_never_sent() -> None:
+    """A long-context size too big for the context is cut to fit and sent (recorded as clamped): no page may say
+    such a prompt is never sent (issue 46)."""
+    wrong = re.compile(r"cannot fit(?: the context)? is never sent", re.IGNORECASE)
+    said = [page.name for page in _pages() if wrong.search(" ".join(page.read_text().split()))]
+    assert not said, f"these pages say a prompt that cannot fit is never sent: {said}"
