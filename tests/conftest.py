@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import sweep_builder
+from engine_helpers import SimulatorSweep
 from hypothesis import HealthCheck, settings
 
 # Hypothesis times every example with the wall clock (200 ms by default) and checks how fast it generates data:
@@ -44,6 +45,14 @@ def sweep_file(tmp_path: Path) -> Callable[..., Path]:
         return sweep_builder.write(tmp_path, sweep, profile, **options)
 
     return write_into
+
+
+@pytest.fixture
+def simulator_sweep(tmp_path: Path) -> SimulatorSweep:
+    """Run a simulator sweep in this process, as the engine benches do (one helper for both:
+    tests/sim_sweeps.py): ``simulator_sweep.run_sync(text, profile, stop_when=crashed)`` writes
+    the sweep into this test's folder, runs it, and returns the outcome, every event and the run directory."""
+    return SimulatorSweep(tmp_path)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -13,6 +13,7 @@ import time
 import warnings
 from collections.abc import Callable, Collection
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,21 +21,16 @@ from specbench_tui.core.events import Event
 from specbench_tui.core.plan import Plan, build_plan
 from specbench_tui.core.sweep.loader import load_sweep
 from specbench_tui.engine.orchestrator import Orchestrator, SweepOutcome
-from specbench_tui.engine.server import find_free_port
+from sim_sweeps import SweepRun, run_sim_sweep, write_sim_sweep
 from specbench_tui.rundir.store import RunDir
 
 DATA = Path(__file__).parent / "data"
 
 
 def write_sweep(folder: Path, text: str, profile: str | None = None, name: str = "sweep.toml") -> Path:
-    """A sweep file (and its simulator profile) in ``folder``; ``{port}`` in ``text`` becomes a free port base."""
-    folder.mkdir(parents=True, exist_ok=True)
-    if profile is not None:
-        (folder / "sim_profile.toml").write_text(profile)
-    port = find_free_port("127.0.0.1", 20000 + (os.getpid() * 37) % 20000)
-    path = folder / name
-    path.write_text(text.replace("{port}", str(port)))
-    return path
+    """A sweep file (and its simulator profile) in ``folder``; ``{port}`` in ``text`` becomes a free port base
+    (:func:`sim_sweeps.write_sim_sweep`)."""
+    return write_sim_sweep(folder, text, profile, name=name)
 
 
 def copy_data(folder: Path, *names: str) -> None:
@@ -49,17 +45,32 @@ def plan_for(path: Path) -> Plan:
 async def run_plan(plan: Plan, runs: Path, *, timeout_s: float | None = None,
                    **kwargs) -> tuple[SweepOutcome, list[Event], RunDir, Orchestrator]:
     """Run ``plan`` in-process into a new run directory under ``runs`` (within ``timeout_s`` when given);
-    returns every event published."""
-    run_dir = RunDir.create(runs, plan.sweep.name, plan.sweep.text, plan.to_json())
-    orchestrator = Orchestrator(plan, run_dir, **kwargs)
-    events: list[Event] = []
-    orchestrator.subscribe(events.append)
-    try:
-        run = orchestrator.run()
-        outcome = await (run if timeout_s is None else asyncio.wait_for(run, timeout_s))
-    finally:
-        run_dir.close()
-    return outcome, events, run_dir, orchestrator
+    returns every event published (:func:`sim_sweeps.run_sim_sweep`)."""
+    run = await run_sim_sweep(plan, runs, timeout_s=timeout_s, **kwargs)
+    return run.outcome, run.events, run.run_dir, run.orchestrator
+
+
+class SimulatorSweep:
+    """What the ``simulator_sweep`` fixture gives a test: write a sweep (and its simulator profile) into the
+    test's folder, run it in this process, stop at red (``stop_when=crashed``) or at its end."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def write(self, text: str, profile: str | None = None, **options: Any) -> Path:
+        return write_sim_sweep(self.folder, text, profile, **options)
+
+    async def run(self, sweep: Path | str | Plan, profile: str | None = None, **options: Any) -> SweepRun:
+        """Run ``sweep``: a sweep file, its plan, or a sweep's text (written first, with ``profile``)."""
+        if isinstance(sweep, str):
+            sweep = self.write(sweep, profile)
+        if isinstance(sweep, Plan):
+            options.setdefault("runs", self.folder / "runs")
+        return await run_sim_sweep(sweep, **options)
+
+    def run_sync(self, sweep: Path | str | Plan, profile: str | None = None, **options: Any) -> SweepRun:
+        """:meth:`run` from a test that is not async."""
+        return asyncio.run(self.run(sweep, profile, **options))
 
 
 def proc_stat(pid: int) -> tuple[str, int] | None:

@@ -4,12 +4,12 @@ still held after a teardown (a clean failure), and concurrent configurations on 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 import pytest
 from engine_helpers import of_type, plan_for, run_plan, wait_no_processes
+from sim_sweeps import run_sim_sweep
 from sweep_builder import inline, sim_profile, sim_sweep, write
 
 from specbench_tui.core.events import (
@@ -26,8 +26,6 @@ from specbench_tui.core.events import (
 )
 from specbench_tui.core.plan import Plan
 from specbench_tui.engine.gpus import FakeBackend
-from specbench_tui.engine.orchestrator import Orchestrator
-from specbench_tui.rundir.store import RunDir
 
 pytestmark = pytest.mark.e2e
 
@@ -68,16 +66,10 @@ async def test_fake_box_follows_the_server_and_the_summary_covers_the_measured_w
                 key, value = item.decode().split("=", 1)
                 environ[key] = value
 
-    run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
-    orchestrator = Orchestrator(plan, run_dir, backend=backend, gpu_sample_interval_s=0.05)
-    events: list[Event] = []
-    orchestrator.subscribe(events.append)
-    orchestrator.subscribe(read_server_env)
-    try:
-        outcome = await asyncio.wait_for(orchestrator.run(), 60)
-    finally:
-        run_dir.close()
-    assert outcome.state == "completed"
+    ran = await run_sim_sweep(plan, tmp_path / "runs", backend=backend, gpu_sample_interval_s=0.05,
+                              subscribers=[read_server_env], timeout_s=60)
+    events, run_dir, orchestrator = ran.events, ran.run_dir, ran.orchestrator
+    assert ran.outcome.state == "completed"
     assert environ["CUDA_VISIBLE_DEVICES"] == "0,1" and environ["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
 
     # Samples while the server ran name its processes by configuration, on its GPUs only.

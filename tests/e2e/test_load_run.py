@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_helpers import SimulatorSweep
 from narrowing import present
 
 from repo_paths import REPO
@@ -264,36 +265,29 @@ waves = 1
 
 
 @pytest.mark.e2e
-def test_an_adaptive_search_stopped_between_rounds_resumes_where_it_was(tmp_path: Path) -> None:
+def test_an_adaptive_search_stopped_between_rounds_resumes_where_it_was(simulator_sweep: SimulatorSweep) -> None:
     """The search keeps nothing the run directory does not hold: stopped after its first round and resumed, it
     measures no point twice and still brackets the true B* between grid neighbours."""
     from specbench_tui.core.analysis import analyse
     from specbench_tui.core.events import Event, Notice
     from specbench_tui.core.plan import build_plan
-    from specbench_tui.engine.orchestrator import Orchestrator
     from specbench_tui.rundir.store import RunDir
 
-    sweep = tmp_path / "s.toml"
-    sweep.write_text(RESUME_SWEEP.replace("PROFILE", str(REPO / "sweeps" / "sim-profiles" / "crossover.toml")))
+    sweep = simulator_sweep.write(
+        RESUME_SWEEP.replace("PROFILE", str(REPO / "sweeps" / "sim-profiles" / "crossover.toml")), name="s.toml")
     plan = build_plan(load_sweep(sweep))
-    run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
-    first = Orchestrator(plan, run_dir)
 
-    def abort_at_round_2(e: Event) -> None:
-        if isinstance(e, Notice) and "round 2" in e.text:
-            first.abort()
+    def at_round_2(e: Event) -> bool:
+        return isinstance(e, Notice) and "round 2" in e.text
 
-    first.subscribe(abort_at_round_2)
-    assert asyncio.run(first.run()).state != "completed"
-    run_dir.close()
+    first = simulator_sweep.run_sync(plan, stop_when=at_round_2)
+    assert first.outcome.state != "completed"
+    run_dir = first.run_dir
     before = {(m["config"], m["load"]) for m in map(json.loads, (run_dir.path / "results.jsonl").read_text().splitlines())}
     ends = {("ar", "c1"), ("ar", "c64"), ("eagle3-s7", "c1"), ("eagle3-s7", "c64")}
     assert ends < before and len(before - ends) == 1  # the ends, and the first probe (ahead of its baseline)
     assert next(iter(before - ends))[0] == "eagle3-s7"
-    reopened = RunDir.open(run_dir.path)
-    second = Orchestrator(plan, reopened, resumed=True)
-    assert asyncio.run(second.run()).state == "completed"
-    reopened.close()
+    assert simulator_sweep.run_sync(plan, run_dir=RunDir.open(run_dir.path), resumed=True).outcome.state == "completed"
     records = [json.loads(line) for line in (run_dir.path / "results.jsonl").read_text().splitlines()]
     keys = [(r["config"], r["load"], r["item"], r["repeat"]) for r in records]
     assert len(keys) == len(set(keys))  # nothing measured twice

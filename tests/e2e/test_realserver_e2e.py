@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from engine_helpers import SimulatorSweep
 
 from specbench_tui.core.analysis import analyse
 from specbench_tui.core.crossover.points import point_row
@@ -33,15 +34,11 @@ FORMATS = ("txt", "md", "csv", "json", "latex", "html")
 
 def _run(tmp_path: Path, text: str) -> tuple[Path, Any]:
     """Run the sweep to its end on the simulator; its run directory and the analysis every view reads."""
-    from specbench_tui.engine.orchestrator import Orchestrator
-
     plan = build_plan(load_sweep(_write(tmp_path / "s.toml", text)))
-    run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
-    result = asyncio.run(Orchestrator(plan, run_dir).run())
-    run_dir.close()
-    assert result.state == "completed", result
-    opened = RunDir.open(run_dir.path)
-    return run_dir.path, analyse(plan.to_json(), opened.read_measurements(), opened.read_events())
+    result = SimulatorSweep(tmp_path).run_sync(plan)
+    assert result.outcome.state == "completed", result.outcome
+    opened = RunDir.open(result.run_dir.path)
+    return opened.path, analyse(plan.to_json(), opened.read_measurements(), opened.read_events())
 
 
 def _report(run_dir: Path, fmt: str) -> str:

@@ -4,7 +4,6 @@ serves."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import urllib.request
@@ -13,15 +12,13 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine_helpers import plan_for, write_sweep
+from engine_helpers import SimulatorSweep, plan_for, write_sweep
 from notify_helpers import PROFILE, sweep_text
 
 from repo_paths import REPO
 from specbench_tui.core.ledger import Ledger
 from specbench_tui.application.session import make_backend
 from specbench_tui.engine.metrics_server import METRICS, MetricsExporter, open_metrics
-from specbench_tui.engine.orchestrator import Orchestrator
-from specbench_tui.rundir.store import RunDir
 
 ROOT = REPO
 DASHBOARD = ROOT / "docs" / "grafana-dashboard.json"
@@ -49,18 +46,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Served:
     plan = plan_for(write_sweep(tmp_path, sweep_text(), PROFILE))
     exporter = MetricsExporter(plan.to_json(), port=0).start()
 
-    async def main() -> Ledger:
-        run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
-        orchestrator = Orchestrator(plan, run_dir, backend=make_backend(plan))
-        orchestrator.subscribe(exporter)
-        try:
-            await asyncio.wait_for(orchestrator.run(), 240)
-        finally:
-            run_dir.close()
-        return Ledger.from_run(plan.to_json(), run_dir.read_measurements(), run_dir.read_events())
-
     try:
-        ledger = asyncio.run(main())
+        run_dir = SimulatorSweep(tmp_path).run_sync(plan, backend=make_backend(plan), subscribers=[exporter],
+                                                    timeout_s=240).run_dir
+        ledger = Ledger.from_run(plan.to_json(), run_dir.read_measurements(), run_dir.read_events())
         return _scrape(exporter.port), ledger
     finally:
         exporter.close()

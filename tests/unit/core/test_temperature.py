@@ -4,14 +4,13 @@ only and the report says it is not applicable to a sampled workload; the simulat
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import io
 import json
 from pathlib import Path
 
 import pytest
-from engine_helpers import write_sweep
+from engine_helpers import SimulatorSweep, write_sweep
 from sweep_builder import dumps, sim_profile, sim_sweep
 
 from specbench_tui.core.errors import SweepError
@@ -94,36 +93,32 @@ def _run_sweep(folder: Path) -> Path:
 
 
 @pytest.mark.e2e
-def test_each_temperature_is_measured_resumably_and_lossless_only_when_greedy(tmp_path: Path) -> None:
+def test_each_temperature_is_measured_resumably_and_lossless_only_when_greedy(
+        tmp_path: Path, simulator_sweep: SimulatorSweep) -> None:
     """Stopped inside the sampled workload and resumed: every (config, workload, item, repeat) measured once; the
     greedy workload's outputs match the baseline's, the sampled one's are not compared (they differ by chance) and
     its acceptance is lower (the simulator's temperature penalty)."""
     from specbench_tui.core.events import Event, MeasurementRecorded
     from specbench_tui.core.plan import build_plan
     from specbench_tui.core.sweep.loader import load_sweep
-    from specbench_tui.engine.orchestrator import Orchestrator
     from specbench_tui.report.formats import render
     from specbench_tui.report.load import load_run
     from specbench_tui.rundir.store import RunDir
 
     plan = build_plan(load_sweep(_run_sweep(tmp_path)))
     assert [(w.name, w.temperature) for w in plan.workloads] == [("code-t0", 0.0), ("code-t1", 1.0)]
-    run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
-    first = Orchestrator(plan, run_dir)
 
-    def stop_in_the_sampled_workload(e: Event) -> None:
-        if isinstance(e, MeasurementRecorded) and e.record.get("workload") == "code-t1":
-            first.abort()
+    def in_the_sampled_workload(e: Event) -> bool:
+        return isinstance(e, MeasurementRecorded) and e.record.get("workload") == "code-t1"
 
-    first.subscribe(stop_in_the_sampled_workload)
-    assert asyncio.run(asyncio.wait_for(first.run(), 300)).state != "completed"
-    run_dir.close()
+    first = simulator_sweep.run_sync(plan, stop_when=in_the_sampled_workload, timeout_s=300)
+    assert first.outcome.state != "completed"
+    run_dir = first.run_dir
     results = run_dir.path / "results.jsonl"
     before = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
     assert any(r["workload"] == "code-t1" for r in before) and len(before) < 16
-    reopened = RunDir.open(run_dir.path)
-    assert asyncio.run(asyncio.wait_for(Orchestrator(plan, reopened, resumed=True).run(), 300)).state == "completed"
-    reopened.close()
+    resumed = simulator_sweep.run_sync(plan, run_dir=RunDir.open(run_dir.path), resumed=True, timeout_s=300)
+    assert resumed.outcome.state == "completed"
     records = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
     keys = [(r["config_id"], r["workload"], r["item"], r["repeat"]) for r in records]
     assert len(keys) == len(set(keys)) == 16  # 2 configurations x 2 temperatures x 2 items x 2 repeats, once each

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from engine_helpers import plan_for, write_sweep
+from engine_helpers import SimulatorSweep, plan_for, write_sweep
 
 from specbench_tui.application.session import make_backend
 from specbench_tui.core.energy import NO_COUNTER, EnergyWindow, accepted_tokens, energy_cells
@@ -18,7 +18,6 @@ from specbench_tui.core.events import WorkloadFinished
 from specbench_tui.core.records import STATUS_OK, Measurement
 from specbench_tui.engine.gpus import FakeBackend, NullBackend
 from specbench_tui.engine.gpus.energy import EnergyMeter
-from specbench_tui.engine.orchestrator import Orchestrator
 from specbench_tui.rundir.store import RunDir
 
 PROFILE = """
@@ -105,16 +104,9 @@ def test_a_backend_without_the_counter_says_so() -> None:
 def ran(tmp_path_factory: pytest.TempPathFactory) -> Ran:
     tmp_path = tmp_path_factory.mktemp("energy")
     plan = plan_for(write_sweep(tmp_path, SWEEP, PROFILE))
-    run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
-    orchestrator = Orchestrator(plan, run_dir, backend=make_backend(plan))
-    finished: list[WorkloadFinished] = []
-    orchestrator.subscribe(lambda e: finished.append(e) if isinstance(e, WorkloadFinished) else None)
-    try:
-        asyncio.run(asyncio.wait_for(orchestrator.run(), 240))
-    finally:
-        run_dir.close()
+    run = SimulatorSweep(tmp_path).run_sync(plan, backend=make_backend(plan), timeout_s=240)
     names = {c.id: c.name for c in plan.configs}
-    return finished, run_dir.read_measurements(), names
+    return run.of_type(WorkloadFinished), run.run_dir.read_measurements(), names
 
 
 def test_each_window_holds_the_energy_of_every_gpu_the_configuration_holds(ran: Ran) -> None:
@@ -164,12 +156,8 @@ def reported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
     tmp_path = tmp_path_factory.mktemp("energy-report")
     plan = plan_for(write_sweep(tmp_path, SWEEP, PROFILE))
-    run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
-    try:
-        asyncio.run(asyncio.wait_for(Orchestrator(plan, run_dir, backend=make_backend(plan)).run(), 240))
-    finally:
-        run_dir.close()
-    run = load_run(run_dir.path)
+    ran = SimulatorSweep(tmp_path).run_sync(plan, backend=make_backend(plan), timeout_s=240)
+    run = load_run(ran.run_dir.path)
     cells = {c.config: c for c in run.energy}
     assert cells["dflash-tp2"].energy_speedup is not None and cells["ar"].j_per_output_token
     return {fmt: render(run, fmt) for fmt in FORMATS} | {

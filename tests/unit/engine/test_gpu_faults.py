@@ -4,14 +4,12 @@ fake GPU box; an Xid on another GPU is not its."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from engine_helpers import plan_for, write_sweep
+from engine_helpers import SimulatorSweep, plan_for
 from test_energy import PROFILE, SWEEP
 
 from repo_paths import REPO
@@ -20,8 +18,6 @@ from specbench_tui.core.events import ConfigFinished, ConfigState, Event, Measur
 from specbench_tui.core.gpu_faults import xid_cause
 from specbench_tui.engine.gpus import FakeBackend
 from specbench_tui.engine.gpus.faults import take_xid_cause
-from specbench_tui.engine.orchestrator import Orchestrator
-from specbench_tui.rundir.store import RunDir
 
 ROOT = REPO
 
@@ -48,12 +44,10 @@ def test_the_kernel_logs_xid_lines_are_read_and_tied_to_their_gpu() -> None:
 
 
 @pytest.mark.e2e
-def test_an_xid_injected_during_a_configuration_becomes_its_crash_cause(tmp_path: Path) -> None:
-    plan = plan_for(write_sweep(tmp_path, SWEEP, PROFILE))
-    run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
+def test_an_xid_injected_during_a_configuration_becomes_its_crash_cause(simulator_sweep: SimulatorSweep) -> None:
+    plan = plan_for(simulator_sweep.write(SWEEP, PROFILE))
     backend = make_backend(plan)
     assert isinstance(backend, FakeBackend)
-    orchestrator = Orchestrator(plan, run_dir, backend=backend)
     names = {c.id: c.name for c in plan.configs}
     gpus: dict[str, tuple[int, ...]] = {}
     injected: list[int] = []
@@ -68,11 +62,7 @@ def test_an_xid_injected_during_a_configuration_becomes_its_crash_cause(tmp_path
         elif isinstance(event, ConfigFinished):
             finished.append(event)
 
-    orchestrator.subscribe(watch)
-    try:
-        asyncio.run(asyncio.wait_for(orchestrator.run(), 240))
-    finally:
-        run_dir.close()
+    simulator_sweep.run_sync(plan, backend=backend, subscribers=[watch], timeout_s=240)
     by_name = {names[e.config_id]: e for e in finished}
     assert by_name["ar"].state == ConfigState.DONE
     crashed = by_name["dflash-tp2"]

@@ -6,17 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from pathlib import Path
 
 import pytest
-from engine_helpers import plan_for, write_sweep
+from engine_helpers import SimulatorSweep
 
 from specbench_tui.core.events import Event
 from specbench_tui.core.records import Measurement
-from specbench_tui.engine.orchestrator import Orchestrator
 from specbench_tui.engine.loadrun import PointRun, run_point
 from specbench_tui.engine.workloads import Labels
-from specbench_tui.rundir.store import RunDir
 
 
 class FastWorkload:
@@ -85,27 +82,17 @@ arrival_seed = 3
 
 
 @pytest.mark.e2e
-def test_specbench_stop_at_0_02_requests_per_second_takes_seconds(tmp_path: Path) -> None:
-    path = write_sweep(tmp_path, SWEEP)
-    plan = plan_for(path)
+def test_specbench_stop_at_0_02_requests_per_second_takes_seconds(simulator_sweep: SimulatorSweep) -> None:
+    stopped_at: list[float] = []
 
-    async def scenario() -> tuple[float, RunDir]:
-        holder: dict[str, Orchestrator] = {}
-        stopped_at: list[float] = []
+    def first_record(event: Event) -> bool:  # stop once the first request of the point is on record
+        if type(event).__name__ == "MeasurementRecorded":
+            stopped_at.append(time.monotonic())
+            return True
+        return False
 
-        def watch(event: Event) -> None:  # stop once the first request of the point is on record
-            if type(event).__name__ == "MeasurementRecorded" and not stopped_at:
-                stopped_at.append(time.monotonic())
-                holder["orchestrator"].abort()
-
-        run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
-        orchestrator = Orchestrator(plan, run_dir)
-        holder["orchestrator"] = orchestrator
-        orchestrator.subscribe(watch)
-        await asyncio.wait_for(orchestrator.run(), 120)
-        return time.monotonic() - stopped_at[0], run_dir
-
-    took, run_dir = asyncio.run(scenario())
+    run = simulator_sweep.run_sync(SWEEP, stop_when=first_record, timeout_s=120)
+    took, run_dir = time.monotonic() - stopped_at[0], run.run_dir
     assert took < 10.0, took
     records = [json.loads(line) for line in (run_dir.path / "results.jsonl").read_text().splitlines()]
     assert 1 <= len(records) < 3, records

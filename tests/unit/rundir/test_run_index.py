@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from engine_helpers import plan_for
+from engine_helpers import SimulatorSweep, plan_for
 from sweep_builder import inline, sim_profile, sim_sweep, write
 
 from specbench_tui.application.session import RunRequest, give_up_ownership, prepare_run
@@ -26,7 +25,6 @@ from specbench_tui.core.events import (ConfigFinished, ConfigState, ConfigStateC
                                        ServerLaunching, SweepFinished, SweepStarted, event_from_json)
 from specbench_tui.core.records import Measurement
 from specbench_tui.engine.attached import history_of
-from specbench_tui.engine.orchestrator import Orchestrator
 from specbench_tui.engine.scheduler import EXCLUDED_SAID
 from specbench_tui.report.runs import find_run, list_runs
 from specbench_tui.rundir import EVENTS, RESULTS, RUN_JSON
@@ -263,7 +261,8 @@ def test_the_fold_goes_on_from_its_offset_and_matches_a_full_read(tmp_path: Path
     assert read_entry(tmp_path, key_of(tmp_path) or []).measurements == 1
 
 
-def test_an_all_excluded_sweep_publishes_a_bounded_number_of_events(tmp_path: Path) -> None:
+def test_an_all_excluded_sweep_publishes_a_bounded_number_of_events(tmp_path: Path,
+                                                                     simulator_sweep: SimulatorSweep) -> None:
     points = 300
     sweep = sim_sweep(
         "all-excluded", configs=[{"name": "c{n}", "algorithm": "autoregressive",
@@ -272,14 +271,8 @@ def test_an_all_excluded_sweep_publishes_a_bounded_number_of_events(tmp_path: Pa
                                   "exclude": [{"n": n, "reason": "excluded"} for n in range(1, points + 1)]}],
         workloads=[{"name": "code", "kind": "code", "items": ["fibonacci"]}])
     plan = plan_for(write(tmp_path, sweep, sim_profile()))
-    run = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
-    orchestrator = Orchestrator(plan, run, write_env=False)
-    published: list[object] = []
-    orchestrator.subscribe(published.append)
-    try:
-        outcome = asyncio.run(orchestrator.run())
-    finally:
-        run.close()
+    ran = simulator_sweep.run_sync(plan, write_env=False)
+    outcome, published, run = ran.outcome, ran.events, ran.run_dir
     assert outcome.state == "completed"
     assert set(outcome.states.values()) == {ConfigState.SKIPPED} and len(outcome.states) == points
     assert len(published) <= 2 * EXCLUDED_SAID + 10, len(published)
