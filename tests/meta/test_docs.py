@@ -212,3 +212,28 @@ def test_no_page_says_a_prompt_too_long_is_never_sent() -> None:
     wrong = re.compile(r"cannot fit(?: the context)? is never sent", re.IGNORECASE)
     said = [page.name for page in _pages() if wrong.search(" ".join(page.read_text().split()))]
     assert not said, f"these pages say a prompt that cannot fit is never sent: {said}"
+
+
+def _svg_rows(svg: str) -> list[str]:
+    """The screen's text rows of a Rich SVG screenshot (its ``<text>`` pieces joined by row, left to right)."""
+    import html
+
+    rows: dict[float, list[tuple[float, str]]] = {}
+    for match in re.finditer(r'<text class="[^"]*" x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>', svg):
+        rows.setdefault(float(match.group(2)), []).append((float(match.group(1)), html.unescape(match.group(3))))
+    return ["".join(text for _, text in sorted(pieces)).replace("\xa0", " ") for _, pieces in sorted(rows.items())]
+
+
+def test_the_readme_screenshot_is_the_demos_own_screen() -> None:
+    """docs/screenshot.svg is the app at the end of sweeps/demo.toml (tools/docs_screenshot.py runs the demo and
+    takes it), not a test's stand-in sweep (issue 46): the header names the demo and every configuration of the
+    demo's plan is in its queue, the skipped ones with the demo's own reasons."""
+    from engine_helpers import plan_for
+
+    screen = "\n".join(_svg_rows((DOCS / "screenshot.svg").read_text(encoding="utf-8")))
+    plan = plan_for(ROOT / "sweeps" / "demo.toml")
+    assert f"specbench {plan.sweep.name}" in screen, screen[:400]
+    missing = [c.name for c in plan.configs if c.name not in screen]
+    assert not missing, f"docs/screenshot.svg is not the demo's screen: no {missing} in it"
+    reasons = {c.skip_reason for c in plan.configs if c.skip_reason}
+    assert reasons and all(reason in screen for reason in reasons), reasons
