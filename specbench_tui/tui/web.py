@@ -211,6 +211,26 @@ class Scrubbed(logging.Formatter):
         return super().format(record).replace(self.token, "[token]")
 
 
+FOCUS_ON_LOAD = """<script>
+  // specbench serve: keys reach the app without a click first. textual.js draws the app in xterm.js and marks the
+  // body -first-byte when its first output arrives; xterm takes keys through its helper textarea, focused here then.
+  (function () {
+    var tries = 0;
+    var timer = setInterval(function () {
+      var input = document.querySelector("#terminal .xterm-helper-textarea");
+      if (input && document.body.classList.contains("-first-byte")) {
+        input.focus();
+        clearInterval(timer);
+      } else if (++tries > 1200) {
+        clearInterval(timer);
+      }
+    }, 50);
+  })();
+</script>
+"""
+"""textual-serve's page focuses nothing: its terminal took keys only after a click into it (issue 46)."""
+
+
 class GuardedServer(ServedServer):
     """textual-serve's server, every request checked for the token and a same-origin ``Origin``, every tab bounded."""
 
@@ -249,14 +269,17 @@ class GuardedServer(ServedServer):
                 response.set_cookie(COOKIE, self.token, httponly=True, samesite="Strict", path="/")
         return response
 
-    @aiohttp_jinja2.template("app_index.html")
-    async def handle_index(self, request: web.Request) -> dict[str, Any]:
+    async def handle_index(self, request: web.Request) -> web.Response:
         """The page, its URLs built from the address the browser used (``ssh -L`` may rename the host), the
-        websocket's carrying the token."""
+        websocket's carrying the token; the terminal takes the keyboard once the app's first bytes are drawn
+        (:data:`FOCUS_ON_LOAD`)."""
         base = f"{request.scheme}://{request.host}"
         socket_url = f"{'wss' if request.secure else 'ws'}://{request.host}/ws?token={self.token}"
-        return {"font_size": 16, "app_websocket_url": socket_url,
-                "config": {"static": {"url": f"{base}/static/"}}, "application": {"name": self.title}}
+        context = {"font_size": 16, "app_websocket_url": socket_url,
+                   "config": {"static": {"url": f"{base}/static/"}}, "application": {"name": self.title}}
+        response = aiohttp_jinja2.render_template("app_index.html", request, context)
+        response.text = (response.text or "").replace("</body>", FOCUS_ON_LOAD + "</body>", 1)
+        return response
 
     async def on_startup(self, app: web.Application) -> None:
         print(f"  serving; at most {self.max_tabs} tabs at once (--max-tabs); Ctrl-C ends serve and every tab",

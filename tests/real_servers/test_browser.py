@@ -251,7 +251,9 @@ def test_a_control_page_shows_the_queue_and_its_p_pauses_the_sweep(sweep: Sweep,
         deadline = time.monotonic() + _queue_within_s()
         for needle in ("Sweep queue", "ar", "dflash-b8", "dflash-b16"):
             _wait_screen(page, needle, deadline - time.monotonic())
-        page.locator(".xterm-screen").click()
+        # No click first: the page gives its terminal the keyboard once the app is drawn (issue 46).
+        page.wait_for_function("document.activeElement && document.activeElement.closest('#terminal') !== null",
+                               timeout=READY_S * 1000)
         page.keyboard.press("p")
         wait_for(lambda: _queue_events(sweep.run_dir)[len(before):] == ["QueuePaused"], READY_S,
                  what="the engine's pause event after p in the page")
