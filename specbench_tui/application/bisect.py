@@ -103,7 +103,7 @@ def _run_one(sweep: Path, folder: Path, budget: int, run_path: Path) -> Tried:
                  config.signature if config else None)
 
 
-def _box(env: Any) -> dict[str, Any]:
+def _box(env: object) -> dict[str, Any]:
     """What the facts hold for: the host, its GPUs and the engine's packages, from the run's environment."""
     env = env if isinstance(env, dict) else {}
     host = env.get("host") or {}

@@ -70,7 +70,6 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from specbench_tui.core.acceptance import AcceptanceAnalysis, ServerCounts, analyse_acceptance, server_counts
 from specbench_tui.core.cells import acceptance, best_cells, cell_row, spread_of
@@ -118,7 +117,7 @@ STATE_INTERRUPTED = "interrupted"
 the run directory any more, so it is not running; resume runs the rest."""
 
 
-def analyse(plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurement],
+def analyse(plan_json: Mapping[str, object] | None, measurements: Iterable[Measurement],
             events: Iterable[Event] = (), *, engine_alive: bool = True) -> RunAnalysis:
     """Aggregate one run; see the module docstring for the rules. ``engine_alive=False`` says no engine owns
     the run directory: a configuration its events leave starting or running is then ``interrupted``."""
@@ -219,7 +218,7 @@ def _acceptance_of(plan: PlanSummary, configs: list[ConfigSummary], workloads: l
         engine=plan.engine)
 
 
-def _replace_analysis(analysis: RunAnalysis, **changes: Any) -> RunAnalysis:
+def _replace_analysis(analysis: RunAnalysis, **changes: object) -> RunAnalysis:
     fields_ = {name: getattr(analysis, name) for name in analysis.__dataclass_fields__ if not name.startswith("_")}
     return RunAnalysis(**{**fields_, **changes})
 
@@ -430,7 +429,7 @@ def _expected(workloads: list[WorkloadInfo], folds: Mapping[str, _Fold],
     return out
 
 
-def _replace(summary: ConfigSummary, **changes: Any) -> ConfigSummary:
+def _replace(summary: ConfigSummary, **changes: object) -> ConfigSummary:
     return ConfigSummary(**{**summary.__dict__, **changes})
 
 

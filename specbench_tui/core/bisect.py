@@ -140,12 +140,12 @@ def narrowed(boundary: Boundary, tried: Sequence[Tried]) -> tuple[int, int]:
     return low, high
 
 
-def fact_of(boundary: Boundary, tried: Sequence[Tried], box: Mapping[str, Any]) -> Fact:
+def fact_of(boundary: Boundary, tried: Sequence[Tried], box: Mapping[str, object]) -> Fact:
     low, high = narrowed(boundary, tried)
     return Fact(boundary.algorithm, boundary.tp, low, high, tuple(tried), dict(box))
 
 
-def facts_from_json(data: Any) -> list[Fact]:
+def facts_from_json(data: object) -> list[Fact]:
     """The facts of a ``bisect.json`` (entries of the wrong shape are left out)."""
     entries = data.get("facts") if isinstance(data, Mapping) else None
     facts: list[Fact] = []

@@ -9,7 +9,7 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 from specbench_tui.core.records import (
     CACHE_WARM,
@@ -119,7 +119,7 @@ def _speedup(ok: list[Measurement], base_ok: list[Measurement]) -> tuple[Spread 
     return Spread(central, min(min(ratios), central), max(max(ratios), central), len(ratios)), len(pairs)
 
 
-def _finite(value: Any) -> TypeGuard[float]:
+def _finite(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

@@ -59,13 +59,13 @@ class Reader(Protocol):
 
     def error(self, key: KeyPath, message: str, hint: str | None = None) -> None: ...
 
-    def table(self, data: Any, key: KeyPath, allowed: Mapping[str, Any] | set[str] | tuple[str, ...],
+    def table(self, data: object, key: KeyPath, allowed: Mapping[str, object] | set[str] | tuple[str, ...],
               what: str = "a table") -> dict[str, Any]: ...
 
-    def get(self, data: dict[str, Any], key: KeyPath, name: str, types: tuple[type, ...], default: Any = None,
+    def get(self, data: Mapping[str, object], key: KeyPath, name: str, types: tuple[type, ...], default: object = None,
             required: bool = False) -> Any: ...
 
-    def positive(self, data: dict[str, Any], key: KeyPath, name: str, types: tuple[type, ...], default: Any,
+    def positive(self, data: Mapping[str, object], key: KeyPath, name: str, types: tuple[type, ...], default: object,
                  allow_zero: bool = False, limit: float | None = None, limit_name: str = "") -> Any: ...
 
 
@@ -85,7 +85,7 @@ _ADDRESS_HINT = ("write address = \"HOST:6379\" (what `ray start --head` printed
                  "(Ray Client) or \"auto\" (the cluster this machine joined)")
 
 
-def read_cluster(r: Reader, raw: Any) -> ClusterSpec:
+def read_cluster(r: Reader, raw: object) -> ClusterSpec:
     """The ``[cluster]`` table (absent: the local executor); issues are recorded in ``r``."""
     key: KeyPath = ("cluster",)
     t = r.table(raw, key, CLUSTER_KEYS)

@@ -3,10 +3,9 @@ and the batch sizes that ran eager (a batch above the captured graphs runs eager
 
 from __future__ import annotations
 
-from typing import Any
 
 
-def eager_text(row: Any) -> str:
+def eager_text(row: object) -> str:
     """``eager at batch 72, 80 (40% of decode lines without a CUDA graph)`` for a point or cell that ran some
     decode steps eager, else ""."""
     share = getattr(row, "graph_share", None)

@@ -51,7 +51,7 @@ class Slo:
         return {"ttft_ms": self.ttft_ms, "itl_ms": self.itl_ms, "e2e_ms": self.e2e_ms, "percentile": self.percentile}
 
     @classmethod
-    def from_json(cls, raw: Any) -> Slo | None:
+    def from_json(cls, raw: object) -> Slo | None:
         if not isinstance(raw, Mapping):
             return None
 
@@ -110,7 +110,7 @@ class LoadSpec:
                 "slo": self.slo.to_json() if self.slo else None}
 
     @classmethod
-    def from_json(cls, raw: Any) -> LoadSpec | None:
+    def from_json(cls, raw: object) -> LoadSpec | None:
         """Read back from the run's plan (never trusted: wrong types fall back to defaults)."""
         if not isinstance(raw, Mapping):
             return None

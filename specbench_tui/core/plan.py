@@ -66,7 +66,7 @@ class PlannedConfig:
         """True when the plan keeps this point only to show why it is not run."""
         return self.skip_reason is not None
 
-    def param(self, key: str, default: Any = None) -> Any:
+    def param(self, key: str, default: object = None) -> Any:
         """The value of matrix parameter ``key`` at this point."""
         return dict(self.params).get(key, default)
 
@@ -122,7 +122,7 @@ def substitute(template: str, params: Mapping[str, Scalar]) -> str:
     return _PLACEHOLDER.sub(lambda m: _scalar_text(params[m.group(1)]), template)
 
 
-def placeholders(template: Any) -> set[str]:
+def placeholders(template: object) -> set[str]:
     """The ``{param}`` names used in a string, or in the strings of an array."""
     if isinstance(template, str):
         return set(_PLACEHOLDER.findall(template))
@@ -157,7 +157,7 @@ def _resolve_value(value: ArgValue, params: Mapping[str, Scalar]) -> ArgValue:
     return value
 
 
-def _resolve_json(data: Any, params: Mapping[str, Scalar]) -> Any:
+def _resolve_json(data: object, params: Mapping[str, Scalar]) -> Any:
     if isinstance(data, dict):
         return {key: _resolve_json(item, params) for key, item in data.items()}
     if isinstance(data, list):

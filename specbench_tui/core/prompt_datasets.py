@@ -50,7 +50,7 @@ def _turns(data: dict[str, Any], fmt: str, where: str) -> tuple[str, tuple[str, 
     return turns[0], tuple(turns[1:])
 
 
-def parse_line(data: Any, fmt: str, where: str, category_field: str = "category") -> tuple[str, PromptItem]:
+def parse_line(data: object, fmt: str, where: str, category_field: str = "category") -> tuple[str, PromptItem]:
     """One line's (raw id, prompt); ``PromptsFileError`` naming ``where`` (``file:line``) and the fix."""
     if not isinstance(data, dict):
         raise PromptsFileError(f"{where}: expected a JSON object")

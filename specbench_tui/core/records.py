@@ -186,7 +186,7 @@ def check_field_types(cls: type, values: dict[str, Any]) -> None:
             fitting.add((name, kind))
 
 
-def _fits(value: Any, expected: Any) -> bool:
+def _fits(value: object, expected: object) -> bool:
     origin = typing.get_origin(expected)
     if origin in (typing.Union, types.UnionType):
         return any(_fits(value, arg) for arg in typing.get_args(expected))

@@ -404,7 +404,7 @@ def to_json(analysis: RunAnalysis, digits: int = 4) -> dict[str, Any]:
 def plain_json(value: object, digits: int = 4) -> Any:
     """Dataclasses, mappings and sequences as plain JSON data, floats rounded to ``digits`` decimals."""
 
-    def clean(value: Any) -> Any:
+    def clean(value: object) -> Any:
         if isinstance(value, float):
             return round(value, digits) if math.isfinite(value) else None
         if isinstance(value, dict):

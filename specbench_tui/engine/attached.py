@@ -215,7 +215,7 @@ class AttachedEngine:
     def paused(self) -> bool:
         return self._paused
 
-    def _send(self, command: str, **extra: Any) -> int:
+    def _send(self, command: str, **extra: object) -> int:
         with self._send_lock:
             self._ids += 1
             ident = self._ids
@@ -225,7 +225,7 @@ class AttachedEngine:
                 pass
         return ident
 
-    def _command(self, command: str, config_id: str | None = None, **extra: Any) -> Answer:
+    def _command(self, command: str, config_id: str | None = None, **extra: object) -> Answer:
         """Send ``command``; the future gets the engine's :class:`Outcome` from its acknowledgement (None when
         the engine goes before it answers)."""
         future: Answer = Future()

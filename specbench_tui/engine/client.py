@@ -87,7 +87,7 @@ class GenerateResult:
         return value if isinstance(value, int) else None
 
 
-def _error_text(payload: Any) -> str:
+def _error_text(payload: object) -> str:
     """The message of an SSE or JSON error payload."""
     error = payload.get("error") if isinstance(payload, Mapping) else payload
     if isinstance(error, Mapping):
@@ -262,7 +262,7 @@ class ServerClient:
     async def server_info(self) -> dict[str, Any] | None:
         return await self.get_json(self.profile.info_path)
 
-    async def context_length(self, info: Mapping[str, Any]) -> int | None:
+    async def context_length(self, info: Mapping[str, object]) -> int | None:
         """The served context length: the profile's model list (``data[0].max_model_len``) when it has one, else
         what the info endpoint's JSON (``info``) says; None when neither says."""
         if self.profile.models_path is not None:
@@ -338,17 +338,17 @@ class ServerClient:
             return None
         return parse_prometheus(response.text)
 
-    def _body(self, text: str, sampling_params: Mapping[str, Any], rid: str) -> dict[str, Any]:
+    def _body(self, text: str, sampling_params: Mapping[str, object], rid: str) -> dict[str, Any]:
         if self.profile.stream_format == STREAM_OPENAI:
             params = dict(sampling_params)
-            body: dict[str, Any] = {"prompt": text, "stream": True, "stream_options": dict(self.profile.stream_options)}
+            body: dict[str, object] = {"prompt": text, "stream": True, "stream_options": dict(self.profile.stream_options)}
             if "max_new_tokens" in params:
                 body["max_tokens"] = params.pop("max_new_tokens")
             body.update(params)
             return body
         return {"text": text, "sampling_params": dict(sampling_params), "stream": True, "rid": rid}
 
-    async def generate(self, text: str, sampling_params: Mapping[str, Any], *,
+    async def generate(self, text: str, sampling_params: Mapping[str, object], *,
                        on_progress: Callable[[], None] | None = None, rid: str | None = None) -> GenerateResult:
         """Stream one ``/generate`` request and time every chunk; errors are recorded, never raised."""
         rid = rid or uuid.uuid4().hex
@@ -398,9 +398,9 @@ class ServerClient:
             _take_abort(result)
         return result
 
-    async def _stream(self, body: dict[str, Any], reader: _Reader) -> None:
+    async def _stream(self, body: Mapping[str, object], reader: _Reader) -> None:
         """The stream through httpx (TLS, proxies, another OS, a test's transport): read-time stamps."""
-        async def on_wire(event: str, info: Mapping[str, Any]) -> None:
+        async def on_wire(event: str, info: Mapping[str, object]) -> None:
             # The clock starts when the request starts leaving for the server, not when we began building it:
             # httpx's request building and pool checkout (1-2 ms on 2 cores) are not the server's latency.
             if event == "http11.send_request_headers.started":
@@ -551,7 +551,7 @@ def _absorb_choice(choice: Mapping[str, object], usage_tokens: object, counted: 
     return counted
 
 
-def _absorb_openai(profile: EngineProfile, payload: dict[str, Any], now: float, result: GenerateResult) -> None:
+def _absorb_openai(profile: EngineProfile, payload: Mapping[str, object], now: float, result: GenerateResult) -> None:
     """One OpenAI completions chunk (decoded by :func:`_decode_payload`): text per chunk (one token each,
     unless the chunk carries usage), and the final chunk's usage and extras mapped by the profile onto
     ``meta_info``."""
@@ -569,7 +569,7 @@ def _absorb_openai(profile: EngineProfile, payload: dict[str, Any], now: float, 
             result.chunks.append(Chunk(now, tokens))
 
 
-def _absorb(payload: dict[str, Any], now: float, result: GenerateResult) -> None:
+def _absorb(payload: Mapping[str, object], now: float, result: GenerateResult) -> None:
     """Take one native ``/generate`` payload (decoded by :func:`_decode_payload`) into ``result``."""
     meta = payload.get("meta_info")
     if isinstance(meta, dict):

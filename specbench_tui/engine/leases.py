@@ -253,7 +253,7 @@ class Leases:
             return None
         return fd, writable
 
-    def take(self, name: str, **note: Any) -> Lease | None:
+    def take(self, name: str, **note: object) -> Lease | None:
         """The lease ``name``, or None when another process holds it (or something that is not a lease file
         is at its name: :meth:`holder` says what)."""
         opened = self._descriptor(self._path(name))
@@ -340,7 +340,7 @@ class PortChoice:
 
 
 def lease_port(leases: Leases, host: str, start: int, taken: Iterable[int] = (), attempts: int = 200,
-               **note: Any) -> PortChoice:
+               **note: object) -> PortChoice:
     """The first port from ``start`` that this process does not use (``taken``), that no other specbench
     holds a lease on, and that is free; leased to us. OSError when none is within ``attempts``."""
     ours = set(taken)
@@ -435,7 +435,7 @@ class LeasedGpuPool(GpuPool):
         return busy
 
     async def acquire(self, count: int, *, on_wait: Callable[[str], None] | None = None,
-                      **note: Any) -> tuple[int, ...]:
+                      **note: object) -> tuple[int, ...]:
         """``count`` GPUs free in this pool and leased to us; ``on_wait`` is told (once per change) who holds
         the GPUs it waits for."""
         if count > len(self.indices):

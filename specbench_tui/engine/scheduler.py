@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from specbench_tui.core.events import ConfigFinished, ConfigState, ConfigStateChanged, Event, Notice
 from specbench_tui.core.cluster_placement import order_on_cluster
@@ -68,7 +68,7 @@ class Sweep(Protocol):
 
     def set_state(self, config: PlannedConfig, state: ConfigState, reason: str | None = None) -> None: ...
 
-    def finish_config(self, config: PlannedConfig, state: ConfigState, reason: str | None, **extra: Any) -> None: ...
+    def finish_config(self, config: PlannedConfig, state: ConfigState, reason: str | None, **extra: object) -> None: ...
 
     def record(self, measurement: Measurement) -> None: ...
 

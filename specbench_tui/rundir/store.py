@@ -404,7 +404,7 @@ class RunDir:
     def write_meta(self, meta: dict[str, Any]) -> None:
         self.write_json(RUN_JSON, meta)
 
-    def update_meta(self, **fields: Any) -> None:
+    def update_meta(self, **fields: object) -> None:
         """``run.json`` with ``fields`` added (the rest kept)."""
         self.write_meta({**self.read_meta(), **fields})
 

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specbench_tui.sim import SGLANG_VERSION, tokenizer
 from specbench_tui.sim.engine import Engine, Request
@@ -23,6 +23,10 @@ from specbench_tui.sim.httpd import HttpRequest, Response, StreamResponse
 from specbench_tui.sim.logs import Logger
 from specbench_tui.sim.metrics import Metrics
 from specbench_tui.sim.spec_hook import reserved_tokens
+
+if TYPE_CHECKING:
+    from specbench_tui.sim.args import Resolved
+    from specbench_tui.sim.procs import MemoryPlan
 
 FLUSH_OK = ("Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
             "requests, the operation will not be performed.)\n")
@@ -41,12 +45,12 @@ class RequestError(Exception):
 class ServerState:
     """What the handlers need from the server."""
 
-    args: Any  # args.Resolved
+    args: Resolved
     engine: Engine
     metrics: Metrics
     log: Logger
     profile: dict[str, Any]
-    memory: Any  # procs.MemoryPlan
+    memory: MemoryPlan
     context_len: int
     startup_time: float = 0.0
     captured_bs: list[int] = field(default_factory=list)
@@ -56,7 +60,7 @@ class ServerState:
     created: int = field(default_factory=lambda: int(time.time()))
 
 
-def _sse(data: Any) -> bytes:
+def _sse(data: object) -> bytes:
     payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"), ensure_ascii=False)
     return f"data: {payload}\n\n".encode()
 
@@ -149,7 +153,7 @@ class Api:
         ok = self.s.status == "Up" and not self.s.gracefully_exit
         return Response(200 if ok else 503, b"", None)
 
-    def model_info_dict(self) -> dict[str, Any]:
+    def model_info_dict(self) -> dict[str, object]:
         a, model = self.s.args, self.s.profile["model"]
         return {
             "model_path": a.model_path, "tokenizer_path": a.tokenizer_path, "is_generation": True,
@@ -181,7 +185,7 @@ class Api:
         values["max_req_input_len"] = s.engine.max_req_input_len
         states = []
         for _ in range(s.args.dp_size):
-            state: dict[str, Any] = {
+            state: dict[str, object] = {
                 "world_size": s.args.tp_size * s.args.pp_size,
                 "startup_time": s.startup_time,
                 "effective_max_running_requests_per_dp": e.max_running,
@@ -380,8 +384,8 @@ class Api:
                     self.s.engine.abort(r.rid)
 
     # -- /generate ----------------------------------------------------------------------------------------------
-    def meta_info(self, req: Request) -> dict[str, Any]:
-        m: dict[str, Any] = {
+    def meta_info(self, req: Request) -> dict[str, object]:
+        m: dict[str, object] = {
             "id": req.rid, "finish_reason": req.finish_reason, "prompt_tokens": len(req.input_ids),
             "weight_version": "default", "completion_tokens": req.completion_tokens,
             "cached_tokens": req.cached_tokens, "reasoning_tokens": 0, "num_retractions": req.retractions,
@@ -391,11 +395,11 @@ class Api:
             m.update(self.spec_details(req) or {})
         return m
 
-    def spec_details(self, req: Request) -> dict[str, Any] | None:
+    def spec_details(self, req: Request) -> dict[str, object] | None:
         """The ``spec_*`` fields of a finished request (None without speculative decoding)."""
         if not self.s.args.spec_on:
             return None
-        d: dict[str, Any] = {}
+        d: dict[str, object] = {}
         proposed = req.verify_ct * ((self.s.args.speculative_num_draft_tokens or 1) - 1)
         if req.verify_ct > 0 and proposed > 0:  # _calculate_spec_decoding_metrics: nothing without a verify
             d.update({
@@ -480,7 +484,7 @@ class Api:
                 if not r.finished and (n == sent[id(r)] or (sent[id(r)] and n - sent[id(r)] < interval)):
                     continue  # --stream-interval: stream every N tokens (the first one at once)
                 text = r.text
-                chunk: dict[str, Any] = {
+                chunk: dict[str, object] = {
                     "text": text[sent_text[id(r)]:] if incremental else text,
                     "output_ids": r.output_ids[sent[id(r)]:] if incremental else list(r.output_ids),
                     "meta_info": self.meta_info(r),
@@ -492,7 +496,7 @@ class Api:
         yield _sse("[DONE]")
 
     # -- OpenAI-compatible ----------------------------------------------------------------------------------------
-    def _usage(self, reqs: list[Request]) -> dict[str, Any]:
+    def _usage(self, reqs: list[Request]) -> dict[str, object]:
         prompt = sum(len(r.input_ids) for r in reqs)
         completion = sum(r.completion_tokens for r in reqs)
         details = {"cached_tokens": sum(r.cached_tokens for r in reqs)} if self.s.args.enable_cache_report else None
@@ -500,13 +504,13 @@ class Api:
                 "prompt_tokens_details": details, "reasoning_tokens": 0}
 
     @staticmethod
-    def _finish(r: Request) -> tuple[str | None, Any]:
+    def _finish(r: Request) -> tuple[str | None, object]:
         if not r.finish_reason:
             return None, None
         kind = r.finish_reason["type"]
         return kind, r.finish_reason.get("matched") if kind == "stop" else None
 
-    def _sglext(self, body: dict[str, Any], r: Request) -> dict[str, Any] | None:
+    def _sglext(self, body: dict[str, Any], r: Request) -> dict[str, object] | None:
         if not body.get("return_spec_tokens_details"):
             return None
         details = self.spec_details(r)
@@ -562,17 +566,17 @@ class Api:
         max_new = body.get("max_tokens", 16)
         return self._make_request(text, ids, {**params, "max_new_tokens": max_new}, None, 16, received=received)
 
-    def _openai_answer(self, req: Request, body: dict[str, Any], model: str, chat: bool) -> dict[str, Any]:
+    def _openai_answer(self, req: Request, body: dict[str, Any], model: str, chat: bool) -> dict[str, object]:
         """The non-streamed answer of a finished chat or text completion."""
         reason, matched = self._finish(req)
-        choice: dict[str, Any] = {"index": 0}
+        choice: dict[str, object] = {"index": 0}
         if chat:
             choice["message"] = {"role": "assistant", "content": req.text, "reasoning_content": None,
                                  "tool_calls": None}
         else:
             choice["text"] = req.text
         choice.update({"logprobs": None, "finish_reason": reason, "matched_stop": matched})
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "id": req.rid, "object": "chat.completion" if chat else "text_completion", "created": int(req.created),
             "model": model, "choices": [choice], "usage": self._usage([req]),
             "metadata": {"weight_version": "default"},
@@ -587,7 +591,7 @@ class Api:
         obj = "chat.completion.chunk" if chat else "text_completion"
         created = int(req.created)
 
-        def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
+        def chunk(choices: list[dict[str, object]], **extra: object) -> bytes:
             return _sse({"id": req.rid, "object": obj, "created": created, "model": model, "choices": choices,
                          "usage": None, **extra})
 

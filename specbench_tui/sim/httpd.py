@@ -61,7 +61,7 @@ class Response:
     content_type: str | None = "application/json"
 
     @classmethod
-    def json(cls, data: Any, status: int = 200) -> Response:
+    def json(cls, data: object, status: int = 200) -> Response:
         return cls(status, json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode())
 
 

@@ -65,7 +65,7 @@ def decode(ids: Sequence[int], skip_special_tokens: bool = True) -> str:
     )
 
 
-def message_text(content: Any) -> str:
+def message_text(content: object) -> str:
     """The text of an OpenAI message ``content`` (a string or a list of ``{"type": "text"}`` parts)."""
     if isinstance(content, str):
         return content

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
 from specbench_tui.application.viewmodel import end_summary
 from specbench_tui.core.events import (
@@ -160,6 +159,6 @@ class Announcements(AppBase):
                            severity="information" if event.state == "completed" else "warning", timeout=30,
                            topic=("sweep",))
 
-    def _preflight_closed(self, quit_now: Any) -> None:
+    def _preflight_closed(self, quit_now: object) -> None:
         if quit_now:
             self.action_request_quit()

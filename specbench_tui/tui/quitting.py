@@ -69,7 +69,7 @@ class QuitActions(AppBase):
                                                 read_only=self.engine.read_only),
                              callback=self._detach_answered)
 
-    def _detach_answered(self, answer: Any) -> None:
+    def _detach_answered(self, answer: object) -> None:
         if answer == DETACH:
             self.leave()
         elif answer == STOP:
@@ -82,7 +82,7 @@ class QuitActions(AppBase):
         self.engine_stopped = True
         self.exit(0)
 
-    def _quit_answered(self, confirmed: Any) -> None:
+    def _quit_answered(self, confirmed: object) -> None:
         if confirmed:
             self.shut_down()
 

@@ -7,7 +7,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 from specbench_tui.core.metrics import percentile
 
@@ -56,5 +56,5 @@ def pcts(values: Sequence[float]) -> Pcts | None:
     return Pcts(percentile(vals, 50), percentile(vals, 90), percentile(vals, 99))
 
 
-def finite(v: Any) -> TypeGuard[float]:
+def finite(v: object) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

@@ -217,17 +217,17 @@ def package_file(package: str, name: str) -> str:
 # ------------------------------------------------------------------------------------------ shared mappings
 
 
-def count(value: Any) -> int | None:
+def count(value: object) -> int | None:
     """``value`` when it is an int (not a bool), else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def positive(value: Any) -> int | None:
+def positive(value: object) -> int | None:
     """``value`` when it is a positive int (not a bool), else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def openai_usage_meta(payload: Mapping[str, Any]) -> dict[str, Any]:
+def openai_usage_meta(payload: Mapping[str, object]) -> dict[str, Any]:
     """What every OpenAI-compatible final chunk carries → ``meta_info``: ``usage`` token counts (cached prompt
     tokens from ``prompt_tokens_details``) and the first choice's ``finish_reason``."""
     raw_usage = payload.get("usage")
@@ -279,7 +279,7 @@ def _no_stats(line: str) -> BatchLine | None:
     return None
 
 
-def _no_context(info: Mapping[str, Any]) -> int | None:
+def _no_context(info: Mapping[str, object]) -> int | None:
     return None
 
 

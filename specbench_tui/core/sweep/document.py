@@ -83,7 +83,7 @@ def _sweep_table(r: Reader, data: dict[str, Any], path: Path) -> dict[str, Any]:
     }
 
 
-def _configs(r: Reader, configs_raw: Any) -> list[ConfigSpec]:
+def _configs(r: Reader, configs_raw: object) -> list[ConfigSpec]:
     """The ``[[configs]]`` blocks, up to the sweep's limit of configurations."""
     configs: list[ConfigSpec] = []
     if configs_raw is None:
@@ -109,7 +109,7 @@ def _configs(r: Reader, configs_raw: Any) -> list[ConfigSpec]:
     return configs
 
 
-def _workloads(r: Reader, workloads_raw: Any, defaults: WorkloadDefaults, base_dir: Path) -> list[WorkloadSpec]:
+def _workloads(r: Reader, workloads_raw: object, defaults: WorkloadDefaults, base_dir: Path) -> list[WorkloadSpec]:
     """The ``[[workloads]]`` blocks, with the sweep's request total and duplicate names checked."""
     if workloads_raw is None:
         r.error((), "no [[workloads]]: a sweep needs at least one workload",

@@ -25,7 +25,7 @@ _TIMEOUTS = ("startup_timeout_s", "stall_timeout_s", "request_timeout_s", "shutd
              "gpu_release_timeout_s")
 
 
-def engine_spec(r: Reader, raw: Any, base_dir: Path) -> EngineSpec:
+def engine_spec(r: Reader, raw: object, base_dir: Path) -> EngineSpec:
     key: KeyPath = ("engine",)
     t = r.table(raw, key, _ENGINE_KEYS)
     profile = _profile(r, key, t)
@@ -107,7 +107,7 @@ def _api_key_env(r: Reader, key: KeyPath, t: dict[str, Any]) -> str | None:
     return api_key_env if api_key_env is None else str(api_key_env)
 
 
-def _crash_signatures(r: Reader, raw: Any, key: KeyPath) -> tuple[tuple[str, str], ...]:
+def _crash_signatures(r: Reader, raw: object, key: KeyPath) -> tuple[tuple[str, str], ...]:
     """``[engine.crash_signatures]``: name = "regex" pairs, each compiled now so a typo fails validation."""
     if not isinstance(raw, dict):
         r.error(key, f"expected a table of name = \"regex\" pairs, got {type_name(raw)}")

@@ -41,7 +41,7 @@ def refers_to_secret(value: str) -> bool:
     return any(is_secret_name(m.group("name")) for m in _ENV_REF.finditer(value))
 
 
-def expand_value(r: Reader, key: KeyPath, value: Any) -> Any:
+def expand_value(r: Reader, key: KeyPath, value: object) -> Any:
     """A string (or the strings of an array) with environment references expanded; unset ones are errors."""
     if isinstance(value, list):
         return [expand_value(r, (*key, i), v) for i, v in enumerate(value)]

@@ -117,7 +117,7 @@ def _crude_depth_line(text: str, stopped_at: int | None) -> int | None:
     return None
 
 
-def _too_deep_path(data: Any) -> KeyPath | None:
+def _too_deep_path(data: object) -> KeyPath | None:
     """The path of a value nested deeper than :data:`MAX_NESTING`, or None (walked without recursion)."""
     stack: list[tuple[Any, KeyPath]] = [(data, ())]
     while stack:

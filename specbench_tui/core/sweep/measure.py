@@ -62,7 +62,7 @@ def cache_value(r: Reader, raw: dict[str, Any], key: KeyPath, default: str, prof
     return value
 
 
-def measure_spec(r: Reader, raw: Any, profile_name: str) -> MeasureSpec:
+def measure_spec(r: Reader, raw: object, profile_name: str) -> MeasureSpec:
     """``[measure]``, with the engine's flush facts deciding the default."""
     table = r.table(raw, ("measure",), MEASURE_KEYS)
     can_flush, why = _flush_facts(profile_name)

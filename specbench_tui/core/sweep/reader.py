@@ -28,7 +28,7 @@ class Reader:
     def error(self, key: KeyPath, message: str, hint: str | None = None) -> None:
         self.issues.append(SweepIssue(self.path, self.line_of(key), format_path(key), message, hint))
 
-    def table(self, data: Any, key: KeyPath, allowed: Mapping[str, Any] | set[str] | tuple[str, ...],
+    def table(self, data: object, key: KeyPath, allowed: Mapping[str, object] | set[str] | tuple[str, ...],
               what: str = "a table") -> dict[str, Any]:
         """``data`` as a table, reporting keys outside ``allowed`` with the closest valid spelling."""
         if not isinstance(data, dict):
@@ -40,7 +40,7 @@ class Reader:
                 self.error((*key, name), f"unknown key '{name}' in {where}", did_you_mean(name, allowed))
         return data
 
-    def get(self, data: dict[str, Any], key: KeyPath, name: str, types: tuple[type, ...], default: Any = None,
+    def get(self, data: Mapping[str, object], key: KeyPath, name: str, types: tuple[type, ...], default: object = None,
             required: bool = False) -> Any:
         """``data[name]`` when it has one of ``types``; otherwise record why and return ``default``."""
         if name not in data:
@@ -56,7 +56,7 @@ class Reader:
             return default
         return value
 
-    def positive(self, data: dict[str, Any], key: KeyPath, name: str, types: tuple[type, ...], default: Any,
+    def positive(self, data: Mapping[str, object], key: KeyPath, name: str, types: tuple[type, ...], default: object,
                  allow_zero: bool = False, limit: float | None = None, limit_name: str = "") -> Any:
         """Like :meth:`get` for a number that must be > 0 (or >= 0), and at most ``limit`` when given."""
         value = self.get(data, key, name, types, default)
@@ -75,7 +75,7 @@ class Reader:
                    "docs/sweep-format.md lists every limit")
 
 
-def is_type(value: Any, types: tuple[type, ...]) -> bool:
+def is_type(value: object, types: tuple[type, ...]) -> bool:
     if isinstance(value, bool):
         return bool in types
     if float in types and isinstance(value, int):
@@ -87,7 +87,7 @@ _TYPE_NAMES: dict[type, str] = {bool: "a boolean", int: "an integer", float: "a 
                                 list: "an array", dict: "a table"}
 
 
-def type_name(value: Any) -> str:
+def type_name(value: object) -> str:
     return _TYPE_NAMES.get(type(value), f"a TOML {type(value).__name__}")
 
 
@@ -95,7 +95,7 @@ def types_text(types: tuple[type, ...]) -> str:
     return " or ".join(dict.fromkeys(_TYPE_NAMES.get(t, t.__name__) for t in types))
 
 
-def short_repr(value: Any) -> str:
+def short_repr(value: object) -> str:
     text = repr(value)
     return f"({text[:40]}…)" if len(text) > 40 else f"({text})"
 

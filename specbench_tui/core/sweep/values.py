@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 from specbench_tui.core.sweep.limits import MAX_NAME_CHARS
 from specbench_tui.core.sweep.schema import Scalar
@@ -25,7 +24,7 @@ def usable_name(name: str) -> bool:
     return len(name) <= MAX_NAME_CHARS and _NAME_OK.fullmatch(name) is not None
 
 
-def is_scalar(value: Any) -> bool:
+def is_scalar(value: object) -> bool:
     """A TOML string, integer, finite float or boolean (dates and times are not flag values)."""
     if isinstance(value, float):
         return math.isfinite(value)
@@ -41,7 +40,7 @@ def typed_key(value: Scalar) -> tuple[str, Scalar]:
     return (type(value).__name__, value)
 
 
-def same_value(a: Any, b: Any) -> bool:
+def same_value(a: object, b: object) -> bool:
     """Equality that keeps TOML's types apart: ``true`` is not ``1`` and ``"8"`` is not ``8``."""
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
