@@ -76,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
                           "'${NAME}' in single quotes: the engine reads it from the environment (docs/notifications.md)")
     run.add_argument("--metrics-port", metavar="PORT", type=_port,
                      help="serve Prometheus metrics on 127.0.0.1:PORT while the sweep runs (overrides [metrics] port)")
+    run.add_argument("--otlp-endpoint", metavar="URL",
+                     help="push the same metrics over OTLP/HTTP to this collector, e.g. http://127.0.0.1:4318 "
+                          "(needs the otlp extra; overrides [metrics] otlp_endpoint; docs/notifications.md)")
     run.add_argument("--foreground", action="store_true",
                      help="run the sweep inside this process (it ends with the terminal), not in a detached engine")
     run.add_argument("--detach", action="store_true",

@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python3 -m venv .venv
-.venv/bin/pip install -q -e '.[test,ray]'
+.venv/bin/pip install -q -e '.[test,ray,otlp]'
 
 if ! bash tools/setup_sglang_parser_env.sh; then
     echo "setup_test_deps: the SGLang parser environment could not be installed (tests/real_servers/test_sglang_argv.py will say so)" >&2

@@ -117,6 +117,8 @@ class OwnedRun:
     """``--notify`` URLs, beside the sweep's ``[notify] urls`` (as typed: ``${NAME}`` expanded when sending)."""
     metrics_port: int | None = None
     """``--metrics-port``: serve Prometheus metrics there (overrides the sweep's ``[metrics] port``)."""
+    otlp_endpoint: str | None = None
+    """``--otlp-endpoint``: push the same metrics over OTLP there (overrides ``[metrics] otlp_endpoint``)."""
 
     @classmethod
     def prepare(cls, request: RunRequest) -> OwnedRun | int:
@@ -126,7 +128,8 @@ class OwnedRun:
             return prepared
         plan, run_dir = prepared
         return cls(plan, run_dir, resumed=request.resume is not None, retry_crashed=request.retry_crashed,
-                   port_base=request.port_base, notify_urls=request.notify, metrics_port=request.metrics_port)
+                   port_base=request.port_base, notify_urls=request.notify, metrics_port=request.metrics_port,
+                   otlp_endpoint=request.otlp_endpoint)
 
     def orchestrator(self) -> Orchestrator:
         """The sweep's orchestrator: the one place the package makes one."""
@@ -148,7 +151,8 @@ class OwnedRun:
                                     orchestrator.subscribe, self.plan.sweep.name)
         metrics = self.plan.sweep.metrics
         exporter = open_metrics(self.plan.to_json(), self.metrics_port or metrics.port, metrics.host,
-                                orchestrator.publish, orchestrator.subscribe)
+                                orchestrator.publish, orchestrator.subscribe,
+                                otlp_endpoint=self.otlp_endpoint or metrics.otlp_endpoint, sweep=self.plan.sweep.name)
         await self.measure_idle(orchestrator)
         try:
             return await orchestrator.run()
@@ -156,7 +160,7 @@ class OwnedRun:
             if sender is not None:
                 await asyncio.to_thread(sender.close)
             if exporter is not None:
-                exporter.close()
+                await asyncio.to_thread(exporter.close)  # an OTLP export sends its last figures (seconds at most)
             self.run_dir.close()
 
     async def measure_idle(self, orchestrator: Orchestrator) -> None:

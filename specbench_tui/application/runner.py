@@ -188,4 +188,5 @@ def make_engine(request: RunRequest | object) -> EngineThread | int:
     engine = EngineThread(owned.plan, owned.run_dir, resumed=owned.resumed, retry_crashed=owned.retry_crashed,
                           port_base=owned.port_base)
     engine.hosted.notify_urls, engine.hosted.metrics_port = owned.notify_urls, owned.metrics_port
+    engine.hosted.otlp_endpoint = owned.otlp_endpoint
     return engine

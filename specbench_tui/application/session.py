@@ -50,6 +50,8 @@ class RunRequest:
     """``--notify URL``: Apprise URLs called on crashes, stalls and the end, beside the sweep's ``[notify]``."""
     metrics_port: int | None = None
     """``--metrics-port``: serve Prometheus metrics on 127.0.0.1 there (overrides ``[metrics] port``)."""
+    otlp_endpoint: str | None = None
+    """``--otlp-endpoint``: push the same metrics over OTLP there (overrides ``[metrics] otlp_endpoint``)."""
 
     @classmethod
     def of(cls, options: object) -> RunRequest:
@@ -63,14 +65,15 @@ class RunRequest:
                    retry_crashed=bool(getattr(options, "retry_crashed", False)),
                    port_base=getattr(options, "port_base", None), ray_address=getattr(options, "ray_address", None),
                    notify=tuple(getattr(options, "notify", None) or ()),
-                   metrics_port=getattr(options, "metrics_port", None))
+                   metrics_port=getattr(options, "metrics_port", None),
+                   otlp_endpoint=getattr(options, "otlp_endpoint", None))
 
     def to_json(self) -> dict[str, str | int | bool | list[str] | None]:
         """The request as JSON values (paths as text), for :meth:`from_json` in another process."""
         return {"sweep": self.sweep, "resume": None if self.resume is None else str(self.resume),
                 "runs_dir": None if self.runs_dir is None else str(self.runs_dir),
                 "retry_crashed": self.retry_crashed, "port_base": self.port_base, "ray_address": self.ray_address,
-                "notify": list(self.notify), "metrics_port": self.metrics_port}
+                "notify": list(self.notify), "metrics_port": self.metrics_port, "otlp_endpoint": self.otlp_endpoint}
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> RunRequest:
@@ -86,7 +89,7 @@ class RunRequest:
         return cls(sweep=_optional(data, "sweep", str), resume=Path(resume) if resume is not None else None,
                    runs_dir=Path(runs_dir) if runs_dir is not None else None, retry_crashed=retry_crashed,
                    port_base=port_base, ray_address=_optional(data, "ray_address", str), notify=_urls(data),
-                   metrics_port=metrics_port)
+                   metrics_port=metrics_port, otlp_endpoint=_optional(data, "otlp_endpoint", str))
 
 
 def _urls(data: Mapping[str, object]) -> tuple[str, ...]:

@@ -1,7 +1,9 @@
 """The engine's Prometheus endpoint: a sweep's progress and figures for the team's dashboards
 (``docs/grafana-dashboard.json`` reads them; :data:`METRICS` lists every name served).
 
-Off unless asked for (``specbench run --metrics-port PORT`` or ``[metrics] port``); served on the loopback only,
+The same figures go over OTLP when asked for (``--otlp-endpoint URL`` or ``[metrics] otlp_endpoint``:
+:mod:`~specbench_tui.engine.otlp_export`). Off unless asked for (``specbench run --metrics-port PORT`` or
+``[metrics] port``); served on the loopback only,
 by prometheus-client's own HTTP server (a thread of its own), from a registry of its own (nothing of the process's
 default collectors). The figures are the run's one analysis (:class:`~specbench_tui.core.ledger.Ledger`, as every
 view computes them): the event subscriber folds events into a ledger on the engine's loop and, at most every
@@ -10,6 +12,9 @@ view computes them): the event subscriber folds events into a ledger on the engi
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -75,6 +80,8 @@ class MetricsExporter:
         self._analysis: tuple[int, RunAnalysis] | None = None
         self._lock = threading.Lock()
         self._server: Any = None
+        self.otlp: Any = None
+        """The OTLP export reading these figures (:class:`~specbench_tui.engine.otlp_export.OtlpBridge`), if any."""
 
     def start(self) -> MetricsExporter:
         """Listen on ``host:port`` (OSError when the port is taken)."""
@@ -85,6 +92,11 @@ class MetricsExporter:
         return self
 
     def close(self) -> None:
+        """Stop serving; the OTLP export, when there is one, sends its last figures first (a few seconds at most:
+        call off the event loop)."""
+        if self.otlp is not None:
+            self.otlp.close()
+            self.otlp = None
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -191,20 +203,50 @@ class MetricsExporter:
 
 
 def open_metrics(plan_json: Mapping[str, Any], port: int | None, host: str, publish: Callable[[Event], None],
-                 subscribe: Callable[[Callable[[Event], None]], object]) -> MetricsExporter | None:
-    """The endpoint on ``host:port``, serving and subscribed (None: no port asked for, or it could not listen:
-    said in a notice; the sweep goes on without it)."""
-    if port is None:
+                 subscribe: Callable[[Callable[[Event], None]], object], *, otlp_endpoint: str | None = None,
+                 sweep: str = "sweep") -> MetricsExporter | None:
+    """The endpoint on ``host:port``, serving, and the OTLP export to ``otlp_endpoint``
+    (:mod:`~specbench_tui.engine.otlp_export`), both subscribed (None: neither asked for, or the port could not
+    listen and no OTLP export was asked for: said in a notice; the sweep goes on without them). Call from the
+    engine's event loop: the OTLP export's notices come from its own thread and are published on it."""
+    if port is None and otlp_endpoint is None:
         return None
-    try:
-        exporter = MetricsExporter(plan_json, port=port, host=host).start()
-    except OSError as exc:
-        publish(Notice(level="warning", text=f"metrics: cannot serve on {host}:{port} ({exc.strerror or exc}); "
-                                             "pick another with --metrics-port (the sweep goes on without them)"))
-        return None
+    exporter = MetricsExporter(plan_json, port=port or 0, host=host)
+    if port is not None:
+        try:
+            exporter.start()
+        except OSError as exc:
+            publish(Notice(level="warning", text=f"metrics: cannot serve on {host}:{port} ({exc.strerror or exc}); "
+                                                 "pick another with --metrics-port (the sweep goes on without them)"))
+            if otlp_endpoint is None:
+                return None
+        else:
+            publish(Notice(level="info", text=f"metrics: Prometheus metrics on http://{host}:{exporter.port}/metrics"))
+    if otlp_endpoint is not None:
+        from specbench_tui.engine.otlp_export import open_otlp
+
+        exporter.otlp = open_otlp(exporter, METRICS, otlp_endpoint, _threadsafe(publish), sweep=sweep)
     subscribe(exporter)
-    publish(Notice(level="info", text=f"metrics: Prometheus metrics on http://{host}:{exporter.port}/metrics"))
     return exporter
+
+
+def _threadsafe(publish: Callable[[Event], None]) -> Callable[[str, str], None]:
+    """``say(level, text)`` as a notice published on this loop, from any thread (on standard error once the loop
+    is gone)."""
+    loop = asyncio.get_running_loop()
+
+    def say(level: str, text: str) -> None:
+        with contextlib.suppress(RuntimeError):
+            if asyncio.get_running_loop() is loop:
+                publish(Notice(level=level, text=text))
+                return
+        if not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(publish, Notice(level=level, text=text))
+                return
+        print(f"specbench: {text}", file=sys.stderr, flush=True)
+
+    return say
 
 
 def _states(snapshot: LedgerSnapshot) -> dict[str, str]:

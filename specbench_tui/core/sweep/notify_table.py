@@ -8,13 +8,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from specbench_tui.core.alerts import DEFAULT_INTERVAL_S, KINDS
 from specbench_tui.core.errors import did_you_mean
 from specbench_tui.core.sweep.reader import Reader, short_repr, type_name
 
 NOTIFY_KEYS = ("urls", "on", "min_interval_s", "terminal")
-METRICS_KEYS = ("port", "host")
+METRICS_KEYS = ("port", "host", "otlp_endpoint")
 MAX_URLS = 16
 MAX_INTERVAL_S = 86400.0
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S")
@@ -40,6 +41,8 @@ class MetricsSpec:
 
     port: int | None = None
     host: str = "127.0.0.1"
+    otlp_endpoint: str | None = None
+    """Where the same metrics are pushed over OTLP/HTTP (a collector's ``http://host:4318``); None: not pushed."""
 
 
 def read_notify(r: Reader, data: Any) -> NotifySpec:
@@ -107,4 +110,24 @@ def read_metrics(r: Reader, data: Any) -> MetricsSpec:
         r.error((*key, "host"), f"host {host!r} is not this machine's loopback",
                 "the endpoint is served on localhost only: write 127.0.0.1 and reach it through an SSH tunnel")
         host = "127.0.0.1"
-    return MetricsSpec(port=port, host=host)
+    return MetricsSpec(port=port, host=host, otlp_endpoint=_otlp_endpoint(r, table.get("otlp_endpoint")))
+
+
+def _otlp_endpoint(r: Reader, value: Any) -> str | None:
+    key = ("metrics", "otlp_endpoint")
+    if value is None:
+        return None
+    try:
+        parts = urlsplit(value) if isinstance(value, str) else None
+        usable = parts is not None and parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a port that is no number
+        parts, usable = None, False
+    if parts is not None and (parts.username or parts.password):
+        r.error(key, "otlp_endpoint carries a user or password in the URL, which the run directory would keep",
+                "write the URL without them and put the credentials in OTEL_EXPORTER_OTLP_HEADERS")
+        return None
+    if not usable:
+        r.error(key, f"otlp_endpoint {value!r} is not an http(s) URL",
+                "write the collector's OTLP/HTTP address, e.g. \"http://127.0.0.1:4318\"")
+        return None
+    return str(value)
