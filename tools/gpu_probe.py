@@ -34,10 +34,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specbench_tui.core.gpu_faults import kernel_xid_cause, kernel_xids  # noqa: E402
+from specbench_tui.core.gpu_faults import kernel_xid_cause, kernel_xids, xid_cause  # noqa: E402
 from specbench_tui.engine import fingerprint  # noqa: E402
 from specbench_tui.engine.gpus.energy import read_energy_mj  # noqa: E402
-from specbench_tui.engine.gpus.faults import take_xid_cause  # noqa: E402
+from specbench_tui.engine.gpus.faults import take_faults  # noqa: E402
 from specbench_tui.engine.gpus import (  # noqa: E402
     FakeBackend,
     GpuBackend,
@@ -130,7 +130,10 @@ def faults_check(backend: GpuBackend, watch_s: float, record: Path | None, *, fa
     """The energy counter of every GPU over ``watch_s`` (and the mean power it gives), and the Xid critical-error
     events registered for and watched over the same time; printed, and written to ``record`` when given."""
     gpus = tuple(range(backend.device_count()))
-    seen: dict[str, Any] = {"backend": type(backend).__name__, "gpus": list(gpus)}
+    seen: dict[str, Any] = {"backend": type(backend).__name__, "gpus": list(gpus), "gpu_seen": bool(gpus),
+                            "hint": backend.hint, "at": time.time()}
+    if not gpus:
+        print(f"faults: no GPU ({backend.hint or 'the backend sees none'}): nothing to read or register for")
     start = read_energy_mj(backend, gpus)
     registration = getattr(backend, "xid_registration", None)
     seen["xid_registration"] = registration() if callable(registration) else (
@@ -148,10 +151,11 @@ def faults_check(backend: GpuBackend, watch_s: float, record: Path | None, *, fa
         print("energy counter: " + ", ".join(f"GPU {i}: {end[i] / 1000:.1f} J "
                                              f"({seen['energy'][str(i)]['mean_w']:.1f} W over {watch_s:g} s)"
                                              for i in gpus))
-    causes = []
-    while (cause := take_xid_cause(backend, gpus)) is not None:
-        causes.append(cause)
+    faults = take_faults(backend, gpus)
+    causes = [xid_cause(fault.code, fault.gpu) for fault in faults]
     seen["xids"] = causes
+    seen["xid_events"] = [{"gpu": f.gpu, "xid": f.code, "seen_at": f.seen_at, "as_placement_says": f.reason()}
+                          for f in faults]
     print(f"Xid events: {'; '.join(causes) if causes else 'none in ' + format(watch_s, 'g') + ' s'} "
           f"({seen['xid_registration']})")
     seen["kernel_xids"] = kernel_log_xids(backend)
