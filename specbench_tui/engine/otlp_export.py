@@ -116,7 +116,7 @@ def _reporting_exporter(url: str, say: Callable[[str, str], None]) -> Any:
     class ReportingExporter(OTLPMetricExporter):
         failing = False
 
-        def export(self, metrics_data: Any, timeout_millis: float = EXPORT_TIMEOUT_S * 1000,
+        def export(self, metrics_data: Any, timeout_millis: float | None = None,
                    **kwargs: Any) -> MetricExportResult:
             try:
                 result = super().export(metrics_data, timeout_millis=timeout_millis, **kwargs)
