@@ -6,7 +6,6 @@ same thing (:mod:`specbench_tui.core.recommend` decides, :mod:`specbench_tui.rep
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from specbench_tui.core.recommend import recommend
 from specbench_tui.core.results import RunAnalysis
@@ -15,7 +14,7 @@ from specbench_tui.report.recommend import render_recommendation
 NOTHING_YET = "No recommendation yet: no configuration has a measured point."
 
 
-def recommendation_text(analysis: RunAnalysis | None, plan_json: Mapping[str, Any] | None) -> str:
+def recommendation_text(analysis: RunAnalysis | None, plan_json: Mapping[str, object] | None) -> str:
     """The recommendation as ``specbench recommend`` prints it (without the confirm sweep, which the command
     writes), or why there is none yet."""
     if analysis is None or not plan_json:

@@ -481,7 +481,7 @@ class ServerCounts:
         return g / (g - a) if g is not None and a is not None and g > a else None
 
 
-def server_counts(log: Mapping[str, Any]) -> ServerCounts | None:
+def server_counts(log: Mapping[str, object]) -> ServerCounts | None:
     """The counters of a workload's server figures (``WorkloadFinished.server_log``), None unless they come
     from the counters (``source = "metrics"``) and something was drafted."""
     drafts = log.get("drafts")
@@ -541,7 +541,7 @@ def analyse_acceptance(configs: Sequence[tuple[str, str, str | None]], workloads
     return AcceptanceAnalysis(tuple(cells), tuple(matrices), engine)
 
 
-def from_mapping(data: Mapping[str, Any]) -> tuple[int, ...] | None:
+def from_mapping(data: Mapping[str, object]) -> tuple[int, ...] | None:
     """A ``spec_correct_drafts_histogram`` read from a server's JSON (None unless a list of counts ≥ 0)."""
     value = data.get("spec_correct_drafts_histogram")
     if isinstance(value, list) and value and all(_is_count(v) for v in value):

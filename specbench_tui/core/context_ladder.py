@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 KIND = "context_ladder"
 DEFAULT_RUNGS: tuple[int | str, ...] = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, "max")
@@ -74,19 +73,19 @@ def rung_order(rungs: Sequence[int | str]) -> list[str]:
     return [rung_label(r) for r in sorted(rungs, key=lambda r: (isinstance(r, str), r if isinstance(r, int) else 0))]
 
 
-def is_ladder(workload: Mapping[str, Any]) -> bool:
+def is_ladder(workload: Mapping[str, object]) -> bool:
     """Whether a plan's workload (its JSON) is a context ladder."""
     return workload.get("kind") == KIND
 
 
-def ladder_search(workload: Mapping[str, Any]) -> str:
+def ladder_search(workload: Mapping[str, object]) -> str:
     """``adaptive`` (the default) or ``grid``, from a plan workload's params."""
     params = workload.get("params")
     search = params.get("search") if isinstance(params, Mapping) else None
     return SEARCH_GRID if search == SEARCH_GRID else SEARCH_ADAPTIVE
 
 
-def ladder_rungs(workload: Mapping[str, Any]) -> list[str]:
+def ladder_rungs(workload: Mapping[str, object]) -> list[str]:
     """A plan workload's rung labels in ascending order (never trusted: anything else is dropped)."""
     params = workload.get("params")
     raw = params.get("prompt_tokens") if isinstance(params, Mapping) else None

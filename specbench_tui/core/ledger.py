@@ -159,7 +159,7 @@ class Ledger:
     _analysis: tuple[int, RunAnalysis] | None = field(default=None, repr=False)
 
     @classmethod
-    def from_run(cls, plan_json: Mapping[str, Any] | None, measurements: Iterable[Measurement],
+    def from_run(cls, plan_json: Mapping[str, object] | None, measurements: Iterable[Measurement],
                  events: Iterable[Event], *, engine_alive: bool = True) -> Ledger:
         """The fold of a run directory's contents (measurements in file order: the last per key wins).
 

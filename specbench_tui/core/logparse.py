@@ -68,7 +68,7 @@ class DecodeSummary:
     """The batch sizes (``#running-req``) of the decode lines that ran eager."""
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+        data: dict[str, object] = {
             "lines": self.lines, "accept_length": self.accept_length, "accept_rate": self.accept_rate,
             "gen_throughput": self.gen_throughput, "gen_throughput_max": self.gen_throughput_max}
         if self.retract_warnings:

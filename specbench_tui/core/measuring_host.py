@@ -21,7 +21,6 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from specbench_tui.core.records import STATUS_OK, Measurement
 
@@ -124,7 +123,7 @@ def server_ttft_mean(before: Mapping[str, float] | None, after: Mapping[str, flo
     return spent / count if count > 0 and spent >= 0 else None
 
 
-def host_loads(events: Iterable[Any]) -> dict[tuple[str, str], HostLoad]:
+def host_loads(events: Iterable[object]) -> dict[tuple[str, str], HostLoad]:
     """Per (configuration id, workload): the most loaded window on record (``WorkloadFinished`` and
     ``LoadPointFinished`` events' ``host`` field)."""
     worst: dict[tuple[str, str], HostLoad] = {}

@@ -262,7 +262,7 @@ def gpu_section(backend: GpuBackend | None) -> dict[str, Any]:
 
 def collect(*, backend: GpuBackend | None = None, sweep_path: Path | str | None = None, python: str | None = None,
             timeout_s: float = 30.0, environ: Mapping[str, str] | None = None,
-            extra: Mapping[str, Any] | None = None, packages: tuple[str, ...] = SERVER_PACKAGES) -> dict[str, Any]:
+            extra: Mapping[str, object] | None = None, packages: tuple[str, ...] = SERVER_PACKAGES) -> dict[str, Any]:
     """The whole environment document, redacted. Blocks for the subprocess: use :func:`collect_async`
     from the event loop."""
     environ = dict(os.environ if environ is None else environ)
@@ -303,6 +303,6 @@ async def collect_async(**kwargs: Any) -> dict[str, Any]:
     return await asyncio.to_thread(lambda: collect(**kwargs))
 
 
-def dumps(doc: Mapping[str, Any]) -> str:
+def dumps(doc: Mapping[str, object]) -> str:
     """``doc`` as the text of the run's environment document (redacted once more, for documents built by hand)."""
     return json.dumps(redact(doc, secret_values(os.environ)), indent=2, sort_keys=False) + "\n"

@@ -57,7 +57,7 @@ def bounded(name: str, value: int | None, limit: int, notices: list[tuple[str, s
     return limit
 
 
-def read_rule(name: str, rule: Callable[[Mapping[str, Any]], Any], info: Mapping[str, Any],
+def read_rule(name: str, rule: Callable[[Mapping[str, object]], Any], info: Mapping[str, object],
               notices: list[tuple[str, str]], source: str) -> Any:
     """``rule(info)``, or None with a notice when a field of the wrong shape makes it raise."""
     try:

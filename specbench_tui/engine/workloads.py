@@ -174,19 +174,19 @@ class _Extra:
 # --------------------------------------------------------------------------------------------- measurements
 
 
-def _finish_reason(meta: Mapping[str, Any]) -> str | None:
+def _finish_reason(meta: Mapping[str, object]) -> str | None:
     reason = meta.get("finish_reason")
     if isinstance(reason, Mapping):
         return str(reason.get("type")) if reason.get("type") else None
     return str(reason) if reason is not None else None
 
 
-def _int(meta: Mapping[str, Any], key: str) -> int | None:
+def _int(meta: Mapping[str, object], key: str) -> int | None:
     value = meta.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _float(meta: Mapping[str, Any], key: str) -> float | None:
+def _float(meta: Mapping[str, object], key: str) -> float | None:
     value = meta.get(key)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 

@@ -295,7 +295,7 @@ def no_cyclic_collection() -> Iterator[None]:
 class RunFold:
     """One run directory's ledger and the offsets it has been folded to; see the module docstring."""
 
-    def __init__(self, run_dir: Path, plan_json: Mapping[str, Any] | None = None, *, every_event: bool = True,
+    def __init__(self, run_dir: Path, plan_json: Mapping[str, object] | None = None, *, every_event: bool = True,
                  ledger_events: bool = True, pause_gc: bool = True) -> None:
         self.run_dir = run_dir
         self.pause_gc = pause_gc

@@ -617,7 +617,7 @@ class LaunchFree:
         return check
 
 
-def _launch_free_in(folder: str, runs: Mapping[str, Any]) -> Callable[[str], bool]:
+def _launch_free_in(folder: str, runs: Mapping[str, object]) -> Callable[[str], bool]:
     def check(name: str) -> bool:
         raw = runs.get(name)
         if type(raw) is not dict or raw.get("launches") != 0 or type(raw["launches"]) is not int:

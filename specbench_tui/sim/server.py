@@ -179,7 +179,7 @@ class Server:
                                  first_request_hook=self._create_handle_loop)
         return Api(self.state)
 
-    def _order_crash(self, rule: Mapping[str, Any] | None) -> Any:
+    def _order_crash(self, rule: Mapping[str, object] | None) -> Any:
         def order(signature: str) -> None:
             ranks = rule.get("ranks", "all") if rule else "all"
             self._send_schedulers(("crash", signature, self.args.algorithm, ranks))

@@ -185,7 +185,7 @@ def _latencies(timed: list[Measurement]) -> dict[str, Any]:
             "e2e_s": pcts([m.e2e_s for m in timed if finite(m.e2e_s)])}
 
 
-def graph_figures(events: Iterable[Any]) -> dict[str, Any]:
+def graph_figures(events: Iterable[object]) -> dict[str, Any]:
     """``graph_share`` (decode lines that ran a captured graph ÷ those that said) and ``eager_batches`` over the
     events' server logs (a point's repeats, or a workload's attempts): ``{}`` when no line said."""
     lines = graphed = 0

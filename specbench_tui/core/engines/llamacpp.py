@@ -163,7 +163,7 @@ SIGSEGV/SIGABRT/SIGBUS exit, which prints nothing, is named by the exit signatur
 # ------------------------------------------------------------------------------------------------ the wire
 
 
-def _context_length(props: Mapping[str, Any]) -> int | None:
+def _context_length(props: Mapping[str, object]) -> int | None:
     """``/props``: ``default_generation_settings.n_ctx`` is the context of ONE slot (``-c`` ÷ ``-np``), which is
     what one request may use."""
     settings = props.get("default_generation_settings")
@@ -171,7 +171,7 @@ def _context_length(props: Mapping[str, Any]) -> int | None:
     return value if value is not None else positive(props.get("n_ctx"))
 
 
-def llamacpp_final_meta(payload: Mapping[str, Any]) -> dict[str, Any]:
+def llamacpp_final_meta(payload: Mapping[str, object]) -> dict[str, Any]:
     """The last chunk of a llama.cpp stream → ``meta_info``: :func:`openai_usage_meta` (with ``timings`` as the
     fallback for the counts), and acceptance from ``timings.draft_n``/``draft_n_accepted`` (absent, not 0, when
     nothing was drafted: the baseline, an n-gram request without a match)."""

@@ -180,14 +180,14 @@ def draft_budget(argv: Sequence[str]) -> int | None:
 # ------------------------------------------------------------------------------------------------ the wire
 
 
-def _context_length(models: Mapping[str, Any]) -> int | None:
+def _context_length(models: Mapping[str, object]) -> int | None:
     """``/v1/models``: ``data[0].max_model_len`` (the resolved ``--max-model-len``)."""
     data = models.get("data")
     first = data[0] if isinstance(data, list) and data and isinstance(data[0], Mapping) else {}
     return positive(first.get("max_model_len"))
 
 
-def vllm_final_meta(payload: Mapping[str, Any]) -> dict[str, Any]:
+def vllm_final_meta(payload: Mapping[str, object]) -> dict[str, Any]:
     """The last chunk of a vLLM stream (``usage``) → ``meta_info``.
 
     Per-request acceptance exists only when the server runs with ``--per-request-spec-decode-metrics summary``
