@@ -85,6 +85,23 @@ _ADDRESS_IN_USE = re.compile(r"address already in use|EADDRINUSE|\[Errno 98\]", 
 
 __all__ = ["KEEPER_PATH", "Death", "ServerProcess", "StopReport", "find_free_port", "first_of", "process_tree"]
 
+
+async def spawn_in_own_group(argv: Sequence[str], *, stdout: int, env: Mapping[str, str],
+                             pass_fds: tuple[int, ...]) -> asyncio.subprocess.Process:
+    """Start ``argv`` (stdin closed, stderr into ``stdout``) in a process group of its own, in the measuring
+    process's session (issue 44: one scheduling group; the group kill still reaches the whole tree):
+    ``process_group=0`` on asyncio's own loops. uvloop, which Ray's workers run whenever it is installed (vLLM and
+    SGLang install it), refuses that keyword ("unexpected kwargs: process_group": every configuration failed on the
+    node), so there the child calls ``setpgrp`` itself between fork and exec."""
+    if isinstance(asyncio.get_running_loop(), asyncio.BaseEventLoop):
+        return await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=stdout, stderr=asyncio.subprocess.STDOUT, env=env,
+            pass_fds=pass_fds, process_group=0)
+    return await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.DEVNULL, stdout=stdout, stderr=asyncio.subprocess.STDOUT, env=env,
+        pass_fds=pass_fds, preexec_fn=os.setpgrp)
+
+
 @dataclass(frozen=True)
 class Death:
     """Why a server can no longer serve."""
@@ -258,10 +275,7 @@ class ServerProcess:
                                       "--stop-signal", str(int(self.profile.stop_signal))), "--", *self.argv]
         env = {**self.env, TREE_VAR: self.tree_id}
         try:
-            self._proc = await asyncio.create_subprocess_exec(
-                *keeper_argv, stdin=asyncio.subprocess.DEVNULL, stdout=output_w,
-                stderr=asyncio.subprocess.STDOUT, env=env, process_group=0, pass_fds=(report_w,),
-            )
+            self._proc = await spawn_in_own_group(keeper_argv, stdout=output_w, env=env, pass_fds=(report_w,))
         except BaseException:
             log.close()
             os.close(report_r)
