@@ -9,6 +9,7 @@ import json
 import shlex
 import sys
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,25 +41,31 @@ def launch_command(rec: Recommendation, config_id: str) -> list[str]:
     return [*prefix, *deploy_argv(rec.configs.get(config_id, {}), rec.engine)]
 
 
-def _band_lines(rec: Recommendation, band: Band) -> list[str]:
+def band_text(rec: Recommendation, band: Band, code: Callable[[str], str] = str) -> tuple[str, str, list[str]]:
+    """One band as words, for every format: its span, what follows the span on its line, and its notes; names and
+    commands pass through ``code`` (Markdown: backticks)."""
     if band.winner_id is None:
         why = "; ".join(f"{e.config}: {e.why}" for e in band.excluded) or "nothing measured"
-        return [f"  {band.span}: no winner ({why})"]
+        return band.span, f"no winner ({why})", []
     margin = f"by {band.margin:+.1%} over {band.runner_up}" if band.margin is not None else "no runner-up measured"
     speedup = ""
     if band.speedup is not None:
         median, low, high = band.speedup
         speedup = f", {median:.2f}× the baseline [{low:.2f}, {high:.2f}]"
-    lines = [f"  {band.span}: {band.winner} {margin}{speedup}"]
+    notes = []
     if band.partial:
-        lines.append(f"    {band.partial} (an adaptive search): the confirm sweep measures every one")
+        notes.append(f"{band.partial} (an adaptive search): the confirm sweep measures every one")
     if band.eager:
-        lines.append(f"    ran eager (no CUDA graph for some decode steps) at {', '.join(band.eager)}: "
+        notes.append(f"ran eager (no CUDA graph for some decode steps) at {', '.join(band.eager)}: "
                      "the figure may be an artefact")
-    lines.append(f"    command: {shlex.join(launch_command(rec, band.winner_id))}")
-    for e in band.excluded:
-        lines.append(f"    excluded {e.config}: {e.why}")
-    return lines
+    notes.append(f"command: {code(shlex.join(launch_command(rec, band.winner_id)))}")
+    notes += [f"excluded {code(e.config)}: {e.why}" for e in band.excluded]
+    return band.span, f"{code(str(band.winner))} {margin}{speedup}", notes
+
+
+def _band_lines(rec: Recommendation, band: Band) -> list[str]:
+    span, line, notes = band_text(rec, band)
+    return [f"  {span}: {line}", *(f"    {note}" for note in notes)]
 
 
 def render_recommendation(rec: Recommendation) -> str:

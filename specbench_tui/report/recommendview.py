@@ -14,7 +14,7 @@ from typing import Any
 
 from specbench_tui.core.recommend import Band, Recommendation, recipe, recommend, vllm_schedule
 from specbench_tui.report.load import LoadedRun
-from specbench_tui.report.recommend import launch_command, render_recommendation
+from specbench_tui.report.recommend import band_text, launch_command, render_recommendation
 from specbench_tui.rundir.files import read_object
 from specbench_tui.rundir.store import PLAN_JSON, StoreError
 
@@ -45,23 +45,8 @@ def recommend_txt(run: LoadedRun) -> list[str]:
 
 
 def _band_md(rec: Recommendation, band: Band) -> list[str]:
-    if band.winner_id is None:
-        why = "; ".join(f"{e.config}: {e.why}" for e in band.excluded) or "nothing measured"
-        return [f"- **{band.span}**: no winner ({why})"]
-    margin = f"by {band.margin:+.1%} over {band.runner_up}" if band.margin is not None else "no runner-up measured"
-    speedup = ""
-    if band.speedup is not None:
-        median, low, high = band.speedup
-        speedup = f", {median:.2f}× the baseline [{low:.2f}, {high:.2f}]"
-    out = [f"- **{band.span}**: `{band.winner}` {margin}{speedup}"]
-    if band.partial:
-        out.append(f"  - {band.partial} (an adaptive search): the confirm sweep measures every one")
-    if band.eager:
-        out.append(f"  - ran eager (no CUDA graph for some decode steps) at {', '.join(band.eager)}: the figure may "
-                   "be an artefact")
-    out.append(f"  - command: `{shlex.join(launch_command(rec, band.winner_id))}`")
-    out += [f"  - excluded `{e.config}`: {e.why}" for e in band.excluded]
-    return out
+    span, line, notes = band_text(rec, band, code=lambda text: f"`{text}`")
+    return [f"- **{span}**: {line}", *(f"  - {note}" for note in notes)]
 
 
 def recommend_md(run: LoadedRun) -> list[str]:
