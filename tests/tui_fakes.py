@@ -484,7 +484,7 @@ def unsettled(app) -> list[str]:
     from textual.worker import WorkerState
 
     from specbench_tui.tui.log_panel import ServerLogPanel
-    from specbench_tui.tui.results_panel import ResultsPanel
+    from specbench_tui.tui.table_view import TableView
 
     waiting: list[str] = []
     if not app._inbox.empty():
@@ -495,9 +495,9 @@ def unsettled(app) -> list[str]:
     if busy:
         waiting.append(f"workers {busy}")
     for screen in app.screen_stack:
-        for table in screen.query(ResultsPanel):
+        for table in screen.query(TableView):
             if table.follow_pending:
-                waiting.append(f"{table!r}: follow a new row")
+                waiting.append(f"{table!r}: follow a row")
         for log in screen.query(ServerLogPanel):
             if log._paint_timer is not None:
                 waiting.append(f"{log!r}: repaint due")

@@ -63,11 +63,7 @@ class QueuePanel(TableView):
         self.border_subtitle = queue_summary(view.lines)
         running = next((line.config_id for line in view.lines if line.state in ACTIVE), None)
         if running is not None and running != self._running_shown:
+            # On a short queue panel (four rows at 80x24) the running row is otherwise below the fold; the
+            # cursor stays where the user left it.
             self._running_shown = running
-            self.call_after_refresh(self._show_running)
-
-    def _show_running(self) -> None:
-        """Bring the configuration that started running into view (the cursor stays where the user left it): on a
-        short queue panel (four rows at 80x24) the running row is otherwise below the fold."""
-        if self._running_shown is not None and self._running_shown in self._index:
-            self.scroll_to_row(self.get_row_index(self._running_shown), centre=True)
+            self.follow(running, even_if_scrolled=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from textual import events, on
+from textual import on
 
 from specbench_tui.application.results_rows import (
     COLUMN_KEYS,
@@ -65,12 +65,6 @@ class ResultsPanel(TableView):
         self.sort_reverse: bool | None = None
         """Overrides the sort's natural direction after a header click."""
         self._shown: dict[str, ViewRow] = {}
-        self._followed_y = 0.0
-        """Where the table was last scrolled to follow a new row (the user scrolling elsewhere stops it)."""
-        self._follow_key: str | None = None
-        """The row to bring into view once the table has been laid out with it."""
-        self._followed_key: str | None = None
-        """The row last brought into view (kept in view when the panel changes size)."""
 
     def on_mount(self) -> None:
         self._update_subtitle()
@@ -99,42 +93,6 @@ class ResultsPanel(TableView):
     def look(row: ResultRow) -> str:
         """The row's class glyph (crashed, zero output, partial)."""
         return look(row)
-
-    def follow(self, key: str) -> None:
-        """Bring a new crash or zero-output row into view, unless the user has scrolled the table away."""
-        if abs(self.scroll_y - self._followed_y) >= 1 and self.scroll_y > 0:
-            return  # the user is reading elsewhere
-        pending, self._follow_key = self._follow_key, key
-        if pending is None:
-            self.call_after_refresh(self._scroll_to_followed)
-
-    @property
-    def follow_pending(self) -> bool:
-        """Whether a row is still to be brought into view (the tests wait for it)."""
-        return self._follow_key is not None
-
-    def _scroll_to_followed(self) -> None:
-        key, self._follow_key = self._follow_key, None
-        if key is None or key not in self._index:
-            return
-        self.scroll_to_row(self.get_row_index(key), centre=True)
-        self._followed_y = self.scroll_y
-        self._followed_key = key
-
-    def on_resize(self, event: events.Resize) -> None:
-        """The panel changed size (a panel maximised, a line shown below it): the followed row stays in view,
-        unless the user has scrolled away since."""
-        self._follow_again()
-
-    def watch_show_horizontal_scrollbar(self, shown: bool) -> None:
-        """The horizontal scrollbar came or went: the rows' height changed without a resize."""
-        self._follow_again()
-
-    def _follow_again(self) -> None:
-        if (self._followed_key is not None and self._follow_key is None
-                and abs(self.scroll_y - self._followed_y) < 1):
-            self._follow_key = self._followed_key
-            self.call_after_refresh(self._scroll_to_followed)
 
     def sort_label(self) -> str:
         """The current sort's label (the acceptance column's is the short name of the figure it shows)."""

@@ -110,6 +110,12 @@ class TableView(ScrollView, can_focus=True):
         self._strips: LRUCache[tuple[str, bool], tuple[ViewRow, Strip]] = LRUCache(STRIPS_KEPT)
         self._header: Strip | None = None
         self._styles: dict[str, Style] | None = None
+        self._follow_key: str | None = None
+        """The row to bring into view once the table has been laid out with it."""
+        self._followed_key: str | None = None
+        """The row last brought into view (kept in view when the table changes size)."""
+        self._followed_y = 0.0
+        """Where the table was last scrolled to follow a row (the user scrolling elsewhere stops it)."""
 
     # ------------------------------------------------------------------------------------------ rows
 
@@ -158,8 +164,9 @@ class TableView(ScrollView, can_focus=True):
         self.virtual_size = Size(sum(self._widths[i] + 2 for i in self._drawn_columns), len(self._rows) + 1)
 
     def on_resize(self, event: events.Resize) -> None:
-        """Another width may leave room for other columns."""
+        """Another width may leave room for other columns; a followed row stays in view."""
         self._fit_columns()
+        self._follow_again()
 
     @property
     def shown_columns(self) -> tuple[str, ...]:
@@ -233,6 +240,44 @@ class TableView(ScrollView, can_focus=True):
             self.scroll_to(y=index, animate=False, immediate=True)
         elif index >= top + visible:
             self.scroll_to(y=index - visible + 1, animate=False, immediate=True)
+
+    # ------------------------------------------------------------------------------------------ following a row
+    # A row the user should see (a crash, the configuration that started running) is brought mid-table once the
+    # table has been laid out with it, and kept in view while the table changes size (a panel maximised, a
+    # scrollbar come), until the user scrolls elsewhere: scrolling at once, before the layout, scrolled by the
+    # old height and sometimes left the row below the fold.
+
+    def follow(self, key: str, *, even_if_scrolled: bool = False) -> None:
+        """Bring row ``key`` into view after the next refresh, unless the user has scrolled the table away since
+        the last followed row (``even_if_scrolled``: whatever the user did)."""
+        if not even_if_scrolled and abs(self.scroll_y - self._followed_y) >= 1 and self.scroll_y > 0:
+            return  # the user is reading elsewhere
+        pending, self._follow_key = self._follow_key, key
+        if pending is None:
+            self.call_after_refresh(self._scroll_to_followed)
+
+    @property
+    def follow_pending(self) -> bool:
+        """Whether a row is still to be brought into view (the tests wait for it)."""
+        return self._follow_key is not None
+
+    def _scroll_to_followed(self) -> None:
+        key, self._follow_key = self._follow_key, None
+        if key is None or key not in self._index:
+            return
+        self.scroll_to_row(self.get_row_index(key), centre=True)
+        self._followed_y = self.scroll_y
+        self._followed_key = key
+
+    def watch_show_horizontal_scrollbar(self, shown: bool) -> None:
+        """The horizontal scrollbar came or went: the rows' height changed without a resize."""
+        self._follow_again()
+
+    def _follow_again(self) -> None:
+        if (self._followed_key is not None and self._follow_key is None
+                and abs(self.scroll_y - self._followed_y) < 1):
+            self._follow_key = self._followed_key
+            self.call_after_refresh(self._scroll_to_followed)
 
     # ------------------------------------------------------------------------------------------ keys and mouse
     # The scrolling keys a scroll view binds (up, down, page up and down, home, end) move the cursor; enter chooses

@@ -237,6 +237,31 @@ async def test_the_queue_keeps_the_running_row_in_view_at_80x24(engine: FakeEngi
         assert queue.cursor_row == 0, "the cursor stays where the user left it"
 
 
+async def test_the_queues_running_row_comes_back_into_view_when_the_horizontal_scrollbar_comes(
+        engine: FakeEngine) -> None:
+    """The queue followed its running row before its horizontal scrollbar came (a frame late: CI caught the 80x24
+    snapshot with the running row below the fold); when the scrollbar comes the row is brought into view again."""
+    from specbench_tui.tui.queue_panel import QueuePanel
+
+    app = make_app(engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        engine.play_until_running()
+        app.drain_events()
+        await at_rest(pilot)
+        queue = app.sweep_screen.query_one(QueuePanel)
+        index = next(i for i, row in enumerate(queue.rows) if row.cells[2].text == "running")
+        shown = queue.scrollable_content_region.height - 1
+        assert queue.show_horizontal_scrollbar
+        queue.show_horizontal_scrollbar = False  # as before it came …
+        queue.scroll_to(y=index - shown, animate=False, immediate=True)
+        queue._followed_y = queue.scroll_y  # … with the follow done a row short
+        assert not round(queue.scroll_y) <= index < round(queue.scroll_y) + shown
+        await at_rest(pilot)  # the layout brings the scrollbar back
+        assert queue.show_horizontal_scrollbar
+        assert round(queue.scroll_y) <= index < round(queue.scroll_y) + shown
+
+
 def test_finished_demo_at_160x48(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, snap_compare) -> None:
     monkeypatch.chdir(tmp_path)
     engine = demo_engine(tmp_path)
