@@ -44,7 +44,8 @@ def bisect_crashes(run_path: Path, out: TextIO = sys.stdout) -> int:
     if not found:
         print("no crash boundary: no budget crashed below one of the same algorithm that works", file=out)
         return ExitCode.OK
-    plan_configs = {c.get("id"): c for c in plan.get("configs", []) if isinstance(c, dict)}
+    configs = plan.get("configs")
+    plan_configs = {c.get("id"): c for c in configs if isinstance(c, dict)} if isinstance(configs, list) else {}
     box = _box(run.env)
     facts: list[Fact] = []
     for boundary in found:

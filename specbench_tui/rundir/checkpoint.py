@@ -33,9 +33,9 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from specbench_tui.core.events import EVENT_TYPES, ConfigFinished, ConfigState, ConfigStateChanged, Event, SweepFinished
 from specbench_tui.core.records import Measurement
@@ -68,6 +68,42 @@ _DIGEST = 32
 _STATES = {state.value: state for state in ConfigState}
 
 
+class _FileKey(TypedDict):
+    """What a checkpoint says of one record file (:func:`_file_key`): its identity (device, inode; None: it was
+    missing), how far the tail read it and the tail's state there, and (when it was there) its size and
+    modification time then and a digest of its bytes at :data:`SAMPLES` places."""
+
+    identity: tuple[int, int] | None
+    offset: int
+    too_long: int
+    skipping: bool
+    size: NotRequired[int]
+    mtime: NotRequired[int]
+    samples: NotRequired[bytes]
+
+
+class _Report(TypedDict):
+    skipped: list[str]
+    counts: dict[str, int]
+
+
+class _Checkpoint(TypedDict):
+    """A checkpoint's document, as :func:`_save` marshals it."""
+
+    format: int
+    python: int
+    run_dir: str
+    dir_inode: int | None
+    chunks: list[bytes]
+    """Events in compressed chunks of rows (:func:`_chunk`), before :attr:`events`."""
+    events: list[object]
+    """Rows (:func:`_rows`): each event's class name, then its fields."""
+    ended: int
+    measurements: list[dict[str, object]]
+    tails: dict[str, _FileKey]
+    report: _Report
+
+
 def checkpoint_path(run_dir: Path) -> Path | None:
     """Where ``run_dir``'s checkpoint is kept (None: no private folder to keep it in)."""
     try:
@@ -77,7 +113,7 @@ def checkpoint_path(run_dir: Path) -> Path | None:
     return base / f"{hashlib.sha256(os.fsencode(os.path.realpath(run_dir))).hexdigest()}.bin"
 
 
-def _file_key(tail: Tail) -> dict[str, Any] | None:
+def _file_key(tail: Tail) -> _FileKey | None:
     """What a checkpoint says of one record file: as the tail read it (identity, offset, the bytes at
     :data:`SAMPLES` places) and as it is now (size, modification time). None: it cannot be said (the file
     replaced since it was read, or not readable)."""
@@ -112,7 +148,7 @@ def _samples(fd: int, offset: int) -> bytes:
     return digest.digest()
 
 
-def _matches(tail: Tail, saved: Mapping[str, Any]) -> bool:
+def _matches(tail: Tail, saved: _FileKey) -> bool:
     """Whether the file ``tail`` reads is still the one ``saved`` describes, up to what was read of it."""
     offset: int = saved["offset"]
     try:
@@ -156,10 +192,10 @@ def _place_of(event: Event | None, events: list[Event]) -> int:
     return next((n for n in range(len(events) - 1, -1, -1) if events[n] is event), -1)
 
 
-def _rows(events: list[Event]) -> list[Any]:
+def _rows(events: list[Event]) -> list[object]:
     """The rows a checkpoint holds the events in: each one's class name (marshal writes each name once), then its
     fields."""
-    rows: list[Any] = []
+    rows: list[object] = []
     append = rows.append
     for event in events:
         values = event.__dict__
@@ -175,20 +211,20 @@ def _chunk(events: list[Event]) -> bytes:
     return zlib.compress(marshal.dumps(_rows(events)), 1)
 
 
-def _save(fold: RunFold, chunks: list[bytes], rows: list[Any], ended: int) -> bool:
+def _save(fold: RunFold, chunks: list[bytes], rows: list[object], ended: int) -> bool:
     """Write the checkpoint of ``fold``'s files as its tails read them, holding the events of ``chunks`` and then
     of ``rows`` (``ended``: the place of the sweep's ending among them, -1: none) and the fold's measurements."""
     path = checkpoint_path(fold.run_dir)
     events_key, results_key = _file_key(fold.events_tail), _file_key(fold.results_tail)
     if path is None or events_key is None or results_key is None:
         return False
-    doc = {"format": FORMAT, "python": sys.hexversion, "run_dir": os.path.realpath(fold.run_dir),
+    doc: _Checkpoint = {"format": FORMAT, "python": sys.hexversion, "run_dir": os.path.realpath(fold.run_dir),
            "dir_inode": _dir_inode(fold.run_dir), "chunks": chunks, "events": rows,
            "ended": ended, "measurements": [m.__dict__ for m in fold.ledger.measurements.values()],
            "tails": {EVENTS: events_key, RESULTS: results_key},
            "report": {"skipped": fold.report.skipped, "counts": fold.report.counts}}
     try:
-        body = zlib.compress(marshal.dumps(doc), 1)
+        body = zlib.compress(marshal.dumps(dict(doc)), 1)
     except ValueError:  # a value marshal cannot hold: no checkpoint
         return False
     if len(body) + len(MAGIC) + _DIGEST > LIMIT:
@@ -230,12 +266,12 @@ class _Inflater:
         return out
 
 
-def _load(path: Path) -> dict[str, Any] | None:
+def _load(path: Path) -> _Checkpoint | None:
     """The checkpoint's document, when its file and digest are sound and it is of this format and Python."""
     return _load_within(path, _Inflater())
 
 
-def _load_within(path: Path, inflate: _Inflater) -> dict[str, Any] | None:
+def _load_within(path: Path, inflate: _Inflater) -> _Checkpoint | None:
     """:func:`_load`, inflating within what ``inflate`` has left (its chunks then inflate within the rest)."""
     raw = read_private(path, LIMIT)
     if raw is None or not raw.startswith(MAGIC):
@@ -243,8 +279,8 @@ def _load_within(path: Path, inflate: _Inflater) -> dict[str, Any] | None:
     digest, body = raw[len(MAGIC):len(MAGIC) + _DIGEST], raw[len(MAGIC) + _DIGEST:]
     if hashlib.blake2b(body, digest_size=_DIGEST).digest() != digest:
         return None
-    try:
-        doc = marshal.loads(inflate(body))
+    try:  # our own bytes (the digest matched): shaped as _save wrote them, each field read in a try (restore)
+        doc: _Checkpoint = marshal.loads(inflate(body))
     except (ValueError, EOFError, TypeError, zlib.error, MemoryError):
         return None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("python") != sys.hexversion:
@@ -272,7 +308,7 @@ def restore(run_dir: Path, events_upto: int | None = None, results_upto: int | N
     return fold
 
 
-def _rebuild(run_dir: Path, doc: dict[str, Any], events_upto: int | None, results_upto: int | None,
+def _rebuild(run_dir: Path, doc: _Checkpoint, events_upto: int | None, results_upto: int | None,
              inflate: _Inflater | None = None) -> RunFold | None:
     inflate = inflate or _Inflater()
     if doc["run_dir"] != os.path.realpath(run_dir) or doc["dir_inode"] != _dir_inode(run_dir):
@@ -284,7 +320,8 @@ def _rebuild(run_dir: Path, doc: dict[str, Any], events_upto: int | None, result
         if (upto is not None and saved["offset"] > upto) or not _matches(tail, saved):
             return None
         tail.offset = saved["offset"]
-        tail._identity = tuple(saved["identity"]) if saved["identity"] is not None else None
+        identity = saved["identity"]
+        tail._identity = (identity[0], identity[1]) if identity is not None else None
         tail.too_long, tail._skipping = saved["too_long"], saved["skipping"]
     events: list[Event] = []
     for chunk in doc["chunks"]:
@@ -302,7 +339,7 @@ def _rebuild(run_dir: Path, doc: dict[str, Any], events_upto: int | None, result
     return fold
 
 
-def _events(rows: list[Any]) -> list[Event]:
+def _events(rows: Sequence[Any]) -> list[Event]:
     """The events the rows hold (class name, fields: as :func:`save` wrote them)."""
     stated = {ConfigStateChanged.__name__, ConfigFinished.__name__}
     new, assign, states, classes = object.__new__, object.__setattr__, _STATES, EVENT_TYPES
@@ -384,7 +421,7 @@ class RunCheckpoints:
         self._kept = 0
         """The events file's bytes the last checkpoint holds."""
         self._fold: RunFold | None = None
-        self._keys: dict[str, dict[str, Any]] = {}
+        self._keys: dict[str, _FileKey] = {}
         """The record files as the fold read them (:func:`_file_key`): a file changed otherwise since is folded
         again from nothing."""
         self._chunks: list[bytes] = []

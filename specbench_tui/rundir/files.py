@@ -14,7 +14,7 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from specbench_tui.rundir.store import (
     EVENTS,
@@ -59,7 +59,7 @@ def plausible_time(value: object, now: float | None = None) -> float | None:
     return seconds if math.isfinite(seconds) and 0 < seconds <= limit else None
 
 
-def read_object(run_dir: Path, name: str, limit: int = META_LIMIT) -> dict[str, Any] | None:
+def read_object(run_dir: Path, name: str, limit: int = META_LIMIT) -> dict[str, object] | None:
     """The JSON object in ``name``: None when it is missing; :class:`StoreError` naming the file when it is not a
     regular file, too large, not JSON or not an object."""
     path = run_dir / name
@@ -76,7 +76,7 @@ def read_object(run_dir: Path, name: str, limit: int = META_LIMIT) -> dict[str, 
     return data
 
 
-def read_meta(run_dir: Path) -> dict[str, Any]:
+def read_meta(run_dir: Path) -> dict[str, object]:
     """``run.json``, or ``{}`` when it is missing or unusable (a reader that must say why calls
     :func:`read_object`)."""
     try:
@@ -160,10 +160,10 @@ def records_mtime(run_dir: Path | str) -> float | None:
     return info.st_mtime if stat.S_ISREG(info.st_mode) else None
 
 
-def read_prefix(run_dir: Path, name: str, size: int | None, skip: bytes | None = None) -> list[dict[str, Any]]:
+def read_prefix(run_dir: Path, name: str, size: int | None, skip: bytes | None = None) -> list[dict[str, object]]:
     """The JSON objects in the first ``size`` bytes (None: all) of a record file (a torn line is skipped); lines
     that start with ``skip`` are passed over unparsed. Missing: empty; not a regular file: :class:`StoreError`."""
-    out = []
+    out: list[dict[str, object]] = []
     for raw in _lines(run_dir / name, size):
         if not raw.strip() or skip is not None and raw.startswith(skip):
             continue

@@ -61,8 +61,8 @@ _TUPLES = ("argv", "gpus", "excerpt", "samples", "leftover_pids", "lines")
 class _Shape:
     names: frozenset[str]
     required: frozenset[str]
-    defaults: dict[str, Any]
-    factories: dict[str, Callable[[], Any]]
+    defaults: dict[str, object]
+    factories: dict[str, Callable[[], object]]
     tuples: tuple[str, ...]
     """Its fields JSON gives as arrays and the event holds as tuples."""
 
@@ -84,7 +84,7 @@ def _shape(cls: type) -> _Shape:
     return shape
 
 
-def decode_event(data: dict[str, Any]) -> Event:
+def decode_event(data: Mapping[str, object]) -> Event:
     """:func:`~specbench_tui.core.events.event_from_json`, the same checks (field types, states, arrays as
     tuples) and the same event, built without the frozen ``__init__``'s per-field ``setattr`` (an events file of
     64 MB holds 300,000 of them). Anything unusual (an unknown type, a missing field, log batches) goes through
@@ -108,9 +108,9 @@ class _Layout:
     """Its arrays the event holds as tuples."""
     extra: tuple[str, ...]
     """Its keys the event has no field for (a newer writer's): left out."""
-    defaults: dict[str, Any]
+    defaults: dict[str, object]
     """The fields it leaves out, with their defaults."""
-    factories: dict[str, Callable[[], Any]]
+    factories: dict[str, Callable[[], object]]
 
 
 _LayoutKey = tuple[str, tuple[str, ...], tuple[type, ...]]
@@ -167,7 +167,7 @@ def _decode_owned(data: dict[str, Any]) -> Event:
     return event
 
 
-def _decode_checked(data: dict[str, Any]) -> Event:
+def _decode_checked(data: dict[str, object]) -> Event:
     """:func:`decode_event` with every check made (``data`` left as it was)."""
     kind = data.get("type")
     cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
@@ -184,8 +184,9 @@ def _decode_checked(data: dict[str, Any]) -> Event:
     if "state" in kwargs and (cls is ConfigStateChanged or cls is ConfigFinished):
         kwargs["state"] = ConfigState(kwargs["state"])
     for key in shape.tuples:
-        if key in kwargs and isinstance(kwargs[key], list):
-            kwargs[key] = tuple(kwargs[key])
+        value = kwargs.get(key)
+        if isinstance(value, list):
+            kwargs[key] = tuple(value)
     event: Event = object.__new__(cls)
     values = event.__dict__
     values.update(shape.defaults)
@@ -241,7 +242,7 @@ def _batches(lines: Iterable[bytes]) -> Iterator[list[bytes]]:
         yield kept[first:first + BATCH_LINES]
 
 
-def _parsed(lines: list[bytes]) -> list[Any] | None:
+def _parsed(lines: list[bytes]) -> list[object] | None:
     """``lines`` parsed as one JSON array (one call instead of one per line); None when they are not one value a
     line (a line not JSON, cut, or holding two): the caller reads them line by line."""
     try:
@@ -254,7 +255,7 @@ def _parsed(lines: list[bytes]) -> list[Any] | None:
 _DECODER = json.JSONDecoder()
 
 
-def _loads(raw: bytes) -> Any:
+def _loads(raw: bytes) -> object:
     """``json.loads`` of one record line (its newline after it), without its per-call checks of encoding and
     whitespace: the same value, and ``ValueError`` for what it refuses (text after the value included)."""
     text = raw.decode("utf-8")
@@ -436,7 +437,7 @@ class RunFold:
                     except (TypeError, ValueError) as exc:
                         report.add(RESULTS, f"{RESULTS}: malformed record skipped ({exc})")
 
-    def _result(self, raw: bytes) -> Any:
+    def _result(self, raw: bytes) -> object:
         """One results line parsed (:data:`_UNREADABLE`, counted, when it is not JSON)."""
         try:
             return _loads(raw)

@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeGuard, cast
+from typing import TypedDict, TypeGuard, cast
 
 from specbench_tui.core.events import ConfigFinished, Event, SweepFinished, SweepStarted
 from specbench_tui.paths import PrivateDirError, private_dir
@@ -71,6 +71,30 @@ _KEY_LENGTH = 1 + 4 * len(KEYED)
 Key = list[int]
 """The directory's inode, then four numbers (inode, size, modification time in ns, kind) for each of
 :data:`KEYED`."""
+
+
+class EntryRecord(TypedDict):
+    """An :class:`Entry` as the index and its journal hold it (:meth:`Entry.to_json`)."""
+
+    key: Key
+    sweep: str
+    started: float
+    ended: str | None
+    unreadable: bool
+    total: int
+    ran: int
+    skipped: int
+    measurements: int
+    problem: str | None
+    launches: int
+
+
+class _Folder(TypedDict):
+    """The runs folder an index or a journal line was written for: its resolved path, device and inode."""
+
+    path: str
+    dev: int
+    ino: int
 
 
 def _identity(path: str, follow: bool = False) -> tuple[int, int, int, int]:
@@ -132,7 +156,7 @@ class Entry:
     servers left behind (:mod:`specbench_tui.engine.leftovers`) passes over a run that launched none without
     reading it (:func:`launch_free`)."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> EntryRecord:
         return {"key": self.key, "sweep": self.sweep, "started": self.started, "ended": self.ended,
                 "unreadable": self.unreadable, "total": self.total, "ran": self.ran, "skipped": self.skipped,
                 "measurements": self.measurements, "problem": self.problem, "launches": self.launches}
@@ -191,13 +215,13 @@ def _started(path: Path, meta: Mapping[str, object], problems: list[str]) -> flo
 
 
 def read_entry(run_dir: Path, key: Key, fold: RunFold | None = None,
-               plan: dict[str, Any] | None = None) -> Entry:
+               plan: Mapping[str, object] | None = None) -> Entry:
     """Read ``run_dir`` (its key taken before, so a change meanwhile makes the entry stale, never wrong):
     its plan (unless given: a run's own writer read it once) and metadata, and its records through ``fold``
     (advanced from where it was) or a new one. Nothing raises: what cannot be read is said in
     :attr:`Entry.problem`."""
     problems: list[str] = []
-    objects: dict[str, dict[str, Any]] = {} if plan is None else {PLAN_JSON: plan}
+    objects: dict[str, Mapping[str, object]] = {} if plan is None else {PLAN_JSON: plan}
     for name in (PLAN_JSON, RUN_JSON) if plan is None else (RUN_JSON,):
         try:
             objects[name] = read_object(run_dir, name, MAX_JSON_BYTES if name == PLAN_JSON else META_LIMIT) or {}
@@ -310,13 +334,13 @@ def _write_private(path: Path, data: bytes) -> Identity | None:
     return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
 
 
-_READ: dict[str, tuple[Identity, dict[str, Any] | None]] = {}
+_READ: dict[str, tuple[Identity, dict[str, object] | None]] = {}
 """The index this process last read or wrote at each path, by the identity of its file: a command that reads
 it twice (``run --resume latest``: ``latest``, then the scan for leftover servers) parses 4 MB once. A file
 changed, replaced or rewritten by another process has another identity and is read again."""
 
 
-def _index_doc(path: Path) -> dict[str, Any] | None:
+def _index_doc(path: Path) -> dict[str, object] | None:
     """The parsed index at ``path`` (None: none there that can be believed, or not JSON); do not change it."""
     cached = _READ.get(str(path))
     raw, identity = _read_private(path, INDEX_LIMIT, cached[0] if cached is not None else None)
@@ -334,7 +358,7 @@ def _index_doc(path: Path) -> dict[str, Any] | None:
     return doc
 
 
-def load_index(runs_dir: Path) -> dict[str, Any] | None:
+def load_index(runs_dir: Path) -> dict[str, object] | None:
     """The entries of ``runs_dir``'s index as stored, with those its runs appended since (:func:`append_entry`;
     each checked by :meth:`Entry.from_json` when used); None when there is none it can believe (missing, not a
     regular file, a link, someone else's or writable by others, too large, not JSON, another version, or
@@ -343,21 +367,22 @@ def load_index(runs_dir: Path) -> dict[str, Any] | None:
     return _load(runs_dir)[0]
 
 
-def _folder_doc(folder: tuple[str, int, int]) -> dict[str, Any]:
+def _folder_doc(folder: tuple[str, int, int]) -> _Folder:
     return {"path": folder[0], "dev": folder[1], "ino": folder[2]}
 
 
-def _load(runs_dir: Path) -> tuple[dict[str, Any] | None, int]:
+def _load(runs_dir: Path) -> tuple[dict[str, object] | None, int]:
     """:func:`load_index`, and the size of the journal read with it (0: none)."""
     folder = _folder_identity(runs_dir)
     path = index_path(runs_dir, folder[0]) if folder is not None else None
     if path is None or folder is None:
         return None, 0
     data = _index_doc(path)
-    runs: dict[str, Any] | None = None
-    if (data is not None and data.get("version") == INDEX_VERSION and isinstance(data.get("runs"), dict)
+    runs: dict[str, object] | None = None
+    stored = data.get("runs") if data is not None else None
+    if (data is not None and data.get("version") == INDEX_VERSION and isinstance(stored, dict)
             and data.get("folder") == _folder_doc(folder)):
-        runs = dict(data["runs"])  # a copy: the parsed index may be read again (:data:`_READ`)
+        runs = dict(stored)  # a copy: the parsed index may be read again (:data:`_READ`)
     appended, size = _journal(journal_path(path), folder)
     if appended:
         runs = {**(runs or {}), **appended}
@@ -369,14 +394,14 @@ def journal_path(index: Path) -> Path:
     return index.with_suffix(".journal")
 
 
-def _journal(path: Path, folder: tuple[str, int, int]) -> tuple[dict[str, Any], int]:
+def _journal(path: Path, folder: tuple[str, int, int]) -> tuple[dict[str, object], int]:
     """The entries a journal holds for ``folder`` (the last line per run directory wins; a line that is not one
     is passed over), and its size."""
     raw = read_private(path, JOURNAL_LIMIT)
     if not raw:
         return {}, 0
     expected = _folder_doc(folder)
-    entries: dict[str, Any] = {}
+    entries: dict[str, object] = {}
     for line in raw.split(b"\n"):
         try:
             record = json.loads(line) if line else None
@@ -424,10 +449,10 @@ def _journal_size(runs_dir: Path) -> int:
         return 0
 
 
-def save_index(runs_dir: Path, entries: Mapping[str, Entry | dict[str, Any]]) -> bool:
+def save_index(runs_dir: Path, entries: Mapping[str, Entry | object]) -> bool:
     """Write the index (a new file renamed over the old: atomic), with the runs folder's path, device and inode;
     False when it cannot be (no private folder, a full disk): the index is a cache, and its absence costs only
-    time."""
+    time. Each run's value is its :class:`Entry`, or its record as the index or journal held it (kept as read)."""
     folder = _folder_identity(runs_dir)
     path = index_path(runs_dir, folder[0]) if folder is not None else None
     if path is None or folder is None:
@@ -459,7 +484,7 @@ def scan(runs_dir: Path) -> list[tuple[Path, Entry]]:
         return []
     known, journal = _load(runs_dir)
     stored = known or {}
-    entries: dict[str, Entry | dict[str, Any]] = {}
+    entries: dict[str, Entry | object] = {}
     changed = known is None or journal > 0  # a journal is folded into the index, and emptied
     out: list[tuple[Path, Entry]] = []
     for child in children:
@@ -514,7 +539,7 @@ class Ordering:
     def __init__(self, runs_dir: Path) -> None:
         self.runs_dir = runs_dir
         self.order: list[tuple[float, str]] = []
-        self._stored: dict[str, Any] = {}
+        self._stored: dict[str, object] = {}
         self._fresh: dict[str, Entry] = {}
         children = run_dir_entries(runs_dir)
         if not children:
@@ -639,7 +664,7 @@ class IndexUpdater:
         self.run_dir = run_dir
         self.every_s = every_s
         self._fold: RunFold | None = None
-        self._plan: dict[str, Any] = {}
+        self._plan: Mapping[str, object] = {}
         self._last = float("-inf")
         self.writes = 0
 

@@ -20,9 +20,9 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from specbench_tui.rundir.store import ENGINE_SOCKET, OWNER_LOCK, StoreError, open_regular, read_regular
 
@@ -34,13 +34,13 @@ NOTE_LIMIT = 64 << 10
 class RunDirBusy(Exception):
     """The run directory is owned by another live specbench."""
 
-    def __init__(self, path: Path, owner: dict[str, Any]) -> None:
+    def __init__(self, path: Path, owner: Mapping[str, object]) -> None:
         self.path = path
         self.owner = owner
         super().__init__(describe_owner(path, owner))
 
 
-def describe_owner(path: Path, owner: dict[str, Any]) -> str:
+def describe_owner(path: Path, owner: Mapping[str, object]) -> str:
     """The refusal: who owns ``path`` and how to watch or stop it."""
     pid = owner.get("pid", "?")
     host = owner.get("host") or "?"
@@ -50,7 +50,8 @@ def describe_owner(path: Path, owner: dict[str, Any]) -> str:
     if isinstance(started, (int, float)) and not isinstance(started, bool):
         with contextlib.suppress(OverflowError, OSError, ValueError):
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started))
-    command = " ".join(str(a) for a in owner.get("argv") or ()) or "specbench"
+    argv = owner.get("argv")
+    command = (" ".join(str(a) for a in argv) if isinstance(argv, list) else "") or "specbench"
     here = host == socket.gethostname()
     where = "" if here else f" on {host}"
     head = (f"{path} is already being run by another specbench: pid {pid} on {host}, user {user}, "
@@ -82,7 +83,7 @@ class RunLock:
         self.release()
 
 
-def read_owner(run_dir: Path) -> dict[str, Any]:
+def read_owner(run_dir: Path) -> dict[str, object]:
     """What the lock file says about its holder (empty when unreadable, too large or not a regular file: a FIFO
     is refused unopened, never waited on)."""
     try:

@@ -27,10 +27,10 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from specbench_tui.core.events import Event, MeasurementRecorded, NodeFingerprinted, ServerReady, event_from_json
 from specbench_tui.core.fold import last_per_key
@@ -90,7 +90,7 @@ class ReadReport:
         return out
 
 
-def document_text(doc: dict[str, Any]) -> str:
+def document_text(doc: Mapping[str, object]) -> str:
     """``doc`` as JSON for a reader and for a person: one key a line, each item of a list on a line of its own
     (what ``json.dumps(doc, indent=2)`` holds, in one call of the C encoder per item: ``indent`` takes the
     pure-Python encoder, seconds for a plan of 10,000 points)."""
@@ -191,7 +191,7 @@ class JsonlFile:
             self._fd = fd
         return self._fd
 
-    def append(self, data: dict[str, Any]) -> None:
+    def append(self, data: Mapping[str, object]) -> None:
         """Write one record as one line and flush it (and fsync it when asked); raise StoreError on failure."""
         line = (json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str) + "\n").encode("utf-8")
         with self._lock:
@@ -203,7 +203,7 @@ class JsonlFile:
             except OSError as exc:
                 raise StoreError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
 
-    def read(self, report: ReadReport | None = None) -> Iterator[dict[str, Any]]:
+    def read(self, report: ReadReport | None = None) -> Iterator[dict[str, object]]:
         """Every well-formed line; torn or corrupt lines are counted in ``report`` and skipped. A path that is
         not a regular file raises :class:`StoreError`; a missing one reads as empty."""
         try:
@@ -296,9 +296,9 @@ class RunDir:
         self._made_runs_dir = False
         self.owner_lock: OwnerLock | None = None
         """The run directory's lock while this process owns the run (taken and released by the application)."""
-        self.node_fingerprints: dict[str, dict[str, Any]] = {}
+        self.node_fingerprints: dict[str, Mapping[str, object]] = {}
         """Cluster node -> fingerprint, as :class:`NodeFingerprinted` events gave them: ``env.json``'s ``nodes``."""
-        self.config_facts: dict[str, dict[str, Any]] = {}
+        self.config_facts: dict[str, dict[str, object]] = {}
         """Configuration id -> what its server said of itself once ready (running cap, CUDA-graph ceiling), as
         :class:`ServerReady` events gave them: each configuration's ``facts`` in ``plan.json`` and ``env.json``'s
         ``config_facts``."""
@@ -310,7 +310,7 @@ class RunDir:
         """Called as the run directory is closed (the checkpoint writer ends its thread)."""
 
     @classmethod
-    def create(cls, runs_dir: Path, sweep_name: str, sweep_text: str, plan_json: dict[str, Any]) -> RunDir:
+    def create(cls, runs_dir: Path, sweep_name: str, sweep_text: str, plan_json: Mapping[str, object]) -> RunDir:
         """Make a new run directory (respecting the umask) and write the sweep and plan into it."""
         stamp = time.strftime("%Y%m%d-%H%M%S")
         try:
@@ -372,7 +372,7 @@ class RunDir:
                 self.path.parent.rmdir()  # only when empty
         return True
 
-    def write_json(self, name: str, data: dict[str, Any]) -> None:
+    def write_json(self, name: str, data: Mapping[str, object]) -> None:
         """Write ``name`` atomically; ``env.json`` keeps the cluster nodes' fingerprints already recorded."""
         if name == ENV_JSON and self.node_fingerprints:
             nodes = data.get("nodes")
@@ -385,7 +385,7 @@ class RunDir:
         except OSError as exc:
             raise StoreError(f"cannot write {self.path / name}: {exc.strerror or exc}") from exc
 
-    def read_json(self, name: str) -> dict[str, Any] | None:
+    def read_json(self, name: str) -> dict[str, object] | None:
         """A JSON object the run directory holds, or None when it is missing or unreadable (a file of the
         wrong kind raises :class:`StoreError`)."""
         try:
@@ -394,21 +394,21 @@ class RunDir:
             return None
         return data if isinstance(data, dict) else None
 
-    def read_meta(self) -> dict[str, Any]:
+    def read_meta(self) -> dict[str, object]:
         """``run.json`` (how the run was started, how its engine ended); ``{}`` when missing or unreadable."""
         try:
             return self.read_json(RUN_JSON) or {}
         except StoreError:
             return {}
 
-    def write_meta(self, meta: dict[str, Any]) -> None:
+    def write_meta(self, meta: Mapping[str, object]) -> None:
         self.write_json(RUN_JSON, meta)
 
     def update_meta(self, **fields: object) -> None:
         """``run.json`` with ``fields`` added (the rest kept)."""
         self.write_meta({**self.read_meta(), **fields})
 
-    def read_plan_json(self) -> dict[str, Any] | None:
+    def read_plan_json(self) -> dict[str, object] | None:
         """``plan.json`` as written at the start (None when missing or unreadable)."""
         return self.read_json(PLAN_JSON)
 
@@ -417,7 +417,7 @@ class RunDir:
         """The copy of the sweep the run directory keeps (``--resume`` runs it)."""
         return self.path / SWEEP_TOML
 
-    def write_env(self, doc: dict[str, Any]) -> None:
+    def write_env(self, doc: Mapping[str, object]) -> None:
         """The environment fingerprint (cluster nodes' fingerprints recorded so far are kept in it)."""
         self.write_json(ENV_JSON, doc)
 
@@ -440,7 +440,7 @@ class RunDir:
                 with contextlib.suppress(Exception):
                     self.after_event(event)
 
-    def record_node(self, node: str, fingerprint: dict[str, Any]) -> None:
+    def record_node(self, node: str, fingerprint: Mapping[str, object]) -> None:
         """Add a cluster node's fingerprint to ``env.json`` under ``nodes`` (this machine's document stays as it
         is). Before the engine has written ``env.json`` the fingerprint waits, and is written with it."""
         self.node_fingerprints[node] = fingerprint
@@ -448,7 +448,7 @@ class RunDir:
         if env is not None:
             self.write_json(ENV_JSON, env)
 
-    def record_config_facts(self, config_id: str, facts: dict[str, Any]) -> None:
+    def record_config_facts(self, config_id: str, facts: Mapping[str, object]) -> None:
         """Record what a configuration's server said of itself (``running_cap``, ``graph_ceiling``) as facts of
         the configuration: under its entry's ``facts`` in ``plan.json`` and under ``config_facts`` in ``env.json``
         (written with it when the engine writes ``env.json`` later). Nothing is rewritten when they are known."""

@@ -242,7 +242,7 @@ def test_a_checkpoint_whose_body_is_not_the_one_its_digest_names_is_not_decoded(
     doc = checkpoint._load(path)
     assert doc is not None
     del doc["events"][-2:]  # a sound document, of other events than the files hold
-    path.write_bytes(head + zlib.compress(marshal.dumps(doc)))
+    path.write_bytes(head + zlib.compress(marshal.dumps(dict(doc))))
     assert restore(run_dir) is None
 
 

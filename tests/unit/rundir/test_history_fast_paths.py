@@ -103,7 +103,8 @@ def test_the_run_picked_is_made_fresh_and_what_was_read_again_is_journaled(runs:
     assert index.read_bytes() == written, "latest rewrote the index of every run for one that changed"
     journal = journal_path(index)
     assert journal.is_file() and b'"run-4"' in journal.read_bytes()
-    assert (load_index(runs) or {})["run-4"]["measurements"] == 4
+    entry = (load_index(runs) or {})["run-4"]
+    assert isinstance(entry, dict) and entry["measurements"] == 4
 
 
 def test_latest_with_no_index_builds_it(runs: Path) -> None:
@@ -118,7 +119,9 @@ def test_the_index_counts_launches_and_the_leftover_scan_reads_only_runs_that_ma
     _run(runs, "launched", 1_700_001_000, launches=2)
     list_runs(runs)
     entries = load_index(runs) or {}
-    assert entries["launched"]["launches"] == 2 and entries["run-0"]["launches"] == 0
+    launched, first = entries["launched"], entries["run-0"]
+    assert isinstance(launched, dict) and isinstance(first, dict)
+    assert launched["launches"] == 2 and first["launches"] == 0
     quiet = LaunchFree()
     assert quiet(runs / "run-0") and not quiet(runs / "launched")
     later = RunDir(runs / "run-0")

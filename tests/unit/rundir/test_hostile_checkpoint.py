@@ -74,5 +74,5 @@ def test_bomb_chunks_are_refused_together(tmp_path: Path) -> None:
     assert doc is not None
     rows = checkpoint._rows([Notice(level="info", text=f"{i:06d}" + "x" * 1000) for i in range(1000)])
     doc["chunks"] = [zlib.compress(marshal.dumps(rows), 9)] * 8  # ~1 MB each inflated: 8 MB in all
-    _plant(path, zlib.compress(marshal.dumps(doc), 1))
+    _plant(path, zlib.compress(marshal.dumps(dict(doc)), 1))
     assert restore(run) is None

@@ -97,6 +97,13 @@ def test_the_index_is_built_and_rebuilt_when_missing_stale_or_corrupt(runs: Path
     assert json.loads(index.read_bytes())["version"] == INDEX_VERSION
 
 
+def _stored(runs: Path, name: str) -> dict[str, object]:
+    """Run directory ``name``'s entry as the index (and its journal) of ``runs`` hold it."""
+    entry = (load_index(runs) or {})[name]
+    assert isinstance(entry, dict)
+    return entry
+
+
 def _index(runs: Path) -> Path:
     path = index_path(runs)
     assert path is not None
@@ -193,7 +200,7 @@ def test_a_run_writes_its_own_entry_as_it_starts_progresses_and_ends(tmp_path: P
     plan, run = prepared
     try:
         def entry() -> dict[str, object]:
-            return dict((load_index(run.path.parent) or {})[run.path.name])
+            return _stored(run.path.parent, run.path.name)
 
         assert entry()["measurements"] == 0 and entry()["ended"] is None
         run.append_event(SweepStarted(sweep="indexed", run_dir=str(run.path), total_configs=3))
@@ -355,7 +362,7 @@ def test_a_run_appends_its_entry_to_a_journal_that_the_next_listing_folds_in(run
     assert index.stat().st_ino == before.st_ino and index.stat().st_mtime_ns == before.st_mtime_ns  # not rewritten
     journal = journal_path(index)
     assert journal.is_file()
-    entry = (load_index(runs) or {})["run-1700000100"]  # the journal's line wins over the index's entry
+    entry = _stored(runs, "run-1700000100")  # the journal's line wins over the index's entry
     assert entry["key"] == key_of(newer.path) and (entry["ended"], entry["measurements"]) == ("completed", 4)
     opened: list[str] = []
     real_open = os.open
@@ -380,7 +387,7 @@ def test_a_planted_journal_is_never_believed_nor_written_through(runs: Path, tmp
 
     _rows(runs)
     journal = journal_path(_index(runs))
-    stored = (load_index(runs) or {})["run-1700000000"]
+    stored = _stored(runs, "run-1700000000")
     forged = dict(stored, measurements=999)
     folder = json.loads(_index(runs).read_bytes())["folder"]
     line = json.dumps({"version": INDEX_VERSION, "folder": folder, "name": "run-1700000000", "entry": forged}) + "\n"
