@@ -11,7 +11,8 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from specbench_tui.core.safetext import printable
 from specbench_tui.application.runstatus import print_ending, report_unattachable, run_condition
@@ -26,7 +27,14 @@ STOP_WAIT_S = 120.0
 """How long ``specbench stop`` waits for the engine to tear its servers down and end."""
 
 
-def add_commands(commands: Any) -> None:
+class Subcommands(Protocol):
+    """Where the CLI's subcommands are added (what ``ArgumentParser.add_subparsers`` returns)."""
+
+    def add_parser(self, name: str, *, help: str | None = ..., description: str | None = ...) -> argparse.ArgumentParser:
+        ...
+
+
+def add_commands(commands: Subcommands) -> None:
     """The campaign subcommands, added to the CLI's parser."""
     attach = commands.add_parser(
         "attach", help="open the TUI on a running sweep (started by specbench run)",
@@ -149,7 +157,7 @@ LIVE_DEFAULT = "the newest live sweep"
 README promises), said when it is found and when there is none."""
 
 
-def _run_arguments(parser: Any, default: str | None = None) -> None:
+def _run_arguments(parser: argparse.ArgumentParser, default: str | None = None) -> None:
     """RUN, ``--runs-dir`` and ``--live``: how every command that takes a run names it."""
     help_text = ("a run directory, its name, 'latest' (the newest run directory under --runs-dir, live or not; "
                  "with --live the newest live one) or 'latest~N'")
@@ -208,7 +216,7 @@ def ps_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _ps_row(entry: dict[str, Any], run_dir: Path) -> tuple[str, ...]:
+def _ps_row(entry: Mapping[str, object], run_dir: Path) -> tuple[str, ...]:
     """A live engine's line of ``specbench ps``, as it answers its status (or why it does not)."""
     from specbench_tui.core.ledger import Progress
     from specbench_tui.engine.attached import AttachError, engine_status
@@ -229,7 +237,7 @@ def _ps_row(entry: dict[str, Any], run_dir: Path) -> tuple[str, ...]:
                                         running, len(clients), _since(status.get("since")), run_dir))
 
 
-def _since(started: Any) -> str:
+def _since(started: object) -> str:
     if not isinstance(started, (int, float)):
         return "?"
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(started))

@@ -31,14 +31,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 from specbench_tui.application.host import OwnedRun, StopSignals
 from specbench_tui.application.session import RunRequest
 from specbench_tui.core.events import Event
+from specbench_tui.core.outcomes import SweepFailure, SweepState
 from specbench_tui.engine.control_socket import ControlServer
 from specbench_tui.engine.engines_registry import forget, register, registry_dir
 from specbench_tui.paths import PrivateDirError, isolated_python
+from specbench_tui.rundir.store import RunDir
+
+if TYPE_CHECKING:
+    from specbench_tui.engine.orchestrator import Orchestrator, SweepOutcome
 
 READY_TIMEOUT_S = 120.0
 """How long :func:`spawn` waits for the engine to own its run directory and listen (pre-flight included)."""
@@ -77,11 +82,20 @@ def spawn(request: RunRequest) -> tuple[Path, int] | int:
     return code if code else 1
 
 
+class _Ending(TypedDict):
+    """How the engine's run ended, as ``run.json`` records it (with the exit code and the time)."""
+
+    state: SweepState
+    ending: str
+    failure: SweepFailure | Literal["engine"] | None
+    """What failed the sweep; ``engine``: the engine process itself stopped unexpectedly (run.json only)."""
+
+
 class _Progress:
     """What ``specbench ps`` shows of this engine: the ledger's progress (as every view counts), kept current
     from the event stream."""
 
-    def __init__(self, orchestrator: Any, run_dir: Any, resumed: bool) -> None:
+    def __init__(self, orchestrator: Orchestrator, run_dir: RunDir, resumed: bool) -> None:
         from specbench_tui.core.ledger import Ledger
 
         self.orchestrator = orchestrator
@@ -96,7 +110,7 @@ class _Progress:
     def __call__(self, event: Event) -> None:
         self.ledger.apply(event)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> dict[str, object]:
         plan = self.orchestrator.plan
         states = dict(self.orchestrator.states)
         names = {c.id: c.name for c in plan.configs}
@@ -127,7 +141,7 @@ async def _serve(owned: OwnedRun, status_fd: int) -> int:
             os.write(status_fd, f"ready\t{run_dir.path}\n".encode("utf-8", errors="surrogateescape"))
             os.close(status_fd)
         code = 1
-        ending: dict[str, Any] = {}
+        ending: _Ending | None = None
         try:
             code, ending = _end(owned, await owned.run(orchestrator))
         except BaseException as exc:
@@ -145,7 +159,7 @@ def _say(text: str) -> None:
     print(f"specbench engine: {text}", flush=True)
 
 
-def _end(owned: OwnedRun, outcome: Any) -> tuple[int, dict[str, Any]]:
+def _end(owned: OwnedRun, outcome: SweepOutcome) -> tuple[int, _Ending]:
     """The exit code and what the run's metadata records of the ending; ``summary.txt`` written."""
     ending = owned.end(outcome)
     if ending.table is not None:
@@ -159,10 +173,13 @@ def _end(owned: OwnedRun, outcome: Any) -> tuple[int, dict[str, Any]]:
     return int(ending.code), {"state": outcome.state, "ending": ending.line, "failure": outcome.failure}
 
 
-def _record_end(run_dir: Any, code: int, ending: dict[str, Any]) -> None:
+def _record_end(run_dir: RunDir, code: int, ending: _Ending | None) -> None:
     """The exit code and ending line in the run's metadata (what ``attach``, ``stop`` and ``ps`` report)."""
     with contextlib.suppress(Exception):
-        run_dir.update_meta(exit_code=code, ended=time.time(), **ending)
+        if ending is None:
+            run_dir.update_meta(exit_code=code, ended=time.time())
+        else:
+            run_dir.update_meta(exit_code=code, ended=time.time(), **ending)
 
 
 def main(argv: list[str] | None = None) -> int:

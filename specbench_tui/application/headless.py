@@ -28,8 +28,8 @@ import signal
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
-from typing import Any, ClassVar, TextIO
+from collections.abc import Callable, Mapping
+from typing import ClassVar, TextIO
 
 from specbench_tui.core.acceptance import client_definition
 from specbench_tui.core.engines import simulator
@@ -220,7 +220,7 @@ class Printer:
         return parts
 
 
-def _server_log_part(log: dict[str, Any]) -> str | None:
+def _server_log_part(log: Mapping[str, object]) -> str | None:
     """What the server said of the workload: its log's throughput and acceptance, or its counters' acceptance."""
     if log.get("lines") and log.get("source") != "metrics":
         server = f"server log: {log['gen_throughput']:.1f} tok/s" if log.get("gen_throughput") else "server log:"

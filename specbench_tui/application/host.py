@@ -29,7 +29,7 @@ import signal
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from specbench_tui.application.session import RunRequest, give_up_ownership, make_backend, prepare_run
 from specbench_tui.core.engines import simulator
@@ -50,14 +50,14 @@ SUMMARY_EXCLUDED = 20
 run's start says them: an all-excluded sweep of 10,000 points is not a table of 10,000 rows)."""
 
 
-def summary_plan(plan_json: dict[str, Any]) -> tuple[dict[str, Any], int]:
+def summary_plan(plan_json: dict[str, object]) -> tuple[dict[str, object], int]:
     """The plan the end-of-run table is made of: every configuration but those the sweep excludes past the first
     :data:`SUMMARY_EXCLUDED` (they never run, have no result and no bearing on the exit code), and how many are
     left out."""
     configs = plan_json.get("configs")
     if not isinstance(configs, list):
         return plan_json, 0
-    kept: list[Any] = []
+    kept: list[object] = []
     excluded = 0
     for config in configs:
         if isinstance(config, dict) and config.get("skip_reason") is not None:
@@ -180,13 +180,13 @@ class OwnedRun:
         """Give up the run directory's lock (a resume may take it from here)."""
         give_up_ownership(self.run_dir)
 
-    def analysis(self, plan_json: dict[str, Any] | None = None) -> RunAnalysis:
+    def analysis(self, plan_json: dict[str, object] | None = None) -> RunAnalysis:
         """The run directory's ledger analysed over ``plan_json`` (default: the whole plan); raises
         :class:`~specbench_tui.rundir.store.StoreError` or OSError when the directory cannot be read."""
         return run_analysis(self.plan.to_json() if plan_json is None else plan_json,
                             self.run_dir.read_measurements(), self.run_dir.read_events())
 
-    def end(self, outcome: SweepOutcome, *, hangup: bool = False, plan_json: dict[str, Any] | None = None) -> Ending:
+    def end(self, outcome: SweepOutcome, *, hangup: bool = False, plan_json: dict[str, object] | None = None) -> Ending:
         """The :class:`Ending` of ``outcome``: the analysis and table over the run directory (its excluded
         configurations past :data:`SUMMARY_EXCLUDED` left out) and the exit code (``hangup``: stopped by SIGHUP)."""
         if outcome.failure == "preflight":

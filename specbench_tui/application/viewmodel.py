@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 from specbench_tui.application.rows import Mark, ViewCell, ViewRow, clean_text
 
@@ -126,7 +125,7 @@ class SweepView:
     """The queue as shown: what ``p`` asked for until the engine answers, then the engine's state."""
 
 
-Asked = Mapping[str, tuple[Any, ...]]
+Asked = Mapping[str, tuple[str, str, float]]
 """config id -> (word shown, note, when asked): what a key asked for, shown until the engine confirms."""
 
 
@@ -181,7 +180,7 @@ def _line(state: RunState, view: ConfigView, asked: Asked, pause_requested: bool
           capped: Mapping[str, str]) -> ConfigLine:
     request = asked.get(view.config_id)
     if request is not None:
-        word, note = str(request[0]), str(request[1])
+        word, note = request[0], request[1]
     else:
         word, note = state.display_state(view), config_note(view)
         if pause_requested is not None and view.state is ConfigState.PENDING:
