@@ -14,8 +14,9 @@ import json
 import os
 import sys
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from specbench_tui.core.bisect import FACTS_FILE, Boundary, Fact, Tried, boundaries, fact_of, next_budget
 from specbench_tui.core.derived import DeriveError, derived_doc, pinned_block, to_toml
@@ -67,8 +68,8 @@ def bisect_crashes(run_path: Path, out: TextIO = sys.stdout) -> int:
     return ExitCode.OK
 
 
-def _bisect_one(run_path: Path, doc: dict[str, Any], origin: Path | None, boundary: Boundary,
-                config: dict[str, Any], out: TextIO) -> list[Tried]:
+def _bisect_one(run_path: Path, doc: Mapping[str, object], origin: Path | None, boundary: Boundary,
+                config: Mapping[str, object], out: TextIO) -> list[Tried]:
     tried: list[Tried] = []
     while (budget := next_budget(boundary, tried)) is not None:
         block = pinned_block(doc, config, budget)
@@ -104,13 +105,18 @@ def _run_one(sweep: Path, folder: Path, budget: int, run_path: Path) -> Tried:
                  config.signature if config else None)
 
 
-def _box(env: object) -> dict[str, Any]:
+def _object(value: object) -> Mapping[str, object]:
+    """``value`` when it is a JSON object, else empty (the run's environment is read, not trusted)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _box(run_env: object) -> dict[str, object]:
     """What the facts hold for: the host, its GPUs and the engine's packages, from the run's environment."""
-    env = env if isinstance(env, dict) else {}
-    host = env.get("host") or {}
-    gpus = env.get("gpus") or {}
-    packages = (env.get("server_python") or {}).get("packages") or {}
-    names = ", ".join(f"{n} ×{c}" for n, c in (gpus.get("names") or {}).items())
+    env = _object(run_env)
+    host = _object(env.get("host"))
+    gpus = _object(env.get("gpus"))
+    packages = _object(_object(env.get("server_python")).get("packages"))
+    names = ", ".join(f"{n} ×{c}" for n, c in _object(gpus.get("names")).items())
     build = {k: v for k, v in packages.items() if v}
     where = f"{host.get('name', '?')} ({names or 'no GPU'}"
     where += (", " + ", ".join(f"{k} {v}" for k, v in build.items()) if build else "") + ")"
@@ -122,13 +128,14 @@ def _box(env: object) -> dict[str, Any]:
 
 def _write_facts(run_path: Path, facts: list[Fact]) -> None:
     path = run_path / FACTS_FILE
-    existing: dict[str, Any] = {}
+    existing: object = None
     if path.is_file():
         try:
             existing = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            existing = {}
-    kept = [f for f in existing.get("facts", []) if isinstance(f, dict)
+            existing = None
+    found = _object(existing).get("facts")
+    kept = [f for f in (found if isinstance(found, list) else []) if isinstance(f, dict)
             and (f.get("algorithm"), f.get("tp")) not in {(n.algorithm, n.tp) for n in facts}]
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"facts": kept + [f.to_json() for f in facts]}, indent=2) + "\n", encoding="utf-8")
