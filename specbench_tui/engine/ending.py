@@ -30,18 +30,20 @@ A configuration whose every request returned no tokens says ZERO OUTPUT in its n
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from specbench_tui.core import verdicts
 from specbench_tui.core.acceptance import accept_columns, run_engine
 from specbench_tui.core.verdicts import partial_configs, zero_output_configs
-from specbench_tui.core.results import ACCEPT_FROM_SERVER, FLAG_CRASH_CUT, FLAG_PARTIAL, RunAnalysis
+from specbench_tui.core.results import ACCEPT_FROM_SERVER, FLAG_CRASH_CUT, FLAG_PARTIAL, CellRow, ConfigSummary, RunAnalysis
 from specbench_tui.core.events import ConfigState, Event
 from specbench_tui.core.ledger import Ledger
 from specbench_tui.core.outcomes import ExitCode
 from specbench_tui.core.records import Measurement
 
 if TYPE_CHECKING:
+    from specbench_tui.core.crossover.results import PointRow
     from specbench_tui.engine.orchestrator import SweepOutcome
 
 EXIT_OK = ExitCode.OK
@@ -74,7 +76,7 @@ def exit_code(outcome: SweepOutcome, *, hangup: bool = False, analysis: RunAnaly
     return EXIT_OK
 
 
-def run_analysis(plan_json: dict[str, Any], measurements: list[Measurement], events: list[Event]) -> RunAnalysis:
+def run_analysis(plan_json: Mapping[str, object] | None, measurements: list[Measurement], events: list[Event]) -> RunAnalysis:
     """The analysis of a run directory's contents, through the one ledger every view reads."""
     return Ledger.from_run(plan_json, measurements, events).analyse()
 
@@ -99,7 +101,7 @@ SIMULATED_NOTE = ("SIMULATED: the SGLang simulator on a scripted GPU box made th
                   "about real hardware")
 
 
-def summary_table(plan_json: dict[str, Any], measurements: list[Measurement], events: list[Event],
+def summary_table(plan_json: Mapping[str, object] | None, measurements: list[Measurement], events: list[Event],
                   simulated: bool = False) -> str:
     """The table printed at the end, over the run directory (earlier runs of a resumed one included)."""
     return render_summary(run_analysis(plan_json, measurements, events), simulated)
@@ -132,7 +134,7 @@ def render_summary(analysis: RunAnalysis, simulated: bool = False) -> str:
     return "\n".join(out)
 
 
-def _config_cells(analysis: RunAnalysis, config: Any, workloads: list[str], loaded: list[str]) -> list[str]:
+def _config_cells(analysis: RunAnalysis, config: ConfigSummary, workloads: list[str], loaded: list[str]) -> list[str]:
     """One configuration's row of the table."""
     cells = [config.name, config.state, _fmt(config.startup_s, "{:.1f}")]
     measured_any = False
@@ -180,11 +182,11 @@ def _crossover_lines(analysis: RunAnalysis) -> list[str]:
     return out
 
 
-def _unmeasured(row: Any) -> str:
+def _unmeasured(row: CellRow | None) -> str:
     return "-" if row is None or not row.partial else f"- partial {row.items_measured}/{row.expected or '?'}"
 
 
-def _workload_cell(analysis: RunAnalysis, config: Any, workload: str) -> str | None:
+def _workload_cell(analysis: RunAnalysis, config: ConfigSummary, workload: str) -> str | None:
     """``182.0 1.82x``: the median decode tok/s and the speedup of a sequential workload; None if unmeasured."""
     row = analysis.row(config.id, workload)
     if row is None or row.decode_tps is None:
@@ -197,31 +199,32 @@ def _workload_cell(analysis: RunAnalysis, config: Any, workload: str) -> str | N
     return text
 
 
-def _load_points(analysis: RunAnalysis, config_id: str, workload: str) -> list[Any]:
+def _load_points(analysis: RunAnalysis, config_id: str, workload: str) -> list[PointRow]:
     load = analysis.load
     if load is None:
         return []
     return [p for p in load.points_of(config_id, workload) if p.output_tps is not None]
 
 
-def _load_cell(analysis: RunAnalysis, config: Any, workload: str) -> str:
+def _load_cell(analysis: RunAnalysis, config: ConfigSummary, workload: str) -> str:
     """``2x@c1 -> 0.8x@c64 B* (16, 24]``: a load workload's speedup at its lowest and highest load measured and
     where it stops paying (a baseline: its output tok/s at both ends)."""
     points = _load_points(analysis, config.id, workload)
     if not points:
         return "-"
     ends = [points[0], points[-1]] if len(points) > 1 else [points[0]]
-    if config.is_baseline or any(p.speedup is None for p in ends):
-        text = " -> ".join(f"{p.output_tps.median:.0f} tok/s@{p.load}" for p in ends)
+    speedups = [(p.speedup, p.load) for p in ends if p.speedup is not None]
+    if config.is_baseline or len(speedups) < len(ends):
+        text = " -> ".join(f"{p.output_tps.median:.0f} tok/s@{p.load}" for p in ends if p.output_tps is not None)
     else:
-        text = " -> ".join(f"{p.speedup.median:.2f}x@{p.load}" for p in ends)
+        text = " -> ".join(f"{speedup.median:.2f}x@{load}" for speedup, load in speedups)
     crossover = analysis.load.crossover(config.id, workload) if analysis.load is not None else None
     if crossover is not None and not config.is_baseline:
         text += f" B* {crossover.interval_text}"
     return text
 
 
-def _totals_cells(analysis: RunAnalysis, config: Any, measured_any: bool, loaded: list[str]) -> list[str]:
+def _totals_cells(analysis: RunAnalysis, config: ConfigSummary, measured_any: bool, loaded: list[str]) -> list[str]:
     """speedup, TTFT ms and accept: over the sequential workloads, else at the first load workload's lowest load
     (where the whole run is not otherwise summed up in one figure)."""
     totals = analysis.totals_for(config.id)
@@ -253,7 +256,7 @@ def _note(analysis: RunAnalysis, config_id: str, workloads: list[str]) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def _count_notes(cells: list[Any], parts: list[str]) -> list[str]:
+def _count_notes(cells: list[CellRow], parts: list[str]) -> list[str]:
     """``parts`` with the cells' zero outputs (all of them: ZERO OUTPUT first) and errors said."""
     ok = sum(r.n_ok for r in cells)
     zero = sum(r.n_zero_output for r in cells)

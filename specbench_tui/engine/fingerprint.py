@@ -34,7 +34,7 @@ import subprocess
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import overload
 
 from specbench_tui import __version__
 from specbench_tui.core.engines import simulator
@@ -98,11 +98,15 @@ def redact_env(environ: Mapping[str, str], secrets: Iterable[str] | None = None)
             for name, value in sorted(environ.items())}
 
 
-def redact(data: Any, secrets: Iterable[str] = ()) -> Any:
+@overload
+def redact(data: Mapping[str, object], secrets: Iterable[str] = ()) -> dict[str, object]: ...
+@overload
+def redact(data: object, secrets: Iterable[str] = ()) -> object: ...
+def redact(data: object, secrets: Iterable[str] = ()) -> object:
     """``data`` (JSON-like) with secret-named keys' scalar values replaced and every string scrubbed."""
     secrets = tuple(secrets)
     if isinstance(data, Mapping):
-        out = {}
+        out: dict[object, object] = {}
         for key, value in data.items():
             if is_secret_name(str(key)) and isinstance(value, (str, int, float)) and not isinstance(value, bool):
                 out[key] = REDACTED
@@ -153,7 +157,7 @@ importing any package, so it takes a fraction of a second even where importing t
 line takes the working directory (``''``, which ``-c`` puts first on ``sys.path``) off the path before anything
 is imported (``os`` and ``sys`` are loaded at start-up): no module or metadata planted there is read."""
 
-_version_cache: dict[str, dict[str, Any]] = {}
+_version_cache: dict[str, dict[str, object]] = {}
 
 
 def _kept(python: str) -> list[str]:
@@ -170,14 +174,14 @@ def _kept(python: str) -> list[str]:
     return [*keeper_argv("--parent", str(os.getpid())), "--"]
 
 
-def _empty_versions(python: str, packages: tuple[str, ...], error: str) -> dict[str, Any]:
+def _empty_versions(python: str, packages: tuple[str, ...], error: str) -> dict[str, object]:
     return {"interpreter": python, "python": None, "executable": None,
             "packages": {name: None for name in packages}, "torch_cuda": None, "error": error}
 
 
 def server_versions(python: str | None = None, timeout_s: float = 30.0, refresh: bool = False,
                     env: Mapping[str, str] | None = None,
-                    packages: tuple[str, ...] = SERVER_PACKAGES) -> dict[str, Any]:
+                    packages: tuple[str, ...] = SERVER_PACKAGES) -> dict[str, object]:
     """Versions of ``packages`` (None when absent) in ``python`` (default: this interpreter), asked once per
     interpreter in a subprocess; failures come back in ``"error"``, never as exceptions."""
     python = python or sys.executable
@@ -240,7 +244,7 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
-def gpu_section(backend: GpuBackend | None) -> dict[str, Any]:
+def gpu_section(backend: GpuBackend | None) -> dict[str, object]:
     """The GPUs as the backend describes them (empty, with the hint, when none is visible)."""
     if backend is None:
         return {"backend": None, "count": 0, "names": {}, "devices": [], "hint": "no GPU backend"}
@@ -262,18 +266,19 @@ def gpu_section(backend: GpuBackend | None) -> dict[str, Any]:
 
 def collect(*, backend: GpuBackend | None = None, sweep_path: Path | str | None = None, python: str | None = None,
             timeout_s: float = 30.0, environ: Mapping[str, str] | None = None,
-            extra: Mapping[str, object] | None = None, packages: tuple[str, ...] = SERVER_PACKAGES) -> dict[str, Any]:
+            extra: Mapping[str, object] | None = None, packages: tuple[str, ...] = SERVER_PACKAGES) -> dict[str, object]:
     """The whole environment document, redacted. Blocks for the subprocess: use :func:`collect_async`
     from the event loop."""
     environ = dict(os.environ if environ is None else environ)
-    sweep: dict[str, Any] = {"path": None, "sha256": None}
+    sweep: dict[str, object] = {"path": None, "sha256": None}
     if sweep_path is not None:
         sweep["path"] = str(sweep_path)
         try:
             sweep["sha256"] = sha256_file(Path(sweep_path))
         except OSError as exc:
             sweep["error"] = f"cannot read the sweep file: {exc.strerror or exc}"
-    doc: dict[str, Any] = {
+    gpus = gpu_section(backend)
+    doc: dict[str, object] = {
         "schema": 1,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "specbench_version": __version__,
@@ -285,7 +290,7 @@ def collect(*, backend: GpuBackend | None = None, sweep_path: Path | str | None 
                  "load_avg_at_start": [round(x, 2) for x in os.getloadavg()]},
         "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
                    "executable": sys.executable},
-        "gpus": gpu_section(backend),
+        "gpus": gpus,
         "server_python": server_versions(python, timeout_s, env=environ, packages=packages),
         "sweep": sweep,
         "env": relevant_env(environ),
@@ -293,14 +298,18 @@ def collect(*, backend: GpuBackend | None = None, sweep_path: Path | str | None 
     if extra:
         doc["extra"] = dict(extra)
     # The simulator's servers, or the scripted GPU box, make invented figures: said at the top of the document.
-    doc["simulated"] = bool(doc["gpus"].get("simulated") or (extra or {}).get("launcher") == simulator.LAUNCHER)
-    redacted: dict[str, Any] = redact(doc, secret_values(environ))
-    return redacted
+    doc["simulated"] = bool(gpus.get("simulated") or (extra or {}).get("launcher") == simulator.LAUNCHER)
+    return redact(doc, secret_values(environ))
 
 
-async def collect_async(**kwargs: Any) -> dict[str, Any]:
+async def collect_async(*, backend: GpuBackend | None = None, sweep_path: Path | str | None = None,
+                        python: str | None = None, timeout_s: float = 30.0, environ: Mapping[str, str] | None = None,
+                        extra: Mapping[str, object] | None = None,
+                        packages: tuple[str, ...] = SERVER_PACKAGES) -> dict[str, object]:
     """:func:`collect` in a worker thread, so the subprocess and NVML never block the event loop."""
-    return await asyncio.to_thread(lambda: collect(**kwargs))
+    return await asyncio.to_thread(lambda: collect(backend=backend, sweep_path=sweep_path, python=python,
+                                                   timeout_s=timeout_s, environ=environ, extra=extra,
+                                                   packages=packages))
 
 
 def dumps(doc: Mapping[str, object]) -> str:

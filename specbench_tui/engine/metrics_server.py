@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from specbench_tui.core.energy import energy_from_run
 from specbench_tui.core.events import (
@@ -32,6 +32,13 @@ from specbench_tui.core.events import (
 )
 from specbench_tui.core.ledger import Ledger, LedgerSnapshot
 from specbench_tui.core.results import RunAnalysis
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from prometheus_client.metrics_core import Metric
+
+    from specbench_tui.engine.otlp_export import OtlpBridge
 
 SNAPSHOT_EVERY_S = 1.0
 """How stale a scrape's figures may be (a snapshot copies the ledger's measurements)."""
@@ -59,7 +66,7 @@ METRICS: dict[str, str] = {
 class MetricsExporter:
     """An event subscriber whose figures a Prometheus scrape reads."""
 
-    def __init__(self, plan_json: Mapping[str, Any], *, port: int, host: str = "127.0.0.1",
+    def __init__(self, plan_json: Mapping[str, object], *, port: int, host: str = "127.0.0.1",
                  clock: Callable[[], float] = time.monotonic) -> None:
         from prometheus_client import CollectorRegistry
 
@@ -67,11 +74,12 @@ class MetricsExporter:
         self.host = host
         self.clock = clock
         self.ledger = Ledger(plan_json=dict(plan_json))
-        self.planned = len(plan_json.get("configs") or [])
+        configs = plan_json.get("configs")
+        self.planned = len(configs) if isinstance(configs, list) else 0
         self.running = False
         self.crashes: dict[str, int] = {}
-        self.gpus: dict[str, dict[str, Any]] = {}
-        self.windows: list[Any] = []
+        self.gpus: dict[str, dict[str, object]] = {}
+        self.windows: list[Event] = []
         """The events that carry an energy window (their figures: :func:`~specbench_tui.core.energy.energy_from_run`)."""
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)  # a custom collector: collect() is all it needs
@@ -79,16 +87,17 @@ class MetricsExporter:
         self._snapshot_at = float("-inf")
         self._analysis: tuple[int, RunAnalysis] | None = None
         self._lock = threading.Lock()
-        self._server: Any = None
-        self.otlp: Any = None
+        self._server: WSGIServer | None = None
+        self.otlp: OtlpBridge | None = None
         """The OTLP export reading these figures (:class:`~specbench_tui.engine.otlp_export.OtlpBridge`), if any."""
 
     def start(self) -> MetricsExporter:
         """Listen on ``host:port`` (OSError when the port is taken)."""
         from prometheus_client import start_http_server
 
-        self._server, _ = start_http_server(self.port, addr=self.host, registry=self.registry)
-        self.port = self._server.server_address[1]
+        server, _ = start_http_server(self.port, addr=self.host, registry=self.registry)
+        self._server = server
+        self.port = server.server_address[1]
         return self
 
     def close(self) -> None:
@@ -125,7 +134,7 @@ class MetricsExporter:
 
     # -- the scrape's side -------------------------------------------------------------------------------------
 
-    def collect(self) -> Iterator[Any]:
+    def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         snapshot = self._snapshot
@@ -157,7 +166,7 @@ class MetricsExporter:
                 self._analysis = (snapshot.version, snapshot.analyse())
             return self._analysis[1]
 
-    def _figures(self, snapshot: LedgerSnapshot) -> Iterator[Any]:
+    def _figures(self, snapshot: LedgerSnapshot) -> Iterator[Metric]:
         from prometheus_client.core import GaugeMetricFamily
 
         names = ("specbench_decode_tokens_per_second", "specbench_ttft_seconds", "specbench_acceptance_length",
@@ -172,7 +181,7 @@ class MetricsExporter:
                     families[name].add_metric(labels, float(value))
         yield from families.values()
 
-    def _energy(self, snapshot: LedgerSnapshot) -> Iterator[Any]:
+    def _energy(self, snapshot: LedgerSnapshot) -> Iterator[Metric]:
         from prometheus_client.core import GaugeMetricFamily
 
         per_token = GaugeMetricFamily("specbench_energy_joules_per_output_token",
@@ -187,7 +196,7 @@ class MetricsExporter:
         yield per_token
         yield speedup
 
-    def _gpu_families(self) -> Iterator[Any]:
+    def _gpu_families(self) -> Iterator[Metric]:
         from prometheus_client.core import GaugeMetricFamily
 
         fields = (("specbench_gpu_power_watts", "power_w", 1.0), ("specbench_gpu_memory_used_bytes", "mem_used_mib",
@@ -202,7 +211,7 @@ class MetricsExporter:
             yield family
 
 
-def open_metrics(plan_json: Mapping[str, Any], port: int | None, host: str, publish: Callable[[Event], None],
+def open_metrics(plan_json: Mapping[str, object], port: int | None, host: str, publish: Callable[[Event], None],
                  subscribe: Callable[[Callable[[Event], None]], object], *, otlp_endpoint: str | None = None,
                  sweep: str = "sweep") -> MetricsExporter | None:
     """The endpoint on ``host:port``, serving, and the OTLP export to ``otlp_endpoint``

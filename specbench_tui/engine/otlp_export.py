@@ -17,10 +17,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import CallbackOptions, Observation
+    from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader, MetricsData
+    from prometheus_client.metrics_core import Metric
 
 EXPORT_EVERY_S = 10.0
 """How often the metrics are pushed (a Prometheus scrape interval's order)."""
@@ -47,11 +52,17 @@ def otlp_available() -> bool:
     return all(find_spec(name) is not None for name in ("opentelemetry.sdk", "opentelemetry.exporter.otlp"))
 
 
+class Collector(Protocol):
+    """What the bridge reads: prometheus-client's custom-collector face (the metrics endpoint's exporter)."""
+
+    def collect(self) -> Iterable[Metric]: ...
+
+
 class OtlpBridge:
     """The Prometheus collector's families as OpenTelemetry instruments, read by ``reader`` (the SDK's periodic
     exporting reader in a sweep, its in-memory reader in a test)."""
 
-    def __init__(self, collector: Any, names: Mapping[str, str], reader: Any, *, sweep: str = "sweep") -> None:
+    def __init__(self, collector: Collector, names: Mapping[str, str], reader: MetricReader, *, sweep: str = "sweep") -> None:
         """``names``: every metric's exposed name and description (the endpoint's ``METRICS``)."""
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.resources import Resource
@@ -59,7 +70,7 @@ class OtlpBridge:
         self.collector = collector
         """An object whose ``collect()`` yields prometheus-client metric families (the metrics endpoint's)."""
         self._lock = threading.Lock()
-        self._families: list[Any] = []
+        self._families: list[Metric] = []
         self._read_at = float("-inf")
         self.provider = MeterProvider(metric_readers=[reader], shutdown_on_exit=False,
                                       resource=Resource.create({"service.name": "specbench",
@@ -69,7 +80,7 @@ class OtlpBridge:
             create = meter.create_observable_counter if name.endswith("_total") else meter.create_observable_gauge
             create(name, callbacks=[partial(self._observe, name)], description=description)
 
-    def _observe(self, name: str, _options: Any) -> Iterator[Any]:
+    def _observe(self, name: str, _options: CallbackOptions) -> Iterator[Observation]:
         from opentelemetry.metrics import Observation
 
         for family in self._read():
@@ -77,7 +88,7 @@ class OtlpBridge:
                 if sample.name == name:
                     yield Observation(float(sample.value), dict(sample.labels))
 
-    def _read(self) -> list[Any]:
+    def _read(self) -> list[Metric]:
         with self._lock:
             now = time.monotonic()
             if now - self._read_at >= FAMILIES_FRESH_S:
@@ -89,7 +100,7 @@ class OtlpBridge:
         self.provider.shutdown(timeout_millis=timeout_s * 1000)
 
 
-def open_otlp(collector: Any, names: Mapping[str, str], endpoint: str, say: Callable[[str, str], None], *,
+def open_otlp(collector: Collector, names: Mapping[str, str], endpoint: str, say: Callable[[str, str], None], *,
               sweep: str = "sweep", every_s: float = EXPORT_EVERY_S) -> OtlpBridge | None:
     """Push ``collector``'s metrics to ``endpoint`` every ``every_s`` (None when the extra is missing: said with
     ``say(level, text)``, which must be safe to call from the SDK's thread)."""
@@ -108,7 +119,7 @@ def open_otlp(collector: Any, names: Mapping[str, str], endpoint: str, say: Call
     return bridge
 
 
-def _reporting_exporter(url: str, say: Callable[[str, str], None]) -> Any:
+def _reporting_exporter(url: str, say: Callable[[str, str], None]) -> MetricExporter:
     """The SDK's OTLP/HTTP exporter, saying when its exports start failing and when they work again."""
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.sdk.metrics.export import MetricExportResult
@@ -116,8 +127,8 @@ def _reporting_exporter(url: str, say: Callable[[str, str], None]) -> Any:
     class ReportingExporter(OTLPMetricExporter):
         failing = False
 
-        def export(self, metrics_data: Any, timeout_millis: float | None = None,
-                   **kwargs: Any) -> MetricExportResult:
+        def export(self, metrics_data: MetricsData, timeout_millis: float | None = None,
+                   **kwargs: object) -> MetricExportResult:
             try:
                 result = super().export(metrics_data, timeout_millis=timeout_millis, **kwargs)
             except Exception:  # noqa: BLE001 - an export problem is a notice, never a stopped sweep
