@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from specbench_tui.core.acceptance import (
     ACCEPTANCE_LENGTH,
@@ -181,7 +180,7 @@ def glossary_lines() -> list[str]:
     return [f"{d.name}: {d.formula}" for d in GLOSSARY]
 
 
-def acceptance_json(analysis: RunAnalysis) -> dict[str, Any] | None:
+def acceptance_json(analysis: RunAnalysis) -> dict[str, object] | None:
     """The acceptance figures for the JSON report (None when no cell has any)."""
     figures = analysis.acceptance
     if not isinstance(figures, AcceptanceAnalysis) or not figures.cells:
@@ -190,7 +189,7 @@ def acceptance_json(analysis: RunAnalysis) -> dict[str, Any] | None:
     names = {c.id: c.name for c in analysis.configs}
     for cell in data["cells"]:
         cell["config"] = names.get(cell["config_id"], cell["config_id"])
-    cleaned: dict[str, Any] = plain_json(data)
+    cleaned: dict[str, object] = plain_json(data)
     return cleaned
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 from specbench_tui.core.bisect import FACTS_FILE, Fact, boundaries, boundary_lines, facts_from_json
 from specbench_tui.report.load import LoadedRun
@@ -32,10 +31,10 @@ def boundary_md(run: LoadedRun) -> list[str]:
     return ["## Crash boundaries", "", *bullets, ""] if lines else []
 
 
-def boundary_json(run: LoadedRun) -> list[Any]:
+def boundary_json(run: LoadedRun) -> list[dict[str, object]]:
     """Each boundary as JSON (``between``: the budgets not measured; ``bisected``: the bisection's fact or null)."""
     facts = {(f.algorithm, f.tp): f for f in bisect_facts(run)}
-    out = []
+    out: list[dict[str, object]] = []
     for b in boundaries(run.analysis.configs):
         fact = facts.get((b.algorithm, b.tp))
         out.append({"algorithm": b.algorithm, "tp": b.tp, "crashed": b.crashed, "works": b.works,

@@ -9,8 +9,8 @@ per-repeat ranges do not overlap: a difference inside the noise is not news.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from specbench_tui.core.intervals import Interval
 from specbench_tui.core.nodes import compare_warnings
@@ -118,7 +118,7 @@ def _accept_interval(run: LoadedRun, row: CellRow) -> Interval | None:
     return ci.accept_length if ci is not None else None
 
 
-def _env_changes(env_a: dict[str, Any] | None, env_b: dict[str, Any] | None) -> list[str]:
+def _env_changes(env_a: Mapping[str, object] | None, env_b: Mapping[str, object] | None) -> list[str]:
     """What differs between the two environments, as ``key old -> new``."""
     if bool(env_a) != bool(env_b):
         return [f"{ENV_JSON} missing in {'A' if not env_a else 'B'}"]
@@ -244,7 +244,7 @@ def _places(a: LoadedRun, b: LoadedRun, rows: list[CompareRow]) -> tuple[tuple[s
                   clean_text(b.hardware.where(config_id) or "-", 120)) for config_id, name in matched.items())
 
 
-def _simulation_warnings(env_a: dict[str, Any] | None, env_b: dict[str, Any] | None) -> list[str]:
+def _simulation_warnings(env_a: Mapping[str, object] | None, env_b: Mapping[str, object] | None) -> list[str]:
     """A simulated run and a real one are not comparable; two simulated runs compare the simulator only."""
     sim_a, sim_b = env_simulated(env_a), env_simulated(env_b)
     if sim_a and sim_b:

@@ -3,7 +3,6 @@ speedup against the matched baseline, per configuration and workload (:mod:`spec
 
 from __future__ import annotations
 
-from typing import Any
 
 from specbench_tui.core.energy import NO_COUNTER, EnergyCell
 from specbench_tui.report.tables import Table, render_markdown_table, render_text_table
@@ -58,6 +57,6 @@ def energy_csv(cells: tuple[EnergyCell, ...] | list[EnergyCell]) -> dict[tuple[s
                                      "energy_speedup": _fmt(c.energy_speedup, 6)} for c in cells}
 
 
-def energy_json(cells: tuple[EnergyCell, ...] | list[EnergyCell]) -> Any:
+def energy_json(cells: tuple[EnergyCell, ...] | list[EnergyCell]) -> list[dict[str, object]]:
     """The cells as JSON objects (a list), for the JSON report."""
     return [dict(cell.__dict__) for cell in cells]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
-from typing import Any
 
 from specbench_tui.core.results import RunAnalysis
 
@@ -57,7 +56,7 @@ def figure_scope(analysis: RunAnalysis, limit: int = MAX_FIGURE_CONFIGS) -> tupl
 
 
 def _restricted(analysis: RunAnalysis, kept: set[str]) -> RunAnalysis:
-    load: Any = analysis.load
+    load = analysis.load
     if load is not None:
         load = dataclasses.replace(
             load, points=tuple(p for p in load.points if p.config_id in kept),

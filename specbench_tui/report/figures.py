@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from specbench_tui.core.crossover.results import CROSSES, LoadAnalysis, PointRow
 from specbench_tui.core.load import AXIS_CONCURRENCY, AXIS_RATE
@@ -53,11 +53,12 @@ from specbench_tui.report.figdata import (
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from matplotlib.typing import RcKeyType
 
 FILE_FORMATS = ("pdf", "svg", "png")
 INDEX = "figures.json"
 INDEX_SCHEMA = "specbench-figures/1"
-STYLE: dict[str, Any] = {
+STYLE: dict[RcKeyType, object] = {
     "font.family": "DejaVu Sans", "font.size": 9.0, "axes.titlesize": 10.0, "axes.titleweight": "bold",
     "axes.labelsize": 9.0, "xtick.labelsize": 8.0, "ytick.labelsize": 8.0, "legend.fontsize": 8.0,
     "legend.frameon": False, "axes.grid": True, "grid.color": "#e6e6e6", "grid.linewidth": 0.6,
@@ -76,8 +77,17 @@ CYCLE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e37
          "#17becf")
 MISSING_COLOR = "#b22222"
 HATCHED = "///"
-METADATA: dict[str, dict[str, Any]] = {"svg": {"Date": None}, "pdf": {"CreationDate": None, "ModDate": None},
+METADATA: dict[str, dict[str, str | None]] = {"svg": {"Date": None}, "pdf": {"CreationDate": None, "ModDate": None},
                                        "png": {}}
+
+
+class FigureEntry(TypedDict):
+    """A figure as ``figures.json`` lists it: its name, title and caption, and its file per format."""
+
+    name: str
+    title: str
+    caption: str
+    files: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -186,11 +196,13 @@ def _missing_bar(ax: Axes, y: float, bar: Bar) -> None:
             bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6})
 
 
+RGBA = tuple[float, float, float, float]
+"""A colour as matplotlib's ``to_rgba`` gives it."""
 DrawnBar = tuple[float, float, Bar, str]
 """A bar with a value: its y, its value, the bar and its colour."""
 
 
-def _bar_style(bar: Bar, color: str) -> tuple[Any, Any, str | None]:
+def _bar_style(bar: Bar, color: str) -> tuple[RGBA, RGBA, str | None]:
     """Face colour, edge colour and hatch: hatched and paler when the value stands on fewer measurements."""
     from matplotlib.colors import to_rgba
 
@@ -653,9 +665,7 @@ def _style() -> Iterator[None]:
     import matplotlib
 
     matplotlib.use("Agg", force=False)
-    with matplotlib.rc_context():
-        params: Any = matplotlib.rcParams  # typed by key literals; STYLE's keys are checked when set
-        params.update(STYLE)
+    with matplotlib.rc_context(STYLE):  # STYLE's keys are checked against matplotlib's (RcKeyType)
         yield
 
 
@@ -736,14 +746,14 @@ def _quiet_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def write_figures(analysis: RunAnalysis, directory: Path, run_name: str = "") -> list[dict[str, Any]]:
+def write_figures(analysis: RunAnalysis, directory: Path, run_name: str = "") -> list[FigureEntry]:
     """Write every figure as ``<name>.pdf``, ``.svg`` and ``.png`` under ``directory`` with ``figures.json``
     (one entry per figure: name, title, files, caption); return the entries."""
     directory.mkdir(parents=True, exist_ok=True)
-    entries = []
+    entries: list[FigureEntry] = []
     specs = figure_specs(analysis)
     for spec, drawn in zip(specs, render_all(specs, FILE_FORMATS)):
-        files = {}
+        files: dict[str, str] = {}
         for fmt, data in drawn.items():
             path = directory / f"{spec.name}.{fmt}"
             path.write_bytes(data)

@@ -344,10 +344,11 @@ def render_json(run: LoadedRun) -> str:
     else:
         analysis["acceptance"] = acceptance
     counts = run.progress  # as logs, ps, runs and the TUI's header count them
-    data = {"schema": JSON_SCHEMA, "run": run.name, "env": run.env, "warnings": list(run.warnings),
-            "progress": {"configs": counts.total, "ran": counts.ran, "skipped": counts.skipped,
-                         "measurements": counts.measurements, "text": counts.text},
-            "analysis": analysis}
+    data: dict[str, object] = {
+        "schema": JSON_SCHEMA, "run": run.name, "env": run.env, "warnings": list(run.warnings),
+        "progress": {"configs": counts.total, "ran": counts.ran, "skipped": counts.skipped,
+                     "measurements": counts.measurements, "text": counts.text},
+        "analysis": analysis}
     hardware = hardware_json(run)
     if hardware is not None:  # a run on this machine alone, on one GPU model, has none
         data["hardware"] = hardware

@@ -5,7 +5,6 @@ format (:mod:`specbench_tui.core.crossover.ladder` decides; this module says it)
 
 from __future__ import annotations
 
-from typing import Any
 
 from specbench_tui.core.acceptance import fmt_positions
 from specbench_tui.core.crossover.ladder import LadderAnalysis, Rung
@@ -122,7 +121,7 @@ def ladder_txt(analysis: RunAnalysis) -> list[str]:
     return out
 
 
-def _rung_json(r: Rung) -> dict[str, Any]:
+def _rung_json(r: Rung) -> dict[str, object]:
     p = r.point
     return {"config": p.config, "config_id": p.config_id, "workload": p.workload, "rung": p.load,
             "requested": r.requested, "context": p.value, "prompt_tokens": r.prompt_tokens, "clamped": r.clamped,
@@ -139,7 +138,7 @@ def _map_json(analysis: RunAnalysis) -> list[dict[str, str]]:
     return [dict(zip(("config", "along_load", "along_context", "pays"), row)) for row in rows]
 
 
-def ladder_json(analysis: RunAnalysis) -> dict[str, Any] | None:
+def ladder_json(analysis: RunAnalysis) -> dict[str, object] | None:
     """The report's ``ladder`` block: ``c_star`` per speculative configuration and workload (``interval``: the
     bracket (low, high] in prompt tokens), every rung's figures, and the search's cost."""
     ladder = _ladder(analysis)

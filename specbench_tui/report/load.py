@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from specbench_tui.core.energy import EnergyCell, energy_from_run
 from specbench_tui.core.results import RunAnalysis
@@ -35,7 +34,7 @@ class LoadedRun:
 
     path: Path
     analysis: RunAnalysis
-    env: dict[str, Any] | None
+    env: dict[str, object] | None
     warnings: tuple[str, ...] = field(default=())
     """What could not be read (torn lines, missing files), to be shown with the report."""
     hardware: RunHardware = field(default_factory=RunHardware)
@@ -53,7 +52,7 @@ class LoadedRun:
         return self.path.name
 
 
-def _read_json(path: Path, name: str, warnings: list[str], required_for: str | None) -> dict[str, Any] | None:
+def _read_json(path: Path, name: str, warnings: list[str], required_for: str | None) -> dict[str, object] | None:
     try:  # the plan and the environment document grow with the configurations (10,000 of them: about 9 MB): the store's limit
         data = read_object(path, name, MAX_JSON_BYTES)
     except StoreError as exc:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
-from specbench_tui.core.crossover.results import Crossover, LoadAnalysis, PointRow
+from specbench_tui.core.crossover.results import Crossover, LoadAnalysis, Pcts, PointRow
 from specbench_tui.core.crossover.stats import Stat
 from specbench_tui.core.graphs import eager_text
 from specbench_tui.core.results import RunAnalysis, plain_json
@@ -258,7 +257,7 @@ def load_txt(analysis: RunAnalysis, width: int = 72, height: int = 10) -> list[s
     return out
 
 
-def load_json(analysis: RunAnalysis) -> dict[str, Any] | None:
+def load_json(analysis: RunAnalysis) -> dict[str, object] | None:
     """The report's ``load`` block: ``crossover_concurrency`` (and ``crossover_rate``) per speculative
     configuration and workload with its interval, the schedule and the search's cost; every point's figures are
     in ``analysis.load.points``."""
@@ -266,7 +265,7 @@ def load_json(analysis: RunAnalysis) -> dict[str, Any] | None:
     if load is None or load.empty:
         return None
 
-    def cross(c: Crossover) -> dict[str, Any]:
+    def cross(c: Crossover) -> dict[str, object]:
         return {"config": c.config, "config_id": c.config_id, "workload": c.workload, "status": c.status,
                 "interval": [c.low, c.high], "estimate": round(c.estimate, 4) if c.estimate is not None else None,
                 "text": b_star(c), "points_measured": c.measured, "grid_points": c.grid,
@@ -322,7 +321,7 @@ def load_csv_rows(analysis: RunAnalysis, base_columns: Sequence[str]) -> list[di
 
 def _point_figures(p: PointRow) -> dict[str, str]:
     """A point's rates and latency percentiles, as the CSV writes them."""
-    def pc(x: Any, attr: str) -> str:
+    def pc(x: Pcts | None, attr: str) -> str:
         return _n(getattr(x, attr) if x is not None else None, 5)
 
     return {

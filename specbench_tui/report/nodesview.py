@@ -7,7 +7,6 @@ A run on this machine alone, on one GPU model, adds nothing: its report stays as
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from specbench_tui.report.load import LoadedRun
 from specbench_tui.report.tables import clean_text
@@ -36,7 +35,7 @@ def node_lines(run: LoadedRun) -> list[str]:
     return [clean_text(line, 200) for line in run.hardware.node_lines()] if run.hardware.on_nodes else []
 
 
-def hardware_json(run: LoadedRun) -> dict[str, Any] | None:
+def hardware_json(run: LoadedRun) -> dict[str, object] | None:
     """``{"nodes": {node: {"label", "gpus", "driver_version"}}, "configs": {id: {"launches": [{"node",
     "gpus", "models"}], "gpu_model"}}, "warnings": [...]}``; None when the run has nothing of it to say."""
     hardware = run.hardware
@@ -44,11 +43,11 @@ def hardware_json(run: LoadedRun) -> dict[str, Any] | None:
     if not (hardware.on_nodes or warnings):
         return None
     labels = hardware.labels
-    nodes: dict[str, Any] = {}
+    nodes: dict[str, object] = {}
     for node in hardware.nodes:
         fingerprint = hardware.fingerprints.get(node) or {}
         found = fingerprint.get("gpus")
-        gpus: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        gpus: Mapping[str, object] = found if isinstance(found, Mapping) else {}
         nodes[node or "local"] = {"label": labels[node], "gpus": gpus.get("names"),
                                   "driver_version": gpus.get("driver_version")}
     configs = {config_id: {"launches": [{"node": launch.node, "gpus": list(launch.gpus), "models": list(launch.models)}

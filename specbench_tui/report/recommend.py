@@ -9,9 +9,8 @@ import json
 import shlex
 import sys
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from specbench_tui.core.derived import DeriveError, derived_doc, pinned_block, to_toml
 from specbench_tui.core.outcomes import ExitCode
@@ -84,7 +83,7 @@ def render_recommendation(rec: Recommendation) -> str:
     return "\n".join(out) + "\n"
 
 
-def confirm_sweep(rec: Recommendation, doc: dict[str, Any], origin: Path | None, repeats: int) -> str:
+def confirm_sweep(rec: Recommendation, doc: Mapping[str, object], origin: Path | None, repeats: int) -> str:
     """The confirm sweep's TOML: each workload's band winners, their baselines and runners-up, every point of
     their bands on a grid, with more repeats."""
     ids: list[str] = []
@@ -92,8 +91,9 @@ def confirm_sweep(rec: Recommendation, doc: dict[str, Any], origin: Path | None,
         ids += [cid for cid in confirm_configs(rec, workload) if cid not in ids]
     blocks = [pinned_block(doc, rec.configs[cid]) for cid in ids]
     workloads = []
-    for raw in doc.get("workloads", []):
-        if raw.get("name") not in rec.workloads():
+    listed = doc.get("workloads")
+    for raw in listed if isinstance(listed, list) else []:
+        if not isinstance(raw, dict) or raw.get("name") not in rec.workloads():
             continue
         workloads.append(_confirm_workload(rec, dict(raw)))
     confirm = derived_doc(doc, blocks, origin, name=f"{rec.sweep}-confirm", repeats=repeats, runs_dir=None,
@@ -104,7 +104,7 @@ def confirm_sweep(rec: Recommendation, doc: dict[str, Any], origin: Path | None,
                             f"measured again with {repeats} repeats")
 
 
-def _confirm_workload(rec: Recommendation, w: dict[str, Any]) -> dict[str, Any]:
+def _confirm_workload(rec: Recommendation, w: dict[str, object]) -> dict[str, object]:
     """A workload of the confirm sweep: only the points of its bands that have a winner, on a grid (every
     candidate at every one of them: the run's search measured some), at the confirm's repeats."""
     loads = [label for b in rec.bands if b.workload == w.get("name") and b.winner_id for label in b.loads]

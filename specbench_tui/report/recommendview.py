@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shlex
 from html import escape
-from typing import Any
 
 from specbench_tui.core.recommend import Band, Recommendation, recipe, recommend, vllm_schedule
 from specbench_tui.report.load import LoadedRun
@@ -76,7 +75,7 @@ def recommend_html(run: LoadedRun) -> list[str]:
     return [f'<h2 id="recommendation">{escape(HEADING)}</h2>', "<pre>" + escape("\n".join(lines[3:])) + "</pre>"]
 
 
-def _band_json(rec: Recommendation, band: Band) -> dict[str, Any]:
+def _band_json(rec: Recommendation, band: Band) -> dict[str, object]:
     command = launch_command(rec, band.winner_id) if band.winner_id else None
     return {"workload": band.workload, "axis": band.axis, "span": band.span, "loads": list(band.loads),
             "winner": band.winner, "speculative": band.speculative, "runner_up": band.runner_up,
@@ -88,11 +87,11 @@ def _band_json(rec: Recommendation, band: Band) -> dict[str, Any]:
             "excluded": [{"config": e.config, "why": e.why} for e in band.excluded]}
 
 
-def recommend_json(run: LoadedRun) -> dict[str, Any] | None:
+def recommend_json(run: LoadedRun) -> dict[str, object] | None:
     rec = recommendation_of(run)
     if rec is None:
         return None
-    out: dict[str, Any] = {"engine": rec.engine, "bands": [_band_json(rec, b) for b in rec.bands]}
+    out: dict[str, object] = {"engine": rec.engine, "bands": [_band_json(rec, b) for b in rec.bands]}
     if rec.engine == "vllm":
         out["vllm_schedule"] = {w: vllm_schedule([b for b in rec.bands if b.workload == w], rec.configs)
                                 for w in rec.workloads()}

@@ -7,9 +7,9 @@ renderers lay it out, so the same figures appear the same way in every format.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 from specbench_tui.core.acceptance import accept_columns, run_engine
 from specbench_tui.core.engines import simulator
@@ -202,15 +202,22 @@ CACHE_TEXT = {
 """How each cache policy reads in a report."""
 
 
-def cache_policy(rows: Sequence[Any]) -> str | None:
+class Cached(Protocol):
+    """A row that may record its cache policy: a results cell or a load point."""
+
+    @property
+    def cache(self) -> str | None: ...
+
+
+def cache_policy(rows: Sequence[Cached]) -> str | None:
     """The policy of the rows (cells or load points) that recorded one: cold, warm, mixed, or None."""
-    policies = {r.cache for r in rows if getattr(r, "cache", None)}
+    policies = {r.cache for r in rows if r.cache}
     if not policies:
         return None
     return policies.pop() if len(policies) == 1 else "mixed"
 
 
-def cache_note(rows: Sequence[Any]) -> str | None:
+def cache_note(rows: Sequence[Cached]) -> str | None:
     """``caches: cold (...)`` for a table's notes, None when no row recorded a policy."""
     return _caches_text(cache_policy(rows))
 
@@ -364,7 +371,7 @@ MAX_ENV_PACKAGES = 16
 """Recorded package versions shown at most (an engine names fewer; a hand-edited file may hold thousands)."""
 
 
-def env_facts(env: dict[str, Any] | None) -> dict[str, str]:
+def env_facts(env: Mapping[str, object] | None) -> dict[str, str]:
     """The facts of the run's environment document that explain a change in speed: GPUs, driver, CUDA, package versions.
 
     Reads the fingerprint written by the engine (``gpus.names``, ``gpus.driver_version``,
@@ -416,7 +423,7 @@ def _package_facts(server: object) -> dict[str, str]:
 SIMULATED_LABEL = "SIMULATED (the SGLang simulator on a scripted GPU box: no real hardware)"
 
 
-def env_simulated(env: dict[str, Any] | None) -> bool:
+def env_simulated(env: Mapping[str, object] | None) -> bool:
     """Whether the environment document describes a simulated run (the simulator's servers, or the fake GPU box)."""
     if not isinstance(env, dict):
         return False
@@ -427,7 +434,7 @@ def env_simulated(env: dict[str, Any] | None) -> bool:
                 or (isinstance(extra, dict) and extra.get("launcher") == simulator.LAUNCHER))
 
 
-def env_line(env: dict[str, Any] | None) -> str | None:
+def env_line(env: Mapping[str, object] | None) -> str | None:
     """GPUs, driver and versions from the environment document on one line, whatever of them it has; a simulated run says
     so first (its GPU names and driver are the fake box's inventions)."""
     facts = env_facts(env)
