@@ -20,9 +20,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from specbench_tui.core.events import (
     ConfigState,
@@ -268,15 +268,15 @@ class Attempt:
         cache = CACHE_WARM if spec.cache == CACHE_COLD and not cold else spec.cache
         return replace(measurement, cache=cache, started_cold=cold, running_cap=self.running_cap)
 
-    def server_figures(self, stats: list[BatchLine]) -> dict[str, Any]:
+    def server_figures(self, stats: list[BatchLine]) -> dict[str, object]:
         """The server's own figures over a window: its decode summary, retractions, and (adaptive) the steps."""
         summary = summarize_decode(stats)
-        figures: dict[str, Any] = dict(summary.to_json())
+        figures = summary.to_json()
         if self.adaptive and self.profile.adaptive_steps is not None:
             figures.update(adaptive_figures(stats, self.profile.adaptive_steps, self._window_steps))
         return figures
 
-    def note_retractions(self, what: str, figures: dict[str, Any]) -> None:
+    def note_retractions(self, what: str, figures: Mapping[str, object]) -> None:
         if figures.get("retract_warnings"):
             self.publish_notice("warning", f"{self.config.name}: {what}: the server retracted "
                                 f"{figures.get('retracted_requests', 0)} request(s) in {figures['retract_warnings']} "
@@ -379,7 +379,9 @@ class Attempt:
         self.note_retractions(workload.spec.name, server_log)
         if counters_before is not None:  # the engine's own counters over the measured requests (llama.cpp)
             counters_after = await self.guard(asyncio.ensure_future(session.counters()))
-            server_log.update(session.counter_figures(counters_before, counters_after, server_log["accept_length"]))
+            accept = server_log["accept_length"]
+            server_log.update(session.counter_figures(counters_before, counters_after,
+                                                      accept if isinstance(accept, int | float) else None))
         why = starved(taken)
         if why is not None:
             self.publish_notice("warning", f"{config.name} {workload.spec.name}: {why} ({host.describe()})")

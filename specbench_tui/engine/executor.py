@@ -45,7 +45,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from specbench_tui.core.events import ConfigState, Event
 from specbench_tui.core.plan import PlannedConfig
@@ -113,7 +113,7 @@ class Outcome:
     """The crash signature (``crashed`` with a signature)."""
     server_log_accept_length: float | None = None
     """Mean ``accept len`` of the server's own log lines over every measured request."""
-    gpu_summary: dict[str, Any] | None = None
+    gpu_summary: dict[str, object] | None = None
     """:meth:`~specbench_tui.engine.gpus.GpuSummary.to_json` of the measured window, when GPUs were sampled."""
     held_gpus: tuple[int, ...] = ()
     """GPUs the stopped server still held past ``engine.gpu_release_timeout_s``: never placed on again, and

@@ -83,8 +83,9 @@ class Machine:
         data = samples_to_json(samples, self.owners)
         elsewhere = self._leased_elsewhere()
         if elsewhere:  # another specbench run's GPU: the panel says whose, never "free"
-            data = tuple({**sample, "held_elsewhere": elsewhere[sample["index"]]}
-                         if sample.get("index") in elsewhere else sample for sample in data)
+            data = tuple({**sample, "held_elsewhere": elsewhere[index]}
+                         if isinstance(index := sample.get("index"), int) and index in elsewhere else sample
+                         for sample in data)
         self._publish(GpuSampled(samples=data))
 
     def _leased_elsewhere(self) -> dict[int, str]:

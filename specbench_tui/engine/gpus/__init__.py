@@ -45,7 +45,7 @@ and :func:`wait_gpus_released` then returns at once (SGLang's own helper has the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Unpack
 
 from specbench_tui.engine.gpus.backend import (
     MIB,
@@ -63,7 +63,7 @@ from specbench_tui.engine.gpus.backend import (
     samples_to_json,
     sm_name,
 )
-from specbench_tui.engine.gpus.fake import FakeBackend
+from specbench_tui.engine.gpus.fake import FakeBackend, FakeOptions
 from specbench_tui.engine.gpus.nvml import NvmlBackend, cuda_version_text
 from specbench_tui.engine.gpus.pool import GpuPool, release_failure_message, wait_gpus_released
 from specbench_tui.engine.gpus.sampler import GpuSampler, SampleCallback
@@ -77,7 +77,7 @@ __all__ = [
 ]
 
 
-def open_backend(kind: BackendKind = "auto", **fake_options: Any) -> NvmlBackend | FakeBackend | NullBackend:
+def open_backend(kind: BackendKind = "auto", **fake_options: Unpack[FakeOptions]) -> NvmlBackend | FakeBackend | NullBackend:
     """The backend for ``kind``.
 
     "auto": NVML when it sees at least one GPU, else a :class:`NullBackend` carrying NVML's hint;

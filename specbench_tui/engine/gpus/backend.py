@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 
 
@@ -122,7 +122,7 @@ class NullBackend:
 
 
 def samples_to_json(samples: Iterable[GpuSample], owners: Mapping[int, str] | None = None,
-                    node: str | None = None) -> tuple[dict[str, Any], ...]:
+                    node: str | None = None) -> tuple[dict[str, object], ...]:
     """Samples as plain dicts for :class:`~specbench_tui.core.events.GpuSampled`: the fields of
     :class:`GpuSample` (``pids`` as ``[[pid, MiB], ...]``; ``node`` only for a cluster node's, ``node`` given
     here or on the sample) plus ``processes``, where each process names its configuration when ``owners``

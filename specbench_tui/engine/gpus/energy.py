@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 from specbench_tui.core.energy import EnergyWindow, NO_COUNTER, SOURCE_COUNTER
 
 
-def read_energy_mj(backend: Any, gpus: tuple[int, ...]) -> dict[int, float] | None:
+def read_energy_mj(backend: object, gpus: tuple[int, ...]) -> dict[int, float] | None:
     """Each GPU's counter in millijoules, or None when the backend has none for one of them."""
     reader = getattr(backend, "energy_mj", None)
     if reader is None or not gpus:
@@ -31,7 +30,7 @@ IDLE_WINDOW_S = 0.5
 """How long the GPUs' idle power is measured before the sweep (from the energy counter, not a power sample)."""
 
 
-def measure_idle_w(backend: Any, gpus: tuple[int, ...], seconds: float = IDLE_WINDOW_S,
+def measure_idle_w(backend: object, gpus: tuple[int, ...], seconds: float = IDLE_WINDOW_S,
                    clock: Callable[[], float] = time.monotonic,
                    sleep: Callable[[float], None] = time.sleep) -> dict[int, float]:
     """Each GPU's mean power over ``seconds`` from its energy counter (empty: no counter). Call before the
@@ -56,7 +55,7 @@ def idle_line(idle_w: dict[int, float]) -> str:
 class EnergyMeter:
     """One window: ``meter = EnergyMeter(backend, gpus)`` at its start, ``meter.finish()`` at its end."""
 
-    def __init__(self, backend: Any, gpus: tuple[int, ...], idle_w: float | None = None,
+    def __init__(self, backend: object, gpus: tuple[int, ...], idle_w: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.gpus = tuple(gpus)
         self.backend = backend

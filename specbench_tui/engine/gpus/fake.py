@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypedDict
 
 from specbench_tui.engine.gpus.backend import BoxInfo, GpuInfo, GpuSample
 
@@ -29,6 +30,24 @@ class _Lease:
 class _Thermal:
     temp_c: float
     updated_at: float
+
+
+class FakeOptions(TypedDict, total=False):
+    """The keywords :class:`FakeBackend` takes (what ``open_backend("fake", ...)`` passes on)."""
+
+    count: int
+    name: str
+    mem_total_mib: float
+    power_limit_w: float
+    compute_capability: str
+    driver_version: str
+    cuda_driver_version: str
+    release_delay_s: float
+    load_s: float
+    idle_mem_mib: float
+    clock: Callable[[], float]
+    seed: int
+    pid_offset: int
 
 
 class FakeBackend:

@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 from types import ModuleType
-from typing import Any
+from typing import Any, SupportsFloat, SupportsInt
 
 from specbench_tui.engine.gpus.backend import BoxInfo, GpuInfo, GpuSample, MIB
 
@@ -31,7 +31,7 @@ def _nvml_hint(nvml: ModuleType, exc: Exception) -> str:
     return f"NVML could not start ({exc}): GPU figures are n/a"
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     if value is None:
         return None
     if isinstance(value, bytes):
@@ -39,11 +39,11 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-def _mib(value: Any) -> float | None:
+def _mib(value: SupportsFloat | None) -> float | None:
     return None if value is None else float(value) / MIB
 
 
-def _watts(milliwatts: Any) -> float | None:
+def _watts(milliwatts: SupportsFloat | None) -> float | None:
     return None if milliwatts is None else float(milliwatts) / 1000.0
 
 
@@ -58,11 +58,12 @@ class NvmlBackend:
     def __init__(self, nvml: ModuleType | None = None) -> None:
         self.hint: str | None = None
         self._nvml: ModuleType | None = None
-        self._handles: list[Any] = []
+        self._handles: list[object] = []
+        """NVML's opaque device handles, by index."""
         self._names: dict[int, str | None] = {}
         self._missing_functions: set[str] = set()
         self._closed = False
-        self._xid_set: Any = None
+        self._xid_set: object = None
         """NVML's event set registered for every GPU's Xid critical errors (False: cannot be had here)."""
         self._xids: list[tuple[int, int, float]] = []
         """(GPU, Xid, Unix time seen) read and not yet taken."""
@@ -99,7 +100,7 @@ class NvmlBackend:
                 pass
             self._handles = []
 
-    def _query(self, function: str, *args: Any) -> Any:
+    def _query(self, function: str, *args: object) -> Any:
         """Call ``pynvml.<function>(*args)``; None on any NVML error or a function this version lacks."""
         nvml = self._nvml
         if nvml is None or self._closed:
@@ -124,10 +125,10 @@ class NvmlBackend:
             log.warning("NVML function %s is not available (driver older than nvidia-ml-py?): its figure "
                         "is n/a", function)
 
-    def _handle(self, index: int) -> Any:
+    def _handle(self, index: int) -> object:
         return self._handles[index] if 0 <= index < len(self._handles) else None
 
-    def _device_query(self, function: str, index: int, *args: Any) -> Any:
+    def _device_query(self, function: str, index: int, *args: object) -> Any:
         """``pynvml.<function>(handle, *args)`` for GPU ``index``; None when that GPU has no handle."""
         handle = self._handle(index)
         return None if handle is None else self._query(function, handle, *args)
@@ -192,7 +193,7 @@ class NvmlBackend:
             return "not registered: NVML gives no critical-error events here (no GPU, or a driver without them)"
         return f"registered for Xid critical errors on {len(self._handles)} GPUs"
 
-    def _register_xids(self) -> Any:
+    def _register_xids(self) -> object:
         kind = getattr(self._nvml, "nvmlEventTypeXidCriticalError", None)
         event_set = self._query("nvmlEventSetCreate") if kind is not None and self._handles else None
         if event_set is None:
@@ -279,7 +280,7 @@ class NvmlBackend:
         )
 
 
-def cuda_version_text(value: Any) -> str | None:
+def cuda_version_text(value: SupportsInt | str | None) -> str | None:
     """NVML's integer CUDA version (12080) as "12.8"; None stays None."""
     if value is None:
         return None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from specbench_tui.engine.gpus.backend import GpuSample
 
@@ -32,7 +31,7 @@ class GpuSummary:
     node: str | None = None
     """The cluster node of the GPUs (``ServerLaunching.node``); None: this machine (then left out of the JSON)."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         data = asdict(self)
         data["gpus"] = list(self.gpus)
         if self.node is None:
