@@ -35,7 +35,7 @@ import time
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 from specbench_tui.core.events import EVENT_TYPES, ConfigFinished, ConfigState, ConfigStateChanged, Event, SweepFinished
 from specbench_tui.core.records import Measurement
@@ -65,7 +65,7 @@ ABANDONED_S = 600
 SAMPLES = 16
 SAMPLE_BYTES = 4096
 _DIGEST = 32
-_STATES = {state.value: state for state in ConfigState}
+_STATES: dict[object, ConfigState] = {state.value: state for state in ConfigState}
 
 
 class _FileKey(TypedDict):
@@ -339,14 +339,17 @@ def _rebuild(run_dir: Path, doc: _Checkpoint, events_upto: int | None, results_u
     return fold
 
 
-def _events(rows: Sequence[Any]) -> list[Event]:
-    """The events the rows hold (class name, fields: as :func:`save` wrote them)."""
+def _events(rows: Sequence[object]) -> list[Event]:
+    """The events the rows hold (class name, fields: as :func:`save` wrote them); ``TypeError`` for a row that is
+    not (a name a checkpoint believed by its digest always is, so the test never refuses)."""
     stated = {ConfigStateChanged.__name__, ConfigFinished.__name__}
     new, assign, states, classes = object.__new__, object.__setattr__, _STATES, EVENT_TYPES
     events: list[Event] = []
     append = events.append
     pairs = iter(rows)
     for name, values in zip(pairs, pairs):
+        if type(name) is not str or type(values) is not dict:
+            raise TypeError("a fold checkpoint row that is not a class name and its fields")
         if name in stated:
             values["state"] = states[values["state"]]
         event = new(classes[name])

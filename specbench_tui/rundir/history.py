@@ -22,7 +22,6 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from math import isfinite
 from pathlib import Path
-from typing import Any
 
 from specbench_tui.core.events import (
     EVENT_TYPES,
@@ -116,7 +115,8 @@ class _Layout:
 _LayoutKey = tuple[str, tuple[str, ...], tuple[type, ...]]
 """A record's type, its keys in order and the type of each value."""
 _LAYOUTS: dict[_LayoutKey, _Layout] = {}
-_STATES = {state.value: state for state in ConfigState}
+_STATES: dict[object, ConfigState] = {state.value: state for state in ConfigState}
+"""A record's ``state`` value (whatever it holds) -> its state."""
 
 
 def _learn(layout_key: _LayoutKey, cls: type) -> None:
@@ -133,7 +133,7 @@ def _learn(layout_key: _LayoutKey, cls: type) -> None:
         factories={n: f for n, f in shape.factories.items() if n not in present})
 
 
-def _decode_owned(data: dict[str, Any]) -> Event:
+def _decode_owned(data: dict[str, object]) -> Event:
     """:func:`decode_event` of a record the caller hands over (it is made the event's own fields): a record of
     a layout seen before (:class:`_Layout`) is checked for what its layout does not say and built at once."""
     kind = data.get("type")
@@ -144,14 +144,16 @@ def _decode_owned(data: dict[str, Any]) -> Event:
     if layout is not None:
         state = _STATES.get(data["state"]) if layout.state else None
         finite = True
-        for name in layout.floats:
-            finite = finite and isfinite(data[name])
+        for name in layout.floats:  # floats by the layout: the type test narrows, never refuses
+            value = data[name]
+            finite = finite and type(value) is float and isfinite(value)
         if finite and (state is not None or not layout.state):
             del data["type"]
             if state is not None:
                 data["state"] = state
-            for name in layout.tuples:
-                data[name] = tuple(data[name])
+            for name in layout.tuples:  # arrays by the layout, as above
+                value = data[name]
+                data[name] = tuple(value) if type(value) is list else value
             for name in layout.extra:
                 del data[name]
             if layout.defaults:
@@ -208,7 +210,7 @@ the layout that :meth:`~specbench_tui.core.records.Measurement.from_json` took: 
 finiteness and the status's value depend on the layout alone."""
 
 
-def decode_measurement(data: dict[str, Any]) -> Measurement:
+def decode_measurement(data: dict[str, object]) -> Measurement:
     """:meth:`~specbench_tui.core.records.Measurement.from_json` of a record the caller hands over: the same
     checks and the same measurement, a record of a layout seen before built at once (a results file of 20,000
     records is read by every attach before its first frame). ``ValueError`` or ``TypeError`` for what it refuses."""
@@ -217,8 +219,9 @@ def decode_measurement(data: dict[str, Any]) -> Measurement:
     if layout is not None:
         floats, extra = layout
         fine = data["status"] in STATUSES
-        for name in floats:
-            fine = fine and isfinite(data[name])
+        for name in floats:  # floats by the layout: the type test narrows, never refuses
+            value = data[name]
+            fine = fine and type(value) is float and isfinite(value)
         if fine:
             for name in extra:
                 del data[name]
