@@ -19,9 +19,9 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from specbench_tui.core.events import Event, Notice, QueuePaused, QueueResumed, SweepFinished, \
     event_from_json
@@ -64,8 +64,8 @@ def history_of(run_dir: Path, events_bytes: int | None, results_bytes: int | Non
     return fold.measurements(), fold.events
 
 
-def connect(run_dir: Path, role: str, name: str, timeout: float = CONNECT_TIMEOUT_S) -> tuple[socket.socket, Any,
-                                                                                              dict[str, Any]]:
+def connect(run_dir: Path, role: str, name: str,
+            timeout: float = CONNECT_TIMEOUT_S) -> tuple[socket.socket, BinaryIO, dict[str, object]]:
     """A connected, welcomed socket (with its line reader and the welcome), or :class:`AttachError`."""
     path = socket_path(run_dir)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -112,7 +112,18 @@ def engine_status(run_dir: Path, timeout: float = 3.0) -> dict[str, Any]:
     """What a live engine says of itself (``ps``); :class:`AttachError` when none answers."""
     sock, reader, welcome = connect(run_dir, "status", client_name("ps"), timeout)
     with contextlib.closing(sock), contextlib.closing(reader):
-        return dict(welcome.get("status") or {}, pid=welcome.get("pid"))
+        return dict(_status(welcome), pid=welcome.get("pid"))
+
+
+def _status(welcome: Mapping[str, object]) -> dict[str, object]:
+    """The welcome's ``status`` object (empty when it has none)."""
+    status = welcome.get("status")
+    return status if isinstance(status, dict) else {}
+
+
+def _count(value: object) -> int:
+    """A byte count of the welcome (0 when it has none)."""
+    return int(value) if isinstance(value, int | float) else 0
 
 
 class AttachedEngine:
@@ -130,12 +141,12 @@ class AttachedEngine:
         if with_plan:  # the sweep's plan, rebuilt from the run directory's sweep file: its engine must load here
             self.plan: Plan = load_plan(self.run_dir)  # (specbench stop needs none: a plugin's sweep stops without it)
         self._sock, self._reader, self.welcome = connect(self.run_dir, role, name or client_name())
-        self.engine_pid: int | None = self.welcome.get("pid")
-        status = self.welcome.get("status") or {}
-        self._paused = bool(status.get("paused"))
-        self.events_bytes = int(self.welcome.get("events_bytes") or 0)
+        pid = self.welcome.get("pid")
+        self.engine_pid: int | None = pid if isinstance(pid, int) else None
+        self._paused = bool(_status(self.welcome).get("paused"))
+        self.events_bytes = _count(self.welcome.get("events_bytes"))
         """Bytes of the events file written before this client joined the stream (the rest comes streamed)."""
-        self._results_bytes = int(self.welcome.get("results_bytes") or 0)
+        self._results_bytes = _count(self.welcome.get("results_bytes"))
         self._subscribers: list[Callable[[Event], None]] = []
         self._send_lock = threading.Lock()
         self._ids = 0
@@ -145,7 +156,7 @@ class AttachedEngine:
         self.finished = False
         """Whether the engine said the sweep finished."""
         self.detached = False
-        self.acks: list[dict[str, Any]] = []
+        self.acks: list[dict[str, object]] = []
         """Every acknowledgement received (tests and ``specbench stop`` read them)."""
 
     # -- the past ---------------------------------------------------------------------------------------------
@@ -243,7 +254,7 @@ class AttachedEngine:
             self._answer_all()
         return future
 
-    def _acknowledged(self, ack: dict[str, Any]) -> None:
+    def _acknowledged(self, ack: dict[str, object]) -> None:
         with self._send_lock:
             ident = ack.get("ack")
             waiting = self._waiting.pop(ident, None) if isinstance(ident, int) else None
@@ -273,7 +284,7 @@ class AttachedEngine:
     def abort(self, now: bool = False) -> Answer:
         return self._command("abort", now=now)
 
-    def wait_ack(self, ident: int, timeout: float = 10.0) -> dict[str, Any] | None:
+    def wait_ack(self, ident: int, timeout: float = 10.0) -> dict[str, object] | None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for ack in self.acks:

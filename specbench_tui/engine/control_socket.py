@@ -28,10 +28,9 @@ import os
 import socket
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from specbench_tui import __version__
 from specbench_tui.core.events import Event, Notice
@@ -68,7 +67,7 @@ def short_path(path: Path) -> Iterator[str]:
         os.close(fd)
 
 
-def encode(message: dict[str, Any]) -> bytes:
+def encode(message: Mapping[str, object]) -> bytes:
     return (json.dumps(message, separators=(",", ":"), ensure_ascii=False, default=str) + "\n").encode("utf-8")
 
 
@@ -79,11 +78,11 @@ def peer_uid(sock: socket.socket) -> tuple[int, int]:
     return pid, uid
 
 
-def hello(role: str, name: str) -> dict[str, Any]:
+def hello(role: str, name: str) -> dict[str, object]:
     return {"hello": HELLO, "protocol": PROTOCOL, "version": __version__, "role": role, "name": name}
 
 
-def version_mismatch(their_protocol: Any, their_version: Any, *, we_are: str) -> str:
+def version_mismatch(their_protocol: object, their_version: object, *, we_are: str) -> str:
     """The refusal when the two sides speak different protocols."""
     return (f"protocol mismatch: this {we_are} speaks control protocol {PROTOCOL} (specbench {__version__}), "
             f"the other side speaks {their_protocol} (specbench {their_version}). Attach with the same specbench "
@@ -108,7 +107,7 @@ class ControlServer:
     included: it is how control actions reach every client).
     """
 
-    def __init__(self, run_dir: Path, control: Any, *, status: Callable[[], dict[str, Any]],
+    def __init__(self, run_dir: Path, control: object, *, status: Callable[[], Mapping[str, object]],
                  publish: Callable[[Event], None], names: dict[str, str] | None = None) -> None:
         self.run_dir = Path(run_dir)
         self.path = socket_path(self.run_dir)
@@ -234,7 +233,7 @@ class ControlServer:
         self.clients[client.number] = client
         return client
 
-    def _described(self) -> list[dict[str, Any]]:
+    def _described(self) -> list[dict[str, object]]:
         return [{"number": c.number, "role": c.role, "name": c.name, "pid": c.pid, "since": c.since}
                 for c in self.clients.values()]
 
@@ -267,7 +266,7 @@ class ControlServer:
             if command in ("skip", "retry"):
                 outcome = getattr(self.control, command)(config_id)
             elif command == "abort":
-                outcome = self.control.abort(now)
+                outcome = getattr(self.control, command)(now)
             else:
                 outcome = getattr(self.control, command)()
         except Exception as exc:  # noqa: BLE001 - a refused request is answered, never fatal to the engine

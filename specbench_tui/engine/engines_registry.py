@@ -21,7 +21,7 @@ import os
 import stat
 import time
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from specbench_tui.core.safetext import printable
 from specbench_tui.paths import private_dir, verify_private
@@ -64,13 +64,24 @@ def register(run_dir: Path, sweep: str) -> None:
         raise
 
 
+class EngineEntry(TypedDict):
+    """One live engine's entry, as read back (checked field by field: see :func:`read_entry`)."""
+
+    pid: int
+    run_dir: str
+    sweep: NotRequired[str]
+    """Printable, at most 200 characters."""
+    started: NotRequired[float]
+    """Unix time the engine began."""
+
+
 def forget(run_dir: Path) -> None:
     """This engine has ended cleanly: its entry goes."""
     with contextlib.suppress(OSError):
         (registry_dir() / f"{os.getpid()}.json").unlink()
 
 
-def read_entry(path: Path) -> dict[str, Any] | None:
+def read_entry(path: Path) -> EngineEntry | None:
     """The entry in ``path``, or None when it is not one of this user's entries (a link, a FIFO, a folder,
     someone else's file, too large, not JSON, fields missing or of the wrong type)."""
     try:
@@ -89,7 +100,7 @@ def read_entry(path: Path) -> dict[str, Any] | None:
     return _valid(data, path)
 
 
-def _valid(data: object, path: Path) -> dict[str, Any] | None:
+def _valid(data: object, path: Path) -> EngineEntry | None:
     if not isinstance(data, dict):
         return None
     pid, run_dir, sweep, started = data.get("pid"), data.get("run_dir"), data.get("sweep"), data.get("started")
@@ -97,7 +108,7 @@ def _valid(data: object, path: Path) -> dict[str, Any] | None:
         return None
     if not isinstance(run_dir, str) or not os.path.isabs(run_dir) or "\0" in run_dir:
         return None
-    entry: dict[str, Any] = {"pid": pid, "run_dir": run_dir}
+    entry: EngineEntry = {"pid": pid, "run_dir": run_dir}
     if isinstance(sweep, str):
         entry["sweep"] = printable(sweep, 200)  # shown by ps; a sweep's name is never a terminal command
     if isinstance(started, (int, float)) and not isinstance(started, bool) and math.isfinite(started) \
@@ -106,12 +117,12 @@ def _valid(data: object, path: Path) -> dict[str, Any] | None:
     return entry
 
 
-def entries() -> list[dict[str, Any]]:
+def entries() -> list[EngineEntry]:
     """Every entry, oldest first."""
     found = [entry for path in registry_dir().glob("*.json") if (entry := read_entry(path)) is not None]
     return sorted(found, key=lambda e: e.get("started") or 0)
 
 
-def drop(entry: dict[str, Any]) -> None:
+def drop(entry: EngineEntry) -> None:
     with contextlib.suppress(OSError):
         (registry_dir() / f"{entry['pid']}.json").unlink()

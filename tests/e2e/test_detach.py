@@ -334,7 +334,7 @@ def test_the_socket_refuses_strangers_and_other_versions(tmp_path: Path) -> None
         view.start()
         ident = view._send("pause")
         ack = view.wait_ack(ident)
-        assert ack is not None and not ack["ok"] and "read-only" in ack["error"]
+        assert ack is not None and not ack["ok"] and "read-only" in str(ack["error"])
         view.detach()
 
         other = _other_user()
