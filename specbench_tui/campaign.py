@@ -222,19 +222,26 @@ def _ps_row(entry: Mapping[str, object], run_dir: Path) -> tuple[str, ...]:
     from specbench_tui.engine.attached import AttachError, engine_status
 
     try:
-        status = engine_status(run_dir)
+        status: Mapping[str, object] = engine_status(run_dir)  # what another process said: read, not trusted
     except AttachError as exc:
         return tuple(printable(c) for c in (entry.get("sweep", "?"), entry["pid"], "?", f"not answering: {exc}", "?",
                                             _since(entry.get("started")), run_dir))
-    skipped = int(status.get("skipped", 0))
-    ran = int(status["ran"]) if "ran" in status else int(status.get("finished", 0)) - skipped  # older engines
-    counts = Progress(total=int(status.get("configs", 0)), ran=ran, skipped=skipped,
-                      measurements=int(status.get("measurements", 0)))
+    skipped = _count(status.get("skipped"))
+    ran = _count(status["ran"]) if "ran" in status else _count(status.get("finished")) - skipped  # older engines
+    counts = Progress(total=_count(status.get("configs")), ran=ran, skipped=skipped,
+                      measurements=_count(status.get("measurements")))
     progress = counts.text + (", PAUSED" if status.get("paused") else "")
-    clients = status.get("clients") or []
-    running = ", ".join(map(str, status.get("running") or [])) or "-"
+    clients = status.get("clients")
+    running = status.get("running")
+    names = ", ".join(map(str, running)) if isinstance(running, list) else ""
     return tuple(printable(c) for c in (status.get("sweep", "?"), status.get("pid", entry["pid"]), progress,
-                                        running, len(clients), _since(status.get("since")), run_dir))
+                                        names or "-", len(clients) if isinstance(clients, list) else 0,
+                                        _since(status.get("since")), run_dir))
+
+
+def _count(value: object) -> int:
+    """A count an engine's status gives (0 when it gives none, or not a number)."""
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 
 def _since(started: object) -> str:
