@@ -33,9 +33,8 @@ import time
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 import orjson
@@ -65,7 +64,7 @@ class GenerateResult:
     end: float = 0.0
     chunks: list[Chunk] = field(default_factory=list)
     text: str = ""
-    meta_info: dict[str, Any] = field(default_factory=dict)
+    meta_info: dict[str, object] = field(default_factory=dict)
     error: str | None = None
     error_kind: str | None = None
     http_status: int | None = None
@@ -95,7 +94,7 @@ def _error_text(payload: object) -> str:
     return str(error)
 
 
-def _decode_payload(data: bytes, result: GenerateResult) -> dict[str, Any] | None:
+def _decode_payload(data: bytes, result: GenerateResult) -> dict[str, object] | None:
     """One SSE payload as a JSON object (both wire formats). None when there is nothing to take: JSON that is
     not an object (skipped), or an unreadable or ``{"error": ...}`` payload, recorded in ``result`` (then
     ``result.error`` is set and the stream is over for us). orjson parses the bytes as they came (a third of the
@@ -239,7 +238,7 @@ class ServerClient:
             self._pool.close()
         await self._http.aclose()
 
-    async def get_json(self, path: str, timeout_s: float = 10.0) -> dict[str, Any] | None:
+    async def get_json(self, path: str, timeout_s: float = 10.0) -> dict[str, object] | None:
         """``GET path`` as JSON, or None on any failure."""
         try:
             response = await self._http.get(path, timeout=timeout_s)
@@ -259,7 +258,7 @@ class ServerClient:
         except httpx.HTTPError:
             return False
 
-    async def server_info(self) -> dict[str, Any] | None:
+    async def server_info(self) -> dict[str, object] | None:
         return await self.get_json(self.profile.info_path)
 
     async def context_length(self, info: Mapping[str, object]) -> int | None:
@@ -338,7 +337,7 @@ class ServerClient:
             return None
         return parse_prometheus(response.text)
 
-    def _body(self, text: str, sampling_params: Mapping[str, object], rid: str) -> dict[str, Any]:
+    def _body(self, text: str, sampling_params: Mapping[str, object], rid: str) -> dict[str, object]:
         if self.profile.stream_format == STREAM_OPENAI:
             params = dict(sampling_params)
             body: dict[str, object] = {"prompt": text, "stream": True, "stream_options": dict(self.profile.stream_options)}
@@ -418,7 +417,7 @@ class ServerClient:
                 reader.progress()
 
 
-async def _within(work: Coroutine[Any, Any, None], timeout_s: float) -> None:
+async def _within(work: Awaitable[None], timeout_s: float) -> None:
     """Await ``work`` for at most ``timeout_s`` (``asyncio.TimeoutError`` past it). Python 3.11's ``asyncio.timeout``
     runs it in this task; ``wait_for`` would wrap every request in a task of its own."""
     limit = getattr(asyncio, "timeout", None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from specbench_tui.core.safetext import printable
 from specbench_tui.core.sweep.limits import MAX_CONCURRENCY, MAX_NEW_TOKENS, MAX_PROMPT_TOKENS
@@ -38,7 +38,7 @@ assert MAX_RUNNING_CAP >= MAX_CONCURRENCY
 class ServerFigures:
     """The figures one ready server gave about itself, bounded; ``notices`` are (level, text) to publish."""
 
-    info: dict[str, Any]
+    info: dict[str, object]
     context_length: int | None = None
     reserved_tokens: int = 0
     input_limit: int | None = None
@@ -57,8 +57,8 @@ def bounded(name: str, value: int | None, limit: int, notices: list[tuple[str, s
     return limit
 
 
-def read_rule(name: str, rule: Callable[[Mapping[str, object]], Any], info: Mapping[str, object],
-              notices: list[tuple[str, str]], source: str) -> Any:
+def read_rule(name: str, rule: Callable[[Mapping[str, object]], object], info: Mapping[str, object],
+              notices: list[tuple[str, str]], source: str) -> int | None:
     """``rule(info)``, or None with a notice when a field of the wrong shape makes it raise."""
     try:
         value = rule(info)
@@ -66,7 +66,9 @@ def read_rule(name: str, rule: Callable[[Mapping[str, object]], Any], info: Mapp
         notices.append(("warning", f"the server's {source} has a malformed field for {name} "
                                    f"({type(exc).__name__}: {printable(exc, 120)}): ignored, {name} is unknown"))
         return None
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
         notices.append(("warning", f"the server's {source} gives {name} as {printable(repr(value), 60)}: ignored"))
         return None
     return value

@@ -15,7 +15,7 @@ import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 import httpx
 
@@ -100,7 +100,7 @@ class Session:
         return await self.client.counters()
 
     def counter_figures(self, before: dict[str, float], after: dict[str, float] | None,
-                        log_accept_length: float | None = None) -> dict[str, Any]:
+                        log_accept_length: float | None = None) -> dict[str, object]:
         """The server's own acceptance over a window from its counters (``1 + Δaccepted / Δdrafts`` for
         llama.cpp), for ``WorkloadFinished.server_log``; {} when they cannot be compared."""
         names = self.client.profile.spec_counters
@@ -195,8 +195,57 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()[:16]
 
 
+class _BaseFields(TypedDict):
+    """The :class:`Measurement` fields every record carries."""
+
+    config_id: str
+    config: str
+    workload: str
+    item: str
+    repeat: int
+    requested_prompt_tokens: int | None
+    clamped: bool
+    started_at: float | None
+    turns: int | None
+
+
+class _ErrorFields(TypedDict):
+    """The :class:`Measurement` fields of a failed request or conversation."""
+
+    status: str
+    error: str
+    error_kind: str | None
+    http_status: int | None
+    prompt_tokens: int | None
+
+
+class _SpecFields(TypedDict, total=False):
+    """Speculative decoding's :class:`Measurement` fields (the draft counts only where the server sent them)."""
+
+    verify_ct: int | None
+    accept_length: float | None
+    accept_rate: float | None
+    num_retractions: int | None
+    correct_drafts: int
+    proposed_drafts: int
+    accept_histogram: tuple[int, ...]
+
+
+class _TimingFields(TypedDict):
+    """The :class:`Measurement` fields of a request's timing."""
+
+    ttft_s: float | None
+    e2e_s: float | None
+    decode_tps: float | None
+    itl_mean_s: float | None
+    itl_p50_s: float | None
+    itl_p95_s: float | None
+    itl_p99_s: float | None
+    chunks: int
+
+
 def _base_fields(labels: Labels, item: str, repeat: int, results: Sequence[GenerateResult],
-                 extra: _Extra) -> dict[str, Any]:
+                 extra: _Extra) -> _BaseFields:
     """The fields every record carries, whatever its outcome."""
     return {
         "config_id": labels.config_id, "config": labels.config, "workload": labels.workload, "item": item,
@@ -206,7 +255,7 @@ def _base_fields(labels: Labels, item: str, repeat: int, results: Sequence[Gener
     }
 
 
-def _error_fields(results: Sequence[GenerateResult]) -> dict[str, Any] | None:
+def _error_fields(results: Sequence[GenerateResult]) -> _ErrorFields | None:
     """The error of the first failed turn (or of a request never sent); None when every turn succeeded."""
     failed = next((r for r in results if not r.ok), None)
     if failed is None and results:
@@ -224,7 +273,7 @@ def _summed(values: Sequence[int | None]) -> int | None:
     return sum(v for v in values if v) if any(v is not None for v in values) else None
 
 
-def _spec_fields(results: Sequence[GenerateResult], completion: int) -> dict[str, Any]:
+def _spec_fields(results: Sequence[GenerateResult], completion: int) -> _SpecFields:
     """Speculative decoding's counts summed over the turns: verify steps, acceptance, retractions, drafts."""
     # SGLang sends the spec_* fields only for a request with at least one verify step: a turn without them
     # (one token from the prefill alone) verified nothing, so the conversation's steps are the others' sum.
@@ -239,7 +288,7 @@ def _spec_fields(results: Sequence[GenerateResult], completion: int) -> dict[str
     }
 
 
-def _timing_fields(timing: RequestTiming | ConversationTiming) -> dict[str, Any]:
+def _timing_fields(timing: RequestTiming | ConversationTiming) -> _TimingFields:
     """Time to first token, end to end, decode rate and the inter-token latencies' mean and percentiles."""
     itls = list(timing.itls_s)
     return {
@@ -275,13 +324,13 @@ def measurement_from(labels: Labels, item: str, repeat: int, results: Sequence[G
     )
 
 
-def _draft_counts(results: Sequence[GenerateResult]) -> dict[str, Any]:
+def _draft_counts(results: Sequence[GenerateResult]) -> _SpecFields:
     """SGLang's ``spec_num_correct_drafts``, ``spec_num_proposed_drafts`` and ``spec_correct_drafts_histogram``
     summed over a conversation's turns (a turn without them verified nothing); {} when no turn sent them."""
     correct = [_int(r.meta_info, "spec_num_correct_drafts") for r in results]
     proposed = [_int(r.meta_info, "spec_num_proposed_drafts") for r in results]
     histograms = [h for h in (from_mapping(r.meta_info) for r in results) if h]
-    out: dict[str, Any] = {}
+    out: _SpecFields = {}
     if any(v is not None for v in correct) and any(v is not None for v in proposed):
         out["correct_drafts"] = sum(v for v in correct if v)
         out["proposed_drafts"] = sum(v for v in proposed if v)

@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import ray
 from ray.util.placement_group import PlacementGroup, placement_group, placement_group_table, remove_placement_group
@@ -59,6 +59,8 @@ NODE_REFRESH_S = 2.0
 """How often a placement that waits for GPUs looks at the cluster's nodes again (joined, lost)."""
 ACTOR_START_TIMEOUT_S = 120.0
 """How long a node may take to start the actor once its placement group is ready."""
+T = TypeVar("T")
+
 RAY_CALL_TIMEOUT_S = 60.0
 """How long one call that needs the head (list the nodes, create a placement group or an actor) may take."""
 STOP_AFTER_HEAD_LOST_S = 20.0
@@ -127,31 +129,34 @@ def _faulthandler_on_a_real_file() -> None:
         faulthandler.enable(file=2, all_threads=False)
 
 
-async def _in_daemon_thread(call: Callable[[], Any], timeout_s: float,
-                            orphan: Callable[[Any], None] | None = None) -> Any:
+async def _in_daemon_thread(call: Callable[[], T], timeout_s: float,
+                            orphan: Callable[[T], None] | None = None) -> T:
     """``call()`` in a daemon thread, awaited at most ``timeout_s`` (a hung connect, or a call waiting on a lost
     head, must not keep the process from exiting, as a thread of the default executor would). ``orphan`` gets
     the result of a call that returned after nobody waited for it any more (cancelled, timed out)."""
     loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T) -> None:
+        if future.done():
+            if orphan is not None and result is not None:
+                orphan(result)
+            return
+        future.set_result(result)
+
+    def fail(error: BaseException) -> None:
+        if not future.done():
+            future.set_exception(error)
 
     def work() -> None:
-        def settle(result: Any = None, error: BaseException | None = None) -> None:
-            if future.done():
-                if orphan is not None and error is None and result is not None:
-                    orphan(result)
-                return
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(result)
-
         try:
-            outcome: tuple[Any, BaseException | None] = (call(), None)
+            result = call()
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
-            outcome = (None, exc)
-        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
-            loop.call_soon_threadsafe(settle, *outcome)
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+                loop.call_soon_threadsafe(fail, exc)
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, result)
 
     threading.Thread(target=work, name="ray-connect", daemon=True).start()
     return await asyncio.wait_for(future, timeout_s)
@@ -173,7 +178,7 @@ class RayPlacer:
     def head_lost(self) -> bool:
         return self.lost.is_set()
 
-    async def _ask(self, call: Callable[[], Any], orphan: Callable[[Any], None] | None = None) -> Any:
+    async def _ask(self, call: Callable[[], T], orphan: Callable[[T], None] | None = None) -> T:
         """``call()``, which needs the head, in a daemon thread; :class:`asyncio.TimeoutError` when it takes over
         :data:`RAY_CALL_TIMEOUT_S` or the head is lost meanwhile (a late result goes to ``orphan``)."""
         if self.head_lost:
@@ -197,7 +202,7 @@ class RayPlacer:
         """GPUs per live node, in node order (what :mod:`specbench_tui.core.cluster_placement` packs over)."""
         return [n.gpus for n in self._nodes.values() if n.alive]
 
-    def nodes(self) -> list[dict[str, Any]]:
+    def nodes(self) -> list[dict[str, object]]:
         return [{"node": n.node_id, "label": node_label(n.host, n.node_id), "gpus": n.gpus, "used": n.used,
                  "alive": n.alive} for n in self._nodes.values()]
 

@@ -145,3 +145,34 @@ async def test_a_node_that_goes_on_after_the_head_is_lost_is_interrupted(executo
     assert silent.cancelled() and time.monotonic() - started < 5
     assert never.kind == stopped.kind == "interrupted"
     assert stopped.reason == never.reason == f"interrupted: {executor.watch.lost}"
+
+
+async def test_a_call_in_a_daemon_thread_answers_raises_or_hands_a_late_result_to_its_orphan() -> None:
+    """What a Ray call that needs the head gives back: its result, its exception, and a result that came after
+    nobody waited any more goes to ``orphan`` (a placement group or an actor to undo), never lost."""
+    import threading
+
+    from specbench_tui.engine.cluster.ray_executor import _in_daemon_thread
+
+    assert await _in_daemon_thread(lambda: 42, 5.0) == 42
+
+    def boom() -> int:
+        raise ValueError("the head said no")
+
+    with pytest.raises(ValueError, match="the head said no"):
+        await _in_daemon_thread(boom, 5.0)
+    late = threading.Event()
+    orphans: list[str] = []
+
+    def slow() -> str:
+        late.wait(5.0)
+        return "group"
+
+    with pytest.raises(asyncio.TimeoutError):
+        await _in_daemon_thread(slow, 0.05, orphans.append)
+    late.set()
+    for _ in range(100):
+        if orphans:
+            break
+        await asyncio.sleep(0.02)
+    assert orphans == ["group"]
