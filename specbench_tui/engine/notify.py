@@ -22,7 +22,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from specbench_tui.core.alerts import Alert, AlertGate, AlertWatch
 from specbench_tui.core.events import Event, Notice, SweepFinished
@@ -117,7 +116,8 @@ class NotificationSender:
         self.sent: list[Alert] = []
         """What was handed to the URLs (sent or given up on), in order."""
         self._send = send or _apprise_send
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
+        self._queue: queue.Queue[Alert | object] = queue.Queue(maxsize=queue_size)
+        """Alerts, then :data:`_STOP`."""
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="specbench-notify", daemon=True)
 

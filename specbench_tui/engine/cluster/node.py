@@ -112,9 +112,8 @@ class _Sink:
     def todo(self, workload: Workload) -> list[MeasurementKey]:
         return list(self._job.todo.get(workload.spec.name, []))
 
-    def expected(self, workload: Workload) -> Any:
-        keys = list(self._job.expected.get(workload.spec.name, []))
-        return keys
+    def expected(self, workload: Workload) -> list[MeasurementKey]:
+        return list(self._job.expected.get(workload.spec.name, []))
 
     def points(self, workload: Workload) -> list[tuple[str, int]]:
         return []  # load-axis workloads are refused before a Ray sweep starts
@@ -212,7 +211,7 @@ class NodeMachine(Machine):
         self._publish(GpuSampled(samples=samples_to_json(samples, self.owners, node=self.node), node=self.node))
 
 
-def _node_backend(plan: Plan) -> Any:
+def _node_backend(plan: Plan) -> GpuBackend:
     if simulator.simulated(plan.sweep.engine):
         return open_backend("fake", count=max(8, max(plan.sweep.gpus or (0,)) + 1))
     return open_backend("auto")
