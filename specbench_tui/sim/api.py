@@ -13,12 +13,12 @@ import json
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from specbench_tui.sim import SGLANG_VERSION, tokenizer
-from specbench_tui.sim.engine import Engine, Request
+from specbench_tui.sim.engine import Engine, FinishReason, Request
 from specbench_tui.sim.httpd import HttpRequest, Response, StreamResponse
 from specbench_tui.sim.logs import Logger
 from specbench_tui.sim.metrics import Metrics
@@ -35,6 +35,12 @@ FLUSH_BUSY = "Another flush_cache is already in progress."
 FLUSH_TIMED_OUT = "Timed out waiting for idle state."
 """``/flush_cache``'s bodies: ``http_server.py`` (done, failed) and ``SchedulerFlushWrapper`` (deferred)."""
 _ALWAYS_ALLOWED = ("/health", "/ready", "/metrics")
+
+
+class _Received(TypedDict, total=False):
+    """When the HTTP server read a request (left out: the request's own creation time is used)."""
+
+    created_mono: float
 
 
 class RequestError(Exception):
@@ -338,7 +344,7 @@ class Api:
         if out["eos"] and not ignore_eos:
             lo, hi = out["length"].get(kind, out["length"]["chat"])
             natural = lo + seed % max(1, hi - lo + 1)
-        received_at: dict[str, Any] = {"created_mono": received} if received is not None else {}
+        received_at: _Received = {"created_mono": received} if received is not None else {}
         return Request(
             rid=rid or uuid.uuid4().hex, input_ids=input_ids, prompt_text=prompt_text, kind=kind,
             max_new_tokens=max_new if max_new is not None else self.s.context_len - len(input_ids),
@@ -450,12 +456,12 @@ class Api:
         return reqs
 
     @staticmethod
-    def _refused(reqs: list[Request]) -> dict[str, Any] | None:
+    def _refused(reqs: list[Request]) -> FinishReason | None:
         """The finish reason of the first request aborted with a 400 (a request the server refused), if any."""
         for r in reqs:
-            reason = r.finish_reason or {}
-            if reason.get("type") == "abort" and reason.get("status_code") == 400:
-                return r.finish_reason
+            reason = r.finish_reason
+            if reason is not None and reason.get("type") == "abort" and reason.get("status_code") == 400:
+                return reason
         return None
 
     @staticmethod
@@ -510,7 +516,7 @@ class Api:
         kind = r.finish_reason["type"]
         return kind, r.finish_reason.get("matched") if kind == "stop" else None
 
-    def _sglext(self, body: dict[str, Any], r: Request) -> dict[str, object] | None:
+    def _sglext(self, body: Mapping[str, object], r: Request) -> dict[str, object] | None:
         if not body.get("return_spec_tokens_details"):
             return None
         details = self.spec_details(r)
@@ -566,7 +572,7 @@ class Api:
         max_new = body.get("max_tokens", 16)
         return self._make_request(text, ids, {**params, "max_new_tokens": max_new}, None, 16, received=received)
 
-    def _openai_answer(self, req: Request, body: dict[str, Any], model: str, chat: bool) -> dict[str, object]:
+    def _openai_answer(self, req: Request, body: Mapping[str, object], model: str, chat: bool) -> dict[str, object]:
         """The non-streamed answer of a finished chat or text completion."""
         reason, matched = self._finish(req)
         choice: dict[str, object] = {"index": 0}
@@ -586,7 +592,7 @@ class Api:
             out["sglext"] = sglext
         return out
 
-    async def _openai_stream(self, req: Request, body: dict[str, Any], model: str, chat: bool,
+    async def _openai_stream(self, req: Request, body: Mapping[str, object], model: str, chat: bool,
                              include_usage: bool) -> AsyncIterator[bytes]:
         obj = "chat.completion.chunk" if chat else "text_completion"
         created = int(req.created)

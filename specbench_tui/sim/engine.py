@@ -20,7 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from specbench_tui.sim import kvpool, logs, tokenizer
 from specbench_tui.sim.adaptive import AdaptiveSteps
@@ -29,8 +29,24 @@ from specbench_tui.sim.metrics import DecodeInterval, Metrics
 from specbench_tui.sim.spec_hook import load_adaptive_config
 from specbench_tui.sim.speed import SpeedModel
 
+if TYPE_CHECKING:
+    from specbench_tui.sim.args import Resolved
+
 PRECISE_SLEEP_S = 0.0015
 """The last part of every scheduler sleep, slept precisely (see :meth:`Engine._sleep_until`)."""
+
+
+class FinishReason(TypedDict):
+    """SGLang's ``meta_info.finish_reason``: ``{"type": "stop", "matched": eos}``, ``{"type": "length",
+    "length": n}`` or ``{"type": "abort", "message": ..., "status_code": ..., "err_type": ...}`` (its JSON keeps
+    the keys in the order they are written)."""
+
+    type: str
+    matched: NotRequired[int]
+    length: NotRequired[int]
+    message: NotRequired[str]
+    status_code: NotRequired[int | None]
+    err_type: NotRequired[str | None]
 
 
 @dataclass(eq=False)
@@ -52,7 +68,7 @@ class Request:
     output_ids: list[int] = field(default_factory=list)
     output_parts: list[str] = field(default_factory=list)
     cached_tokens: int = 0
-    finish_reason: dict[str, Any] | None = None
+    finish_reason: FinishReason | None = None
     verify_ct: int = 0
     correct_drafts: int = 0
     histogram: list[int] = field(default_factory=list)
@@ -98,7 +114,7 @@ class Request:
 class Engine:
     """The scheduler loop and its server-wide state (stats, prefix cache, failure triggers)."""
 
-    def __init__(self, *, speed: SpeedModel, resolved: Any, profile: dict[str, Any], logger: logs.Logger,
+    def __init__(self, *, speed: SpeedModel, resolved: Resolved, profile: dict[str, Any], logger: logs.Logger,
                  max_total_num_tokens: int, context_len: int, metrics: Metrics,
                  crash_rule: Mapping[str, Any] | None, hang_rule: Mapping[str, Any] | None, empty_output: bool,
                  on_crash: Callable[[str], None], on_watchdog: Callable[[], None],
@@ -510,7 +526,7 @@ class Engine:
         req.event.set()
         return appended
 
-    def _finish(self, req: Request, reason: dict[str, Any]) -> None:
+    def _finish(self, req: Request, reason: FinishReason) -> None:
         req.finish_reason = reason
         req.finished_mono = time.monotonic()
         req.event.set()

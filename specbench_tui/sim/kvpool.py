@@ -105,7 +105,7 @@ def admits(pool_tokens: int, used: int, running: Sequence[PoolRequest], ratio: f
     return used + running_offset(running, ratio) + already + need(req, extend) <= pool_tokens
 
 
-def retraction_order(reqs: Sequence[Any]) -> list[int]:
+def retraction_order(reqs: Sequence[PoolRequest]) -> list[int]:
     """``_get_decode_retraction_order``: indices most-preferred-to-keep first (the end is retracted first)."""
     return sorted(range(len(reqs)), key=lambda i: (len(reqs[i].output_ids), -len(reqs[i].input_ids)), reverse=True)
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from specbench_tui.sim.engine import Request
 
 _LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
                     20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
@@ -110,8 +113,8 @@ class Metrics:
         self.gauges["spec_accept_length"] = 0.0
         self.gauges["spec_accept_rate"] = 0.0
 
-    def observe_finished(self, req: Any, aborted: bool) -> None:
-        """Count a finished request (``req`` is an ``engine.Request``)."""
+    def observe_finished(self, req: Request, aborted: bool) -> None:
+        """Count a finished request."""
         c = self.counters
         c["prompt_tokens"] += len(req.input_ids)
         c["generation_tokens"] += req.completion_tokens

@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from multiprocessing.process import BaseProcess
+from typing import Any, NotRequired, TypedDict, Unpack
 
 from specbench_tui.sim import logs
 
@@ -50,6 +51,55 @@ class MemoryPlan:
     @property
     def fits_pool(self) -> bool:
         return self.pool_gb >= 0.5 and self.max_total_num_tokens > 0
+
+
+class StartupCrash(TypedDict):
+    """A crash in start-up: the stage it hits (``load``, ``kv`` or ``graph``), its signature and the TP ranks
+    that crash (``"all"`` or a list)."""
+
+    stage: str
+    signature: str
+    ranks: str | list[int]
+
+
+class ChildSettings(TypedDict):
+    """What the main process tells every child (:func:`child_config`)."""
+
+    main_pid: int
+    dp_size: int
+    tp_size: int
+    base_gpu_id: int
+    style: str
+    log_level: str
+    startup: dict[str, float]
+    """The profile's ``[startup]`` seconds (``init_s``, ``weight_load_s``, ``kv_alloc_s``, ``cuda_graph_s``, ...)."""
+    time_scale: float
+    extra_delay_s: float
+    architecture: str
+    draft_architecture: str
+    spec_on: bool
+    decode_graph: bool
+    draft_tokens_per_req: int
+    cuda_graph_max_bs: int
+    max_total_num_tokens: int
+    chunked_prefill_size: int
+    max_prefill_tokens: int
+    max_running_requests: int
+    context_len: int
+    watchdog_timeout: float
+    startup_crash: StartupCrash | None
+    startup_hang: bool
+
+
+class ChildConfig(ChildSettings):
+    """A child's configuration: the settings, the memory plan as a dict, and (added per child as it is started)
+    its parent and its place."""
+
+    memory: dict[str, float]
+    parent_pid: NotRequired[int]
+    dp_rank: NotRequired[int | None]
+    tp_rank: NotRequired[int]
+    gpu_id: NotRequired[int]
 
 
 def memory_plan(model: dict[str, Any], mem_fraction_static: float | None, tp_size: int, spec_on: bool,
@@ -145,7 +195,7 @@ def _progress_bar(label_bs: list[int], avail: float, seconds: float, parent: int
             _sleep(seconds / n, parent)
 
 
-def _crash(log: logs.Logger, cfg: dict[str, Any], traceback: str, signature: str, parent: int) -> None:
+def _crash(log: logs.Logger, cfg: ChildConfig, traceback: str, signature: str, parent: int) -> None:
     """Log SGLang's scheduler exception, SIGQUIT the server's main process, then wait to be killed."""
     tail = logs.exception_tail(signature, cfg["gpu_id"], cfg["memory"]["total_gb"])
     log.error(f"Scheduler hit an exception: {traceback}{tail}")
@@ -159,7 +209,7 @@ def _crash(log: logs.Logger, cfg: dict[str, Any], traceback: str, signature: str
     os._exit(1)
 
 
-def scheduler_main(conn: Connection, cfg: dict[str, Any]) -> None:
+def scheduler_main(conn: Connection, cfg: ChildConfig) -> None:
     """A scheduler rank: start-up log lines, ``ready`` over ``conn``, then wait for orders."""
     parent = cfg["parent_pid"]
     kill_itself_when_parent_died(parent)
@@ -188,7 +238,7 @@ def scheduler_main(conn: Connection, cfg: dict[str, Any]) -> None:
     _serve_orders(conn, log, cfg)
 
 
-def _load_weights(log: logs.Logger, cfg: dict[str, Any], crash_at: Callable[[str], None]) -> float:
+def _load_weights(log: logs.Logger, cfg: ChildConfig, crash_at: Callable[[str], None]) -> float:
     """``Load weight begin/end`` for the target (and the draft model with speculation); a start-up hang stays
     inside the first; return the memory left (GB)."""
     parent, st, mem, scale = cfg["parent_pid"], cfg["startup"], cfg["memory"], cfg["time_scale"]
@@ -213,7 +263,7 @@ def _load_weights(log: logs.Logger, cfg: dict[str, Any], crash_at: Callable[[str
     return float(avail)
 
 
-def _allocate_kv(log: logs.Logger, cfg: dict[str, Any], avail: float, crash_at: Callable[[str], None]) -> float:
+def _allocate_kv(log: logs.Logger, cfg: ChildConfig, avail: float, crash_at: Callable[[str], None]) -> float:
     """``KV Cache is allocated`` and ``Memory pool end``; return the memory left (GB)."""
     mem = cfg["memory"]
     _sleep(cfg["startup"]["kv_alloc_s"] * cfg["time_scale"], cfg["parent_pid"])
@@ -225,7 +275,7 @@ def _allocate_kv(log: logs.Logger, cfg: dict[str, Any], avail: float, crash_at: 
     return avail
 
 
-def _capture_graphs(log: logs.Logger, cfg: dict[str, Any], avail: float, crash_at: Callable[[str], None]) -> float:
+def _capture_graphs(log: logs.Logger, cfg: ChildConfig, avail: float, crash_at: Callable[[str], None]) -> float:
     """The decode CUDA-graph capture (a ``\\r`` progress bar on rank 0); return the memory left (GB)."""
     if not cfg["decode_graph"]:
         crash_at("graph")
@@ -249,7 +299,7 @@ def _capture_graphs(log: logs.Logger, cfg: dict[str, Any], avail: float, crash_a
     return avail
 
 
-def _log_pool_limits(log: logs.Logger, cfg: dict[str, Any], avail: float) -> None:
+def _log_pool_limits(log: logs.Logger, cfg: ChildConfig, avail: float) -> None:
     """The small-pool warning (``TpModelWorker``) and the scheduler's ``max_total_num_tokens=...`` line."""
     if cfg["max_total_num_tokens"] < cfg["context_len"]:  # TpModelWorker: not an error, long requests will be refused
         log.warning(f"KV pool holds {cfg['max_total_num_tokens']} tokens, fewer than --context-length "
@@ -261,7 +311,7 @@ def _log_pool_limits(log: logs.Logger, cfg: dict[str, Any], avail: float) -> Non
              f"context_len={cfg['context_len']}, available_gpu_mem={avail:.2f} GB")
 
 
-def _serve_orders(conn: Connection, log: logs.Logger, cfg: dict[str, Any]) -> None:
+def _serve_orders(conn: Connection, log: logs.Logger, cfg: ChildConfig) -> None:
     """Carry out the main process's orders: ``crash``, ``watchdog``, ``stop``."""
     parent = cfg["parent_pid"]
     for order in _orders(conn, parent):
@@ -293,7 +343,7 @@ def _orders(conn: Connection, parent: int) -> Iterator[tuple[Any, ...]]:
         yield order
 
 
-def detokenizer_main(conn: Connection, cfg: dict[str, Any]) -> None:
+def detokenizer_main(conn: Connection, cfg: ChildConfig) -> None:
     """The detokenizer: holds its place in the process tree until stopped or orphaned."""
     parent = cfg["parent_pid"]
     kill_itself_when_parent_died(parent)
@@ -304,7 +354,7 @@ def detokenizer_main(conn: Connection, cfg: dict[str, Any]) -> None:
             os._exit(0)
 
 
-def data_parallel_controller_main(conn: Connection, cfg: dict[str, Any]) -> None:
+def data_parallel_controller_main(conn: Connection, cfg: ChildConfig) -> None:
     """With dp > 1: start ``dp_size x tp_size`` schedulers, report ready, relay orders to them."""
     parent = cfg["parent_pid"]
     kill_itself_when_parent_died(parent)
@@ -314,8 +364,8 @@ def data_parallel_controller_main(conn: Connection, cfg: dict[str, Any]) -> None
     links = []
     for dp_rank in range(cfg["dp_size"]):
         for tp_rank in range(cfg["tp_size"]):
-            child_cfg = dict(cfg, dp_rank=dp_rank, tp_rank=tp_rank, parent_pid=os.getpid(),
-                             gpu_id=cfg["base_gpu_id"] + dp_rank * cfg["tp_size"] + tp_rank)
+            child_cfg: ChildConfig = {**cfg, "dp_rank": dp_rank, "tp_rank": tp_rank, "parent_pid": os.getpid(),
+                                      "gpu_id": cfg["base_gpu_id"] + dp_rank * cfg["tp_size"] + tp_rank}
             ours, theirs = ctx.Pipe()
             ctx.Process(target=scheduler_main, args=(theirs, child_cfg), daemon=False).start()
             links.append(ours)
@@ -342,29 +392,29 @@ def data_parallel_controller_main(conn: Connection, cfg: dict[str, Any]) -> None
 class Child:
     """A started child: its process, our end of its pipe and its SGLang role."""
 
-    process: Any
+    process: BaseProcess
     conn: Connection
     role: str
 
 
-def start_children(cfg: dict[str, Any]) -> list[Child]:
+def start_children(cfg: ChildConfig) -> list[Child]:
     """Spawn the schedulers (or the DP controller) and the detokenizer; their ``ready`` comes over ``conn``."""
     ctx = mp.get_context("spawn")
     children: list[Child] = []
 
-    def spawn(target: Any, child_cfg: dict[str, Any], role: str) -> None:
+    def spawn(target: Callable[[Connection, ChildConfig], None], child_cfg: ChildConfig, role: str) -> None:
         ours, theirs = ctx.Pipe()
         process = ctx.Process(target=target, args=(theirs, child_cfg), daemon=False)
         process.start()
         theirs.close()
         children.append(Child(process, ours, role))
 
-    base = dict(cfg, parent_pid=os.getpid())
+    base: ChildConfig = {**cfg, "parent_pid": os.getpid()}
     if cfg["dp_size"] > 1:
         spawn(data_parallel_controller_main, base, "data_parallel_controller")
     else:
         for tp_rank in range(cfg["tp_size"]):
-            spawn(scheduler_main, dict(base, dp_rank=None, tp_rank=tp_rank, gpu_id=cfg["base_gpu_id"] + tp_rank),
+            spawn(scheduler_main, {**base, "dp_rank": None, "tp_rank": tp_rank, "gpu_id": cfg["base_gpu_id"] + tp_rank},
                   "scheduler")
     spawn(detokenizer_main, base, "detokenizer")
     return children
@@ -412,9 +462,6 @@ def kill_process_tree(children: list[Child], include_parent: bool = True, wait_s
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def child_config(**kwargs: Any) -> dict[str, Any]:
+def child_config(memory: MemoryPlan, **settings: Unpack[ChildSettings]) -> ChildConfig:
     """A picklable configuration for the children (a plain dict; MemoryPlan becomes a dict)."""
-    cfg = dict(kwargs)
-    if isinstance(cfg.get("memory"), MemoryPlan):
-        cfg["memory"] = asdict(cfg["memory"])
-    return cfg
+    return {**settings, "memory": asdict(memory)}

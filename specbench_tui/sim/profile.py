@@ -201,7 +201,7 @@ def load_profile(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     return data
 
 
-def _value_matches(expected: Any, actual: Any) -> bool:
+def _value_matches(expected: object, actual: object) -> bool:
     options = expected if isinstance(expected, list) else [expected]
     for option in options:
         if option == "*" or option == actual:
@@ -211,7 +211,7 @@ def _value_matches(expected: Any, actual: Any) -> bool:
     return False
 
 
-def rule_matches(rule: Mapping[str, Any], facts: Mapping[str, Any]) -> bool:
+def rule_matches(rule: Mapping[str, Any], facts: Mapping[str, object]) -> bool:
     """True if every match key the rule names agrees with ``facts`` (lists mean any of; ``model`` is a substring)."""
     for key in MATCH_KEYS:
         if key not in rule:
@@ -225,6 +225,6 @@ def rule_matches(rule: Mapping[str, Any], facts: Mapping[str, Any]) -> bool:
     return True
 
 
-def first_rule(rules: list[Mapping[str, Any]], facts: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def first_rule(rules: list[Mapping[str, Any]], facts: Mapping[str, object]) -> Mapping[str, Any] | None:
     """The first rule of ``rules`` that matches ``facts``, or None."""
     return next((rule for rule in rules if rule_matches(rule, facts)), None)

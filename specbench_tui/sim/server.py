@@ -25,7 +25,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from specbench_tui.sim import kvpool, logs, procs
@@ -66,7 +66,7 @@ def _is_missing_local_path(path: str) -> bool:
     return path.startswith(("/", "./", "../", "~")) and not os.path.exists(os.path.expanduser(path))
 
 
-def _server_args_repr(values: dict[str, Any]) -> str:
+def _server_args_repr(values: Mapping[str, object]) -> str:
     return "ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in values.items()) + ")"
 
 
@@ -102,7 +102,7 @@ class Server:
         self._child_watch: asyncio.Task[None] | None = None
 
     # -- start-up ------------------------------------------------------------------------------------------
-    def _startup_failure(self) -> tuple[dict[str, Any] | None, bool]:
+    def _startup_failure(self) -> tuple[procs.StartupCrash | None, bool]:
         """The start-up crash (natural OOM or a profile rule) and whether start-up hangs."""
         if not self.memory.fits_weights:
             return {"stage": "load", "signature": "cuda_oom", "ranks": "all"}, False
@@ -116,7 +116,7 @@ class Server:
         hang = first_rule(self.profile["hang"], self.facts)
         return None, bool(hang and hang.get("when") == "startup")
 
-    def _child_config(self) -> dict[str, Any]:
+    def _child_config(self) -> procs.ChildConfig:
         a = self.args
         crash, hang = self._startup_failure()
         slow = first_rule(self.profile["slow_start"], self.facts)
@@ -179,7 +179,7 @@ class Server:
                                  first_request_hook=self._create_handle_loop)
         return Api(self.state)
 
-    def _order_crash(self, rule: Mapping[str, object] | None) -> Any:
+    def _order_crash(self, rule: Mapping[str, object] | None) -> Callable[[str], None]:
         def order(signature: str) -> None:
             ranks = rule.get("ranks", "all") if rule else "all"
             self._send_schedulers(("crash", signature, self.args.algorithm, ranks))
@@ -188,7 +188,7 @@ class Server:
     def _order_watchdog(self) -> None:
         self._send_schedulers(("watchdog", self.args.algorithm))
 
-    def _send_schedulers(self, order: tuple[Any, ...]) -> None:
+    def _send_schedulers(self, order: tuple[object, ...]) -> None:
         for child in self.children:
             if child.role != "detokenizer":
                 try:
@@ -196,7 +196,7 @@ class Server:
                 except OSError:
                     pass
 
-    async def _http_call(self, method: str, path: str, body: dict[str, Any] | None = None) -> int:
+    async def _http_call(self, method: str, path: str, body: Mapping[str, object] | None = None) -> int:
         """A minimal HTTP/1.1 call to ourselves (the warm-up goes over the wire, as in SGLang)."""
         host = "127.0.0.1" if self.args.host in ("0.0.0.0", "") else ("::1" if self.args.host == "::" else self.args.host)
         reader, writer = await asyncio.open_connection(host, self.args.port)

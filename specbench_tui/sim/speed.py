@@ -56,7 +56,7 @@ class Deterministic:
         return math.floor((step_index + 1) * length + 1e-9) - math.floor(step_index * length + 1e-9)
 
 
-def config_facts(resolved: Resolved) -> dict[str, Any]:
+def config_facts(resolved: Resolved) -> dict[str, object]:
     """The facts profile rules match on, for a resolved configuration."""
     return {
         "algorithm": resolved.algorithm,

@@ -19,8 +19,7 @@ from __future__ import annotations
 import random
 import re
 import zlib
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
 
 MAX_PIECE = 6
 SPECIAL_TOKENS = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}
@@ -74,7 +73,7 @@ def message_text(content: object) -> str:
     return "" if content is None else str(content)
 
 
-def apply_chat_template(messages: Sequence[dict[str, Any]]) -> tuple[str, list[int]]:
+def apply_chat_template(messages: Sequence[Mapping[str, object]]) -> tuple[str, list[int]]:
     """Render ChatML with the generation prompt; return the text and its token ids (per-part encoding)."""
     text_parts: list[str] = []
     ids: list[int] = []
