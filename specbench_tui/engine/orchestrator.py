@@ -189,13 +189,12 @@ class Orchestrator:
         self.states[config.id] = state
         self.publish(ConfigStateChanged(config_id=config.id, name=config.name, state=state, reason=reason))
 
-    def finish_config(self, config: PlannedConfig, state: ConfigState, reason: str | None, *,
-                      signature: str | None = None, server_log_accept_length: float | None = None,
-                      gpu_summary: dict[str, object] | None = None) -> None:
+    def finish_config(self, config: PlannedConfig, state: ConfigState, reason: str | None, *, signature: str | None = None,
+                      server_log_accept_length: float | None = None, gpu_summary: dict[str, object] | None = None) -> None:
         self.set_state(config, state, reason)
-        self.publish(ConfigFinished(config_id=config.id, name=config.name, state=state, reason=reason,
-                                    signature=signature, server_log_accept_length=server_log_accept_length,
-                                    gpu_summary=gpu_summary, concurrent=self.sweep.concurrent))
+        self.publish(ConfigFinished(config_id=config.id, name=config.name, state=state, reason=reason, signature=signature,
+                                    server_log_accept_length=server_log_accept_length, gpu_summary=gpu_summary,
+                                    concurrent=self.sweep.concurrent))
 
     def record(self, measurement: Measurement) -> None:
         """One measurement into the run's results (its one record) and the fold; :class:`StopJob` when it cannot be written."""

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from specbench_tui.sim.engine import Request
+from typing import Protocol
 
 _LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
                     20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
@@ -81,6 +78,19 @@ _EXTRA_LABELS = {"cached_tokens": {"cache_source": "device"}, "graph_memory_usag
 _NO_RANKS = frozenset({"startup_time_seconds", "startup_cuda_graph_time_seconds"})
 
 
+
+class FinishedRequest(Protocol):
+    """What the metrics read of a finished request (:class:`specbench_tui.sim.engine.Request`)."""
+
+    input_ids: list[int]
+    cached_tokens: int
+    created_mono: float
+    first_token_mono: float | None
+    finished_mono: float | None
+
+    @property
+    def completion_tokens(self) -> int: ...
+
 @dataclass
 class Histogram:
     """A cumulative-bucket histogram."""
@@ -113,8 +123,8 @@ class Metrics:
         self.gauges["spec_accept_length"] = 0.0
         self.gauges["spec_accept_rate"] = 0.0
 
-    def observe_finished(self, req: Request, aborted: bool) -> None:
-        """Count a finished request."""
+    def observe_finished(self, req: FinishedRequest, aborted: bool) -> None:
+        """Count a finished request (an ``engine.Request``)."""
         c = self.counters
         c["prompt_tokens"] += len(req.input_ids)
         c["generation_tokens"] += req.completion_tokens
