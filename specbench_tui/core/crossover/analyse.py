@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from specbench_tui.core.crossover.bracket import crossover_of
 from specbench_tui.core.crossover.points import point_row
@@ -17,20 +16,21 @@ from specbench_tui.core.crossover.results import (
     PointRow,
     ScheduleEntry,
     load_workloads,
+    plan_workloads,
 )
 from specbench_tui.core.crossover.schedule import schedule_entry
 from specbench_tui.core.crossover.stats import Stat, stat_of
 from specbench_tui.core.events import Event, LoadPointFinished
 from specbench_tui.core.load import AXIS_CONCURRENCY, AXIS_RATE
 from specbench_tui.core.records import CACHE_WARM, STATUS_OK, Measurement
-from specbench_tui.core.results import FROM_MEMORY_TEXT
+from specbench_tui.core.results import FROM_MEMORY_TEXT, ConfigSummary
 
 
 Cells = dict[tuple[str, str, str], list[Measurement]]
 
 
-def analyse_load(plan_json: Mapping[str, Any], measurements: Iterable[Measurement], events: Iterable[Event],
-                 configs: Sequence[Any], lossy: Iterable[str] = (), *, include_retracted: bool = False) -> LoadAnalysis:
+def analyse_load(plan_json: Mapping[str, object], measurements: Iterable[Measurement], events: Iterable[Event],
+                 configs: Sequence[ConfigSummary], lossy: Iterable[str] = (), *, include_retracted: bool = False) -> LoadAnalysis:
     """The load figures of a run. ``measurements``: one per key (as the analysis keeps them); ``configs``: the
     analysis' :class:`~specbench_tui.core.analysis.ConfigSummary` list; ``lossy``: names of configurations
     whose outputs differ from their baseline's (barred from the schedule); ``include_retracted``: keep requests
@@ -64,13 +64,13 @@ def analyse_load(plan_json: Mapping[str, Any], measurements: Iterable[Measuremen
                         schedule=tuple(schedule), points_measured=len(final), grid_points=grid_points)
 
 
-def _rows(plan_json: Mapping[str, Any], workloads: Sequence[LoadWorkload], configs: Sequence[Any], cells: Cells,
+def _rows(plan_json: Mapping[str, object], workloads: Sequence[LoadWorkload], configs: Sequence[ConfigSummary], cells: Cells,
           finished: Mapping[tuple[str, str, str], dict[int, LoadPointFinished]],
           include_retracted: bool) -> list[PointRow]:
     """Every measured point's own row (no baseline yet), a warm n-gram configuration's marked."""
     from specbench_tui.core.cells import acceptance, drafts_from_memory
 
-    items_of = {str(w.get("name")): w for w in plan_json.get("workloads", []) if isinstance(w, Mapping)}
+    items_of = {str(w.get("name")): w for w in plan_workloads(plan_json)}
     rows: list[PointRow] = []
     for config in configs:
         for workload in workloads:
@@ -90,7 +90,7 @@ def _rows(plan_json: Mapping[str, Any], workloads: Sequence[LoadWorkload], confi
     return rows
 
 
-def _against_baseline(row: PointRow, by_id: Mapping[str, Any], by_name: Mapping[str, Any],
+def _against_baseline(row: PointRow, by_id: Mapping[str, ConfigSummary], by_name: Mapping[str, ConfigSummary],
                       by_key: Mapping[tuple[str, str, str], PointRow], cells: Cells,
                       names: Mapping[str, LoadWorkload]) -> PointRow:
     """The row with its speedup over the matched baseline at the same workload and load point, and the noise the
@@ -118,7 +118,7 @@ def _against_baseline(row: PointRow, by_id: Mapping[str, Any], by_name: Mapping[
     return _with(row, speedup=speed, speedup_pairs=pairs, baseline=base.name, noisy=noise is not None, noise=noise)
 
 
-def _crossovers(configs: Sequence[Any], workloads: Sequence[LoadWorkload], by_name: Mapping[str, Any],
+def _crossovers(configs: Sequence[ConfigSummary], workloads: Sequence[LoadWorkload], by_name: Mapping[str, ConfigSummary],
                 final_by: Mapping[tuple[str, str, str], PointRow]) -> list[Crossover]:
     """Each speculative configuration's crossover per workload and axis, with the capped points (its own or its
     baseline's) it rests on."""
@@ -141,7 +141,7 @@ def _crossovers(configs: Sequence[Any], workloads: Sequence[LoadWorkload], by_na
     return out
 
 
-def _schedule(workloads: Sequence[LoadWorkload], final: Sequence[PointRow], configs: Sequence[Any],
+def _schedule(workloads: Sequence[LoadWorkload], final: Sequence[PointRow], configs: Sequence[ConfigSummary],
               failed_states: frozenset[str], lossy: set[str]) -> list[ScheduleEntry]:
     """Every measured point's entry, in the order the workload writes its points; each axis is walked from low
     load to high so that a point's choice can be kept from the point before it (see :mod:`.schedule`)."""
@@ -164,7 +164,7 @@ def _schedule(workloads: Sequence[LoadWorkload], final: Sequence[PointRow], conf
     return out
 
 
-def _scheduled(workload: str, label: str, rows: list[PointRow], configs: Sequence[Any], failed_states: frozenset[str],
+def _scheduled(workload: str, label: str, rows: list[PointRow], configs: Sequence[ConfigSummary], failed_states: frozenset[str],
                lossy: set[str], previous: tuple[str, str] | None) -> ScheduleEntry:
     """The schedule entry of one point, with the candidates whose server capped it."""
     entry = schedule_entry(workload, label, rows, configs, failed_states, lossy, previous)
@@ -172,7 +172,7 @@ def _scheduled(workload: str, label: str, rows: list[PointRow], configs: Sequenc
     return replace(entry, capped=capped) if capped else entry
 
 
-def _with(row: PointRow, **changes: Any) -> PointRow:
+def _with(row: PointRow, **changes: object) -> PointRow:
     data = {name: getattr(row, name) for name in row.__dataclass_fields__}
     data.update(changes)
     return PointRow(**data)

@@ -4,7 +4,7 @@ the matched baseline falls below 1, from the non-noisy points, with a log-linear
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TypedDict
 
 from specbench_tui.core.crossover.results import (
     ALWAYS_PAYS,
@@ -17,13 +17,26 @@ from specbench_tui.core.crossover.results import (
     PointRow,
 )
 from specbench_tui.core.load import parse_label
+from specbench_tui.core.results import ConfigSummary
+
+
+class _Base(TypedDict):
+    """The fields every :class:`Crossover` of one configuration, workload and axis shares."""
+
+    config_id: str
+    config: str
+    workload: str
+    axis: str
+    measured: int
+    grid: int
+    evidence: tuple[Evidence, ...]
 
 
 def is_usable(row: PointRow | None) -> bool:
     return row is not None and row.speedup is not None and not row.noisy
 
 
-def crossover_of(config: Any, workload: str, axis: str, grid: list[str], pts: list[PointRow | None],
+def crossover_of(config: ConfigSummary, workload: str, axis: str, grid: list[str], pts: list[PointRow | None],
                  values: list[float] | None = None) -> Crossover:
     """``values``: the grid's positions on the axis (default: read from load labels; the context ladder passes
     its rungs' token counts)."""
@@ -32,7 +45,7 @@ def crossover_of(config: Any, workload: str, axis: str, grid: list[str], pts: li
                      for p in pts if p is not None)
     measured = sum(1 for p in pts if p is not None)
     usable = [(v, p.speedup.median) for v, p in zip(values, pts) if is_usable(p) and p is not None and p.speedup]
-    base = {"config_id": config.id, "config": config.name, "workload": workload, "axis": axis, "measured": measured,
+    base: _Base = {"config_id": config.id, "config": config.name, "workload": workload, "axis": axis, "measured": measured,
                 "grid": len(grid), "evidence": evidence}
     if not usable:
         return Crossover(status=UNDETERMINED, low=None, high=None, estimate=None,
@@ -43,7 +56,7 @@ def crossover_of(config: Any, workload: str, axis: str, grid: list[str], pts: li
     return _under_at(values, usable, min(loses), base)
 
 
-def _never_under(values: list[float], usable: list[tuple[float, float]], base: dict[str, Any]) -> Crossover:
+def _never_under(values: list[float], usable: list[tuple[float, float]], base: _Base) -> Crossover:
     """No usable point is under 1: it always pays when the highest load is one of them."""
     top = max(v for v, _ in usable)
     status = ALWAYS_PAYS if top == values[-1] else UNDETERMINED
@@ -52,7 +65,7 @@ def _never_under(values: list[float], usable: list[tuple[float, float]], base: d
     return Crossover(status=status, low=top, high=None, estimate=None, note=note, **base)
 
 
-def _under_at(values: list[float], usable: list[tuple[float, float]], hi: float, base: dict[str, Any]) -> Crossover:
+def _under_at(values: list[float], usable: list[tuple[float, float]], hi: float, base: _Base) -> Crossover:
     """``hi`` is the lowest usable load under 1: not monotonic when a higher one pays again, never paying when it
     is the lowest load, else a crossing below it (bracketed by the highest paying point under it, if any)."""
     pays = [(v, s) for v, s in usable if s >= 1.0 and v < hi]

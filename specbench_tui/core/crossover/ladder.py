@@ -31,15 +31,15 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from specbench_tui.core.acceptance import add_histograms, conditional_from_histogram
 from specbench_tui.core.context_ladder import SEARCH_GRID, is_ladder, ladder_rungs, ladder_search
 from specbench_tui.core.crossover.bracket import crossover_of, is_usable
-from specbench_tui.core.crossover.results import Crossover, PointRow
+from specbench_tui.core.crossover.results import Crossover, PointRow, plan_workloads
 from specbench_tui.core.crossover.stats import Stat, stat_of
 from specbench_tui.core.load import DEFAULT_NOISE
 from specbench_tui.core.records import STATUS_ERROR, STATUS_OK, STATUS_ZERO_OUTPUT, Measurement
+from specbench_tui.core.results import ConfigSummary
 
 AXIS_CONTEXT = "context"
 
@@ -95,18 +95,19 @@ class LadderAnalysis:
         return next((c for c in self.crossovers if c.config_id == config_id and c.workload == workload), None)
 
 
-def ladder_workloads(plan_json: Mapping[str, Any]) -> list[LadderWorkload]:
+def ladder_workloads(plan_json: Mapping[str, object]) -> list[LadderWorkload]:
     out = []
-    for raw in plan_json.get("workloads", []) or []:
-        if isinstance(raw, Mapping) and isinstance(raw.get("name"), str) and is_ladder(raw):
+    for raw in plan_workloads(plan_json):
+        name = raw.get("name")
+        if isinstance(name, str) and is_ladder(raw):
             repeats = raw.get("repeats")
-            out.append(LadderWorkload(raw["name"], tuple(ladder_rungs(raw)), ladder_search(raw),
+            out.append(LadderWorkload(name, tuple(ladder_rungs(raw)), ladder_search(raw),
                                       repeats if isinstance(repeats, int) and repeats > 0 else 1))
     return out
 
 
-def analyse_ladder(plan_json: Mapping[str, Any], measurements: Iterable[Measurement],
-                   configs: Sequence[Any]) -> LadderAnalysis | None:
+def analyse_ladder(plan_json: Mapping[str, object], measurements: Iterable[Measurement],
+                   configs: Sequence[ConfigSummary]) -> LadderAnalysis | None:
     """The ladder figures of a run (None when its plan has no ladder). ``measurements``: one per key;
     ``configs``: the analysis' :class:`~specbench_tui.core.analysis.ConfigSummary` list."""
     workloads = ladder_workloads(plan_json)
@@ -151,14 +152,14 @@ def _contexts(workload: LadderWorkload, cells: Mapping[tuple[str, str, str], lis
     return out
 
 
-def _own_rungs(config: Any, workload: LadderWorkload, cells: Mapping[tuple[str, str, str], list[Measurement]],
+def _own_rungs(config: ConfigSummary, workload: LadderWorkload, cells: Mapping[tuple[str, str, str], list[Measurement]],
                values: Sequence[float]) -> list[Rung]:
     """The configuration's measured rungs, without the baseline yet."""
     return [_rung(config, workload, label, value, ms) for label, value in zip(workload.rungs, values)
             if (ms := cells.get((config.id, workload.name, label)))]
 
 
-def _rung(config: Any, workload: LadderWorkload, label: str, value: float, ms: list[Measurement]) -> Rung:
+def _rung(config: ConfigSummary, workload: LadderWorkload, label: str, value: float, ms: list[Measurement]) -> Rung:
     from specbench_tui.core.cells import acceptance
 
     ok = [m for m in ms if m.status == STATUS_OK]
@@ -177,7 +178,7 @@ def _rung(config: Any, workload: LadderWorkload, label: str, value: float, ms: l
                 conditional=conditional_from_histogram(add_histograms(histograms)) if histograms else ())
 
 
-def _against(rung: Rung, base: Any, workload: LadderWorkload,
+def _against(rung: Rung, base: ConfigSummary | None, workload: LadderWorkload,
              cells: Mapping[tuple[str, str, str], list[Measurement]]) -> Rung:
     """The rung with its speedup over the matched baseline at the same rung (and why it is noisy)."""
     from specbench_tui.core.cells import paired_speedup
@@ -203,7 +204,7 @@ def _against(rung: Rung, base: Any, workload: LadderWorkload,
                 clamped=rung.clamped, conditional=rung.conditional)
 
 
-def _context_crossover(config: Any, workload: LadderWorkload, values: list[float], mine: list[Rung]) -> Crossover:
+def _context_crossover(config: ConfigSummary, workload: LadderWorkload, values: list[float], mine: list[Rung]) -> Crossover:
     by_label = {r.label: r.point for r in mine}
     pts = [by_label.get(label) for label in workload.rungs]
     crossover = crossover_of(config, workload.name, AXIS_CONTEXT, list(workload.rungs), pts, values)
@@ -216,10 +217,10 @@ def _context_crossover(config: Any, workload: LadderWorkload, values: list[float
 # ------------------------------------------------------------------------------------------------- search
 
 
-def ladder_needs(ladder: LadderAnalysis, configs: Sequence[Any]) -> tuple[dict[str, dict[str, set[str]]], list[str]]:
+def ladder_needs(ladder: LadderAnalysis, configs: Sequence[ConfigSummary]) -> tuple[dict[str, dict[str, set[str]]], list[str]]:
     """Which rungs each configuration must have measured now (done ones included), and why the probes: config
     id → workload → rung labels. A configuration neither searched nor a baseline measures every rung."""
-    by_name = {c.name: c for c in configs}
+    by_name: dict[str | None, ConfigSummary] = {c.name: c for c in configs}
     needs: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     reasons: list[str] = []
     dependents = {by_name[c.baseline].id for c in configs if c.speculative and c.baseline in by_name}

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from specbench_tui.core.crossover.results import LoadWorkload, PointRow
-from specbench_tui.core.crossover.stats import Stat, finite, pcts, stat_of
+from specbench_tui.core.crossover.stats import Pcts, Stat, finite, pcts, stat_of
 from specbench_tui.core.events import LoadPointFinished
 from specbench_tui.core.load import AXIS_CONCURRENCY, Slo, parse_label
 from specbench_tui.core.measuring_host import starved
@@ -55,6 +55,32 @@ def capped_text(axis: str, value: float, cap: int | None) -> str | None:
     return f"capped ({int(value)} in flight, cap {cap})"
 
 
+class _Latencies(TypedDict):
+    """A point's latency percentiles (:class:`PointRow`'s fields of the same names)."""
+
+    ttft_s: Pcts | None
+    itl_s: Pcts | None
+    e2e_s: Pcts | None
+
+
+class GraphFigures(TypedDict, total=False):
+    """:func:`graph_figures`: both keys, or neither when no decode line said (:class:`PointRow`'s fields)."""
+
+    graph_share: float
+    eager_batches: tuple[int, ...]
+
+
+class _Extras(TypedDict):
+    """A point's facts beyond its figures (:class:`PointRow`'s fields of the same names)."""
+
+    running_cap: int | None
+    capped: str | None
+    spec_steps: tuple[int, ...] | None
+    speculation: str | None
+    n_retracted: int
+    cache: str | None
+
+
 def _adaptive(events: Mapping[int, LoadPointFinished]) -> tuple[tuple[int, ...] | None, str | None]:
     """An adaptive server's candidate steps over the point's repeats, and whether speculation was on/off/mixed."""
     logs = [e.server_log for e in events.values() if isinstance(e.server_log, dict) and e.server_log.get("adaptive")]
@@ -67,7 +93,7 @@ def _adaptive(events: Mapping[int, LoadPointFinished]) -> tuple[tuple[int, ...] 
 
 
 def _point_extras(axis: str, value: float, ms: list[Measurement], ok: list[Measurement],
-                  events: Mapping[int, LoadPointFinished]) -> dict[str, Any]:
+                  events: Mapping[int, LoadPointFinished]) -> _Extras:
     """The facts of a point beyond its figures: the server's cap (and whether the point exceeds it), an adaptive
     server's steps, retractions and the cache policy."""
     caps = [m.running_cap for m in ms if m.running_cap is not None]
@@ -81,7 +107,7 @@ def _point_extras(axis: str, value: float, ms: list[Measurement], ok: list[Measu
 
 def point_row(config_id: str, config: str, workload: LoadWorkload, label: str, ms: list[Measurement],
               events: Mapping[int, LoadPointFinished], expected_per_repeat: int, repeats: int,
-              accept_fn: Any, *, include_retracted: bool = False) -> PointRow:
+              accept_fn: Callable[[list[Measurement]], tuple[float | None, str | None]], *, include_retracted: bool = False) -> PointRow:
     """One point's row; a request the server retracted is kept out of the latency percentiles unless
     ``include_retracted``."""
     axis, value = parse_label(label)
@@ -178,14 +204,14 @@ def _noise(per_user: Stat | None, threshold: float, ms: list[Measurement],
     return hungry, hungry or noise
 
 
-def _latencies(timed: list[Measurement]) -> dict[str, Any]:
+def _latencies(timed: list[Measurement]) -> _Latencies:
     """The TTFT, inter-token and end-to-end latency percentiles of the requests timed."""
     return {"ttft_s": pcts([m.ttft_s for m in timed if finite(m.ttft_s)]),
             "itl_s": pcts([float(v) for v in map(_itl, timed) if finite(v)]),
             "e2e_s": pcts([m.e2e_s for m in timed if finite(m.e2e_s)])}
 
 
-def graph_figures(events: Iterable[object]) -> dict[str, Any]:
+def graph_figures(events: Iterable[object]) -> GraphFigures:
     """``graph_share`` (decode lines that ran a captured graph ÷ those that said) and ``eager_batches`` over the
     events' server logs (a point's repeats, or a workload's attempts): ``{}`` when no line said."""
     lines = graphed = 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from specbench_tui.core.crossover.stats import Pcts, Stat
 from specbench_tui.core.load import AXIS_CONCURRENCY, LoadSpec
@@ -233,11 +232,18 @@ class LoadAnalysis:
         return not self.workloads
 
 
-def load_workloads(plan_json: Mapping[str, Any]) -> list[LoadWorkload]:
+def plan_workloads(plan_json: Mapping[str, object]) -> list[Mapping[str, object]]:
+    """The workload tables of a run's plan (read back, never trusted: what is not a table is skipped)."""
+    raw = plan_json.get("workloads")
+    return [w for w in raw if isinstance(w, Mapping)] if isinstance(raw, list) else []
+
+
+def load_workloads(plan_json: Mapping[str, object]) -> list[LoadWorkload]:
     out = []
-    for raw in plan_json.get("workloads", []) or []:
-        if isinstance(raw, Mapping) and isinstance(raw.get("name"), str):
+    for raw in plan_workloads(plan_json):
+        name = raw.get("name")
+        if isinstance(name, str):
             spec = LoadSpec.from_json(raw.get("load"))
             if spec is not None:
-                out.append(LoadWorkload(raw["name"], spec))
+                out.append(LoadWorkload(name, spec))
     return out

@@ -8,14 +8,15 @@ entry says so in :attr:`~specbench_tui.core.crossover.results.ScheduleEntry.held
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+
 
 from specbench_tui.core.crossover.results import PointRow, ScheduleEntry
 from specbench_tui.core.crossover.stats import MAD_SCALE
 from specbench_tui.core.load import parse_label
+from specbench_tui.core.results import ConfigSummary
 
 
-def schedule_entry(workload: str, label: str, rows: list[PointRow], configs: Sequence[Any],
+def schedule_entry(workload: str, label: str, rows: list[PointRow], configs: Sequence[ConfigSummary],
                    failed_states: frozenset[str], lossy: set[str],
                    previous: tuple[str, str] | None = None) -> ScheduleEntry:
     """The entry of one load point; ``previous``: (configuration, load label) chosen at the point before on the

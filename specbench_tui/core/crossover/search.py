@@ -8,11 +8,12 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
 
 from specbench_tui.core.crossover.bracket import is_usable, log_root
 from specbench_tui.core.crossover.results import LoadAnalysis
 from specbench_tui.core.load import AXIS_CONCURRENCY, AXIS_RATE, SEARCH_GRID, parse_label
+from specbench_tui.core.results import ConfigSummary
 
 
 def _fit_root(points: list[tuple[float, float]]) -> float | None:
@@ -155,13 +156,13 @@ class SearchStep:
     reasons: tuple[str, ...] = ()
 
 
-def search_needs(load: LoadAnalysis, configs: Sequence[Any]) -> SearchStep:
+def search_needs(load: LoadAnalysis, configs: Sequence[ConfigSummary]) -> SearchStep:
     """Which load points each configuration must have measured now, given what is measured so far. A
     configuration whose needs are all measured has nothing to run; the sweep is done when none has."""
-    by_name = {c.name: c for c in configs}
+    by_name: dict[str | None, ConfigSummary] = {c.name: c for c in configs}
     needs: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     reasons: list[str] = []
-    dependents: dict[str, list[Any]] = defaultdict(list)
+    dependents: dict[str, list[ConfigSummary]] = defaultdict(list)
     for c in configs:
         if c.speculative and c.baseline in by_name:
             dependents[by_name[c.baseline].id].append(c)
