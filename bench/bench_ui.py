@@ -23,7 +23,7 @@ Figures (issues 9, 5, 6 and 19):
    ``l``  the full-log screen's footer;  ``/``  the search box in it;  ``ctrl+p``  the command palette's prompt;
    ``c``  the chart screen's title line (the results as a plot, from the analysis the table shows).
 
-   p95 target < 100 ms for every key.
+   p95 target < 100 ms for every key; < 150 ms with ``--busy N`` (busy loops beside the app).
 3. **Peak RSS after 1,000,000 log lines** (published at 50,000 a second, then drained into the panel):
    ``ru_maxrss`` of the app process. Target < 250 MB.
 
@@ -85,6 +85,9 @@ MEMORY_LINES = 1_000_000
 MEMORY_RATE = 50_000
 KEYS = ("p", "s", "S", "r", "m", "o", "t", "l", "/", "c", "ctrl+p")
 TARGETS = {"cpu": 0.15, "key_p95_ms": 100.0, "rss_mb": 250.0}
+BUSY_KEY_P95_MS = 150.0
+"""The key target with busy loops beside the app (``--busy N``, N >= 1): issue 45 holds every key to 100 ms p95
+idle and to 150 ms beside two busy loops."""
 CONFIGS = 200
 FIRST_PENDING = CONFIGS * 3 // 4
 """Rows from this index on are pending (the stand-in engine's plan: ``ar``, then ``ddtree-b1`` …)."""
@@ -101,7 +104,7 @@ CTRL_END = b"\x1b[1;5F"
 def schedstat(pid: int) -> dict[int, tuple[str, int, int]]:
     """{tid: (kernel name, ns on a CPU, ns waiting on a run queue)} of the process's threads now
     (``/proc/PID/task/TID/schedstat``): what ``--sched`` splits each press's wall time into."""
-    found = {}
+    found: dict[int, tuple[str, int, int]] = {}
     base = f"/proc/{pid}/task"
     try:
         tids = os.listdir(base)
@@ -438,7 +441,8 @@ def main() -> int:
     parser.add_argument("--no-memory", action="store_true", help="leave the 1M-line memory figure out")
     parser.add_argument("--keys", default=",".join(KEYS), help="only these keys (comma-separated)")
     parser.add_argument("--busy", type=int, default=0, metavar="N",
-                        help="N busy loops beside the app, each in a session of its own (as servers are)")
+                        help="N busy loops beside the app, each in a session of its own (as servers are), killed "
+                             "with the bench even by SIGKILL; the key target becomes 150 ms")
     parser.add_argument("--busy-nice", type=int, default=0, metavar="N",
                         help="the busy loops niced by N (their autogroups' nice and their own): servers run niced")
     parser.add_argument("--app-nice", type=int, default=0, metavar="N",
@@ -461,6 +465,8 @@ def main() -> int:
     KeyBench.only = set(options.keys.split(","))
     if options.turns:
         os.environ["SPECBENCH_TURNS"] = str(Path(options.turns).resolve())
+    if options.busy > 0:
+        TARGETS["key_p95_ms"] = BUSY_KEY_P95_MS
     loops = busy_loops(options.busy, options.busy_nice)
     if loops:
         print(f"{len(loops)} busy loops beside the app, niced by {options.busy_nice}")

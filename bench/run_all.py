@@ -61,7 +61,7 @@ SCRIPTS: dict[str, Bench] = {
     "crash": Bench("bench/bench_crash_dead_time.py"),
     "logpump": Bench("bench/bench_logpump.py"),
     "ui": Bench("bench/bench_ui.py", label="no busy loops"),
-    "ui-busy": Bench("bench/bench_ui.py", ("--no-memory",), busy_loops=2, label="2 busy loops beside"),
+    "ui-busy": Bench("bench/bench_ui.py", ("--no-memory", "--busy", "2"), label="2 busy loops beside"),
     "histories": Bench("bench/bench_histories.py"),
     "placement": Bench("bench/bench_placement.py"),
     "cluster": Bench("bench/bench_cluster_placement.py"),
