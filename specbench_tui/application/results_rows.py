@@ -182,7 +182,9 @@ def _point_rows(analysis: RunAnalysis, config: ConfigSummary, order: int, crashe
     """A row per measured load point of each load workload of ``config``."""
     rows: dict[str, ResultRow] = {}
     load = analysis.load
-    for w_index, load_workload in enumerate(load.workloads if load is not None else ()):
+    if load is None:
+        return rows
+    for w_index, load_workload in enumerate(load.workloads):
         crossover = load.crossover(config.id, load_workload.name)
         labels = load_workload.spec.points()
         for point in load.points_of(config.id, load_workload.name):

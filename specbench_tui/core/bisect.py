@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 FACTS_FILE = "bisect.json"
 """The run directory's file of bisected crash boundaries (written by ``--bisect-crashes``)."""
@@ -79,7 +79,7 @@ class Fact:
     works_from: int
     """The first budget that works."""
     tried: tuple[Tried, ...] = ()
-    box: Mapping[str, Any] = field(default_factory=dict)
+    box: Mapping[str, object] = field(default_factory=dict)
     """What the facts hold for: the host, the GPUs and the engine's packages (from the run's environment record)."""
 
     def line(self) -> str:
@@ -89,7 +89,7 @@ class Fact:
         return (f"{self.algorithm}{tp}: crashes at ≤ {self.crashes_at_most}, works from {self.works_from} "
                 f"(bisected: {runs})" + (f" on {where}" if where else ""))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"algorithm": self.algorithm, "tp": self.tp, "crashes_at_most": self.crashes_at_most,
                 "works_from": self.works_from,
                 "tried": [{"budget": t.budget, "state": t.state, "config": t.config, "run": t.run,
@@ -97,21 +97,39 @@ class Fact:
                 "box": dict(self.box)}
 
 
-def boundaries(configs: Iterable[Any]) -> list[Boundary]:
+class Budgeted(Protocol):
+    """What a crash boundary reads of a configuration (:class:`~specbench_tui.core.results.ConfigSummary` has it)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def algorithm(self) -> str: ...
+    @property
+    def tp(self) -> int | None: ...
+    @property
+    def budget(self) -> int | None: ...
+    @property
+    def state(self) -> str: ...
+
+
+def boundaries(configs: Iterable[Budgeted]) -> list[Boundary]:
     """Every crash boundary among ``configs`` (:class:`~specbench_tui.core.results.ConfigSummary`-like: ``name``,
     ``algorithm``, ``tp``, ``budget``, ``state``): per (algorithm, TP), each budget that worked above a crashed one,
     bracketed by the largest crashed budget below it. Configurations without a budget are left out."""
-    groups: dict[tuple[str, int | None], list[Any]] = {}
+    groups: dict[tuple[str, int | None], list[tuple[int, Budgeted]]] = {}
     for config in configs:
-        if config.budget is None or config.state not in (CRASHED, WORKS):
+        budget = config.budget
+        if budget is None or config.state not in (CRASHED, WORKS):
             continue
-        groups.setdefault((config.algorithm, config.tp), []).append(config)
+        groups.setdefault((config.algorithm, config.tp), []).append((budget, config))
     found: list[Boundary] = []
     for (algorithm, tp), members in groups.items():
-        members.sort(key=lambda c: c.budget)
-        for low, high in zip(members, members[1:]):
-            if low.state == CRASHED and high.state == WORKS and high.budget > low.budget:
-                found.append(Boundary(algorithm, tp, low.budget, high.budget, low.name, high.name,
+        members.sort(key=lambda member: member[0])
+        for (low_budget, low), (high_budget, high) in zip(members, members[1:]):
+            if low.state == CRASHED and high.state == WORKS and high_budget > low_budget:
+                found.append(Boundary(algorithm, tp, low_budget, high_budget, low.name, high.name,
                                       low.id, high.id))
     return sorted(found, key=lambda b: (b.algorithm, b.tp or 0, b.crashed))
 
@@ -160,7 +178,7 @@ def facts_from_json(data: object) -> list[Fact]:
     return facts
 
 
-def boundary_lines(configs: Iterable[Any], facts: Sequence[Fact] = ()) -> list[str]:
+def boundary_lines(configs: Iterable[Budgeted], facts: Sequence[Fact] = ()) -> list[str]:
     """The report's lines: each boundary, and under it what the bisection found (when it ran)."""
     by_key = {(f.algorithm, f.tp): f for f in facts}
     lines: list[str] = []

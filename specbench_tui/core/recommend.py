@@ -22,10 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from specbench_tui.core.load import parse_label
 from specbench_tui.core.results import IDLE_ACCEPTANCE
+
+if TYPE_CHECKING:
+    from specbench_tui.core.crossover.ladder import LadderAnalysis
+    from specbench_tui.core.crossover.results import PointRow
+    from specbench_tui.core.crossover.stats import Stat
+    from specbench_tui.core.results import RunAnalysis, Spread
 
 AXIS_CONTEXT = "context"
 """A band along a context ladder's rungs (:mod:`specbench_tui.core.crossover.ladder`)."""
@@ -115,16 +121,17 @@ class Recommendation:
     sweep: str
     engine: str
     bands: tuple[Band, ...]
-    configs: Mapping[str, Mapping[str, Any]]
+    configs: Mapping[str, Mapping[str, object]]
     """The stored plan's configurations by id."""
 
     def workloads(self) -> list[str]:
         return list(dict.fromkeys(b.workload for b in self.bands))
 
 
-def recommend(analysis: Any, plan_json: Mapping[str, Any]) -> Recommendation:
+def recommend(analysis: RunAnalysis, plan_json: Mapping[str, object]) -> Recommendation:
     """The recommendation of a run: its bands per workload, from the analysis and the stored plan."""
-    configs = {c["id"]: c for c in plan_json.get("configs", []) if isinstance(c, Mapping) and "id" in c}
+    listed = plan_json.get("configs")
+    configs = {c["id"]: c for c in (listed if isinstance(listed, list) else []) if isinstance(c, Mapping) and "id" in c}
     states = {c.id: c.state for c in analysis.configs}
     lossy = _lossy(analysis)
     bands: list[Band] = []
@@ -137,7 +144,7 @@ def recommend(analysis: Any, plan_json: Mapping[str, Any]) -> Recommendation:
                           tuple(bands), configs)
 
 
-def _lossy(analysis: Any) -> set[str]:
+def _lossy(analysis: RunAnalysis) -> set[str]:
     from specbench_tui.core.results import LOSSLESS_MISMATCH
 
     lossy = {r.config for r in analysis.rows if r.lossless.status == LOSSLESS_MISMATCH}
@@ -146,7 +153,7 @@ def _lossy(analysis: Any) -> set[str]:
     return lossy
 
 
-def _points(analysis: Any, workload: str, configs: Mapping[str, Mapping[str, Any]], states: Mapping[str, str],
+def _points(analysis: RunAnalysis, workload: str, configs: Mapping[str, Mapping[str, object]], states: Mapping[str, str],
             lossy: set[str]) -> list[tuple[str, list[Candidate]]]:
     """(load label, candidates) per measured point of ``workload``, in load order."""
     from specbench_tui.core.graphs import eager_text
@@ -170,7 +177,7 @@ def _points(analysis: Any, workload: str, configs: Mapping[str, Mapping[str, Any
                     for r in cells])]
 
 
-def _rung_points(ladder: Any, workload: str, configs: Mapping[str, Mapping[str, Any]], states: Mapping[str, str],
+def _rung_points(ladder: LadderAnalysis | None, workload: str, configs: Mapping[str, Mapping[str, object]], states: Mapping[str, str],
                  lossy: set[str]) -> list[tuple[str, list[Candidate]]]:
     """A context ladder's points: its rungs in order (a band is then a run of rungs with the same winner;
     :mod:`specbench_tui.core.crossover.ladder`); [] for a workload that is not a ladder."""
@@ -183,7 +190,7 @@ def _rung_points(ladder: Any, workload: str, configs: Mapping[str, Mapping[str, 
             for label in sorted({r.label for r in rungs}, key=lambda label: order.get(label, 0))]
 
 
-def _point_why(p: Any) -> str:
+def _point_why(p: PointRow) -> str:
     if p.starved:
         return f"client starved: {p.starved}"
     if p.noisy:
@@ -193,8 +200,8 @@ def _point_why(p: Any) -> str:
     return ""
 
 
-def _candidate(config_id: str, name: str, tps: Any, speedup: Any, accept: float | None, why: str,
-               configs: Mapping[str, Mapping[str, Any]], states: Mapping[str, str], lossy: set[str],
+def _candidate(config_id: str, name: str, tps: Stat | Spread | None, speedup: Stat | Spread | None, accept: float | None, why: str,
+               configs: Mapping[str, Mapping[str, object]], states: Mapping[str, str], lossy: set[str],
                eager: str) -> Candidate:
     speculative = bool(configs.get(config_id, {}).get("speculative"))
     state = states.get(config_id, "")
@@ -207,8 +214,8 @@ def _candidate(config_id: str, name: str, tps: Any, speedup: Any, accept: float 
     if tps is None:
         why = why or "nothing measured"
     return Candidate(config_id, name, tps.median if tps is not None else 0.0,
-                     speedup.median if speedup is not None else None, getattr(speedup, "low", None),
-                     getattr(speedup, "high", None), why, eager)
+                     speedup.median if speedup is not None else None, speedup.low if speedup is not None else None,
+                     speedup.high if speedup is not None else None, why, eager)
 
 
 def idle_why(accept: float | None) -> str:
@@ -221,7 +228,7 @@ def idle_why(accept: float | None) -> str:
 
 
 def _bands(workload: str, points: Sequence[tuple[str, list[Candidate]]],
-           configs: Mapping[str, Mapping[str, Any]]) -> list[Band]:
+           configs: Mapping[str, Mapping[str, object]]) -> list[Band]:
     bands: list[Band] = []
     run: list[Point] = []
     everyone = len({c.config_id for _, candidates in points for c in candidates})
@@ -243,7 +250,7 @@ Point = tuple[str, "Candidate | None", "Candidate | None", list[Candidate]]
 """(load label, winner, runner-up, the excluded) of one point."""
 
 
-def _band(workload: str, run: list[Point], configs: Mapping[str, Mapping[str, Any]], counts: Mapping[str, int],
+def _band(workload: str, run: list[Point], configs: Mapping[str, Mapping[str, object]], counts: Mapping[str, int],
           everyone: int) -> Band:
     winner = run[0][1]
     margins = [w.tps / r.tps - 1.0 for _, w, r, _ in run if w is not None and r is not None and r.tps > 0]
@@ -277,10 +284,16 @@ def _band_speedup(run: list[Point]) -> tuple[float, float, float] | None:
     return medians[len(medians) // 2], min(u[1] for u in ups), max(u[2] for u in ups)
 
 
-def deploy_argv(config: Mapping[str, Any], engine: str) -> list[str]:
+def _argv(config: Mapping[str, object]) -> list[str]:
+    """The configuration's server argv as the plan stored it (none when it is not a list)."""
+    argv = config.get("argv")
+    return [str(a) for a in argv] if isinstance(argv, list) else []
+
+
+def deploy_argv(config: Mapping[str, object], engine: str) -> list[str]:
     """The configuration's server flags as the plan ran them, the :data:`MEASURING_FLAGS` (and their values)
     removed."""
-    argv = [str(a) for a in config.get("argv", [])]
+    argv = _argv(config)
     drop = MEASURING_FLAGS.get(engine, ())
     out: list[str] = []
     skip = False
@@ -296,11 +309,11 @@ def deploy_argv(config: Mapping[str, Any], engine: str) -> list[str]:
     return out
 
 
-def recipe(config: Mapping[str, Any] | None) -> str:
+def recipe(config: Mapping[str, object] | None) -> str:
     """The speculative flags of a band's winner (``--speculative-…`` and their values), or ``no speculation``."""
     if config is None or not config.get("speculative"):
         return "no speculation (autoregressive)"
-    argv = [str(a) for a in config.get("argv", [])]
+    argv = _argv(config)
     parts = []
     for i, arg in enumerate(argv):
         if arg.startswith("--speculative"):
@@ -309,7 +322,7 @@ def recipe(config: Mapping[str, Any] | None) -> str:
     return " ".join(parts) or "speculation (no --speculative flags)"
 
 
-def vllm_schedule(bands: Sequence[Band], configs: Mapping[str, Mapping[str, Any]],
+def vllm_schedule(bands: Sequence[Band], configs: Mapping[str, Mapping[str, object]],
                   top: int | None = None) -> list[list[int]]:
     """vLLM's ``num_speculative_tokens_per_batch_size``: ``[[first batch, last batch, K], ...]`` from the
     bands of one concurrency axis (K = the winner's draft budget, 0 for no speculation); each band covers the
@@ -320,8 +333,8 @@ def vllm_schedule(bands: Sequence[Band], configs: Mapping[str, Mapping[str, Any]
     for i, band in enumerate(conc):
         start = 1 if i == 0 else int(band.values[0])
         end = int(conc[i + 1].values[0]) - 1 if i + 1 < len(conc) else int(top or band.values[1])
-        config = configs.get(band.winner_id or "", {})
-        k = int(config.get("draft_budget") or 0) if band.speculative else 0
+        budget = configs.get(band.winner_id or "", {}).get("draft_budget")
+        k = int(budget) if band.speculative and isinstance(budget, (int, float)) else 0
         if out and out[-1][2] == k:
             out[-1][1] = end
         else:

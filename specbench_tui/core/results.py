@@ -9,7 +9,13 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from specbench_tui.core.acceptance import AcceptanceAnalysis
+    from specbench_tui.core.crossover.ladder import LadderAnalysis
+    from specbench_tui.core.crossover.results import LoadAnalysis, PointRow
+    from specbench_tui.core.intervals import IntervalAnalysis
 
 IDLE_ACCEPTANCE = 1.05
 """Below this mean acceptance length a speculative configuration is flagged as doing nothing."""
@@ -276,16 +282,16 @@ class RunAnalysis:
     """ok, zero-output and error measurements in the whole run (one per key: a retried key counts once)."""
     totals: tuple[ConfigTotals, ...] = ()
     """One per configuration, in plan order."""
-    load: Any = None
+    load: LoadAnalysis | None = None
     """:class:`specbench_tui.core.crossover.results.LoadAnalysis` of the workloads with a load axis (they have no
     cells: their figures are per load point), or None when the run has none."""
-    ladder: Any = None
+    ladder: LadderAnalysis | None = None
     """:class:`specbench_tui.core.crossover.ladder.LadderAnalysis` of the ``context_ladder`` workloads (per rung
     figures, C*), or None when the run has none (their cells stay: a ladder is also a sequential workload)."""
-    acceptance: Any = None
+    acceptance: AcceptanceAnalysis | None = None
     """:class:`specbench_tui.core.acceptance.AcceptanceAnalysis`: per cell the named acceptance figures,
     per-position acceptance, the histogram and the step cost; per workload the category matrices."""
-    intervals: Any = None
+    intervals: IntervalAnalysis | None = None
     """:class:`specbench_tui.core.intervals.IntervalAnalysis`: bootstrap confidence intervals on each cell's
     speedup and acceptance; None unless asked for (:func:`~specbench_tui.core.intervals.with_intervals`, which a
     report's loader calls; the TUI's live analysis does without)."""
@@ -333,7 +339,7 @@ class RunAnalysis:
         """Configurations whose every request returned no tokens (the run then exits 1, like a crash)."""
         out = []
         for config in self.configs:
-            rows: list[Any] = self.rows_of(config.id)
+            rows: list[CellRow | PointRow] = [*self.rows_of(config.id)]
             if self.load is not None:
                 rows += [p for p in self.load.points if p.config_id == config.id]
             if sum(r.n_zero_output for r in rows) > 0 and sum(r.n_ok for r in rows) == 0:
