@@ -277,7 +277,7 @@ class CellAcceptance:
         return (_close(self.acceptance_length, self.server_tokens_per_target_forward)
                 and _close(self.draft_acceptance_rate, self.server_draft_acceptance_rate))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         engine = {} if self.server_source is None else {
             "client_definition": self.client_definition, "server_definition": ACCEPTANCE_LENGTH.name,
             "server_source": self.server_source, "server_draft_acceptance_rate": self.server_draft_acceptance_rate,
@@ -387,7 +387,7 @@ class CategoryMatrix:
     """(category, config id) → paired median speedup over its baseline on that category's items."""
     acceptance_length: dict[tuple[str, str], float] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         def by_category(values: dict[tuple[str, str], float]) -> dict[str, dict[str, float | None]]:
             return {c: {n: values.get((c, i)) for i, n in self.configs} for c in self.categories}
 

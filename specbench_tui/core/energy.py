@@ -44,7 +44,7 @@ class EnergyWindow:
             return total
         return max(0.0, total - self.idle_w * self.window_s)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"gpus": list(self.gpus), "window_s": round(self.window_s, 6), "source": self.source,
                 "joules": [round(j, 6) for j in self.joules], "idle_w": self.idle_w, "note": self.note}
 

@@ -7,7 +7,7 @@ events rebuilds the state of a run (see :mod:`specbench_tui.core.state`). Events
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from functools import cached_property
@@ -47,7 +47,7 @@ class Event:
     persist: ClassVar[bool] = True
     """Whether the event goes to the run's event log (log lines and GPU samples do not)."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         data = asdict(self)
         for key, value in data.items():
             if isinstance(value, Enum):
@@ -133,7 +133,7 @@ class LogLines(Event):
     def lines(self) -> tuple[str, ...]:
         return tuple(self.text.split("\n"))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """Without ``asdict``'s deep copy."""
         return {"type": "LogLines", "ts": self.ts, "config_id": self.config_id, "first": self.first,
                 "text": self.text, "count": self.count, "marked": [list(m) for m in self.marked]}
@@ -240,7 +240,7 @@ class WorkloadFinished(Event):
     energy: dict[str, Any] | None = None
     """The GPUs' energy over the measured window (:class:`specbench_tui.core.energy.EnergyWindow` as JSON)."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return _without_energy(super().to_json())
 
 
@@ -327,7 +327,7 @@ class LoadPointFinished(Event):
     energy: dict[str, Any] | None = None
     """The GPUs' energy over the point (:class:`specbench_tui.core.energy.EnergyWindow` as JSON)."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return _without_energy(super().to_json())
     starved: str | None = None
     """Why the measuring client was starved over this point (:func:`specbench_tui.core.measuring_host.starved`);
@@ -341,7 +341,7 @@ class SweepFinished(Event):
     reason: str | None = None
 
 
-def _without_energy(data: dict[str, Any]) -> dict[str, Any]:
+def _without_energy(data: dict[str, object]) -> dict[str, object]:
     """A window without an energy reading writes no ``energy`` key (the event log reads as before energy)."""
     if data.get("energy") is None:
         data.pop("energy", None)
@@ -357,20 +357,23 @@ EVENT_TYPES: dict[str, type[Event]] = {
 }
 
 
-def _marks(raw: list[Any]) -> tuple[tuple[int, str], ...]:
-    if not all(isinstance(m, list) and len(m) == 2 and type(m[0]) is int and isinstance(m[1], str) for m in raw):
-        raise ValueError("field 'marked' has the wrong type: pairs of (line index, level) expected")
-    return tuple((m[0], m[1]) for m in raw)
+def _marks(raw: list[object]) -> tuple[tuple[int, str], ...]:
+    marks: list[tuple[int, str]] = []
+    for m in raw:
+        if not (isinstance(m, list) and len(m) == 2 and type(m[0]) is int and isinstance(m[1], str)):
+            raise ValueError("field 'marked' has the wrong type: pairs of (line index, level) expected")
+        marks.append((m[0], m[1]))
+    return tuple(marks)
 
 
-def event_from_json(data: dict[str, Any]) -> Event:
+def event_from_json(data: Mapping[str, object]) -> Event:
     """Rebuild an event from its JSON form; raises ValueError for unknown or malformed data."""
     kind = data.get("type")
     cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise ValueError(f"unknown event type {kind!r}")
     names = {f.name for f in fields(cls)}
-    kwargs = {k: v for k, v in data.items() if k in names}
+    kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in names}  # each checked against its field:
     check_field_types(cls, kwargs)
     if "state" in kwargs and cls in (ConfigStateChanged, ConfigFinished):
         kwargs["state"] = ConfigState(kwargs["state"])

@@ -16,7 +16,6 @@ import hashlib
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 AXIS_CONCURRENCY = "concurrency"
 AXIS_RATE = "request_rate"
@@ -47,7 +46,7 @@ class Slo:
     percentile: float = 99.0
     """The point-level check: this percentile of each figure over the point's requests must meet its limit."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"ttft_ms": self.ttft_ms, "itl_ms": self.itl_ms, "e2e_ms": self.e2e_ms, "percentile": self.percentile}
 
     @classmethod
@@ -103,7 +102,7 @@ class LoadSpec:
         # concurrency values are ints and rates floats: each axis's label takes its own; mypy sees the union.
         return [label(v) for v in sorted(values)]  # type: ignore[arg-type]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"concurrency": list(self.concurrency), "request_rate": list(self.request_rate),
                 "requests": self.requests, "waves": self.waves, "search": self.search,
                 "arrival_seed": self.arrival_seed, "noise_threshold": self.noise_threshold,

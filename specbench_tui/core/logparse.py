@@ -67,7 +67,7 @@ class DecodeSummary:
     eager_batches: tuple[int, ...] = ()
     """The batch sizes (``#running-req``) of the decode lines that ran eager."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         data: dict[str, object] = {
             "lines": self.lines, "accept_length": self.accept_length, "accept_rate": self.accept_rate,
             "gen_throughput": self.gen_throughput, "gen_throughput_max": self.gen_throughput_max}

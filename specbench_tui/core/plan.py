@@ -70,7 +70,7 @@ class PlannedConfig:
         """The value of matrix parameter ``key`` at this point."""
         return dict(self.params).get(key, default)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         data = dict(vars(self))  # its fields, all immutable: asdict's deep copy of each (a plan of 10,000
         data["params"] = dict(self.params)  # points took seconds) would make the same values
         data["env"] = dict(self.env)
@@ -100,7 +100,7 @@ class Plan:
     def by_name(self, name: str) -> PlannedConfig | None:
         return next((c for c in self.configs if c.name == name), None)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "sweep": self.sweep.name,
             "engine": self.sweep.engine.profile,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, fields
 from enum import Enum
 from typing import Any
@@ -122,7 +123,7 @@ class Measurement:
             return (self.config_id, self.workload, planned, self.repeat)
         return (self.config_id, self.workload, planned, self.repeat, self.load)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         data = asdict(self)
         for name in _OMIT_WHEN_NONE:  # a sequential workload's record is written as before load points existed
             if data[name] is None:
@@ -156,13 +157,13 @@ _MEASUREMENT_DEFAULTS = {f.name: f.default for f in fields(Measurement) if f.def
 _OMIT_WHEN_NONE = ("itl_p99_s", "load", "cache", "started_cold", "num_retractions", "running_cap", "correct_drafts",
                    "proposed_drafts", "accept_histogram", "category")
 
-_HINTS: dict[type, dict[str, Any]] = {}
+_HINTS: dict[type, dict[str, object]] = {}
 _FIELD_NAMES: dict[type, frozenset[str]] = {}
 _FITTING: dict[type, set[tuple[str, type]]] = {}
 """Per class, the (field, type of value) pairs known to fit: a value's type decides, but for a float's finiteness."""
 
 
-def check_field_types(cls: type, values: dict[str, Any]) -> None:
+def check_field_types(cls: type, values: Mapping[str, object]) -> None:
     """Raise ``ValueError`` naming the first value whose JSON type does not fit ``cls``'s field (a record read
     back from a run directory is never trusted: ``"repeat": "x"`` or ``"accept_length": [1, 2]`` must be
     skipped, not crash a report). ``float`` fields take integers; ``int`` fields take no booleans; a tuple
@@ -173,7 +174,7 @@ def check_field_types(cls: type, values: dict[str, Any]) -> None:
     fitting = _FITTING.setdefault(cls, set())
     for name, value in values.items():
         kind = type(value)
-        finite = kind is not float or math.isfinite(value)
+        finite = type(value) is not float or math.isfinite(value)
         if finite and (name, kind) in fitting:
             continue
         expected = hints.get(name)
