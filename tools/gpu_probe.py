@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from specbench_tui.core.gpu_faults import kernel_xid_cause, kernel_xids, xid_cause  # noqa: E402
 from specbench_tui.engine import fingerprint  # noqa: E402
 from specbench_tui.engine.gpus.energy import read_energy_mj  # noqa: E402
-from specbench_tui.engine.gpus.faults import take_faults  # noqa: E402
+from specbench_tui.engine.gpus.faults import KernelLog, take_faults  # noqa: E402
 from specbench_tui.engine.gpus import (  # noqa: E402
     FakeBackend,
     GpuBackend,
@@ -159,6 +159,11 @@ def faults_check(backend: GpuBackend, watch_s: float, record: Path | None, *, fa
     print(f"Xid events: {'; '.join(causes) if causes else 'none in ' + format(watch_s, 'g') + ' s'} "
           f"({seen['xid_registration']})")
     seen["kernel_xids"] = kernel_log_xids(backend)
+    watch = KernelLog()  # the engine's own watcher: can the sweep fence on the kernel's lines here?
+    watch.read()
+    seen["kernel_log_watch"] = watch.problem or "readable: a sweep fences on its NVRM: Xid lines too"
+    watch.close()
+    print(f"kernel log watch: {seen['kernel_log_watch']}")
     print(f"kernel log: {seen['kernel_xids']}" if isinstance(seen["kernel_xids"], str)
           else "kernel log: " + ("; ".join(seen["kernel_xids"]) or "no NVRM: Xid line"))
     if record is not None:

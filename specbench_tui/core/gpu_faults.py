@@ -35,6 +35,21 @@ XID_MEANINGS: Final = {
 }
 """What each common Xid means, in a few words (NVIDIA's Xid catalogue)."""
 
+RESET_XIDS: Final = frozenset({48, 62, 64, 74, 79, 92, 94, 95, 119, 120, 154})
+"""Xids that say the GPU itself is faulted and needs a reset (or a reboot) before it is trusted again, from
+NVIDIA's Xid catalogue: 48 (double-bit ECC), 62 (micro-controller halt), 64 (page retirement / row remapping
+failed), 74 (NVLink), 79 (fell off the bus), 92/94/95 (ECC rate, contained, uncontained), 119/120 (GSP timeout,
+GSP error), 154 (the driver's recovery action changed: reset or reboot required). A configuration that such an
+Xid crashed leaves its GPU fenced off for the rest of the sweep (and on resume). Every other Xid, the
+application-level ones above all (13 graphics engine exception, 31 memory page fault, 43 GPU stopped processing:
+the program's own fault, which the driver cleans up), crashes the configuration and leaves the GPU in the pool."""
+
+
+def needs_reset(code: int) -> bool:
+    """Whether an Xid that crashed a configuration fences its GPU off (:data:`RESET_XIDS`)."""
+    return code in RESET_XIDS
+
+
 KERNEL_XID: Final = re.compile(r"NVRM: Xid \(PCI:(?P<bus>[0-9A-Fa-f:.]+)\): (?P<code>\d+)")
 """The kernel log's Xid line (``dmesg``), the PCI bus id of the GPU and the code."""
 
@@ -75,16 +90,22 @@ class GpuFault:
     code: int
     seen_at: float | None = None
     """When it was seen (Unix time); None: unknown."""
+    config: str | None = None
+    """The configuration it crashed (None: it came while no configuration held the GPU)."""
 
     def reason(self) -> str:
         """``GPU 3: Xid 79 at 12:04 (fell off the bus) — not placed``."""
         at = f" at {time.strftime('%H:%M', time.localtime(self.seen_at))}" if self.seen_at is not None else ""
         meaning = XID_MEANINGS.get(self.code, "see NVIDIA's Xid catalogue")
-        return f"GPU {self.gpu}: Xid {self.code}{at} ({meaning}) \N{EM DASH} not placed"
+        crashed = f", crashed {self.config}" if self.config else ""
+        return f"GPU {self.gpu}: Xid {self.code}{at} ({meaning}{crashed}) \N{EM DASH} not placed"
 
 
-FAULT_FIX: Final = ("reset the GPU or reboot (nvidia-smi -q shows its state), then specbench run --resume RUN "
-                    "--retry-crashed")
+FENCE_FILE: Final = "gpu_faults.json"
+"""The run directory's record of its fenced GPUs (kept across a resume; deleting it places on them again)."""
+
+FAULT_FIX: Final = ("reset the GPU or reboot (nvidia-smi -q shows its state), delete gpu_faults.json in the run "
+                    "directory, then specbench run --resume RUN --retry-crashed")
 """What a person does about a GPU fenced off by a fault."""
 
 

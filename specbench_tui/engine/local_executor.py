@@ -19,7 +19,7 @@ from functools import partial
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,9 +33,10 @@ from specbench_tui.core.signatures import SignatureSet
 from specbench_tui.engine.attempt import Attempt, Verdict, final_reason
 from specbench_tui.engine.client import ServerClient
 from specbench_tui.engine.executor import Job, JobControl, JobSink, Outcome, OutcomeKind, Placement
-from specbench_tui.core.gpu_faults import fence_notice, replaced_reason
+from specbench_tui.core.gpu_faults import FENCE_FILE, GpuFault, fence_notice, replaced_reason
 from specbench_tui.engine.gpus import GpuPool, release_failure_message, wait_gpus_released
-from specbench_tui.engine.gpus.faults import take_faults
+from specbench_tui.engine.gpus.faults import (fences_doc, gpu_identity, kernel_log_problem, restore_fences,
+                                              take_crash_faults, take_faults, watch_host_kernel_log)
 from specbench_tui.engine.leases import Lease, LeasedGpuPool, Leases, describe_holder, gpu_keys, lease_port
 from specbench_tui.engine.machine import Machine
 from specbench_tui.core.engines.base import EngineProfile
@@ -87,10 +88,44 @@ class LocalPlacer:
     backend: object = None
     """Where Xid events come from (``xid_events``); None: no fault is read."""
     publish: Callable[[Event], None] | None = None
+    save: Callable[[dict[str, object]], None] | None = None
+    """Records the fenced GPUs in the run directory (kept across a resume)."""
+    uuids: dict[int, str] = field(default_factory=dict)
+    configs: dict[int, str] = field(default_factory=dict)
+    """The configuration each placed GPU was given to (a fault that crashed it names it)."""
 
     @property
     def indices(self) -> tuple[int, ...]:
         return self.pool.indices
+
+    def _say(self, text: str, level: str = "error") -> None:
+        if self.publish is not None:
+            self.publish(Notice(level=level, text=text))
+
+    async def restore(self, doc: dict[str, object] | None, run_dir: str) -> None:
+        """Fence again what an earlier run of this run directory fenced (resume), said with how to clear it."""
+        faults, notices = restore_fences(doc, self.uuids, run_dir)
+        for fault in faults:
+            await self.pool.fence(fault)
+        for text in notices:
+            self._say(f"pre-flight: {text}", "error" if faults else "warning")
+
+    async def _fence(self, fault: GpuFault) -> bool:
+        if not await self.pool.fence(fault):
+            return False
+        self._say(fence_notice(fault, self.pool.healthy))
+        try:
+            if self.save is not None:
+                self.save(fences_doc(self.pool.fenced.values(), self.uuids))
+        except StoreError as exc:
+            self._say(f"{exc}: the fence is not kept for a resume", "warning")
+        return True
+
+    async def final_check(self) -> None:
+        """The sweep placed its last configuration: a fault seen since (on any GPU) is still said and fenced (the
+        sweep's ending names every fenced GPU)."""
+        for fault in take_faults(self.backend, self.pool.healthy) if self.backend is not None else ():
+            await self._fence(fault)
 
     async def acquire(self, count: int, *, config: str,
                       on_wait: Callable[[str], None] | None = None) -> Placement:
@@ -101,6 +136,7 @@ class LocalPlacer:
             else:
                 gpus = await self.pool.acquire(count)
             if not await self.fence_faults(gpus):
+                self.configs.update(dict.fromkeys(gpus, config))
                 moved = [f for f in self.pool.fenced.values() if gpus and f.gpu < max(gpus)]  # first free goes first
                 return Placement(gpus, note=replaced_reason(moved, gpus) if moved else None)
             await self.pool.release(gpus)  # what a fault fenced off is not given back
@@ -108,14 +144,17 @@ class LocalPlacer:
     async def fence_faults(self, gpus: tuple[int, ...]) -> bool:
         """Fence off each GPU of ``gpus`` with a pending Xid (said in a notice); whether one was."""
         fenced = False
+        if (problem := kernel_log_problem(self.backend)) is not None:
+            self._say(problem, "warning")
         for fault in take_faults(self.backend, gpus) if self.backend is not None else ():
-            if await self.pool.fence(fault):
-                fenced = True
-                if self.publish is not None:
-                    self.publish(Notice(level="error", text=fence_notice(fault, self.pool.healthy)))
+            fenced = await self._fence(fault) or fenced
         return fenced
 
     async def release(self, placement: Placement, keep: tuple[int, ...] = ()) -> None:
+        """Give the GPUs back, but for one a reset-needing Xid crashed its configuration on: fenced off."""
+        config = next((self.configs[i] for i in placement.gpus if i in self.configs), None)
+        for fault in take_crash_faults(self.backend, placement.gpus, config):
+            await self._fence(fault)
         await self.pool.release(tuple(i for i in placement.gpus if i not in keep))
 
     def close(self) -> None:
@@ -168,14 +207,28 @@ class LocalExecutor:
             self._publish(Notice(level="warning", text=f"ports and GPUs are not leased: {exc}; another specbench "
                                                        "on this machine could pick the same ones"))
             self.placer = LocalPlacer(GpuPool(indices), self.machine.backend, self._publish)
-            return self.placer
+            return await self._faults_kept(self.placer)
         if self.leases.warning:
             self._publish(Notice(level="warning", text=self.leases.warning))
         keys = await asyncio.to_thread(gpu_keys, self.machine.backend, indices)
         pool = LeasedGpuPool(indices, self.leases, keys, samples=self.machine.latest, ours=self.our_pids)
         self.placer = LocalPlacer(pool, self.machine.backend, self._publish)
         self.machine.held_elsewhere = partial(held_by_other_runs, pool.leases, keys)  # simulated GPUs: private
-        return self.placer
+        return await self._faults_kept(self.placer)
+
+    async def _faults_kept(self, placer: LocalPlacer) -> LocalPlacer:
+        """The placer records its fenced GPUs in the run directory, fences again those an earlier run did, and
+        reads this host's kernel log with the backend's Xid events."""
+        placer.uuids, buses = await asyncio.to_thread(gpu_identity, self.machine.backend)
+        placer.save = partial(self.run_dir.write_json, FENCE_FILE)
+        watch_host_kernel_log(self.machine.backend, buses)
+        try:
+            kept = self.run_dir.read_json(FENCE_FILE)
+        except StoreError as exc:
+            kept = None
+            self._publish(Notice(level="warning", text=f"{exc}: the GPU fences of an earlier run are not read"))
+        await placer.restore(kept, str(self.run_dir.path))
+        return placer
 
     async def close(self, now: bool = False) -> None:
         """Tear down whatever is still up (an exception or cancellation got here first), then let go of the
@@ -184,6 +237,7 @@ class LocalExecutor:
             if attempt.server is not None:
                 await attempt.server.stop(0.0 if now else self.sweep.engine.shutdown_grace_s, now=now)
         if self.placer is not None:
+            await self.placer.final_check()
             self.placer.close()
 
     def our_pids(self) -> set[int]:

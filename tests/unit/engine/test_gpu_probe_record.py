@@ -25,9 +25,13 @@ def test_the_record_says_no_gpu_here_and_what_the_fake_box_gave(tmp_path: Path) 
     out, seen = _probe(tmp_path / "here.json")
     assert "faults: no GPU (" in out
     assert seen["gpu_seen"] is False and seen["hint"] and seen["energy"] is None and seen["xid_events"] == []
+    assert seen["xid_registration"].startswith(("not registered: ", "the backend gives no Xid events"))
+    assert seen["kernel_log_watch"].startswith(("readable", "the kernel log is not readable ("))
     out, seen = _probe(tmp_path / "fake.json", "--fake")
     assert seen["gpu_seen"] is True and set(seen["energy"]) == {str(i) for i in range(8)}
-    assert all(cell["end_mj"] > cell["start_mj"] for cell in seen["energy"].values())
+    assert all(cell["end_mj"] > cell["start_mj"] and cell["mean_w"] > 0 for cell in seen["energy"].values())
+    assert seen["xid_registration"] == "the fake box: Xid 79 injected on GPU 0"
+    assert "energy counter: GPU 0: " in out and "Xid events: Xid 79 on GPU 0 (fell off the bus)" in out
     [event] = seen["xid_events"]
     assert (event["gpu"], event["xid"]) == (0, 79)
     assert re.fullmatch(r"GPU 0: Xid 79 at \d\d:\d\d \(fell off the bus\) \N{EM DASH} not placed", event["as_placement_says"])

@@ -1,0 +1,62 @@
+"""The kernel log as a GPU fault source (issue 48): ``dmesg``'s ``NVRM: Xid`` lines that came after the watch
+began, tied to their GPU by PCI bus id; an unreadable log said once and never raised; which Xids fence a GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specbench_tui.core.gpu_faults import RESET_XIDS, needs_reset
+from specbench_tui.engine.gpus.faults import KernelLog, kernel_log_problem, take_faults, watch_kernel_log
+
+LINE = "[ {t}] NVRM: Xid (PCI:0000:{bus}:00): {code}, pid=1234, name=python3, Ch 00000008\n"
+
+
+class _Box:
+    """A backend with no NVML events of its own: only the kernel log speaks."""
+
+
+def _dmesg(log: Path) -> tuple[str, ...]:
+    return ("sh", "-c", f"cat {log}")
+
+
+def test_dmesg_lines_after_the_watch_began_become_faults_of_their_gpu(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("specbench_tui.engine.gpus.faults.DMESG_EVERY_S", 0.0)
+    log = tmp_path / "dmesg.txt"
+    log.write_text(LINE.format(t="1.0", bus="38", code=79))  # before the sweep: no fault of it
+    box = _Box()
+    watch_kernel_log(box, KernelLog(kmsg=str(tmp_path / "no-kmsg"), dmesg=_dmesg(log)), {"00000000:38:00.0": 1})
+    assert take_faults(box, (0, 1)) == []
+    log.write_text(log.read_text() + LINE.format(t="2.0", bus="38", code=48) + LINE.format(t="3.0", bus="99", code=79))
+    [fault] = take_faults(box, (0, 1))
+    assert (fault.gpu, fault.code) == (1, 48)  # the unknown bus is no GPU of ours
+    assert take_faults(box, (0, 1)) == []  # taken once
+    assert kernel_log_problem(box) is None
+
+
+def test_an_unreadable_kernel_log_is_said_once_and_never_raises(tmp_path: Path) -> None:
+    box = _Box()
+    watch_kernel_log(box, KernelLog(kmsg=str(tmp_path / "no-kmsg"), dmesg=("false",)), {})
+    assert take_faults(box, (0,)) == [] and take_faults(box, (0,)) == []
+    problem = kernel_log_problem(box)
+    assert problem is not None and "no-kmsg" in problem and "false: exit 1" in problem
+    assert kernel_log_problem(box) is None  # once
+
+
+def test_kmsg_read_from_its_end(tmp_path: Path) -> None:
+    fifo_like = tmp_path / "kmsg"
+    fifo_like.write_text("6,1,1,-;NVRM: Xid (PCI:0000:38:00): 79, before\n")
+    log = KernelLog(kmsg=str(fifo_like))
+    assert log.read() == ""  # opened at its end: what came before is not read
+    with fifo_like.open("a") as handle:
+        handle.write("4,2,2,-;NVRM: Xid (PCI:0000:38:00): 79, pid=1\n")
+    assert "NVRM: Xid (PCI:0000:38:00): 79" in log.read()
+    log.close()
+
+
+def test_the_reset_table_fences_hardware_faults_not_the_programs_own() -> None:
+    assert all(needs_reset(code) for code in (79, 48, 74, 92, 94, 95, 119, 120))
+    assert not any(needs_reset(code) for code in (13, 31, 43))
+    assert RESET_XIDS.isdisjoint({13, 31, 43, 45})
