@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol, TypeVar, overload
 
 from specbench_tui.core.errors import did_you_mean
 from specbench_tui.core.tomlpos import KeyPath
@@ -53,6 +53,10 @@ class ClusterSpec:
     def on_ray(self) -> bool:
         return self.executor == "ray"
 
+T = TypeVar("T")
+D = TypeVar("D")
+N = TypeVar("N", bound=float)
+
 
 class Reader(Protocol):
     """What :func:`read_cluster` needs of the sweep reader (:class:`specbench_tui.core.sweep.reader.Reader`)."""
@@ -60,13 +64,17 @@ class Reader(Protocol):
     def error(self, key: KeyPath, message: str, hint: str | None = None) -> None: ...
 
     def table(self, data: object, key: KeyPath, allowed: Mapping[str, object] | set[str] | tuple[str, ...],
-              what: str = "a table") -> dict[str, Any]: ...
+              what: str = "a table") -> dict[str, object]: ...
 
-    def get(self, data: Mapping[str, object], key: KeyPath, name: str, types: tuple[type, ...], default: object = None,
-            required: bool = False) -> Any: ...
+    @overload
+    def get(self, data: Mapping[str, object], key: KeyPath, name: str, types: tuple[type[T], ...],
+            default: None = None, required: bool = False) -> T | None: ...
+    @overload
+    def get(self, data: Mapping[str, object], key: KeyPath, name: str, types: tuple[type[T], ...], default: D,
+            required: bool = False) -> T | D: ...
 
-    def positive(self, data: Mapping[str, object], key: KeyPath, name: str, types: tuple[type, ...], default: object,
-                 allow_zero: bool = False, limit: float | None = None, limit_name: str = "") -> Any: ...
+    def positive(self, data: Mapping[str, object], key: KeyPath, name: str, types: tuple[type[N], ...], default: D,
+                 allow_zero: bool = False, limit: float | None = None, limit_name: str = "") -> N | D: ...
 
 
 def address_problem(address: str) -> str | None:
@@ -89,10 +97,11 @@ def read_cluster(r: Reader, raw: object) -> ClusterSpec:
     """The ``[cluster]`` table (absent: the local executor); issues are recorded in ``r``."""
     key: KeyPath = ("cluster",)
     t = r.table(raw, key, CLUSTER_KEYS)
-    executor = r.get(t, key, "executor", (str,), "local")
-    if executor not in EXECUTORS:
-        r.error((*key, "executor"), f"unknown executor '{executor}'",
-                did_you_mean(executor, EXECUTORS) or "write executor = \"local\" or executor = \"ray\"")
+    named = r.get(t, key, "executor", (str,), "local")
+    executor = next((e for e in EXECUTORS if e == named), None)
+    if executor is None:
+        r.error((*key, "executor"), f"unknown executor '{named}'",
+                did_you_mean(named, EXECUTORS) or "write executor = \"local\" or executor = \"ray\"")
         executor = "local"
     address = r.get(t, key, "address", (str,))
     if address is not None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
 from specbench_tui.core.errors import did_you_mean
 from specbench_tui.core.sweep.flags import args_table, env_table
@@ -20,7 +19,7 @@ _PARAM_OK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CONFIG_KEYS = ("name", "algorithm", "matrix", "args", "fork_args", "env", "exclude")
 
 
-def config_spec(r: Reader, index: int, raw: dict[str, Any]) -> ConfigSpec:
+def config_spec(r: Reader, index: int, raw: dict[str, object]) -> ConfigSpec:
     key: KeyPath = ("configs", index)
     t = r.table(raw, key, _CONFIG_KEYS)
     name = r.get(t, key, "name", (str,), f"config{index}", required=True)
@@ -73,7 +72,7 @@ def config_spec(r: Reader, index: int, raw: dict[str, Any]) -> ConfigSpec:
     )
 
 
-def _excludes(r: Reader, key: KeyPath, raw: Any, matrix: dict[str, tuple[Scalar, ...]],
+def _excludes(r: Reader, key: KeyPath, raw: object, matrix: dict[str, tuple[Scalar, ...]],
               declared: set[str]) -> list[ExcludeRule]:
     """``[[configs.exclude]]`` rules: every key but ``reason`` names a matrix parameter and one of its values."""
     if not isinstance(raw, list):
@@ -102,7 +101,7 @@ def _excludes(r: Reader, key: KeyPath, raw: Any, matrix: dict[str, tuple[Scalar,
     return excludes
 
 
-def _exclude_reason(r: Reader, rkey: KeyPath, rule: dict[str, Any]) -> str | None:
+def _exclude_reason(r: Reader, rkey: KeyPath, rule: dict[str, object]) -> str | None:
     """The rule's reason, stripped; None (reported) when it has none or an empty one."""
     reason = rule.get("reason")
     if "reason" not in rule:
@@ -125,14 +124,14 @@ class _Axes:
     """Every axis the configuration declares, valid or not."""
 
     @cached_property
-    def typed(self) -> dict[str, set[Any]]:
+    def typed(self) -> dict[str, set[tuple[str, Scalar]]]:
         return {k: {typed_key(v) for v in values} for k, values in self.matrix.items()}
 
     @cached_property
     def by_text(self) -> dict[str, dict[str, Scalar]]:
         return {k: {str(v): v for v in reversed(values)} for k, values in self.matrix.items()}
 
-    def matches(self, r: Reader, rkey: KeyPath, k: str, v: Any) -> bool:
+    def matches(self, r: Reader, rkey: KeyPath, k: str, v: object) -> bool:
         """Whether ``k = v`` names a matrix parameter and one of its values; why not is reported (not for an
         axis that is itself invalid: that is reported already)."""
         matrix, declared = self.matrix, self.declared

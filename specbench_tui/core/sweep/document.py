@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from specbench_tui.core.cluster import read_cluster
 from specbench_tui.core.sweep.configs import config_spec
@@ -34,7 +34,21 @@ _SWEEP_KEYS = ("name", "description", "baseline", "runs_dir", "gpus", "concurren
 _SERVER_KEYS = ("args", "env")
 
 
-def build_sweep(r: Reader, data: dict[str, Any], text: str, path: Path, shown: str) -> Sweep:
+class _SweepHead(TypedDict):
+    """``[sweep]``'s values by name (:func:`_sweep_table`)."""
+
+    name: str
+    description: str
+    baseline: str | None
+    runs_dir: Path
+    gpus: tuple[int, ...] | None
+    concurrent: bool
+    lossless: bool
+    repeats: int
+    warmup: int
+
+
+def build_sweep(r: Reader, data: dict[str, object], text: str, path: Path, shown: str) -> Sweep:
     """The sweep, with defaults standing in for every part that had an issue (recorded in ``r``)."""
     r.table(data, (), _TOP_KEYS)
     base_dir = path.parent
@@ -58,7 +72,7 @@ def build_sweep(r: Reader, data: dict[str, Any], text: str, path: Path, shown: s
     )
 
 
-def _sweep_table(r: Reader, data: dict[str, Any], path: Path) -> dict[str, Any]:
+def _sweep_table(r: Reader, data: dict[str, object], path: Path) -> _SweepHead:
     """``[sweep]``'s values by name (defaults for the ones with an issue)."""
     sweep_t = r.table(data.get("sweep", {}), ("sweep",), _SWEEP_KEYS)
     if "sweep" not in data:
@@ -127,7 +141,7 @@ def _workloads(r: Reader, workloads_raw: object, defaults: WorkloadDefaults, bas
     return []
 
 
-def _each_workload(r: Reader, workloads_raw: list[dict[str, Any]], defaults: WorkloadDefaults,
+def _each_workload(r: Reader, workloads_raw: list[dict[str, object]], defaults: WorkloadDefaults,
                    base_dir: Path) -> list[WorkloadSpec]:
     workloads: list[WorkloadSpec] = []
     seen: dict[str, int] = {}
@@ -138,7 +152,7 @@ def _each_workload(r: Reader, workloads_raw: list[dict[str, Any]], defaults: Wor
     return workloads
 
 
-def _add_workload(r: Reader, i: int, w: dict[str, Any], spec: WorkloadSpec, workloads: list[WorkloadSpec],
+def _add_workload(r: Reader, i: int, w: dict[str, object], spec: WorkloadSpec, workloads: list[WorkloadSpec],
                   seen: dict[str, int], requests: int) -> int:
     """Append one workload (of block ``i``), checking the sweep's request total and its name; the new total."""
     requests += spec.requests
@@ -161,7 +175,7 @@ def _add_workload(r: Reader, i: int, w: dict[str, Any], spec: WorkloadSpec, work
     return requests
 
 
-def _gpus(r: Reader, sweep_t: dict[str, Any]) -> tuple[int, ...] | None:
+def _gpus(r: Reader, sweep_t: dict[str, object]) -> tuple[int, ...] | None:
     value = sweep_t.get("gpus", "all")
     key = ("sweep", "gpus")
     if value == "all":

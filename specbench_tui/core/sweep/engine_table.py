@@ -5,7 +5,6 @@ from :mod:`specbench_tui.core.engines`; engine-specific flag rules live in :mod:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from specbench_tui.core.engines.registry import engine_names
 from specbench_tui.core.errors import did_you_mean
@@ -61,7 +60,7 @@ def engine_spec(r: Reader, raw: object, base_dir: Path) -> EngineSpec:
     )
 
 
-def _profile(r: Reader, key: KeyPath, t: dict[str, Any]) -> str:
+def _profile(r: Reader, key: KeyPath, t: dict[str, object]) -> str:
     """The engine profile: a registered one, else ``sglang`` after saying so."""
     profile = r.get(t, key, "profile", (str,), "sglang")
     if profile not in engine_names():
@@ -73,7 +72,7 @@ def _profile(r: Reader, key: KeyPath, t: dict[str, Any]) -> str:
     return str(profile)
 
 
-def _command(r: Reader, key: KeyPath, t: dict[str, Any], base_dir: Path) -> list[str]:
+def _command(r: Reader, key: KeyPath, t: dict[str, object], base_dir: Path) -> list[str]:
     """The argv prefix of the ``command`` launcher, a relative program taken from the sweep file's folder."""
     command = expand_value(r, (*key, "command"), r.get(t, key, "command", (list,), []))
     if command and not all(isinstance(c, str) and c for c in command):
@@ -84,7 +83,7 @@ def _command(r: Reader, key: KeyPath, t: dict[str, Any], base_dir: Path) -> list
     return list(command)
 
 
-def _sim_profile(r: Reader, key: KeyPath, t: dict[str, Any], base_dir: Path) -> str | None:
+def _sim_profile(r: Reader, key: KeyPath, t: dict[str, object], base_dir: Path) -> str | None:
     """The simulator's profile file, resolved (relative to the sweep file's folder); a missing one is an error."""
     sim_profile = r.get(t, key, "sim_profile", (str,))
     if sim_profile is None:
@@ -96,7 +95,7 @@ def _sim_profile(r: Reader, key: KeyPath, t: dict[str, Any], base_dir: Path) -> 
     return str(resolved)
 
 
-def _api_key_env(r: Reader, key: KeyPath, t: dict[str, Any]) -> str | None:
+def _api_key_env(r: Reader, key: KeyPath, t: dict[str, object]) -> str | None:
     """The NAME of the variable holding the API key; a value that looks like a key itself is refused."""
     api_key_env = r.get(t, key, "api_key_env", (str,))
     if api_key_env is not None and (not ENV_NAME_OK.fullmatch(api_key_env) or looks_like_secret(api_key_env)):

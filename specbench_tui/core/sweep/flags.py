@@ -5,7 +5,6 @@ engine is checked later, by :mod:`specbench_tui.core.plan`."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from specbench_tui.core.secrets import is_secret_name, looks_like_token
 from specbench_tui.core.sweep.env import ENV_NAME_OK, expand_value, refers_to_secret
@@ -15,7 +14,7 @@ from specbench_tui.core.sweep.values import is_scalar
 from specbench_tui.core.tomlpos import KeyPath
 
 
-def args_table(r: Reader, raw: Any, key: KeyPath) -> tuple[tuple[str, ArgValue], ...]:
+def args_table(r: Reader, raw: object, key: KeyPath) -> tuple[tuple[str, ArgValue], ...]:
     """Flag table: ``tp-size = 4``, ``trust-remote-code = true``, ``cuda-graph-bs-decode = [1, 2, 4]``."""
     if not isinstance(raw, dict):
         r.error(key, f"expected a table of flags, got {type_name(raw)} {short_repr(raw)}",
@@ -44,7 +43,7 @@ def args_table(r: Reader, raw: Any, key: KeyPath) -> tuple[tuple[str, ArgValue],
     return tuple(out.items())
 
 
-def _arg_value(r: Reader, fkey: KeyPath, value: Any) -> ArgValue | None:
+def _arg_value(r: Reader, fkey: KeyPath, value: object) -> ArgValue | None:
     """A flag's value as the command line gets it (an array as a tuple, a table as JSON); None after saying why
     it cannot be one."""
     if isinstance(value, list):
@@ -56,8 +55,7 @@ def _arg_value(r: Reader, fkey: KeyPath, value: Any) -> ArgValue | None:
             return None
         return tuple(value)
     if is_scalar(value):
-        scalar: ArgValue = value
-        return scalar
+        return value
     if isinstance(value, dict):
         problem = _json_problem(value)
         if problem:
@@ -72,7 +70,7 @@ def _arg_value(r: Reader, fkey: KeyPath, value: Any) -> ArgValue | None:
     return None
 
 
-def _json_problem(value: Any, where: str = "") -> str | None:
+def _json_problem(value: object, where: str = "") -> str | None:
     """Why ``value`` (from TOML) has no JSON form, or None (dates and times have none)."""
     if isinstance(value, dict):
         for key, item in value.items():
@@ -87,7 +85,7 @@ def _json_problem(value: Any, where: str = "") -> str | None:
     return f"{where or 'a value'} is {type_name(value)}"
 
 
-def env_table(r: Reader, raw: Any, key: KeyPath) -> tuple[tuple[str, str], ...]:
+def env_table(r: Reader, raw: object, key: KeyPath) -> tuple[tuple[str, str], ...]:
     if not isinstance(raw, dict):
         r.error(key, f"expected a table of environment variables, got {type_name(raw)} {short_repr(raw)}",
                 "write NAME = \"value\" lines")

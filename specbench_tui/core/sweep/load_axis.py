@@ -28,7 +28,7 @@ LOAD_KEYS = ("concurrency", "request_rate", "requests", "waves", "search", "arri
 _SLO_KEYS = ("ttft_ms", "itl_ms", "e2e_ms", "percentile")
 
 
-def _load_axis(r: Reader, key: KeyPath, raw: dict[str, Any], name: str, types: tuple[type, ...], limit: float,
+def _load_axis(r: Reader, key: KeyPath, raw: dict[str, object], name: str, types: tuple[type, ...], limit: float,
                limit_name: str) -> tuple[Any, ...]:
     value = raw.get(name)
     if value is None:
@@ -61,7 +61,7 @@ def _load_axis(r: Reader, key: KeyPath, raw: dict[str, Any], name: str, types: t
     return tuple(out)
 
 
-def load_spec(r: Reader, key: KeyPath, raw: dict[str, Any], kind: str) -> LoadSpec | None:
+def load_spec(r: Reader, key: KeyPath, raw: dict[str, object], kind: str) -> LoadSpec | None:
     """A workload's load axis, or None when it has neither ``concurrency`` nor ``request_rate``."""
     concurrency = _load_axis(r, key, raw, "concurrency", (int,), MAX_CONCURRENCY, "MAX_CONCURRENCY")
     rate = _load_axis(r, key, raw, "request_rate", (int, float), MAX_REQUEST_RATE, "MAX_REQUEST_RATE")
@@ -87,7 +87,7 @@ def load_spec(r: Reader, key: KeyPath, raw: dict[str, Any], kind: str) -> LoadSp
                     noise_threshold=_noise_threshold(r, key, raw), slo=_slo(r, key, raw) if "slo" in raw else None)
 
 
-def _no_axis(r: Reader, key: KeyPath, raw: dict[str, Any]) -> None:
+def _no_axis(r: Reader, key: KeyPath, raw: dict[str, object]) -> None:
     """A key of a load axis on a workload that has none is an error (a typo'd or forgotten axis)."""
     present = [k for k in LOAD_KEYS if k in raw and k not in ("concurrency", "request_rate")]
     if present and "concurrency" not in raw and "request_rate" not in raw:
@@ -95,7 +95,7 @@ def _no_axis(r: Reader, key: KeyPath, raw: dict[str, Any]) -> None:
                 "add concurrency = [1, 4, 16, 64] (closed loop) or request_rate = [...] (open loop)")
 
 
-def _search(r: Reader, key: KeyPath, raw: dict[str, Any]) -> str:
+def _search(r: Reader, key: KeyPath, raw: dict[str, object]) -> str:
     search = r.get(raw, key, "search", (str,), "adaptive")
     if search not in SEARCHES:
         r.error((*key, "search"), f"unknown search '{search}'", did_you_mean(str(search), SEARCHES)
@@ -104,7 +104,7 @@ def _search(r: Reader, key: KeyPath, raw: dict[str, Any]) -> str:
     return search or "adaptive"
 
 
-def _arrival_seed(r: Reader, key: KeyPath, raw: dict[str, Any]) -> int:
+def _arrival_seed(r: Reader, key: KeyPath, raw: dict[str, object]) -> int:
     seed = r.get(raw, key, "arrival_seed", (int,), 0)
     if seed is not None and not 0 <= seed < 1 << 63:
         r.error((*key, "arrival_seed"), f"expected 0 <= arrival_seed < 2**63, got {seed}")
@@ -112,7 +112,7 @@ def _arrival_seed(r: Reader, key: KeyPath, raw: dict[str, Any]) -> int:
     return seed or 0
 
 
-def _noise_threshold(r: Reader, key: KeyPath, raw: dict[str, Any]) -> float:
+def _noise_threshold(r: Reader, key: KeyPath, raw: dict[str, object]) -> float:
     noise = r.get(raw, key, "noise_threshold", (int, float), 0.1)
     if noise is not None and not 0 < noise <= 10:
         r.error((*key, "noise_threshold"), f"expected a relative spread in (0, 10], got {noise}",
@@ -121,7 +121,7 @@ def _noise_threshold(r: Reader, key: KeyPath, raw: dict[str, Any]) -> float:
     return float(noise or 0.1)
 
 
-def _slo(r: Reader, key: KeyPath, raw: dict[str, Any]) -> Slo:
+def _slo(r: Reader, key: KeyPath, raw: dict[str, object]) -> Slo:
     """The ``slo`` table: at least one limit, and the percentile they hold at (99 by default)."""
     table = r.table(raw["slo"], (*key, "slo"), _SLO_KEYS, "a table such as { ttft_ms = 500, itl_ms = 50 }")
     values: dict[str, float | None] = {}

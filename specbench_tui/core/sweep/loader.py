@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 from specbench_tui.core.errors import SweepError, SweepIssue
 from specbench_tui.core.plan import flag_name_issues
@@ -119,7 +118,7 @@ def _crude_depth_line(text: str, stopped_at: int | None) -> int | None:
 
 def _too_deep_path(data: object) -> KeyPath | None:
     """The path of a value nested deeper than :data:`MAX_NESTING`, or None (walked without recursion)."""
-    stack: list[tuple[Any, KeyPath]] = [(data, ())]
+    stack: list[tuple[object, KeyPath]] = [(data, ())]
     while stack:
         value, path = stack.pop()
         if len(path) > MAX_NESTING:

@@ -8,7 +8,6 @@ list, :mod:`specbench_tui.core.sweep.temperature`) is every workload's default s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from specbench_tui.core.errors import did_you_mean
 from specbench_tui.core.records import CACHE_COLD, CACHE_POLICIES, CACHE_WARM
@@ -42,7 +41,7 @@ def _flush_facts(profile_name: str) -> tuple[bool, str]:
     return profile.flush_cache_path is not None, profile.cache_flush_note
 
 
-def cache_value(r: Reader, raw: dict[str, Any], key: KeyPath, default: str, profile_name: str) -> str:
+def cache_value(r: Reader, raw: dict[str, object], key: KeyPath, default: str, profile_name: str) -> str:
     """The ``cache`` key of ``raw`` (``[measure]`` or a workload), ``default`` when absent, checked: an unknown
     value and ``cold`` on an engine that cannot flush are errors at the key's line."""
     if "cache" not in raw:

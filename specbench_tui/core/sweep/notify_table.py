@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 from specbench_tui.core.alerts import DEFAULT_INTERVAL_S, KINDS
@@ -45,7 +44,7 @@ class MetricsSpec:
     """Where the same metrics are pushed over OTLP/HTTP (a collector's ``http://host:4318``); None: not pushed."""
 
 
-def read_notify(r: Reader, data: Any) -> NotifySpec:
+def read_notify(r: Reader, data: object) -> NotifySpec:
     key = ("notify",)
     table = r.table(data, key, NOTIFY_KEYS)
     urls = _urls(r, table.get("urls", []))
@@ -56,7 +55,7 @@ def read_notify(r: Reader, data: Any) -> NotifySpec:
     return NotifySpec(urls=urls, on=on, min_interval_s=float(interval), terminal=terminal)
 
 
-def _urls(r: Reader, value: Any) -> tuple[str, ...]:
+def _urls(r: Reader, value: object) -> tuple[str, ...]:
     key = ("notify", "urls")
     if isinstance(value, str):
         value = [value]
@@ -82,7 +81,7 @@ def _urls(r: Reader, value: Any) -> tuple[str, ...]:
     return tuple(urls)
 
 
-def _kinds(r: Reader, value: Any) -> tuple[str, ...]:
+def _kinds(r: Reader, value: object) -> tuple[str, ...]:
     key = ("notify", "on")
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         r.error(key, f"expected an array of alert kinds, got {type_name(value)} {short_repr(value)}",
@@ -98,7 +97,7 @@ def _kinds(r: Reader, value: Any) -> tuple[str, ...]:
     return tuple(kinds)
 
 
-def read_metrics(r: Reader, data: Any) -> MetricsSpec:
+def read_metrics(r: Reader, data: object) -> MetricsSpec:
     key = ("metrics",)
     table = r.table(data, key, METRICS_KEYS)
     port = r.get(table, key, "port", (int,))
@@ -113,7 +112,7 @@ def read_metrics(r: Reader, data: Any) -> MetricsSpec:
     return MetricsSpec(port=port, host=host, otlp_endpoint=_otlp_endpoint(r, table.get("otlp_endpoint")))
 
 
-def _otlp_endpoint(r: Reader, value: Any) -> str | None:
+def _otlp_endpoint(r: Reader, value: object) -> str | None:
     key = ("metrics", "otlp_endpoint")
     if value is None:
         return None

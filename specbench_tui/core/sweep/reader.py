@@ -6,11 +6,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypeVar, overload
 
 from specbench_tui.core.errors import SweepIssue, did_you_mean
 from specbench_tui.core.sweep.limits import MAX_ISSUES
 from specbench_tui.core.tomlpos import KeyLocator, KeyPath, format_path
+
+T = TypeVar("T")
+D = TypeVar("D")
+N = TypeVar("N", bound=float)
+"""A number :meth:`Reader.positive` reads (an ``int`` is a ``float`` to the type checker)."""
 
 
 class Reader:
@@ -29,7 +34,7 @@ class Reader:
         self.issues.append(SweepIssue(self.path, self.line_of(key), format_path(key), message, hint))
 
     def table(self, data: object, key: KeyPath, allowed: Mapping[str, object] | set[str] | tuple[str, ...],
-              what: str = "a table") -> dict[str, Any]:
+              what: str = "a table") -> dict[str, object]:
         """``data`` as a table, reporting keys outside ``allowed`` with the closest valid spelling."""
         if not isinstance(data, dict):
             self.error(key, f"expected {what}, got {type_name(data)} {short_repr(data)}")
@@ -40,8 +45,14 @@ class Reader:
                 self.error((*key, name), f"unknown key '{name}' in {where}", did_you_mean(name, allowed))
         return data
 
-    def get(self, data: Mapping[str, object], key: KeyPath, name: str, types: tuple[type, ...], default: object = None,
-            required: bool = False) -> Any:
+    @overload
+    def get(self, data: Mapping[str, object], key: KeyPath, name: str, types: tuple[type[T], ...],
+            default: None = None, required: bool = False) -> T | None: ...
+    @overload
+    def get(self, data: Mapping[str, object], key: KeyPath, name: str, types: tuple[type[T], ...], default: D,
+            required: bool = False) -> T | D: ...
+    def get(self, data: Mapping[str, object], key: KeyPath, name: str, types: tuple[type[T], ...],
+            default: object = None, required: bool = False) -> object:
         """``data[name]`` when it has one of ``types``; otherwise record why and return ``default``."""
         if name not in data:
             if required:
@@ -56,15 +67,17 @@ class Reader:
             return default
         return value
 
-    def positive(self, data: Mapping[str, object], key: KeyPath, name: str, types: tuple[type, ...], default: object,
-                 allow_zero: bool = False, limit: float | None = None, limit_name: str = "") -> Any:
+    def positive(self, data: Mapping[str, object], key: KeyPath, name: str, types: tuple[type[N], ...], default: D,
+                 allow_zero: bool = False, limit: float | None = None, limit_name: str = "") -> N | D:
         """Like :meth:`get` for a number that must be > 0 (or >= 0), and at most ``limit`` when given."""
-        value = self.get(data, key, name, types, default)
-        if value is not None and (value < 0 or (value == 0 and not allow_zero)):
+        value = self.get(data, key, name, types)
+        if value is None:
+            return default
+        if value < 0 or (value == 0 and not allow_zero):
             self.error((*key, name), f"expected a {'non-negative' if allow_zero else 'positive'} number, got {value}",
                        f"set {name} to a value {'>= 0' if allow_zero else '> 0'}")
             return default
-        if value is not None and limit is not None and value > limit:
+        if limit is not None and value > limit:
             self.too_large((*key, name), name, value, limit, limit_name)
             return default
         return value

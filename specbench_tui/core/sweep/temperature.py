@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import TypeGuard
 
 from specbench_tui.core.sweep.limits import MAX_TEMPERATURES
 from specbench_tui.core.sweep.reader import Reader, short_repr, type_name
@@ -25,11 +25,11 @@ from specbench_tui.core.tomlpos import KeyPath
 _HINT = "a number >= 0 (0 is greedy), or a list of them, e.g. temperature = [0.0, 0.7]"
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _checked(r: Reader, key: KeyPath, value: Any) -> float | None:
+def _checked(r: Reader, key: KeyPath, value: object) -> float | None:
     """One temperature, or None after recording why it cannot be one."""
     if not _number(value):
         r.error(key, f"expected a temperature (a number >= 0), got {type_name(value)} {short_repr(value)}", _HINT)
@@ -43,7 +43,7 @@ def _checked(r: Reader, key: KeyPath, value: Any) -> float | None:
     return float(value)
 
 
-def read_temperatures(r: Reader, raw: dict[str, Any], key: KeyPath,
+def read_temperatures(r: Reader, raw: dict[str, object], key: KeyPath,
                       default: tuple[float, ...]) -> tuple[float, ...]:
     """``raw["temperature"]`` as a tuple of temperatures (``default`` when absent or wrong, the issue recorded at
     the key's line, or at the list item's)."""

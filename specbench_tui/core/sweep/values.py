@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import TypeGuard
 
 from specbench_tui.core.sweep.limits import MAX_NAME_CHARS
 from specbench_tui.core.sweep.schema import Scalar
@@ -24,7 +25,7 @@ def usable_name(name: str) -> bool:
     return len(name) <= MAX_NAME_CHARS and _NAME_OK.fullmatch(name) is not None
 
 
-def is_scalar(value: object) -> bool:
+def is_scalar(value: object) -> TypeGuard[Scalar]:
     """A TOML string, integer, finite float or boolean (dates and times are not flag values)."""
     if isinstance(value, float):
         return math.isfinite(value)
