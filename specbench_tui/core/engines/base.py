@@ -29,7 +29,6 @@ import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
 
 from specbench_tui.core.errors import closest
 from specbench_tui.core.logparse import BatchLine, SpecCounterNames
@@ -227,12 +226,12 @@ def positive(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def openai_usage_meta(payload: Mapping[str, object]) -> dict[str, Any]:
+def openai_usage_meta(payload: Mapping[str, object]) -> dict[str, object]:
     """What every OpenAI-compatible final chunk carries → ``meta_info``: ``usage`` token counts (cached prompt
     tokens from ``prompt_tokens_details``) and the first choice's ``finish_reason``."""
     raw_usage = payload.get("usage")
-    usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, Mapping) else {}
-    meta: dict[str, Any] = {}
+    usage: Mapping[str, object] = raw_usage if isinstance(raw_usage, Mapping) else {}
+    meta: dict[str, object] = {}
     for key in ("completion_tokens", "prompt_tokens"):
         value = count(usage.get(key))
         if value is not None:
@@ -248,13 +247,13 @@ def openai_usage_meta(payload: Mapping[str, object]) -> dict[str, Any]:
     return meta
 
 
-def draft_acceptance_meta(completion: int, accepted: int, drafted: int) -> dict[str, Any]:
+def draft_acceptance_meta(completion: int, accepted: int, drafted: int) -> dict[str, object]:
     """One request's drafted and accepted tokens → ``meta_info``. Every generated token comes from one target
     step that also accepted some drafted ones, so the target steps are ``completion - accepted`` and the
     acceptance length is ``completion / steps`` (tokens per target forward pass, what SGLang's
     ``spec_accept_length`` means too); 1.0 when nothing was accepted."""
     steps = max(1, completion - accepted)
-    meta: dict[str, Any] = {"draft_tokens": drafted, "accepted_tokens": accepted, "spec_verify_ct": steps,
+    meta: dict[str, object] = {"draft_tokens": drafted, "accepted_tokens": accepted, "spec_verify_ct": steps,
                             "spec_accept_length": completion / steps}
     if drafted:
         meta["spec_accept_rate"] = accepted / drafted
@@ -320,7 +319,7 @@ class EngineProfile:
     flush_cache_path: str | None
     """Empties the server's caches (prefix cache, an n-gram drafter's corpus) when no request runs; None: the
     engine offers no such endpoint and ``[measure] cache = "cold"`` is refused with :attr:`cache_flush_note`."""
-    context_length: Callable[[Mapping[str, Any]], int | None] = _no_context
+    context_length: Callable[[Mapping[str, object]], int | None] = _no_context
     """The context length from the info endpoint's JSON."""
     shutdown_env: Mapping[str, str] = field(default_factory=dict)
     """Set at launch so that SIGTERM does not wait forever on in-flight requests."""
@@ -354,21 +353,21 @@ class EngineProfile:
     """The Prometheus histogram of the server's own time to first token on ``metrics_path`` (``<name>_sum`` and
     ``<name>_count``): the starvation guard holds our TTFT against it (None: the engine counts none)."""
     spec_counters: SpecCounterNames | None = None
-    final_meta: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+    final_meta: Callable[[Mapping[str, object]], dict[str, object]] | None = None
     """OpenAI format: the last stream chunk (usage + engine extras) → ``meta_info`` keys."""
     fatal_stream_error: re.Pattern[str] | None = None
     """An error a stream carries when the server itself is dying (the request is then the crash's, not a
     measurement, once the process exits)."""
-    stream_options: Mapping[str, Any] = field(default_factory=lambda: {"include_usage": True})
+    stream_options: Mapping[str, object] = field(default_factory=lambda: {"include_usage": True})
     """OpenAI format: the request's ``stream_options``."""
     models_path: str | None = None
     """An OpenAI model list whose ``data[0].max_model_len`` is the served context length, asked before the info
     endpoint."""
-    reserved_tokens: Callable[[Mapping[str, Any]], int] = lambda info: 0
+    reserved_tokens: Callable[[Mapping[str, object]], int] = lambda info: 0
     """Context tokens the server reserves per request for speculative decoding, from the info endpoint's JSON."""
     planned_reserved: Callable[[Sequence[str]], int] = lambda argv: 0
     """The same, known before launch from a configuration's argv (so a sweep sizes its long prompts once)."""
-    input_limit: Callable[[Mapping[str, Any]], int | None] = lambda info: None
+    input_limit: Callable[[Mapping[str, object]], int | None] = lambda info: None
     """The scheduler's own input limit from the info endpoint's JSON (SGLang: ``max_req_input_len``)."""
     tokenize_reports_context: bool = True
     """Whether the tokenize endpoint's ``max_model_len`` is the server's context."""
@@ -394,16 +393,16 @@ class EngineProfile:
     cache_flush_note: str = ""
     """How the engine's server flushes its caches between measurements, or why it cannot (shown by ``validate``
     and in the refusal of ``cache = "cold"``)."""
-    running_cap: Callable[[Mapping[str, Any]], int | None] = lambda info: None
+    running_cap: Callable[[Mapping[str, object]], int | None] = lambda info: None
     """The server's running-request cap from the info endpoint's JSON (SGLang: ``max_running_requests``, per
     DP rank where ``internal_states`` says); None when it does not say."""
     planned_running_cap: Callable[[Sequence[str]], int | None] = lambda argv: None
     """The running-request cap a configuration's server will have, from its argv, when the argv decides it (an
     explicit flag, or a speculative algorithm's reset); None: the server sizes it at start."""
-    graph_ceiling: Callable[[Mapping[str, Any]], int | None] = lambda info: None
-    graphs_captured: Callable[[Mapping[str, Any]], bool | None] = lambda info: None
+    graph_ceiling: Callable[[Mapping[str, object]], int | None] = lambda info: None
+    graphs_captured: Callable[[Mapping[str, object]], bool | None] = lambda info: None
     """Whether the info endpoint says the server captured CUDA graphs (None: it does not say)."""
-    served_adaptive: Callable[[Mapping[str, Any]], bool | None] = lambda info: None
+    served_adaptive: Callable[[Mapping[str, object]], bool | None] = lambda info: None
     """Whether the info endpoint says the server adapts its speculative steps (None: it does not say); it
     overrides what the command line asked (``adaptive_flag``)."""
     flush_caveat: Callable[[Sequence[str]], str | None] = lambda argv: None

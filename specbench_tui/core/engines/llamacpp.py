@@ -16,7 +16,6 @@ import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from specbench_tui.core.engines.base import (
     STREAM_OPENAI,
@@ -171,12 +170,12 @@ def _context_length(props: Mapping[str, object]) -> int | None:
     return value if value is not None else positive(props.get("n_ctx"))
 
 
-def llamacpp_final_meta(payload: Mapping[str, object]) -> dict[str, Any]:
+def llamacpp_final_meta(payload: Mapping[str, object]) -> dict[str, object]:
     """The last chunk of a llama.cpp stream → ``meta_info``: :func:`openai_usage_meta` (with ``timings`` as the
     fallback for the counts), and acceptance from ``timings.draft_n``/``draft_n_accepted`` (absent, not 0, when
     nothing was drafted: the baseline, an n-gram request without a match)."""
     raw_timings = payload.get("timings")
-    timings: Mapping[str, Any] = raw_timings if isinstance(raw_timings, Mapping) else {}
+    timings: Mapping[str, object] = raw_timings if isinstance(raw_timings, Mapping) else {}
     meta = openai_usage_meta(payload)
     for key, fallback in (("completion_tokens", "predicted_n"), ("cached_tokens", "cache_n")):
         value = count(timings.get(fallback))
@@ -184,7 +183,7 @@ def llamacpp_final_meta(payload: Mapping[str, object]) -> dict[str, Any]:
             meta[key] = value
     drafted = count(timings.get("draft_n")) or 0
     accepted = count(timings.get("draft_n_accepted")) or 0
-    completion = meta.get("completion_tokens")
+    completion = count(meta.get("completion_tokens"))
     if completion:
         meta.update(draft_acceptance_meta(completion, accepted, drafted))
     else:

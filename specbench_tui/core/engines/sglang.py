@@ -18,7 +18,6 @@ import functools
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
 
 from specbench_tui.core.acceptance import ACCEPTANCE_LENGTH, DRAFT_ACCEPTANCE_RATE
 from specbench_tui.core.engines import simulator
@@ -318,7 +317,7 @@ def reserved_speculative_tokens(algorithm: str | None, *, topk: int | None = Non
     return max((topk or 0) * (steps or 0), draft_tokens or 0)
 
 
-def _served_reserved_tokens(info: Mapping[str, Any]) -> int:
+def _served_reserved_tokens(info: Mapping[str, object]) -> int:
     """The resolved speculative arguments of ``/server_info`` through SGLang's rule. An adaptive server
     (``speculative_adaptive``) sizes its drafts for the largest candidate step, whatever its resolved
     ``speculative_num_draft_tokens`` says (``resolve_max_speculative_num_draft_tokens``: ``max(candidate_steps)
@@ -390,7 +389,7 @@ EAGLE); for any other algorithm SGLang switches it off with a warning and ``/ser
 ``speculative_adaptive: false``."""
 
 
-def served_adaptive(info: Mapping[str, Any]) -> bool | None:
+def served_adaptive(info: Mapping[str, object]) -> bool | None:
     """``/server_info``'s resolved ``speculative_adaptive``: whether the server really adapts its steps (SGLang
     turns the flag off for NGRAM, DFLASH, topk > 1, attention DP and multi-layer EAGLE); None when not said."""
     value = info.get("speculative_adaptive")
@@ -483,13 +482,19 @@ def speculates(argv: Sequence[str], algorithm: str) -> bool:
 # ------------------------------------------------------------------------------------------------ the wire
 
 
-def _context_length(info: Mapping[str, Any]) -> int | None:
+def _states(info: Mapping[str, object]) -> list[object]:
+    """``/server_info``'s ``internal_states``: one per scheduler (none when it is not a list)."""
+    states = info.get("internal_states")
+    return states if isinstance(states, list) else []
+
+
+def _context_length(info: Mapping[str, object]) -> int | None:
     """``/server_info`` carries the resolved ServerArgs; ``context_length`` may be None when not passed."""
     for key in ("context_length", "max_model_len", "context_len"):
         value = positive(info.get(key))
         if value is not None:
             return value
-    for state in info.get("internal_states") or ():
+    for state in _states(info):
         if isinstance(state, Mapping):
             value = state.get("context_len") or state.get("context_length")
             if isinstance(value, int) and value > 0:
@@ -497,18 +502,18 @@ def _context_length(info: Mapping[str, Any]) -> int | None:
     return None
 
 
-def _input_limit(info: Mapping[str, Any]) -> int | None:
+def _input_limit(info: Mapping[str, object]) -> int | None:
     """``/server_info`` merges the scheduler's start-up info: ``max_req_input_len`` (inputs of that many tokens
     or more are aborted)."""
     return positive(info.get("max_req_input_len"))
 
 
-def running_cap(info: Mapping[str, Any]) -> int | None:
+def running_cap(info: Mapping[str, object]) -> int | None:
     """The running-request cap the scheduler enforces: the sum over DP ranks of ``internal_states[]``'s
     ``effective_max_running_requests_per_dp`` (``scheduler.max_running_requests``), else the resolved
     ``max_running_requests`` (48 for every speculative algorithm but UNO when the flag is unset)."""
     per_dp = [positive(state.get("effective_max_running_requests_per_dp"))
-              for state in info.get("internal_states") or () if isinstance(state, Mapping)]
+              for state in _states(info) if isinstance(state, Mapping)]
     if per_dp and all(v is not None for v in per_dp):
         return sum(v for v in per_dp if v is not None)
     return positive(info.get("max_running_requests"))
@@ -552,7 +557,7 @@ def flush_caveat(argv: Sequence[str]) -> str | None:
             "prefix cache or n-gram corpus")
 
 
-def graph_ceiling(info: Mapping[str, Any]) -> int | None:
+def graph_ceiling(info: Mapping[str, object]) -> int | None:
     """The largest decode batch captured as a CUDA graph, when ``/server_info`` says: the flag's own
     ``cuda_graph_max_bs_decode`` (null unless passed), else the largest of the batch sizes each scheduler state
     captured (``internal_states[].decode_cuda_graph_bs``), else the resolved ``cuda_graph_config.decode.max_bs``,
@@ -571,7 +576,7 @@ def graph_ceiling(info: Mapping[str, Any]) -> int | None:
     return value if value is not None else positive(info.get("cuda_graph_max_bs"))
 
 
-def graphs_captured(info: Mapping[str, Any]) -> bool | None:
+def graphs_captured(info: Mapping[str, object]) -> bool | None:
     """Whether the server captured any decode CUDA graph: False when every scheduler state lists its captured
     batch sizes and each list is empty (``decode_cuda_graph_bs: []``: a CPU server, or graphs disabled), True
     when one lists any, None when no state says."""
@@ -583,7 +588,7 @@ def graphs_captured(info: Mapping[str, Any]) -> bool | None:
     return any(said)
 
 
-def _captured_decode_bs(states: Any) -> list[int]:
+def _captured_decode_bs(states: object) -> list[int]:
     """Every decode batch size the scheduler states say they captured as CUDA graphs."""
     out: list[int] = []
     for state in states if isinstance(states, list) else []:

@@ -17,7 +17,6 @@ import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from specbench_tui.core.engines.base import (
     STREAM_OPENAI,
@@ -153,7 +152,7 @@ def user_errors(args: Mapping[str, object]) -> list[UserError]:
     return out
 
 
-def _speculative_config(argv: Sequence[str]) -> Mapping[str, Any] | None:
+def _speculative_config(argv: Sequence[str]) -> Mapping[str, object] | None:
     text = argv_value(argv, "--speculative-config")
     try:
         config = json.loads(text) if text else None
@@ -187,7 +186,7 @@ def _context_length(models: Mapping[str, object]) -> int | None:
     return positive(first.get("max_model_len"))
 
 
-def vllm_final_meta(payload: Mapping[str, object]) -> dict[str, Any]:
+def vllm_final_meta(payload: Mapping[str, object]) -> dict[str, object]:
     """The last chunk of a vLLM stream (``usage``) → ``meta_info``.
 
     Per-request acceptance exists only when the server runs with ``--per-request-spec-decode-metrics summary``
@@ -197,7 +196,7 @@ def vllm_final_meta(payload: Mapping[str, object]) -> dict[str, Any]:
     meta = openai_usage_meta(payload)
     metrics = payload.get("metrics")
     spec = metrics.get("speculative_decoding") if isinstance(metrics, Mapping) else None
-    completion = meta.get("completion_tokens")
+    completion = count(meta.get("completion_tokens"))
     if isinstance(spec, Mapping) and completion:
         accepted = count(spec.get("num_accepted_draft_tokens"))
         drafted = count(spec.get("num_draft_tokens")) or 0
