@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from specbench_tui.core.acceptance import ACCEPTANCE_LENGTH, DRAFT_ACCEPTANCE_RATE
@@ -482,10 +482,13 @@ def speculates(argv: Sequence[str], algorithm: str) -> bool:
 # ------------------------------------------------------------------------------------------------ the wire
 
 
-def _states(info: Mapping[str, object]) -> list[object]:
-    """``/server_info``'s ``internal_states``: one per scheduler (none when it is not a list)."""
-    states = info.get("internal_states")
-    return states if isinstance(states, list) else []
+def _states(info: Mapping[str, object]) -> Iterable[object]:
+    """``/server_info``'s ``internal_states``: one per scheduler. A value that is not iterable raises the
+    ``TypeError`` iterating it would (``server_figures.read_rule`` reports the field as malformed)."""
+    states = info.get("internal_states") or ()
+    if not isinstance(states, Iterable):
+        raise TypeError(f"'{type(states).__name__}' object is not iterable")
+    return states
 
 
 def _context_length(info: Mapping[str, object]) -> int | None:
