@@ -31,7 +31,6 @@ from pathlib import Path
 
 from specbench_tui.core.events import (ConfigFinished, ConfigState, ConfigStateChanged, Event, MeasurementRecorded,
                                        Notice, QueuePaused, QueueResumed, ServerLaunching, SweepFinished, SweepStarted)
-from specbench_tui.core.gpu_faults import FAULT_FIX
 from specbench_tui.core.outcomes import SweepFailure, SweepState
 from specbench_tui.core.plan import Plan, PlannedConfig
 from specbench_tui.core.records import STATUS_ERROR, Measurement, MeasurementKey
@@ -395,9 +394,6 @@ class Orchestrator:
             reason = f"stopped on request; continue with specbench run --resume {self.run_dir.path}"
         else:
             state, reason = "completed", None
-        if self.pool is not None and self.pool.fenced:  # a GPU fault, the last configuration's too, is said
-            fenced = "; ".join(f.reason() for f in self.pool.fenced.values())
-            reason = f"{reason}; {fenced}" if reason else f"GPU fault: {fenced} ({FAULT_FIX})"
         with contextlib.suppress(StoreError):
-            self.publish(SweepFinished(state=state, reason=reason))
+            self.publish(SweepFinished(state=state, reason=reason or (self.pool.ending() if self.pool else None)))
         return SweepOutcome(state, reason, dict(self.states), failure=failure)

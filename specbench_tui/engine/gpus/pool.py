@@ -8,7 +8,7 @@ import asyncio
 import time
 from collections.abc import Iterable
 
-from specbench_tui.core.gpu_faults import GpuFault, refused_reason
+from specbench_tui.core.gpu_faults import FAULT_FIX, GpuFault, refused_reason
 from specbench_tui.engine.gpus.backend import GpuBackend
 
 
@@ -47,6 +47,12 @@ class GpuPool:
                 self._free.remove(fault.gpu)
             self._changed.notify_all()
         return True
+
+    def ending(self) -> str | None:
+        """What the sweep's ending says of the GPUs faults fenced off (the last configuration's too), or None."""
+        if not self.fenced:
+            return None
+        return f"GPU fault: {'; '.join(f.reason() for f in self.fenced.values())} ({FAULT_FIX})"
 
     def refusal(self, count: int) -> PlacementRefused | None:
         """Why ``count`` GPUs can never be had now that faults fenced some off (None: they can)."""
