@@ -43,11 +43,18 @@ import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
+from specbench_tui.core.acceptance import CellAcceptance
 from specbench_tui.core.fold import last_per_key
 from specbench_tui.core.records import STATUS_OK, Measurement
 from specbench_tui.core.results import ACCEPT_FROM_SERVER, CellRow, RunAnalysis
+
+if TYPE_CHECKING:  # numpy is imported when the first interval is computed
+    import numpy as np
+    import numpy.typing as npt
+
+    Floats = npt.NDArray[np.float64]
 
 LEVEL = 0.95
 METHOD = "percentile"
@@ -143,10 +150,10 @@ def seed_for(*key: str) -> list[int]:
     return [SEED, zlib.crc32("\0".join(key).encode("utf-8"))]
 
 
-Statistic = Callable[..., Any]
+Statistic = Callable[..., "Floats"]
 
 
-def _median(values: Any, axis: int) -> Any:
+def _median(values: Floats, axis: int) -> Floats:
     """``numpy.median`` along ``axis`` (the same values: the middle one, or the mean of the middle two), from one
     ``numpy.partition`` instead of its general path: a quarter of the cost on 2000 resamples."""
     import numpy as np
@@ -154,20 +161,23 @@ def _median(values: Any, axis: int) -> Any:
     n = values.shape[axis]
     half = n // 2
     if n % 2:
-        return np.take(np.partition(values, half, axis=axis), half, axis=axis)
+        middle: Floats = np.take(np.partition(values, half, axis=axis), half, axis=axis)
+        return middle
     parted = np.partition(values, (half - 1, half), axis=axis)
-    return (np.take(parted, half - 1, axis=axis) + np.take(parted, half, axis=axis)) / 2
+    mean: Floats = (np.take(parted, half - 1, axis=axis) + np.take(parted, half, axis=axis)) / 2
+    return mean
 
 
-def _median_ratio(x: Any, y: Any, axis: int = -1) -> Any:
+def _median_ratio(x: Floats, y: Floats, axis: int = -1) -> Floats:
     return _median(x, axis) / _median(y, axis)
 
 
-def _sum_ratio(x: Any, y: Any, axis: int = -1) -> Any:
-    return x.sum(axis=axis) / y.sum(axis=axis)
+def _sum_ratio(x: Floats, y: Floats, axis: int = -1) -> Floats:
+    ratio: Floats = x.sum(axis=axis) / y.sum(axis=axis)
+    return ratio
 
 
-def _sum_ratios(*arrays: Any, axis: int = -1) -> Any:
+def _sum_ratios(*arrays: Floats, axis: int = -1) -> Floats:
     """Σ numerator ÷ Σ denominator of each (numerator, denominator) pair of ``arrays``, stacked: the figures of
     one set of units, resampled with the same draws."""
     import numpy as np
@@ -227,7 +237,7 @@ def speedup_interval(estimate: float, ok: Iterable[Measurement], base_ok: Iterab
     return bootstrap(estimate, (mine, theirs), _median_ratio, key)
 
 
-def _finite(value: Any) -> TypeGuard[float]:
+def _finite(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -246,7 +256,7 @@ def _accept_parts(ok: Sequence[Measurement]) -> tuple[list[Measurement], list[fl
 
 
 def cell_intervals(row: CellRow, ok: Sequence[Measurement], base_ok: Sequence[Measurement] | None,
-                   acceptance: Any = None) -> CellIntervals:
+                   acceptance: CellAcceptance | None = None) -> CellIntervals:
     """The intervals of one :class:`~specbench_tui.core.results.CellRow` from its ok measurements and its
     baseline's (None: no baseline); ``acceptance``: its :class:`~specbench_tui.core.acceptance.CellAcceptance`."""
     key = (row.config_id, row.workload)
@@ -267,7 +277,7 @@ _Ratio = tuple[float, Sequence[Measurement], Sequence[float], Sequence[float]]
 """A ratio-of-sums figure: (its value, the requests it is over, their numerators, their denominators)."""
 
 
-def _acceptance_ratios(ok: Sequence[Measurement], acceptance: Any) -> dict[str, _Ratio]:
+def _acceptance_ratios(ok: Sequence[Measurement], acceptance: CellAcceptance) -> dict[str, _Ratio]:
     """The cell's acceptance length (tokens per verify step) and draft acceptance rate as ratios of sums over the
     requests that count them, those the cell has."""
     figures: dict[str, _Ratio] = {}

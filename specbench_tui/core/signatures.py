@@ -17,9 +17,9 @@ pattern RE2 cannot take (look-around, back-references) is refused when the sweep
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import AnyStr, Protocol, overload
 
 import re2
 
@@ -28,10 +28,32 @@ _OPTIONS.log_errors = False  # RE2 would print its parse errors to stderr; they 
 _OPTIONS.max_mem = 8 << 20
 
 
-def compile_pattern(pattern: str | bytes) -> Any:
+class Re2Match(Protocol):
+    """What is read of an RE2 match (``re2`` ships no types)."""
+
+    def start(self) -> int: ...
+    def end(self) -> int: ...
+    def span(self) -> tuple[int, int]: ...
+
+
+class Re2Pattern(Protocol[AnyStr]):
+    """What is used of an RE2-compiled pattern over ``str`` or ``bytes`` (``re2`` ships no types)."""
+
+    @property
+    def pattern(self) -> AnyStr: ...
+    def search(self, text: AnyStr, /) -> Re2Match | None: ...
+    def finditer(self, text: AnyStr, /) -> Iterator[Re2Match]: ...
+
+
+@overload
+def compile_pattern(pattern: str) -> Re2Pattern[str]: ...
+@overload
+def compile_pattern(pattern: bytes) -> Re2Pattern[bytes]: ...
+def compile_pattern(pattern: str | bytes) -> Re2Pattern[str] | Re2Pattern[bytes]:
     """``pattern`` compiled with RE2; raises ``ValueError`` saying why when RE2 cannot take it."""
     try:
-        return re2.compile(pattern, _OPTIONS)
+        compiled: Re2Pattern[str] | Re2Pattern[bytes] = re2.compile(pattern, _OPTIONS)
+        return compiled
     except re2.error as exc:
         reason = exc.args[0] if exc.args else exc
         if isinstance(reason, bytes):
@@ -58,7 +80,7 @@ class Signature:
     """One named crash pattern."""
 
     name: str
-    pattern: Any
+    pattern: Re2Pattern[str]
     """RE2-compiled: ``search`` runs in time linear in the line."""
     specificity: int
     """Higher names the crash when several signatures match around it."""
@@ -122,7 +144,7 @@ class SignatureSet:
         self._combinable = tuple(combinable)
         self._block = (compile_pattern(("(?m)" + "|".join(f"(?:{p})" for p in combinable)).encode())
                        if combinable else None)
-        self._scanners: dict[tuple[str, ...], Any] = {}
+        self._scanners: dict[tuple[str, ...], Re2Pattern[bytes] | None] = {}
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -135,7 +157,7 @@ class SignatureSet:
             return None
         return candidate_lines(self._block, block) if self._block is not None else set()
 
-    def scanner(self, literals: Iterable[str] = ()) -> Any | None:
+    def scanner(self, literals: Iterable[str] = ()) -> Re2Pattern[bytes] | None:
         """One RE2 pattern (bytes, ``(?m)``) that matches wherever a signature or one of ``literals`` (a log
         watch's stats hints) may match: the watch's single linear pass over a batch (:func:`lines_touched`
         gives the lines). None when a signature cannot be combined (every line must then be tried). A line
@@ -208,7 +230,7 @@ _LEVEL_WORDS = compile_pattern(f"(?:{_ERROR.pattern})|(?:{_WARNING.pattern})".en
 """Both word lists in one RE2 pattern, for a whole batch (RE2's ASCII \\b finds a superset of ``re``'s)."""
 
 
-def candidate_lines(pattern: Any, block: bytes) -> set[int]:
+def candidate_lines(pattern: Re2Pattern[bytes], block: bytes) -> set[int]:
     """Indices of the lines a match of (bytes) ``pattern`` in ``block`` touches: every line from the match's
     start to its end, since a pattern may cross a line break in the joined text. Linear in ``block``."""
     found: set[int] = set()
@@ -222,7 +244,7 @@ def candidate_lines(pattern: Any, block: bytes) -> set[int]:
     return found
 
 
-def lines_touched(pattern: Any, block: bytes) -> list[tuple[int, bytes]]:
+def lines_touched(pattern: Re2Pattern[bytes], block: bytes) -> list[tuple[int, bytes]]:
     """``(index, the line)`` of each line of ``block`` (lines joined by ``\\n``) that a match of (bytes)
     ``pattern`` touches, in order, each once; as :func:`candidate_lines`, every line from a match's start to its
     end. Linear in ``block``; only the lines touched are cut out (the batch is never split)."""
