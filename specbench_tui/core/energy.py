@@ -128,7 +128,7 @@ def _with_speedup(cell: EnergyCell, per_token: Mapping[tuple[str, str], float | 
     return EnergyCell(**{**cell.__dict__, "energy_speedup": base_j / cell.j_per_output_token})
 
 
-def energy_from_run(plan_json: Mapping[str, Any] | None, events: Iterable[Any],
+def energy_from_run(plan_json: Mapping[str, object] | None, events: Iterable[object],
                     measurements: Iterable[Measurement]) -> list[EnergyCell]:
     """The energy cells of a run: the windows its workload and load-point events carry (a run recorded before
     energy was measured has none, and no cell), over its measurements, with the plan's matched baselines."""

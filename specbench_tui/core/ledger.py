@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from specbench_tui.core.fold import replace
 from specbench_tui.core.events import (
@@ -129,7 +129,7 @@ class LedgerSnapshot:
     """An immutable copy of a ledger at one version, safe to analyse on another thread."""
 
     version: int
-    plan_json: Mapping[str, Any]
+    plan_json: Mapping[str, object]
     measurements: tuple[Measurement, ...]
     events: tuple[Event, ...]
     engine_alive: bool = True
@@ -144,7 +144,7 @@ class LedgerSnapshot:
 class Ledger:
     """Measurements by key and the events that say what became of each configuration; see the module docstring."""
 
-    plan_json: Mapping[str, Any] = field(default_factory=dict)
+    plan_json: Mapping[str, object] = field(default_factory=dict)
     measurements: dict[MeasurementKey, Measurement] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     counts: Counts = field(default_factory=Counts)

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TypedDict
 
 from specbench_tui.core.events import Event, NodeFingerprinted, ServerLaunching
 from specbench_tui.core.records import Measurement
@@ -53,12 +53,25 @@ def node_labels(nodes: Iterable[str | None]) -> dict[str | None, str]:
     return out
 
 
-def node_totals(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+class NodeTotals(TypedDict):
+    """:func:`node_totals`: one node's GPUs as one sample-like dict."""
+
+    gpus: int
+    util_pct: float | None
+    mem_used_mib: float | None
+    mem_total_mib: float | None
+    temp_c: float | None
+    power_w: float | None
+    power_limit_w: float | None
+    models: dict[str, int]
+
+
+def node_totals(samples: Sequence[Mapping[str, object]]) -> NodeTotals:
     """One node's GPUs as one sample-like dict: mean utilisation, memory and power summed, hottest temperature
     (a figure is None when no GPU gave it)."""
     def values(key: str) -> list[float]:
-        return [float(s[key]) for s in samples if isinstance(s.get(key), (int, float))
-                and not isinstance(s.get(key), bool) and math.isfinite(s[key])]
+        found = (s.get(key) for s in samples)
+        return [float(v) for v in found if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
 
     def total(key: str) -> float | None:
         found = values(key)
@@ -72,7 +85,7 @@ def node_totals(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "models": dict(Counter(str(s["name"]) for s in samples if isinstance(s.get("name"), str) and s["name"]))}
 
 
-def describe_gpus(fingerprint: Mapping[str, Any] | None) -> str:
+def describe_gpus(fingerprint: Mapping[str, object] | None) -> str:
     """A fingerprint's GPUs on one line: ``2x NVIDIA H200 (driver 570.86)``, ``no GPU``, ``no fingerprint``."""
     gpus = fingerprint.get("gpus") if isinstance(fingerprint, Mapping) else None
     if not isinstance(gpus, Mapping):
@@ -84,7 +97,7 @@ def describe_gpus(fingerprint: Mapping[str, Any] | None) -> str:
     return text + (f" (driver {driver})" if driver else "")
 
 
-def gpu_models(fingerprint: Mapping[str, Any] | None) -> tuple[dict[int, str], tuple[str, ...]]:
+def gpu_models(fingerprint: Mapping[str, object] | None) -> tuple[dict[int, str], tuple[str, ...]]:
     """GPU index -> model name from a fingerprint's ``gpus.devices``, and the distinct models of ``gpus.names``."""
     gpus = fingerprint.get("gpus") if isinstance(fingerprint, Mapping) else None
     if not isinstance(gpus, Mapping):
@@ -136,7 +149,7 @@ class RunHardware:
     """Nodes, fingerprints and each configuration's launches of one run (see the module docstring)."""
 
     configs: Mapping[str, ConfigHardware] = field(default_factory=dict)
-    fingerprints: Mapping[str | None, Mapping[str, Any]] = field(default_factory=dict)
+    fingerprints: Mapping[str | None, Mapping[str, object]] = field(default_factory=dict)
     """Node -> fingerprint; None: this machine (the environment document itself)."""
 
     @property
@@ -217,10 +230,10 @@ def _some(items: list[str]) -> str:
     return shown + (f" and {len(items) - SHOWN} more" if len(items) > SHOWN else "")
 
 
-def fingerprints(env: Mapping[str, Any] | None, events: Iterable[Event]) -> dict[str | None, Mapping[str, Any]]:
+def fingerprints(env: Mapping[str, object] | None, events: Iterable[Event]) -> dict[str | None, Mapping[str, object]]:
     """Node -> fingerprint: this machine's (the environment document) under None, the cluster nodes' from its
     ``nodes`` and from :class:`NodeFingerprinted` events (the latest wins)."""
-    out: dict[str | None, Mapping[str, Any]] = {}
+    out: dict[str | None, Mapping[str, object]] = {}
     if isinstance(env, Mapping):
         if isinstance(env.get("gpus"), Mapping):
             out[None] = env
@@ -233,7 +246,7 @@ def fingerprints(env: Mapping[str, Any] | None, events: Iterable[Event]) -> dict
     return out
 
 
-def _models(fingerprint: Mapping[str, Any] | None, gpus: tuple[int, ...]) -> tuple[str, ...]:
+def _models(fingerprint: Mapping[str, object] | None, gpus: tuple[int, ...]) -> tuple[str, ...]:
     if not gpus:
         return ()
     by_index, models = gpu_models(fingerprint)
@@ -243,7 +256,7 @@ def _models(fingerprint: Mapping[str, Any] | None, gpus: tuple[int, ...]) -> tup
 
 
 def run_hardware(events: Iterable[Event], measurements: Iterable[Measurement],
-                 env: Mapping[str, Any] | None) -> RunHardware:
+                 env: Mapping[str, object] | None) -> RunHardware:
     """The hardware of a run from its events, measurements and environment document (see the module docstring)."""
     events = list(events)
     prints = fingerprints(env, events)
