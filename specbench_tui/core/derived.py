@@ -15,7 +15,7 @@ import math
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypeGuard
 
 PATH_KEYS = ("sim_profile",)
 """``[engine]`` keys holding a path relative to the sweep file: made absolute, as the derived sweep lives
@@ -26,7 +26,7 @@ class DeriveError(ValueError):
     """The configuration cannot be derived (its budget is not a matrix parameter, or the block is gone)."""
 
 
-def pinned_block(doc: Mapping[str, Any], config: Mapping[str, Any], budget: int | None = None) -> dict[str, Any]:
+def pinned_block(doc: Mapping[str, object], config: Mapping[str, object], budget: int | None = None) -> dict[str, object]:
     """The ``[[configs]]`` block that expands to exactly ``config`` (a configuration of the stored plan: ``source_index``,
     ``params``, ``name``): its matrix pinned to the configuration's point, its exclusions dropped; with
     ``budget``, the matrix parameter that sets the draft budget moved to it."""
@@ -34,9 +34,10 @@ def pinned_block(doc: Mapping[str, Any], config: Mapping[str, Any], budget: int 
     index = config.get("source_index", 0)
     if not isinstance(blocks, list) or not isinstance(index, int) or not 0 <= index < len(blocks):
         raise DeriveError(f"{config.get('name')}: its [[configs]] block #{index} is not in the stored sweep")
-    block: dict[str, Any] = dict(copy.deepcopy(blocks[index]))
+    block: dict[str, object] = dict(copy.deepcopy(blocks[index]))
     block.pop("exclude", None)
-    params = dict(config.get("params") or {})
+    planned = config.get("params")
+    params: dict[str, object] = dict(planned) if isinstance(planned, Mapping) else {}
     if budget is not None:
         key = _budget_param(params, config.get("draft_budget"))
         if key is None:
@@ -50,7 +51,7 @@ def pinned_block(doc: Mapping[str, Any], config: Mapping[str, Any], budget: int 
     return block
 
 
-def _budget_param(params: Mapping[str, Any], draft_budget: Any) -> str | None:
+def _budget_param(params: Mapping[str, object], draft_budget: object) -> str | None:
     if not isinstance(draft_budget, int):
         return None
     named = [k for k, v in params.items() if v == draft_budget and not isinstance(v, bool)]
@@ -59,20 +60,20 @@ def _budget_param(params: Mapping[str, Any], draft_budget: Any) -> str | None:
     return chosen[0] if chosen else None
 
 
-def derived_doc(doc: Mapping[str, Any], blocks: list[dict[str, Any]], origin: Path | None,
-                **sweep: Any) -> dict[str, Any]:
+def derived_doc(doc: Mapping[str, object], blocks: list[dict[str, object]], origin: Path | None,
+                **sweep: object) -> dict[str, object]:
     """The stored sweep ``doc`` with its configurations replaced by ``blocks``, ``[sweep]`` keys set from
     ``sweep`` (a None value removes the key) and relative engine paths resolved against ``origin``'s folder."""
     out = copy.deepcopy(dict(doc))
     out["configs"] = blocks
-    table = dict(out.get("sweep") or {})
+    table = _table(out, "sweep")
     for key, value in sweep.items():
         if value is None:
             table.pop(key, None)
         else:
             table[key] = value
     out["sweep"] = table
-    engine = dict(out.get("engine") or {})
+    engine = _table(out, "engine")
     for key in PATH_KEYS:
         value = engine.get(key)
         if isinstance(value, str) and origin is not None and not Path(value).is_absolute():
@@ -82,7 +83,13 @@ def derived_doc(doc: Mapping[str, Any], blocks: list[dict[str, Any]], origin: Pa
     return out
 
 
-def to_toml(doc: Mapping[str, Any], header: str = "") -> str:
+def _table(doc: Mapping[str, object], name: str) -> dict[str, object]:
+    """A copy of ``doc``'s table ``name`` (empty when it has none)."""
+    table = doc.get(name)
+    return dict(table) if isinstance(table, Mapping) else {}
+
+
+def to_toml(doc: Mapping[str, object], header: str = "") -> str:
     """``doc`` as TOML (scalars and arrays first, then tables, then arrays of tables), read back to check."""
     lines = [f"# {line}" if line else "#" for line in header.splitlines()]
     lines += _table_lines(doc, ())
@@ -92,7 +99,7 @@ def to_toml(doc: Mapping[str, Any], header: str = "") -> str:
     return text
 
 
-def _table_lines(table: Mapping[str, Any], path: tuple[str, ...], in_array: bool = False) -> list[str]:
+def _table_lines(table: Mapping[str, object], path: tuple[str, ...], in_array: bool = False) -> list[str]:
     """A table's lines: its mappings are tables of their own, but inside an array of tables they are inline."""
     lines: list[str] = []
     tables = {k: v for k, v in table.items() if isinstance(v, Mapping) and not in_array}
@@ -109,7 +116,7 @@ def _table_lines(table: Mapping[str, Any], path: tuple[str, ...], in_array: bool
     return lines
 
 
-def _is_table_array(value: Any) -> bool:
+def _is_table_array(value: object) -> TypeGuard[list[Mapping[str, object]]]:
     return isinstance(value, list) and bool(value) and all(isinstance(v, Mapping) for v in value)
 
 
@@ -117,7 +124,7 @@ def _key(key: str) -> str:
     return key if key.replace("-", "").replace("_", "").isalnum() and key.isascii() else json.dumps(key)
 
 
-def _value(value: Any) -> str:
+def _value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float) and not math.isfinite(value):
@@ -133,7 +140,7 @@ def _value(value: Any) -> str:
     raise DeriveError(f"{value!r} has no TOML spelling a sweep reads")
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, Mapping):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
