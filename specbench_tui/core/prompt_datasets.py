@@ -21,9 +21,8 @@ as the target, but an n-gram drafter copies it): :func:`random_token_warning` sa
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from specbench_tui.core.prompts import PromptItem, PromptsFileError, jsonl_records
 from specbench_tui.core.sweep.limits import MAX_ITEMS
@@ -40,7 +39,7 @@ def dataset_path(path: str) -> Path:
     return Path(path) if path else SAMPLE_PATH
 
 
-def _turns(data: dict[str, Any], fmt: str, where: str) -> tuple[str, tuple[str, ...]]:
+def _turns(data: Mapping[str, object], fmt: str, where: str) -> tuple[str, tuple[str, ...]]:
     turns = data.get("turns")
     if not isinstance(turns, list) or not turns or not all(isinstance(t, str) and t.strip() for t in turns):
         raise PromptsFileError(f"{where}: 'turns' must be a non-empty list of non-empty strings "

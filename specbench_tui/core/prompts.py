@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from specbench_tui.core.sweep.limits import MAX_ITEMS, MAX_PROMPT_TOKENS, MAX_PROMPTS_FILE_BYTES
 
@@ -189,9 +189,9 @@ def is_final(text: str) -> bool:
     return _FINAL.search(text) is not None
 
 
-_OPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+_OPS: dict[type[ast.operator], Callable[[float, float], float]] = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
         ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
-_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_UNARY: dict[type[ast.unaryop], Callable[[float], float]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 
 
 class CalcError(ValueError):
@@ -367,7 +367,7 @@ class PromptsFileError(ValueError):
 BOM = b"\xef\xbb\xbf"
 
 
-def jsonl_records(path: str | Path, cap: int = MAX_PROMPTS_FILE_BYTES) -> Iterator[tuple[int, Any]]:
+def jsonl_records(path: str | Path, cap: int = MAX_PROMPTS_FILE_BYTES) -> Iterator[tuple[int, object]]:
     """(line number, parsed JSON) of each line of a JSONL file that is not blank or a ``#`` comment, read as a
     stream: a caller that stops (a ``limit`` reached) reads no further. Lines end at ``\n`` only (U+2028, U+0085
     or a lone ``\r`` inside a line are JSON's business), a UTF-8 BOM is skipped, and reading more than ``cap``
@@ -379,7 +379,7 @@ def jsonl_records(path: str | Path, cap: int = MAX_PROMPTS_FILE_BYTES) -> Iterat
         raise PromptsFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
-def _records(handle: BinaryIO, path: str | Path, cap: int) -> Iterator[tuple[int, Any]]:
+def _records(handle: BinaryIO, path: str | Path, cap: int) -> Iterator[tuple[int, object]]:
     read = number = 0
     while True:
         raw = handle.readline(cap - read + 1)
