@@ -12,7 +12,7 @@ import re
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 MAX_STATS_LINE = 4096
 """Longer lines are not stats lines (a ``Decode batch`` line has < 400 characters): not parsed at all, since
@@ -124,7 +124,15 @@ def summarize_decode(lines: Iterable[BatchLine]) -> DecodeSummary:
                          dp_ranks=max(1, len(ranks)), **_graph_counts(decode))
 
 
-def _graph_counts(decode: list[BatchLine]) -> dict[str, Any]:
+class _GraphCounts(TypedDict):
+    """:class:`DecodeSummary`'s graph fields (:func:`_graph_counts`)."""
+
+    graph_lines: int
+    graph_true: int
+    eager_batches: tuple[int, ...]
+
+
+def _graph_counts(decode: list[BatchLine]) -> _GraphCounts:
     """The decode lines that said whether they ran a graph, those that did, and the batch sizes that ran eager (a
     line of an idle server, no request running, runs no batch)."""
     graphed = [b for b in decode if b.graph is not None and b.running_req != 0]
@@ -134,7 +142,7 @@ def _graph_counts(decode: list[BatchLine]) -> dict[str, Any]:
 
 
 def adaptive_figures(lines: Iterable[BatchLine], steps_at: Callable[[int], tuple[int, ...]],
-                     start_steps: int | None = None) -> dict[str, Any]:
+                     start_steps: int | None = None) -> dict[str, object]:
     """What an adaptive server (SGLang's ``--speculative-adaptive``) ran over a window. From its own log when it
     says (``start_steps``, the steps in force when the window opened, and every :data:`STEPS` switch in it:
     ``steps_source = "log"``), else the candidate steps of the tiers its decode lines' batch sizes fall in
@@ -142,7 +150,7 @@ def adaptive_figures(lines: Iterable[BatchLine], steps_at: Callable[[int], tuple
     every = list(lines)
     switched = [b.num_token for b in leader_lines(every, STEPS) if b.num_token is not None]
     batches = sorted({b.running_req for b in leader_lines(every) if b.running_req})
-    figures: dict[str, Any] = {"adaptive": True, "spec_steps": None, "speculation": None}
+    figures: dict[str, object] = {"adaptive": True, "spec_steps": None, "speculation": None}
     if batches:
         figures["running_batch"] = [batches[0], batches[-1]]
     if start_steps is not None or switched:
