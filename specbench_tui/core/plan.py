@@ -157,7 +157,7 @@ def _resolve_value(value: ArgValue, params: Mapping[str, Scalar]) -> ArgValue:
     return value
 
 
-def _resolve_json(data: object, params: Mapping[str, Scalar]) -> Any:
+def _resolve_json(data: object, params: Mapping[str, Scalar]) -> object:
     if isinstance(data, dict):
         return {key: _resolve_json(item, params) for key, item in data.items()}
     if isinstance(data, list):
@@ -304,7 +304,7 @@ class _Planner:
 
     # ----------------------------------------------------------------------------------- one [[configs]]
 
-    def _templates(self, spec: ConfigSpec) -> Iterator[tuple[KeyPath, Any]]:
+    def _templates(self, spec: ConfigSpec) -> Iterator[tuple[KeyPath, object]]:
         """Every templated value that reaches this configuration, with the key it is written at."""
         where: KeyPath = ("configs", spec.index)
         yield (*where, "name"), spec.name

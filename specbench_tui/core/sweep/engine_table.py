@@ -36,7 +36,8 @@ def engine_spec(r: Reader, raw: object, base_dir: Path) -> EngineSpec:
     if launcher == "command" and not command:
         r.error((*key, "launcher"), "launcher = \"command\" needs a command",
                 "add command = [\"/path/to/server\", \"--its-flag\"] to [engine]")
-    python = expand_value(r, (*key, "python"), r.get(t, key, "python", (str,)))
+    python = r.get(t, key, "python", (str,))
+    python = expand_value(r, (*key, "python"), python) if python is not None else None
     if python is not None and "/" in python and not Path(python).expanduser().is_absolute():
         python = str(resolve_path(base_dir, python))
     sim_profile = _sim_profile(r, key, t, base_dir)
@@ -74,13 +75,14 @@ def _profile(r: Reader, key: KeyPath, t: dict[str, object]) -> str:
 
 def _command(r: Reader, key: KeyPath, t: dict[str, object], base_dir: Path) -> list[str]:
     """The argv prefix of the ``command`` launcher, a relative program taken from the sweep file's folder."""
-    command = expand_value(r, (*key, "command"), r.get(t, key, "command", (list,), []))
-    if command and not all(isinstance(c, str) and c for c in command):
+    command: list[object] = expand_value(r, (*key, "command"), r.get(t, key, "command", (list,), []))
+    argv = [c for c in command if isinstance(c, str) and c]
+    if len(argv) != len(command):
         r.error((*key, "command"), "expected an array of non-empty strings (an argv prefix; no shell is used)")
         return []
-    if command and "/" in command[0] and not Path(command[0]).expanduser().is_absolute():
-        return [str(resolve_path(base_dir, command[0])), *command[1:]]
-    return list(command)
+    if argv and "/" in argv[0] and not Path(argv[0]).expanduser().is_absolute():
+        return [str(resolve_path(base_dir, argv[0])), *argv[1:]]
+    return argv
 
 
 def _sim_profile(r: Reader, key: KeyPath, t: dict[str, object], base_dir: Path) -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import overload
 
 from specbench_tui.core.secrets import is_secret_name
 from specbench_tui.core.sweep.reader import Reader
@@ -41,7 +41,13 @@ def refers_to_secret(value: str) -> bool:
     return any(is_secret_name(m.group("name")) for m in _ENV_REF.finditer(value))
 
 
-def expand_value(r: Reader, key: KeyPath, value: object) -> Any:
+@overload
+def expand_value(r: Reader, key: KeyPath, value: str) -> str: ...
+@overload
+def expand_value(r: Reader, key: KeyPath, value: list[object]) -> list[object]: ...
+@overload
+def expand_value(r: Reader, key: KeyPath, value: object) -> object: ...
+def expand_value(r: Reader, key: KeyPath, value: object) -> object:
     """A string (or the strings of an array) with environment references expanded; unset ones are errors."""
     if isinstance(value, list):
         return [expand_value(r, (*key, i), v) for i, v in enumerate(value)]
