@@ -189,7 +189,7 @@ else
         "-DCMAKE_PROJECT_ggml_INCLUDE=$work/ggml-o3.cmake" \
         >"$srv_dir/build.log" 2>&1 || { tail -n 30 "$srv_dir/build.log" >&2; die "cmake configure failed (see $srv_dir/build.log)"; }
 
-    step="building llama-server (cmake --build -j$jobs, nice $nice_level; about 13 min on 2 cores)"
+    step="building llama-server (cmake --build -j$jobs, nice $nice_level; about 10 min on 2 busy cores)"
     log "$step"
     tb=$(date +%s)
     nice -n "$nice_level" cmake --build "$work/build" --target llama-server -j"$jobs" \
