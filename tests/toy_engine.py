@@ -68,7 +68,7 @@ def final_meta(payload: Mapping[str, Any]) -> dict[str, Any]:
     meta = openai_usage_meta(payload)
     spec = payload.get("toy_spec")
     completion = meta.get("completion_tokens")
-    if isinstance(spec, Mapping) and completion:
+    if isinstance(spec, Mapping) and isinstance(completion, int) and completion:
         meta.update(draft_acceptance_meta(completion, int(spec.get("accepted", 0)), int(spec.get("drafted", 0))))
     return meta
 

@@ -18,6 +18,7 @@ from sweep_builder import inline, sim_profile, sim_sweep
 from specbench_tui.core.acceptance import (
     CONDITIONAL_ACCEPTANCE,
     AcceptanceAnalysis,
+    CellAcceptance,
     cell_acceptance,
     conditional_from_histogram,
     fmt_positions,
@@ -25,6 +26,7 @@ from specbench_tui.core.acceptance import (
 )
 from specbench_tui.core.prompts import code_prompts
 from specbench_tui.core.records import STATUS_OK, Measurement
+from specbench_tui.core.results import RunAnalysis
 from specbench_tui.report.formats import render
 from specbench_tui.report.load import load_run
 from specbench_tui.sim.args import parse_args, resolve
@@ -62,6 +64,11 @@ def _truth(steps: int, kind: str) -> list[float]:
     profile = load_profile({"SPECBENCH_SIM_PROFILE_TOML": "time_scale = 0.2\nseed = 11\n[speed]\njitter = 0.0\n"
                                                   f"[acceptance.position_decay]\nEAGLE3 = {DECAY}"})
     return SpeedModel(profile, resolved).expected_conditional_acceptance(kind)
+
+
+def acceptance_of(analysis: RunAnalysis, config_id: str) -> CellAcceptance:
+    """The acceptance figures of ``config_id`` on the code workload, asserted found."""
+    return present(present(analysis.acceptance).cell(config_id, "code"))
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +119,7 @@ def test_the_histogram_is_the_sum_of_the_servers_and_client_and_server_agree(eag
     for steps in STEPS:
         mine = [r for r in records if r["config_id"] == names[f"eagle3-s{steps}-d{steps + 1}"] and r["status"] == STATUS_OK]
         total = [sum(r["accept_histogram"][k] for r in mine) for k in range(steps + 1)]
-        cell = run.analysis.acceptance.cell(names[f"eagle3-s{steps}-d{steps + 1}"], "code")
+        cell = acceptance_of(run.analysis, names[f"eagle3-s{steps}-d{steps + 1}"])
         assert list(cell.histogram) == total
         assert cell.conditional == conditional_from_histogram(total)
         assert sum(r["correct_drafts"] for r in mine) == sum(k * h for k, h in enumerate(total))
@@ -144,7 +151,7 @@ def test_speedup_is_acceptance_length_over_step_cost_within_the_repeat_spread(ea
     run = load_run(eagle_run)
     names = {c.name: c.id for c in run.analysis.configs}
     for steps in STEPS:
-        cell = run.analysis.acceptance.cell(names[f"eagle3-s{steps}-d{steps + 1}"], "code")
+        cell = acceptance_of(run.analysis, names[f"eagle3-s{steps}-d{steps + 1}"])
         row = present(run.analysis.row(names[f"eagle3-s{steps}-d{steps + 1}"], "code"))
         assert cell.step_cost is not None and cell.step_cost > 1.0  # drafting and verifying cost more than a step
         assert row.speedup is not None and cell.predicted_speedup is not None
@@ -184,7 +191,7 @@ def test_csv_carries_per_position_figures_and_compare_shows_their_change(eagle_r
 
     run = load_run(eagle_run)
     rows = {r["config"]: r for r in csv.DictReader(io.StringIO(render(run, "csv")))}
-    cell = run.analysis.acceptance.cell(rows["eagle3-s3-d4"]["config_id"], "code")
+    cell = acceptance_of(run.analysis, rows["eagle3-s3-d4"]["config_id"])
     assert rows["eagle3-s3-d4"]["conditional_acceptance"] == " ".join(f"{v:.4f}" for v in cell.conditional)
     assert rows["eagle3-s3-d4"]["accept_histogram"] == " ".join(str(h) for h in cell.histogram)
     text = render_compare(compare_runs(run, run))
@@ -200,7 +207,7 @@ def test_the_tui_results_rows_carry_the_per_position_sparkline(eagle_run: Path) 
     run = load_run(eagle_run)
     rows = build_rows(None, run.analysis)
     notes = {r.config: r.note for r in rows.values() if r.workload == "code"}
-    cell = run.analysis.acceptance.cell(next(c.id for c in run.analysis.configs if c.name == "eagle3-s5-d6"), "code")
+    cell = acceptance_of(run.analysis, next(c.id for c in run.analysis.configs if c.name == "eagle3-s5-d6"))
     shown = f"{CONDITIONAL_ACCEPTANCE.short} {sparkline(cell.conditional)} {fmt_positions(cell.conditional)}"
     assert shown in notes["eagle3-s5-d6"]
     assert CONDITIONAL_ACCEPTANCE.short not in notes["ar"]

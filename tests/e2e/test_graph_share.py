@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from narrowing import present
 
 from repo_paths import REPO
 from specbench_tui.core.engines.sglang import parse_batch_line
@@ -81,7 +82,7 @@ def eager_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.e2e
 @pytest.mark.xdist_group("default-port-30000")  # servers on the default port base: one xdist worker runs them
 def test_points_above_the_captured_batch_are_marked_eager_from_the_decode_lines(eager_run: Path) -> None:
-    load = load_run(eager_run).analysis.load
+    load = present(load_run(eager_run).analysis.load)
     for config in ("ar", "eagle3-s2"):
         low = next(p for p in load.points if p.config == config and p.load == "c1")
         high = next(p for p in load.points if p.config == config and p.load == "c8")

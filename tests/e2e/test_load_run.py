@@ -293,7 +293,7 @@ def test_an_adaptive_search_stopped_between_rounds_resumes_where_it_was(simulato
     assert len(keys) == len(set(keys))  # nothing measured twice
     analysis = analyse(plan.to_json(), RunDir.open(run_dir.path).read_measurements(),
                        RunDir.open(run_dir.path).read_events())
-    c = analysis.load.crossover(plan.configs[1].id, "code")
+    c = present(present(analysis.load).crossover(plan.configs[1].id, "code"))
     # B* = 19.6 (sim-profiles/crossover.toml): (16, 24] on a quiet box; a noisy point may widen the bracket (CI's
     # loaded 2 cores once read 0.92x at c24 as a speedup with one repeat), but it must still hold the truth
     truth = _truths()["eagle3-s7"]

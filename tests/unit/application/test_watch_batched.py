@@ -16,6 +16,7 @@ from pathlib import Path
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from narrowing import present
 
 from specbench_tui.application.logview import LogFeed, _classify, classify
 from specbench_tui.core.engines.sglang import SGLANG
@@ -145,7 +146,7 @@ def test_the_one_pass_touches_every_line_a_signature_or_a_hint_matches(lines: li
     signatures = SignatureSet(_EXTRA, SGLANG.crash_signatures)
     hints = SGLANG.stats_hints
     block = "\n".join(lines).encode()
-    pass_ = signatures.scanner(hints)
+    pass_ = present(signatures.scanner(hints))
     touched = lines_touched(pass_, block)
     assert [index for index, _ in touched] == sorted({index for index, _ in touched})
     assert all(line == lines[index].encode() for index, line in touched)

@@ -52,7 +52,7 @@ def test_server_per_position_acceptance_reaches_the_report() -> None:
                       itl_mean_s=0.01, decode_tps=100.0) for c in ("b", "n")]
     log = {"source": "metrics", "accept_length": 3.01, "drafts": 100, "accepted_per_position": [80, 56, 38, 27]}
     analysis = analyse(plan, ms, [WorkloadFinished(config_id="n", workload="w", measured=1, server_log=log)])
-    cell = analysis.acceptance.cell("n", "w")
+    cell = present(present(analysis.acceptance).cell("n", "w"))
     assert cell.server_conditional == pytest.approx((0.8, 0.7, 38 / 56, 27 / 38))
     table = acceptance_table(analysis, "w")
     assert table is not None

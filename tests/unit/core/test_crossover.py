@@ -11,13 +11,14 @@ import pytest
 from narrowing import present
 
 from specbench_tui.core.analysis import analyse
-from specbench_tui.core.crossover.results import ALWAYS_PAYS, CROSSES, NEVER_PAYS
+from specbench_tui.core.crossover.results import ALWAYS_PAYS, CROSSES, NEVER_PAYS, Crossover, LoadAnalysis, PointRow
 from specbench_tui.core.crossover.search import _fit_root, search_needs
 from specbench_tui.core.crossover.stats import stat_of
 from specbench_tui.core.events import LoadPointFinished
 from specbench_tui.core.ledger import Ledger
-from specbench_tui.core.load import LoadSpec, Slo, arrival_offsets, parse_label, point_item, point_keys
+from specbench_tui.core.load import AXIS_CONCURRENCY, LoadSpec, Slo, arrival_offsets, parse_label, point_item, point_keys
 from specbench_tui.core.records import Measurement
+from specbench_tui.core.results import RunAnalysis
 from specbench_tui.sim.speed import ground_truth_crossover
 
 GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -47,6 +48,21 @@ AR = cfg("a0", "ar", speculative=False)
 SP = cfg("s1", "spec")
 
 
+def load_of(analysis: RunAnalysis) -> LoadAnalysis:
+    """The run's load half (every plan here has a load workload)."""
+    return present(analysis.load)
+
+
+def row_at(load: LoadAnalysis, cid: str, label: str) -> PointRow:
+    """Workload w's row of ``cid`` at load point ``label``, asserted measured."""
+    return present(load.point(cid, "w", label))
+
+
+def crossover_of(load: LoadAnalysis, cid: str, axis: str = AXIS_CONCURRENCY) -> Crossover:
+    """Workload w's crossover of ``cid`` on ``axis``, asserted found."""
+    return present(load.crossover(cid, "w", axis))
+
+
 # ------------------------------------------------------------------------------------------- goodput, SLO
 
 
@@ -65,14 +81,14 @@ def test_goodput_counts_only_requests_within_every_slo_limit() -> None:
     # without request start times, the window is the runner's (LoadPointFinished.wall_s)
     events = [LoadPointFinished(config_id="a0", workload="w", load="c4", repeat=1, wall_s=2.0, requests=4,
                                 server_log={"accept_length": 2.5})]
-    row = analyse(plan(AR, load=load, repeats=1), ms, events).load.point("a0", "w", "c4")
+    row = row_at(load_of(analyse(plan(AR, load=load, repeats=1), ms, events)), "a0", "c4")
     # every view reads the ledger: it keeps the point's window and the server's own acceptance
-    assert Ledger.from_run(plan(AR, load=load, repeats=1), ms, events).analyse().load.point("a0", "w", "c4") == row
+    assert load_of(Ledger.from_run(plan(AR, load=load, repeats=1), ms, events).analyse()).point("a0", "w", "c4") == row
     assert row.server_accept_length == 2.5
     assert row.goodput_rps == pytest.approx(1 / 2.0)        # one good request in a 2 s window
     assert row.goodput_tps == pytest.approx(13 / 2.0)
-    assert row.request_tps.median == pytest.approx(3 / 2.0)  # three ok requests
-    assert row.output_tps.median == pytest.approx(39 / 2.0)
+    assert present(row.request_tps).median == pytest.approx(3 / 2.0)  # three ok requests
+    assert present(row.output_tps).median == pytest.approx(39 / 2.0)
     assert row.slo_attainment == pytest.approx(1 / 3)
     assert row.meets_slo is False                            # p99 of TTFT is over 100 ms
     assert row.n_error == 1
@@ -81,14 +97,14 @@ def test_goodput_counts_only_requests_within_every_slo_limit() -> None:
 def test_a_point_meets_the_slo_when_its_percentile_is_within_every_limit() -> None:
     load = LoadSpec(concurrency=(2,), requests=2, slo=Slo(ttft_ms=100, itl_ms=20, e2e_ms=5000))
     ms = point("a0", "ar", "c2", 1, 50.0, ttft=0.05, itl=0.015)
-    row = analyse(plan(AR, load=load, repeats=1), ms, []).load.point("a0", "w", "c2")
+    row = row_at(load_of(analyse(plan(AR, load=load, repeats=1), ms, [])), "a0", "c2")
     assert row.meets_slo is True and row.slo_attainment == 1.0
     assert row.goodput_rps is not None and row.goodput_rps > 0  # window from the requests' own times
 
 
 def test_no_slo_no_goodput() -> None:
-    row = analyse(plan(AR, load=LoadSpec(concurrency=(2,), requests=2), repeats=1),
-                  point("a0", "ar", "c2", 1, 50.0), []).load.point("a0", "w", "c2")
+    row = row_at(load_of(analyse(plan(AR, load=LoadSpec(concurrency=(2,), requests=2), repeats=1),
+                                 point("a0", "ar", "c2", 1, 50.0), [])), "a0", "c2")
     assert row.goodput_rps is None and row.meets_slo is None
 
 
@@ -109,11 +125,11 @@ def test_a_noisy_point_is_flagged_and_never_decides_a_crossover_or_the_schedule(
         ms += point("a0", "ar", "c1", r, 100.0) + point("s1", "spec", "c1", r, 200.0)
         ms += point("a0", "ar", "c8", r, 80.0) + point("s1", "spec", "c8", r, [40.0, 120.0, 70.0][r - 1])  # noisy
         ms += point("a0", "ar", "c64", r, 50.0) + point("s1", "spec", "c64", r, 45.0)
-    a = analyse(plan(AR, SP, load=load), ms, []).load
-    c8 = a.point("s1", "w", "c8")
+    a = load_of(analyse(plan(AR, SP, load=load), ms, []))
+    c8 = row_at(a, "s1", "c8")
     assert c8.noisy and "MAD" in (c8.noise or "")
-    assert not a.point("s1", "w", "c1").noisy
-    cross = a.crossover("s1", "w")
+    assert not row_at(a, "s1", "c1").noisy
+    cross = crossover_of(a, "s1")
     # c8's median (70/80 = 0.875) would put B* in (1, 8]; being noisy it does not count: (1, 64]
     assert cross.status == CROSSES and (cross.low, cross.high) == (1.0, 64.0)
     assert any(e.load == "c8" and e.noisy for e in cross.evidence)
@@ -126,7 +142,7 @@ def test_quiet_repeats_are_not_noisy_and_the_margin_is_judged_against_the_spread
     ms = []
     for r, (x, y) in enumerate([(100.0, 101.0), (103.0, 99.0), (98.0, 102.0)], start=1):
         ms += point("a0", "ar", "c1", r, x) + point("s1", "spec", "c1", r, y)
-    a = analyse(plan(AR, SP, load=load), ms, []).load
+    a = load_of(analyse(plan(AR, SP, load=load), ms, []))
     entry = a.schedule[0]
     assert entry.best == "spec" and entry.margin == pytest.approx(101 / 100 - 1)
     assert entry.significant is False  # 1 % apart, each with a MAD of 1-2 %
@@ -139,17 +155,17 @@ def test_the_speedup_at_a_load_point_pairs_with_the_baseline_at_that_same_point(
     load = LoadSpec(concurrency=(1, 8), requests=2)
     ms = (point("a0", "ar", "c1", 1, 100.0) + point("a0", "ar", "c8", 1, 50.0)
           + point("s1", "spec", "c1", 1, 150.0) + point("s1", "spec", "c8", 1, 60.0))
-    a = analyse(plan(AR, SP, load=load, repeats=1), ms, []).load
-    assert a.point("s1", "w", "c1").speedup.median == pytest.approx(1.5)
-    assert a.point("s1", "w", "c8").speedup.median == pytest.approx(60 / 50)  # not 60/100 against c1
-    assert a.point("s1", "w", "c8").baseline == "ar"
+    a = load_of(analyse(plan(AR, SP, load=load, repeats=1), ms, []))
+    assert present(row_at(a, "s1", "c1").speedup).median == pytest.approx(1.5)
+    assert present(row_at(a, "s1", "c8").speedup).median == pytest.approx(60 / 50)  # not 60/100 against c1
+    assert row_at(a, "s1", "c8").baseline == "ar"
 
 
 def test_no_baseline_at_a_point_no_speedup_there() -> None:
     load = LoadSpec(concurrency=(1, 8), requests=2)
     ms = point("a0", "ar", "c1", 1, 100.0) + point("s1", "spec", "c1", 1, 150.0) + point("s1", "spec", "c8", 1, 60.0)
-    a = analyse(plan(AR, SP, load=load, repeats=1), ms, []).load
-    assert a.point("s1", "w", "c8").speedup is None
+    a = load_of(analyse(plan(AR, SP, load=load, repeats=1), ms, []))
+    assert row_at(a, "s1", "c8").speedup is None
 
 
 def test_load_workloads_have_no_cells_and_sequential_ones_keep_theirs() -> None:
@@ -160,7 +176,7 @@ def test_load_workloads_have_no_cells_and_sequential_ones_keep_theirs() -> None:
     a = analyse(p, point("a0", "ar", "c1", 1, 100.0) + seq, [])
     assert [w.name for w in a.workloads] == ["seq"]
     assert present(present(a.row("a0", "seq")).decode_tps).median == 10.0
-    assert a.load.point("a0", "w", "c1") is not None
+    assert load_of(a).point("a0", "w", "c1") is not None
 
 
 def test_a_measurement_without_a_load_point_reads_as_concurrency_one() -> None:
@@ -168,7 +184,7 @@ def test_a_measurement_without_a_load_point_reads_as_concurrency_one() -> None:
                                  "status": "ok", "decode_tps": 100.0})
     assert old.load is None and old.key == ("a0", "w", "a#0", 1)  # the key of a run directory from before
     a = analyse(plan(AR, load=LoadSpec(concurrency=(1, 8), requests=1), repeats=1), [old], [])
-    assert a.load.point("a0", "w", "c1").per_user_tps.median == 100.0
+    assert present(row_at(load_of(a), "a0", "c1").per_user_tps).median == 100.0
     assert parse_label(None) == ("concurrency", 1.0)
 
 
@@ -190,10 +206,10 @@ def _curve_ms(speedups: dict[int, float], repeats: int = 1) -> list[Measurement]
 ])
 def test_crossover_status_and_interval(curve: dict[int, float], status: str, interval: tuple) -> None:
     load = LoadSpec(concurrency=(1, 8, 16, 64), requests=2)
-    c = analyse(plan(AR, SP, load=load, repeats=1), _curve_ms(curve), []).load.crossover("s1", "w")
+    c = crossover_of(load_of(analyse(plan(AR, SP, load=load, repeats=1), _curve_ms(curve), [])), "s1")
     assert c.status == status and (c.low, c.high) == interval
     if status == CROSSES:
-        assert 8 < c.estimate < 16
+        assert 8 < present(c.estimate) < 16
 
 
 def test_fitted_root_is_exact_for_a_ratio_of_linear_step_times() -> None:
@@ -222,7 +238,7 @@ def _search_against_the_truth(p: dict[str, Any], load: LoadSpec) -> dict[tuple[s
     measured: dict[tuple[str, str], list[Measurement]] = {}
     for _ in range(20):
         a = analyse(p, [m for ms in measured.values() for m in ms], [])
-        step = search_needs(a.load, list(a.configs))
+        step = search_needs(load_of(a), list(a.configs))
         new = [(cid, label) for cid, ws in step.needs.items() for label in ws["w"] if (cid, label) not in measured]
         if not new:
             break
@@ -240,15 +256,15 @@ def test_adaptive_search_on_the_closed_form_finds_every_crossover_with_under_hal
     load = LoadSpec(concurrency=GRID, waves=1)
     p = plan(*configs, load=load, repeats=1)
     measured = _search_against_the_truth(p, load)
-    a = analyse(p, [m for ms in measured.values() for m in ms], []).load
+    a = load_of(analyse(p, [m for ms in measured.values() for m in ms], []))
     for cid, (tok_s, length, width) in DEMO.items():
         truth = ground_truth_crossover(100.0, tok_s, length, width, 0.15)
-        c = a.crossover(cid, "w")
+        c = crossover_of(a, cid)
         low = c.low if c.low is not None else -math.inf
         high = c.high if c.high is not None else math.inf
         assert low < truth <= high, (cid, truth, c)
         if c.status == CROSSES:  # bracketed between grid neighbours
-            assert GRID.index(int(c.high)) == GRID.index(int(c.low)) + 1
+            assert GRID.index(int(present(c.high))) == GRID.index(int(present(c.low))) + 1
     assert len(measured) <= len(configs) * len(GRID) / 2
     assert a.points_measured == len(measured) and a.grid_points == len(configs) * len(GRID)
 
@@ -256,13 +272,13 @@ def test_adaptive_search_on_the_closed_form_finds_every_crossover_with_under_hal
 def test_grid_search_measures_every_point() -> None:
     load = LoadSpec(concurrency=(1, 4, 16), requests=2, search="grid")
     a = analyse(plan(AR, SP, load=load), [], [])
-    step = search_needs(a.load, list(a.configs))
+    step = search_needs(load_of(a), list(a.configs))
     assert step.needs["s1"]["w"] == ("c1", "c4", "c16") == step.needs["a0"]["w"]
 
 
 def test_the_search_starts_with_the_ends_and_the_baseline_follows_its_configurations() -> None:
     a = analyse(plan(AR, SP, load=LoadSpec(concurrency=GRID)), [], [])
-    step = search_needs(a.load, list(a.configs))
+    step = search_needs(load_of(a), list(a.configs))
     assert step.needs["s1"]["w"] == ("c1", "c64") == step.needs["a0"]["w"]
 
 
@@ -307,8 +323,8 @@ def test_the_window_is_the_requests_own_span_when_they_carry_times() -> None:
                       decode_tps=50.0, ttft_s=0.01, e2e_s=0.5, completion_tokens=10, started_at=100.0 + j * 0.5,
                       load="c2") for j in range(2)]
     events = [LoadPointFinished(config_id="a0", workload="w", load="c2", repeat=1, wall_s=9.0, requests=2)]
-    row = analyse(plan(AR, load=load, repeats=1), ms, events).load.point("a0", "w", "c2")
-    assert row.output_tps.median == pytest.approx(20 / 1.0)  # 100.0 → 101.0, not the runner's 9 s
+    row = row_at(load_of(analyse(plan(AR, load=load, repeats=1), ms, events)), "a0", "c2")
+    assert present(row.output_tps).median == pytest.approx(20 / 1.0)  # 100.0 → 101.0, not the runner's 9 s
 
 
 def test_the_search_and_the_crossover_work_on_the_request_rate_axis_too() -> None:
@@ -317,7 +333,7 @@ def test_the_search_and_the_crossover_work_on_the_request_rate_axis_too() -> Non
     load = LoadSpec(request_rate=rates, requests=2)
     p = plan(*configs, load=load, repeats=1)
     measured = _search_against_the_truth(p, load)
-    c = analyse(p, [m for ms in measured.values() for m in ms], []).load.crossover("s7", "w", "request_rate")
+    c = crossover_of(load_of(analyse(p, [m for ms in measured.values() for m in ms], [])), "s7", "request_rate")
     truth = ground_truth_crossover(100.0, *DEMO["s7"], 0.15)
-    assert c.status == CROSSES and (c.low, c.high) == (16.0, 24.0) and c.low < truth <= c.high
+    assert c.status == CROSSES and (c.low, c.high) == (16.0, 24.0) and present(c.low) < truth <= present(c.high)
     assert len(measured) < 2 * len(rates)

@@ -12,7 +12,7 @@ from specbench_tui.core.crossover.results import ALWAYS_PAYS, NOT_MONOTONIC, Loa
 from specbench_tui.core.crossover.search import search_needs
 from specbench_tui.core.load import LoadSpec, parse_label
 from specbench_tui.core.records import Measurement
-from test_crossover import AR, GRID, SP, plan, point
+from test_crossover import AR, GRID, SP, load_of, plan, point
 
 
 def dip(b: float) -> float:
@@ -26,7 +26,7 @@ def _search(speedup: Callable[[float], float], load: LoadSpec) -> tuple[LoadAnal
     reasons: list[str] = []
     for _ in range(30):
         a = analyse(p, [m for ms in measured.values() for m in ms], [])
-        step = search_needs(a.load, list(a.configs))
+        step = search_needs(load_of(a), list(a.configs))
         reasons += step.reasons
         new = [(cid, label) for cid, ws in step.needs.items() for label in ws["w"] if (cid, label) not in measured]
         if not new:
@@ -34,7 +34,7 @@ def _search(speedup: Callable[[float], float], load: LoadSpec) -> tuple[LoadAnal
         for cid, label in new:
             tps = 100.0 if cid == "a0" else 100.0 * speedup(parse_label(label)[1])
             measured[(cid, label)] = point(cid, cid, label, 1, tps, n=load.requests_at(label))
-    final = analyse(p, [m for ms in measured.values() for m in ms], []).load
+    final = load_of(analyse(p, [m for ms in measured.values() for m in ms], []))
     return final, reasons, len({label for cid, label in measured if cid == "s1"})
 
 

@@ -53,7 +53,9 @@ def test_the_cache_policy_is_cold_by_default_and_a_workload_may_say_warm(tmp_pat
     assert sweep.cache == "cold"
     assert [w.cache for w in sweep.workloads] == ["cold", "warm"]
     plan = build_plan(sweep)
-    assert [w["cache"] for w in plan.to_json()["workloads"]] == ["cold", "warm"]
+    workloads = plan.to_json()["workloads"]
+    assert isinstance(workloads, list)
+    assert [w["cache"] for w in workloads] == ["cold", "warm"]
 
 
 def test_measure_warm_is_every_workloads_default(tmp_path: Path) -> None:

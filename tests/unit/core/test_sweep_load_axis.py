@@ -53,7 +53,11 @@ def test_a_single_value_needs_no_brackets_and_slo_is_read(tmp_path: Path) -> Non
 
 def test_the_plan_carries_the_load_axis(tmp_path: Path) -> None:
     plan = build_plan(load_sweep(write(tmp_path, "concurrency = [1, 4]\n")))
-    assert plan.to_json()["workloads"][0]["load"]["concurrency"] == [1, 4]
+    workloads = plan.to_json()["workloads"]
+    assert isinstance(workloads, list) and isinstance(workloads[0], dict)
+    load = workloads[0]["load"]
+    assert isinstance(load, dict)
+    assert load["concurrency"] == [1, 4]
 
 
 @pytest.mark.parametrize(("body", "line", "text"), [

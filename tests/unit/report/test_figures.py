@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from narrowing import present
 from test_report_html import load_run_fixture
 
 from repo_paths import TESTS
@@ -107,14 +108,15 @@ def test_acceptance_vs_budget_breaks_the_line_at_a_crash_and_names_it() -> None:
 
 def test_load_curves_mark_the_crossover_and_the_capped_points(tmp_path: Path) -> None:
     analysis = load_run_fixture(tmp_path).analysis
-    assert analysis.load.point("s1", "w", "c16").capped
+    c16 = present(present(analysis.load).point("s1", "w", "c16"))
+    assert c16.capped
     spec = next(s for s in figure_specs(analysis) if s.name == "load-w-concurrency")
     fig = _drawn(spec)
     tps, ttft, speedup = fig.axes
     assert [ax.get_xscale() for ax in fig.axes] == ["log"] * 3
     squares = [c for c in tps.collections if c.get_offsets().shape[0] and c.get_paths()
                and len(c.get_paths()[0].vertices) == 5]  # marker "s": the capped points
-    capped = analysis.load.point("s1", "w", "c16").output_tps.median
+    capped = present(c16.output_tps).median
     assert [tuple(o) for c in squares for o in c.get_offsets()] == [(16.0, pytest.approx(capped))]
     spans = [p for p in speedup.patches if type(p).__name__ in ("Polygon", "Rectangle")]
     assert spans, "the B* interval is shaded"

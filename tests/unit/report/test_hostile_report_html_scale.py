@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from narrowing import present
 from report_scale import build_scale_run
 
 from specbench_tui.report.figscope import MAX_FIGURE_CONFIGS, figure_scope
@@ -25,7 +26,7 @@ def test_figures_of_many_configurations_draw_the_best_and_say_what_was_left_out(
     baselines = [c for c in analysis.configs if c.is_baseline]
     assert len(scoped.configs) == MAX_FIGURE_CONFIGS + len(baselines)
     assert note is not None and f"{len(analysis.configs) - len(scoped.configs):,} more are left out" in note
-    assert {p.config_id for p in scoped.load.points} == {c.id for c in scoped.configs}
+    assert {p.config_id for p in present(scoped.load).points} == {c.id for c in scoped.configs}
     names = [s.name for s in figure_specs(analysis)]
     assert "best-speedup-histogram" in names, names
 

@@ -9,6 +9,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from narrowing import present
+
 from repo_paths import TESTS
 from specbench_tui.core.analysis import analyse
 from specbench_tui.core.load import LoadSpec, point_item
@@ -111,7 +113,7 @@ def test_the_schedule_keeps_its_choice_while_the_other_is_better_only_within_the
     for r, wobble in enumerate((-2.0, 0.0, 2.0), start=1):
         for label, tps in spec.items():
             ms += _point("a0", "ar", label, r, 100.0 + wobble) + _point("s1", "eagle3", label, r, tps - wobble)
-    load_analysis = analyse(plan, ms, []).load
+    load_analysis = present(analyse(plan, ms, []).load)
     schedule = {e.load: e for e in load_analysis.schedule}
     assert [schedule[f"c{c}"].best for c in (1, 2, 4, 8, 16, 32)] == ["eagle3"] * 5 + ["ar"]
     held = schedule["c2"]

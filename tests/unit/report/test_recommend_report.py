@@ -4,6 +4,7 @@ configuration with the per rung figures."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 from pathlib import Path
@@ -81,7 +82,7 @@ def test_a_run_without_a_load_axis_has_no_recommendation_section(tmp_path: Path)
     plan = {"sweep": "s", "engine": "sglang", "configs": CONFIGS,
             "workloads": [{"name": "w", "kind": "code", "temperature": 0.0, "repeats": 1}]}
     ms = [*point("a0", "ar", "c1", 100.0, None), *point("s1", "eagle3", "c1", 200.0, 3.0)]
-    run = loaded(tmp_path, plan, [Measurement(**{**m.to_json(), "load": None}) for m in ms])
+    run = loaded(tmp_path, plan, [dataclasses.replace(m, load=None) for m in ms])
     assert "Recommendation" not in render(run, "txt") and "recommendation" not in json.loads(render(run, "json"))
 
 
