@@ -163,7 +163,9 @@ def _recommend_prints_the_plans_argv(run_dir: Path, confirm: Path) -> None:
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     plan = {c["name"]: c["argv"] for c in json.loads((run_dir / "plan.json").read_text())["configs"]}
-    winners = re.findall(r"^  c[\d–c]+: (\S+) ", out.stdout, re.MULTILINE)
+    # A band may have no winner ("no winner (ddtree-b8: noisy…)": a loaded machine's noisy points decide nothing);
+    # it prints no command line.
+    winners = re.findall(r"^  c[\d–c]+: (?!no winner)(\S+) ", out.stdout, re.MULTILINE)
     commands = re.findall(r"^    command: (.*)$", out.stdout, re.MULTILINE)
     assert winners and len(winners) == len(commands), out.stdout
     for winner, command in zip(winners, commands):
