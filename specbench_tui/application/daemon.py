@@ -83,12 +83,12 @@ def spawn(request: RunRequest) -> tuple[Path, int] | int:
 
 
 class _Ending(TypedDict):
-    """How the engine's run ended, as ``run.json`` records it (with the exit code and the time)."""
+    """How the engine's run ended, as the run directory's run record keeps it (with the exit code and the time)."""
 
     state: SweepState
     ending: str
     failure: SweepFailure | Literal["engine"] | None
-    """What failed the sweep; ``engine``: the engine process itself stopped unexpectedly (run.json only)."""
+    """What failed the sweep; ``engine``: the engine process itself stopped unexpectedly (the run record only)."""
 
 
 class _Progress:

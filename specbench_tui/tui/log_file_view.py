@@ -82,6 +82,8 @@ class LogFileView(ScrollView, can_focus=True):
         self._line_cache: LRUCache[int, str] = LRUCache(4096)
         self._widest_line = 0
         self._file_handle: BinaryIO | None = None
+        self._end_y: float | None = None
+        """Where following last scrolled to the end (the user scrolling elsewhere since stops the catch-up)."""
         self.set_reactive(LogFileView.follow, follow)
 
     # ------------------------------------------------------------------------------------------ indexing
@@ -96,8 +98,22 @@ class LogFileView(ScrollView, can_focus=True):
             self._file_handle = None
 
     def _poll(self) -> None:
-        if self.follow and not self._indexing:
+        if not self.follow:
+            return
+        if not self.is_vertical_scroll_end and self._end_y is not None and abs(self.scroll_y - self._end_y) < 1:
+            # The end moved after the last scroll to it (it was taken before the layout caught up with the new
+            # lines): catch up, unless the user has scrolled elsewhere since.
+            self._to_end()
+        if not self._indexing:
             self._index(self._file_size)
+
+    def _follow_to_end(self) -> None:
+        """Stay at the end once the view has been laid out with what changed."""
+        self.call_after_refresh(self._to_end)
+
+    def _to_end(self) -> None:
+        self.scroll_end(animate=False, immediate=True)
+        self._end_y = self.scroll_y
 
     def reload(self) -> None:
         """Read whatever was appended since the last index."""
@@ -156,14 +172,14 @@ class LogFileView(ScrollView, can_focus=True):
             self._scan_problems()
         self._update_virtual_size()
         if self.follow:
-            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
+            self._follow_to_end()
         self.refresh()
         self.post_message(LogFileView.Changed())
 
     def watch_show_horizontal_scrollbar(self, shown: bool) -> None:
         """The horizontal scrollbar came or went (a wider line was drawn): a followed log stays at its end."""
         if self.follow:
-            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
+            self._follow_to_end()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if getattr(event.worker, "group", None) == "log-index" and event.worker.is_finished:
@@ -276,7 +292,7 @@ class LogFileView(ScrollView, can_focus=True):
     def watch_follow(self, follow: bool) -> None:
         if follow:
             self.reload()
-            self.scroll_end(animate=False)
+            self._to_end()
         self.post_message(LogFileView.Changed())
 
     def show_line(self, line: int, reveal: bool = False) -> None:

@@ -100,6 +100,28 @@ async def test_follow_mode_reads_appended_lines(tmp_path: Path) -> None:
         assert view.line_count == 101
 
 
+async def test_a_followed_log_catches_up_with_an_end_that_moved_unless_the_user_scrolled_away(
+        tmp_path: Path) -> None:
+    """The scroll to the end was taken before the layout caught up with new lines (CI once saw the view stay short
+    of its end for good): the next poll catches up; a user who scrolled elsewhere since is left there."""
+    path = tmp_path / "live.log"
+    path.write_text("".join(f"line {i}\n" for i in range(200)))
+    screen = FullLogScreen("live", path, follow=True)
+    app = LogApp(screen)
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = screen.view
+        await wait_indexed(view, pilot, 200)
+        view.scroll_to(y=view.max_scroll_y - 5, animate=False, immediate=True)
+        view._end_y = view.scroll_y  # as if the last scroll to the end had landed short of it
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        while not view.is_vertical_scroll_end and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+        assert view.is_vertical_scroll_end and view.follow
+        view.scroll_to(y=10, animate=False, immediate=True)  # the user scrolls up, follow still on
+        await pilot.pause(1.2)  # two polls
+        assert view.scroll_y == 10
+
+
 async def test_truncated_file_is_reindexed_and_missing_file_is_reported(tmp_path: Path) -> None:
     path = tmp_path / "rotating.log"
     path.write_text("a\nb\nc\n")
