@@ -161,14 +161,19 @@ def _run(plan: Plan, run_dir: RunDir, backend: GpuBackend, on_event: Callable[[E
     return events
 
 
-def _crash_ar(tmp_path: Path, xid: int) -> tuple[Plan, RunDir, list[Event]]:
-    from specbench_tui.core.events import ServerReady
-
+def _two_configurations(tmp_path: Path) -> tuple[Plan, RunDir, FakeBackend, dict[str, str]]:
+    """The two-configuration sweep's plan, a new run directory, its fake GPUs and each configuration's name by id."""
     plan = plan_for(write_sweep(tmp_path, TWO, PROFILE))
     run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
     backend = make_backend(plan)
     assert isinstance(backend, FakeBackend)
-    names = {c.id: c.name for c in plan.configs}
+    return plan, run_dir, backend, {c.id: c.name for c in plan.configs}
+
+
+def _crash_ar(tmp_path: Path, xid: int) -> tuple[Plan, RunDir, list[Event]]:
+    from specbench_tui.core.events import ServerReady
+
+    plan, run_dir, backend, names = _two_configurations(tmp_path)
 
     def inject(event: Event) -> None:
         if isinstance(event, ServerReady) and names[event.config_id] == "ar":
@@ -253,11 +258,7 @@ def test_an_application_xid_crashes_the_configuration_but_does_not_fence(tmp_pat
 def test_a_fault_after_the_last_configuration_is_said_and_ends_the_summary(tmp_path: Path) -> None:
     from specbench_tui.core.events import SweepFinished
 
-    plan = plan_for(write_sweep(tmp_path, TWO, PROFILE))
-    run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
-    backend = make_backend(plan)
-    assert isinstance(backend, FakeBackend)
-    names = {c.id: c.name for c in plan.configs}
+    plan, run_dir, backend, names = _two_configurations(tmp_path)
 
     def inject(event: Event) -> None:
         if isinstance(event, ConfigFinished) and names[event.config_id] == "ar2":
@@ -273,11 +274,7 @@ def test_a_fault_after_the_last_configuration_is_said_and_ends_the_summary(tmp_p
 def test_the_kernel_logs_xid_lines_fence_like_nvml_events_and_an_unreadable_log_is_said_once(tmp_path: Path) -> None:
     from specbench_tui.engine.gpus.faults import KernelLog, watch_kernel_log
 
-    plan = plan_for(write_sweep(tmp_path, TWO, PROFILE))
-    run_dir = RunDir.create(tmp_path / "runs", plan.sweep.name, plan.sweep.text, plan.to_json())
-    backend = make_backend(plan)
-    assert isinstance(backend, FakeBackend)
-    names = {c.id: c.name for c in plan.configs}
+    plan, run_dir, backend, names = _two_configurations(tmp_path)
     kernel: list[str] = []
 
     def fake_log() -> str:
@@ -295,9 +292,7 @@ def test_the_kernel_logs_xid_lines_fence_like_nvml_events_and_an_unreadable_log_
     assert any(t.startswith("pre-flight: ") and fenced.search(t) for t in _errors(events)), _errors(events)
     assert _launched(plan, events) == {"ar": (0,), "ar2": (1,)}
 
-    plan = plan_for(write_sweep(tmp_path / "b", TWO, PROFILE))
-    run_dir = RunDir.create(tmp_path / "runs-b", plan.sweep.name, plan.sweep.text, plan.to_json())
-    backend = make_backend(plan)
+    plan, run_dir, backend, _ = _two_configurations(tmp_path / "b")
     watch_kernel_log(backend, KernelLog(kmsg=str(tmp_path / "no-kmsg"), dmesg=("false",)), {})
     events = _run(plan, run_dir, backend)
     said = [t for t in _errors(events) if t.startswith("the kernel log is not readable")]
