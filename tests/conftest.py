@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
 from collections.abc import Callable, Mapping
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 import sweep_builder
+from cpu_share import CPU_HUNGRY, CpuShare, lock_path
 from engine_helpers import SimulatorSweep
 from hypothesis import HealthCheck, settings
 
@@ -64,3 +66,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("real-engines"))
         elif item.get_closest_marker("ray"):  # one fake Ray cluster at a time, started once per module
             item.add_marker(pytest.mark.xdist_group("ray-cluster"))
+
+
+_CPU = CpuShare(lock_path())
+"""This worker's share of the cores (tests/cpu_share.py): timing tests never run beside a real server."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before any fixture of the test (a real server's module fixture included) is set up."""
+    if item.get_closest_marker("timing"):
+        _CPU.hold(fcntl.LOCK_EX)
+    elif any(item.get_closest_marker(name) for name in CPU_HUNGRY):
+        _CPU.hold(fcntl.LOCK_SH, item.nodeid.split("::")[0])
+    else:
+        _CPU.hold(None)  # the previous module's real server was torn down with its last test
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    if _CPU.mode == fcntl.LOCK_EX:
+        _CPU.hold(None)
+
+
+def pytest_sessionfinish() -> None:
+    _CPU.release()

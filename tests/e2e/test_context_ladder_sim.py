@@ -34,6 +34,7 @@ def truths() -> dict[str, float]:
     return out
 
 
+@pytest.mark.timing  # never beside a real server (tests/cpu_share.py)
 @pytest.mark.e2e
 @pytest.mark.xdist_group("default-port-30000")  # servers on the default port base: one xdist worker runs them
 def test_the_ladder_finds_c_star_within_one_rung_with_at_most_half_the_grid(tmp_path: Path) -> None:

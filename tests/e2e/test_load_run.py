@@ -116,6 +116,7 @@ def _truths() -> dict[str, float]:
     return out
 
 
+@pytest.mark.timing  # never beside a real server (tests/cpu_share.py)
 @pytest.mark.e2e
 @pytest.mark.xdist_group("default-port-30000")  # servers on the default port base: one xdist worker runs them
 def test_crossover_demo_finds_every_true_crossover_with_under_half_the_grid(tmp_path: Path) -> None:
@@ -201,6 +202,7 @@ arrival_seed = 5
 """
 
 
+@pytest.mark.timing  # never beside a real server (tests/cpu_share.py)
 @pytest.mark.e2e
 @pytest.mark.xdist_group("default-port-30000")  # servers on the default port base: one xdist worker runs them
 def test_an_open_loop_point_sends_on_its_seeded_schedule_through_the_real_engine(tmp_path: Path) -> None:
@@ -266,6 +268,7 @@ waves = 1
 """
 
 
+@pytest.mark.timing  # never beside a real server (tests/cpu_share.py)
 @pytest.mark.e2e
 def test_an_adaptive_search_stopped_between_rounds_resumes_where_it_was(simulator_sweep: SimulatorSweep) -> None:
     """The search keeps nothing the run directory does not hold: stopped after its first round and resumed, it
