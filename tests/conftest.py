@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -89,5 +90,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
         _CPU.hold(None)
 
 
-def pytest_sessionfinish() -> None:
+def pytest_sessionfinish(session: pytest.Session) -> None:
     _CPU.release()
+    if not hasattr(session.config, "workerinput"):  # the main process, after every worker has ended
+        shutil.rmtree(_CPU.path.parent, ignore_errors=True)

@@ -26,11 +26,17 @@ CPU_HUNGRY = ("llamacpp", "vllm", "sglang_real")
 """The markers of tests that run a real server on the CPU."""
 
 
+LOCK_DIR = "SPECBENCH_TEST_CPU_LOCK_DIR"
+"""The environment variable naming the session's lock folder: set once by the first process that loads the
+conftest (pytest's main process, before it starts the xdist workers, which inherit it), removed by it at the end."""
+
+
 def lock_path() -> Path:
-    """The session's lock file, the same in every xdist worker of one run (``PYTEST_XDIST_TESTRUNUID``) and
-    distinct between runs side by side."""
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", f"pid{os.getpid()}")
-    return Path(tempfile.gettempdir()) / f"specbench-tests-cpu-{run}.lock"
+    """The session's lock file: the same in every xdist worker of one run, distinct between runs side by side."""
+    if LOCK_DIR not in os.environ:
+        os.environ[LOCK_DIR] = tempfile.mkdtemp(prefix="specbench-tests-cpu-")
+    folder = os.environ[LOCK_DIR]
+    return Path(folder) / "cpu.lock"
 
 
 class CpuShare:
