@@ -17,12 +17,14 @@ every problem is one :class:`~specbench_tui.core.errors.SweepIssue` with the fil
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Literal, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Literal
 
 from specbench_tui.core.errors import did_you_mean
 from specbench_tui.core.tomlpos import KeyPath
+
+if TYPE_CHECKING:  # the sweep reader reads this table (core/sweep imports this module at run time)
+    from specbench_tui.core.sweep.reader import Reader
 
 Executor = Literal["local", "ray"]
 EXECUTORS: tuple[Executor, ...] = ("local", "ray")
@@ -52,30 +54,6 @@ class ClusterSpec:
     @property
     def on_ray(self) -> bool:
         return self.executor == "ray"
-
-T = TypeVar("T")
-D = TypeVar("D")
-N = TypeVar("N", bound=float)
-
-
-class Reader(Protocol):
-    """What :func:`read_cluster` needs of the sweep reader (:class:`specbench_tui.core.sweep.reader.Reader`)."""
-
-    def error(self, key: KeyPath, message: str, hint: str | None = None) -> None: ...
-
-    def table(self, data: object, key: KeyPath, allowed: Mapping[str, object] | set[str] | tuple[str, ...],
-              what: str = "a table") -> dict[str, object]: ...
-
-    @overload
-    def get(self, data: Mapping[str, object], key: KeyPath, name: str, types: tuple[type[T], ...],
-            default: None = None, required: bool = False) -> T | None: ...
-    @overload
-    def get(self, data: Mapping[str, object], key: KeyPath, name: str, types: tuple[type[T], ...], default: D,
-            required: bool = False) -> T | D: ...
-
-    def positive(self, data: Mapping[str, object], key: KeyPath, name: str, types: tuple[type[N], ...], default: D,
-                 allow_zero: bool = False, limit: float | None = None, limit_name: str = "") -> N | D: ...
-
 
 def address_problem(address: str) -> str | None:
     """Why ``address`` is not a Ray head address (None when it is one)."""
