@@ -248,6 +248,8 @@ class ChartScreen(Screen[None]):
     def prepare(self) -> None:
         """Draw the chart as it is now in a worker thread (one at a time; a request meanwhile runs next); while
         the screen is closed, at most every :data:`AHEAD_EVERY_S`. UI thread."""
+        if not self.app.is_running:  # a drawing that finished as the app quits: nothing more to draw
+            return
         if not self.is_current:
             wait = self._ahead_at + AHEAD_EVERY_S - time.monotonic()
             if wait > 0:

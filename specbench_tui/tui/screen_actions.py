@@ -75,8 +75,9 @@ class ScreenActions(AppBase):
         self.prepare_chart()
 
     def _chart_imported(self) -> None:
+        """The import worker is done; it may finish as the app quits (Ctrl-C in serve): nothing to install then."""
         self._chart_importing = False
-        if CHART_MODULE in sys.modules:
+        if self.is_running and CHART_MODULE in sys.modules:
             self.chart_screen().prepare()
 
     def action_open_chart(self) -> None:

@@ -248,6 +248,21 @@ async def test_an_analysis_that_finishes_as_the_app_quits_draws_no_chart(tmp_pat
     assert app._chart is None
 
 
+async def test_a_chart_import_that_finishes_as_the_app_quits_installs_nothing(tmp_path: Path) -> None:
+    """The chart module's import runs in a worker thread and calls back on the app's loop: a tab closed by serve's
+    Ctrl-C while it ran printed Textual's SignalError from that callback (CI, stop 52)."""
+    import specbench_tui.tui.chart_screen  # noqa: F401  (imported, as the worker leaves it)
+
+    engine = FakeEngine(tmp_path / "run")
+    app = make_app(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await ready(pilot)
+        app._chart_importing = True
+    assert not app.is_running
+    app._chart_imported()  # raised SignalError before
+    assert app._chart is None and not app._chart_importing
+
+
 def test_the_legend_is_under_the_plot_never_over_its_lines(analysis_a: RunAnalysis) -> None:
     """plotext draws a legend in the plot's top-left corner, over the lines that pass there (issue 46: it covered
     ddtree TP1's line): the acceptance chart names its lines in a mark under the plot, and the plot holds none."""
