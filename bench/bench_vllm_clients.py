@@ -10,7 +10,9 @@ requests and a warm-up each:
 
 - **ours**: the product's own measuring code (``engine.loadrun.run_point`` over ``ServerClient`` and
   ``Session`` with the ``vllm`` profile: the streaming ``/v1/completions`` client with kernel receive stamps that
-  the orchestrator uses), closed loop, N in flight;
+  the orchestrator uses), closed loop, N in flight, with the ``stream_options`` of a sweep without speculation
+  (``include_usage``, as ``vllm bench serve`` asks: ``continuous_usage_stats`` cost this server 6-12 % of its tok/s
+  at c = 64, a usage object built per chunk on the cores the clients share);
 - **vLLM**: ``vllm bench serve --backend vllm --dataset-name sharegpt --max-concurrency N`` (vLLM 0.32.0's
   ``vllm/benchmarks/serve.py``), run as ``python -m vllm.entrypoints.cli.main`` from ``.venv-vllm``, with
   ``--save-detailed`` so its per-request TTFT, ITLs and latencies can be summarised exactly as ours are.

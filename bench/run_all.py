@@ -58,6 +58,7 @@ SCRIPTS: dict[str, Bench] = {
     "client-llamacpp": Bench("bench/bench_client.py", ("--server", "llamacpp"), label="llama.cpp"),
     "client-sglang": Bench("bench/bench_client.py", ("--server", "sglang"), label="SGLang"),
     "vllm": Bench("bench/bench_vllm_clients.py"),
+    "vllm-options": Bench("bench/bench_vllm_stream_options.py"),
     "crash": Bench("bench/bench_crash_dead_time.py"),
     "logpump": Bench("bench/bench_logpump.py"),
     "ui": Bench("bench/bench_ui.py", label="no busy loops"),

@@ -199,9 +199,12 @@ class ServerClient:
 
     def __init__(self, base_url: str, profile: EngineProfile, *, api_key: str | None = None,
                  request_timeout_s: float = 900.0, connect_timeout_s: float = 10.0,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 stream_options: Mapping[str, object] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.profile = profile
+        self.stream_options = dict(profile.stream_options if stream_options is None else stream_options)
+        """OpenAI format: what every streamed request asks (the sweep's choice: EngineProfile.sweep_stream_options)."""
         self.request_timeout_s = request_timeout_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS)
@@ -340,7 +343,7 @@ class ServerClient:
     def _body(self, text: str, sampling_params: Mapping[str, object], rid: str) -> dict[str, object]:
         if self.profile.stream_format == STREAM_OPENAI:
             params = dict(sampling_params)
-            body: dict[str, object] = {"prompt": text, "stream": True, "stream_options": dict(self.profile.stream_options)}
+            body: dict[str, object] = {"prompt": text, "stream": True, "stream_options": dict(self.stream_options)}
             if "max_new_tokens" in params:
                 body["max_tokens"] = params.pop("max_new_tokens")
             body.update(params)

@@ -188,6 +188,8 @@ class LocalExecutor:
         self.placer: LocalPlacer | None = None
         self._sweep_reserved = max((profile.planned_reserved(c.argv) for c in plan.runnable()),
                                    default=0)
+        self.stream_options = profile.sweep_stream_options((c.argv, c.algorithm) for c in plan.runnable())
+        """What every measured request asks of an OpenAI-format stream: one choice for the whole sweep."""
         self._attempts: dict[str, Attempt] = {}
         self._ports: set[int] = set()
         self._port_conflicts: set[int] = set()
@@ -289,7 +291,8 @@ class LocalExecutor:
                                              attempt=job.attempt, keeper_pid=server.keeper_pid,
                                              tree_id=server.tree_id))
                 client = ServerClient(f"http://{_url_host(engine.host)}:{port}", self.profile,
-                                      api_key=self._api_key, request_timeout_s=engine.request_timeout_s)
+                                      api_key=self._api_key, request_timeout_s=engine.request_timeout_s,
+                                      stream_options=self.stream_options)
                 verdict, relaunch = await self._serve(attempt, server, client, control)
         except asyncio.CancelledError:  # cancelled: torn down at once, no grace
             server.hurry()

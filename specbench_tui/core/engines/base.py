@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 import signal
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -359,7 +359,17 @@ class EngineProfile:
     """An error a stream carries when the server itself is dying (the request is then the crash's, not a
     measurement, once the process exits)."""
     stream_options: Mapping[str, object] = field(default_factory=lambda: {"include_usage": True})
-    """OpenAI format: the request's ``stream_options``."""
+    """OpenAI format: the request's ``stream_options``, as a plain client asks (``vllm bench serve`` asks the same):
+    a usage object on the last chunk only."""
+    counted_stream_options: Mapping[str, object] | None = None
+    """OpenAI format: the ``stream_options`` that put the running token count on every chunk, asked of a sweep
+    whose chunks can carry several tokens (:attr:`several_tokens_a_chunk`). It costs the server a usage object per
+    chunk (real vLLM CPU at c = 64: 6 % and 12 % of its tok/s by the medians of two runs of
+    bench/bench_vllm_stream_options.py), so a sweep that does not need it does not ask it. None: the
+    engine has none."""
+    several_tokens_a_chunk: Callable[[Sequence[str], str], bool] = lambda argv, algorithm: False
+    """Whether a configuration (argv, declared algorithm) streams chunks of several tokens (speculative decoding,
+    a stream interval over one): its chunks must then say how many."""
     models_path: str | None = None
     """An OpenAI model list whose ``data[0].max_model_len`` is the served context length, asked before the info
     endpoint."""
@@ -417,6 +427,16 @@ class EngineProfile:
     def flags(self) -> EngineFlags:
         """The engine's flag facts."""
         return self.load_flags()
+
+    def sweep_stream_options(self, configs: Iterable[tuple[Sequence[str], str]]) -> Mapping[str, object]:
+        """The ``stream_options`` every request of a sweep carries: the counted ones when any configuration
+        (argv, declared algorithm) streams chunks of several tokens, else the plain ones. One choice for the whole
+        sweep, so that its baseline and its speculative rows cost the server the same per chunk and their speedup
+        compares like with like."""
+        if self.counted_stream_options is not None and any(self.several_tokens_a_chunk(argv, algorithm)
+                                                           for argv, algorithm in configs):
+            return self.counted_stream_options
+        return self.stream_options
 
     def draft_budget(self, argv: Sequence[str]) -> int | None:
         """The draft budget an argv sets through :attr:`budget_flags` (None when none does)."""

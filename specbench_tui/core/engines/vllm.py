@@ -6,7 +6,8 @@ Its flags come from the real ``vllm serve`` parser (``tools/dump_vllm_flags.py``
 parser.
 
 Launched with ``launcher = "command"``. The HTTP port opens only once the engine core is up, so readiness is
-``/health`` alone; requests go to ``/v1/completions`` with ``continuous_usage_stats``; acceptance comes from the
+``/health`` alone; requests go to ``/v1/completions`` with ``include_usage`` (and ``continuous_usage_stats`` in a
+sweep whose chunks can carry several tokens: speculation, ``--stream-interval``); acceptance comes from the
 per-request metrics (``--per-request-spec-decode-metrics summary``) or else from the ``vllm:spec_decode_*``
 counters of ``/metrics``.
 """
@@ -167,6 +168,12 @@ def speculates(argv: Sequence[str], algorithm: str) -> bool:
     return bool(config and (config.get("method") or config.get("model"))) or declared_speculation(argv, algorithm)
 
 
+def several_tokens_a_chunk(argv: Sequence[str], algorithm: str) -> bool:
+    """A speculative configuration (an accepted draft streams in one chunk) or ``--stream-interval`` over one."""
+    interval = argv_value(argv, "--stream-interval")
+    return speculates(argv, algorithm) or bool(interval and interval.isdigit() and int(interval) > 1)
+
+
 def draft_budget(argv: Sequence[str]) -> int | None:
     """``num_speculative_tokens`` of the ``--speculative-config`` (a number, or a number written as a string)."""
     config = _speculative_config(argv)
@@ -230,8 +237,11 @@ VLLM = EngineProfile(
     spec_counters=VLLM_SPEC_COUNTERS,
     final_meta=vllm_final_meta,
     # vLLM streams several tokens in one chunk when a draft is accepted: continuous_usage_stats gives the
-    # running token count on every chunk.
-    stream_options={"include_usage": True, "continuous_usage_stats": True},
+    # running token count on every chunk. The API server builds a usage object per chunk for it (6-12 % of its
+    # tok/s at c = 64 on 2 cores), so only a sweep that has such chunks asks it (EngineProfile.sweep_stream_options).
+    stream_options={"include_usage": True},
+    counted_stream_options={"include_usage": True, "continuous_usage_stats": True},
+    several_tokens_a_chunk=several_tokens_a_chunk,
     # In-flight streams get {"error": {"message": "EngineCore encountered an issue. ...", "code": 500}} + [DONE].
     fatal_stream_error=re.compile(r"EngineCore encountered an issue|EngineDeadError"),
     python_packages=("vllm", "torch", "triton", "transformers", "xgrammar"),

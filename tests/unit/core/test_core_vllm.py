@@ -127,7 +127,8 @@ def test_profile_facts():
     assert VLLM.ready_line is None and VLLM.health_path == "/health" and VLLM.generate_path == "/v1/completions"
     assert VLLM.context_length({"object": "list", "data": [{"id": "tiny", "max_model_len": 2048}]}) == 2048
     assert VLLM.context_length({"data": []}) is None and VLLM.context_length({}) is None
-    assert VLLM.stream_options == {"include_usage": True, "continuous_usage_stats": True}
+    assert VLLM.stream_options == {"include_usage": True}  # what vllm bench serve asks
+    assert VLLM.counted_stream_options == {"include_usage": True, "continuous_usage_stats": True}
     assert VLLM.tokenize_key == "prompt" and VLLM.abort_path is None
 
 
@@ -287,21 +288,50 @@ def test_real_counters_around_one_request():
     assert figures["drafts"] + figures["accepted_tokens"] <= 64
 
 
-def _client(body: bytes) -> ServerClient:
+def test_only_a_sweep_with_chunks_of_several_tokens_asks_a_running_count():
+    """A usage object on every chunk costs vLLM's API server (6-12 % of its tok/s at c = 64 on 2 cores): a sweep
+    asks it only when some configuration streams several tokens a chunk, and then for every row alike."""
+    baseline = (["--model", "m"], "autoregressive")
+    ngram = (["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 4}'], "ngram")
+    interval = (["--stream-interval", "4"], "autoregressive")
+    assert VLLM.sweep_stream_options([baseline]) == {"include_usage": True}
+    assert VLLM.sweep_stream_options([baseline, (["--stream-interval", "1"], "autoregressive")]) == \
+        {"include_usage": True}
+    for several in (ngram, interval):
+        assert VLLM.sweep_stream_options([baseline, several]) == VLLM.counted_stream_options
+    sglang, llamacpp = get_profile("sglang"), get_profile("llamacpp")
+    assert llamacpp.sweep_stream_options([ngram]) == {"include_usage": True}  # one chunk a token: nothing to ask
+    assert sglang.counted_stream_options is None
+
+
+async def test_a_baseline_stream_counts_a_token_a_chunk_and_the_last_usage_is_the_count():
+    """vLLM's own stream with ``include_usage`` only (the baseline's request): no usage until the last chunk."""
+    raw = (DATA / "stream_include_usage.sse").read_bytes()
+    client = _client(raw, stream_options=dict(VLLM.stream_options))
+    result = await client.generate("def f():", {"max_new_tokens": 16, "temperature": 0.0, "ignore_eos": True})
+    await client.aclose()
+    assert client.seen[0]["stream_options"] == {"include_usage": True}
+    assert result.ok and result.done, result.error
+    assert [c.completion_tokens for c in result.chunks] == list(range(1, 17))
+    assert result.completion_tokens == 16 and result.meta_info["finish_reason"] == "length"
+
+
+def _client(body: bytes, stream_options: dict[str, object] | None = None) -> ServerClient:
     seen: list[dict] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(json.loads(request.content))
         return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
 
-    client = ServerClient("http://vllm.test", VLLM, transport=httpx.MockTransport(handler))
+    client = ServerClient("http://vllm.test", VLLM, transport=httpx.MockTransport(handler),
+                          stream_options=stream_options)
     client.seen = seen  # type: ignore[attr-defined]
     return client
 
 
 async def test_real_stream_with_continuous_usage_through_the_client():
     raw = (DATA / "stream_continuous_usage.sse").read_bytes()
-    client = _client(raw)
+    client = _client(raw, stream_options=dict(VLLM.counted_stream_options or {}))
     result = await client.generate("def f():", {"max_new_tokens": 4, "temperature": 0.0, "ignore_eos": True})
     await client.aclose()
     body = client.seen[0]
