@@ -16,13 +16,29 @@ def quiet_interrupt(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(INTERRUPTED)
 
 
+def interrupted(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is a Ctrl-C, as raised or as Python 3.11 wraps it: an exception raised inside a descriptor's
+    ``__set_name__`` (a dataclass field, while a module that defines one is imported) becomes the cause of a
+    ``RuntimeError("Error calling __set_name__ ...")``, and SIGINT can land there."""
+    while exc is not None:
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            return True
+        exc = exc.__cause__
+    return False
+
+
 def run() -> int:
     signal.signal(signal.SIGINT, quiet_interrupt)
     try:
         from specbench_tui.cli import main
+
+        return main()
     except KeyboardInterrupt:  # a handler that was already replaced (an embedding interpreter)
         return INTERRUPTED
-    return main()
+    except RuntimeError as exc:  # a Ctrl-C inside a class body's __set_name__, wrapped by the interpreter
+        if not interrupted(exc):
+            raise
+        return INTERRUPTED
 
 
 if __name__ == "__main__":
