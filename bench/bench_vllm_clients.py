@@ -329,12 +329,13 @@ def _from_wire(f: _wire.Figures) -> Side:
     return Side(f.requests, f.tok_s, f.ttft_ms, f.tpot_ms, None, 0.0, f.bursts)
 
 
-async def _raw(port: int, texts: list[str], tokens: int, concurrency: int) -> Side:
+async def raw_side(port: int, texts: list[str], tokens: int, concurrency: int,
+               extra: dict[str, object] | None = None) -> Side:
     """The minimal client (bench/_wire.py) on the same prompts: the server's capacity through a client that costs
-    almost nothing."""
+    almost nothing (``extra``: more fields of every request, such as ``stream_options``)."""
     client = _wire.RawClient(port, VLLM.generate_path)
     bodies: list[dict[str, object]] = [{"model": "tiny", "prompt": t, "max_tokens": tokens, "stream": True,
-                                        "ignore_eos": True, "temperature": 0.0} for t in texts]
+                                        "ignore_eos": True, "temperature": 0.0, **(extra or {})} for t in texts]
     try:
         await client.run(bodies[:concurrency], concurrency)  # warm-up: a connection per slot
         cpu = time.process_time()
@@ -357,11 +358,11 @@ async def warm_server(port: int, texts: list[str], tokens: int) -> str:
     start, seen = time.monotonic(), []
     batch = (texts * (16 // max(1, len(texts)) + 1))[:16]
     while time.monotonic() - start < WARM_MAX_S:
-        side = await _raw(port, batch, tokens, 1)
+        side = await raw_side(port, batch, tokens, 1)
         seen.append(side.tpot_ms or 0.0)
         if len(seen) >= 3 and seen[-2] and abs(seen[-1] - seen[-2]) / seen[-2] < WARM_STEADY:
             break
-    await _raw(port, (texts * 64)[:128], tokens, 64)
+    await raw_side(port, (texts * 64)[:128], tokens, 64)
     steps = ", ".join(f"{t:.2f}" for t in seen)
     return f"server warmed for {time.monotonic() - start:.0f} s (raw client, c = 1 TPOT p50 by round: {steps} ms; then c = 64)"
 
@@ -376,7 +377,7 @@ async def _round(level: Level, session: Session, workload: Workload, texts: list
             return await asyncio.to_thread(theirs, level.paths, level.port, prompts, level.tokens, c, count,
                                            level.work, round_), None
         if who == "raw":
-            return await _raw(level.port, texts, level.tokens, c), None
+            return await raw_side(level.port, texts, level.tokens, c), None
         side = await ours(session, workload, c, count)
     if wire is None:
         return side, None

@@ -26,13 +26,11 @@ import asyncio
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import _wire  # noqa: E402
 import bench_vllm_clients as clients  # noqa: E402
 
 VARIANTS: dict[str, dict[str, object]] = {
@@ -40,20 +38,6 @@ VARIANTS: dict[str, dict[str, object]] = {
     "usage": {"stream_options": {"include_usage": True}},
     "running": {"stream_options": {"include_usage": True, "continuous_usage_stats": True}},
 }
-
-
-async def raw_round(port: int, texts: list[str], tokens: int, concurrency: int, extra: dict[str, object]) -> float:
-    """One round of the raw client; its tok/s."""
-    client = _wire.RawClient(port, "/v1/completions")
-    bodies: list[dict[str, object]] = [{"model": "tiny", "prompt": t, "max_tokens": tokens, "stream": True,
-                                        "ignore_eos": True, "temperature": 0.0, **extra} for t in texts]
-    try:
-        await client.run(bodies[:concurrency], concurrency)  # warm-up: a connection per slot
-        cpu = time.process_time()
-        times = await client.run(bodies, concurrency)
-        return _wire.figures(times, tokens, time.process_time() - cpu).tok_s
-    finally:
-        client.close()
 
 
 async def measure(paths: dict[str, str], concurrency: int, rounds: int, tokens: int) -> None:
@@ -77,7 +61,7 @@ async def measure(paths: dict[str, str], concurrency: int, rounds: int, tokens: 
             names = list(VARIANTS)
             for round_ in range(rounds):
                 for name in names[round_ % 3:] + names[:round_ % 3]:
-                    tok_s = await raw_round(port, ordered, tokens, concurrency, VARIANTS[name])
+                    tok_s = (await clients.raw_side(port, ordered, tokens, concurrency, VARIANTS[name])).tok_s
                     got[name].append(tok_s)
                     print(f"  round {round_ + 1} {name:8} {tok_s:8.0f} tok/s", flush=True)
     finally:

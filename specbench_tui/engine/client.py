@@ -203,7 +203,7 @@ class ServerClient:
                  stream_options: Mapping[str, object] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.profile = profile
-        self.stream_options = dict(profile.stream_options if stream_options is None else stream_options)
+        self.stream_options = profile.stream_options if stream_options is None else stream_options
         """OpenAI format: what every streamed request asks (the sweep's choice: EngineProfile.sweep_stream_options)."""
         self.request_timeout_s = request_timeout_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
