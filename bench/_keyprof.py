@@ -140,7 +140,7 @@ async def main(keys: list[str], profile: str | None, rounds: int) -> None:
     app, engine = _build_app()
     frames = _time_frames()
     collections = _log_collections()
-    async with app.run_test(size=(160, 48), headless=True) as pilot:
+    async with app.run_test(size=(160, 48), headless=True, notifications=True) as pilot:  # toasts, as the real app
         for _ in range(60):
             await pilot.pause(0.1)
             if app.analysis is not None and app.analysis_settled:

@@ -31,6 +31,9 @@ from specbench_tui.core.results import (
 from specbench_tui.core.state import RunState
 from specbench_tui.core.verdicts import FLAG_NOTES
 
+RESULT_MARKS = frozenset({Mark.PLAIN, Mark.MUTED, Mark.CRASHED, Mark.ZERO_OUT, Mark.PARTIAL, Mark.CAPPED, Mark.NOISY,
+                          Mark.IDLE_DRAFT, Mark.BEST, Mark.FASTER, Mark.SLOWER})
+"""Every mark :func:`build_rows` gives a row or a cell."""
 _KEY_SEPARATOR = "\x1f"
 _NO_WORKLOAD = "\x00"
 

@@ -79,6 +79,8 @@ STATE_MARKS = {
     ShownState.DONE: Mark.DONE,
 }
 """What each state means on screen (the others are muted)."""
+QUEUE_MARKS = frozenset({*STATE_MARKS.values(), Mark.MUTED, Mark.PLAIN})
+"""Every mark :func:`queue_row` gives a cell."""
 
 
 def shown_state(word: str) -> ShownState:

@@ -469,8 +469,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         names = self.specbench_themes or [FALLBACK_THEME]
         index = names.index(self.theme) + 1 if self.theme in names else 0
         name = names[index % len(names)]
-        self.notifier.answer(f"Theme: {name}", timeout=3, topic=("theme",))
-        self.set_theme(name)
+        self.notifier.answer_with(f"Theme: {name}", lambda: self.set_theme(name), timeout=3, topic=("theme",))
 
     # ------------------------------------------------------------------------------------ panels
 

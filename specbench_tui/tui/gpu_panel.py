@@ -42,6 +42,7 @@ class GpuTable(TableView):
     """The GPUs' rows (no cursor: nothing to select)."""
 
     COLUMNS: ClassVar[tuple[tuple[str, str], ...]] = COLUMNS
+    MARKS: ClassVar[frozenset[Mark]] = frozenset({Mark.ACTIVE, Mark.CRASHED, Mark.MUTED, Mark.STRONG})
 
     def texts_at(self, index: int) -> list[str]:
         """Row ``index``'s cells as shown."""

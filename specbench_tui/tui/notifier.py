@@ -23,6 +23,9 @@ Severity = Literal["information", "warning", "error"]
 MAX_SHOWN = 3
 """Toasts on screen at once (two on a terminal under 30 lines); older ones leave the screen, not the history."""
 MAX_HISTORY = 1000
+ANSWER_HOLD_S = 0.15
+"""The longest the screen waits for a key's answer to be up before it draws the key's effect without it."""
+ANSWER_POLL_S = 0.002
 
 
 @dataclass
@@ -82,6 +85,42 @@ class Notifier:
                     del self._live[key]
         entry = self.post(message, severity=severity, timeout=timeout, topic=topic, record=False)
         self._answer = self._live[topic][0]
+        return entry
+
+    def answer_with(self, message: str, effect: Callable[[], object], *, topic: Hashable,
+                    timeout: float = 4.0) -> Entry:
+        """A key's answer drawn in the same frame as the key's ``effect`` (a change the whole screen redraws for,
+        such as a theme): the screen's updates are held (Textual's ``batch_update``) from the key until the
+        answer's toast is mounted, at most :data:`ANSWER_HOLD_S`, then the screen is drawn once. Without the hold
+        the effect is drawn first and the toast, mounted over the next few turns of the loop, a whole repaint
+        later: on the 200-configuration table that was two full frames and ~50 ms more before the answer."""
+        app = self.app
+        before = {id(toast) for toast in app.screen.query("Toast")}
+        entry = self.answer(message, topic=topic, timeout=timeout)
+        if not app.screen.query("ToastRack"):  # notifications off (a test), or a screen without toasts
+            effect()
+            return entry
+        batch = app.batch_update()
+        batch.__enter__()
+        deadline = time.monotonic() + ANSWER_HOLD_S
+
+        def release() -> None:
+            batch.__exit__(None, None, None)
+            app.screen.refresh()
+
+        def check() -> None:
+            shown = any(toast.is_mounted and id(toast) not in before for toast in app.screen.query("Toast"))
+            if shown or time.monotonic() >= deadline or not app.is_running:
+                release()
+            else:
+                app.set_timer(ANSWER_POLL_S, check)
+
+        try:
+            effect()
+        except BaseException:
+            release()
+            raise
+        app.set_timer(ANSWER_POLL_S, check)
         return entry
 
     def record(self, entry: Entry) -> None:

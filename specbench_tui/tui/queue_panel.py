@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from specbench_tui.application.rows import ViewRow
+from specbench_tui.application.rows import Mark, ViewRow
 from specbench_tui.application.viewmodel import (
     QUEUE_COLUMNS,
+    QUEUE_MARKS,
     ConfigLine,
     ShownState,
     SweepView,
@@ -30,6 +31,7 @@ class QueuePanel(TableView):
 
     ALLOW_MAXIMIZE = True
     COLUMNS: ClassVar[tuple[tuple[str, str], ...]] = COLUMNS
+    MARKS: ClassVar[frozenset[Mark]] = QUEUE_MARKS
     DROPPABLE: ClassVar[tuple[str, ...]] = ("startup", "gpus")
     """On a narrow panel the start-up time goes first, then the GPUs (the GPU line below says them): the reason
     column (a zero-out count, a crash's cause, a skip's reason) gets their room."""

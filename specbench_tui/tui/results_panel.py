@@ -14,6 +14,7 @@ from textual import on
 
 from specbench_tui.application.results_rows import (
     COLUMN_KEYS,
+    RESULT_MARKS,
     ConfigNotes,
     ResultRow,
     build_rows,
@@ -53,6 +54,7 @@ class ResultsPanel(TableView):
 
     ALLOW_MAXIMIZE = True
     COLUMNS: ClassVar[tuple[tuple[str, str], ...]] = COLUMNS
+    MARKS: ClassVar[frozenset[Mark]] = RESULT_MARKS
 
     def __init__(self, *, id: str | None = None, engine: str | None = None) -> None:
         super().__init__(id=id, classes="panel")

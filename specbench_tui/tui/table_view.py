@@ -28,7 +28,7 @@ from specbench_tui.application.rows import Mark, ViewCell, ViewRow
 HEADER = "table-view--header"
 CURSOR = "table-view--cursor"
 MARK_CLASSES = {mark: f"table-view--{mark.value}" for mark in Mark}
-"""The component class of each mark."""
+"""The component class of each mark (``plain`` has no look of its own: it is drawn in the table's style)."""
 STRIPS_KEPT = 256
 """Rendered rows kept (a screenful is a few dozen; each strip holds caches of its own the collector walks)."""
 
@@ -48,7 +48,11 @@ class TableView(ScrollView, can_focus=True):
     DROPPABLE: ClassVar[tuple[str, ...]] = ()
     """Columns left out, in this order, while the table is wider than the view: the last column (a verdict, a
     reason) gets their room instead of being cut at the view's edge."""
-    COMPONENT_CLASSES: ClassVar[set[str]] = {HEADER, CURSOR, *MARK_CLASSES.values()}
+    MARKS: ClassVar[frozenset[Mark]] = frozenset()
+    """The marks this table's rows carry (a subclass names them): each is a component class, and Textual styles
+    every component class of every node again on each theme change, so a table declares only what it draws. A
+    mark not named here is drawn plain."""
+    COMPONENT_CLASSES: ClassVar[set[str]] = {HEADER, CURSOR}
     DEFAULT_CSS = """
     TableView > .table-view--header { text-style: bold; background: $panel; color: $foreground; }
     TableView > .table-view--cursor { background: $block-cursor-blurred-background; }
@@ -69,6 +73,11 @@ class TableView(ScrollView, can_focus=True):
     TableView > .table-view--strong { text-style: bold; }
     """
     """Each mark's look from the theme (``app.tcss`` adds the looks without colour, for ``NO_COLOR``)."""
+
+    def __init_subclass__(cls, **kwargs: bool) -> None:  # (Textual's class options are all flags)
+        if "MARKS" in cls.__dict__:  # (Textual adds the base's header and cursor classes to these)
+            cls.COMPONENT_CLASSES = {MARK_CLASSES[mark] for mark in cls.MARKS if mark is not Mark.PLAIN}
+        super().__init_subclass__(**kwargs)
 
     class RowSelected(Message):
         """Enter, or a click on the cursor row."""
@@ -371,8 +380,8 @@ class TableView(ScrollView, can_focus=True):
         if self._styles is None:
             styles = {"base": self.rich_style, HEADER: self.get_component_rich_style(HEADER),
                       CURSOR: self.get_component_rich_style(CURSOR)}  # (its translucent background blended)
-            for name in MARK_CLASSES.values():
-                styles[name] = self.get_component_rich_style(name, partial=True)
+            for mark in self.MARKS - {Mark.PLAIN}:
+                styles[MARK_CLASSES[mark]] = self.get_component_rich_style(MARK_CLASSES[mark], partial=True)
             self._styles = styles
         return self._styles
 
@@ -406,7 +415,9 @@ class TableView(ScrollView, can_focus=True):
         base = looks["base"]
         over = looks[CURSOR] if cursor else Style.null()  # the cursor's looks over the cell's
         cells, widths = row.cells, self._widths
-        segments = [Segment(f" {fit(cells[i].text, widths[i])} ", base + looks[MARK_CLASSES[cells[i].mark]] + over)
+        null = Style.null()
+        segments = [Segment(f" {fit(cells[i].text, widths[i])} ",
+                            base + looks.get(MARK_CLASSES[cells[i].mark], null) + over)
                     for i in self._drawn_columns if i < len(cells)]
         strip = Strip(segments, sum(widths[i] + 2 for i in self._drawn_columns if i < len(cells)))
         self._strips[(row.key, cursor)] = (row, strip)

@@ -9,11 +9,12 @@ from typing import ClassVar
 from textual.app import App, ComposeResult
 
 from specbench_tui.application.rows import Mark, ViewCell, ViewRow, clean_text
-from specbench_tui.tui.table_view import TableView, fit
+from specbench_tui.tui.table_view import CURSOR, HEADER, MARK_CLASSES, TableView, fit
 
 
 class Table(TableView):
     COLUMNS: ClassVar[tuple[tuple[str, str], ...]] = (("name", "name"), ("value", "value"))
+    MARKS: ClassVar[frozenset[Mark]] = frozenset({Mark.CRASHED, Mark.MUTED})
 
 
 def rows(count: int, crashed: frozenset[int] = frozenset()) -> list[ViewRow]:
@@ -118,6 +119,50 @@ async def test_a_theme_change_recolours_the_same_rows_at_render_time() -> None:
             drawn = table.drawn_style("k3", "name")
             assert drawn.color is not None and drawn.color.get_truecolor() == wanted and drawn.bold, theme
             assert all(new is old for new, old in zip(table.rows, shown, strict=True))
+
+
+def test_each_panel_declares_every_mark_its_rows_carry() -> None:
+    """Only declared marks are component classes (Textual styles each one again on every theme change), so a
+    panel must name every mark its rows can carry: the queue's for every state, holding or not, and the
+    results' for every flag, best or not."""
+    import itertools
+
+    from specbench_tui.application.results_rows import ResultRow, view_row
+    from specbench_tui.application.viewmodel import ConfigLine, ShownState, queue_row
+    from specbench_tui.tui.gpu_panel import GpuTable
+    from specbench_tui.tui.queue_panel import QueuePanel
+    from specbench_tui.tui.results_panel import ResultsPanel
+
+    def marks(row: ViewRow) -> set[Mark]:
+        return {row.mark, *(cell.mark for cell in row.cells)}
+
+    carried: set[Mark] = set()
+    for state, holding in itertools.product(ShownState, (True, False)):
+        carried |= marks(queue_row(ConfigLine("c", "c", state.value, "", "", "", holding)))
+    assert carried <= QueuePanel.MARKS, carried - QueuePanel.MARKS
+    carried = set()
+    flags = ("crashed", "partial", "capped", "noisy", "idle_draft", "is_baseline", "all_zero")
+    for values in itertools.product((False, True), repeat=len(flags) + 3):
+        chosen = dict(zip(flags, values[:len(flags)], strict=True))
+        zero, fast, best = values[len(flags):]
+        row = ResultRow(config="c", workload="w", order=(0, 0), count=1, tps=None if zero else 10.0,
+                        ttft_ms=1.0, accept=1.0, speedup=1.5 if fast else 0.5, zero_output=int(zero), errors=0,
+                        note="", **chosen)
+        carried |= marks(view_row("k", row, best))
+    assert carried <= ResultsPanel.MARKS, carried - ResultsPanel.MARKS
+    assert {Mark.ACTIVE, Mark.STRONG, Mark.MUTED} <= GpuTable.MARKS
+    for panel in (QueuePanel, ResultsPanel, GpuTable):  # the marks are its component classes, and no more
+        declared = TableView.COMPONENT_CLASSES | panel.COMPONENT_CLASSES
+        assert declared == {HEADER, CURSOR} | {MARK_CLASSES[m] for m in panel.MARKS if m is not Mark.PLAIN}
+
+
+async def test_a_mark_the_table_does_not_declare_is_drawn_plain() -> None:
+    app = TableApp()
+    async with app.run_test(size=(40, 12)) as pilot:
+        table = app.query_one(Table)
+        table.set_rows([ViewRow("k", (ViewCell("best", Mark.BEST), ViewCell("plain")))])
+        await pilot.pause()
+        assert table.drawn_style("k", "name") == table.drawn_style("k", "value")
 
 
 def test_a_cell_is_cut_to_its_width_with_an_ellipsis() -> None:
