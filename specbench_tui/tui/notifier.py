@@ -14,6 +14,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, TYPE_CHECKING, Literal
 
+from textual.app import ScreenStackError
 from textual.notifications import Notification, Notify
 
 if TYPE_CHECKING:
@@ -169,7 +170,23 @@ class Notifier:
         self._shown.append(notification)
         if topic is not None:
             self._live[topic] = (notification, entry)
+        self._sweep_empty_holders()
         self.app.post_message(Notify(notification))  # what App.notify does, keeping the notification to take down
+
+    def _sweep_empty_holders(self) -> None:
+        """Remove the toast holders left empty on the current screen. Textual's toast rack mounts each toast in a
+        ``ToastHolder``; a toast that expires removes its holder, but one the rack takes down because its
+        notification was withdrawn (every toast this notifier replaces) goes alone and leaves the holder
+        (Textual 8.2.8, ``ToastRack.show``): one empty node per replaced toast, restyled on every theme change
+        and laid out on every layout, ~35 after 30 keys. Found by type name, through the public query API; a
+        holder is removed only once mounted (before that its toast is not mounted in it yet)."""
+        try:
+            holders = self.app.screen.query("ToastHolder")
+        except ScreenStackError:  # no screen yet (the app starting) or none any more (quitting)
+            return
+        for holder in holders:
+            if holder.is_mounted and not holder.children:
+                holder.remove()
 
     def _remove(self, notification: Notification) -> None:
         """Take ``notification``'s toast down: expired, Textual's toast rack drops it when it next shows the toasts

@@ -144,3 +144,23 @@ async def test_the_history_holds_the_start_up_notices(tmp_path: Path) -> None:
         app.drain_events()
         await pilot.pause()
         assert sum(1 for entry in app.notifier.history if entry.message == startup) == 1
+
+
+async def test_replaced_toasts_leave_no_empty_holders_behind(engine: FakeEngine) -> None:
+    """Textual's toast rack takes a replaced toast down but not the holder it mounted it in; the notifier removes
+    the empty holders, so thirty answers leave the screen's node count where one did (each holder was restyled on
+    every theme change and laid out on every layout). Toasts posted in a burst all still show."""
+    app = SpecbenchApp(engine, theme="specbench-dark", clock=lambda: T0)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await _ready(app, pilot)
+        for index in range(30):
+            app.notifier.answer(f"answer {index}", topic=("key",))
+            await pilot.pause(0.05)
+        await pilot.pause(0.2)
+        holders = list(app.screen.query("ToastHolder"))
+        assert sum(1 for holder in holders if not holder.children) <= 1, len(holders)
+        for index in range(3):  # a burst: each post sweeps while the one before is still being mounted
+            app.notifier.post(f"burst {index}", topic=("burst", index))
+        await pilot.pause(0.3)
+        shown = {str(toast.render()) for toast in app.screen.query("Toast") if toast.is_mounted}
+        assert all(any(f"burst {index}" in text for text in shown) for index in range(3)), shown
