@@ -89,21 +89,24 @@ class Notifier:
         return entry
 
     def answer_with(self, message: str, effect: Callable[[], object], *, topic: Hashable,
-                    timeout: float = 4.0) -> Entry:
+                    timeout: float = 4.0) -> None:
         """A key's answer drawn in the same frame as the key's ``effect`` (a change the whole screen redraws for,
         such as a theme): the screen's updates are held (Textual's ``batch_update``) from the key until the
         answer's toast is mounted, at most :data:`ANSWER_HOLD_S`, then the screen is drawn once. Without the hold
         the effect is drawn first and the toast, mounted over the next few turns of the loop, a whole repaint
-        later: on the 200-configuration table that was two full frames and ~50 ms more before the answer."""
+        later: on the 200-configuration table that was two full frames and ~50 ms more before the answer. The
+        answer is posted once the effect's own callbacks have run (a theme is applied in one): a toast already
+        coming while the new styles are laid out would have the screen draw, during the hold, a frame nobody
+        sees."""
         app = self.app
-        before = {id(toast) for toast in app.screen.query("Toast")}
-        entry = self.answer(message, topic=topic, timeout=timeout)
         if not app.screen.query("ToastRack"):  # notifications off (a test), or a screen without toasts
+            self.answer(message, topic=topic, timeout=timeout)
             effect()
-            return entry
+            return
         batch = app.batch_update()
         batch.__enter__()
         deadline = time.monotonic() + ANSWER_HOLD_S
+        before: set[int] = set()
 
         def release() -> None:
             batch.__exit__(None, None, None)
@@ -116,13 +119,17 @@ class Notifier:
             else:
                 app.set_timer(ANSWER_POLL_S, check)
 
+        def post() -> None:
+            before.update(id(toast) for toast in app.screen.query("Toast"))
+            self.answer(message, topic=topic, timeout=timeout)
+            app.set_timer(ANSWER_POLL_S, check)
+
         try:
             effect()
         except BaseException:
             release()
             raise
-        app.set_timer(ANSWER_POLL_S, check)
-        return entry
+        app.call_next(post)
 
     def record(self, entry: Entry) -> None:
         """Keep ``entry`` in the history without showing a toast (what a key already said on screen)."""
