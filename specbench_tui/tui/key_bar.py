@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, NamedTuple
 
+from rich.cells import cell_len
+from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual import events
 from textual.binding import Binding
 from textual.dom import DOMNode
 from textual.screen import Screen
+from textual.strip import Strip
 from textual.widget import Widget
 
 SEPARATOR = "  "
@@ -103,26 +105,42 @@ class KeyBar(Widget):
             items.append(palette_item)
         return items
 
-    def render(self) -> Text:
+    def render_line(self, y: int) -> Strip:
+        """The bar as one strip of segments (the line API: a Rich ``Text`` would go through Textual's content
+        pipeline, ~1.5 ms for this one line on every full repaint, a theme change's included)."""
+        base = self.rich_style
+        if y:
+            return Strip.blank(self.size.width, base)
+        segments = [Segment(text, base + style if style is not None else base) for text, style in self._pieces()]
+        return Strip(segments).crop_extend(0, self.size.width, base)
+
+    def plain(self) -> str:
+        """The bar's text as drawn at the current width."""
+        return "".join(text for text, _ in self._pieces())
+
+    def _pieces(self) -> list[tuple[str, Style | None]]:
+        """The bar's pieces of text and their looks (None: the bar's own), the keys that fit the width (the
+        first always); records where each key is drawn, for clicks."""
         width = self.size.width
         key_style = self.get_component_rich_style("key-bar--key")
         description_style = self.get_component_rich_style("key-bar--description")
         disabled_style = self.get_component_rich_style("key-bar--disabled")
-        text = Text(no_wrap=True, overflow="crop", end="")
+        pieces: list[tuple[str, Style | None]] = []
+        length = 0
         self._spans = []
         for position, item in enumerate(self.items()):
-            piece_length = len(SEPARATOR) * bool(position) + len(item.key) + 1 + len(item.description)
-            if position and text.cell_len + piece_length > width:
+            piece_length = len(SEPARATOR) * bool(position) + cell_len(item.key) + 1 + cell_len(item.description)
+            if position and length + piece_length > width:
                 break
             if position:
-                text.append(SEPARATOR)
-            start = text.cell_len
+                pieces.append((SEPARATOR, None))
+                length += len(SEPARATOR)
+            start = length
             dim = disabled_style if not item.enabled else Style()
-            text.append(item.key, style=key_style + dim)
-            text.append(" ")
-            text.append(item.description, style=description_style + dim)
-            self._spans.append((start, text.cell_len, item))
-        return text
+            pieces += [(item.key, key_style + dim), (" ", None), (item.description, description_style + dim)]
+            length += piece_length - len(SEPARATOR) * bool(position)
+            self._spans.append((start, length, item))
+        return pieces
 
     def shown_keys(self) -> list[str]:
         """The keys drawn at the last render (for tests)."""

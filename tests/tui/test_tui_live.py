@@ -318,7 +318,7 @@ async def test_80x24_footer_keeps_quit_and_a_gpu_line(engine: SilentEngine) -> N
         await pilot.pause()
         bar = app.sweep_screen.query_one(KeyBar)
         assert bar.region.width == 80 and bar.region.y == 23
-        text = bar.render().plain
+        text = bar.plain()
         assert text.startswith("q Quit") and len(text) <= 80
         shown = bar.shown_keys()
         assert shown[:6] == ["q", "p", "s", "S", "r", "l"]  # by priority; what does not fit is cut from the end
