@@ -19,7 +19,7 @@ Figures (issues 9, 5, 6 and 19):
    ``m``  the maximised panel's title ("m restores") / the results panel's title back (not the log panel's:
           the flood repaints that one four times a second, and the match could come before the restore);
    ``o``  the toast naming the new sort order;  ``t``  the toast naming the theme (restyles the whole screen; the
-          app draws the toast in the same frame as the new theme, tests/tui/test_tui_themes.py holds it to that);
+          app draws the toast in the same frame as the new theme, tests/e2e/test_theme_answer_frame.py holds it to that);
    ``l``  the full-log screen's footer;  ``/``  the search box in it;  ``ctrl+p``  the command palette's prompt;
    ``c``  the chart screen's title line (the results as a plot, from the analysis the table shows).
 
