@@ -9,6 +9,7 @@ newest last, for the notifications screen (key ``n``).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any, TYPE_CHECKING, Literal
 
 from textual.app import ScreenStackError
 from textual.notifications import Notification, Notify
+from textual.widget import Widget
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -97,30 +99,38 @@ class Notifier:
         later: on the 200-configuration table that was two full frames and ~50 ms more before the answer. The
         answer is posted once the effect's own callbacks have run (a theme is applied in one): a toast already
         coming while the new styles are laid out would have the screen draw, during the hold, a frame nobody
-        sees."""
+        sees. The hold holds layout too, so it ends at once when another screen comes (a key pressed meanwhile
+        opened one), which is laid out and drawn as it would be without it."""
         app = self.app
         if not app.screen.query("ToastRack"):  # notifications off (a test), or a screen without toasts
             self.answer(message, topic=topic, timeout=timeout)
             effect()
             return
+        screen = app.screen
         batch = app.batch_update()
         batch.__enter__()
         deadline = time.monotonic() + ANSWER_HOLD_S
-        before: set[int] = set()
+        before: list[Widget] = []
+        """The toasts up before the answer (held, not their ids: a freed toast's id can be a new one's)."""
 
         def release() -> None:
             batch.__exit__(None, None, None)
-            app.screen.refresh()
+            with contextlib.suppress(ScreenStackError):  # (no screen left: the app is closing)
+                app.screen.refresh()
 
         def check() -> None:
-            shown = any(toast.is_mounted and id(toast) not in before for toast in app.screen.query("Toast"))
-            if shown or time.monotonic() >= deadline or not app.is_running:
+            try:  # (another screen came meanwhile, a key's: it is laid out and drawn at once, toast or not)
+                shown = not app.is_running or app.screen is not screen or any(
+                    toast.is_mounted and all(toast is not old for old in before) for toast in screen.query("Toast"))
+            except ScreenStackError:  # the app is closing its last screen
+                shown = True
+            if shown or time.monotonic() >= deadline:
                 release()
             else:
                 app.set_timer(ANSWER_POLL_S, check)
 
         def post() -> None:
-            before.update(id(toast) for toast in app.screen.query("Toast"))
+            before.extend(screen.query("Toast"))
             self.answer(message, topic=topic, timeout=timeout)
             app.set_timer(ANSWER_POLL_S, check)
 
