@@ -110,8 +110,7 @@ class Notifier:
         batch = app.batch_update()
         batch.__enter__()
         deadline = time.monotonic() + ANSWER_HOLD_S
-        before: list[Widget] = []
-        """The toasts up before the answer (held, not their ids: a freed toast's id can be a new one's)."""
+        before: list[Widget] = []  # the toasts up before the answer (held, not their ids: a freed one's is reused)
 
         def release() -> None:
             batch.__exit__(None, None, None)
