@@ -129,16 +129,16 @@ class KeyBar(Widget):
         length = 0
         self._spans = []
         for position, item in enumerate(self.items()):
-            piece_length = len(SEPARATOR) * bool(position) + cell_len(item.key) + 1 + cell_len(item.description)
-            if position and length + piece_length > width:
+            separator = SEPARATOR if position else ""
+            item_length = cell_len(item.key) + 1 + cell_len(item.description)
+            if position and length + len(separator) + item_length > width:
                 break
-            if position:
-                pieces.append((SEPARATOR, None))
-                length += len(SEPARATOR)
-            start = length
+            if separator:
+                pieces.append((separator, None))
+            start = length + len(separator)
             dim = disabled_style if not item.enabled else Style()
             pieces += [(item.key, key_style + dim), (" ", None), (item.description, description_style + dim)]
-            length += piece_length - len(SEPARATOR) * bool(position)
+            length = start + item_length
             self._spans.append((start, length, item))
         return pieces
 

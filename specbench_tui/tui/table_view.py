@@ -380,8 +380,9 @@ class TableView(ScrollView, can_focus=True):
         if self._styles is None:
             styles = {"base": self.rich_style, HEADER: self.get_component_rich_style(HEADER),
                       CURSOR: self.get_component_rich_style(CURSOR)}  # (its translucent background blended)
-            for mark in self.MARKS - {Mark.PLAIN}:
-                styles[MARK_CLASSES[mark]] = self.get_component_rich_style(MARK_CLASSES[mark], partial=True)
+            for name in MARK_CLASSES.values():  # a mark the table does not declare is drawn plain
+                styles[name] = (self.get_component_rich_style(name, partial=True) if name in self.COMPONENT_CLASSES
+                                else Style.null())
             self._styles = styles
         return self._styles
 
@@ -415,9 +416,7 @@ class TableView(ScrollView, can_focus=True):
         base = looks["base"]
         over = looks[CURSOR] if cursor else Style.null()  # the cursor's looks over the cell's
         cells, widths = row.cells, self._widths
-        null = Style.null()
-        segments = [Segment(f" {fit(cells[i].text, widths[i])} ",
-                            base + looks.get(MARK_CLASSES[cells[i].mark], null) + over)
+        segments = [Segment(f" {fit(cells[i].text, widths[i])} ", base + looks[MARK_CLASSES[cells[i].mark]] + over)
                     for i in self._drawn_columns if i < len(cells)]
         strip = Strip(segments, sum(widths[i] + 2 for i in self._drawn_columns if i < len(cells)))
         self._strips[(row.key, cursor)] = (row, strip)
