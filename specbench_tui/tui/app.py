@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 from textual import events, work
-from textual.app import App
+from textual.app import App, ScreenStackError
 from textual.binding import Binding, BindingType
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
@@ -77,6 +77,7 @@ from specbench_tui.tui.screen_actions import ScreenActions
 from specbench_tui.tui.sweep_screen import SweepScreen
 from specbench_tui.tui.terminal_alerts import TerminalAlerts
 from specbench_tui.tui.terminal_watch import HangupWatch
+from specbench_tui.tui.theme_sheets import ThemeSheets
 from specbench_tui.tui.themes import DEFAULT_THEME, FALLBACK_THEME, load_themes
 
 STOP_TIMEOUT_S = 60.0
@@ -89,6 +90,8 @@ KEY_FIRST_S = 0.1
 """After a key, the server log's new lines wait (for at most this long, however fast keys come) so that the key's
 answer is drawn first: beside a flooding server a drain landing in a key's answer added a log frame to it. Crashes
 and every other event are not held (a crash turns its row red at once)."""
+PRIME_EVERY_S = 1.0
+"""The shipped themes' stylesheets are parsed one a second from the panels' first fill, before ``t`` needs them."""
 RESULTS_INTERVAL_S = 0.5
 """Least time between two rebuilds of the results table once there are many measurements."""
 THROTTLE_RESULTS_FROM = 300
@@ -186,6 +189,8 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         self.gc_pacer = GarbagePacer(schedule=lambda delay_s, callback: self.set_timer(delay_s, callback))
         """Full garbage collections while no key is being pressed (see :mod:`~specbench_tui.tui.gc_pacing`), the one
         garbage-collection policy; it also says how long background work waits for a key's answer."""
+        self.theme_sheets = ThemeSheets()
+        """A parsed stylesheet per theme: a theme seen (or primed) before is not parsed again."""
         themes, problems = load_themes(themes_dir)
         self._theme_problems = problems
         self.specbench_themes = [t.name for t in themes]
@@ -224,6 +229,7 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         self.set_interval(self._drain_interval_s, self.drain_events)
         self.set_interval(1.0, self._tick)
         self.gc_pacer.start()
+        self.set_timer(PRIME_EVERY_S, lambda: self._prime_theme_sheets(list(self.specbench_themes)))
         HangupWatch(self).start()
         self._sync_panels(queue=True, results=True, gpus=True, force=True)
         self._start_engine()
@@ -459,6 +465,32 @@ class SpecbenchApp(Announcements, ControlActions, ScreenActions, QuitActions, Ap
         return not self._analysis_running and not self._analysis_wanted and not self._results_pending
 
     # ------------------------------------------------------------------------------------ theme
+
+    def refresh_css(self, animate: bool = True) -> None:
+        """Textual's restyle after a theme change, with the theme's stylesheet parsed once (:mod:`theme_sheets`)
+        rather than on every change: the current screen and those under it restyled, the screen laid out again."""
+        sheet = self.theme_sheets.sheet_for(self.get_css_variables(), self.stylesheet)
+        self.stylesheet = sheet
+        sheet.update(self, animate=animate)
+        try:
+            current = self.screen
+        except ScreenStackError:  # no screen yet, or none any more
+            return
+        for screen in self.screen_stack:
+            if screen is not current:
+                sheet.update(screen, animate=animate)
+        if current.is_mounted:
+            current.refresh(layout=True)
+
+    def _prime_theme_sheets(self, names: list[str]) -> None:
+        """Parses the next of ``names``' stylesheets ahead of its first use, then the rest, a timer turn each."""
+        if not names:
+            return
+        theme = self.get_theme(names[0])
+        if theme is not None:
+            variables = {**self.get_theme_variable_defaults(), **theme.to_color_system().generate(), **theme.variables}
+            self.theme_sheets.prime(variables, self.stylesheet)
+        self.set_timer(PRIME_EVERY_S, lambda: self._prime_theme_sheets(names[1:]))
 
     def set_theme(self, name: str) -> None:
         """Switch to theme ``name``: every widget takes its colours from the theme when it draws."""
