@@ -14,6 +14,7 @@ speedup or a decode rate.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import os
@@ -143,7 +144,13 @@ def test_shipped_sweep_runs_headless(tmp_path, vllm):
     ready = [e for e in events if e["type"] == "ServerReady"]
     assert len(ready) == 4 and all(r["context_length"] == 2048 for r in ready)
     stopped = [e for e in events if e["type"] == "ServerStopped"]
-    assert len(stopped) == 4 and all(not s["leftover_pids"] for s in stopped), stopped
+    # A server whose port another program took between our choice and its bind (the suite's other servers lease
+    # ports too) is no crash: it is launched again on another port, with a notice. That launch stopped too.
+    relaunched = [e["config_id"] for e in events
+                  if e["type"] == "Notice" and "launched again on another port" in e["text"]]
+    launches = collections.Counter(s["config_id"] for s in stopped)
+    assert launches == collections.Counter(list(ids) + relaunched), stopped
+    assert all(not s["leftover_pids"] for s in stopped), stopped
     assert wait_no_processes(str(tmp_path), timeout_s=30) == []
 
 
