@@ -65,7 +65,7 @@ from specbench_tui.tui.app_base import AppBase, EngineAdapter
 from specbench_tui.tui.commands import SweepCommands
 from specbench_tui.tui.controls import ControlActions
 from specbench_tui.tui.gpu_panel import GpuLine, GpuPanel
-from specbench_tui.tui.gc_pacing import GarbagePacer
+from specbench_tui.tui.gc_pacing import HOLD_S, GarbagePacer
 from specbench_tui.tui.log_panel import MAX_LINES, ServerLogPanel
 from specbench_tui.tui.log_screen import FullLogScreen
 from specbench_tui.tui.notifier import Notifier
@@ -86,10 +86,10 @@ ENGINE_SWITCH_INTERVAL_S = 0.0005
 """The GIL switch interval while the engine thread measures next to the UI (see ``_start_engine``)."""
 OPTIMISTIC_TIMEOUT_S = 15.0
 """How long a row shows what a key asked for before the engine confirms it; then it shows the engine's state."""
-KEY_FIRST_S = 0.3
+KEY_FIRST_S = HOLD_S
 """After a key, the server log's new lines wait (for at most this long, however fast keys come) so that the key's
-answer is drawn first: beside a flooding server a drain landing in a key's answer added a log frame to it. As long
-as the pacer's hold, not 0.1 s: beside two busy loops an answer takes 100-170 ms of wall time, and a drain at 0.1 s
+answer is drawn first: beside a flooding server a drain landing in a key's answer added a log frame to it. The
+pacer's hold (0.3 s), not 0.1 s: beside two busy loops an answer takes 100-170 ms of wall time, and a drain at 0.1 s
 landed in it (``bench/bench_ui.py --busy 2 --keys t,ctrl+p``: p95 167/170 -> 105/138 ms). Crashes and every other
 event are not held (a crash turns its row red at once)."""
 PRIME_EVERY_S = 1.0
