@@ -166,24 +166,43 @@ def of_type(events: list[Event], cls: type) -> list:
 REPO = Path(__file__).resolve().parent.parent
 
 
+SETUP_STEPS = {"tools/setup_vllm.sh": "vllm", "tools/setup_llama_server.sh": "llama-server",
+               "tools/setup_sglang_cpu.sh": "sglang"}
+"""Each setup script's step in ``tools/setup_test_deps.sh``, whose output is kept in ``<logs>/<step>.log``."""
+
+
+def _why_not_prepared(script: str, said: str) -> str:
+    """What ``--print-paths`` said was missing, and the last lines of the setup step's own log when
+    ``tools/setup_test_deps.sh`` ran it (in CI the setup's output scrolls away; a full disk shows here)."""
+    why = f"\n{script} --print-paths says: {said}" if said else ""
+    step = SETUP_STEPS.get(script)
+    log = REPO / os.environ.get("SPECBENCH_SETUP_LOGS", ".venv/setup-logs") / f"{step}.log"
+    if step and log.is_file():
+        tail = log.read_text(errors="replace").splitlines()[-12:]
+        why += f"\nthe last lines of {log}:\n" + "\n".join(f"    {line}" for line in tail)
+    return why
+
+
 def real_engine_paths(script: str, needed: tuple[str, ...], *, require_env: str, what: str) -> dict[str, str]:
     """The KEY=VALUE paths ``script --print-paths`` prints (``tools/setup_llama_server.sh``,
     ``tools/setup_vllm.sh``) when everything it prepares is in place; it never installs anything. When something
     is missing the test is skipped with the command to run, or fails when ``require_env`` is ``1`` (CI)."""
     paths: dict[str, str] = {}
+    said = ""
     try:
         done = subprocess.run(["bash", str(REPO / script), "--print-paths"], capture_output=True, text=True,
                               timeout=120, check=False)
+        said = done.stderr.strip()
         if done.returncode == 0:
             for line in done.stdout.splitlines():
                 key, _, value = line.partition("=")
                 if key and value:
                     paths[key] = shlex.split(value)[0] if value.strip() else ""
-    except (OSError, subprocess.TimeoutExpired):
-        pass
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        said = f"{script} --print-paths: {exc}"
     if all(paths.get(k) and Path(paths[k]).exists() for k in needed):
         return paths
-    message = f"{what} is not prepared: run {script}, then rerun these tests"
+    message = f"{what} is not prepared: run {script}, then rerun these tests" + _why_not_prepared(script, said)
     if os.environ.get(require_env) == "1":
         pytest.fail(message)
     warnings.warn(message, UserWarning, stacklevel=2)

@@ -21,6 +21,14 @@ python3 -m venv .venv
 logs="${SPECBENCH_SETUP_LOGS:-.venv/setup-logs}"
 mkdir -p "$logs"
 
+# A cold setup writes about 8 GB here (.venv 1.1, .venv-vllm 3.5, .venv-sglang 2.8, pip's unpacking beside them);
+# on a full disk pip fails half-way and every real-engine test says only "not prepared". Say it first.
+need_gb=10
+free_gb=$(( $(df -Pk . | awk 'NR == 2 {print $4}') / 1024 / 1024 ))
+if [ "$free_gb" -lt "$need_gb" ]; then
+    echo "setup_test_deps: WARNING: only ${free_gb} GB free on $(df -P . | awk 'NR == 2 {print $6}') (a cold setup needs about ${need_gb} GB); free space or steps will fail with 'No space left on device'" >&2
+fi
+
 install_chromium() {
     if command -v chromium > /dev/null 2>&1 || command -v chromium-browser > /dev/null 2>&1; then
         echo "chromium already installed: $(command -v chromium || command -v chromium-browser)"
@@ -54,6 +62,9 @@ for i in "${!steps[@]}"; do
         echo "setup_test_deps: $name ready ($(tail -n1 "$logs/$name.log" | sed 's/.*after //'); log $logs/$name.log)" >&2
     else
         echo "setup_test_deps: $why; step '$name' failed, last lines of $logs/$name.log:" >&2
+        if grep -q 'No space left on device' "$logs/$name.log"; then
+            echo "setup_test_deps: the disk is full ($(df -Ph . | awk 'NR == 2 {print $4}') free): step '$name' ran out of space" >&2
+        fi
         tail -n 20 "$logs/$name.log" | sed 's/^/    /' >&2
         [ "$name" != venv ] || venv_failed=1
     fi

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 from reliability_helpers import wait_for
@@ -19,32 +20,43 @@ from repo_paths import REPO, TESTS
 from specbench_tui.engine.control_socket import SOCKET_NAME
 
 MOMENTS_S = (0.02, 0.1, 0.25, 0.5, 0.9, 1.5, 2.5)
-"""When SIGINT is sent, after the interpreter itself has started: during the imports, the parser, the plan, the
+"""When SIGINT is sent, after the program's first line has run: during the imports, the parser, the plan, the
 servers' launch. (The interpreter's own start, before any line of the program runs, is outside what a program
-can handle: it is measured on this box now and waited out first, :func:`_bare_start_s`.)"""
+can handle: Python itself prints "Could not import runpy module" and a traceback. The child runs with
+``-X importtime`` and each moment counts from :func:`_program_started`.)"""
 
 
-def _bare_start_s() -> float:
-    """How long this interpreter takes to start and end doing nothing, on this box now (2-3x more when loaded)."""
-    started = time.monotonic()
-    subprocess.run([sys.executable, "-c", "pass"], check=True, timeout=60)
-    return time.monotonic() - started
+def _program_started(output: IO[bytes], seen: list[bytes]) -> None:
+    """Read the child's ``-X importtime`` lines until its program runs: the first top-level import after the
+    package ``specbench_tui`` is ``__main__``'s own (``signal``, whose handler it sets next) or the CLI's. Every
+    line read goes to ``seen``; the end of the output (a child that died first) returns too."""
+    package_seen = False
+    for line in iter(output.readline, b""):
+        seen.append(line)
+        name = line.rpartition(b"|")[2].rstrip(b"\n")
+        if line.startswith(b"import time:") and not name.startswith(b"  "):
+            if package_seen:
+                return
+            package_seen = name.strip() == b"specbench_tui"
 
 
 def _interrupted_at(argv: list[str], delay_s: float, env: dict[str, str] | None = None) -> tuple[int, str]:
-    bare_s = _bare_start_s()
-    child = subprocess.Popen([sys.executable, "-m", "specbench_tui", *argv], cwd=REPO, env=env,
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    child = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "specbench_tui", *argv], cwd=REPO,
+                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              start_new_session=True)
-    time.sleep(bare_s + delay_s)
-    child.send_signal(signal.SIGINT)
+    seen: list[bytes] = []
     try:
-        output = child.communicate(timeout=120)[0].decode(errors="replace")
+        assert child.stdout is not None
+        _program_started(child.stdout, seen)
+        time.sleep(delay_s)
+        child.send_signal(signal.SIGINT)
+        rest = child.communicate(timeout=120)[0]
     finally:
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGKILL)
             child.wait(5)
-    return child.returncode, output
+    lines = (b"".join(seen) + rest).decode(errors="replace").splitlines(keepends=True)
+    return child.returncode, "".join(line for line in lines if not line.startswith("import time:"))
 
 
 @pytest.mark.parametrize("delay_s", MOMENTS_S)
