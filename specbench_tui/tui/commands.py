@@ -27,6 +27,7 @@ class CommandTarget(Protocol):
     PANELS: tuple[tuple[str, str], ...]
 
     def selected_config(self) -> ConfigView | None: ...
+    def acts(self, command: str, config_id: str) -> bool: ...
     def action_toggle_pause(self) -> None: ...
     def action_skip_selected(self) -> None: ...
     def action_retry_selected(self) -> None: ...
@@ -67,17 +68,21 @@ class SweepCommands(Provider):
         selected = app.selected_config()
         if selected is not None:
             name = clean(selected.name, 60)
-            if steer:
+            # Offered only where they act (a running one's skip is "skip the running", above).
+            if steer and not selected.state.active and app.acts("skip", selected.config_id):
                 yield f"sweep: skip {name}", app.action_skip_selected, "skip the selected configuration (s)"
+            if steer and app.acts("retry", selected.config_id):
                 yield f"sweep: retry {name}", app.action_retry_selected, "queue the selected configuration again (r)"
             yield f"log: open the full log of {name}", app.action_open_log, "search, filter, crash jump (l)"
         for view in state.ordered_configs() if every_config else ():
+            if selected is not None and view.config_id == selected.config_id:
+                continue  # its commands are the selected one's, above
             name = clean(view.name, 60)
             if view.log_path:
                 yield f"log: {name}", partial(app.open_log_of, view.config_id), "open this server's full log"
             if not steer:
                 continue
-            if view.state in (ConfigState.CRASHED, ConfigState.FAILED, ConfigState.SKIPPED):
+            if app.acts("retry", view.config_id):
                 yield f"sweep: retry {name}", partial(app.retry_config, view.config_id), "queue it again"
             elif view.state is ConfigState.PENDING:
                 yield f"sweep: skip {name}", partial(app.skip_config, view.config_id), "do not run it"

@@ -113,6 +113,10 @@ class ControlActions(AppBase):
                                                                                      80),
                           excluded=planned.skip_reason if planned is not None else None, config_id=config_id)
 
+    def acts(self, command: str, config_id: str) -> bool:
+        """Whether ``command`` (skip, retry) of ``config_id`` would change anything now: what the palette offers."""
+        return self._local_outcome(command, config_id).changed
+
     def skip_config(self, config_id: str) -> None:
         """Skip ``config_id``: a pending one is dropped, a running one stopped; the row says so at once."""
         view = self.state.configs.get(config_id)

@@ -134,3 +134,37 @@ def test_an_ended_sweeps_tab_shows_what_follows(tmp_path: Path, monkeypatch: pyt
         assert "summary follows" not in err and "left no summary" in err, err
     else:
         assert "Its summary follows" in err and "best: ddtree-b16-tp1 2.50x" in err, err
+
+
+async def test_the_palette_offers_skip_and_retry_of_a_configuration_only_where_they_act(engine: FakeEngine) -> None:
+    """A running configuration is skipped by "skip the running" and never retried; a crashed one is retried, not
+    skipped; a pending one is skipped, not retried (each refused command had been offered, then refused), and
+    the search offers each once (the selected configuration's commands were listed twice)."""
+    from specbench_tui.core.events import ConfigState
+    from specbench_tui.tui.queue_panel import QueuePanel
+
+    def offered(name: str) -> list[str]:
+        return [t for t in _titles(app) if t.startswith("sweep: ") and t.endswith(f" {name}")]
+
+    def select(state: ConfigState) -> str:
+        view = next(v for v in app.state.ordered_configs() if v.state is state)
+        app.sweep_screen.query_one(QueuePanel).select_config(view.config_id)
+        assert app.selected_config() is view
+        return view.name
+
+    app = SpecbenchApp(engine, clock=lambda: T0 + 600)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await _ready(app, pilot)
+        while not any(v.state is ConfigState.RUNNING for v in app.state.configs.values()):
+            assert engine.play(1), "the demo script ran nothing"
+            app.drain_events()
+        await at_rest(pilot)
+        running = select(ConfigState.RUNNING)
+        assert offered(running) == [f"sweep: skip the running {running}"], _titles(app)
+        pending = select(ConfigState.PENDING)
+        assert offered(pending) == [f"sweep: skip {pending}"], _titles(app)
+        engine.play_until_running()  # ddtree-b8-tp1 has crashed by then
+        app.drain_events()
+        await at_rest(pilot)
+        crashed = select(ConfigState.CRASHED)
+        assert offered(crashed) == [f"sweep: retry {crashed}"], _titles(app)
