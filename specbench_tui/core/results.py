@@ -13,9 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from specbench_tui.core.acceptance import AcceptanceAnalysis
-    from specbench_tui.core.crossover.ladder import LadderAnalysis
     from specbench_tui.core.crossover.results import LoadAnalysis, PointRow
-    from specbench_tui.core.intervals import IntervalAnalysis
 
 IDLE_ACCEPTANCE = 1.05
 """Below this mean acceptance length a speculative configuration is flagged as doing nothing."""
@@ -285,13 +283,13 @@ class RunAnalysis:
     load: LoadAnalysis | None = None
     """:class:`specbench_tui.core.crossover.results.LoadAnalysis` of the workloads with a load axis (they have no
     cells: their figures are per load point), or None when the run has none."""
-    ladder: LadderAnalysis | None = None
+    ladder: Any = None
     """:class:`specbench_tui.core.crossover.ladder.LadderAnalysis` of the ``context_ladder`` workloads (per rung
     figures, C*), or None when the run has none (their cells stay: a ladder is also a sequential workload)."""
     acceptance: AcceptanceAnalysis | None = None
     """:class:`specbench_tui.core.acceptance.AcceptanceAnalysis`: per cell the named acceptance figures,
     per-position acceptance, the histogram and the step cost; per workload the category matrices."""
-    intervals: IntervalAnalysis | None = None
+    intervals: Any = None
     """:class:`specbench_tui.core.intervals.IntervalAnalysis`: bootstrap confidence intervals on each cell's
     speedup and acceptance; None unless asked for (:func:`~specbench_tui.core.intervals.with_intervals`, which a
     report's loader calls; the TUI's live analysis does without)."""
