@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from specbench_tui.core.gpu_faults import kernel_xid_cause, kernel_xids, xid_cause  # noqa: E402
 from specbench_tui.engine import fingerprint  # noqa: E402
 from specbench_tui.engine.gpus.energy import read_energy_mj  # noqa: E402
-from specbench_tui.engine.gpus.faults import KernelLog, take_faults  # noqa: E402
+from specbench_tui.engine.gpus.faults import FaultLedger, KernelLog  # noqa: E402
 from specbench_tui.engine.gpus import (  # noqa: E402
     FakeBackend,
     GpuBackend,
@@ -151,7 +151,7 @@ def faults_check(backend: GpuBackend, watch_s: float, record: Path | None, *, fa
         print("energy counter: " + ", ".join(f"GPU {i}: {end[i] / 1000:.1f} J "
                                              f"({seen['energy'][str(i)]['mean_w']:.1f} W over {watch_s:g} s)"
                                              for i in gpus))
-    faults = take_faults(backend, gpus)
+    faults = FaultLedger(backend).take_faults(gpus)
     causes = [xid_cause(fault.code, fault.gpu) for fault in faults]
     seen["xids"] = causes
     seen["xid_events"] = [{"gpu": f.gpu, "xid": f.code, "seen_at": f.seen_at, "as_placement_says": f.reason()}

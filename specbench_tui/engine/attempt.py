@@ -49,7 +49,7 @@ from specbench_tui.engine.client import ServerClient
 from specbench_tui.engine.executor import Job, JobControl, JobSink, StopJob
 from specbench_tui.engine.gpus import GpuSummary
 from specbench_tui.engine.gpus.energy import EnergyMeter
-from specbench_tui.engine.gpus.faults import XID_POLL_S, can_watch_xids, take_xid_cause
+from specbench_tui.engine.gpus.faults import XID_POLL_S
 from specbench_tui.engine.host_meter import HostMeter
 from specbench_tui.engine.loadsweep import run_load_workload
 from specbench_tui.engine.machine import Machine
@@ -318,7 +318,7 @@ class Attempt:
             state = ConfigState.CRASHED  # it served, then died
         if self.server is not None:
             reason = await final_reason(self.server, reason)
-        xid = self.xid or take_xid_cause(self.machine.backend, tuple(self.gpus))
+        xid = self.xid or self.machine.faults.take_xid_cause(tuple(self.gpus))
         if xid is not None and state == ConfigState.CRASHED and not (reason or "").startswith(xid):
             reason = f"{xid}; {reason}" if reason else xid  # the GPU's fault first, what the server said after
         why = "skipped by the user" if state == ConfigState.SKIPPED else f"server {state.value}: {reason}"
@@ -465,7 +465,7 @@ class Attempt:
         watchers = [self.control.skip.wait(), self.control.stop_now.wait(), server.death]
         if watch_stall:
             watchers.append(self.stall_watch(active))
-        if can_watch_xids(self.machine.backend):
+        if self.machine.faults.can_watch():
             watchers.append(self.xid_watch())
         try:
             await first_of(task, *watchers)
@@ -506,7 +506,7 @@ class Attempt:
         server = self.server
         assert server is not None
         while True:
-            cause = take_xid_cause(self.machine.backend, tuple(self.gpus))
+            cause = self.machine.faults.take_xid_cause(tuple(self.gpus))
             if cause is not None:
                 self.xid = cause
                 server.mark_dead(Death(DEATH_CRASH, cause))

@@ -35,8 +35,7 @@ from specbench_tui.engine.client import ServerClient
 from specbench_tui.engine.executor import Job, JobControl, JobSink, Outcome, OutcomeKind, Placement
 from specbench_tui.core.gpu_faults import FENCE_FILE, GpuFault, fence_notice, replaced_reason
 from specbench_tui.engine.gpus import GpuPool, release_failure_message, wait_gpus_released
-from specbench_tui.engine.gpus.faults import (fences_doc, gpu_identity, kernel_log_problem, restore_fences,
-                                              take_crash_faults, take_faults, watch_host_kernel_log)
+from specbench_tui.engine.gpus.faults import FaultLedger, fences_doc, gpu_identity, restore_fences
 from specbench_tui.engine.leases import Lease, LeasedGpuPool, Leases, describe_holder, gpu_keys, lease_port
 from specbench_tui.engine.machine import Machine
 from specbench_tui.core.engines.base import EngineProfile
@@ -85,8 +84,8 @@ class LocalPlacer:
     it moves says so, one that no longer fits is refused (:class:`~specbench_tui.engine.gpus.pool.PlacementRefused`)."""
 
     pool: GpuPool
-    backend: object = None
-    """Where Xid events come from (``xid_events``); None: no fault is read."""
+    faults: FaultLedger | None = None
+    """The box's Xid faults (its machine's ledger); None: no fault is read."""
     publish: Callable[[Event], None] | None = None
     save: Callable[[dict[str, object]], None] | None = None
     """Records the fenced GPUs in the run directory (kept across a resume)."""
@@ -124,7 +123,7 @@ class LocalPlacer:
     async def final_check(self) -> None:
         """The sweep placed its last configuration: a fault seen since (on any GPU) is still said and fenced (the
         sweep's ending names every fenced GPU)."""
-        for fault in take_faults(self.backend, self.pool.healthy) if self.backend is not None else ():
+        for fault in self.faults.take_faults(self.pool.healthy) if self.faults is not None else ():
             await self._fence(fault)
 
     async def acquire(self, count: int, *, config: str,
@@ -144,16 +143,18 @@ class LocalPlacer:
     async def fence_faults(self, gpus: tuple[int, ...]) -> bool:
         """Fence off each GPU of ``gpus`` with a pending Xid (said in a notice); whether one was."""
         fenced = False
-        if (problem := kernel_log_problem(self.backend)) is not None:
+        if self.faults is None:
+            return False
+        if (problem := self.faults.kernel_log_problem()) is not None:
             self._say(problem, "warning")
-        for fault in take_faults(self.backend, gpus) if self.backend is not None else ():
+        for fault in self.faults.take_faults(gpus):
             fenced = await self._fence(fault) or fenced
         return fenced
 
     async def release(self, placement: Placement, keep: tuple[int, ...] = ()) -> None:
         """Give the GPUs back, but for one a reset-needing Xid crashed its configuration on: fenced off."""
         config = next((self.configs[i] for i in placement.gpus if i in self.configs), None)
-        for fault in take_crash_faults(self.backend, placement.gpus, config):
+        for fault in self.faults.take_crash_faults(placement.gpus, config) if self.faults is not None else ():
             await self._fence(fault)
         await self.pool.release(tuple(i for i in placement.gpus if i not in keep))
 
@@ -208,13 +209,13 @@ class LocalExecutor:
         except OSError as exc:
             self._publish(Notice(level="warning", text=f"ports and GPUs are not leased: {exc}; another specbench "
                                                        "on this machine could pick the same ones"))
-            self.placer = LocalPlacer(GpuPool(indices), self.machine.backend, self._publish)
+            self.placer = LocalPlacer(GpuPool(indices), self.machine.faults, self._publish)
             return await self._faults_kept(self.placer)
         if self.leases.warning:
             self._publish(Notice(level="warning", text=self.leases.warning))
         keys = await asyncio.to_thread(gpu_keys, self.machine.backend, indices)
         pool = LeasedGpuPool(indices, self.leases, keys, samples=self.machine.latest, ours=self.our_pids)
-        self.placer = LocalPlacer(pool, self.machine.backend, self._publish)
+        self.placer = LocalPlacer(pool, self.machine.faults, self._publish)
         self.machine.held_elsewhere = partial(held_by_other_runs, pool.leases, keys)  # simulated GPUs: private
         return await self._faults_kept(self.placer)
 
@@ -223,7 +224,7 @@ class LocalExecutor:
         reads this host's kernel log with the backend's Xid events."""
         placer.uuids, buses = await asyncio.to_thread(gpu_identity, self.machine.backend)
         placer.save = partial(self.run_dir.write_json, FENCE_FILE)
-        watch_host_kernel_log(self.machine.backend, buses)
+        self.machine.faults.watch_host_kernel_log(buses)
         try:
             kept = self.run_dir.read_json(FENCE_FILE)
         except StoreError as exc:

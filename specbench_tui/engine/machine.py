@@ -20,6 +20,7 @@ from specbench_tui.core.engines.registry import engine_flags
 from specbench_tui.core.events import Event, GpuSampled
 
 from specbench_tui.engine.gpus import GpuBackend, GpuSample, GpuSampler, ScriptedBackend, samples_to_json
+from specbench_tui.engine.gpus.faults import FaultLedger
 
 if TYPE_CHECKING:
     from specbench_tui.core.sweep.schema import Sweep
@@ -37,6 +38,8 @@ class Machine:
 
     def __init__(self, backend: GpuBackend, sweep: Sweep, publish: Callable[[Event], None]) -> None:
         self.backend = backend
+        self.faults = FaultLedger(backend)
+        """The box's Xid faults: pending, kernel-logged, and those that crashed a configuration."""
         self.sweep = sweep
         self._publish = publish
         self.sampler: GpuSampler | None = None

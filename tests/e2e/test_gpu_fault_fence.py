@@ -272,7 +272,7 @@ def test_a_fault_after_the_last_configuration_is_said_and_ends_the_summary(tmp_p
 
 
 def test_the_kernel_logs_xid_lines_fence_like_nvml_events_and_an_unreadable_log_is_said_once(tmp_path: Path) -> None:
-    from specbench_tui.engine.gpus.faults import KernelLog, watch_kernel_log
+    from specbench_tui.engine.gpus.faults import KernelLog
 
     plan, run_dir, backend, names = _two_configurations(tmp_path)
     kernel: list[str] = []
@@ -281,7 +281,7 @@ def test_the_kernel_logs_xid_lines_fence_like_nvml_events_and_an_unreadable_log_
         text, kernel[:] = "".join(kernel), []
         return text
 
-    watch_kernel_log(backend, KernelLog(reader=fake_log), {"00000000:18:00.0": 0, "00000000:28:00.0": 1})
+    backend.kernel_log = KernelLog(reader=fake_log)  # the box's own PCI bus ids tie its lines to GPUs 0 and 1
 
     def inject(event: Event) -> None:
         if isinstance(event, ConfigFinished) and names[event.config_id] == "ar":
@@ -293,7 +293,7 @@ def test_the_kernel_logs_xid_lines_fence_like_nvml_events_and_an_unreadable_log_
     assert _launched(plan, events) == {"ar": (0,), "ar2": (1,)}
 
     plan, run_dir, backend, _ = _two_configurations(tmp_path / "b")
-    watch_kernel_log(backend, KernelLog(kmsg=str(tmp_path / "no-kmsg"), dmesg=("false",)), {})
+    backend.kernel_log = KernelLog(kmsg=str(tmp_path / "no-kmsg"), dmesg=("false",))
     events = _run(plan, run_dir, backend)
     said = [t for t in _errors(events) if t.startswith("the kernel log is not readable")]
     assert len(said) == 1 and "no-kmsg" in said[0] and "NVML's Xid events still are" in said[0], said

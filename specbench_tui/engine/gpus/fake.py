@@ -8,9 +8,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from specbench_tui.engine.gpus.backend import BoxInfo, GpuInfo, GpuSample
+
+if TYPE_CHECKING:
+    from specbench_tui.engine.gpus.faults import KernelLog
 
 
 @dataclass
@@ -92,6 +95,9 @@ class FakeBackend:
         """Each GPU's energy counter (NVML's total energy), the exact integral of :meth:`nominal_power_w`."""
         self._energy_at = now
         self._xids: list[tuple[int, int, float]] = []
+        self.kernel_log: KernelLog | None = None
+        """The box's kernel log (a :class:`~specbench_tui.engine.gpus.faults.KernelLog`), which a test may give it:
+        the simulator's box has no kernel of its own."""
         """Xid events injected (:meth:`inject_xid`) and not yet taken."""
 
     # The script.
@@ -244,6 +250,10 @@ class FakeBackend:
         self._check((index,))
         with self._lock:
             self._xids.append((index, code, time.time() if seen_at is None else seen_at))
+
+    def host_kernel_log(self) -> KernelLog | None:
+        """The kernel log to watch with this box's events: the one a test gave it, else none."""
+        return self.kernel_log
 
     def xid_events(self, indices: Iterable[int]) -> list[tuple[int, int, float]]:
         """The (GPU, Xid, Unix time seen) events of ``indices`` since the last call, taken (others are left for their

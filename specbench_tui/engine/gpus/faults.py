@@ -1,11 +1,12 @@
 """GPU faults as the engine reads them: the Xid critical-error events of the GPUs a configuration holds, from a
 backend that offers ``xid_events(indices)`` (NVML's event set, the simulator's fake box), and the kernel's
-``NVRM: Xid`` lines where the kernel log is readable (:class:`KernelLog`), both through :func:`take_faults`.
-Taken while a configuration runs they are its crash cause (:func:`take_xid_cause`), and one that needs a reset
-(:func:`specbench_tui.core.gpu_faults.needs_reset`) is kept until its configuration lets go of the GPU
-(:func:`take_crash_faults`); read between configurations from the GPUs nobody holds they fence those GPUs off
-placement (:class:`~specbench_tui.engine.gpus.pool.GpuPool`). Fenced GPUs are recorded in the run directory
-(:func:`fences_doc`) and fenced again on resume (:func:`restore_fences`) while the same GPU (its UUID) is there.
+``NVRM: Xid`` lines where the kernel log is readable (:class:`KernelLog`), both kept per box by its machine's
+:class:`FaultLedger`. Taken while a configuration runs they are its crash cause
+(:meth:`FaultLedger.take_xid_cause`), and one that needs a reset (:func:`specbench_tui.core.gpu_faults.needs_reset`)
+is kept until its configuration lets go of the GPU (:meth:`FaultLedger.take_crash_faults`); read between
+configurations from the GPUs nobody holds they fence those GPUs off placement
+(:class:`~specbench_tui.engine.gpus.pool.GpuPool`). Fenced GPUs are recorded in the run directory (:func:`fences_doc`)
+and fenced again on resume (:func:`restore_fences`) while the same GPU (its UUID) is there.
 
 An event is ``(gpu, xid)`` or ``(gpu, xid, seen_at)`` (Unix time it was seen)."""
 
@@ -16,9 +17,7 @@ import errno
 import os
 import subprocess
 import time
-import weakref
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 
 from specbench_tui.core.gpu_faults import FENCE_FILE, GpuFault, XID_MEANINGS, kernel_xids, needs_reset, xid_cause
 
@@ -26,10 +25,6 @@ XID_POLL_S = 0.5
 """How often a configuration's GPUs are asked for Xid events while its requests run."""
 DMESG_EVERY_S = 2.0
 """How often ``dmesg`` is run when /dev/kmsg cannot be read (it prints the whole ring buffer)."""
-
-
-def can_watch_xids(backend: object) -> bool:
-    return callable(getattr(backend, "xid_events", None)) or _ledger(backend).kernel is not None
 
 
 class KernelLog:
@@ -125,101 +120,94 @@ class KernelLog:
             self._fd = None
 
 
-@dataclass
-class _Ledger:
-    """What the engine keeps per backend: the kernel log watched with it, kernel faults not yet taken, and the
-    reset-needing faults that crashed a configuration (fenced once it lets go of the GPU)."""
+class FaultLedger:
+    """The Xid faults of one GPU box (a :class:`~specbench_tui.engine.machine.Machine` holds one for its backend):
+    the kernel log watched with the backend's events, the kernel's faults not yet taken, and the reset-needing
+    faults that crashed a configuration (fenced once it lets go of the GPU). ``backend`` offers
+    ``xid_events(indices)`` (NVML's event set, the simulator's fake box) and ``host_kernel_log()`` (NVML: this
+    host's kernel log; the fake box: a log a test gives it); either may be missing."""
 
-    kernel: KernelLog | None = None
-    buses: dict[str, int] = field(default_factory=dict)
-    """PCI bus id -> GPU index, to tie a kernel line to its GPU."""
-    pending: list[GpuFault] = field(default_factory=list)
-    crashed: dict[int, GpuFault] = field(default_factory=dict)
-    problem_said: bool = False
+    def __init__(self, backend: object) -> None:
+        self.backend = backend
+        self.kernel: KernelLog | None = None
+        self.buses: dict[str, int] = {}
+        """PCI bus id -> GPU index, to tie a kernel line to its GPU."""
+        self.pending: list[GpuFault] = []
+        self.crashed: dict[int, GpuFault] = {}
+        self._problem_said = False
 
+    def can_watch(self) -> bool:
+        """Whether a configuration's faults can be seen while it runs (events, or a kernel log)."""
+        return callable(getattr(self.backend, "xid_events", None)) or self.kernel is not None
 
-_LEDGERS: weakref.WeakKeyDictionary[object, _Ledger] = weakref.WeakKeyDictionary()
+    def watch_kernel_log(self, log: KernelLog, buses: Mapping[str, int]) -> None:
+        """Read ``log``'s ``NVRM: Xid`` lines with the backend's events; ``buses``: PCI bus id -> GPU index."""
+        self.kernel, self.buses = log, dict(buses)
 
+    def watch_host_kernel_log(self, buses: Mapping[str, int]) -> None:
+        """Watch the kernel log the backend names (``host_kernel_log()``), unless one is watched already."""
+        named = getattr(self.backend, "host_kernel_log", None)
+        if self.kernel is None and callable(named) and isinstance(log := named(), KernelLog):
+            self.watch_kernel_log(log, buses)
 
-def _ledger(backend: object) -> _Ledger:
-    try:
-        return _LEDGERS.setdefault(backend, _Ledger())
-    except TypeError:  # not weakly referable: nothing kept
-        return _Ledger()
+    def kernel_log_problem(self) -> str | None:
+        """Why the watched kernel log cannot be read, once (None after, or when it can)."""
+        if self.kernel is None or self.kernel.problem is None or self._problem_said:
+            return None
+        self._problem_said = True
+        return self.kernel.problem
 
+    def take_xid_cause(self, gpus: tuple[int, ...]) -> str | None:
+        """The cause the first pending Xid of ``gpus`` gives ("Xid 79 on GPU 3 (fell off the bus)"), the events
+        taken (a reset-needing one kept for :meth:`take_crash_faults`); None when there is none (or the backend
+        cannot say: telemetry never fails a run)."""
+        faults = self.take_faults(gpus)
+        for fault in faults:
+            if needs_reset(fault.code):
+                self.crashed.setdefault(fault.gpu, fault)
+        return xid_cause(faults[0].code, faults[0].gpu) if faults else None
 
-def watch_kernel_log(backend: object, log: KernelLog, buses: Mapping[str, int]) -> None:
-    """Read ``log``'s ``NVRM: Xid`` lines with ``backend``'s events; ``buses``: PCI bus id -> GPU index."""
-    ledger = _ledger(backend)
-    ledger.kernel, ledger.buses = log, dict(buses)
+    def take_crash_faults(self, gpus: Iterable[int], config: str | None) -> list[GpuFault]:
+        """The reset-needing faults that crashed the configuration ``config`` on ``gpus``, taken, naming it."""
+        return [GpuFault(f.gpu, f.code, f.seen_at, config) for gpu in gpus if (f := self.crashed.pop(gpu, None))]
 
+    def take_faults(self, gpus: tuple[int, ...]) -> list[GpuFault]:
+        """Every pending Xid of ``gpus`` (NVML's events and the kernel log's lines), taken (none when the backend
+        cannot say: telemetry never fails a run)."""
+        if not gpus:
+            return []
+        self._kernel_faults()
+        faults = [f for f in self.pending if f.gpu in gpus]
+        self.pending = [f for f in self.pending if f.gpu not in gpus]
+        reader = getattr(self.backend, "xid_events", None)
+        if reader is None:
+            return faults
+        try:
+            events = reader(gpus)
+        except Exception:  # noqa: BLE001 - a failed read is no event
+            return faults
+        for event in events or ():
+            if isinstance(event, tuple) and len(event) in (2, 3):
+                seen_at = event[2] if len(event) == 3 and isinstance(event[2], int | float) else time.time()
+                faults.append(GpuFault(int(event[0]), int(event[1]), float(seen_at)))
+        return faults
 
-def kernel_log_problem(backend: object) -> str | None:
-    """Why the kernel log watched with ``backend`` cannot be read, once (None after, or when it can)."""
-    ledger = _ledger(backend)
-    if ledger.kernel is None or ledger.kernel.problem is None or ledger.problem_said:
-        return None
-    ledger.problem_said = True
-    return ledger.kernel.problem
+    def _kernel_faults(self) -> None:
+        if self.kernel is None:
+            return
+        text = self.kernel.read()
+        if not text:
+            return
+        by_bus = {_bus_key(bus): gpu for bus, gpu in self.buses.items()}
+        for bus, code in kernel_xids(text):
+            gpu = by_bus.get(_bus_key(bus))
+            if gpu is not None:
+                self.pending.append(GpuFault(gpu, code, time.time()))
 
 
 def _bus_key(pci: str) -> str:
     parts = pci.lower().split(":")
     return ":".join(part.split(".")[0] for part in parts[-2:])
-
-
-def _kernel_faults(ledger: _Ledger) -> None:
-    if ledger.kernel is None:
-        return
-    text = ledger.kernel.read()
-    if not text:
-        return
-    by_bus = {_bus_key(bus): gpu for bus, gpu in ledger.buses.items()}
-    for bus, code in kernel_xids(text):
-        gpu = by_bus.get(_bus_key(bus))
-        if gpu is not None:
-            ledger.pending.append(GpuFault(gpu, code, time.time()))
-
-
-def take_xid_cause(backend: object, gpus: tuple[int, ...]) -> str | None:
-    """The cause the first pending Xid of ``gpus`` gives ("Xid 79 on GPU 3 (fell off the bus)"), the events taken
-    (a reset-needing one kept for :func:`take_crash_faults`); None when there is none (or the backend cannot
-    say: telemetry never fails a run)."""
-    faults = take_faults(backend, gpus)
-    ledger = _ledger(backend)
-    for fault in faults:
-        if needs_reset(fault.code):
-            ledger.crashed.setdefault(fault.gpu, fault)
-    return xid_cause(faults[0].code, faults[0].gpu) if faults else None
-
-
-def take_crash_faults(backend: object, gpus: Iterable[int], config: str | None) -> list[GpuFault]:
-    """The reset-needing faults that crashed the configuration ``config`` on ``gpus``, taken, naming it."""
-    ledger = _ledger(backend)
-    return [GpuFault(f.gpu, f.code, f.seen_at, config) for gpu in gpus if (f := ledger.crashed.pop(gpu, None))]
-
-
-def take_faults(backend: object, gpus: tuple[int, ...]) -> list[GpuFault]:
-    """Every pending Xid of ``gpus`` (NVML's events and the kernel log's lines), taken (none when the backend
-    cannot say: telemetry never fails a run)."""
-    if not gpus:
-        return []
-    ledger = _ledger(backend)
-    _kernel_faults(ledger)
-    faults = [f for f in ledger.pending if f.gpu in gpus]
-    ledger.pending = [f for f in ledger.pending if f.gpu not in gpus]
-    reader = getattr(backend, "xid_events", None)
-    if reader is None:
-        return faults
-    try:
-        events = reader(gpus)
-    except Exception:  # noqa: BLE001 - a failed read is no event
-        return faults
-    for event in events or ():
-        if isinstance(event, tuple) and len(event) in (2, 3):
-            seen_at = event[2] if len(event) == 3 and isinstance(event[2], int | float) else time.time()
-            faults.append(GpuFault(int(event[0]), int(event[1]), float(seen_at)))
-    return faults
 
 
 # -- kept across a resume ----------------------------------------------------------------------------------
@@ -278,12 +266,3 @@ def gpu_identity(backend: object) -> tuple[dict[int, str], dict[str, int]]:
                 if info.pci_bus_id:
                     buses[info.pci_bus_id] = info.index
     return uuids, buses
-
-
-def watch_host_kernel_log(backend: object, buses: Mapping[str, int]) -> None:
-    """On a real GPU box (NVML), watch this host's kernel log with the backend's events (the simulator's box
-    has no kernel of its own: a test gives it a fake log with :func:`watch_kernel_log`)."""
-    from specbench_tui.engine.gpus.nvml import NvmlBackend
-
-    if isinstance(backend, NvmlBackend) and _ledger(backend).kernel is None:
-        watch_kernel_log(backend, KernelLog(), buses)

@@ -8,9 +8,12 @@ import logging
 import threading
 import time
 from types import ModuleType
-from typing import Any, SupportsFloat, SupportsInt
+from typing import TYPE_CHECKING, Any, SupportsFloat, SupportsInt
 
 from specbench_tui.engine.gpus.backend import BoxInfo, GpuInfo, GpuSample, MIB
+
+if TYPE_CHECKING:
+    from specbench_tui.engine.gpus.faults import KernelLog
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +173,12 @@ class NvmlBackend:
             value = self._device_query("nvmlDeviceGetTotalEnergyConsumption", index)
             out[index] = float(value) if isinstance(value, int | float) else None
         return out
+
+    def host_kernel_log(self) -> KernelLog:
+        """This host's kernel log (``/dev/kmsg``, else ``dmesg``), read for ``NVRM: Xid`` lines with the events."""
+        from specbench_tui.engine.gpus.faults import KernelLog
+
+        return KernelLog()
 
     def xid_events(self, indices: tuple[int, ...]) -> list[tuple[int, int, float]]:
         """The (GPU, Xid, Unix time seen) critical-error events of ``indices`` since the last call, taken (events of

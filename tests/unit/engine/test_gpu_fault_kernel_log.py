@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from specbench_tui.core.gpu_faults import RESET_XIDS, needs_reset
-from specbench_tui.engine.gpus.faults import KernelLog, kernel_log_problem, take_faults, watch_kernel_log
+from specbench_tui.engine.gpus.faults import FaultLedger, KernelLog
 
 LINE = "[ {t}] NVRM: Xid (PCI:0000:{bus}:00): {code}, pid=1234, name=python3, Ch 00000008\n"
 
@@ -26,23 +26,23 @@ def test_dmesg_lines_after_the_watch_began_become_faults_of_their_gpu(tmp_path: 
     monkeypatch.setattr("specbench_tui.engine.gpus.faults.DMESG_EVERY_S", 0.0)
     log = tmp_path / "dmesg.txt"
     log.write_text(LINE.format(t="1.0", bus="38", code=79))  # before the sweep: no fault of it
-    box = _Box()
-    watch_kernel_log(box, KernelLog(kmsg=str(tmp_path / "no-kmsg"), dmesg=_dmesg(log)), {"00000000:38:00.0": 1})
-    assert take_faults(box, (0, 1)) == []
+    box = FaultLedger(_Box())
+    box.watch_kernel_log(KernelLog(kmsg=str(tmp_path / "no-kmsg"), dmesg=_dmesg(log)), {"00000000:38:00.0": 1})
+    assert box.take_faults((0, 1)) == []
     log.write_text(log.read_text() + LINE.format(t="2.0", bus="38", code=48) + LINE.format(t="3.0", bus="99", code=79))
-    [fault] = take_faults(box, (0, 1))
+    [fault] = box.take_faults((0, 1))
     assert (fault.gpu, fault.code) == (1, 48)  # the unknown bus is no GPU of ours
-    assert take_faults(box, (0, 1)) == []  # taken once
-    assert kernel_log_problem(box) is None
+    assert box.take_faults((0, 1)) == []  # taken once
+    assert box.kernel_log_problem() is None
 
 
 def test_an_unreadable_kernel_log_is_said_once_and_never_raises(tmp_path: Path) -> None:
-    box = _Box()
-    watch_kernel_log(box, KernelLog(kmsg=str(tmp_path / "no-kmsg"), dmesg=("false",)), {})
-    assert take_faults(box, (0,)) == [] and take_faults(box, (0,)) == []
-    problem = kernel_log_problem(box)
+    box = FaultLedger(_Box())
+    box.watch_kernel_log(KernelLog(kmsg=str(tmp_path / "no-kmsg"), dmesg=("false",)), {})
+    assert box.take_faults((0,)) == [] and box.take_faults((0,)) == []
+    problem = box.kernel_log_problem()
     assert problem is not None and "no-kmsg" in problem and "false: exit 1" in problem
-    assert kernel_log_problem(box) is None  # once
+    assert box.kernel_log_problem() is None  # once
 
 
 def test_kmsg_read_from_its_end(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from specbench_tui.application.session import make_backend
 from specbench_tui.core.events import ConfigFinished, ConfigState, Event, MeasurementRecorded, ServerLaunching
 from specbench_tui.core.gpu_faults import xid_cause
 from specbench_tui.engine.gpus import FakeBackend
-from specbench_tui.engine.gpus.faults import take_xid_cause
+from specbench_tui.engine.gpus.faults import FaultLedger
 
 ROOT = REPO
 
@@ -27,9 +27,10 @@ def test_an_xid_is_named_and_taken_only_by_the_gpus_it_is_on() -> None:
     assert xid_cause(999, 0) == "Xid 999 on GPU 0 (see NVIDIA's Xid catalogue)"
     box = FakeBackend(count=4)
     box.inject_xid(2, 48)
-    assert take_xid_cause(box, (0, 1)) is None
-    assert take_xid_cause(box, (2, 3)) == "Xid 48 on GPU 2 (double-bit ECC error)"
-    assert take_xid_cause(box, (2, 3)) is None  # taken once
+    faults = FaultLedger(box)
+    assert faults.take_xid_cause((0, 1)) is None
+    assert faults.take_xid_cause((2, 3)) == "Xid 48 on GPU 2 (double-bit ECC error)"
+    assert faults.take_xid_cause((2, 3)) is None  # taken once
 
 
 def test_the_kernel_logs_xid_lines_are_read_and_tied_to_their_gpu() -> None:
