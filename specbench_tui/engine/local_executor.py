@@ -242,6 +242,7 @@ class LocalExecutor:
         if self.placer is not None:
             await self.placer.final_check()
             self.placer.close()
+        self.machine.faults.stop_watching()  # the kernel log it opened (/dev/kmsg) is closed
 
     def our_pids(self) -> set[int]:
         """Every pid any of our servers had (their trees, and what NVML listed on their GPUs): a GPU sample,

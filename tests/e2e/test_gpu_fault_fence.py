@@ -282,6 +282,8 @@ def test_the_kernel_logs_xid_lines_fence_like_nvml_events_and_an_unreadable_log_
         return text
 
     backend.kernel_log = KernelLog(reader=fake_log)  # the box's own PCI bus ids tie its lines to GPUs 0 and 1
+    closed: list[bool] = []
+    backend.kernel_log.close = lambda: closed.append(True)  # type: ignore[method-assign]
 
     def inject(event: Event) -> None:
         if isinstance(event, ConfigFinished) and names[event.config_id] == "ar":
@@ -291,6 +293,7 @@ def test_the_kernel_logs_xid_lines_fence_like_nvml_events_and_an_unreadable_log_
     fenced = re.compile(r"GPU 0: Xid 79 at \d\d:\d\d \(fell off the bus\) \N{EM DASH} not placed")
     assert any(t.startswith("pre-flight: ") and fenced.search(t) for t in _errors(events)), _errors(events)
     assert _launched(plan, events) == {"ar": (0,), "ar2": (1,)}
+    assert closed, "the executor's end left the kernel log open"
 
     plan, run_dir, backend, _ = _two_configurations(tmp_path / "b")
     backend.kernel_log = KernelLog(kmsg=str(tmp_path / "no-kmsg"), dmesg=("false",))

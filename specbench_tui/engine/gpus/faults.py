@@ -150,6 +150,12 @@ class FaultLedger:
         if self.kernel is None and callable(named) and isinstance(log := named(), KernelLog):
             self.watch_kernel_log(log, buses)
 
+    def stop_watching(self) -> None:
+        """Close the watched kernel log (its ``/dev/kmsg`` descriptor) and watch none; faults kept are kept."""
+        if self.kernel is not None:
+            self.kernel.close()
+        self.kernel = None
+
     def kernel_log_problem(self) -> str | None:
         """Why the watched kernel log cannot be read, once (None after, or when it can)."""
         if self.kernel is None or self.kernel.problem is None or self._problem_said:

@@ -3,6 +3,7 @@ began, tied to their GPU by PCI bus id; an unreadable log said once and never ra
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,22 @@ def test_kmsg_read_from_its_end(tmp_path: Path) -> None:
         handle.write("4,2,2,-;NVRM: Xid (PCI:0000:38:00): 79, pid=1\n")
     assert "NVRM: Xid (PCI:0000:38:00): 79" in log.read()
     log.close()
+
+
+def _descriptors_on(path: Path) -> list[str]:
+    """This process's open file descriptors on ``path``."""
+    return [fd for fd in os.listdir("/proc/self/fd") if os.path.realpath(f"/proc/self/fd/{fd}") == str(path)]
+
+
+def test_a_ledger_that_stops_watching_closes_its_kernel_log(tmp_path: Path) -> None:
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text("")
+    box = FaultLedger(_Box())
+    box.watch_kernel_log(KernelLog(kmsg=str(kmsg)), {"00000000:38:00.0": 1})
+    assert box.take_faults((1,)) == [] and box.can_watch()
+    assert len(_descriptors_on(kmsg)) == 1  # read from its end, kept open
+    box.stop_watching()
+    assert _descriptors_on(kmsg) == [] and not box.can_watch()
 
 
 def test_the_reset_table_fences_hardware_faults_not_the_programs_own() -> None:
