@@ -26,18 +26,19 @@ can handle: Python itself prints "Could not import runpy module" and a traceback
 ``-X importtime`` and each moment counts from :func:`_program_started`.)"""
 
 
-def _program_started(output: IO[bytes], seen: list[bytes]) -> None:
+def _program_started(output: IO[bytes], seen: list[bytes]) -> bool:
     """Read the child's ``-X importtime`` lines until its program runs: the first top-level import after the
     package ``specbench_tui`` is ``__main__``'s own (``signal``, whose handler it sets next) or the CLI's. Every
-    line read goes to ``seen``; the end of the output (a child that died first) returns too."""
+    line read goes to ``seen``; False when the output ended first (a child that died, or a format not read)."""
     package_seen = False
     for line in iter(output.readline, b""):
         seen.append(line)
         name = line.rpartition(b"|")[2].rstrip(b"\n")
         if line.startswith(b"import time:") and not name.startswith(b"  "):
             if package_seen:
-                return
+                return True
             package_seen = name.strip() == b"specbench_tui"
+    return False
 
 
 def _interrupted_at(argv: list[str], delay_s: float, env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -47,7 +48,8 @@ def _interrupted_at(argv: list[str], delay_s: float, env: dict[str, str] | None 
     seen: list[bytes] = []
     try:
         assert child.stdout is not None
-        _program_started(child.stdout, seen)
+        started = _program_started(child.stdout, seen)
+        assert started, b"".join(seen)[-2000:].decode(errors="replace")  # else the moments count from nothing
         time.sleep(delay_s)
         child.send_signal(signal.SIGINT)
         rest = child.communicate(timeout=120)[0]
