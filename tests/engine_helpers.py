@@ -176,8 +176,8 @@ def _why_not_prepared(script: str, said: str) -> str:
     ``tools/setup_test_deps.sh`` ran it (in CI the setup's output scrolls away; a full disk shows here)."""
     why = f"\n{script} --print-paths says: {said}" if said else ""
     step = SETUP_STEPS.get(script)
-    log = REPO / os.environ.get("SPECBENCH_SETUP_LOGS", ".venv/setup-logs") / f"{step}.log"
-    if step and log.is_file():
+    log = REPO / os.environ.get("SPECBENCH_SETUP_LOGS", ".venv/setup-logs") / f"{step}.log" if step else None
+    if log is not None and log.is_file():
         tail = log.read_text(errors="replace").splitlines()[-12:]
         why += f"\nthe last lines of {log}:\n" + "\n".join(f"    {line}" for line in tail)
     return why

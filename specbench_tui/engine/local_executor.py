@@ -84,8 +84,8 @@ class LocalPlacer:
     it moves says so, one that no longer fits is refused (:class:`~specbench_tui.engine.gpus.pool.PlacementRefused`)."""
 
     pool: GpuPool
-    faults: FaultLedger | None = None
-    """The box's Xid faults (its machine's ledger); None: no fault is read."""
+    faults: FaultLedger
+    """The box's Xid faults (its machine's ledger)."""
     publish: Callable[[Event], None] | None = None
     save: Callable[[dict[str, object]], None] | None = None
     """Records the fenced GPUs in the run directory (kept across a resume)."""
@@ -123,7 +123,7 @@ class LocalPlacer:
     async def final_check(self) -> None:
         """The sweep placed its last configuration: a fault seen since (on any GPU) is still said and fenced (the
         sweep's ending names every fenced GPU)."""
-        for fault in self.faults.take_faults(self.pool.healthy) if self.faults is not None else ():
+        for fault in self.faults.take_faults(self.pool.healthy):
             await self._fence(fault)
 
     async def acquire(self, count: int, *, config: str,
@@ -143,8 +143,6 @@ class LocalPlacer:
     async def fence_faults(self, gpus: tuple[int, ...]) -> bool:
         """Fence off each GPU of ``gpus`` with a pending Xid (said in a notice); whether one was."""
         fenced = False
-        if self.faults is None:
-            return False
         if (problem := self.faults.kernel_log_problem()) is not None:
             self._say(problem, "warning")
         for fault in self.faults.take_faults(gpus):
@@ -154,7 +152,7 @@ class LocalPlacer:
     async def release(self, placement: Placement, keep: tuple[int, ...] = ()) -> None:
         """Give the GPUs back, but for one a reset-needing Xid crashed its configuration on: fenced off."""
         config = next((self.configs[i] for i in placement.gpus if i in self.configs), None)
-        for fault in self.faults.take_crash_faults(placement.gpus, config) if self.faults is not None else ():
+        for fault in self.faults.take_crash_faults(placement.gpus, config):
             await self._fence(fault)
         await self.pool.release(tuple(i for i in placement.gpus if i not in keep))
 

@@ -95,10 +95,10 @@ class FakeBackend:
         """Each GPU's energy counter (NVML's total energy), the exact integral of :meth:`nominal_power_w`."""
         self._energy_at = now
         self._xids: list[tuple[int, int, float]] = []
+        """Xid events injected (:meth:`inject_xid`) and not yet taken."""
         self.kernel_log: KernelLog | None = None
         """The box's kernel log (a :class:`~specbench_tui.engine.gpus.faults.KernelLog`), which a test may give it:
         the simulator's box has no kernel of its own."""
-        """Xid events injected (:meth:`inject_xid`) and not yet taken."""
 
     # The script.
 
